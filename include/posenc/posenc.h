@@ -1,0 +1,10 @@
+// posenc/posenc.h: everything.
+#pragma once
+#include "posenc/absolute.h"
+#include "posenc/bias.h"
+#include "posenc/encodings.h"
+#include "posenc/error.h"
+#include "posenc/rope.h"
+#include "posenc/shaw.h"
+#include "posenc/tensor.h"
+#include "posenc/transformer_xl.h"

@@ -1,0 +1,122 @@
+// posenc/rope.h: rotary position embedding (RoPE; Su et al., RoFormer, arXiv 2104.09864).
+//
+// Each pair (x_a, x_b) of a head is rotated by the angle theta_j = position * inv_freq_j:
+//   x_a' = x_a cos(theta_j) - x_b sin(theta_j)
+//   x_b' = x_b cos(theta_j) + x_a sin(theta_j)        (then both scaled by attention_factor)
+// so <R(m) q, R(n) k> depends on m - n only. inv_freq_j = base^(-2j / rotary_dim) / scaling.
+//
+// Which elements form pair j (rotary_dim R = 8, head_dim D = 10, c/s = cos/sin partner, 0 = passes):
+//   half        (GPT-NeoX, Llama, HF rotate_half): pair j = (x[j], x[j + R/2])   [ccccssss00]
+//   interleaved (RoFormer, GPT-J, x[..., ::2]):    pair j = (x[2j], x[2j + 1])   [cscscscs00]
+// The two agree only after permuting the q/k projection weights.
+//
+// Multimodal variants choose, per frequency pair, which position stream drives it:
+//   mrope (Qwen2-VL), mrope_section = {t, h, w} pairs:  pairs [t...t h...h w...w]   positions (3, B, T)
+//   mrope_interleaved (Qwen3-VL): pair j uses h if j%3==1 and j<3h, w if j%3==2 and j<3w, else t
+//   axial_2d (2-D image patches): first half of the pairs uses the row position, second half the
+//       column; each half has its own frequency ladder base^(-4j/R)          positions (2, B, T)
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/tensor.h"
+
+namespace posenc {
+
+enum class RopeLayout : uint8_t { half, interleaved };
+enum class RopeScalingType : uint8_t { none, linear, dynamic, yarn, longrope, llama3 };
+enum class RopeMultimodal : uint8_t { none, mrope, mrope_interleaved, axial_2d };
+
+const char* rope_layout_name(RopeLayout layout);
+const char* rope_scaling_name(RopeScalingType type);  // HF rope_type: "default", "linear", ...
+const char* rope_multimodal_name(RopeMultimodal mode);
+
+// The HuggingFace `rope_scaling` dictionary, with the same keys and meanings
+// (transformers/modeling_rope_utils.py). Fields a type does not use are ignored.
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::none;
+  double factor = 1.0;                              // linear, dynamic, yarn, llama3 (and longrope)
+  int64_t original_max_position_embeddings = 0;    // yarn, longrope, llama3 (0 = not given)
+  std::optional<double> attention_factor;           // yarn, longrope: final multiplier on cos/sin
+  double beta_fast = 32.0, beta_slow = 1.0;         // yarn ramp, in rotations
+  std::optional<double> mscale, mscale_all_dim;    // yarn, DeepSeek form of the attention factor
+  bool truncate = true;                             // yarn: floor/ceil the ramp bounds
+  std::vector<double> short_factor, long_factor;    // longrope: one per frequency pair
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+};
+
+struct RopeConfig {
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;  // 0 means head_dim; < head_dim is partial rotary (the rest passes)
+  double base = 10000.0;   // rope_theta
+  RopeLayout layout = RopeLayout::half;
+  RopeScaling scaling;
+  int64_t max_position_embeddings = 0;  // needed by dynamic and longrope (0 = not given)
+  // Explicit per-frequency divisors (rotary_dim/2 values > 0): inv_freq_j /= divisors[j], applied
+  // after `scaling`. Expresses any published per-frequency scaling (LongRoPE, Llama 3 conversions).
+  std::vector<double> frequency_divisors;
+  RopeMultimodal multimodal = RopeMultimodal::none;
+  std::vector<int64_t> mrope_section;  // mrope / mrope_interleaved: pairs per stream {t, h, w}
+
+  int64_t effective_rotary_dim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }
+  int64_t num_position_streams() const;  // 1, 3 (mrope) or 2 (axial_2d)
+};
+
+// Everything a kernel needs, computed on the host in double.
+struct RopeFrequencies {
+  std::vector<double> inv_freq;   // (R/2,) radians per position, per pair
+  std::vector<uint8_t> stream;    // (R/2,) which position stream drives the pair
+  double attention_factor = 1.0;  // multiplies cos and sin (yarn, longrope)
+};
+
+// Throws posenc::Error naming the first invalid field.
+void validate(const RopeConfig& config);
+
+// inv_freq etc. for a sequence of length seq_len. seq_len matters for `dynamic` (NTK base grows
+// once seq_len > max_position_embeddings) and `longrope` (long factors once seq_len >
+// original_max_position_embeddings), exactly as HF switches them; other types ignore it.
+RopeFrequencies rope_frequencies(const RopeConfig& config, int64_t seq_len = 0);
+
+// Per-call options.
+struct RopeCall {
+  // Sequence length for dynamic/longrope; default: max(position) + 1 over the call, which is what
+  // HF's dynamic_rope_update uses. (HF caches the grown frequencies; posenc is stateless.)
+  std::optional<int64_t> seq_len;
+};
+
+// A validated RoPE configuration, ready to apply. Thread-safe (const methods only).
+//   x, q, k: (B, T, H, D) f32, any strides with a unit stride on D; heads of q and k may differ.
+//   positions: (T) shared by the batch, or (B, T); multimodal: (S, T) or (S, B, T) with S streams.
+//   Positions are arbitrary int64 (KV-cache offsets, packed sequences); angles are computed in
+//   double and reduced mod 2*pi before the fp32 sin/cos, so results stay accurate at 2^20 and beyond.
+class Rope {
+ public:
+  explicit Rope(RopeConfig config);
+  const RopeConfig& config() const { return config_; }
+  RopeFrequencies frequencies(int64_t seq_len = 0) const { return rope_frequencies(config_, seq_len); }
+
+  void forward(TensorView x, ConstTensorView positions, RopeCall call = {}) const;  // in place
+  void forward(ConstTensorView x, TensorView out, ConstTensorView positions, RopeCall call = {}) const;
+  // q and k in one pass (cos/sin computed once per token).
+  void forward_qk(TensorView q, TensorView k, ConstTensorView positions, RopeCall call = {}) const;
+  // Gradient w.r.t. the input: the transposed rotation R(-theta) (times attention_factor).
+  void backward(TensorView grad, ConstTensorView positions, RopeCall call = {}) const;  // in place
+  void backward(ConstTensorView grad_out, TensorView grad_in, ConstTensorView positions,
+                RopeCall call = {}) const;
+
+  // cos/sin tables (N, R/2) for flat positions (N) or (S, N): what the kernels use, for inspection.
+  void cos_sin(ConstTensorView positions, TensorView cos, TensorView sin, RopeCall call = {}) const;
+
+ private:
+  RopeConfig config_;
+};
+
+// Parse a HuggingFace config.json (text): rope_theta, partial_rotary_factor, rope_scaling (also the
+// legacy key "type"), head_dim or hidden_size/num_attention_heads, max_position_embeddings,
+// original_max_position_embeddings (Phi-3), and mrope_section inside rope_scaling (Qwen2-VL).
+RopeConfig rope_config_from_hf_json(const std::string& json_text);
+RopeConfig rope_config_from_hf_file(const std::string& path);
+
+}  // namespace posenc

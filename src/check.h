@@ -1,0 +1,82 @@
+// src/check.h: argument validation shared by every front end. Each failure throws posenc::Error
+// with "<op>: <argument> = <value> is invalid: <requirement>".
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/tensor.h"
+
+namespace posenc::detail {
+
+template <typename... Parts>
+[[noreturn]] void fail(std::string_view op, const Parts&... parts) {
+  std::ostringstream os;
+  os.precision(17);
+  os << op << ": ";
+  (os << ... << parts);
+  throw Error(os.str());
+}
+
+template <typename V>
+[[noreturn]] void fail_arg(std::string_view op, std::string_view arg, const V& value,
+                           std::string_view requirement) {
+  fail(op, arg, " = ", value, " is invalid: ", requirement);
+}
+
+inline void check_finite(std::string_view op, std::string_view arg, double value) {
+  if (!std::isfinite(value)) fail_arg(op, arg, value, "must be finite");
+}
+inline void check_positive(std::string_view op, std::string_view arg, double value) {
+  check_finite(op, arg, value);
+  if (!(value > 0)) fail_arg(op, arg, value, "must be > 0");
+}
+
+std::string to_string(const std::vector<int64_t>& values);
+
+// Checks dtype, device, rank, non-null data and (where expected[i] >= 0) each dimension.
+// `expected` uses -1 for "any". Names the view and its shape on failure.
+void check_view(std::string_view op, std::string_view name, const ViewShape& v, DType dtype,
+                std::initializer_list<int64_t> expected, const void* data);
+inline void check_view(std::string_view op, std::string_view name, const ConstTensorView& v,
+                       DType dtype, std::initializer_list<int64_t> expected) {
+  check_view(op, name, v, dtype, expected, v.data);
+}
+inline void check_view(std::string_view op, std::string_view name, const TensorView& v, DType dtype,
+                       std::initializer_list<int64_t> expected) {
+  check_view(op, name, v, dtype, expected, v.data);
+}
+// The last dimension must have unit stride (SIMD rows).
+void check_unit_last_stride(std::string_view op, std::string_view name, const ViewShape& v);
+
+// Copies an int64 view of rank 1 with `n` entries into a contiguous vector.
+std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view name,
+                                         const ConstTensorView& positions, int64_t n);
+// Positions for (B, T) tokens with `streams` streams: accepts (T), (B, T) when streams == 1, and
+// (S, T), (S, B, T) otherwise. Returns a contiguous (S, B, T) copy (broadcast over B if needed).
+std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions,
+                                      int64_t streams, int64_t batch, int64_t tokens);
+
+// Elementwise access helpers for strided views.
+inline int64_t offset2(const ViewShape& v, int64_t i, int64_t j) {
+  return i * v.strides[0] + j * v.strides[1];
+}
+inline int64_t offset3(const ViewShape& v, int64_t i, int64_t j, int64_t k) {
+  return i * v.strides[0] + j * v.strides[1] + k * v.strides[2];
+}
+inline int64_t offset4(const ViewShape& v, int64_t i, int64_t j, int64_t k, int64_t l) {
+  return i * v.strides[0] + j * v.strides[1] + k * v.strides[2] + l * v.strides[3];
+}
+
+}  // namespace posenc::detail
+
+namespace posenc::detail {
+// Positions beyond 2^53 cannot be represented exactly in the double math of the angles.
+inline constexpr int64_t kMaxAbsPosition = int64_t{1} << 53;
+void check_position_range(std::string_view op, const std::vector<int64_t>& positions,
+                          int64_t offset = 0);
+}  // namespace posenc::detail

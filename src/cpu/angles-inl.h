@@ -1,0 +1,65 @@
+// src/cpu/angles-inl.h: per-row angles and their sin/cos, for every Highway target.
+// Angles are formed and reduced to [-pi, pi] in double, then converted to float: fp32 sin/cos
+// stay accurate at any position (Highway's Sin/Cos lose accuracy past |x| ~ 39000 on non-FMA
+// targets, and a float angle itself is off by up to 0.03 rad at position 2^20).
+#if defined(POSENC_CPU_ANGLES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_CPU_ANGLES_INL_H_
+#undef POSENC_CPU_ANGLES_INL_H_
+#else
+#define POSENC_CPU_ANGLES_INL_H_
+#endif
+
+#include <cmath>
+#include <numbers>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "src/cpu/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// angle[j] for row n, reduced to [-pi, pi]; entries [pairs, padded) are zero.
+HWY_INLINE void RowAngles(const AngleTable& a, int64_t rows, int64_t n, float* HWY_RESTRICT angle,
+                          int64_t padded) {
+  constexpr double kTwoPi = 2 * std::numbers::pi;
+  constexpr double kInvTwoPi = 1 / kTwoPi;
+  // 2*pi = kTwoPiHi + kTwoPiLo to ~2^-106: Cody-Waite reduction stays exact for |angle| < 2^40.
+  constexpr double kTwoPiHi = 6.283185307179586;
+  constexpr double kTwoPiLo = 2.4492935982947064e-16;
+  for (int64_t j = 0; j < a.pairs; ++j) {
+    const int64_t s = a.stream ? a.stream[j] : 0;
+    const double p = static_cast<double>(a.positions[s * rows + n] + a.position_offset);
+    const double x = p * a.inv_freq[j];
+    const double k = std::nearbyint(x * kInvTwoPi);
+    angle[j] = static_cast<float>((x - k * kTwoPiHi) - k * kTwoPiLo);
+  }
+  for (int64_t j = a.pairs; j < padded; ++j) angle[j] = 0.0f;
+}
+
+// sin/cos of `padded` angles (a multiple of the vector length), times scale; sin negated if inverse.
+HWY_INLINE void SinCos(const float* HWY_RESTRICT angle, int64_t padded, float scale, bool inverse,
+                       float* HWY_RESTRICT sin_out, float* HWY_RESTRICT cos_out) {
+  const hn::ScalableTag<float> d;
+  const auto vscale = hn::Set(d, scale);
+  const auto vsin_scale = hn::Set(d, inverse ? -scale : scale);
+  for (int64_t j = 0; j < padded; j += static_cast<int64_t>(hn::Lanes(d))) {
+    const auto x = hn::Load(d, angle + j);
+    hn::Store(hn::Mul(hn::Sin(d, x), vsin_scale), d, sin_out + j);
+    hn::Store(hn::Mul(hn::Cos(d, x), vscale), d, cos_out + j);
+  }
+}
+
+HWY_INLINE int64_t PaddedPairs(int64_t pairs) {
+  const hn::ScalableTag<float> d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  return (pairs + n - 1) / n * n;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

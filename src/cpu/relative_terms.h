@@ -1,0 +1,52 @@
+// src/cpu/relative_terms.h: CPU loops of the vector-valued relative encodings (Shaw, Transformer-XL).
+// Views arrive validated; strides are in elements.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "posenc/tensor.h"
+
+namespace posenc::cpu {
+
+// A (B, H, Q, K) logits-like tensor and a (B, Q|K, H, D) head tensor, as pointer + strides.
+struct Logits {
+  float* data = nullptr;
+  const float* cdata = nullptr;
+  Dims s{};  // b, h, i, j
+};
+struct Heads {
+  float* data = nullptr;
+  const float* cdata = nullptr;
+  Dims s{};  // b, t, h, d
+};
+struct Table {
+  float* data = nullptr;
+  const float* cdata = nullptr;
+  int64_t s_row = 0, s_col = 0;
+};
+
+struct ShawShapes {
+  int64_t batch, heads, nq, nk, dim, max_distance;
+  const std::vector<int64_t>* q_pos;
+  const std::vector<int64_t>* k_pos;
+};
+void shaw_key_logits(const ShawShapes& sh, Table a_k, Heads q, Logits out);
+void shaw_key_logits_backward(const ShawShapes& sh, Table a_k, Heads q, Logits grad, Heads grad_q, Table grad_a_k);
+void shaw_value_output(const ShawShapes& sh, Table a_v, Logits probs, Heads out);
+void shaw_value_output_backward(const ShawShapes& sh, Table a_v, Logits probs, Heads grad_out, Logits grad_probs,
+                                Table grad_a_v);
+
+struct XLShapes {
+  int64_t batch, heads, nq, nk, dim, d_model;
+  double base;
+  const std::vector<int64_t>* q_pos;
+  const std::vector<int64_t>* k_pos;
+};
+struct XLParams {
+  Heads q, k;
+  Table u, v, w_r;  // u, v: (H, D); w_r: (H*D, d_model)
+};
+void transformer_xl_logits(const XLShapes& sh, const XLParams& p, Logits out);
+void transformer_xl_logits_backward(const XLShapes& sh, const XLParams& p, Logits grad, const XLParams& grads);
+
+}  // namespace posenc::cpu

@@ -1,0 +1,421 @@
+// src/frequencies.cc: host-side positional math in double. Every kernel receives the tables
+// computed here (inverse frequencies, slopes, buckets) and stays branch-free.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "check.h"
+#include "posenc/absolute.h"
+#include "posenc/bias.h"
+#include "posenc/rope.h"
+
+namespace posenc {
+using detail::check_finite;
+using detail::check_positive;
+using detail::fail;
+using detail::fail_arg;
+
+// ================================================================ RoPE
+const char* rope_layout_name(RopeLayout layout) {
+  return layout == RopeLayout::half ? "half" : "interleaved";
+}
+const char* rope_scaling_name(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::none: return "default";
+    case RopeScalingType::linear: return "linear";
+    case RopeScalingType::dynamic: return "dynamic";
+    case RopeScalingType::yarn: return "yarn";
+    case RopeScalingType::longrope: return "longrope";
+    case RopeScalingType::llama3: return "llama3";
+  }
+  return "?";
+}
+const char* rope_multimodal_name(RopeMultimodal mode) {
+  switch (mode) {
+    case RopeMultimodal::none: return "none";
+    case RopeMultimodal::mrope: return "mrope";
+    case RopeMultimodal::mrope_interleaved: return "mrope_interleaved";
+    case RopeMultimodal::axial_2d: return "axial_2d";
+  }
+  return "?";
+}
+
+int64_t RopeConfig::num_position_streams() const {
+  switch (multimodal) {
+    case RopeMultimodal::none: return 1;
+    case RopeMultimodal::axial_2d: return 2;
+    default: return 3;
+  }
+}
+
+namespace {
+// yarn and longrope read the pre-training context from rope_scaling, else max_position_embeddings.
+int64_t original_context(const RopeConfig& c) {
+  return c.scaling.original_max_position_embeddings > 0 ? c.scaling.original_max_position_embeddings
+                                                         : c.max_position_embeddings;
+}
+
+void validate_factor_list(const char* name, const std::vector<double>& v, int64_t pairs) {
+  if (static_cast<int64_t>(v.size()) != pairs)
+    fail("rope", "rope_scaling.", name, " has ", v.size(), " values, expected rotary_dim/2 = ", pairs);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(std::isfinite(v[i]) && v[i] > 0))
+      fail("rope", "rope_scaling.", name, "[", i, "] = ", v[i], " is invalid: must be finite and > 0");
+}
+}  // namespace
+
+void validate(const RopeConfig& c) {
+  const char* op = "rope";
+  if (c.head_dim <= 0) fail_arg(op, "head_dim", c.head_dim, "must be > 0");
+  if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim)
+    fail_arg(op, "rotary_dim", c.rotary_dim, "must be in [0, head_dim = " + std::to_string(c.head_dim) + "] (0 = head_dim)");
+  const int64_t r = c.effective_rotary_dim();
+  if (r % 2 != 0)
+    fail_arg(op, c.rotary_dim == 0 ? "head_dim (used as rotary_dim)" : "rotary_dim", r, "must be even");
+  const int64_t pairs = r / 2;
+  check_positive(op, "base", c.base);
+  if (c.max_position_embeddings < 0)
+    fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be >= 0 (0 = not given)");
+  const RopeScaling& s = c.scaling;
+  if (s.original_max_position_embeddings < 0)
+    fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings, "must be >= 0");
+  if (s.type != RopeScalingType::none) check_positive(op, "rope_scaling.factor", s.factor);
+  if (s.attention_factor) check_positive(op, "rope_scaling.attention_factor", *s.attention_factor);
+  switch (s.type) {
+    case RopeScalingType::none:
+    case RopeScalingType::linear: break;
+    case RopeScalingType::dynamic:
+      if (c.max_position_embeddings <= 0)
+        fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be > 0 for rope_scaling 'dynamic'");
+      if (r <= 2) fail_arg(op, "rotary_dim", r, "must be > 2 for rope_scaling 'dynamic' (exponent dim/(dim-2))");
+      break;
+    case RopeScalingType::yarn:
+      if (original_context(c) <= 0)
+        fail(op, "rope_scaling 'yarn' needs original_max_position_embeddings or max_position_embeddings > 0");
+      if (!(c.base > 1)) fail_arg(op, "base", c.base, "must be > 1 for rope_scaling 'yarn' (it takes log(base))");
+      check_positive(op, "rope_scaling.beta_fast", s.beta_fast);
+      check_positive(op, "rope_scaling.beta_slow", s.beta_slow);
+      if (s.mscale) check_finite(op, "rope_scaling.mscale", *s.mscale);
+      if (s.mscale_all_dim) check_finite(op, "rope_scaling.mscale_all_dim", *s.mscale_all_dim);
+      break;
+    case RopeScalingType::longrope:
+      validate_factor_list("short_factor", s.short_factor, pairs);
+      validate_factor_list("long_factor", s.long_factor, pairs);
+      if (original_context(c) <= 1)
+        fail(op, "rope_scaling 'longrope' needs original_max_position_embeddings or max_position_embeddings > 1");
+      if (s.original_max_position_embeddings > 0 && c.max_position_embeddings <= 0)
+        fail(op, "rope_scaling 'longrope' with original_max_position_embeddings needs max_position_embeddings > 0 "
+                 "(HF takes factor = max_position_embeddings / original_max_position_embeddings)");
+      break;
+    case RopeScalingType::llama3:
+      check_positive(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
+      check_positive(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
+      if (!(s.high_freq_factor > s.low_freq_factor))
+        fail_arg(op, "rope_scaling.high_freq_factor", s.high_freq_factor,
+                 "must be > low_freq_factor = " + std::to_string(s.low_freq_factor));
+      if (s.original_max_position_embeddings <= 0)
+        fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
+                 "must be > 0 for rope_scaling 'llama3'");
+      break;
+  }
+  if (!c.frequency_divisors.empty()) {
+    if (static_cast<int64_t>(c.frequency_divisors.size()) != pairs)
+      fail(op, "frequency_divisors has ", c.frequency_divisors.size(), " values, expected rotary_dim/2 = ", pairs);
+    for (size_t i = 0; i < c.frequency_divisors.size(); ++i)
+      if (!(std::isfinite(c.frequency_divisors[i]) && c.frequency_divisors[i] > 0))
+        fail(op, "frequency_divisors[", i, "] = ", c.frequency_divisors[i], " is invalid: must be finite and > 0");
+  }
+  switch (c.multimodal) {
+    case RopeMultimodal::none:
+      if (!c.mrope_section.empty()) fail(op, "mrope_section is set but multimodal is 'none'");
+      break;
+    case RopeMultimodal::mrope:
+    case RopeMultimodal::mrope_interleaved: {
+      if (c.mrope_section.size() != 3)
+        fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " is invalid: needs 3 values {t, h, w}");
+      int64_t sum = 0;
+      for (int64_t v : c.mrope_section) {
+        if (v < 0) fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " is invalid: values must be >= 0");
+        sum += v;
+      }
+      if (sum != pairs)
+        fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " sums to ", sum,
+             ", expected rotary_dim/2 = ", pairs);
+      break;
+    }
+    case RopeMultimodal::axial_2d:
+      if (pairs % 2 != 0) fail_arg(op, "rotary_dim", r, "must be a multiple of 4 for axial_2d (two halves of pairs)");
+      if (s.type != RopeScalingType::none && s.type != RopeScalingType::linear)
+        fail(op, "rope_scaling '", rope_scaling_name(s.type), "' is not defined for axial_2d (only default, linear)");
+      if (!c.mrope_section.empty()) fail(op, "mrope_section is set but multimodal is 'axial_2d'");
+      break;
+  }
+}
+
+namespace {
+// 1 / base^(2j / dim) for j < dim / 2: the RoFormer ladder.
+std::vector<double> default_ladder(double base, int64_t dim) {
+  std::vector<double> f(dim / 2);
+  for (int64_t j = 0; j < dim / 2; ++j) f[j] = std::pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(dim));
+  return f;
+}
+
+double yarn_mscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// YaRN (Peng et al., arXiv 2309.00071) as HF computes it: dimensions rotating fewer than beta_slow
+// times over the original context are interpolated (divided by factor), more than beta_fast times
+// extrapolated (kept), with a linear ramp between.
+void apply_yarn(const RopeConfig& c, int64_t dim, std::vector<double>& inv_freq, double& attention_factor) {
+  const RopeScaling& s = c.scaling;
+  const double factor = s.factor;
+  const double original = static_cast<double>(original_context(c));
+  if (s.attention_factor) {
+    attention_factor = *s.attention_factor;
+  } else if (s.mscale && s.mscale_all_dim && *s.mscale != 0 && *s.mscale_all_dim != 0) {
+    attention_factor = yarn_mscale(factor, *s.mscale) / yarn_mscale(factor, *s.mscale_all_dim);
+  } else {
+    attention_factor = yarn_mscale(factor, 1.0);
+  }
+  auto correction_dim = [&](double rotations) {
+    return (static_cast<double>(dim) * std::log(original / (rotations * 2 * std::numbers::pi))) /
+           (2 * std::log(c.base));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // HF: prevent a singular ramp
+  for (size_t j = 0; j < inv_freq.size(); ++j) {
+    const double ramp = std::clamp((static_cast<double>(j) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1.0 - ramp;  // weight of the unscaled frequency
+    inv_freq[j] = inv_freq[j] / factor * (1.0 - extrapolation) + inv_freq[j] * extrapolation;
+  }
+}
+
+// Llama 3.1: wavelengths longer than original/low_freq_factor are divided by factor, shorter than
+// original/high_freq_factor kept, and those between interpolated smoothly.
+void apply_llama3(const RopeScaling& s, std::vector<double>& inv_freq) {
+  const double old_context = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_context / s.low_freq_factor;
+  const double high_wavelen = old_context / s.high_freq_factor;
+  for (double& f : inv_freq) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_wavelen) {
+      f = f / s.factor;
+    } else if (!(wavelen < high_wavelen)) {
+      const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+}
+}  // namespace
+
+RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
+  validate(c);
+  const int64_t r = c.effective_rotary_dim();
+  const int64_t pairs = r / 2;
+  const RopeScaling& s = c.scaling;
+  RopeFrequencies out;
+  out.stream.assign(pairs, 0);
+
+  if (c.multimodal == RopeMultimodal::axial_2d) {
+    // Each half of the pairs gets its own ladder over rotary_dim / 2.
+    std::vector<double> half = default_ladder(c.base, r / 2);
+    out.inv_freq.resize(pairs);
+    for (int64_t j = 0; j < pairs / 2; ++j) {
+      out.inv_freq[j] = out.inv_freq[j + pairs / 2] = half[j];
+      out.stream[j + pairs / 2] = 1;
+    }
+  } else {
+    double base = c.base;
+    if (s.type == RopeScalingType::dynamic) {
+      // NTK-aware base growth (HF _compute_dynamic_ntk_parameters).
+      const double max_pos = static_cast<double>(c.max_position_embeddings);
+      const double len = seq_len > c.max_position_embeddings ? static_cast<double>(seq_len) : max_pos;
+      base = base * std::pow(s.factor * len / max_pos - (s.factor - 1), static_cast<double>(r) / (r - 2));
+    }
+    out.inv_freq = default_ladder(base, r);
+  }
+
+  switch (s.type) {
+    case RopeScalingType::none:
+    case RopeScalingType::dynamic: break;
+    case RopeScalingType::linear:
+      for (double& f : out.inv_freq) f /= s.factor;
+      break;
+    case RopeScalingType::yarn: apply_yarn(c, r, out.inv_freq, out.attention_factor); break;
+    case RopeScalingType::longrope: {
+      // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
+      // and the factor is max_position_embeddings / original.
+      double factor = s.factor;
+      const int64_t original = original_context(c);
+      if (s.original_max_position_embeddings > 0)
+        factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(original);
+      if (s.attention_factor) out.attention_factor = *s.attention_factor;
+      else out.attention_factor = factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
+      const std::vector<double>& ext = seq_len > original ? s.long_factor : s.short_factor;
+      for (int64_t j = 0; j < pairs; ++j) out.inv_freq[j] /= ext[j];
+      break;
+    }
+    case RopeScalingType::llama3: apply_llama3(s, out.inv_freq); break;
+  }
+  for (size_t j = 0; j < c.frequency_divisors.size(); ++j) out.inv_freq[j] /= c.frequency_divisors[j];
+
+  if (c.multimodal == RopeMultimodal::mrope) {
+    // Qwen2-VL: consecutive sections of pairs take the t, h, w streams.
+    int64_t j = 0;
+    for (uint8_t stream = 0; stream < 3; ++stream)
+      for (int64_t n = 0; n < c.mrope_section[stream]; ++n) out.stream[j++] = stream;
+  } else if (c.multimodal == RopeMultimodal::mrope_interleaved) {
+    // Qwen3-VL apply_interleaved_mrope: h on j % 3 == 1 below 3*h, w on j % 3 == 2 below 3*w.
+    for (int64_t j = 0; j < pairs; ++j) {
+      if (j % 3 == 1 && j < 3 * c.mrope_section[1]) out.stream[j] = 1;
+      else if (j % 3 == 2 && j < 3 * c.mrope_section[2]) out.stream[j] = 2;
+    }
+  }
+  return out;
+}
+
+// ================================================================ sinusoidal
+void validate(const SinusoidalConfig& c) {
+  const char* op = "sinusoidal";
+  if (c.dim <= 0) fail_arg(op, "dim", c.dim, "must be > 0");
+  if (c.layout == SinusoidalLayout::interleaved && c.dim % 2 != 0)
+    fail_arg(op, "dim", c.dim, "must be even for the interleaved layout (odd dims: use the split layout)");
+  check_positive(op, "base", c.base);
+  if (c.frequencies == SinusoidalFrequencies::half_dim_minus_one && c.dim / 2 < 2)
+    fail_arg(op, "dim", c.dim, "must be >= 4 for frequencies 'half_dim_minus_one' (divides by dim/2 - 1)");
+  constexpr int64_t kLimit = int64_t{1} << 53;
+  if (c.position_offset > kLimit || c.position_offset < -kLimit)
+    fail_arg(op, "position_offset", c.position_offset, "must lie in [-2^53, 2^53]");
+}
+
+std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
+  validate(c);
+  const int64_t half = c.dim / 2;
+  const double denominator = c.frequencies == SinusoidalFrequencies::model_dim
+                                 ? static_cast<double>(c.dim) / 2.0
+                                 : static_cast<double>(half - 1);
+  std::vector<double> w(half);
+  for (int64_t i = 0; i < half; ++i) w[i] = std::pow(c.base, -static_cast<double>(i) / denominator);
+  return w;
+}
+
+// ================================================================ binary
+void validate(const BinaryConfig& c) {
+  if (c.bits < 1 || c.bits > 62) fail_arg("binary", "bits", c.bits, "must be in [1, 62]");
+}
+int64_t binary_bits_for_length(int64_t max_len) {
+  if (max_len < 1) fail_arg("binary", "max_len", max_len, "must be >= 1");
+  int64_t bits = 1;
+  while (bits < 62 && (int64_t{1} << bits) < max_len) ++bits;
+  return bits;
+}
+
+// ================================================================ ALiBi
+void validate(const AlibiConfig& c) {
+  if (c.heads <= 0) fail_arg("alibi", "heads", c.heads, "must be > 0");
+  if (c.heads > (int64_t{1} << 20)) fail_arg("alibi", "heads", c.heads, "must be <= 2^20");
+  if (c.slopes == AlibiSlopes::mpt) check_positive("alibi", "alibi_bias_max", c.alibi_bias_max);
+}
+
+std::vector<double> alibi_slopes(const AlibiConfig& c) {
+  validate(c);
+  const int64_t n = c.heads;
+  std::vector<double> slopes;
+  if (c.slopes == AlibiSlopes::bloom) {
+    // Press et al. get_slopes / BLOOM build_alibi_tensor.
+    int64_t closest = 1;
+    while (closest * 2 <= n) closest *= 2;
+    const double base = std::pow(2.0, -8.0 / static_cast<double>(closest));
+    for (int64_t i = 1; i <= closest; ++i) slopes.push_back(std::pow(base, static_cast<double>(i)));
+    const double extra_base = std::pow(2.0, -4.0 / static_cast<double>(closest));
+    for (int64_t i = 0; i < n - closest; ++i) slopes.push_back(std::pow(extra_base, static_cast<double>(2 * i + 1)));
+  } else {
+    // MPT gen_slopes: m_i = i * max / n' for n' = 2^ceil(log2 n); odd-indexed first, then even.
+    int64_t np2 = 1;
+    while (np2 < n) np2 *= 2;
+    std::vector<double> all(np2);
+    for (int64_t i = 0; i < np2; ++i) all[i] = std::pow(2.0, -static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
+    if (np2 == n) {
+      slopes = all;
+    } else {
+      for (int64_t i = 1; i < np2; i += 2) slopes.push_back(all[i]);
+      for (int64_t i = 0; i < np2; i += 2) slopes.push_back(all[i]);
+      slopes.resize(n);
+    }
+  }
+  return slopes;
+}
+
+// ================================================================ relative bias buckets
+RelativeBiasConfig RelativeBiasConfig::clipped(int64_t heads, int64_t max_distance) {
+  RelativeBiasConfig c;
+  c.heads = heads;
+  c.bucketing = Bucketing::clipped;
+  c.max_distance = max_distance;
+  return c;
+}
+RelativeBiasConfig RelativeBiasConfig::t5(int64_t heads, int64_t num_buckets, int64_t max_distance,
+                                          bool bidirectional) {
+  RelativeBiasConfig c;
+  c.heads = heads;
+  c.bucketing = Bucketing::t5;
+  c.num_buckets = num_buckets;
+  c.max_distance = max_distance;
+  c.bidirectional = bidirectional;
+  return c;
+}
+int64_t RelativeBiasConfig::num_rows() const {
+  return bucketing == Bucketing::t5 ? num_buckets : 2 * max_distance + 1;
+}
+
+void validate(const RelativeBiasConfig& c) {
+  const char* op = c.bucketing == Bucketing::t5 ? "t5_bias" : "relative_bias";
+  if (c.heads <= 0) fail_arg(op, "heads", c.heads, "must be > 0");
+  if (c.bucketing == Bucketing::clipped) {
+    if (c.max_distance < 0 || c.max_distance > (int64_t{1} << 30))
+      fail_arg(op, "max_distance", c.max_distance, "must be in [0, 2^30]");
+    return;
+  }
+  const int64_t exact = c.bidirectional ? c.num_buckets / 4 : c.num_buckets / 2;
+  if (c.num_buckets < (c.bidirectional ? 4 : 2) || c.num_buckets > (int64_t{1} << 20))
+    fail_arg(op, "num_buckets", c.num_buckets, c.bidirectional ? "must be in [4, 2^20] when bidirectional" : "must be in [2, 2^20]");
+  if (c.max_distance <= exact)
+    fail_arg(op, "max_distance", c.max_distance,
+             "must exceed the exact buckets (num_buckets/" + std::string(c.bidirectional ? "4" : "2") + " = " +
+                 std::to_string(exact) + ")");
+}
+
+int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+  int64_t bucket = 0;
+  int64_t n;
+  if (bidirectional) {
+    num_buckets /= 2;
+    if (relative_position > 0) bucket += num_buckets;
+    n = relative_position < 0 ? -relative_position : relative_position;
+  } else {
+    n = relative_position < 0 ? -relative_position : 0;
+  }
+  const int64_t max_exact = num_buckets / 2;
+  if (n < max_exact) return bucket + n;
+  // T5 / HF evaluate this in float32: log(n / max_exact) / log(max_distance / max_exact) * (nb - max_exact),
+  // the second log in double (Python's math.log) then rounded to float with the tensor op.
+  const float ratio = static_cast<float>(n) / static_cast<float>(max_exact);
+  const float log_range = static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)));
+  const float scaled = std::log(ratio) / log_range * static_cast<float>(num_buckets - max_exact);
+  const int64_t large = max_exact + static_cast<int64_t>(scaled);
+  return bucket + std::min(large, num_buckets - 1);
+}
+
+int64_t relative_bias_row(const RelativeBiasConfig& c, int64_t d) {
+  if (c.bucketing == Bucketing::t5) return t5_bucket(d, c.bidirectional, c.num_buckets, c.max_distance);
+  return std::clamp(d, -c.max_distance, c.max_distance) + c.max_distance;
+}
+
+}  // namespace posenc

@@ -1,0 +1,164 @@
+// src/rope_config_json.cc: RopeConfig from a HuggingFace config.json, with HF's keys and defaults
+// (transformers/modeling_rope_utils.py and the model configs that use them).
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "check.h"
+#include "posenc/rope.h"
+
+namespace posenc {
+using detail::fail;
+using json = nlohmann::json;
+
+namespace {
+constexpr const char* kOp = "rope config";
+
+bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+
+double get_number(const json& j, const char* key, const char* where) {
+  const json& v = j.at(key);
+  if (!v.is_number()) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be a number");
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be finite");
+  return d;
+}
+
+int64_t get_int(const json& j, const char* key, const char* where) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) {
+    // Accept integral floats such as 4096.0, which some configs contain.
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15)
+      return static_cast<int64_t>(v.get<double>());
+    fail(kOp, where, key, " = ", v.dump(), " is invalid: must be an integer");
+  }
+  return v.get<int64_t>();
+}
+
+std::vector<double> get_number_list(const json& j, const char* key, const char* where) {
+  const json& v = j.at(key);
+  if (!v.is_array()) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be a list of numbers");
+  std::vector<double> out;
+  for (const json& e : v) {
+    if (!e.is_number()) fail(kOp, where, key, " contains ", e.dump(), ": must be a list of numbers");
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+RopeScalingType parse_type(const std::string& name) {
+  if (name == "default" || name == "mrope") return RopeScalingType::none;
+  if (name == "linear") return RopeScalingType::linear;
+  if (name == "dynamic") return RopeScalingType::dynamic;
+  if (name == "yarn") return RopeScalingType::yarn;
+  if (name == "longrope" || name == "su") return RopeScalingType::longrope;  // "su": early Phi-3 name
+  if (name == "llama3") return RopeScalingType::llama3;
+  fail(kOp, "rope_scaling.rope_type = \"", name,
+       "\" is invalid: expected one of default, linear, dynamic, yarn, longrope, llama3, mrope");
+}
+
+void parse_scaling(const json& s, RopeConfig& c) {
+  const char* w = "rope_scaling.";
+  if (!s.is_object()) fail(kOp, "rope_scaling = ", s.dump(), " is invalid: must be an object or null");
+  std::string type = "default";
+  const char* type_key = has(s, "rope_type") ? "rope_type" : (has(s, "type") ? "type" : nullptr);
+  if (type_key) {
+    if (!s.at(type_key).is_string()) fail(kOp, w, type_key, " = ", s.at(type_key).dump(), " is invalid: must be a string");
+    type = s.at(type_key).get<std::string>();
+  }
+  RopeScaling& r = c.scaling;
+  r.type = parse_type(type);
+  const bool needs_factor = r.type == RopeScalingType::linear || r.type == RopeScalingType::dynamic ||
+                            r.type == RopeScalingType::yarn || r.type == RopeScalingType::llama3;
+  if (has(s, "factor")) r.factor = get_number(s, "factor", w);
+  else if (needs_factor) fail(kOp, "rope_scaling of type '", type, "' is missing the required key 'factor'");
+  if (has(s, "original_max_position_embeddings"))
+    r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings", w);
+  if (has(s, "attention_factor")) r.attention_factor = get_number(s, "attention_factor", w);
+  if (has(s, "beta_fast")) r.beta_fast = get_number(s, "beta_fast", w);
+  if (has(s, "beta_slow")) r.beta_slow = get_number(s, "beta_slow", w);
+  if (has(s, "mscale")) r.mscale = get_number(s, "mscale", w);
+  if (has(s, "mscale_all_dim")) r.mscale_all_dim = get_number(s, "mscale_all_dim", w);
+  if (has(s, "truncate")) {
+    if (!s.at("truncate").is_boolean()) fail(kOp, "rope_scaling.truncate must be true or false");
+    r.truncate = s.at("truncate").get<bool>();
+  }
+  if (r.type == RopeScalingType::longrope) {
+    for (const char* key : {"short_factor", "long_factor"})
+      if (!has(s, key)) fail(kOp, "rope_scaling of type 'longrope' is missing the required key '", key, "'");
+    r.short_factor = get_number_list(s, "short_factor", w);
+    r.long_factor = get_number_list(s, "long_factor", w);
+  }
+  if (r.type == RopeScalingType::llama3) {
+    for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+      if (!has(s, key)) fail(kOp, "rope_scaling of type 'llama3' is missing the required key '", key, "'");
+    r.low_freq_factor = get_number(s, "low_freq_factor", w);
+    r.high_freq_factor = get_number(s, "high_freq_factor", w);
+  }
+  if (has(s, "mrope_section")) {
+    for (double v : get_number_list(s, "mrope_section", w)) {
+      if (v != std::floor(v)) fail(kOp, "rope_scaling.mrope_section must hold integers");
+      c.mrope_section.push_back(static_cast<int64_t>(v));
+    }
+    c.multimodal = RopeMultimodal::mrope;
+    if (has(s, "mrope_interleaved") && s.at("mrope_interleaved").is_boolean() && s.at("mrope_interleaved").get<bool>())
+      c.multimodal = RopeMultimodal::mrope_interleaved;
+  }
+}
+}  // namespace
+
+RopeConfig rope_config_from_hf_json(const std::string& text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(kOp, "malformed JSON: ", e.what());
+  }
+  if (!root.is_object()) fail(kOp, "the JSON document must be an object (a config.json)");
+  // Vision-language models keep the language model's keys under text_config.
+  const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config")) ? root.at("text_config") : root;
+  if (!j.is_object()) fail(kOp, "text_config must be an object");
+
+  RopeConfig c;
+  if (has(j, "head_dim")) {
+    c.head_dim = get_int(j, "head_dim", "");
+  } else if (has(j, "hidden_size") && has(j, "num_attention_heads")) {
+    const int64_t hidden = get_int(j, "hidden_size", ""), heads = get_int(j, "num_attention_heads", "");
+    if (heads <= 0) fail(kOp, "num_attention_heads = ", heads, " is invalid: must be > 0");
+    if (hidden % heads != 0)
+      fail(kOp, "hidden_size = ", hidden, " is not divisible by num_attention_heads = ", heads);
+    c.head_dim = hidden / heads;
+  } else {
+    fail(kOp, "missing head_dim, or hidden_size and num_attention_heads");
+  }
+  // HF v5 keeps theta and the scaling under rope_parameters; older configs use rope_theta + rope_scaling.
+  const json* scaling = has(j, "rope_scaling") ? &j.at("rope_scaling") : (has(j, "rope_parameters") ? &j.at("rope_parameters") : nullptr);
+  if (has(j, "rope_theta")) c.base = get_number(j, "rope_theta", "");
+  else if (scaling && scaling->is_object() && has(*scaling, "rope_theta")) c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
+  if (has(j, "max_position_embeddings")) c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
+  double partial = 1.0;
+  if (has(j, "partial_rotary_factor")) partial = get_number(j, "partial_rotary_factor", "");
+  else if (has(j, "rotary_pct")) partial = get_number(j, "rotary_pct", "");  // GPT-NeoX
+  if (!(partial > 0 && partial <= 1)) fail(kOp, "partial_rotary_factor = ", partial, " is invalid: must be in (0, 1]");
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // HF: int(head_dim * factor)
+  if (has(j, "rotary_dim")) c.rotary_dim = get_int(j, "rotary_dim", "");  // GPT-J
+  if (has(j, "model_type") && j.at("model_type").is_string() && j.at("model_type").get<std::string>() == "gptj")
+    c.layout = RopeLayout::interleaved;
+  if (scaling) parse_scaling(*scaling, c);
+  // Phi-3 puts original_max_position_embeddings at the top level.
+  if (has(j, "original_max_position_embeddings") && c.scaling.original_max_position_embeddings == 0)
+    c.scaling.original_max_position_embeddings = get_int(j, "original_max_position_embeddings", "");
+  validate(c);
+  return c;
+}
+
+RopeConfig rope_config_from_hf_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(kOp, "cannot open config file '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return rope_config_from_hf_json(ss.str());
+}
+
+}  // namespace posenc
