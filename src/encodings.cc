@@ -43,7 +43,10 @@ const EncodingInfo& encoding_info(std::string_view name) {
   for (const EncodingInfo& e : kEncodings)
     if (e.name == name) return e;
   std::string known;
-  for (const EncodingInfo& e : kEncodings) known += (known.empty() ? "" : ", ") + std::string(e.name);
+  for (const EncodingInfo& e : kEncodings) {
+    if (!known.empty()) known += ", ";
+    known += e.name;
+  }
   detail::fail("encoding", "name = '", name, "' is invalid: expected one of ", known);
 }
 

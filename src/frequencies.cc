@@ -332,16 +332,17 @@ std::vector<double> alibi_slopes(const AlibiConfig& c) {
     // Press et al. get_slopes / BLOOM build_alibi_tensor.
     int64_t closest = 1;
     while (closest * 2 <= n) closest *= 2;
-    const double base = std::pow(2.0, -8.0 / static_cast<double>(closest));
-    for (int64_t i = 1; i <= closest; ++i) slopes.push_back(std::pow(base, static_cast<double>(i)));
-    const double extra_base = std::pow(2.0, -4.0 / static_cast<double>(closest));
-    for (int64_t i = 0; i < n - closest; ++i) slopes.push_back(std::pow(extra_base, static_cast<double>(2 * i + 1)));
+    // base^i with base = 2^(-8/closest), written as one exp2 so powers of two come out exact.
+    const double c = static_cast<double>(closest);
+    for (int64_t i = 1; i <= closest; ++i) slopes.push_back(std::exp2(-8.0 * static_cast<double>(i) / c));
+    // extra_base^(2i+1) with extra_base = 2^(-4/closest): every other slope of 2 * closest heads.
+    for (int64_t i = 0; i < n - closest; ++i) slopes.push_back(std::exp2(-4.0 * static_cast<double>(2 * i + 1) / c));
   } else {
     // MPT gen_slopes: m_i = i * max / n' for n' = 2^ceil(log2 n); odd-indexed first, then even.
     int64_t np2 = 1;
     while (np2 < n) np2 *= 2;
     std::vector<double> all(np2);
-    for (int64_t i = 0; i < np2; ++i) all[i] = std::pow(2.0, -static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
+    for (int64_t i = 0; i < np2; ++i) all[i] = std::exp2(-static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
     if (np2 == n) {
       slopes = all;
     } else {

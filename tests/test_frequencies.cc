@@ -1,0 +1,247 @@
+// tests/test_frequencies.cc: host-side RoPE frequency math for every HF rope_scaling type, and
+// the HF config.json parser.
+#include <cmath>
+#include <numbers>
+
+#include "posenc/error.h"
+#include "posenc/rope.h"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+
+RopeConfig base_config(int64_t head_dim = 128, double theta = 10000) {
+  RopeConfig c;
+  c.head_dim = head_dim;
+  c.base = theta;
+  return c;
+}
+
+TEST(RopeFrequencies, DefaultIsTheRoFormerLadder) {
+  const RopeFrequencies f = rope_frequencies(base_config(8));
+  ASSERT_EQ(f.inv_freq.size(), 4u);
+  EXPECT_DOUBLE_EQ(f.inv_freq[0], 1.0);
+  EXPECT_DOUBLE_EQ(f.inv_freq[1], 0.1);    // 10000^(-2/8)
+  EXPECT_DOUBLE_EQ(f.inv_freq[2], 0.01);
+  EXPECT_NEAR(f.inv_freq[3], 0.001, 1e-18);
+  EXPECT_EQ(f.attention_factor, 1.0);
+}
+
+TEST(RopeFrequencies, PartialRotaryUsesRotaryDimInTheExponent) {
+  RopeConfig c = base_config(128);
+  c.rotary_dim = 32;  // e.g. partial_rotary_factor 0.25
+  const RopeFrequencies f = rope_frequencies(c);
+  ASSERT_EQ(f.inv_freq.size(), 16u);
+  EXPECT_DOUBLE_EQ(f.inv_freq[1], std::pow(10000.0, -2.0 / 32));
+}
+
+TEST(RopeFrequencies, LinearDividesEveryFrequency) {
+  RopeConfig c = base_config(64);
+  c.scaling.type = RopeScalingType::linear;
+  c.scaling.factor = 4;
+  const RopeFrequencies f = rope_frequencies(c), d = rope_frequencies(base_config(64));
+  for (size_t j = 0; j < f.inv_freq.size(); ++j) EXPECT_DOUBLE_EQ(f.inv_freq[j], d.inv_freq[j] / 4);
+}
+
+TEST(RopeFrequencies, DynamicNtkGrowsTheBaseOnlyPastMaxPositions) {
+  RopeConfig c = base_config(64);
+  c.scaling.type = RopeScalingType::dynamic;
+  c.scaling.factor = 2;
+  c.max_position_embeddings = 2048;
+  const RopeFrequencies d = rope_frequencies(base_config(64));
+  EXPECT_EQ(rope_frequencies(c, 100).inv_freq, d.inv_freq);
+  EXPECT_EQ(rope_frequencies(c, 2048).inv_freq, d.inv_freq);
+  // seq_len 4096: base' = base * (factor * 4096/2048 - (factor - 1))^(64/62) = base * 3^(64/62)
+  const double grown = 10000.0 * std::pow(3.0, 64.0 / 62.0);
+  const RopeFrequencies g = rope_frequencies(c, 4096);
+  for (size_t j = 0; j < g.inv_freq.size(); ++j)
+    EXPECT_NEAR(g.inv_freq[j], std::pow(grown, -2.0 * j / 64), 1e-15 + 1e-13 * g.inv_freq[j]);
+}
+
+TEST(RopeFrequencies, YarnKeepsFastDimsInterpolatesSlowOnesAndScalesAttention) {
+  RopeConfig c = base_config(128);
+  c.scaling.type = RopeScalingType::yarn;
+  c.scaling.factor = 4;
+  c.max_position_embeddings = 4096;
+  const RopeFrequencies y = rope_frequencies(c), d = rope_frequencies(base_config(128));
+  EXPECT_NEAR(y.attention_factor, 0.1 * std::log(4.0) + 1, 1e-15);
+  // Correction range (HF find_correction_range): dims rotating more than beta_fast = 32 times over
+  // 4096 positions are kept, fewer than beta_slow = 1 time are divided by the factor.
+  const double low = std::floor(128 * std::log(4096 / (32 * 2 * std::numbers::pi)) / (2 * std::log(10000.0)));
+  const double high = std::ceil(128 * std::log(4096 / (1 * 2 * std::numbers::pi)) / (2 * std::log(10000.0)));
+  for (size_t j = 0; j < y.inv_freq.size(); ++j) {
+    const double ramp = std::clamp((j - low) / (high - low), 0.0, 1.0);
+    EXPECT_NEAR(y.inv_freq[j], d.inv_freq[j] * (1 - ramp) + d.inv_freq[j] / 4 * ramp, 1e-15) << j;
+  }
+  EXPECT_EQ(y.inv_freq[0], d.inv_freq[0]);
+  EXPECT_DOUBLE_EQ(y.inv_freq[63], d.inv_freq[63] / 4);
+  // An explicit attention_factor is the final multiplier (applied once, not times 0.1 ln s + 1).
+  c.scaling.attention_factor = 1.5;
+  EXPECT_EQ(rope_frequencies(c).attention_factor, 1.5);
+  // DeepSeek's mscale / mscale_all_dim form.
+  c.scaling.attention_factor.reset();
+  c.scaling.mscale = 0.707;
+  c.scaling.mscale_all_dim = 0.707;
+  EXPECT_DOUBLE_EQ(rope_frequencies(c).attention_factor, 1.0);
+}
+
+TEST(RopeFrequencies, LongRopeSwitchesFactorsAtTheOriginalContext) {
+  RopeConfig c = base_config(96);
+  c.max_position_embeddings = 131072;
+  c.scaling.type = RopeScalingType::longrope;
+  c.scaling.original_max_position_embeddings = 4096;
+  c.scaling.short_factor.assign(48, 1.5);
+  c.scaling.long_factor.assign(48, 3.0);
+  const RopeFrequencies d = rope_frequencies(base_config(96));
+  const RopeFrequencies s = rope_frequencies(c, 4096), l = rope_frequencies(c, 4097);
+  for (size_t j = 0; j < 48; ++j) {
+    EXPECT_DOUBLE_EQ(s.inv_freq[j], d.inv_freq[j] / 1.5);
+    EXPECT_DOUBLE_EQ(l.inv_freq[j], d.inv_freq[j] / 3.0);
+  }
+  // Phi-3: factor = 131072 / 4096 = 32; attention factor sqrt(1 + ln 32 / ln 4096).
+  EXPECT_DOUBLE_EQ(s.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)));
+}
+
+TEST(RopeFrequencies, Llama3KeepsHighFrequenciesDividesLowOnesAndSmoothsBetween) {
+  RopeConfig c = base_config(128, 500000);
+  c.scaling.type = RopeScalingType::llama3;
+  c.scaling.factor = 8;
+  c.scaling.low_freq_factor = 1;
+  c.scaling.high_freq_factor = 4;
+  c.scaling.original_max_position_embeddings = 8192;
+  const RopeFrequencies l = rope_frequencies(c), d = rope_frequencies(base_config(128, 500000));
+  int kept = 0, divided = 0, smoothed = 0;
+  for (size_t j = 0; j < 64; ++j) {
+    const double wavelen = 2 * std::numbers::pi / d.inv_freq[j];
+    if (wavelen < 8192.0 / 4) {
+      EXPECT_EQ(l.inv_freq[j], d.inv_freq[j]);
+      ++kept;
+    } else if (wavelen > 8192.0) {
+      EXPECT_DOUBLE_EQ(l.inv_freq[j], d.inv_freq[j] / 8);
+      ++divided;
+    } else {
+      const double smooth = (8192.0 / wavelen - 1) / (4 - 1);
+      EXPECT_DOUBLE_EQ(l.inv_freq[j], (1 - smooth) * d.inv_freq[j] / 8 + smooth * d.inv_freq[j]);
+      EXPECT_LT(l.inv_freq[j], d.inv_freq[j]);
+      EXPECT_GT(l.inv_freq[j], d.inv_freq[j] / 8);
+      ++smoothed;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(smoothed, 0);
+}
+
+TEST(RopeFrequencies, FrequencyDivisorsApplyAfterScaling) {
+  RopeConfig c = base_config(8);
+  c.scaling.type = RopeScalingType::linear;
+  c.scaling.factor = 2;
+  c.frequency_divisors = {1, 2, 4, 8};
+  const RopeFrequencies f = rope_frequencies(c);
+  EXPECT_DOUBLE_EQ(f.inv_freq[0], 0.5);
+  EXPECT_DOUBLE_EQ(f.inv_freq[2], 0.01 / 2 / 4);
+}
+
+TEST(RopeFrequencies, MultimodalStreamAssignment) {
+  RopeConfig c = base_config(128, 1e6);
+  c.multimodal = RopeMultimodal::mrope;
+  c.mrope_section = {16, 24, 24};
+  RopeFrequencies f = rope_frequencies(c);
+  for (size_t j = 0; j < 64; ++j) EXPECT_EQ(f.stream[j], j < 16 ? 0 : (j < 40 ? 1 : 2)) << j;
+  EXPECT_EQ(f.inv_freq, rope_frequencies(base_config(128, 1e6)).inv_freq);
+  c.multimodal = RopeMultimodal::mrope_interleaved;  // Qwen3-VL
+  c.mrope_section = {24, 20, 20};
+  f = rope_frequencies(c);
+  const std::vector<std::pair<size_t, int>> expected = {{0, 0}, {1, 1}, {2, 2}, {3, 0}, {4, 1}, {58, 1}, {59, 2},
+                                                        {60, 0}, {61, 0}, {62, 0}, {63, 0}};
+  for (auto [j, s] : expected) EXPECT_EQ(f.stream[j], s) << j;
+  RopeConfig a = base_config(16, 100);
+  a.multimodal = RopeMultimodal::axial_2d;
+  f = rope_frequencies(a);
+  const std::vector<uint8_t> streams = {0, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(f.stream, streams);
+  for (size_t j = 0; j < 4; ++j) {
+    EXPECT_DOUBLE_EQ(f.inv_freq[j], std::pow(100.0, -4.0 * j / 16));
+    EXPECT_EQ(f.inv_freq[j + 4], f.inv_freq[j]);
+  }
+}
+
+// ---------------------------------------------------------------- config.json
+TEST(RopeConfigJson, Llama31) {
+  const RopeConfig c = rope_config_from_hf_json(R"({
+    "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.effective_rotary_dim(), 128);
+  EXPECT_EQ(c.base, 500000.0);
+  EXPECT_EQ(c.scaling.type, RopeScalingType::llama3);
+  EXPECT_EQ(c.scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.layout, RopeLayout::half);
+}
+
+TEST(RopeConfigJson, Phi3LongRopeWithTopLevelOriginalContext) {
+  std::string factors = "[";
+  for (int i = 0; i < 48; ++i) {
+    if (i) factors += ",";
+    factors += std::to_string(1.0 + i * 0.1);
+  }
+  factors += "]";
+  const RopeConfig c = rope_config_from_hf_json(
+      R"({"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+          "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
+          "rope_scaling": {"type": "longrope", "short_factor": )" + factors + R"(, "long_factor": )" + factors + "}}");
+  EXPECT_EQ(c.head_dim, 96);
+  EXPECT_EQ(c.scaling.type, RopeScalingType::longrope);
+  EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
+  EXPECT_EQ(c.scaling.long_factor.size(), 48u);
+}
+
+TEST(RopeConfigJson, Qwen2VlMropeAndPartialRotaryAndGptJ) {
+  RopeConfig c = rope_config_from_hf_json(R"({"hidden_size": 1536, "num_attention_heads": 12, "rope_theta": 1000000.0,
+      "max_position_embeddings": 32768, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
+  EXPECT_EQ(c.multimodal, RopeMultimodal::mrope);
+  EXPECT_EQ(c.mrope_section, (std::vector<int64_t>{16, 24, 24}));
+  EXPECT_EQ(c.scaling.type, RopeScalingType::none);
+  c = rope_config_from_hf_json(R"({"hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": 0.4})");
+  EXPECT_EQ(c.head_dim, 80);
+  EXPECT_EQ(c.rotary_dim, 32);
+  c = rope_config_from_hf_json(R"({"model_type": "gptj", "n_embd": 4096, "head_dim": 256, "rotary_dim": 64})");
+  EXPECT_EQ(c.layout, RopeLayout::interleaved);
+  EXPECT_EQ(c.rotary_dim, 64);
+  c = rope_config_from_hf_json(R"({"text_config": {"hidden_size": 2048, "num_attention_heads": 16,
+      "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
+  EXPECT_EQ(c.multimodal, RopeMultimodal::mrope_interleaved);
+  c = rope_config_from_hf_json(R"({"head_dim": 64, "rope_scaling": {"type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 32768}})");
+  EXPECT_EQ(c.scaling.type, RopeScalingType::yarn);
+}
+
+TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
+  auto expect_error = [](const std::string& json, const std::string& needle) {
+    try {
+      rope_config_from_hf_json(json);
+      ADD_FAILURE() << "no error for " << json;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{\"hidden_size\": 64,", "malformed JSON");
+  expect_error("[1, 2]", "must be an object");
+  expect_error(R"({"rope_theta": 10000})", "missing head_dim, or hidden_size and num_attention_heads");
+  expect_error(R"({"hidden_size": 100, "num_attention_heads": 3})", "not divisible");
+  expect_error(R"({"head_dim": 64, "rope_theta": "big"})", "rope_theta = \"big\" is invalid");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear"}})", "missing the required key 'factor'");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "magic", "factor": 2}})", "rope_type = \"magic\"");
+  expect_error(R"({"head_dim": 64, "max_position_embeddings": 8192, "original_max_position_embeddings": 4096,
+                   "rope_scaling": {"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]}})",
+               "short_factor has 2 values, expected rotary_dim/2 = 32");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8}})", "low_freq_factor");
+  expect_error(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "partial_rotary_factor = 1.5");
+  expect_error(R"({"head_dim": 63})", "must be even");
+  EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
+}
+
+}  // namespace
+}  // namespace posenc::test
