@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# tests/cli_test.sh POSENC: the CLI end to end: every encoding in every format, --help on every
+# subcommand, and bad arguments giving one line on stderr and exit status 2.
+set -u
+posenc="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() {  # check NAME EXPECTED_STATUS COMMAND...
+  local name=$1 expected=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local status=$?
+  if [ "$status" -ne "$expected" ]; then
+    echo "FAIL $name: exit $status, expected $expected"; cat "$tmp/err"; failures=$((failures + 1)); return 1
+  fi
+  if [ "$expected" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    echo "FAIL $name: expected a one-line error, got:"; cat "$tmp/err"; failures=$((failures + 1)); return 1
+  fi
+  return 0
+}
+expect_in() {  # expect_in NAME FILE TEXT
+  if ! grep -qF -- "$3" "$2"; then echo "FAIL $1: '$3' not in output"; cat "$2"; failures=$((failures + 1)); fi
+}
+
+check help 0 "$posenc" --help
+check list_help 0 "$posenc" list --help
+check encode_help 0 "$posenc" encode --help
+expect_in encode_help "$tmp/out" "--positions"
+check list 0 "$posenc" list
+cp "$tmp/out" "$tmp/list"
+for name in none sinusoidal learned binary relative t5 alibi shaw xl rope; do
+  expect_in list "$tmp/list" "$name"
+  for format in table csv json; do
+    check "encode_${name}_${format}" 0 "$posenc" encode "$name" -p 0:5 --format "$format"
+  done
+  check "encode_${name}_npy" 0 "$posenc" encode "$name" -p 0:5 --format npy -o "$tmp/$name.npy"
+  # A valid .npy: magic, version 1.0, header dict with '<f4', 64-byte aligned data start.
+  python3 - "$tmp/$name.npy" <<'PY' || { echo "FAIL npy $name"; failures=$((failures + 1)); }
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+assert b[:8] == b'\x93NUMPY\x01\x00', b[:8]
+n = struct.unpack('<H', b[8:10])[0]
+header = b[10:10 + n].decode()
+assert (10 + n) % 64 == 0 and header.endswith('\n') and "'descr': '<f4'" in header, header
+shape = eval(header)['shape']
+count = 1
+for s in shape: count *= s
+assert len(b) - 10 - n == 4 * count, (len(b), n, shape)
+PY
+done
+
+# Values: the seed's worked example, T5 buckets, a json document.
+check seed_example 0 "$posenc" encode sinusoidal --dim 4 -p 2 --format csv
+python3 - "$tmp/out" <<'PY' || { echo "FAIL seed_example"; failures=$((failures + 1)); }
+import math, sys
+row = open(sys.argv[1]).read().splitlines()[1].split(',')
+assert row[0] == '2', row
+expected = [math.sin(2), math.cos(2), math.sin(0.02), math.cos(0.02)]
+assert all(abs(float(a) - e) < 1e-6 for a, e in zip(row[1:], expected)), row
+PY
+check t5_buckets 0 "$posenc" encode t5 -p 0 --keys 1,16,-16,1000 --show buckets --format csv
+expect_in t5_buckets "$tmp/out" "0,17,26,10,31"
+check json 0 "$posenc" encode alibi --heads 8 -p 0:2 --format json
+expect_in json "$tmp/out" '"block_label": "head"'
+
+# Bad arguments: one line, exit 2, naming the argument.
+check bad_encoding 2 "$posenc" encode bogus
+expect_in bad_encoding "$tmp/err" "name = 'bogus'"
+check bad_dim 2 "$posenc" encode sinusoidal --dim abc
+expect_in bad_dim "$tmp/err" "--dim"
+check odd_dim 2 "$posenc" encode sinusoidal --dim 5
+expect_in odd_dim "$tmp/err" "dim = 5"
+check odd_rotary 2 "$posenc" encode rope --head-dim 8 --rotary-dim 3
+expect_in odd_rotary "$tmp/err" "rotary_dim = 3"
+check past_table 2 "$posenc" encode learned --max-len 64 -p 0,64
+expect_in past_table "$tmp/err" "position 64"
+check bad_positions 2 "$posenc" encode sinusoidal -p 5:2
+expect_in bad_positions "$tmp/err" "--positions"
+check bad_format 2 "$posenc" encode sinusoidal --format xml
+expect_in bad_format "$tmp/err" "--format = 'xml'"
+check binary_overflow 2 "$posenc" encode binary --bits 8 -p 300
+expect_in binary_overflow "$tmp/err" "needs 9 bits"
+check bad_config 2 "$posenc" encode rope --config /nonexistent.json
+check no_subcommand 2 "$posenc"
+printf '{"hidden_size": 64, "num_attention_heads": 2, "rope_scaling": {"type": "linear"}}' >"$tmp/config.json"
+check config_missing_factor 2 "$posenc" encode rope --config "$tmp/config.json"
+expect_in config_missing_factor "$tmp/err" "'factor'"
+check no_partial_output 2 "$posenc" encode learned --max-len 4 -p 0:9 --format csv -o "$tmp/partial.csv"
+[ ! -e "$tmp/partial.csv" ] || { echo "FAIL no_partial_output: file written on error"; failures=$((failures + 1)); }
+
+if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
+echo "all CLI checks passed"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# tests/consumer_test.sh SOURCE_DIR BUILD_DIR: install posenc into a temporary prefix, then build and
+# run tests/consumer against it with find_package(posenc).
+set -eu
+src=$1 build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+cmake -S "$src/tests/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/build" >/dev/null
+"$tmp/build/consumer_static"
+if [ -x "$tmp/build/consumer_shared" ]; then LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/build/consumer_shared"; fi
+echo "find_package(posenc) consumer built and ran"

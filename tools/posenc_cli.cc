@@ -1,0 +1,36 @@
+// tools/posenc_cli.cc: the `posenc` command line tool.
+//   posenc list                      every encoding and its variants
+//   posenc encode <encoding> [...]   tabulate an encoding (table, csv, json, npy)
+// Bad arguments print one line naming the argument and exit with status 2.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "encode.h"
+#include "posenc/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"posenc: positional encodings for Transformers"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "posenc 0.1.0");
+  posenc::tools::add_list_command(app);
+  posenc::tools::add_encode_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "posenc: error: " << e.what() << "\n";
+    return 2;
+  } catch (const posenc::Error& e) {
+    std::cerr << "posenc: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "posenc: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
