@@ -15,11 +15,13 @@ constexpr const char* kOp = "rope";
 
 struct Prepared {
   std::vector<int64_t> positions;  // (S, B, T)
-  RopeFrequencies freq;
+  const RopeFrequencies* freq = nullptr;  // the Rope's cached table, or `computed`
+  RopeFrequencies computed;
 };
 
-Prepared prepare(const RopeConfig& cfg, const ConstTensorView& positions, int64_t batch, int64_t tokens,
+Prepared prepare(const Rope& rope, const ConstTensorView& positions, int64_t batch, int64_t tokens,
                  const RopeCall& call) {
+  const RopeConfig& cfg = rope.config();
   Prepared p;
   p.positions = detail::gather_positions(kOp, positions, cfg.num_position_streams(), batch, tokens);
   detail::check_position_range(kOp, p.positions);
@@ -30,17 +32,22 @@ Prepared prepare(const RopeConfig& cfg, const ConstTensorView& positions, int64_
   } else if (!p.positions.empty()) {
     seq_len = *std::max_element(p.positions.begin(), p.positions.end()) + 1;
   }
-  p.freq = rope_frequencies(cfg, seq_len);
+  p.freq = rope.cached_frequencies(seq_len);
+  if (p.freq == nullptr) {
+    p.computed = rope_frequencies(cfg, seq_len);
+    p.freq = &p.computed;
+  }
   return p;
 }
 
-cpu::AngleTable angle_table(const Prepared& p, int64_t pairs, bool inverse) {
+cpu::AngleTable angle_table(const RopeConfig& cfg, const Prepared& p, bool inverse) {
   cpu::AngleTable a;
-  a.inv_freq = p.freq.inv_freq.data();
-  a.stream = p.freq.stream.data();
+  const int64_t pairs = cfg.effective_rotary_dim() / 2;
+  a.inv_freq = p.freq->inv_freq.data();
+  a.stream = cfg.num_position_streams() > 1 ? p.freq->stream.data() : nullptr;
   a.pairs = pairs;
   a.positions = p.positions.data();
-  a.scale = p.freq.attention_factor;
+  a.scale = p.freq->attention_factor;
   a.inverse = inverse;
   return a;
 }
@@ -65,31 +72,59 @@ cpu::HeadRows head_rows(const ViewShape& in_v, const float* in, const ViewShape&
   return r;
 }
 
-void run(const RopeConfig& cfg, ConstTensorView x, TensorView out, ConstTensorView positions,
+void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView positions,
          const RopeCall& call, bool inverse) {
+  const RopeConfig& cfg = rope.config();
   check_heads_view(cfg, "x", x, x.data);
   check_heads_view(cfg, "out", out, out.data);
   if (out.shape != x.shape) fail(kOp, "out has shape ", out.shape_string(), ", expected the shape of x ", x.shape_string());
-  const Prepared p = prepare(cfg, positions, x.shape[0], x.shape[1], call);
+  const Prepared p = prepare(rope, positions, x.shape[0], x.shape[1], call);
   const cpu::HeadRows rows = head_rows(x, x.ptr<float>(), out, out.ptr<float>());
-  cpu::rope_rotate(angle_table(p, cfg.effective_rotary_dim() / 2, inverse), {x.shape[0], x.shape[1]},
+  cpu::rope_rotate(angle_table(cfg, p, inverse), {x.shape[0], x.shape[1]},
                    cfg.layout == RopeLayout::half ? cpu::PairLayout::half : cpu::PairLayout::interleaved, &rows, 1);
 }
 }  // namespace
 
-Rope::Rope(RopeConfig config) : config_(std::move(config)) { validate(config_); }
+Rope::Rope(RopeConfig config) : config_(std::move(config)) {
+  short_ = rope_frequencies(config_, 0);
+  if (config_.scaling.type == RopeScalingType::longrope) {
+    const int64_t original = config_.scaling.original_max_position_embeddings > 0
+                                 ? config_.scaling.original_max_position_embeddings
+                                 : config_.max_position_embeddings;
+    long_ = rope_frequencies(config_, original + 1);
+  }
+}
+
+const RopeFrequencies* Rope::cached_frequencies(int64_t seq_len) const {
+  switch (config_.scaling.type) {
+    case RopeScalingType::dynamic:  // the NTK base grows with every length past max_position_embeddings
+      return seq_len > config_.max_position_embeddings ? nullptr : &short_;
+    case RopeScalingType::longrope: {
+      const int64_t original = config_.scaling.original_max_position_embeddings > 0
+                                   ? config_.scaling.original_max_position_embeddings
+                                   : config_.max_position_embeddings;
+      return seq_len > original ? &long_ : &short_;
+    }
+    default: return &short_;
+  }
+}
+
+RopeFrequencies Rope::frequencies(int64_t seq_len) const {
+  const RopeFrequencies* cached = cached_frequencies(seq_len);
+  return cached ? *cached : rope_frequencies(config_, seq_len);
+}
 
 void Rope::forward(TensorView x, ConstTensorView positions, RopeCall call) const {
-  run(config_, x, x, positions, call, false);
+  run(*this, x, x, positions, call, false);
 }
 void Rope::forward(ConstTensorView x, TensorView out, ConstTensorView positions, RopeCall call) const {
-  run(config_, x, out, positions, call, false);
+  run(*this, x, out, positions, call, false);
 }
 void Rope::backward(TensorView grad, ConstTensorView positions, RopeCall call) const {
-  run(config_, grad, grad, positions, call, true);
+  run(*this, grad, grad, positions, call, true);
 }
 void Rope::backward(ConstTensorView grad_out, TensorView grad_in, ConstTensorView positions, RopeCall call) const {
-  run(config_, grad_out, grad_in, positions, call, true);
+  run(*this, grad_out, grad_in, positions, call, true);
 }
 
 void Rope::forward_qk(TensorView q, TensorView k, ConstTensorView positions, RopeCall call) const {
@@ -98,10 +133,10 @@ void Rope::forward_qk(TensorView q, TensorView k, ConstTensorView positions, Rop
   if (q.shape[0] != k.shape[0] || q.shape[1] != k.shape[1])
     fail(kOp, "q has shape ", q.shape_string(), " and k has shape ", k.shape_string(),
          ": batch and sequence dimensions must match");
-  const Prepared p = prepare(config_, positions, q.shape[0], q.shape[1], call);
+  const Prepared p = prepare(*this, positions, q.shape[0], q.shape[1], call);
   const cpu::HeadRows rows[2] = {head_rows(q, q.ptr<float>(), q, q.ptr<float>()),
                                  head_rows(k, k.ptr<float>(), k, k.ptr<float>())};
-  cpu::rope_rotate(angle_table(p, config_.effective_rotary_dim() / 2, false), {q.shape[0], q.shape[1]},
+  cpu::rope_rotate(angle_table(config_, p, false), {q.shape[0], q.shape[1]},
                    config_.layout == RopeLayout::half ? cpu::PairLayout::half : cpu::PairLayout::interleaved, rows, 2);
 }
 
@@ -116,12 +151,12 @@ void Rope::cos_sin(ConstTensorView positions, TensorView cos, TensorView sin, Ro
   if (positions.rank != (streams > 1 ? 2 : 1))
     fail(kOp, "positions has shape ", positions.shape_string(), ", expected (N)", streams > 1 ? " with streams first: (S, N)" : "");
   if (cos.strides[0] != sin.strides[0]) fail(kOp, "cos and sin must have the same row stride");
-  const Prepared p = prepare(config_, positions, 1, n, call);
+  const Prepared p = prepare(*this, positions, 1, n, call);
   cpu::SinCosOut out;
   out.sin_out = sin.ptr<float>();
   out.cos_out = cos.ptr<float>();
   out.stride_t = cos.strides[0];
-  cpu::sincos_rows(angle_table(p, pairs, false), {1, n}, out);
+  cpu::sincos_rows(angle_table(config_, p, false), {1, n}, out);
 }
 
 }  // namespace posenc

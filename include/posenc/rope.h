@@ -95,7 +95,11 @@ class Rope {
  public:
   explicit Rope(RopeConfig config);
   const RopeConfig& config() const { return config_; }
-  RopeFrequencies frequencies(int64_t seq_len = 0) const { return rope_frequencies(config_, seq_len); }
+  // Same as rope_frequencies(config(), seq_len), served from tables computed at construction
+  // (both regimes of dynamic/longrope that do not depend on the exact length).
+  RopeFrequencies frequencies(int64_t seq_len = 0) const;
+  // The cached table when seq_len needs no new one (every type but dynamic past its limit), else null.
+  const RopeFrequencies* cached_frequencies(int64_t seq_len) const;
 
   void forward(TensorView x, ConstTensorView positions, RopeCall call = {}) const;  // in place
   void forward(ConstTensorView x, TensorView out, ConstTensorView positions, RopeCall call = {}) const;
@@ -111,6 +115,8 @@ class Rope {
 
  private:
   RopeConfig config_;
+  RopeFrequencies short_;  // seq_len <= the length where dynamic/longrope start to change
+  RopeFrequencies long_;   // longrope past original_max_position_embeddings
 };
 
 // Parse a HuggingFace config.json (text): rope_theta, partial_rotary_factor, rope_scaling (also the
