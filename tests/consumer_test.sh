@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# tests/consumer_test.sh SOURCE_DIR BUILD_DIR: install posenc into a temporary prefix, then build and
-# run tests/consumer against it with find_package(posenc).
+# tests/consumer_test.sh SOURCE_DIR BUILD_DIR [CXX_FLAGS]: install posenc into a temporary prefix,
+# then build and run tests/consumer against it with find_package(posenc). CXX_FLAGS carries the
+# parent build's flags (the sanitizer preset's, so the instrumented library links).
 set -eu
-src=$1 build=$2
+src=$1 build=$2 flags=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
-cmake -S "$src/tests/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$src/tests/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer_static"
 if [ -x "$tmp/build/consumer_shared" ]; then LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/build/consumer_shared"; fi

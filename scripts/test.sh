@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# scripts/test.sh: install what is missing, build and run every test, in release and under
+# AddressSanitizer + UndefinedBehaviorSanitizer. This is the README's test command and .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+for preset in release asan; do
+  echo "== $preset: configure, build, test"
+  # Benchmarks are not tests: the release test build leaves them out (build them with `cmake --preset release`).
+  cmake --preset "$preset" -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_CLI=ON -DPOSENC_BUILD_BENCH=OFF >/dev/null
+  cmake --build --preset "$preset"
+  ctest --preset "$preset" -j 2
+done
