@@ -4,18 +4,15 @@
 #include "posenc/shaw.h"
 
 namespace posenc {
+using cpu::heads_of;
+using cpu::logits_of;
+using cpu::table_of;
 using detail::check_view;
 using detail::fail_arg;
 
 namespace {
 constexpr const char* kOp = "shaw";
 
-cpu::Heads heads_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides}; }
-cpu::Heads heads_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides}; }
-cpu::Logits logits_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides}; }
-cpu::Logits logits_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides}; }
-cpu::Table table_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides[0], v.strides[1]}; }
-cpu::Table table_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides[0], v.strides[1]}; }
 
 struct Prepared {
   std::vector<int64_t> q, k;

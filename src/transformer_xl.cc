@@ -6,6 +6,9 @@
 #include "posenc/transformer_xl.h"
 
 namespace posenc {
+using cpu::heads_of;
+using cpu::logits_of;
+using cpu::table_of;
 using detail::check_view;
 using detail::fail;
 using detail::fail_arg;
@@ -13,10 +16,6 @@ using detail::fail_arg;
 namespace {
 constexpr const char* kOp = "transformer_xl";
 
-cpu::Heads heads_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides}; }
-cpu::Heads heads_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides}; }
-cpu::Table table_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides[0], v.strides[1]}; }
-cpu::Table table_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides[0], v.strides[1]}; }
 
 struct Prepared {
   std::vector<int64_t> q_pos, k_pos;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 namespace posenc {
 
@@ -65,43 +66,44 @@ struct TensorView : ViewShape {
   }
 };
 
+namespace detail {
+template <typename View, typename T>
+View make_view(T* data, std::initializer_list<int64_t> shape) {
+  View v;
+  v.dtype = dtype_of<std::remove_const_t<T>>();
+  v.shape = dims_from(shape, &v.rank);
+  v.strides = contiguous_strides(v.shape, v.rank);
+  v.data = data;
+  return v;
+}
+template <typename View, typename T>
+View make_strided_view(T* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+  View v = make_view<View>(data, shape);
+  int rank = 0;
+  v.strides = dims_from(strides, &rank);
+  if (rank != v.rank) v.rank = -1;  // rejected by every op with a clear message
+  return v;
+}
+}  // namespace detail
+
 // Contiguous (row-major) views.
 template <typename T>
 TensorView view(T* data, std::initializer_list<int64_t> shape) {
-  TensorView v;
-  v.dtype = dtype_of<T>();
-  v.shape = detail::dims_from(shape, &v.rank);
-  v.strides = detail::contiguous_strides(v.shape, v.rank);
-  v.data = data;
-  return v;
+  return detail::make_view<TensorView>(data, shape);
 }
 template <typename T>
 ConstTensorView view(const T* data, std::initializer_list<int64_t> shape) {
-  ConstTensorView v;
-  v.dtype = dtype_of<T>();
-  v.shape = detail::dims_from(shape, &v.rank);
-  v.strides = detail::contiguous_strides(v.shape, v.rank);
-  v.data = data;
-  return v;
+  return detail::make_view<ConstTensorView>(data, shape);
 }
 // Strided views (strides in elements), e.g. q and k slices of a fused qkv buffer.
 template <typename T>
-TensorView strided_view(T* data, std::initializer_list<int64_t> shape,
-                        std::initializer_list<int64_t> strides) {
-  TensorView v = view(data, shape);
-  int rank = 0;
-  v.strides = detail::dims_from(strides, &rank);
-  if (rank != v.rank) v.rank = -1;  // rejected by every op with a clear message
-  return v;
+TensorView strided_view(T* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+  return detail::make_strided_view<TensorView>(data, shape, strides);
 }
 template <typename T>
 ConstTensorView strided_view(const T* data, std::initializer_list<int64_t> shape,
                              std::initializer_list<int64_t> strides) {
-  ConstTensorView v = view(data, shape);
-  int rank = 0;
-  v.strides = detail::dims_from(strides, &rank);
-  if (rank != v.rank) v.rank = -1;
-  return v;
+  return detail::make_strided_view<ConstTensorView>(data, shape, strides);
 }
 
 }  // namespace posenc

@@ -25,6 +25,14 @@ struct Table {
   int64_t s_row = 0, s_col = 0;
 };
 
+// Packing validated views (front ends only).
+inline Heads heads_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides}; }
+inline Heads heads_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides}; }
+inline Logits logits_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides}; }
+inline Logits logits_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides}; }
+inline Table table_of(const ConstTensorView& v) { return {nullptr, v.ptr<float>(), v.strides[0], v.strides[1]}; }
+inline Table table_of(const TensorView& v) { return {v.ptr<float>(), v.ptr<float>(), v.strides[0], v.strides[1]}; }
+
 struct ShawShapes {
   int64_t batch, heads, nq, nk, dim, max_distance;
   const std::vector<int64_t>* q_pos;
