@@ -11,18 +11,12 @@
 #include <omp.h>
 
 #include <cstring>
-#include <map>
 #include <random>
 #include <vector>
 
 #include "posenc/posenc.h"
 
 namespace {
-
-std::map<size_t, double>& memcpy_rates() {
-  static std::map<size_t, double> rates;  // bytes -> bytes/s
-  return rates;
-}
 
 // A memcpy of `bytes` split into one contiguous chunk per thread.
 void parallel_memcpy(char* dst, const char* src, size_t bytes) {
@@ -34,10 +28,9 @@ void parallel_memcpy(char* dst, const char* src, size_t bytes) {
   }
 }
 
-// The memcpy rate for `bytes`, measured once (best of 5) and cached, counting reads + writes.
+// The memcpy rate for `bytes` (best of 5, counting reads + writes), measured right after each
+// kernel run so that both figures of a ratio come from the same moment of a noisy machine.
 double measure_memcpy_rate(size_t bytes) {
-  auto& rates = memcpy_rates();
-  if (auto it = rates.find(bytes); it != rates.end() && it->second > 0) return it->second;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   parallel_memcpy(dst.data(), src.data(), bytes);  // warm up, fault pages in
   double best = 0;
@@ -51,7 +44,6 @@ double measure_memcpy_rate(size_t bytes) {
     const double rate = 2.0 * static_cast<double>(bytes) * iters / (omp_get_wtime() - t0);
     best = std::max(best, rate);
   }
-  rates[bytes] = best;
   return best;
 }
 
