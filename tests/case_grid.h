@@ -109,6 +109,12 @@ inline std::vector<RopeCase> rope_cases() {
       c.layout = RopeLayout::interleaved;
       add("interleaved_d" + std::to_string(d), c, 1, 2, 1, 2);
     }
+    RopeConfig odd;  // odd head_dim with an even rotary part
+    odd.head_dim = 9;
+    odd.rotary_dim = 6;
+    add("odd_head_dim_9_rotary_6", odd, 2, 3, 2, 1);
+    odd.layout = RopeLayout::interleaved;
+    add("odd_head_dim_9_rotary_6_interleaved", odd, 1, 3, 1, 1);
     RopeConfig c;
     c.head_dim = 24;
     c.rotary_dim = 10;
