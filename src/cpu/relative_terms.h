@@ -1,6 +1,7 @@
 // src/cpu/relative_terms.h: CPU loops of the vector-valued relative encodings (Shaw, Transformer-XL).
 // Views arrive validated; strides are in elements.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +56,24 @@ struct XLParams {
   Table u, v, w_r;  // u, v: (H, D); w_r: (H*D, d_model)
 };
 void transformer_xl_logits(const XLShapes& sh, const XLParams& p, Logits out);
+
+// Maps delta = q_pos - k_pos to its index among the distinct deltas of a block: a dense range when
+// the positions are ordinary sequences, else the sorted distinct values.
+struct DeltaIndex {
+  std::vector<int64_t> deltas;
+  int64_t lo = 0;
+  bool dense = true;
+  DeltaIndex(const std::vector<int64_t>& q, const std::vector<int64_t>& k);
+  int64_t operator()(int64_t delta) const {
+    if (dense) return delta - lo;
+    return std::lower_bound(deltas.begin(), deltas.end(), delta) - deltas.begin();
+  }
+  int64_t size() const { return static_cast<int64_t>(deltas.size()); }
+};
+// R (n, d_model) in double: [sin(delta w_i) | cos(delta w_i)], w_i = base^(-2i / d_model).
+std::vector<double> xl_sinusoids(const XLShapes& sh, const DeltaIndex& idx);
+// rproj (H, n, D) = W_R,h R_delta.
+std::vector<double> xl_project(const XLShapes& sh, Table w_r, const std::vector<double>& r, int64_t n);
 void transformer_xl_logits_backward(const XLShapes& sh, const XLParams& p, Logits grad, const XLParams& grads);
 
 }  // namespace posenc::cpu

@@ -8,38 +8,24 @@
 #include "src/cpu/relative_terms.h"
 
 namespace posenc::cpu {
-namespace {
-
-// Maps (i, j) to the index of delta_ij among the distinct deltas.
-struct DeltaIndex {
-  std::vector<int64_t> deltas;
-  int64_t lo = 0;
-  bool dense = true;
-  DeltaIndex(const std::vector<int64_t>& q, const std::vector<int64_t>& k) {
-    if (q.empty() || k.empty()) return;
-    const auto [qmin, qmax] = std::minmax_element(q.begin(), q.end());
-    const auto [kmin, kmax] = std::minmax_element(k.begin(), k.end());
-    lo = *qmin - *kmax;
-    const int64_t hi = *qmax - *kmin;
-    dense = hi - lo < 4 * static_cast<int64_t>(q.size() + k.size()) + 4096;
-    if (dense) {
-      for (int64_t d = lo; d <= hi; ++d) deltas.push_back(d);
-    } else {  // scattered positions: the distinct deltas only
-      for (int64_t a : q)
-        for (int64_t b : k) deltas.push_back(a - b);
-      std::sort(deltas.begin(), deltas.end());
-      deltas.erase(std::unique(deltas.begin(), deltas.end()), deltas.end());
-    }
+DeltaIndex::DeltaIndex(const std::vector<int64_t>& q, const std::vector<int64_t>& k) {
+  if (q.empty() || k.empty()) return;
+  const auto [qmin, qmax] = std::minmax_element(q.begin(), q.end());
+  const auto [kmin, kmax] = std::minmax_element(k.begin(), k.end());
+  lo = *qmin - *kmax;
+  const int64_t hi = *qmax - *kmin;
+  dense = hi - lo < 4 * static_cast<int64_t>(q.size() + k.size()) + 4096;
+  if (dense) {
+    for (int64_t d = lo; d <= hi; ++d) deltas.push_back(d);
+  } else {  // scattered positions: the distinct deltas only
+    for (int64_t a : q)
+      for (int64_t b : k) deltas.push_back(a - b);
+    std::sort(deltas.begin(), deltas.end());
+    deltas.erase(std::unique(deltas.begin(), deltas.end()), deltas.end());
   }
-  int64_t operator()(int64_t delta) const {
-    if (dense) return delta - lo;
-    return std::lower_bound(deltas.begin(), deltas.end(), delta) - deltas.begin();
-  }
-  int64_t size() const { return static_cast<int64_t>(deltas.size()); }
-};
+}
 
-// R (n, d_model) in double: [sin(delta w_i) | cos(delta w_i)], w_i = base^(-2i / d_model).
-std::vector<double> sinusoids(const XLShapes& sh, const DeltaIndex& idx) {
+std::vector<double> xl_sinusoids(const XLShapes& sh, const DeltaIndex& idx) {
   const int64_t half = sh.d_model / 2;
   std::vector<double> r(static_cast<size_t>(idx.size() * sh.d_model));
   for (int64_t n = 0; n < idx.size(); ++n)
@@ -52,25 +38,24 @@ std::vector<double> sinusoids(const XLShapes& sh, const DeltaIndex& idx) {
 }
 
 // rproj (H, n, D) = W_R,h R_delta.
-std::vector<double> project(const XLShapes& sh, const XLParams& p, const std::vector<double>& r, int64_t n) {
+std::vector<double> xl_project(const XLShapes& sh, Table w_r, const std::vector<double>& r, int64_t n) {
   std::vector<double> out(static_cast<size_t>(sh.heads * n * sh.dim));
   parallel_for(sh.heads, [&](int64_t h) {
     for (int64_t m = 0; m < n; ++m)
       for (int64_t d = 0; d < sh.dim; ++d) {
-        const float* w = p.w_r.cdata + (h * sh.dim + d) * p.w_r.s_row;
+        const float* w = w_r.cdata + (h * sh.dim + d) * w_r.s_row;
         double acc = 0;
-        for (int64_t e = 0; e < sh.d_model; ++e) acc += static_cast<double>(w[e * p.w_r.s_col]) * r[m * sh.d_model + e];
+        for (int64_t e = 0; e < sh.d_model; ++e) acc += static_cast<double>(w[e * w_r.s_col]) * r[m * sh.d_model + e];
         out[(h * n + m) * sh.dim + d] = acc;
       }
   });
   return out;
 }
-}  // namespace
 
 void transformer_xl_logits(const XLShapes& sh, const XLParams& p, Logits out) {
   const DeltaIndex idx(*sh.q_pos, *sh.k_pos);
-  const std::vector<double> r = sinusoids(sh, idx);
-  const std::vector<double> rproj = project(sh, p, r, idx.size());
+  const std::vector<double> r = xl_sinusoids(sh, idx);
+  const std::vector<double> rproj = xl_project(sh, p.w_r, r, idx.size());
   parallel_for(sh.batch * sh.heads, [&](int64_t bh) {
     const int64_t b = bh / sh.heads, h = bh % sh.heads;
     std::vector<double> uk(sh.nk), qv(sh.dim);
@@ -97,8 +82,8 @@ void transformer_xl_logits(const XLShapes& sh, const XLParams& p, Logits out) {
 void transformer_xl_logits_backward(const XLShapes& sh, const XLParams& p, Logits grad, const XLParams& g) {
   const DeltaIndex idx(*sh.q_pos, *sh.k_pos);
   const int64_t n = idx.size();
-  const std::vector<double> r = sinusoids(sh, idx);
-  const std::vector<double> rproj = project(sh, p, r, n);
+  const std::vector<double> r = xl_sinusoids(sh, idx);
+  const std::vector<double> rproj = xl_project(sh, p.w_r, r, n);
   // One task per head: every gradient slice written belongs to that head.
   parallel_for(sh.heads, [&](int64_t h) {
     std::vector<double> dr(static_cast<size_t>(n * sh.dim), 0.0), g_delta(n, 0.0), du(sh.dim, 0.0), dq(sh.dim), gk(sh.nk);
