@@ -1,6 +1,7 @@
 // posenc/posenc.h: everything.
 #pragma once
 #include "posenc/absolute.h"
+#include "posenc/attention.h"
 #include "posenc/bias.h"
 #include "posenc/encodings.h"
 #include "posenc/error.h"

@@ -1,0 +1,93 @@
+// reference/attention.h: naive attention with every positional term, materialised scores, in T
+// (double for the oracle). RoPE is applied by the caller with ref::rope before calling.
+//   q (B, Q, H, D), k and v (B, K, Hkv, D), out (B, Q, H, D), lse (B, H, Q)
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "posenc/attention.h"
+
+namespace posenc::ref {
+
+template <typename T>
+struct AttentionProblem {
+  int64_t B, Q, K, H, Hkv, D;
+  bool causal = false;
+  int64_t window = 0;
+  double scale = 1.0;
+  std::vector<int64_t> q_pos, k_pos;  // (B*Q), (B*K)
+  std::vector<int64_t> q_seq, k_seq;  // segment of each token (packed sequences); empty = one segment
+  AttentionBias::Kind kind = AttentionBias::Kind::none;
+  std::vector<double> alibi_slopes;
+  bool alibi_symmetric = false;
+  RelativeBiasConfig relative;
+  std::vector<T> relative_table;  // (rows, H)
+
+  bool allowed(int64_t b, int64_t i, int64_t j) const {
+    if (!q_seq.empty() && q_seq[b * Q + i] != k_seq[b * K + j]) return false;
+    const int64_t qp = q_pos[b * Q + i], kp = k_pos[b * K + j];
+    if (causal && kp > qp) return false;
+    if (window > 0 && (qp - kp >= window || kp - qp >= window)) return false;
+    return true;
+  }
+};
+
+template <typename T>
+struct AttentionResult {
+  std::vector<T> out, lse;
+};
+
+template <typename T>
+AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>& q, const std::vector<T>& k,
+                             const std::vector<T>& v) {
+  const int64_t group = p.H / p.Hkv;
+  AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * p.D, T(0)), std::vector<T>(p.B * p.H * p.Q)};
+  std::vector<T> logit(p.K);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.Q; ++i) {
+        const int64_t hk = h / group;
+        const T* qi = &q[((b * p.Q + i) * p.H + h) * p.D];
+        T m = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < p.K; ++j) {
+          if (!p.allowed(b, i, j)) {
+            logit[j] = -std::numeric_limits<T>::infinity();
+            continue;
+          }
+          const T* kj = &k[((b * p.K + j) * p.Hkv + hk) * p.D];
+          const int64_t qp = p.q_pos[b * p.Q + i], kp = p.k_pos[b * p.K + j];
+          T dot = 0, bias = 0;
+          for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * kj[d];
+          switch (p.kind) {
+            case AttentionBias::Kind::none: break;
+            case AttentionBias::Kind::alibi:
+              bias = static_cast<T>(-p.alibi_slopes[h] * (p.alibi_symmetric ? std::abs(double(qp - kp)) : double(qp - kp)));
+              break;
+            case AttentionBias::Kind::relative:
+              bias = p.relative_table[relative_bias_row(p.relative, kp - qp) * p.H + h];
+              break;
+          }
+          logit[j] = static_cast<T>(p.scale) * dot + bias;
+          m = std::max(m, logit[j]);
+        }
+        T* out = &r.out[((b * p.Q + i) * p.H + h) * p.D];
+        if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: zeros, lse = -inf
+          r.lse[(b * p.H + h) * p.Q + i] = m;
+          continue;
+        }
+        T sum = 0;
+        for (int64_t j = 0; j < p.K; ++j) sum += std::exp(logit[j] - m);
+        for (int64_t j = 0; j < p.K; ++j) {
+          if (logit[j] == -std::numeric_limits<T>::infinity()) continue;
+          const T prob = std::exp(logit[j] - m) / sum;
+          const T* vj = &v[((b * p.K + j) * p.Hkv + hk) * p.D];
+          for (int64_t d = 0; d < p.D; ++d) out[d] += prob * vj[d];
+        }
+        r.lse[(b * p.H + h) * p.Q + i] = m + std::log(sum);
+      }
+  return r;
+}
+
+}  // namespace posenc::ref

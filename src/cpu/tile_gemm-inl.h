@@ -1,0 +1,94 @@
+// src/cpu/tile_gemm-inl.h: the one small matrix product of the attention kernels, per target.
+//   C (m x n) = [C +] alpha * A (m x k) * B (k x n)
+// A is read element by element with any strides (so A^T costs nothing), B row by row (unit
+// stride within a row), C row by row. Register blocking: 4 rows of A times 2 vectors of B columns
+// = 8 accumulators, which fits SSE4/AVX2's 16 registers and leaves AVX-512 room for loads.
+#if defined(POSENC_CPU_TILE_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_CPU_TILE_GEMM_INL_H_
+#undef POSENC_CPU_TILE_GEMM_INL_H_
+#else
+#define POSENC_CPU_TILE_GEMM_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct GemmArgs {
+  int64_t m, n, k;
+  const float* a;
+  int64_t a_row, a_col;  // element (i, l) at a[i * a_row + l * a_col]
+  const float* b;
+  int64_t ldb;           // row l at b + l * ldb
+  float* c;
+  int64_t ldc;
+  float alpha;
+  bool accumulate;
+};
+
+template <int kRows, int kVectors>
+HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  V acc[kRows][kVectors];
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
+  const float* a = g.a + i * g.a_row;
+  const float* b = g.b + j;
+  for (int64_t l = 0; l < g.k; ++l, a += g.a_col, b += g.ldb) {
+    V bv[kVectors];
+    for (int v = 0; v < kVectors; ++v) bv[v] = hn::LoadU(d, b + v * N);
+    for (int r = 0; r < kRows; ++r) {
+      const V ar = hn::Set(d, a[r * g.a_row]);
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
+    }
+  }
+  const V alpha = hn::Set(d, g.alpha);
+  for (int r = 0; r < kRows; ++r) {
+    float* c = g.c + (i + r) * g.ldc + j;
+    for (int v = 0; v < kVectors; ++v) {
+      V out = hn::Mul(acc[r][v], alpha);
+      if (g.accumulate) out = hn::Add(out, hn::LoadU(d, c + v * N));
+      hn::StoreU(out, d, c + v * N);
+    }
+  }
+}
+
+template <int kRows>
+HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2>(g, i, j);
+  for (; j + N <= g.n; j += N) GemmBlock<kRows, 1>(g, i, j);
+  for (; j < g.n; ++j)  // scalar tail: no masked accesses past the row (see rope.cc)
+    for (int r = 0; r < kRows; ++r) {
+      float s = 0;
+      for (int64_t l = 0; l < g.k; ++l) s += g.a[(i + r) * g.a_row + l * g.a_col] * g.b[l * g.ldb + j];
+      float& c = g.c[(i + r) * g.ldc + j];
+      c = (g.accumulate ? c : 0.0f) + g.alpha * s;
+    }
+}
+
+HWY_INLINE void TileGemm(const GemmArgs& g) {
+  int64_t i = 0;
+  for (; i + 4 <= g.m; i += 4) GemmRows<4>(g, i);
+  switch (g.m - i) {
+    case 3: GemmRows<3>(g, i); break;
+    case 2: GemmRows<2>(g, i); break;
+    case 1: GemmRows<1>(g, i); break;
+    default: break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

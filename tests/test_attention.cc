@@ -1,0 +1,215 @@
+// tests/test_attention.cc: the fused attention forward vs the naive double-precision reference,
+// for every supported encoding, mask, shape edge case, packed batches, and bad input.
+#include <cmath>
+
+#include "posenc/attention.h"
+#include "posenc/error.h"
+#include "reference/attention.h"
+#include "reference/rope.h"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+
+enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5 };
+const char* enc_name(Enc e) {
+  static const char* names[] = {"none", "rope", "alibi", "alibi_symmetric", "t5", "t5_causal", "clipped", "rope_alibi", "rope_t5"};
+  return names[static_cast<int>(e)];
+}
+
+struct Case {
+  int64_t B, Q, K, H, Hkv, D;
+  bool causal;
+  int64_t window = 0;
+  std::vector<int64_t> cu_q, cu_k;  // packed when non-empty (B = 1)
+};
+
+// Runs posenc and the reference on one case; returns whether both outputs and lse match.
+void check_case(const Case& c, Enc e, const std::string& target = "") {
+  SCOPED_TRACE(::testing::Message() << enc_name(e) << " B" << c.B << " Q" << c.Q << " K" << c.K << " H" << c.H << "/" << c.Hkv
+                                    << " D" << c.D << (c.causal ? " causal" : "") << " window " << c.window
+                                    << (c.cu_q.empty() ? "" : " packed") << " " << target);
+  const std::vector<float> q = random_floats(c.B * c.Q * c.H * c.D, 71), k = random_floats(c.B * c.K * c.Hkv * c.D, 72),
+                           v = random_floats(c.B * c.K * c.Hkv * c.D, 73);
+  ref::AttentionProblem<double> p{c.B, c.Q, c.K, c.H, c.Hkv, c.D};
+  p.causal = c.causal;
+  p.window = c.window;
+  p.scale = 1 / std::sqrt(static_cast<double>(c.D));
+  // Default positions, as the library defines them.
+  if (c.cu_q.empty()) {
+    for (int64_t b = 0; b < c.B; ++b) {
+      for (int64_t i = 0; i < c.Q; ++i) p.q_pos.push_back(c.K - c.Q + i);
+      for (int64_t j = 0; j < c.K; ++j) p.k_pos.push_back(j);
+    }
+  } else {
+    p.q_pos.resize(c.Q), p.k_pos.resize(c.K), p.q_seq.resize(c.Q), p.k_seq.resize(c.K);
+    for (size_t s = 0; s + 1 < c.cu_q.size(); ++s) {
+      const int64_t nq = c.cu_q[s + 1] - c.cu_q[s], nk = c.cu_k[s + 1] - c.cu_k[s];
+      for (int64_t i = 0; i < nq; ++i) p.q_pos[c.cu_q[s] + i] = nk - nq + i, p.q_seq[c.cu_q[s] + i] = s;
+      for (int64_t j = 0; j < nk; ++j) p.k_pos[c.cu_k[s] + j] = j, p.k_seq[c.cu_k[s] + j] = s;
+    }
+  }
+  AttentionConfig cfg;
+  cfg.causal = c.causal;
+  cfg.window = c.window;
+  RopeConfig rc;
+  rc.head_dim = c.D;
+  rc.base = 500;  // small base: every pair turns visibly within these lengths
+  const Rope rope(rc);
+  const bool with_rope = e == Enc::rope || e == Enc::rope_alibi || e == Enc::rope_t5;
+  if (with_rope) cfg.rope = &rope;
+  std::vector<float> table;
+  if (e == Enc::alibi || e == Enc::alibi_symmetric || e == Enc::rope_alibi) {
+    cfg.bias.kind = AttentionBias::Kind::alibi;
+    cfg.bias.alibi.heads = c.H;
+    cfg.bias.alibi.symmetric = e == Enc::alibi_symmetric;
+    p.kind = AttentionBias::Kind::alibi;
+    p.alibi_slopes = alibi_slopes(cfg.bias.alibi);
+    p.alibi_symmetric = cfg.bias.alibi.symmetric;
+  } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5) {
+    cfg.bias.kind = AttentionBias::Kind::relative;
+    cfg.bias.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5) : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
+    table = random_floats(cfg.bias.relative.num_rows() * c.H, 74, -2, 2);
+    cfg.bias.relative_table = view(table.data(), {cfg.bias.relative.num_rows(), c.H});
+    p.kind = AttentionBias::Kind::relative;
+    p.relative = cfg.bias.relative;
+    p.relative_table = to_double(table);
+  }
+  std::vector<double> qd = to_double(q), kd = to_double(k);
+  if (with_rope) {
+    const RopeFrequencies f = rope.frequencies();
+    qd = ref::rope<double>(f, rc.layout, c.D, qd, p.q_pos, c.B, c.Q, c.H);
+    kd = ref::rope<double>(f, rc.layout, c.D, kd, p.k_pos, c.B, c.K, c.Hkv);
+  }
+  const auto expected = ref::attention<double>(p, qd, kd, to_double(v));
+
+  AttentionInputs in{view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
+                     view(v.data(), {c.B, c.K, c.Hkv, c.D})};
+  if (!c.cu_q.empty()) {
+    in.cu_seqlens_q = view(c.cu_q.data(), {static_cast<int64_t>(c.cu_q.size())});
+    in.cu_seqlens_k = view(c.cu_k.data(), {static_cast<int64_t>(c.cu_k.size())});
+  }
+  std::vector<float> out(q.size(), 99.0f), lse(c.B * c.H * c.Q, 99.0f);
+  attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
+  EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
+  for (float x : out) ASSERT_FALSE(std::isnan(x));
+}
+
+TEST(Attention, EveryEncodingMatchesTheReference) {
+  const std::vector<Case> cases = {
+      {2, 70, 70, 4, 2, 40, true},     // prefill, K not a multiple of the 64-key tile, GQA 4/2
+      {1, 70, 70, 3, 3, 80, false},    // bidirectional, head_dim 80
+      {1, 1, 130, 4, 1, 64, true},     // a decode step against a cache of 130 (multi-query)
+      {1, 5, 133, 2, 2, 128, true},    // a chunk of a prefill: queries at 128 .. 132
+      {1, 1, 1, 1, 1, 40, true},       // length 1
+      {1, 67, 67, 2, 1, 64, true, 9},  // sliding window of 9
+  };
+  for (const Case& c : cases)
+    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::alibi_symmetric, Enc::t5, Enc::t5_causal, Enc::clipped,
+                  Enc::rope_alibi, Enc::rope_t5})
+      check_case(c, e);
+}
+
+TEST(Attention, EverySimdTarget) {
+  for_each_cpu_target([](const std::string& target) {
+    check_case({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, target);
+    check_case({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
+  });
+}
+
+TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
+  // Three sequences of 5, 70 and 1 tokens packed into one batch row; positions restart in each.
+  check_case({1, 76, 76, 2, 1, 64, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::t5_causal);
+  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::rope_alibi);
+  // Decode one token per sequence against caches of 9 and 66 keys.
+  check_case({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
+}
+
+// Decoding token by token (one query against the growing prefix) equals one causal forward.
+TEST(Attention, DecodeStepsEqualTheFullForward) {
+  const int64_t T = 37, H = 4, Hkv = 2, D = 64;
+  const std::vector<float> q = random_floats(T * H * D, 81), k = random_floats(T * Hkv * D, 82), v = random_floats(T * Hkv * D, 83);
+  RopeConfig rc;
+  rc.head_dim = D;
+  const Rope rope(rc);
+  AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.rope = &rope;
+  cfg.bias.kind = AttentionBias::Kind::alibi;
+  cfg.bias.alibi.heads = H;
+  std::vector<float> full(T * H * D);
+  attention_forward(cfg, {view(q.data(), {1, T, H, D}), view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D})},
+                    view(full.data(), {1, T, H, D}), TensorView{});
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> step(H * D);
+    attention_forward(cfg, {view(q.data() + t * H * D, {1, 1, H, D}), view(k.data(), {1, t + 1, Hkv, D}), view(v.data(), {1, t + 1, Hkv, D})},
+                      view(step.data(), {1, 1, H, D}), TensorView{});
+    EXPECT_TRUE(all_close(step, std::vector<float>(full.begin() + t * H * D, full.begin() + (t + 1) * H * D), kF32Elementwise)) << t;
+  }
+}
+
+TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {
+  const int64_t K = 10, D = 8;
+  std::vector<float> q = random_floats(D, 84), k = random_floats(K * D, 85), v = random_floats(K * D, 86);
+  std::vector<int64_t> qp = {100}, kp(K);
+  for (int64_t j = 0; j < K; ++j) kp[j] = j;
+  AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.window = 4;  // the query at 100 sees positions 97 .. 100: none exist
+  AttentionInputs in{view(q.data(), {1, 1, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D})};
+  in.q_positions = view(qp.data(), {1});
+  in.k_positions = view(kp.data(), {K});
+  std::vector<float> out(D, 5.0f), lse(1, 5.0f);
+  attention_forward(cfg, in, view(out.data(), {1, 1, 1, D}), view(lse.data(), {1, 1, 1}));
+  EXPECT_EQ(out, std::vector<float>(D, 0.0f));
+  EXPECT_EQ(lse[0], -INFINITY);
+}
+
+TEST(Attention, BadInputIsRejectedAndNothingIsWritten) {
+  const int64_t D = 8;
+  std::vector<float> q(2 * 4 * D), k(2 * 3 * D), v(2 * 3 * D), out(2 * 4 * D, 7.0f);
+  auto expect = [&](const AttentionConfig& cfg, AttentionInputs in, TensorView o, const std::string& needle) {
+    try {
+      attention_forward(cfg, in, o, TensorView{});
+      ADD_FAILURE() << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(out, std::vector<float>(out.size(), 7.0f));
+  };
+  const AttentionInputs good{view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 2, 3, D}), view(v.data(), {1, 2, 3, D})};
+  AttentionConfig cfg;
+  expect(cfg, good, view(out.data(), {1, 2, 4, D}), "multiple of the key/value heads");
+  AttentionInputs in{view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 3, 2, D}), view(v.data(), {1, 2, 2, D})};
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "v has shape [1, 2, 2, 8], expected [1, 3, 2, 8]");
+  in.v = view(v.data(), {1, 3, 2, D});
+  expect(cfg, in, view(out.data(), {1, 2, 4, 4}), "out has shape");
+  cfg.window = -1;
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "window = -1");
+  cfg.window = 0;
+  cfg.scale = NAN;
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "scale = nan");
+  cfg.scale.reset();
+  cfg.bias.kind = AttentionBias::Kind::alibi;
+  cfg.bias.alibi.heads = 3;
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "bias.alibi.heads = 3");
+  cfg.bias = {};
+  std::vector<int64_t> cu_q = {0, 1, 3}, cu_k = {0, 3};
+  in.cu_seqlens_q = view(cu_q.data(), {3});
+  in.cu_seqlens_k = view(cu_k.data(), {2});
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "cu_seqlens_q ends at 3");
+  cu_q = {0, 2};
+  in.cu_seqlens_q = view(cu_q.data(), {2});
+  in.cu_seqlens_k = {};
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "need both cu_seqlens_q and cu_seqlens_k");
+  RopeConfig rc;
+  rc.head_dim = 16;
+  const Rope rope(rc);
+  in.cu_seqlens_q = {};
+  cfg.rope = &rope;
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "rope.head_dim = 16");
+}
+
+}  // namespace
+}  // namespace posenc::test
