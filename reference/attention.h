@@ -13,7 +13,7 @@ namespace posenc::ref {
 
 template <typename T>
 struct AttentionProblem {
-  int64_t B, Q, K, H, Hkv, D;
+  int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0;
   bool causal = false;
   int64_t window = 0;
   double scale = 1.0;

@@ -8,6 +8,7 @@ packages=(
   libhwy-dev                                  # Google Highway: portable SIMD, runtime dispatch, Sin/Cos
   libgtest-dev libbenchmark-dev               # tests, benchmarks
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing
+  libopenblas-dev                             # sgemm: the attention benchmark's reference
 )
 
 missing=()

@@ -21,7 +21,7 @@ struct Case {
   int64_t B, Q, K, H, Hkv, D;
   bool causal;
   int64_t window = 0;
-  std::vector<int64_t> cu_q, cu_k;  // packed when non-empty (B = 1)
+  std::vector<int64_t> cu_q = {}, cu_k = {};  // packed when non-empty (B = 1)
 };
 
 // Runs posenc and the reference on one case; returns whether both outputs and lse match.
@@ -31,7 +31,8 @@ void check_case(const Case& c, Enc e, const std::string& target = "") {
                                     << (c.cu_q.empty() ? "" : " packed") << " " << target);
   const std::vector<float> q = random_floats(c.B * c.Q * c.H * c.D, 71), k = random_floats(c.B * c.K * c.Hkv * c.D, 72),
                            v = random_floats(c.B * c.K * c.Hkv * c.D, 73);
-  ref::AttentionProblem<double> p{c.B, c.Q, c.K, c.H, c.Hkv, c.D};
+  ref::AttentionProblem<double> p;
+  p.B = c.B, p.Q = c.Q, p.K = c.K, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D;
   p.causal = c.causal;
   p.window = c.window;
   p.scale = 1 / std::sqrt(static_cast<double>(c.D));
@@ -83,8 +84,8 @@ void check_case(const Case& c, Enc e, const std::string& target = "") {
   }
   const auto expected = ref::attention<double>(p, qd, kd, to_double(v));
 
-  AttentionInputs in{view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
-                     view(v.data(), {c.B, c.K, c.Hkv, c.D})};
+  AttentionInputs in = qkv(view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
+                           view(v.data(), {c.B, c.K, c.Hkv, c.D}));
   if (!c.cu_q.empty()) {
     in.cu_seqlens_q = view(c.cu_q.data(), {static_cast<int64_t>(c.cu_q.size())});
     in.cu_seqlens_k = view(c.cu_k.data(), {static_cast<int64_t>(c.cu_k.size())});
@@ -139,11 +140,11 @@ TEST(Attention, DecodeStepsEqualTheFullForward) {
   cfg.bias.kind = AttentionBias::Kind::alibi;
   cfg.bias.alibi.heads = H;
   std::vector<float> full(T * H * D);
-  attention_forward(cfg, {view(q.data(), {1, T, H, D}), view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D})},
+  attention_forward(cfg, qkv(view(q.data(), {1, T, H, D}), view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D})),
                     view(full.data(), {1, T, H, D}), TensorView{});
   for (int64_t t = 0; t < T; ++t) {
     std::vector<float> step(H * D);
-    attention_forward(cfg, {view(q.data() + t * H * D, {1, 1, H, D}), view(k.data(), {1, t + 1, Hkv, D}), view(v.data(), {1, t + 1, Hkv, D})},
+    attention_forward(cfg, qkv(view(q.data() + t * H * D, {1, 1, H, D}), view(k.data(), {1, t + 1, Hkv, D}), view(v.data(), {1, t + 1, Hkv, D})),
                       view(step.data(), {1, 1, H, D}), TensorView{});
     EXPECT_TRUE(all_close(step, std::vector<float>(full.begin() + t * H * D, full.begin() + (t + 1) * H * D), kF32Elementwise)) << t;
   }
@@ -157,7 +158,7 @@ TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   AttentionConfig cfg;
   cfg.causal = true;
   cfg.window = 4;  // the query at 100 sees positions 97 .. 100: none exist
-  AttentionInputs in{view(q.data(), {1, 1, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D})};
+  AttentionInputs in = qkv(view(q.data(), {1, 1, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
   in.q_positions = view(qp.data(), {1});
   in.k_positions = view(kp.data(), {K});
   std::vector<float> out(D, 5.0f), lse(1, 5.0f);
@@ -178,10 +179,10 @@ TEST(Attention, BadInputIsRejectedAndNothingIsWritten) {
     }
     EXPECT_EQ(out, std::vector<float>(out.size(), 7.0f));
   };
-  const AttentionInputs good{view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 2, 3, D}), view(v.data(), {1, 2, 3, D})};
+  const AttentionInputs good = qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 2, 3, D}), view(v.data(), {1, 2, 3, D}));
   AttentionConfig cfg;
   expect(cfg, good, view(out.data(), {1, 2, 4, D}), "multiple of the key/value heads");
-  AttentionInputs in{view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 3, 2, D}), view(v.data(), {1, 2, 2, D})};
+  AttentionInputs in = qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 3, 2, D}), view(v.data(), {1, 2, 2, D}));
   expect(cfg, in, view(out.data(), {1, 2, 4, D}), "v has shape [1, 2, 2, 8], expected [1, 3, 2, 8]");
   in.v = view(v.data(), {1, 3, 2, D});
   expect(cfg, in, view(out.data(), {1, 2, 4, 4}), "out has shape");

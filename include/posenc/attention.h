@@ -56,6 +56,15 @@ struct AttentionInputs {
   ConstTensorView cu_seqlens_q, cu_seqlens_k;
 };
 
+// Inputs with default positions and no packing.
+inline AttentionInputs qkv(ConstTensorView q, ConstTensorView k, ConstTensorView v) {
+  AttentionInputs in;
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  return in;
+}
+
 // out (B, Q, H, D) f32; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
 void attention_forward(const AttentionConfig& config, const AttentionInputs& inputs, TensorView out,
                        TensorView lse);
