@@ -126,9 +126,7 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& in,
     if (range.use_lut) {
       plan.lut_lo = range.lo;
       plan.lut_size = range.size();
-      plan.lut.resize(static_cast<size_t>(H * range.size()));
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = range.lo; d <= range.hi; ++d) plan.lut[h * range.size() + (d - range.lo)] = bias.value(d, h);
+      plan.lut = cpu::distance_lut(bias, H, range);
     }
   }
   cpu::attention_forward(plan);

@@ -49,12 +49,6 @@ int64_t RopeConfig::num_position_streams() const {
 }
 
 namespace {
-// yarn and longrope read the pre-training context from rope_scaling, else max_position_embeddings.
-int64_t original_context(const RopeConfig& c) {
-  return c.scaling.original_max_position_embeddings > 0 ? c.scaling.original_max_position_embeddings
-                                                         : c.max_position_embeddings;
-}
-
 void validate_factor_list(const char* name, const std::vector<double>& v, int64_t pairs) {
   if (static_cast<int64_t>(v.size()) != pairs)
     fail("rope", "rope_scaling.", name, " has ", v.size(), " values, expected rotary_dim/2 = ", pairs);
@@ -90,7 +84,7 @@ void validate(const RopeConfig& c) {
       if (r <= 2) fail_arg(op, "rotary_dim", r, "must be > 2 for rope_scaling 'dynamic' (exponent dim/(dim-2))");
       break;
     case RopeScalingType::yarn:
-      if (original_context(c) <= 0)
+      if (c.original_context() <= 0)
         fail(op, "rope_scaling 'yarn' needs original_max_position_embeddings or max_position_embeddings > 0");
       if (!(c.base > 1)) fail_arg(op, "base", c.base, "must be > 1 for rope_scaling 'yarn' (it takes log(base))");
       check_positive(op, "rope_scaling.beta_fast", s.beta_fast);
@@ -101,7 +95,7 @@ void validate(const RopeConfig& c) {
     case RopeScalingType::longrope:
       validate_factor_list("short_factor", s.short_factor, pairs);
       validate_factor_list("long_factor", s.long_factor, pairs);
-      if (original_context(c) <= 1)
+      if (c.original_context() <= 1)
         fail(op, "rope_scaling 'longrope' needs original_max_position_embeddings or max_position_embeddings > 1");
       if (s.original_max_position_embeddings > 0 && c.max_position_embeddings <= 0)
         fail(op, "rope_scaling 'longrope' with original_max_position_embeddings needs max_position_embeddings > 0 "
@@ -170,7 +164,7 @@ double yarn_mscale(double scale, double mscale) {
 void apply_yarn(const RopeConfig& c, int64_t dim, std::vector<double>& inv_freq, double& attention_factor) {
   const RopeScaling& s = c.scaling;
   const double factor = s.factor;
-  const double original = static_cast<double>(original_context(c));
+  const double original = static_cast<double>(c.original_context());
   if (s.attention_factor) {
     attention_factor = *s.attention_factor;
   } else if (s.mscale && s.mscale_all_dim && *s.mscale != 0 && *s.mscale_all_dim != 0) {
@@ -253,7 +247,7 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
       // and the factor is max_position_embeddings / original.
       double factor = s.factor;
-      const int64_t original = original_context(c);
+      const int64_t original = c.original_context();
       if (s.original_max_position_embeddings > 0)
         factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(original);
       if (s.attention_factor) out.attention_factor = *s.attention_factor;

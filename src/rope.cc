@@ -87,24 +87,14 @@ void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView po
 
 Rope::Rope(RopeConfig config) : config_(std::move(config)) {
   short_ = rope_frequencies(config_, 0);
-  if (config_.scaling.type == RopeScalingType::longrope) {
-    const int64_t original = config_.scaling.original_max_position_embeddings > 0
-                                 ? config_.scaling.original_max_position_embeddings
-                                 : config_.max_position_embeddings;
-    long_ = rope_frequencies(config_, original + 1);
-  }
+  if (config_.scaling.type == RopeScalingType::longrope) long_ = rope_frequencies(config_, config_.original_context() + 1);
 }
 
 const RopeFrequencies* Rope::cached_frequencies(int64_t seq_len) const {
   switch (config_.scaling.type) {
     case RopeScalingType::dynamic:  // the NTK base grows with every length past max_position_embeddings
       return seq_len > config_.max_position_embeddings ? nullptr : &short_;
-    case RopeScalingType::longrope: {
-      const int64_t original = config_.scaling.original_max_position_embeddings > 0
-                                   ? config_.scaling.original_max_position_embeddings
-                                   : config_.max_position_embeddings;
-      return seq_len > original ? &long_ : &short_;
-    }
+    case RopeScalingType::longrope: return seq_len > config_.original_context() ? &long_ : &short_;
     default: return &short_;
   }
 }

@@ -61,6 +61,12 @@ struct RopeConfig {
   std::vector<int64_t> mrope_section;  // mrope / mrope_interleaved: pairs per stream {t, h, w}
 
   int64_t effective_rotary_dim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }
+  // The pre-training context yarn and longrope read: scaling.original_max_position_embeddings if
+  // given, else max_position_embeddings.
+  int64_t original_context() const {
+    return scaling.original_max_position_embeddings > 0 ? scaling.original_max_position_embeddings
+                                                        : max_position_embeddings;
+  }
   int64_t num_position_streams() const;  // 1, 3 (mrope) or 2 (axial_2d)
 };
 

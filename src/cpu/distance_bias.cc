@@ -29,6 +29,14 @@ DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vecto
   return r;
 }
 
+std::vector<float> distance_lut(const DistanceBias& bias, int64_t heads, const DistanceRange& range) {
+  std::vector<float> lut(static_cast<size_t>(heads * range.size()));
+  parallel_for(heads, [&](int64_t h) {
+    for (int64_t d = range.lo; d <= range.hi; ++d) lut[h * range.size() + (d - range.lo)] = bias.value(d, h);
+  });
+  return lut;
+}
+
 namespace {
 bool is_unit_run(const std::vector<int64_t>& p) {
   for (size_t j = 1; j < p.size(); ++j)
@@ -51,11 +59,7 @@ void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::v
     });
     return;
   }
-  // lut[h][d - lo] for every distance of the block.
-  std::vector<float> lut(static_cast<size_t>(heads * range.size()));
-  parallel_for(heads, [&](int64_t h) {
-    for (int64_t d = range.lo; d <= range.hi; ++d) lut[h * range.size() + (d - range.lo)] = bias.value(d, h);
-  });
+  const std::vector<float> lut = distance_lut(bias, heads, range);
   // With keys at consecutive positions a row is a contiguous slice of the lut.
   const bool contiguous = sk == 1 && is_unit_run(k_pos);
   parallel_chunks(heads * nq, nk, [&](int64_t begin, int64_t end) {

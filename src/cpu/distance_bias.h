@@ -28,6 +28,8 @@ struct DistanceRange {
   int64_t size() const { return hi - lo + 1; }
 };
 DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos);
+// lut[h * range.size() + (d - range.lo)] = bias.value(d, h) for every distance of the range.
+std::vector<float> distance_lut(const DistanceBias& bias, int64_t heads, const DistanceRange& range);
 
 // out (H, Q, K) with strides (sh, sq, sk).
 void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::vector<int64_t>& q_pos,
