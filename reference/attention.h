@@ -1,13 +1,17 @@
 // reference/attention.h: naive attention with every positional term, materialised scores, in T
 // (double for the oracle). RoPE is applied by the caller with ref::rope before calling.
+//   logit_ij = scale (q_i . k_j + shaw: q_i . a_k[r] + xl: u_h . k_j + (q_i + v_h) . W_R,h R_delta) + bias
+//   out_i = sum_j p_ij (v_j + shaw: a_v[r])
 //   q (B, Q, H, D), k and v (B, K, Hkv, D), out (B, Q, H, D), lse (B, H, Q)
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "posenc/attention.h"
+#include "reference/relative_terms.h"
 
 namespace posenc::ref {
 
@@ -24,6 +28,11 @@ struct AttentionProblem {
   bool alibi_symmetric = false;
   RelativeBiasConfig relative;
   std::vector<T> relative_table;  // (rows, H)
+  int64_t shaw_max_distance = -1;  // >= 0: Shaw terms with a_k (and a_v when non-empty), (rows, D)
+  std::vector<T> shaw_a_k, shaw_a_v;
+  int64_t xl_d_model = 0;          // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
+  double xl_base = 10000.0;
+  std::vector<T> xl_u, xl_v, xl_w_r;
 
   bool allowed(int64_t b, int64_t i, int64_t j) const {
     if (!q_seq.empty() && q_seq[b * Q + i] != k_seq[b * K + j]) return false;
@@ -45,6 +54,20 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
   const int64_t group = p.H / p.Hkv;
   AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * p.D, T(0)), std::vector<T>(p.B * p.H * p.Q)};
   std::vector<T> logit(p.K);
+  std::map<int64_t, std::vector<T>> xl_r;  // R_delta by delta
+  auto sinusoid = [&](int64_t delta) -> const std::vector<T>& {
+    std::vector<T>& r = xl_r[delta];
+    if (r.empty()) {
+      const int64_t half = p.xl_d_model / 2;
+      r.resize(p.xl_d_model);
+      for (int64_t e = 0; e < half; ++e) {
+        const long double a = static_cast<long double>(delta) * std::pow(static_cast<long double>(p.xl_base), -2.0L * e / p.xl_d_model);
+        r[e] = static_cast<T>(std::sin(a));
+        r[half + e] = static_cast<T>(std::cos(a));
+      }
+    }
+    return r;
+  };
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t i = 0; i < p.Q; ++i) {
@@ -60,6 +83,18 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
           const int64_t qp = p.q_pos[b * p.Q + i], kp = p.k_pos[b * p.K + j];
           T dot = 0, bias = 0;
           for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * kj[d];
+          if (p.shaw_max_distance >= 0) {
+            const T* a = &p.shaw_a_k[shaw_row(p.shaw_max_distance, qp, kp) * p.D];
+            for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * a[d];
+          }
+          if (p.xl_d_model > 0) {
+            const std::vector<T>& R = sinusoid(qp - kp);
+            for (int64_t d = 0; d < p.D; ++d) {
+              T rp = 0;
+              for (int64_t e = 0; e < p.xl_d_model; ++e) rp += p.xl_w_r[(h * p.D + d) * p.xl_d_model + e] * R[e];
+              dot += (qi[d] + p.xl_v[h * p.D + d]) * rp + p.xl_u[h * p.D + d] * kj[d];
+            }
+          }
           switch (p.kind) {
             case AttentionBias::Kind::none: break;
             case AttentionBias::Kind::alibi:
@@ -84,6 +119,10 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
           const T prob = std::exp(logit[j] - m) / sum;
           const T* vj = &v[((b * p.K + j) * p.Hkv + hk) * p.D];
           for (int64_t d = 0; d < p.D; ++d) out[d] += prob * vj[d];
+          if (p.shaw_max_distance >= 0 && !p.shaw_a_v.empty()) {
+            const T* a = &p.shaw_a_v[shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]) * p.D];
+            for (int64_t d = 0; d < p.D; ++d) out[d] += prob * a[d];
+          }
         }
         r.lse[(b * p.H + h) * p.Q + i] = m + std::log(sum);
       }

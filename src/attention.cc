@@ -1,12 +1,12 @@
-// src/attention.cc: fused attention front end. Validates views, positions and packed lengths,
-// rotates q and k once for RoPE, tabulates the positional bias per head over the distances that
-// occur (O(H * (Q + K)), never S x S), and hands the tiles to the device backend.
+// src/attention.cc: fused attention front ends. AttentionSetup validates the inputs and builds the
+// device plan (positions, rotated q/k, per-head bias lookup over the distances that occur, Shaw
+// tables, Transformer-XL projections: O(H (Q + K) D) at most, never S x S); these functions check
+// the outputs, run the backend and map its results back onto the caller's views.
 #include "posenc/attention.h"
 
-#include <cmath>
-
 #include "check.h"
-#include "cpu/attention.h"
+#include "src/attention_plan.h"
+#include "src/cpu/parallel.h"
 
 namespace posenc {
 using detail::check_view;
@@ -15,121 +15,112 @@ using detail::fail;
 namespace {
 constexpr const char* kOp = "attention";
 
-std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int64_t total) {
-  if (cu.rank != 1 || cu.shape[0] < 2) fail(kOp, name, " has shape ", cu.shape_string(), ", expected (N + 1) with N >= 1");
-  std::vector<int64_t> c = detail::gather_positions_1d(kOp, name, cu, cu.shape[0]);
-  if (c.front() != 0) fail(kOp, name, "[0] = ", c.front(), " is invalid: must be 0");
-  for (size_t i = 1; i < c.size(); ++i)
-    if (c[i] < c[i - 1]) fail(kOp, name, " = ", detail::to_string(c), " is invalid: must be non-decreasing");
-  if (c.back() != total) fail(kOp, name, " ends at ", c.back(), ", expected the ", total, " packed tokens");
-  return c;
+// dst (any strides, rank <= 4, f32) += src (contiguous, same shape).
+void add_into(const TensorView& dst, const float* src) {
+  Dims shape{}, stride{};
+  for (int i = 0; i < 4; ++i) shape[i] = 1, stride[i] = 0;
+  for (int i = 0; i < dst.rank; ++i) shape[4 - dst.rank + i] = dst.shape[i], stride[4 - dst.rank + i] = dst.strides[i];
+  float* out = dst.ptr<float>();
+  cpu::parallel_chunks(shape[0] * shape[1], shape[2] * shape[3], [&](int64_t begin, int64_t end) {
+    for (int64_t ab = begin; ab < end; ++ab)
+      for (int64_t c = 0; c < shape[2]; ++c)
+        for (int64_t d = 0; d < shape[3]; ++d)
+          out[(ab / shape[1]) * stride[0] + (ab % shape[1]) * stride[1] + c * stride[2] + d * stride[3]] +=
+              src[(ab * shape[2] + c) * shape[3] + d];
+  });
+}
+
+// An optional parameter gradient: empty, or of the parameter's shape (and only with its encoding).
+bool wanted(const TensorView& g, const char* name, bool encoding_present, std::initializer_list<int64_t> shape) {
+  if (g.data == nullptr) return false;
+  if (!encoding_present) fail(kOp, "grads.", name, " is given but attention has no such encoding");
+  check_view(kOp, std::string("grads.") + name, g, DType::f32, shape);
+  return true;
 }
 }  // namespace
 
 void attention_forward(const AttentionConfig& config, const AttentionInputs& in, TensorView out, TensorView lse) {
-  check_view(kOp, "q", in.q, DType::f32, {-1, -1, -1, -1});
-  const int64_t B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
-  check_view(kOp, "k", in.k, DType::f32, {B, -1, -1, D});
-  const int64_t K = in.k.shape[1], Hkv = in.k.shape[2];
-  check_view(kOp, "v", in.v, DType::f32, {B, K, Hkv, D});
+  detail::AttentionSetup setup(config, in);
+  const cpu::AttnPlan& p = setup.plan;
+  check_view(kOp, "out", out, DType::f32, {p.B, p.Q, p.H, p.D});
+  detail::check_unit_last_stride(kOp, "out", out);
+  if (lse.data != nullptr) check_view(kOp, "lse", lse, DType::f32, {p.B, p.H, p.Q});
+  cpu::AttnForwardOut o;
+  o.out = out.ptr<float>(), o.sb = out.strides[0], o.st = out.strides[1], o.sh = out.strides[2];
+  if (lse.data != nullptr) o.lse = lse.ptr<float>(), o.l_sb = lse.strides[0], o.l_sh = lse.strides[1], o.l_st = lse.strides[2];
+  cpu::attention_forward(p, o);
+}
+
+void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out, ConstTensorView lse,
+                        ConstTensorView grad_out, const AttentionGrads& grads) {
+  detail::AttentionSetup setup(config, in);
+  const cpu::AttnPlan& p = setup.plan;
+  const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D;
   check_view(kOp, "out", out, DType::f32, {B, Q, H, D});
-  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"out", &out}})
-    detail::check_unit_last_stride(kOp, name, *v);
-  if (D == 0) fail(kOp, "q has shape ", in.q.shape_string(), ": head_dim must be > 0");
-  if (Hkv == 0 || H % Hkv != 0)
-    fail(kOp, "q has ", H, " heads and k has ", Hkv, ": the query heads must be a multiple of the key/value heads");
-  if (lse.data != nullptr) check_view(kOp, "lse", lse, DType::f32, {B, H, Q});
-  if (config.window < 0) detail::fail_arg(kOp, "window", config.window, "must be >= 0 (0 = no window)");
-  const double scale = config.scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  detail::check_finite(kOp, "scale", scale);
+  check_view(kOp, "lse", lse, DType::f32, {B, H, Q});
+  check_view(kOp, "grad_out", grad_out, DType::f32, {B, Q, H, D});
+  check_view(kOp, "grads.q", grads.q, DType::f32, {B, Q, H, D});
+  check_view(kOp, "grads.k", grads.k, DType::f32, {B, K, Hkv, D});
+  check_view(kOp, "grads.v", grads.v, DType::f32, {B, K, Hkv, D});
+  detail::check_unit_last_stride(kOp, "out", out);
+  detail::check_unit_last_stride(kOp, "grad_out", grad_out);
+  const bool relative = config.bias.kind == AttentionBias::Kind::relative;
+  const int64_t table_rows = relative ? config.bias.relative.num_rows() : 0;
+  const int64_t shaw_rows = config.shaw ? config.shaw->config.num_rows() : 0;
+  const int64_t d_model = config.transformer_xl ? config.transformer_xl->config.d_model : 0;
+  const bool want_table = wanted(grads.relative_table, "relative_table", relative, {table_rows, H});
+  const bool want_a_k = wanted(grads.shaw_a_k, "shaw_a_k", config.shaw.has_value(), {shaw_rows, D});
+  const bool want_a_v = wanted(grads.shaw_a_v, "shaw_a_v", config.shaw && config.shaw->a_v.data, {shaw_rows, D});
+  const bool xl = config.transformer_xl.has_value();
+  const bool want_u = wanted(grads.xl_u, "xl_u", xl, {H, D});
+  const bool want_v = wanted(grads.xl_v, "xl_v", xl, {H, D});
+  const bool want_w_r = wanted(grads.xl_w_r, "xl_w_r", xl, {H * D, d_model});
 
-  cpu::AttnPlan plan;
-  plan.H = H, plan.Hkv = Hkv, plan.D = D, plan.Q = Q, plan.K = K;
-  plan.scale = static_cast<float>(scale);
-  plan.causal = config.causal;
-  plan.window = config.window;
+  std::vector<float> dq(static_cast<size_t>(B * Q * H * D)), dk(static_cast<size_t>(B * K * Hkv * D)), dv(dk.size());
+  std::vector<float> d_table(static_cast<size_t>(table_rows * H), 0.0f), d_a_k(static_cast<size_t>(shaw_rows * D), 0.0f),
+      d_a_v(d_a_k.size(), 0.0f), d_rproj(want_w_r ? static_cast<size_t>(H * (p.xl ? p.xl->n : 0) * D) : 0, 0.0f);
+  std::vector<double> d_u(xl ? static_cast<size_t>(H * D) : 0, 0.0), d_v(d_u.size(), 0.0);
+  cpu::AttnBackwardIO io;
+  io.out = out.ptr<float>(), io.o_sb = out.strides[0], io.o_st = out.strides[1], io.o_sh = out.strides[2];
+  io.lse = lse.ptr<float>(), io.l_sb = lse.strides[0], io.l_sh = lse.strides[1], io.l_st = lse.strides[2];
+  io.grad_out = grad_out.ptr<float>(), io.g_sb = grad_out.strides[0], io.g_st = grad_out.strides[1], io.g_sh = grad_out.strides[2];
+  io.dq = dq.data(), io.dk = dk.data(), io.dv = dv.data();
+  if (want_table) io.relative_table = d_table.data();
+  if (want_a_k) io.shaw_a_k = d_a_k.data();
+  if (want_a_v) io.shaw_a_v = d_a_v.data();
+  if (xl) io.xl_u = d_u.data(), io.xl_v = d_v.data();
+  if (want_w_r) io.xl_rproj = d_rproj.data();
+  cpu::attention_backward(p, io);
 
-  // Problems and positions: batch rows, or packed sequences with positions restarting in each.
-  const bool packed = in.cu_seqlens_q.data != nullptr || in.cu_seqlens_k.data != nullptr;
-  std::vector<int64_t> q_pos(B * Q), k_pos(B * K);
-  if (packed) {
-    if (in.cu_seqlens_q.data == nullptr || in.cu_seqlens_k.data == nullptr)
-      fail(kOp, "packed sequences need both cu_seqlens_q and cu_seqlens_k");
-    if (B != 1) fail(kOp, "q has shape ", in.q.shape_string(), ": packed sequences need batch 1");
-    const std::vector<int64_t> cq = cumulative(in.cu_seqlens_q, "cu_seqlens_q", Q);
-    const std::vector<int64_t> ck = cumulative(in.cu_seqlens_k, "cu_seqlens_k", K);
-    if (cq.size() != ck.size())
-      fail(kOp, "cu_seqlens_q has ", cq.size() - 1, " sequences and cu_seqlens_k has ", ck.size() - 1, ": they must match");
-    for (size_t s = 0; s + 1 < cq.size(); ++s) {
-      const int64_t nq = cq[s + 1] - cq[s], nk = ck[s + 1] - ck[s];
-      plan.problems.push_back({0, cq[s], nq, ck[s], nk});
-      for (int64_t j = 0; j < nk; ++j) k_pos[ck[s] + j] = j;
-      for (int64_t i = 0; i < nq; ++i) q_pos[cq[s] + i] = nk - nq + i;
-    }
-  } else {
-    for (int64_t b = 0; b < B; ++b) {
-      plan.problems.push_back({b, 0, Q, 0, K});
-      for (int64_t j = 0; j < K; ++j) k_pos[b * K + j] = j;
-      for (int64_t i = 0; i < Q; ++i) q_pos[b * Q + i] = K - Q + i;
-    }
-  }
-  if (in.q_positions.data != nullptr) q_pos = detail::gather_positions(kOp, in.q_positions, 1, B, Q);
-  if (in.k_positions.data != nullptr) k_pos = detail::gather_positions(kOp, in.k_positions, 1, B, K);
-  detail::check_position_range(kOp, q_pos);
-  detail::check_position_range(kOp, k_pos);
-  plan.q_pos = q_pos.data();
-  plan.k_pos = k_pos.data();
-
-  // RoPE: rotate copies of q and k once.
-  std::vector<float> q_rot, k_rot;
-  plan.q = in.q.ptr<float>(), plan.q_sb = in.q.strides[0], plan.q_st = in.q.strides[1], plan.q_sh = in.q.strides[2];
-  plan.k = in.k.ptr<float>(), plan.k_sb = in.k.strides[0], plan.k_st = in.k.strides[1], plan.k_sh = in.k.strides[2];
+  // Back through RoPE: the gradient w.r.t. the unrotated q and k is the rotation by -theta.
   if (config.rope) {
-    const RopeConfig& rc = config.rope->config();
-    if (rc.num_position_streams() != 1)
-      fail(kOp, "rope is multimodal (", rope_multimodal_name(rc.multimodal),
-           "): apply it with Rope::forward_qk before attention, whose positions are one stream");
-    if (rc.head_dim != D) fail(kOp, "rope.head_dim = ", rc.head_dim, " differs from the head_dim of q, ", D);
-    q_rot.resize(B * Q * H * D);
-    k_rot.resize(B * K * Hkv * D);
-    config.rope->forward(in.q, view(q_rot.data(), {B, Q, H, D}), view(q_pos.data(), {B, Q}));
-    config.rope->forward(in.k, view(k_rot.data(), {B, K, Hkv, D}), view(k_pos.data(), {B, K}));
-    plan.q = q_rot.data(), plan.q_sb = Q * H * D, plan.q_st = H * D, plan.q_sh = D;
-    plan.k = k_rot.data(), plan.k_sb = K * Hkv * D, plan.k_st = Hkv * D, plan.k_sh = D;
+    config.rope->backward(view(dq.data(), {B, Q, H, D}), view(setup.q_pos.data(), {B, Q}));
+    config.rope->backward(view(dk.data(), {B, K, Hkv, D}), view(setup.k_pos.data(), {B, K}));
   }
-  plan.v = in.v.ptr<float>(), plan.v_sb = in.v.strides[0], plan.v_st = in.v.strides[1], plan.v_sh = in.v.strides[2];
-  plan.out = out.ptr<float>(), plan.o_sb = out.strides[0], plan.o_st = out.strides[1], plan.o_sh = out.strides[2];
-  if (lse.data != nullptr) plan.lse = lse.ptr<float>(), plan.l_sb = lse.strides[0], plan.l_sh = lse.strides[1], plan.l_st = lse.strides[2];
-
-  // The bias, tabulated per head over the distances that occur.
-  cpu::DistanceBias bias;
-  std::vector<double> slopes;
-  const AttentionBias& ab = config.bias;
-  if (ab.kind == AttentionBias::Kind::alibi) {
-    if (ab.alibi.heads != H) fail(kOp, "bias.alibi.heads = ", ab.alibi.heads, " differs from the ", H, " heads of q");
-    slopes = alibi_slopes(ab.alibi);
-    bias.slopes = slopes.data();
-    bias.symmetric = ab.alibi.symmetric;
-  } else if (ab.kind == AttentionBias::Kind::relative) {
-    validate(ab.relative);
-    if (ab.relative.heads != H) fail(kOp, "bias.relative.heads = ", ab.relative.heads, " differs from the ", H, " heads of q");
-    check_view(kOp, "bias.relative_table", ab.relative_table, DType::f32, {ab.relative.num_rows(), H});
-    bias.rows_config = &ab.relative;
-    bias.table = ab.relative_table.ptr<float>();
-    bias.table_stride_row = ab.relative_table.strides[0];
-    bias.table_stride_head = ab.relative_table.strides[1];
+  add_into(grads.q, dq.data());
+  add_into(grads.k, dk.data());
+  add_into(grads.v, dv.data());
+  if (want_table) add_into(grads.relative_table, d_table.data());
+  if (want_a_k) add_into(grads.shaw_a_k, d_a_k.data());
+  if (want_a_v) add_into(grads.shaw_a_v, d_a_v.data());
+  if (want_u || want_v) {
+    const std::vector<float> u(d_u.begin(), d_u.end()), v(d_v.begin(), d_v.end());
+    if (want_u) add_into(grads.xl_u, u.data());
+    if (want_v) add_into(grads.xl_v, v.data());
   }
-  if (ab.kind != AttentionBias::Kind::none) {
-    plan.bias = &bias;
-    const cpu::DistanceRange range = cpu::distance_range(q_pos, k_pos);
-    plan.lut_dense = range.use_lut;
-    if (range.use_lut) {
-      plan.lut_lo = range.lo;
-      plan.lut_size = range.size();
-      plan.lut = cpu::distance_lut(bias, H, range);
-    }
+  if (want_w_r) {  // d W_R[h D + d, e] = sum_delta d rproj_h[delta, d] R_delta[e]
+    const int64_t n = p.xl->n;
+    std::vector<float> d_w(static_cast<size_t>(H * D * d_model));
+    cpu::parallel_for(H * D, [&](int64_t hd) {
+      const int64_t h = hd / D, d = hd % D;
+      for (int64_t e = 0; e < d_model; ++e) {
+        double s = 0;
+        for (int64_t c = 0; c < n; ++c) s += static_cast<double>(d_rproj[(h * n + c) * D + d]) * setup.xl_sinusoids[c * d_model + e];
+        d_w[hd * d_model + e] = static_cast<float>(s);
+      }
+    });
+    add_into(grads.xl_w_r, d_w.data());
   }
-  cpu::attention_forward(plan);
 }
 
 }  // namespace posenc

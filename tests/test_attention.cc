@@ -4,94 +4,18 @@
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
-#include "reference/attention.h"
-#include "reference/rope.h"
-#include "test_util.h"
+#include "attention_case.h"
 
 namespace posenc::test {
 namespace {
 
-enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5 };
-const char* enc_name(Enc e) {
-  static const char* names[] = {"none", "rope", "alibi", "alibi_symmetric", "t5", "t5_causal", "clipped", "rope_alibi", "rope_t5"};
-  return names[static_cast<int>(e)];
-}
-
-struct Case {
-  int64_t B, Q, K, H, Hkv, D;
-  bool causal;
-  int64_t window = 0;
-  std::vector<int64_t> cu_q = {}, cu_k = {};  // packed when non-empty (B = 1)
-};
-
-// Runs posenc and the reference on one case; returns whether both outputs and lse match.
+// Runs posenc and the reference on one case: outputs and lse must match.
 void check_case(const Case& c, Enc e, const std::string& target = "") {
-  SCOPED_TRACE(::testing::Message() << enc_name(e) << " B" << c.B << " Q" << c.Q << " K" << c.K << " H" << c.H << "/" << c.Hkv
-                                    << " D" << c.D << (c.causal ? " causal" : "") << " window " << c.window
-                                    << (c.cu_q.empty() ? "" : " packed") << " " << target);
-  const std::vector<float> q = random_floats(c.B * c.Q * c.H * c.D, 71), k = random_floats(c.B * c.K * c.Hkv * c.D, 72),
-                           v = random_floats(c.B * c.K * c.Hkv * c.D, 73);
-  ref::AttentionProblem<double> p;
-  p.B = c.B, p.Q = c.Q, p.K = c.K, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D;
-  p.causal = c.causal;
-  p.window = c.window;
-  p.scale = 1 / std::sqrt(static_cast<double>(c.D));
-  // Default positions, as the library defines them.
-  if (c.cu_q.empty()) {
-    for (int64_t b = 0; b < c.B; ++b) {
-      for (int64_t i = 0; i < c.Q; ++i) p.q_pos.push_back(c.K - c.Q + i);
-      for (int64_t j = 0; j < c.K; ++j) p.k_pos.push_back(j);
-    }
-  } else {
-    p.q_pos.resize(c.Q), p.k_pos.resize(c.K), p.q_seq.resize(c.Q), p.k_seq.resize(c.K);
-    for (size_t s = 0; s + 1 < c.cu_q.size(); ++s) {
-      const int64_t nq = c.cu_q[s + 1] - c.cu_q[s], nk = c.cu_k[s + 1] - c.cu_k[s];
-      for (int64_t i = 0; i < nq; ++i) p.q_pos[c.cu_q[s] + i] = nk - nq + i, p.q_seq[c.cu_q[s] + i] = s;
-      for (int64_t j = 0; j < nk; ++j) p.k_pos[c.cu_k[s] + j] = j, p.k_seq[c.cu_k[s] + j] = s;
-    }
-  }
-  AttentionConfig cfg;
-  cfg.causal = c.causal;
-  cfg.window = c.window;
-  RopeConfig rc;
-  rc.head_dim = c.D;
-  rc.base = 500;  // small base: every pair turns visibly within these lengths
-  const Rope rope(rc);
-  const bool with_rope = e == Enc::rope || e == Enc::rope_alibi || e == Enc::rope_t5;
-  if (with_rope) cfg.rope = &rope;
-  std::vector<float> table;
-  if (e == Enc::alibi || e == Enc::alibi_symmetric || e == Enc::rope_alibi) {
-    cfg.bias.kind = AttentionBias::Kind::alibi;
-    cfg.bias.alibi.heads = c.H;
-    cfg.bias.alibi.symmetric = e == Enc::alibi_symmetric;
-    p.kind = AttentionBias::Kind::alibi;
-    p.alibi_slopes = alibi_slopes(cfg.bias.alibi);
-    p.alibi_symmetric = cfg.bias.alibi.symmetric;
-  } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5) {
-    cfg.bias.kind = AttentionBias::Kind::relative;
-    cfg.bias.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5) : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
-    table = random_floats(cfg.bias.relative.num_rows() * c.H, 74, -2, 2);
-    cfg.bias.relative_table = view(table.data(), {cfg.bias.relative.num_rows(), c.H});
-    p.kind = AttentionBias::Kind::relative;
-    p.relative = cfg.bias.relative;
-    p.relative_table = to_double(table);
-  }
-  std::vector<double> qd = to_double(q), kd = to_double(k);
-  if (with_rope) {
-    const RopeFrequencies f = rope.frequencies();
-    qd = ref::rope<double>(f, rc.layout, c.D, qd, p.q_pos, c.B, c.Q, c.H);
-    kd = ref::rope<double>(f, rc.layout, c.D, kd, p.k_pos, c.B, c.K, c.Hkv);
-  }
-  const auto expected = ref::attention<double>(p, qd, kd, to_double(v));
-
-  AttentionInputs in = qkv(view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
-                           view(v.data(), {c.B, c.K, c.Hkv, c.D}));
-  if (!c.cu_q.empty()) {
-    in.cu_seqlens_q = view(c.cu_q.data(), {static_cast<int64_t>(c.cu_q.size())});
-    in.cu_seqlens_k = view(c.cu_k.data(), {static_cast<int64_t>(c.cu_k.size())});
-  }
-  std::vector<float> out(q.size(), 99.0f), lse(c.B * c.H * c.Q, 99.0f);
-  attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  const AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + " " + target);
+  const auto expected = ac.reference(ac.flat());
+  std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
+  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
   EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
   EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
   for (float x : out) ASSERT_FALSE(std::isnan(x));
@@ -107,15 +31,15 @@ TEST(Attention, EveryEncodingMatchesTheReference) {
       {1, 67, 67, 2, 1, 64, true, 9},  // sliding window of 9
   };
   for (const Case& c : cases)
-    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::alibi_symmetric, Enc::t5, Enc::t5_causal, Enc::clipped,
-                  Enc::rope_alibi, Enc::rope_t5})
-      check_case(c, e);
+    for (Enc e : all_encs()) check_case(c, e);
 }
 
 TEST(Attention, EverySimdTarget) {
   for_each_cpu_target([](const std::string& target) {
     check_case({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, target);
     check_case({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
+    check_case({1, 70, 70, 2, 2, 40, true}, Enc::shaw, target);
+    check_case({1, 67, 67, 2, 1, 40, false}, Enc::xl, target);
   });
 }
 
@@ -123,6 +47,8 @@ TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
   // Three sequences of 5, 70 and 1 tokens packed into one batch row; positions restart in each.
   check_case({1, 76, 76, 2, 1, 64, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::t5_causal);
   check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::rope_alibi);
+  check_case({1, 76, 76, 2, 2, 40, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::shaw);
+  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::xl_t5);
   // Decode one token per sequence against caches of 9 and 66 keys.
   check_case({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
 }

@@ -8,9 +8,12 @@
 //   RoPE            q and k rotated once before the tiles (Rope::forward on copies)
 //   ALiBi           bias_ij = -m_h (q_pos - k_pos)           (symmetric: -m_h |q_pos - k_pos|)
 //   relative / T5   bias_ij = table[row(k_pos - q_pos), h]
+//   Shaw            vector_terms_ij = q_i . a_k[r],  value_term_ij = a_v[r],
+//                   r = clip(k_pos - q_pos, -max_distance, max_distance) + max_distance
+//   Transformer-XL  vector_terms_ij = u_h . k_j + (q_i + v_h) . W_R,h R(q_pos - k_pos)
 //   sinusoidal, learned, binary: act on the embeddings before attention (nothing to do here)
-// Not yet fused (issue: fused attention, continued): Shaw and Transformer-XL terms (use
-// shaw_key_logits / transformer_xl_logits with a materialised softmax meanwhile) and the backward.
+// Shaw and Transformer-XL are alternatives (not combined with each other); either combines with
+// RoPE and a bias. Tables are gathered per tile: no S x S matrix in the forward or the backward.
 //
 // Shapes: q (B, Q, H, D); k, v (B, K, Hkv, D) with H a multiple of Hkv (grouped-query and
 // multi-query attention); out (B, Q, H, D); lse (B, H, Q), the log-sum-exp of each row's logits.
@@ -23,7 +26,9 @@
 
 #include "posenc/bias.h"
 #include "posenc/rope.h"
+#include "posenc/shaw.h"
 #include "posenc/tensor.h"
+#include "posenc/transformer_xl.h"
 
 namespace posenc {
 
@@ -36,6 +41,20 @@ struct AttentionBias {
   ConstTensorView relative_table;    //   (rows, H)
 };
 
+// Shaw et al. (2018): tables shared by the heads. config.head_dim must equal D.
+struct AttentionShaw {
+  ShawConfig config;
+  ConstTensorView a_k;  // (rows, D)
+  ConstTensorView a_v;  // (rows, D), or empty (data == nullptr) for the key term only
+};
+
+// Transformer-XL (Dai et al. 2019). config.heads == H and config.head_dim == D.
+struct AttentionTransformerXL {
+  TransformerXLConfig config;
+  ConstTensorView u, v;  // (H, D)
+  ConstTensorView w_r;   // (H * D, d_model)
+};
+
 struct AttentionConfig {
   bool causal = false;
   // > 0: a sliding window; keys with |q_pos - k_pos| >= window are masked (with causal, the last
@@ -44,6 +63,8 @@ struct AttentionConfig {
   std::optional<double> scale;  // default 1 / sqrt(D)
   const Rope* rope = nullptr;   // optional rotary encoding of q and k
   AttentionBias bias;
+  std::optional<AttentionShaw> shaw;
+  std::optional<AttentionTransformerXL> transformer_xl;
 };
 
 struct AttentionInputs {
@@ -68,5 +89,20 @@ inline AttentionInputs qkv(ConstTensorView q, ConstTensorView k, ConstTensorView
 // out (B, Q, H, D) f32; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
 void attention_forward(const AttentionConfig& config, const AttentionInputs& inputs, TensorView out,
                        TensorView lse);
+
+// Gradients, accumulated (+=) like every backward of the library: zero them for a fresh gradient.
+// q, k, v are required (shapes of the inputs); a parameter gradient left empty is skipped.
+struct AttentionGrads {
+  TensorView q, k, v;
+  TensorView relative_table;    // (rows, H), with bias.kind == relative
+  TensorView shaw_a_k, shaw_a_v;  // (rows, D), with shaw
+  TensorView xl_u, xl_v, xl_w_r;  // (H, D), (H, D), (H * D, d_model), with transformer_xl
+};
+
+// The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,
+// only the row log-sum-exp is kept). grad_out (B, Q, H, D). RoPE's rotation is differentiated
+// too: grads.q and grads.k are w.r.t. the unrotated q and k. Deterministic for any thread count.
+void attention_backward(const AttentionConfig& config, const AttentionInputs& inputs, ConstTensorView out,
+                        ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads);
 
 }  // namespace posenc

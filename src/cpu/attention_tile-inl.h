@@ -1,0 +1,117 @@
+// src/cpu/attention_tile-inl.h: the logits of one (query block, key tile), per target, shared by
+// the forward and both backward passes so that they recompute exactly the same numbers.
+//   S_ij = scale (q_i . k_j + shaw: q_i . a_k[r_ij] + xl: (q_i + v_h) . rproj_h[delta_ij]) + bias_ij
+//   masked pairs: -inf
+#if defined(POSENC_CPU_ATTENTION_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_CPU_ATTENTION_TILE_INL_H_
+#undef POSENC_CPU_ATTENTION_TILE_INL_H_
+#else
+#define POSENC_CPU_ATTENTION_TILE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "src/cpu/attention.h"
+#include "src/cpu/tile_gemm-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::cpu {
+namespace HWY_NAMESPACE {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One query block of one head, with what its tiles need beyond K^T.
+struct QueryBlock {
+  int64_t problem, h, hk;  // hk: the key/value head of h
+  int64_t i0, m;           // queries [i0, i0 + m) of the problem
+  const float* q;          // content rows, stride p.q_st
+  const int64_t* qpos;
+  int64_t qmin, qmax;
+  const float* qv = nullptr;          // XL: rows of q + v_h (stride H * D)
+  std::vector<float> qa;              // Shaw: (m, rows) q_i . a_k[r], unscaled
+};
+
+inline QueryBlock MakeQueryBlock(const AttnPlan& p, int64_t problem, int64_t h, int64_t i0) {
+  const AttnProblem& pr = p.problems[problem];
+  QueryBlock qb;
+  qb.problem = problem, qb.h = h, qb.hk = h / (p.H / p.Hkv);
+  qb.i0 = i0, qb.m = std::min(kAttnBlockQ, pr.nq - i0);
+  qb.q = p.q + pr.b * p.q_sb + (pr.q0 + i0) * p.q_st + h * p.q_sh;
+  qb.qpos = p.q_pos + pr.b * p.Q + pr.q0 + i0;
+  const auto [lo, hi] = std::minmax_element(qb.qpos, qb.qpos + qb.m);
+  qb.qmin = *lo, qb.qmax = *hi;
+  if (p.xl) qb.qv = p.xl->qv + ((pr.b * p.Q + pr.q0 + i0) * p.H + h) * p.D;
+  return qb;
+}
+
+// The per-block products the tiles gather from (Shaw's q a_k^T), once the block is known visible.
+inline void PrepareQueryBlock(const AttnPlan& p, QueryBlock& qb) {
+  if (!p.shaw) return;
+  qb.qa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
+  TileGemm({qb.m, p.shaw->rows, p.D, qb.q, p.q_st, 1, p.shaw->a_k_t, p.shaw->rows, qb.qa.data(), p.shaw->rows, 1.0f, false});
+}
+
+// Whether the mask leaves any pair of the block and the key positions kpos[0, n) visible.
+inline bool TileVisible(const AttnPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+  const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
+  if (p.causal && *lo > qb.qmax) return false;
+  if (p.window > 0 && (qb.qmin - *hi >= p.window || *lo - qb.qmax >= p.window)) return false;
+  return true;
+}
+
+// The XL columns of a tile: deltas qpos - kpos occupy the delta indices [c0, c0 + w).
+struct DeltaSpan {
+  int64_t c0 = 0, w = 0;
+};
+inline DeltaSpan TileDeltaSpan(const XLTerms& xl, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+  const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
+  const int64_t c0 = (*xl.delta)(qb.qmin - *hi), c1 = (*xl.delta)(qb.qmax - *lo);
+  return {c0, c1 - c0 + 1};
+}
+
+// S (m x n, row stride kAttnBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
+// kt: K^T of the problem's key/value head, (D, nk). scratch: reused across calls.
+inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
+                       float* HWY_RESTRICT S, std::vector<float>& scratch) {
+  const AttnProblem& pr = p.problems[qb.problem];
+  const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0 + kt0;
+  TileGemm({qb.m, n, p.D, qb.q, p.q_st, 1, kt + kt0, nk, S, kAttnBlockK, p.scale, false});
+  if (p.xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
+    const XLTerms& xl = *p.xl;
+    const DeltaSpan span = TileDeltaSpan(xl, qb, kpos, n);
+    scratch.resize(static_cast<size_t>(qb.m * span.w));
+    TileGemm({qb.m, span.w, p.D, qb.qv, p.H * p.D, 1, xl.rproj_t + qb.h * p.D * xl.n + span.c0, xl.n, scratch.data(),
+              span.w, p.scale, false});
+    for (int64_t i = 0; i < qb.m; ++i)
+      for (int64_t j = 0; j < n; ++j) S[i * kAttnBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
+  }
+  for (int64_t i = 0; i < qb.m; ++i) {
+    float* s = S + i * kAttnBlockK;
+    const int64_t qp = qb.qpos[i];
+    if (p.shaw) {
+      const float* qa = qb.qa.data() + i * p.shaw->rows;
+      for (int64_t j = 0; j < n; ++j) s[j] += p.scale * qa[p.shaw->row(kpos[j], qp)];
+    }
+    if (p.bias) {
+      if (p.lut_dense) {
+        const int64_t base = qb.h * p.lut_size - p.lut_lo - qp;  // lut[base + kp] = b_h(kp - qp)
+        for (int64_t j = 0; j < n; ++j) s[j] += p.lut[base + kpos[j]];
+      } else {
+        for (int64_t j = 0; j < n; ++j) s[j] += p.bias->value(kpos[j] - qp, qb.h);
+      }
+    }
+    if (p.causal || p.window > 0)
+      for (int64_t j = 0; j < n; ++j)
+        if (p.masked(qp, kpos[j])) s[j] = kNegInf;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

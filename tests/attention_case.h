@@ -1,0 +1,205 @@
+// tests/attention_case.h: one attention problem (shape x mask x encoding) with its parameters,
+// as the library's config and as the double-precision reference, shared by the forward, backward
+// and KV-cache tests. The reference takes the parameters as one flat vector so that finite
+// differences can perturb any of them.
+#pragma once
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "reference/attention.h"
+#include "reference/rope.h"
+#include "test_util.h"
+
+namespace posenc::test {
+
+enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5, shaw, shaw_keys, rope_shaw, xl, xl_t5 };
+inline const char* enc_name(Enc e) {
+  static const char* names[] = {"none",    "rope",   "alibi", "alibi_symmetric", "t5",        "t5_causal", "clipped",
+                                "rope_alibi", "rope_t5", "shaw", "shaw_keys",   "rope_shaw", "xl",        "xl_t5"};
+  return names[static_cast<int>(e)];
+}
+inline const std::vector<Enc>& all_encs() {
+  static const std::vector<Enc> all = {Enc::none,    Enc::rope,      Enc::alibi,     Enc::alibi_symmetric, Enc::t5,
+                                       Enc::t5_causal, Enc::clipped, Enc::rope_alibi, Enc::rope_t5,         Enc::shaw,
+                                       Enc::shaw_keys, Enc::rope_shaw, Enc::xl,       Enc::xl_t5};
+  return all;
+}
+
+struct Case {
+  int64_t B, Q, K, H, Hkv, D;
+  bool causal;
+  int64_t window = 0;
+  std::vector<int64_t> cu_q = {}, cu_k = {};  // packed when non-empty (B = 1)
+};
+
+// The parameters in one flat vector: q | k | v | relative table | a_k | a_v | u | v_xl | w_r.
+struct Params {
+  enum Part { q, k, v, table, a_k, a_v, u, v_xl, w_r, count };
+};
+
+class AttentionCase {
+ public:
+  AttentionCase(const Case& c, Enc e, uint32_t seed = 71) : c_(c), e_(e) {
+    const int64_t nq = c.B * c.Q * c.H * c.D, nkv = c.B * c.K * c.Hkv * c.D;
+    parts_[Params::q] = random_floats(nq, seed);
+    parts_[Params::k] = random_floats(nkv, seed + 1);
+    parts_[Params::v] = random_floats(nkv, seed + 2);
+    rc_.head_dim = c.D;
+    rc_.base = 500;  // small base: every pair turns visibly within these lengths
+    if (uses_rope()) rope_ = std::make_unique<Rope>(rc_);
+    if (e == Enc::alibi || e == Enc::alibi_symmetric || e == Enc::rope_alibi) {
+      bias_.kind = AttentionBias::Kind::alibi;
+      bias_.alibi.heads = c.H;
+      bias_.alibi.symmetric = e == Enc::alibi_symmetric;
+    } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5 || e == Enc::xl_t5) {
+      bias_.kind = AttentionBias::Kind::relative;
+      bias_.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5) : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
+      parts_[Params::table] = random_floats(bias_.relative.num_rows() * c.H, seed + 3, -2, 2);
+    }
+    if (e == Enc::shaw || e == Enc::shaw_keys || e == Enc::rope_shaw) {
+      shaw_.max_distance = 6;
+      shaw_.head_dim = c.D;
+      parts_[Params::a_k] = random_floats(shaw_.num_rows() * c.D, seed + 4);
+      if (e != Enc::shaw_keys) parts_[Params::a_v] = random_floats(shaw_.num_rows() * c.D, seed + 5);
+    }
+    if (e == Enc::xl || e == Enc::xl_t5) {
+      xl_.d_model = 12;
+      xl_.heads = c.H;
+      xl_.head_dim = c.D;
+      xl_.base = 100;
+      parts_[Params::u] = random_floats(c.H * c.D, seed + 6, -0.5f, 0.5f);
+      parts_[Params::v_xl] = random_floats(c.H * c.D, seed + 7, -0.5f, 0.5f);
+      parts_[Params::w_r] = random_floats(c.H * c.D * xl_.d_model, seed + 8, -0.3f, 0.3f);
+    }
+    // Default positions, as the library defines them (the reference needs them explicitly).
+    if (c.cu_q.empty()) {
+      for (int64_t b = 0; b < c.B; ++b) {
+        for (int64_t i = 0; i < c.Q; ++i) q_pos_.push_back(c.K - c.Q + i);
+        for (int64_t j = 0; j < c.K; ++j) k_pos_.push_back(j);
+      }
+    } else {
+      q_pos_.resize(c.Q), k_pos_.resize(c.K), q_seq_.resize(c.Q), k_seq_.resize(c.K);
+      for (size_t s = 0; s + 1 < c.cu_q.size(); ++s) {
+        const int64_t nq_s = c.cu_q[s + 1] - c.cu_q[s], nk_s = c.cu_k[s + 1] - c.cu_k[s];
+        for (int64_t i = 0; i < nq_s; ++i) q_pos_[c.cu_q[s] + i] = nk_s - nq_s + i, q_seq_[c.cu_q[s] + i] = s;
+        for (int64_t j = 0; j < nk_s; ++j) k_pos_[c.cu_k[s] + j] = j, k_seq_[c.cu_k[s] + j] = s;
+      }
+    }
+  }
+
+  const Case& shape() const { return c_; }
+  Enc enc() const { return e_; }
+  bool uses_rope() const { return e_ == Enc::rope || e_ == Enc::rope_alibi || e_ == Enc::rope_t5 || e_ == Enc::rope_shaw; }
+  std::vector<float>& part(Params::Part p) { return parts_[p]; }
+  const std::vector<float>& part(Params::Part p) const { return parts_[p]; }
+  const std::vector<int64_t>& q_pos() const { return q_pos_; }
+  const std::vector<int64_t>& k_pos() const { return k_pos_; }
+  std::string describe() const {
+    std::ostringstream os;
+    os << enc_name(e_) << " B" << c_.B << " Q" << c_.Q << " K" << c_.K << " H" << c_.H << "/" << c_.Hkv << " D" << c_.D
+       << (c_.causal ? " causal" : "") << " window " << c_.window << (c_.cu_q.empty() ? "" : " packed");
+    return os.str();
+  }
+
+  AttentionConfig config() const {
+    AttentionConfig cfg;
+    cfg.causal = c_.causal;
+    cfg.window = c_.window;
+    cfg.rope = rope_.get();
+    cfg.bias = bias_;
+    if (bias_.kind == AttentionBias::Kind::relative)
+      cfg.bias.relative_table = view(parts_[Params::table].data(), {bias_.relative.num_rows(), c_.H});
+    if (!parts_[Params::a_k].empty()) {
+      AttentionShaw s;
+      s.config = shaw_;
+      s.a_k = view(parts_[Params::a_k].data(), {shaw_.num_rows(), c_.D});
+      if (!parts_[Params::a_v].empty()) s.a_v = view(parts_[Params::a_v].data(), {shaw_.num_rows(), c_.D});
+      cfg.shaw = s;
+    }
+    if (!parts_[Params::u].empty()) {
+      AttentionTransformerXL x;
+      x.config = xl_;
+      x.u = view(parts_[Params::u].data(), {c_.H, c_.D});
+      x.v = view(parts_[Params::v_xl].data(), {c_.H, c_.D});
+      x.w_r = view(parts_[Params::w_r].data(), {c_.H * c_.D, xl_.d_model});
+      cfg.transformer_xl = x;
+    }
+    return cfg;
+  }
+  AttentionInputs inputs() const {
+    AttentionInputs in = qkv(view(parts_[Params::q].data(), {c_.B, c_.Q, c_.H, c_.D}),
+                             view(parts_[Params::k].data(), {c_.B, c_.K, c_.Hkv, c_.D}),
+                             view(parts_[Params::v].data(), {c_.B, c_.K, c_.Hkv, c_.D}));
+    if (!c_.cu_q.empty()) {
+      in.cu_seqlens_q = view(c_.cu_q.data(), {static_cast<int64_t>(c_.cu_q.size())});
+      in.cu_seqlens_k = view(c_.cu_k.data(), {static_cast<int64_t>(c_.cu_k.size())});
+    }
+    return in;
+  }
+
+  // All parameters, flat, in double; and the offset of each part in it.
+  std::vector<double> flat() const {
+    std::vector<double> f;
+    for (const auto& p : parts_) f.insert(f.end(), p.begin(), p.end());
+    return f;
+  }
+  size_t offset(Params::Part part) const {
+    size_t o = 0;
+    for (int i = 0; i < part; ++i) o += parts_[i].size();
+    return o;
+  }
+
+  // The reference forward (double) at the parameters `f` (layout of flat()).
+  ref::AttentionResult<double> reference(const std::vector<double>& f) const {
+    auto slice = [&](Params::Part p) {
+      return std::vector<double>(f.begin() + offset(p), f.begin() + offset(p) + parts_[p].size());
+    };
+    ref::AttentionProblem<double> p;
+    p.B = c_.B, p.Q = c_.Q, p.K = c_.K, p.H = c_.H, p.Hkv = c_.Hkv, p.D = c_.D;
+    p.causal = c_.causal;
+    p.window = c_.window;
+    p.scale = 1 / std::sqrt(static_cast<double>(c_.D));
+    p.q_pos = q_pos_, p.k_pos = k_pos_, p.q_seq = q_seq_, p.k_seq = k_seq_;
+    p.kind = bias_.kind;
+    if (bias_.kind == AttentionBias::Kind::alibi) {
+      p.alibi_slopes = alibi_slopes(bias_.alibi);
+      p.alibi_symmetric = bias_.alibi.symmetric;
+    } else if (bias_.kind == AttentionBias::Kind::relative) {
+      p.relative = bias_.relative;
+      p.relative_table = slice(Params::table);
+    }
+    if (!parts_[Params::a_k].empty()) {
+      p.shaw_max_distance = shaw_.max_distance;
+      p.shaw_a_k = slice(Params::a_k);
+      p.shaw_a_v = slice(Params::a_v);
+    }
+    if (!parts_[Params::u].empty()) {
+      p.xl_d_model = xl_.d_model;
+      p.xl_base = xl_.base;
+      p.xl_u = slice(Params::u), p.xl_v = slice(Params::v_xl), p.xl_w_r = slice(Params::w_r);
+    }
+    std::vector<double> q = slice(Params::q), k = slice(Params::k);
+    if (uses_rope()) {
+      const RopeFrequencies fr = rope_->frequencies();
+      q = ref::rope<double>(fr, rc_.layout, c_.D, q, q_pos_, c_.B, c_.Q, c_.H);
+      k = ref::rope<double>(fr, rc_.layout, c_.D, k, k_pos_, c_.B, c_.K, c_.Hkv);
+    }
+    return ref::attention<double>(p, q, k, slice(Params::v));
+  }
+
+ private:
+  Case c_;
+  Enc e_;
+  std::vector<float> parts_[Params::count];
+  RopeConfig rc_;
+  std::unique_ptr<Rope> rope_;
+  AttentionBias bias_;
+  ShawConfig shaw_;
+  TransformerXLConfig xl_;
+  std::vector<int64_t> q_pos_, k_pos_, q_seq_, k_seq_;
+};
+
+}  // namespace posenc::test
