@@ -53,29 +53,6 @@ TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
   check_case({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
 }
 
-// Decoding token by token (one query against the growing prefix) equals one causal forward.
-TEST(Attention, DecodeStepsEqualTheFullForward) {
-  const int64_t T = 37, H = 4, Hkv = 2, D = 64;
-  const std::vector<float> q = random_floats(T * H * D, 81), k = random_floats(T * Hkv * D, 82), v = random_floats(T * Hkv * D, 83);
-  RopeConfig rc;
-  rc.head_dim = D;
-  const Rope rope(rc);
-  AttentionConfig cfg;
-  cfg.causal = true;
-  cfg.rope = &rope;
-  cfg.bias.kind = AttentionBias::Kind::alibi;
-  cfg.bias.alibi.heads = H;
-  std::vector<float> full(T * H * D);
-  attention_forward(cfg, qkv(view(q.data(), {1, T, H, D}), view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D})),
-                    view(full.data(), {1, T, H, D}), TensorView{});
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<float> step(H * D);
-    attention_forward(cfg, qkv(view(q.data() + t * H * D, {1, 1, H, D}), view(k.data(), {1, t + 1, Hkv, D}), view(v.data(), {1, t + 1, Hkv, D})),
-                      view(step.data(), {1, 1, H, D}), TensorView{});
-    EXPECT_TRUE(all_close(step, std::vector<float>(full.begin() + t * H * D, full.begin() + (t + 1) * H * D), kF32Elementwise)) << t;
-  }
-}
-
 TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   const int64_t K = 10, D = 8;
   std::vector<float> q = random_floats(D, 84), k = random_floats(K * D, 85), v = random_floats(K * D, 86);

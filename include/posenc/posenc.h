@@ -2,6 +2,7 @@
 #pragma once
 #include "posenc/absolute.h"
 #include "posenc/attention.h"
+#include "posenc/kv_cache.h"
 #include "posenc/bias.h"
 #include "posenc/encodings.h"
 #include "posenc/error.h"

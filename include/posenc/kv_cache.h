@@ -1,0 +1,54 @@
+// posenc/kv_cache.h: a key/value cache for incremental decoding and chunked prefill.
+//
+//   KVCache cache(batch, kv_heads, head_dim, &rope);     // rope: optional, applied once per key
+//   for each step:  cache.append(k_new, v_new);          // (B, T, Hkv, D); positions continue
+//                   cache.attend(config, q_new, out);    // q (B, T, H, D) against all cached keys
+//
+// Keys are stored rotated (as inference engines do), so a step costs one pass over the cache and
+// no re-rotation; queries are rotated at attend(). Any encoding of AttentionConfig applies, with
+// positions deciding masks and biases exactly as in attention_forward: decoding token by token
+// gives the outputs of one causal forward over the whole sequence (tested for every encoding).
+// Dynamic-NTK RoPE (rope_scaling "dynamic") rotates each key with the frequencies of its own
+// step, as HuggingFace's cache does, so past its limit it differs from a full forward.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/rope.h"
+#include "posenc/tensor.h"
+
+namespace posenc {
+
+class KVCache {
+ public:
+  // rope: applied to keys at append() and queries at attend(); must outlive the cache.
+  KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope = nullptr);
+
+  // k, v (B, T, Hkv, D) f32. positions (T) or (B, T) int64; default: each batch row continues
+  // after its last position (0, 1, 2, ... from empty).
+  void append(ConstTensorView k, ConstTensorView v, ConstTensorView positions = {});
+
+  // out (B, T, H, D) = attention of q (B, T, H, D) over every cached token. q_positions default
+  // to the positions of the last T appended tokens (append, then attend the same tokens).
+  // config.rope must be null or the cache's rope (keys are already rotated).
+  void attend(const AttentionConfig& config, ConstTensorView q, TensorView out, ConstTensorView q_positions = {},
+              TensorView lse = {}) const;
+
+  int64_t size() const { return size_; }  // tokens per batch row
+  void reserve(int64_t tokens);
+  void clear() { size_ = 0; }
+  // (B, size, Hkv, D) views of the stored (rotated) keys and the values; (B, size) positions.
+  ConstTensorView keys() const;
+  ConstTensorView values() const;
+  ConstTensorView positions() const;
+
+ private:
+  int64_t batch_, kv_heads_, head_dim_;
+  const Rope* rope_;
+  int64_t size_ = 0, capacity_ = 0;
+  std::vector<float> k_, v_;   // (B, capacity, Hkv, D)
+  std::vector<int64_t> pos_;   // (B, capacity)
+};
+
+}  // namespace posenc

@@ -1,0 +1,118 @@
+// src/kv_cache.cc: see posenc/kv_cache.h. Storage (B, capacity, Hkv, D), grown by doubling; the
+// attention sees strided views of the first `size` tokens.
+#include "posenc/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "check.h"
+
+namespace posenc {
+using detail::check_view;
+using detail::fail;
+namespace {
+constexpr const char* kOp = "KVCache";
+}
+
+KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope)
+    : batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), rope_(rope) {
+  if (batch <= 0) detail::fail_arg(kOp, "batch", batch, "must be > 0");
+  if (kv_heads <= 0) detail::fail_arg(kOp, "kv_heads", kv_heads, "must be > 0");
+  if (head_dim <= 0) detail::fail_arg(kOp, "head_dim", head_dim, "must be > 0");
+  if (rope && rope->config().head_dim != head_dim)
+    fail(kOp, "rope.head_dim = ", rope->config().head_dim, " differs from head_dim = ", head_dim);
+}
+
+void KVCache::reserve(int64_t tokens) {
+  if (tokens <= capacity_) return;
+  const int64_t row = kv_heads_ * head_dim_;
+  std::vector<float> k(static_cast<size_t>(batch_ * tokens * row)), v(k.size());
+  std::vector<int64_t> pos(static_cast<size_t>(batch_ * tokens));
+  for (int64_t b = 0; b < batch_; ++b) {
+    std::copy_n(k_.begin() + b * capacity_ * row, size_ * row, k.begin() + b * tokens * row);
+    std::copy_n(v_.begin() + b * capacity_ * row, size_ * row, v.begin() + b * tokens * row);
+    std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
+  }
+  k_ = std::move(k), v_ = std::move(v), pos_ = std::move(pos);
+  capacity_ = tokens;
+}
+
+void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView positions) {
+  check_view(kOp, "k", k, DType::f32, {batch_, -1, kv_heads_, head_dim_});
+  const int64_t T = k.shape[1];
+  check_view(kOp, "v", v, DType::f32, {batch_, T, kv_heads_, head_dim_});
+  std::vector<int64_t> pos(static_cast<size_t>(batch_ * T));
+  if (positions.data != nullptr) {
+    pos = detail::gather_positions(kOp, positions, 1, batch_, T);
+    detail::check_position_range(kOp, pos);
+  } else {
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < T; ++t) pos[b * T + t] = (size_ > 0 ? pos_[b * capacity_ + size_ - 1] + 1 : 0) + t;
+  }
+  // Rotate into a staging copy first, so that a failure leaves the cache unchanged.
+  const int64_t row = kv_heads_ * head_dim_;
+  std::vector<float> staged(static_cast<size_t>(batch_ * T * row));
+  const TensorView staged_view = view(staged.data(), {batch_, T, kv_heads_, head_dim_});
+  if (rope_) {
+    rope_->forward(k, staged_view, view(pos.data(), {batch_, T}));
+  } else {
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < kv_heads_; ++h)
+          std::memcpy(&staged[((b * T + t) * kv_heads_ + h) * head_dim_],
+                      k.ptr<float>() + b * k.strides[0] + t * k.strides[1] + h * k.strides[2], sizeof(float) * head_dim_);
+  }
+  if (size_ + T > capacity_) reserve(std::max(size_ + T, 2 * capacity_));
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t slot = b * capacity_ + size_ + t;
+      std::copy_n(&staged[(b * T + t) * row], row, &k_[slot * row]);
+      for (int64_t h = 0; h < kv_heads_; ++h)
+        for (int64_t d = 0; d < head_dim_; ++d)
+          v_[slot * row + h * head_dim_ + d] = v.ptr<float>()[b * v.strides[0] + t * v.strides[1] + h * v.strides[2] + d * v.strides[3]];
+      pos_[slot] = pos[b * T + t];
+    }
+  size_ += T;
+}
+
+ConstTensorView KVCache::keys() const {
+  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_}, {capacity_ * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_, 1});
+}
+ConstTensorView KVCache::values() const {
+  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_}, {capacity_ * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_, 1});
+}
+ConstTensorView KVCache::positions() const { return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1}); }
+
+void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorView out, ConstTensorView q_positions,
+                     TensorView lse) const {
+  if (config.rope != nullptr && config.rope != rope_)
+    fail(kOp, "config.rope differs from the cache's rope (keys are stored rotated by the cache's rope)");
+  if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
+  check_view(kOp, "q", q, DType::f32, {batch_, -1, -1, head_dim_});
+  const int64_t T = q.shape[1], H = q.shape[2];
+  std::vector<int64_t> qpos(static_cast<size_t>(batch_ * T));
+  if (q_positions.data != nullptr) {
+    qpos = detail::gather_positions(kOp, q_positions, 1, batch_, T);
+  } else {
+    if (T > size_) fail(kOp, "q has ", T, " tokens but the cache holds ", size_, ": give q_positions");
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < T; ++t) qpos[b * T + t] = pos_[b * capacity_ + size_ - T + t];
+  }
+  std::vector<int64_t> kpos(static_cast<size_t>(batch_ * size_));
+  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
+  std::vector<float> q_rot;
+  ConstTensorView q_used = q;
+  if (rope_) {
+    q_rot.resize(static_cast<size_t>(batch_ * T * H * head_dim_));
+    rope_->forward(q, view(q_rot.data(), {batch_, T, H, head_dim_}), view(qpos.data(), {batch_, T}));
+    q_used = view(q_rot.data(), {batch_, T, H, head_dim_});
+  }
+  AttentionConfig inner = config;
+  inner.rope = nullptr;
+  AttentionInputs in = qkv(q_used, keys(), values());
+  in.q_positions = view(qpos.data(), {batch_, T});
+  in.k_positions = view(kpos.data(), {batch_, size_});
+  attention_forward(inner, in, out, lse);
+}
+
+}  // namespace posenc
