@@ -89,5 +89,27 @@ expect_in config_missing_factor "$tmp/err" "'factor'"
 check no_partial_output 2 "$posenc" encode learned --max-len 4 -p 0:9 --format csv -o "$tmp/partial.csv"
 [ ! -e "$tmp/partial.csv" ] || { echo "FAIL no_partial_output: file written on error"; failures=$((failures + 1)); }
 
+# posenc attention: every encoding against the naive reference, forward and backward.
+check attention_help 0 "$posenc" attention --help
+for enc in none rope alibi t5 relative shaw xl rope+alibi rope+t5; do
+  check "attention_$enc" 0 "$posenc" attention -e "$enc" --seq 70 --heads 2 --kv-heads 1 --dim 40 --causal --backward --check --repeat 1 --format json
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL attention_$enc: output"; cat "$tmp/out"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["max_abs_error_vs_reference"] < 1e-5, r
+assert r["forward_ms"] > 0 and r["backward_ms"] > 0, r
+PY
+done
+check attention_table 0 "$posenc" attention --seq 8 --window 3
+expect_in attention_table "$tmp/out" "GFLOP/s"
+check attention_bad_encoding 2 "$posenc" attention -e bogus
+expect_in attention_bad_encoding "$tmp/err" "--encoding = 'bogus'"
+check attention_bad_heads 2 "$posenc" attention --heads 3 --kv-heads 2
+expect_in attention_bad_heads "$tmp/err" "multiple of the key/value heads"
+check attention_bad_seq 2 "$posenc" attention --seq 0
+expect_in attention_bad_seq "$tmp/err" "--seq = 0"
+check attention_check_too_big 2 "$posenc" attention --seq 8192 --check
+expect_in attention_check_too_big "$tmp/err" "too large"
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -1,10 +1,12 @@
 // tools/posenc_cli.cc: the `posenc` command line tool.
 //   posenc list                      every encoding and its variants
 //   posenc encode <encoding> [...]   tabulate an encoding (table, csv, json, npy)
+//   posenc attention [...]           the fused attention on random inputs: timings, --check
 // Bad arguments print one line naming the argument and exit with status 2.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "attention_cmd.h"
 #include "encode.h"
 #include "posenc/error.h"
 
@@ -14,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "posenc 0.1.0");
   posenc::tools::add_list_command(app);
   posenc::tools::add_encode_command(app);
+  posenc::tools::add_attention_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

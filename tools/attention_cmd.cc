@@ -1,0 +1,232 @@
+// tools/attention_cmd.cc: `posenc attention`: the fused attention (and optionally its backward) on
+// random q, k, v and random positional parameters, with timings, and with --check a comparison
+// against the naive double-precision reference (reference/attention.h, the tests' oracle).
+#include "attention_cmd.h"
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/posenc.h"
+#include "reference/attention.h"
+#include "reference/rope.h"
+
+namespace posenc::tools {
+namespace {
+
+struct AttentionOptions {
+  std::string encoding = "rope", format = "table";
+  int64_t batch = 1, seq = 512, kv_len = 0, heads = 8, kv_heads = 0, dim = 64, window = 0, repeat = 3;
+  int64_t num_buckets = 32, max_distance = 128, shaw_max_distance = 16, d_model = 0;
+  double base = 10000;
+  bool causal = false, backward = false, check = false;
+  uint32_t seed = 0;
+};
+
+std::vector<float> random_vector(int64_t n, std::mt19937& rng, float stddev) {
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Everything one run needs, owned here; config() points into it.
+struct Problem {
+  int64_t B, Q, K, H, Hkv, D;
+  std::vector<float> q, k, v, table, a_k, a_v, u, xv, w_r;
+  std::unique_ptr<Rope> rope;
+  AttentionConfig config;
+};
+
+Problem make_problem(const AttentionOptions& o) {
+  Problem p{o.batch, o.seq, o.kv_len > 0 ? o.kv_len : o.seq, o.heads, o.kv_heads > 0 ? o.kv_heads : o.heads, o.dim, {}, {}, {}, {}, {}, {}, {}, {}, {}, nullptr, {}};
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"--batch", p.B}, {"--seq", p.Q}, {"--kv-len", p.K}, {"--heads", p.H},
+                             {"--kv-heads", p.Hkv}, {"--dim", p.D}, {"--repeat", o.repeat}})
+    if (value <= 0) throw Error(std::string(name) + " = " + std::to_string(value) + " is invalid: must be > 0");
+  std::mt19937 rng(o.seed);
+  p.q = random_vector(p.B * p.Q * p.H * p.D, rng, 1.0f);
+  p.k = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
+  p.v = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
+  AttentionConfig& c = p.config;
+  c.causal = o.causal;
+  c.window = o.window;
+  const std::string& e = o.encoding;
+  if (e == "rope" || e == "rope+alibi" || e == "rope+t5") {
+    RopeConfig rc;
+    rc.head_dim = p.D;
+    rc.base = o.base;
+    p.rope = std::make_unique<Rope>(rc);
+    c.rope = p.rope.get();
+  }
+  if (e == "alibi" || e == "rope+alibi") {
+    c.bias.kind = AttentionBias::Kind::alibi;
+    c.bias.alibi.heads = p.H;
+  } else if (e == "t5" || e == "rope+t5" || e == "relative") {
+    c.bias.kind = AttentionBias::Kind::relative;
+    c.bias.relative = e == "relative" ? RelativeBiasConfig::clipped(p.H, o.shaw_max_distance)
+                                      : RelativeBiasConfig::t5(p.H, o.num_buckets, o.max_distance, !o.causal);
+    validate(c.bias.relative);
+    p.table = random_vector(c.bias.relative.num_rows() * p.H, rng, 1.0f);
+    c.bias.relative_table = view(p.table.data(), {c.bias.relative.num_rows(), p.H});
+  } else if (e == "shaw") {
+    AttentionShaw s;
+    s.config.max_distance = o.shaw_max_distance;
+    s.config.head_dim = p.D;
+    validate(s.config);
+    p.a_k = random_vector(s.config.num_rows() * p.D, rng, 0.5f);
+    p.a_v = random_vector(s.config.num_rows() * p.D, rng, 0.5f);
+    s.a_k = view(p.a_k.data(), {s.config.num_rows(), p.D});
+    s.a_v = view(p.a_v.data(), {s.config.num_rows(), p.D});
+    c.shaw = s;
+  } else if (e == "xl") {
+    AttentionTransformerXL x;
+    x.config = {o.d_model > 0 ? o.d_model : p.H * p.D, p.H, p.D, o.base};
+    validate(x.config);
+    p.u = random_vector(p.H * p.D, rng, 0.1f);
+    p.xv = random_vector(p.H * p.D, rng, 0.1f);
+    p.w_r = random_vector(p.H * p.D * x.config.d_model, rng, 1.0f / std::sqrt(static_cast<float>(x.config.d_model)));
+    x.u = view(p.u.data(), {p.H, p.D});
+    x.v = view(p.xv.data(), {p.H, p.D});
+    x.w_r = view(p.w_r.data(), {p.H * p.D, x.config.d_model});
+    c.transformer_xl = x;
+  } else if (e != "none" && e != "rope") {
+    throw Error("--encoding = '" + e + "' is invalid: expected none, rope, alibi, t5, relative, shaw, xl, rope+alibi or rope+t5");
+  }
+  return p;
+}
+
+// The largest |fused - reference| over out, with the reference in double.
+double check_against_reference(const Problem& p, const std::vector<float>& out) {
+  ref::AttentionProblem<double> r;
+  r.B = p.B, r.Q = p.Q, r.K = p.K, r.H = p.H, r.Hkv = p.Hkv, r.D = p.D;
+  r.causal = p.config.causal;
+  r.window = p.config.window;
+  r.scale = 1 / std::sqrt(static_cast<double>(p.D));
+  for (int64_t b = 0; b < p.B; ++b) {
+    for (int64_t i = 0; i < p.Q; ++i) r.q_pos.push_back(p.K - p.Q + i);
+    for (int64_t j = 0; j < p.K; ++j) r.k_pos.push_back(j);
+  }
+  const AttentionConfig& c = p.config;
+  r.kind = c.bias.kind;
+  if (c.bias.kind == AttentionBias::Kind::alibi) r.alibi_slopes = alibi_slopes(c.bias.alibi);
+  if (c.bias.kind == AttentionBias::Kind::relative) r.relative = c.bias.relative, r.relative_table.assign(p.table.begin(), p.table.end());
+  if (c.shaw) {
+    r.shaw_max_distance = c.shaw->config.max_distance;
+    r.shaw_a_k.assign(p.a_k.begin(), p.a_k.end());
+    r.shaw_a_v.assign(p.a_v.begin(), p.a_v.end());
+  }
+  if (c.transformer_xl) {
+    r.xl_d_model = c.transformer_xl->config.d_model;
+    r.xl_base = c.transformer_xl->config.base;
+    r.xl_u.assign(p.u.begin(), p.u.end()), r.xl_v.assign(p.xv.begin(), p.xv.end()), r.xl_w_r.assign(p.w_r.begin(), p.w_r.end());
+  }
+  std::vector<double> q(p.q.begin(), p.q.end()), k(p.k.begin(), p.k.end());
+  if (c.rope) {
+    const RopeFrequencies f = c.rope->frequencies();
+    q = ref::rope<double>(f, c.rope->config().layout, p.D, q, r.q_pos, p.B, p.Q, p.H);
+    k = ref::rope<double>(f, c.rope->config().layout, p.D, k, r.k_pos, p.B, p.K, p.Hkv);
+  }
+  const auto expected = ref::attention<double>(r, q, k, std::vector<double>(p.v.begin(), p.v.end()));
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - expected.out[i]));
+  return worst;
+}
+
+template <typename Fn>
+double best_seconds(int64_t repeat, Fn&& fn) {
+  double best = INFINITY;
+  for (int64_t r = 0; r < repeat; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void run_attention(const AttentionOptions& o) {
+  if (o.format != "table" && o.format != "json") throw Error("--format = '" + o.format + "' is invalid: expected table or json");
+  Problem p = make_problem(o);
+  if (o.check && static_cast<double>(p.B) * p.Q * p.K * p.H > 1 << 24)
+    throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
+                " is too large for the naive reference (limit 2^24)");
+  const AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
+                                 view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
+  std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
+  const TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D}), lse_view = view(lse.data(), {p.B, p.H, p.Q});
+  const double fwd = best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
+  // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k and for p.v).
+  double pairs = 0;
+  for (int64_t i = 0; i < p.Q; ++i) {
+    const int64_t qp = p.K - p.Q + i;
+    for (int64_t kp = 0; kp < p.K; ++kp)
+      if (!((o.causal && kp > qp) || (o.window > 0 && (qp - kp >= o.window || kp - qp >= o.window)))) pairs += 1;
+  }
+  const double flops = 4.0 * pairs * p.D * p.H * p.B;
+  nlohmann::json j;
+  j["shape"] = {{"batch", p.B}, {"q_len", p.Q}, {"kv_len", p.K}, {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
+  j["encoding"] = o.encoding;
+  j["causal"] = o.causal;
+  j["window"] = o.window;
+  j["forward_ms"] = fwd * 1e3;
+  j["forward_gflops"] = flops / fwd * 1e-9;
+  double sum_abs = 0;
+  for (float x : out) sum_abs += std::abs(x);
+  j["mean_abs_out"] = sum_abs / static_cast<double>(out.size());
+  if (o.backward) {
+    std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()), gk(p.k.size()), gv(p.v.size());
+    AttentionGrads g;
+    g.q = view(gq.data(), {p.B, p.Q, p.H, p.D}), g.k = view(gk.data(), {p.B, p.K, p.Hkv, p.D}), g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.D});
+    const double bwd = best_seconds(o.repeat, [&] {
+      attention_backward(p.config, in, out_view, lse_view, view(grad_out.data(), {p.B, p.Q, p.H, p.D}), g);
+    });
+    j["backward_ms"] = bwd * 1e3;
+    j["backward_gflops"] = 2.5 * flops / bwd * 1e-9;  // dV, dP, dS, dK, dQ: 5 products vs the forward's 2
+  }
+  if (o.check) {
+    j["max_abs_error_vs_reference"] = check_against_reference(p, out);
+  }
+  if (o.format == "json") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ": batch " << p.B << ", q_len " << p.Q
+            << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim " << p.D << "\n";
+  std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>() << " GFLOP/s\n";
+  if (o.backward)
+    std::cout << "  backward  " << j["backward_ms"].get<double>() << " ms, " << j["backward_gflops"].get<double>() << " GFLOP/s\n";
+  std::cout << "  mean |out| " << j["mean_abs_out"].get<double>() << "\n";
+  if (o.check) std::cout << "  max |out - reference| " << j["max_abs_error_vs_reference"].get<double>() << " (double reference)\n";
+}
+
+}  // namespace
+
+void add_attention_command(CLI::App& app) {
+  auto o = std::make_shared<AttentionOptions>();
+  CLI::App* cmd = app.add_subcommand("attention", "Run the fused attention on random inputs (timings; --check vs the naive reference)");
+  cmd->add_option("--encoding,-e", o->encoding, "none, rope, alibi, t5, relative, shaw, xl, rope+alibi or rope+t5")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--seq,-s", o->seq, "Query length")->capture_default_str();
+  cmd->add_option("--kv-len", o->kv_len, "Key/value length (default: --seq; queries sit at its end)");
+  cmd->add_option("--heads", o->heads, "Query heads")->capture_default_str();
+  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads (default: --heads; fewer for GQA/MQA)");
+  cmd->add_option("--dim,-d", o->dim, "head_dim")->capture_default_str();
+  cmd->add_flag("--causal", o->causal, "Causal mask");
+  cmd->add_option("--window", o->window, "Sliding window (0 = none)")->capture_default_str();
+  cmd->add_option("--base", o->base, "rope theta / xl sinusoid base")->capture_default_str();
+  cmd->add_option("--num-buckets", o->num_buckets, "t5 buckets")->capture_default_str();
+  cmd->add_option("--max-distance", o->max_distance, "t5 max_distance")->capture_default_str();
+  cmd->add_option("--clip", o->shaw_max_distance, "shaw / relative: clipping distance k")->capture_default_str();
+  cmd->add_option("--d-model", o->d_model, "xl: width of the relative sinusoid (default heads * dim)");
+  cmd->add_flag("--backward", o->backward, "Also time the backward");
+  cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
+  cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_option("--format,-f", o->format, "table or json")->capture_default_str();
+  cmd->callback([o] { run_attention(*o); });
+}
+
+}  // namespace posenc::tools
