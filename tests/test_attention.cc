@@ -40,6 +40,7 @@ TEST(Attention, EverySimdTarget) {
     check_case({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
     check_case({1, 70, 70, 2, 2, 40, true}, Enc::shaw, target);
     check_case({1, 67, 67, 2, 1, 40, false}, Enc::xl, target);
+    check_case({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
   });
 }
 

@@ -104,14 +104,16 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
 
-PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, int64_t st, int64_t sh) {
+PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, int64_t st, int64_t sh, int64_t min_queries) {
   PackedTransposed packed;
   packed.offset.assign(p.problems.size() + 1, 0);
-  for (size_t i = 0; i < p.problems.size(); ++i) packed.offset[i + 1] = packed.offset[i] + p.Hkv * p.D * p.problems[i].nk;
+  for (size_t i = 0; i < p.problems.size(); ++i)
+    packed.offset[i + 1] = packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * p.D * p.problems[i].nk : 0);
   packed.data.resize(static_cast<size_t>(packed.offset.back()));
   parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
     const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
     const AttnProblem& pr = p.problems[problem];
+    if (packed.offset[problem + 1] == packed.offset[problem]) return;
     float* dst = packed.data.data() + packed.offset[problem] + hk * p.D * pr.nk;
     for (int64_t j = 0; j < pr.nk; ++j) {
       const float* src = x + pr.b * sb + (pr.k0 + j) * st + hk * sh;
@@ -122,7 +124,7 @@ PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, 
 }
 
 void attention_forward(const AttnPlan& p, const AttnForwardOut& o) {
-  const PackedTransposed kt = pack_transposed(p, p.k, p.k_sb, p.k_st, p.k_sh);
+  const PackedTransposed kt = pack_transposed(p, p.k, p.k_sb, p.k_st, p.k_sh, kAttnRowDotQueries);
   // Tasks: (problem, head, query block), listed so the work of one thread stays local.
   struct Task {
     int64_t problem, head, block;

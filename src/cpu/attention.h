@@ -78,10 +78,16 @@ struct PackedTransposed {
   std::vector<int64_t> offset;
   std::vector<float> data;
   const float* head(const AttnPlan& p, int64_t problem, int64_t hk) const {
+    if (offset[problem + 1] == offset[problem]) return nullptr;
     return data.data() + offset[problem] + hk * p.D * p.problems[problem].nk;
   }
 };
-PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, int64_t st, int64_t sh);
+// Problems with at most `min_queries` queries are left out (head() is null: the kernels read key
+// rows directly, which a decode step against a long cache needs, instead of repacking it).
+PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, int64_t st, int64_t sh,
+                                 int64_t min_queries = 0);
+// Up to this many queries, the forward reads key rows instead of packing K^T.
+constexpr int64_t kAttnRowDotQueries = 4;
 
 struct AttnForwardOut {
   float* out = nullptr;  // (B, Q, H, D)

@@ -73,13 +73,39 @@ inline DeltaSpan TileDeltaSpan(const XLTerms& xl, const QueryBlock& qb, const in
   return {c0, c1 - c0 + 1};
 }
 
+// S (m x n, ld) = scale q k^T from key rows (decode: a few queries, no packed K^T to build).
+inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const float* k, int64_t k_st, float scale,
+                    float* HWY_RESTRICT S, int64_t ld) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * k_st;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* qi = q + i * q_st;
+      auto acc = hn::Zero(d);
+      int64_t x = 0;
+      for (; x + N <= D; x += N) acc = hn::MulAdd(hn::LoadU(d, qi + x), hn::LoadU(d, kj + x), acc);
+      float sum = hn::GetLane(hn::SumOfLanes(d, acc));
+      for (; x < D; ++x) sum += qi[x] * kj[x];
+      S[i * ld + j] = scale * sum;
+    }
+  }
+}
+
 // S (m x n, row stride kAttnBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
-// kt: K^T of the problem's key/value head, (D, nk). scratch: reused across calls.
+// kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots).
+// scratch: reused across calls.
 inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
                        float* HWY_RESTRICT S, std::vector<float>& scratch) {
   const AttnProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0 + kt0;
-  TileGemm({qb.m, n, p.D, qb.q, p.q_st, 1, kt + kt0, nk, S, kAttnBlockK, p.scale, false});
+  if (kt) {
+    TileGemm({qb.m, n, p.D, qb.q, p.q_st, 1, kt + kt0, nk, S, kAttnBlockK, p.scale, false});
+  } else {
+    const float* k = p.k + pr.b * p.k_sb + (pr.k0 + kt0) * p.k_st + qb.hk * p.k_sh;
+    RowDots(qb.m, n, p.D, qb.q, p.q_st, k, p.k_st, p.scale, S, kAttnBlockK);
+  }
   if (p.xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
     const XLTerms& xl = *p.xl;
     const DeltaSpan span = TileDeltaSpan(xl, qb, kpos, n);
@@ -89,8 +115,15 @@ inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt,
     for (int64_t i = 0; i < qb.m; ++i)
       for (int64_t j = 0; j < n; ++j) S[i * kAttnBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
   }
+  // Ordinary positions make a tile's keys a unit run: the bias row is then a contiguous slice of
+  // the lookup (a vector add); and a tile entirely inside the mask needs no per-pair test.
+  bool unit_run = true;
+  for (int64_t j = 1; j < n && unit_run; ++j) unit_run = kpos[j] == kpos[0] + j;
+  const auto [kmin, kmax] = std::minmax_element(kpos, kpos + n);
+  const bool all_visible = !(p.causal && *kmax > qb.qmin) &&
+                           !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window));
   for (int64_t i = 0; i < qb.m; ++i) {
-    float* s = S + i * kAttnBlockK;
+    float* HWY_RESTRICT s = S + i * kAttnBlockK;
     const int64_t qp = qb.qpos[i];
     if (p.shaw) {
       const float* qa = qb.qa.data() + i * p.shaw->rows;
@@ -99,12 +132,17 @@ inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt,
     if (p.bias) {
       if (p.lut_dense) {
         const int64_t base = qb.h * p.lut_size - p.lut_lo - qp;  // lut[base + kp] = b_h(kp - qp)
-        for (int64_t j = 0; j < n; ++j) s[j] += p.lut[base + kpos[j]];
+        if (unit_run) {
+          const float* HWY_RESTRICT row = p.lut.data() + base + kpos[0];
+          for (int64_t j = 0; j < n; ++j) s[j] += row[j];
+        } else {
+          for (int64_t j = 0; j < n; ++j) s[j] += p.lut[base + kpos[j]];
+        }
       } else {
         for (int64_t j = 0; j < n; ++j) s[j] += p.bias->value(kpos[j] - qp, qb.h);
       }
     }
-    if (p.causal || p.window > 0)
+    if (!all_visible)
       for (int64_t j = 0; j < n; ++j)
         if (p.masked(qp, kpos[j])) s[j] = kNegInf;
   }
