@@ -1,18 +1,24 @@
-// bench/bench_attention.cc: fused attention forward next to the machine's own compute limit, an
-// OpenBLAS sgemm on the same thread count, measured in the same run.
-//   effective FLOP = 4 * S^2 * D * heads, halved for causal (the two products QK^T and PV)
-//   vs_sgemm = attention GFLOP/s / sgemm GFLOP/s (sgemm of (S x D) x (D x S), the QK^T shape)
-// Also reports the peak RSS, which must grow with S * D, not S^2.
+// bench/bench_attention.cc: fused attention next to the machine's own limits, measured in the
+// same run on the same thread count:
+//   forward, backward: compute-bound; limit = OpenBLAS sgemm of the QK^T shape ((S x D)(D x S)).
+//     effective FLOP = 4 S^2 D heads for the forward (QK^T and PV), 2.5x that for the backward
+//     (QK^T, dP = dO V^T, dV, dK, dQ), halved for causal. vs_sgemm = GFLOP/s / sgemm GFLOP/s.
+//   decode: one new token against a long KV cache; bandwidth-bound (it reads every cached key
+//     and value once): limit = a memcpy of the same bytes. Reports tokens/s and vs_memcpy.
+//   memory: the process's peak RSS after forwards at growing S (registered first, so nothing
+//     else has run): it must grow with S D, not S^2.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <omp.h>
 #include <sys/resource.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "posenc/attention.h"
+#include "posenc/kv_cache.h"
 
 namespace {
 
@@ -38,49 +44,146 @@ double sgemm_gflops(int64_t S, int64_t D) {
   return best;
 }
 
-// range(0): S, range(1): D, range(2): encoding (0 none, 1 rope, 2 alibi, 3 t5)
-void BM_attention_forward(benchmark::State& state) {
-  const int64_t S = state.range(0), D = state.range(1), H = 8, enc = state.range(2);
-  const std::vector<float> q = random_floats(S * H * D, 3), k = random_floats(S * H * D, 4), v = random_floats(S * H * D, 5);
-  std::vector<float> out(S * H * D), table = random_floats(32 * H, 6);
-  posenc::RopeConfig rc;
-  rc.head_dim = D;
-  const posenc::Rope rope(rc);
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+enum Encoding : int64_t { kNone, kRope, kAlibi, kT5 };
+
+// A causal config with one encoding; the Rope and the T5 table live in the fixture.
+struct Fixture {
+  int64_t S, D, H = 8;
+  std::vector<float> q, k, v, out, lse, table;
+  posenc::Rope rope;
   posenc::AttentionConfig cfg;
-  cfg.causal = true;
-  if (enc == 1) cfg.rope = &rope;
-  if (enc == 2) {
-    cfg.bias.kind = posenc::AttentionBias::Kind::alibi;
-    cfg.bias.alibi.heads = H;
+  Fixture(int64_t S_, int64_t D_, int64_t enc)
+      : S(S_), D(D_), q(random_floats(S * H * D, 3)), k(random_floats(S * H * D, 4)), v(random_floats(S * H * D, 5)),
+        out(S * H * D), lse(S * H), table(random_floats(32 * H, 6)), rope([&] {
+          posenc::RopeConfig rc;
+          rc.head_dim = D_;
+          return rc;
+        }()) {
+    cfg.causal = true;
+    if (enc == kRope) cfg.rope = &rope;
+    if (enc == kAlibi) {
+      cfg.bias.kind = posenc::AttentionBias::Kind::alibi;
+      cfg.bias.alibi.heads = H;
+    }
+    if (enc == kT5) {
+      cfg.bias.kind = posenc::AttentionBias::Kind::relative;
+      cfg.bias.relative = posenc::RelativeBiasConfig::t5(H, 32, 128, false);
+      cfg.bias.relative_table = posenc::view(table.data(), {32, H});
+    }
   }
-  if (enc == 3) {
-    cfg.bias.kind = posenc::AttentionBias::Kind::relative;
-    cfg.bias.relative = posenc::RelativeBiasConfig::t5(H, 32, 128, false);
-    cfg.bias.relative_table = posenc::view(table.data(), {32, H});
+  posenc::AttentionInputs inputs() const {
+    return posenc::qkv(posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}), posenc::view(v.data(), {1, S, H, D}));
   }
-  const posenc::AttentionInputs in = posenc::qkv(posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}),
-                                                     posenc::view(v.data(), {1, S, H, D}));
-  const double t0 = omp_get_wtime();
-  for (auto _ : state) {
-    posenc::attention_forward(cfg, in, posenc::view(out.data(), {1, S, H, D}), posenc::TensorView{});
-    benchmark::ClobberMemory();
-  }
-  const double seconds = omp_get_wtime() - t0;
-  const double gflops = 4.0 * S * S * D * H / 2 * static_cast<double>(state.iterations()) / seconds / 1e9;
+  void forward() { posenc::attention_forward(cfg, inputs(), posenc::view(out.data(), {1, S, H, D}), posenc::view(lse.data(), {1, H, S})); }
+  double causal_flops() const { return 4.0 * S * S * D * H / 2; }
+};
+
+void report_vs_sgemm(benchmark::State& state, double flops, double seconds, int64_t S, int64_t D) {
+  const double gflops = flops * static_cast<double>(state.iterations()) / seconds / 1e9;
   const double sgemm = sgemm_gflops(S, D);
   state.counters["GFLOPs"] = gflops;
   state.counters["sgemm_GFLOPs"] = sgemm;
   state.counters["vs_sgemm"] = gflops / sgemm;
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  state.counters["peak_rss_MiB"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// range(0): S, range(1): D, range(2): encoding
+void BM_attention_forward(benchmark::State& state) {
+  Fixture f(state.range(0), state.range(1), state.range(2));
+  const double t0 = omp_get_wtime();
+  for (auto _ : state) {
+    f.forward();
+    benchmark::ClobberMemory();
+  }
+  report_vs_sgemm(state, f.causal_flops(), omp_get_wtime() - t0, f.S, f.D);
+}
+
+void BM_attention_backward(benchmark::State& state) {
+  Fixture f(state.range(0), state.range(1), state.range(2));
+  f.forward();
+  const std::vector<float> grad_out = random_floats(f.out.size(), 7);
+  std::vector<float> gq(f.q.size()), gk(f.k.size()), gv(f.v.size());
+  posenc::AttentionGrads g;
+  g.q = posenc::view(gq.data(), {1, f.S, f.H, f.D});
+  g.k = posenc::view(gk.data(), {1, f.S, f.H, f.D});
+  g.v = posenc::view(gv.data(), {1, f.S, f.H, f.D});
+  const double t0 = omp_get_wtime();
+  for (auto _ : state) {
+    posenc::attention_backward(f.cfg, f.inputs(), posenc::view(f.out.data(), {1, f.S, f.H, f.D}), posenc::view(f.lse.data(), {1, f.H, f.S}),
+                               posenc::view(grad_out.data(), {1, f.S, f.H, f.D}), g);
+    benchmark::ClobberMemory();
+  }
+  report_vs_sgemm(state, 2.5 * f.causal_flops(), omp_get_wtime() - t0, f.S, f.D);
+}
+
+// Peak RSS after one forward at S (none, D = 128).
+void BM_attention_memory(benchmark::State& state) {
+  Fixture f(state.range(0), 128, kNone);
+  for (auto _ : state) f.forward();
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+  state.counters["inputs_MiB"] = 4.0 * f.q.size() * sizeof(float) / (1 << 20);  // q, k, v, out
+  state.counters["one_SxS_fp32_MiB"] = static_cast<double>(f.S) * f.S * sizeof(float) / (1 << 20);
+}
+
+// One token against a cache of range(0) tokens, 8 query heads over range(1) key/value heads, D 128,
+// RoPE + ALiBi (the most work per key of the scalar encodings).
+void BM_attention_decode(benchmark::State& state) {
+  const int64_t K = state.range(0), Hkv = state.range(1), H = 8, D = 128;
+  posenc::RopeConfig rc;
+  rc.head_dim = D;
+  const posenc::Rope rope(rc);
+  posenc::KVCache cache(1, Hkv, D, &rope);
+  {
+    const std::vector<float> k = random_floats(K * Hkv * D, 8), v = random_floats(K * Hkv * D, 9);
+    cache.append(posenc::view(k.data(), {1, K, Hkv, D}), posenc::view(v.data(), {1, K, Hkv, D}));
+  }
+  posenc::AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.rope = &rope;
+  cfg.bias.kind = posenc::AttentionBias::Kind::alibi;
+  cfg.bias.alibi.heads = H;
+  const std::vector<float> q = random_floats(H * D, 10);
+  std::vector<float> out(H * D);
+  const double bytes = 2.0 * K * Hkv * D * sizeof(float);  // every cached key and value, once
+  std::vector<float> src(static_cast<size_t>(bytes / sizeof(float))), dst(src.size());
+  double attend_s = 0, memcpy_s = 0;
+  for (auto _ : state) {
+    double t0 = omp_get_wtime();
+    cache.attend(cfg, posenc::view(q.data(), {1, 1, H, D}), posenc::view(out.data(), {1, 1, H, D}));
+    attend_s += omp_get_wtime() - t0;
+    t0 = omp_get_wtime();
+    const int64_t threads = omp_get_max_threads(), chunk = static_cast<int64_t>(src.size()) / threads;
+#pragma omp parallel for
+    for (int64_t t = 0; t < threads; ++t) std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk * sizeof(float));
+    memcpy_s += omp_get_wtime() - t0;
+    benchmark::ClobberMemory();
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["tokens_per_s"] = n / attend_s;
+  state.counters["GBps"] = bytes * n / attend_s / 1e9;
+  state.counters["memcpy_GBps"] = 2 * bytes * n / memcpy_s / 1e9;  // read + write
+  state.counters["vs_memcpy"] = (bytes * n / attend_s) / (2 * bytes * n / memcpy_s);
 }
 
 }  // namespace
 
+BENCHMARK(BM_attention_memory)->ArgNames({"S"})->Arg(4096)->Arg(8192)->Arg(16384)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_forward)
     ->ArgNames({"S", "D", "enc"})
-    ->Args({512, 64, 0})->Args({2048, 128, 0})
-    ->Args({4096, 128, 0})->Args({4096, 128, 1})->Args({4096, 128, 2})->Args({4096, 128, 3})
+    ->Args({512, 64, kNone})->Args({512, 128, kNone})->Args({2048, 64, kNone})->Args({2048, 128, kNone})
+    ->Args({4096, 64, kNone})->Args({4096, 64, kRope})->Args({4096, 64, kAlibi})->Args({4096, 64, kT5})
+    ->Args({4096, 128, kNone})->Args({4096, 128, kRope})->Args({4096, 128, kAlibi})->Args({4096, 128, kT5})
+    ->Args({16384, 128, kNone})
     ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_attention_backward)
+    ->ArgNames({"S", "D", "enc"})
+    ->Args({2048, 128, kNone})
+    ->Args({4096, 128, kNone})->Args({4096, 128, kRope})->Args({4096, 128, kAlibi})->Args({4096, 128, kT5})
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_attention_decode)->ArgNames({"K", "Hkv"})->Args({32768, 8})->Args({32768, 2})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -1,5 +1,7 @@
-// src/kv_cache.cc: see posenc/kv_cache.h. Storage (B, capacity, Hkv, D), grown by doubling; the
-// attention sees strided views of the first `size` tokens.
+// src/kv_cache.cc: see posenc/kv_cache.h. Storage is head-major, (B, Hkv, capacity, D), grown by
+// doubling: a decode step streams each head's keys and values contiguously (token-major storage
+// puts every 512-byte row in its own 4 KiB page, which defeats the hardware prefetcher: measured
+// 41 -> see BENCHMARKS.md). The attention sees strided views of the first `size` tokens.
 #include "posenc/kv_cache.h"
 
 #include <algorithm>
@@ -25,12 +27,14 @@ KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* 
 
 void KVCache::reserve(int64_t tokens) {
   if (tokens <= capacity_) return;
-  const int64_t row = kv_heads_ * head_dim_;
-  std::vector<float> k(static_cast<size_t>(batch_ * tokens * row)), v(k.size());
+  std::vector<float> k(static_cast<size_t>(batch_ * kv_heads_ * tokens * head_dim_)), v(k.size());
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * tokens));
   for (int64_t b = 0; b < batch_; ++b) {
-    std::copy_n(k_.begin() + b * capacity_ * row, size_ * row, k.begin() + b * tokens * row);
-    std::copy_n(v_.begin() + b * capacity_ * row, size_ * row, v.begin() + b * tokens * row);
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      const int64_t from = (b * kv_heads_ + h) * capacity_ * head_dim_, to = (b * kv_heads_ + h) * tokens * head_dim_;
+      std::copy_n(k_.begin() + from, size_ * head_dim_, k.begin() + to);
+      std::copy_n(v_.begin() + from, size_ * head_dim_, v.begin() + to);
+    }
     std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
   }
   k_ = std::move(k), v_ = std::move(v), pos_ = std::move(pos);
@@ -65,21 +69,22 @@ void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView posit
   if (size_ + T > capacity_) reserve(std::max(size_ + T, 2 * capacity_));
   for (int64_t b = 0; b < batch_; ++b)
     for (int64_t t = 0; t < T; ++t) {
-      const int64_t slot = b * capacity_ + size_ + t;
-      std::copy_n(&staged[(b * T + t) * row], row, &k_[slot * row]);
-      for (int64_t h = 0; h < kv_heads_; ++h)
+      for (int64_t h = 0; h < kv_heads_; ++h) {
+        const int64_t slot = ((b * kv_heads_ + h) * capacity_ + size_ + t) * head_dim_;
+        std::copy_n(&staged[(b * T + t) * row + h * head_dim_], head_dim_, &k_[slot]);
         for (int64_t d = 0; d < head_dim_; ++d)
-          v_[slot * row + h * head_dim_ + d] = v.ptr<float>()[b * v.strides[0] + t * v.strides[1] + h * v.strides[2] + d * v.strides[3]];
-      pos_[slot] = pos[b * T + t];
+          v_[slot + d] = v.ptr<float>()[b * v.strides[0] + t * v.strides[1] + h * v.strides[2] + d * v.strides[3]];
+      }
+      pos_[b * capacity_ + size_ + t] = pos[b * T + t];
     }
   size_ += T;
 }
 
 ConstTensorView KVCache::keys() const {
-  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_}, {capacity_ * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_, 1});
+  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_}, {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
 }
 ConstTensorView KVCache::values() const {
-  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_}, {capacity_ * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_, 1});
+  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_}, {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
 }
 ConstTensorView KVCache::positions() const { return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1}); }
 

@@ -127,12 +127,7 @@ TEST(RelativeBias, BadInputLeavesOutputsUntouched) {
   std::vector<float> tab(64, 0.5f), out(2 * 2 * 3, 7.0f);
   std::vector<int64_t> q = {0, 1}, k = {0, 1, 2};
   auto expect = [&](auto&& call, const std::string& needle) {
-    try {
-      call();
-      ADD_FAILURE() << needle;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+    expect_error(call, needle);
     EXPECT_EQ(out, std::vector<float>(12, 7.0f));
   };
   expect([&] { relative_bias(c, view(tab.data(), {16, 4}), view(q.data(), {2}), view(k.data(), {3}), view(out.data(), {2, 2, 3})); },

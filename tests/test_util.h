@@ -52,6 +52,17 @@ template <typename A, typename E>
                                        << tol.atol << ", rtol " << tol.rtol << ")";
 }
 
+// call() must throw posenc::Error (or a subclass of std::exception) whose message contains needle.
+template <typename Fn>
+void expect_error(Fn&& call, const std::string& needle) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one mentioning: " << needle;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 // Runs fn(target_name) once per SIMD target compiled in and supported by this CPU.
 inline void for_each_cpu_target(const std::function<void(const std::string&)>& fn) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {

@@ -38,7 +38,8 @@ class KVCache {
   int64_t size() const { return size_; }  // tokens per batch row
   void reserve(int64_t tokens);
   void clear() { size_ = 0; }
-  // (B, size, Hkv, D) views of the stored (rotated) keys and the values; (B, size) positions.
+  // (B, size, Hkv, D) views (head-major strides) of the stored (rotated) keys and the values;
+  // (B, size) positions.
   ConstTensorView keys() const;
   ConstTensorView values() const;
   ConstTensorView positions() const;
@@ -47,7 +48,7 @@ class KVCache {
   int64_t batch_, kv_heads_, head_dim_;
   const Rope* rope_;
   int64_t size_ = 0, capacity_ = 0;
-  std::vector<float> k_, v_;   // (B, capacity, Hkv, D)
+  std::vector<float> k_, v_;   // (B, Hkv, capacity, D): each head's tokens contiguous
   std::vector<int64_t> pos_;   // (B, capacity)
 };
 

@@ -42,55 +42,77 @@ HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   return sum;
 }
 
-void ForwardTask(const AttnPlan& p, const AttnForwardOut& o, const float* kt, int64_t problem, int64_t h, int64_t block) {
+// The running state of one query block of one head: O (m x D), Shaw's Pb (m x rows), m and l.
+struct OnlineSoftmax {
+  QueryBlock qb;
+  std::vector<float> O, Pb;
+  float mrow[kAttnBlockQ], lrow[kAttnBlockQ];
+};
+
+// Heads [h0, h1) of one key/value group advance through the key tiles in lockstep, so a tile of
+// K and V is read from memory once for all of them (decode with grouped-query attention); other
+// tasks have one head.
+void ForwardTask(const AttnPlan& p, const AttnForwardOut& o, const float* kt, int64_t problem, int64_t h0, int64_t h1,
+                 int64_t block) {
   const AttnProblem& pr = p.problems[problem];
   const int64_t D = p.D;
-  QueryBlock qb = MakeQueryBlock(p, problem, h, block * kAttnBlockQ);
-  PrepareQueryBlock(p, qb);
-  const int64_t m = qb.m;
-  const float* v = p.v + pr.b * p.v_sb + pr.k0 * p.v_st + qb.hk * p.v_sh;
   const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0;
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   const bool shaw_values = p.shaw && p.shaw->a_v;
+  std::vector<OnlineSoftmax> heads(static_cast<size_t>(h1 - h0));
+  for (int64_t h = h0; h < h1; ++h) {
+    OnlineSoftmax& st = heads[h - h0];
+    st.qb = MakeQueryBlock(p, problem, h, block * kAttnBlockQ);
+    PrepareQueryBlock(p, st.qb);
+    st.O.assign(static_cast<size_t>(st.qb.m * D), 0.0f);
+    st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
+    std::fill(st.mrow, st.mrow + st.qb.m, kNegInf);
+    std::fill(st.lrow, st.lrow + st.qb.m, 0.0f);
+  }
+  const float* v = p.v + pr.b * p.v_sb + pr.k0 * p.v_st + heads[0].qb.hk * p.v_sh;
   alignas(64) float S[kAttnBlockQ * kAttnBlockK];
-  std::vector<float> O(static_cast<size_t>(m * D), 0.0f), Pb(shaw_values ? static_cast<size_t>(m * rows) : 0), scratch;
-  float mrow[kAttnBlockQ], lrow[kAttnBlockQ];
-  std::fill(mrow, mrow + m, kNegInf);
-  std::fill(lrow, lrow + m, 0.0f);
+  std::vector<float> scratch;
 
   for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttnBlockK) {
     const int64_t n = std::min(kAttnBlockK, pr.nk - kt0);
-    if (!TileVisible(p, qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
-    TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch);
-    for (int64_t i = 0; i < m; ++i) {
-      float* s = S + i * kAttnBlockK;
-      float mx = kNegInf;
-      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-      const float m_new = std::max(mrow[i], mx);
-      if (m_new == kNegInf) {  // nothing visible yet in this row
-        std::fill(s, s + n, 0.0f);
-        continue;
-      }
-      const float alpha = mrow[i] == kNegInf ? 0.0f : std::exp(mrow[i] - m_new);
-      lrow[i] = alpha * lrow[i] + ExpShiftSum(s, n, m_new);
-      if (alpha != 1.0f) {
-        for (int64_t d = 0; d < D; ++d) O[i * D + d] *= alpha;
+    if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
+    for (OnlineSoftmax& st : heads) {
+      const QueryBlock& qb = st.qb;
+      const int64_t m = qb.m;
+      TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch);
+      for (int64_t i = 0; i < m; ++i) {
+        float* s = S + i * kAttnBlockK;
+        float mx = kNegInf;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
+        const float m_new = std::max(st.mrow[i], mx);
+        if (m_new == kNegInf) {  // nothing visible yet in this row
+          std::fill(s, s + n, 0.0f);
+          continue;
+        }
+        const float alpha = st.mrow[i] == kNegInf ? 0.0f : std::exp(st.mrow[i] - m_new);
+        st.lrow[i] = alpha * st.lrow[i] + ExpShiftSum(s, n, m_new);
+        if (alpha != 1.0f) {
+          for (int64_t d = 0; d < D; ++d) st.O[i * D + d] *= alpha;
+          if (shaw_values)
+            for (int64_t r = 0; r < rows; ++r) st.Pb[i * rows + r] *= alpha;
+        }
         if (shaw_values)
-          for (int64_t r = 0; r < rows; ++r) Pb[i * rows + r] *= alpha;
+          for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
+        st.mrow[i] = m_new;
       }
-      if (shaw_values)
-        for (int64_t j = 0; j < n; ++j) Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
-      mrow[i] = m_new;
+      TileGemm({m, D, n, S, kAttnBlockK, 1, v + kt0 * p.v_st, p.v_st, st.O.data(), D, 1.0f, true});
     }
-    TileGemm({m, D, n, S, kAttnBlockK, 1, v + kt0 * p.v_st, p.v_st, O.data(), D, 1.0f, true});
   }
-  if (shaw_values) TileGemm({m, D, rows, Pb.data(), rows, 1, p.shaw->a_v, D, O.data(), D, 1.0f, true});
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t t = pr.q0 + qb.i0 + i;
-    float* out = o.out + pr.b * o.sb + t * o.st + h * o.sh;
-    const float inv = lrow[i] > 0 ? 1.0f / lrow[i] : 0.0f;  // fully masked rows: zeros
-    for (int64_t d = 0; d < D; ++d) out[d] = O[i * D + d] * inv;
-    if (o.lse) o.lse[pr.b * o.l_sb + h * o.l_sh + t * o.l_st] = lrow[i] > 0 ? mrow[i] + std::log(lrow[i]) : kNegInf;
+  for (OnlineSoftmax& st : heads) {
+    const int64_t m = st.qb.m, h = st.qb.h;
+    if (shaw_values) TileGemm({m, D, rows, st.Pb.data(), rows, 1, p.shaw->a_v, D, st.O.data(), D, 1.0f, true});
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = pr.q0 + st.qb.i0 + i;
+      float* out = o.out + pr.b * o.sb + t * o.st + h * o.sh;
+      const float inv = st.lrow[i] > 0 ? 1.0f / st.lrow[i] : 0.0f;  // fully masked rows: zeros
+      for (int64_t d = 0; d < D; ++d) out[d] = st.O[i * D + d] * inv;
+      if (o.lse) o.lse[pr.b * o.l_sb + h * o.l_sh + t * o.l_st] = st.lrow[i] > 0 ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
+    }
   }
 }
 
@@ -123,20 +145,31 @@ PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, 
   return packed;
 }
 
+std::vector<AttnTask> attn_tasks(const AttnPlan& p, int64_t heads, bool by_keys) {
+  std::vector<AttnTask> tasks;
+  for (size_t i = 0; i < p.problems.size(); ++i) {
+    const int64_t n = by_keys ? p.problems[i].nk : p.problems[i].nq, block = by_keys ? kAttnBlockK : kAttnBlockQ;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t b = 0; b * block < n; ++b) tasks.push_back({static_cast<int64_t>(i), h, b});
+  }
+  return tasks;
+}
+
 void attention_forward(const AttnPlan& p, const AttnForwardOut& o) {
   const PackedTransposed kt = pack_transposed(p, p.k, p.k_sb, p.k_st, p.k_sh, kAttnRowDotQueries);
-  // Tasks: (problem, head, query block), listed so the work of one thread stays local.
-  struct Task {
-    int64_t problem, head, block;
-  };
-  std::vector<Task> tasks;
-  for (size_t i = 0; i < p.problems.size(); ++i)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t b = 0; b * kAttnBlockQ < p.problems[i].nq; ++b) tasks.push_back({static_cast<int64_t>(i), h, b});
+  // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
+  // takes the heads of a key/value group together instead.
+  const int64_t group = p.H / p.Hkv;
+  std::vector<AttnTask> tasks;
+  for (const AttnTask& t : attn_tasks(p, p.H, false)) {
+    const bool decode = p.problems[t.problem].nq <= kAttnRowDotQueries;
+    if (!decode) tasks.push_back(t);
+    else if (t.head % group == 0) tasks.push_back({t.problem, t.head, t.block, group});
+  }
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t t) {
-    const Task& task = tasks[t];
-    HWY_DYNAMIC_DISPATCH(ForwardTask)(p, o, kt.head(p, task.problem, task.head / (p.H / p.Hkv)), task.problem, task.head,
-                                      task.block);
+    const AttnTask& task = tasks[t];
+    HWY_DYNAMIC_DISPATCH(ForwardTask)(p, o, kt.head(p, task.problem, task.head / group), task.problem, task.head,
+                                      task.head + task.heads, task.block);
   });
 }
 }  // namespace posenc::cpu

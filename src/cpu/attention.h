@@ -89,6 +89,14 @@ PackedTransposed pack_transposed(const AttnPlan& p, const float* x, int64_t sb, 
 // Up to this many queries, the forward reads key rows instead of packing K^T.
 constexpr int64_t kAttnRowDotQueries = 4;
 
+// The tasks of a pass: (problem, head, block of 64 queries or, by_keys, of 64 keys), in an order
+// that keeps one head's work together.
+struct AttnTask {
+  int64_t problem, head, block;
+  int64_t heads = 1;  // heads [head, head + heads) together
+};
+std::vector<AttnTask> attn_tasks(const AttnPlan& p, int64_t heads, bool by_keys);
+
 struct AttnForwardOut {
   float* out = nullptr;  // (B, Q, H, D)
   int64_t sb = 0, st = 0, sh = 0;

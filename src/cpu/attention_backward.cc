@@ -235,30 +235,18 @@ void attention_backward(const AttnPlan& p, const AttnBackwardIO& io) {
   const PackedTransposed kt = pack_transposed(p, p.k, p.k_sb, p.k_st, p.k_sh);
   const PackedTransposed vt = pack_transposed(p, p.v, p.v_sb, p.v_st, p.v_sh);
 
-  // Pass 1: dK, dV.
-  struct KeyTask {
-    int64_t problem, hk, block;
-  };
-  std::vector<KeyTask> key_tasks;
-  for (size_t i = 0; i < p.problems.size(); ++i)
-    for (int64_t hk = 0; hk < p.Hkv; ++hk)
-      for (int64_t b = 0; b * kAttnBlockK < p.problems[i].nk; ++b) key_tasks.push_back({static_cast<int64_t>(i), hk, b});
+  // Pass 1: dK, dV, per (problem, key/value head, key block).
+  const std::vector<AttnTask> key_tasks = attn_tasks(p, p.Hkv, true);
   std::fill(io.dk, io.dk + p.B * p.K * p.Hkv * p.D, 0.0f);  // keys outside every problem stay 0
   std::fill(io.dv, io.dv + p.B * p.K * p.Hkv * p.D, 0.0f);
   parallel_for(static_cast<int64_t>(key_tasks.size()), [&](int64_t t) {
-    const KeyTask& task = key_tasks[t];
-    HWY_DYNAMIC_DISPATCH(KeyBlockTask)(p, io, delta, kt.head(p, task.problem, task.hk), vt.head(p, task.problem, task.hk),
-                                       task.problem, task.hk, task.block);
+    const AttnTask& task = key_tasks[t];
+    HWY_DYNAMIC_DISPATCH(KeyBlockTask)(p, io, delta, kt.head(p, task.problem, task.head), vt.head(p, task.problem, task.head),
+                                       task.problem, task.head, task.block);
   });
 
   // Pass 2: dQ and the per-query sums. Transformer-XL: one task per head (its d rproj is per head).
-  struct QueryTask {
-    int64_t problem, head, block;
-  };
-  std::vector<QueryTask> query_tasks;
-  for (size_t i = 0; i < p.problems.size(); ++i)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t b = 0; b * kAttnBlockQ < p.problems[i].nq; ++b) query_tasks.push_back({static_cast<int64_t>(i), h, b});
+  const std::vector<AttnTask> query_tasks = attn_tasks(p, p.H, false);
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   std::vector<float> shaw_gk(io.shaw_a_k ? static_cast<size_t>(p.B * p.Q * p.H * rows) : 0, 0.0f);
   std::vector<float> shaw_pb(io.shaw_a_v ? static_cast<size_t>(p.B * p.Q * p.H * rows) : 0, 0.0f);
@@ -270,7 +258,7 @@ void attention_backward(const AttnPlan& p, const AttnBackwardIO& io) {
       row_lut.push_back(static_cast<int32_t>(relative_bias_row(*p.bias->rows_config, d)));
   std::fill(io.dq, io.dq + p.B * p.Q * p.H * p.D, 0.0f);
   auto run = [&](int64_t t) {
-    const QueryTask& task = query_tasks[t];
+    const AttnTask& task = query_tasks[t];
     QuerySums sums;
     sums.shaw_gk = shaw_gk.empty() ? nullptr : shaw_gk.data();
     sums.shaw_pb = shaw_pb.empty() ? nullptr : shaw_pb.data();
