@@ -84,6 +84,15 @@ TEST(AttentionBackward, EveryEncodingMatchesFiniteDifferences) {
   }
 }
 
+TEST(AttentionBackward, EverySimdTargetAndWideHeads) {
+  for_each_cpu_target([](const std::string&) {
+    check_gradients({1, 70, 70, 2, 1, 66, true}, Enc::rope_shaw, 6);  // head_dim 66: vector tails
+    check_gradients({1, 9, 70, 2, 2, 20, false}, Enc::t5, 6);
+  });
+  check_gradients({1, 66, 66, 2, 1, 128, true}, Enc::rope_alibi, 8);
+  check_gradients({1, 3, 66, 4, 2, 80, true}, Enc::clipped, 8);
+}
+
 TEST(AttentionBackward, WindowsAndPackedSequences) {
   check_gradients({1, 67, 67, 2, 1, 16, true, 9}, Enc::rope_t5);
   check_gradients({1, 67, 67, 2, 2, 16, false, 5}, Enc::shaw);
