@@ -182,8 +182,10 @@ BENCHMARK(BM_attention_forward)
     ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_attention_backward)
     ->ArgNames({"S", "D", "enc"})
-    ->Args({2048, 128, kNone})
+    ->Args({512, 64, kNone})->Args({4096, 64, kNone})->Args({2048, 128, kNone})
     ->Args({4096, 128, kNone})->Args({4096, 128, kRope})->Args({4096, 128, kAlibi})->Args({4096, 128, kT5})
     ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_attention_backward)->ArgNames({"S", "D", "enc"})->Args({16384, 128, kNone})
+    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_attention_decode)->ArgNames({"K", "Hkv"})->Args({32768, 8})->Args({32768, 2})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();
