@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run.sh: install what is missing, build the posenc CLI and run the demo: every encoding
-# listed, then a few of them tabulated the way the seeds show them.
+# listed, a few of them tabulated the way the seeds show them, seed 004's four conditions measured
+# for all of them, and the fused attention timed and checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -15,3 +16,6 @@ $posenc encode t5 --positions 0:6 --show buckets                   # T5's bucket
 $posenc encode alibi --heads 4 --positions 0:4                     # ALiBi: -m (i - j) per head
 $posenc encode rope --head-dim 8 --positions 0,1,2,1048576 --show cos
 $posenc encode learned --max-len 8 --positions 6:10 || true        # a learned table cannot extrapolate: an error
+$posenc analyze                                                     # seed 004's four conditions, measured
+$posenc attention -e rope+alibi --seq 1024 --heads 8 --dim 64 --causal --backward   # fused attention
+$posenc attention -e shaw --seq 128 --heads 2 --dim 32 --check     # vs the double reference

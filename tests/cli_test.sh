@@ -111,5 +111,28 @@ expect_in attention_bad_seq "$tmp/err" "--seq = 0"
 check attention_check_too_big 2 "$posenc" attention --seq 8192 --check
 expect_in attention_check_too_big "$tmp/err" "too large"
 
+# posenc analyze: every encoding, three formats; bad flags.
+check analyze_help 0 "$posenc" analyze --help
+check analyze_table 0 "$posenc" analyze --length 64 --extrapolate-to 128 --dim 16
+for name in none sinusoidal learned binary relative t5 alibi shaw xl rope; do expect_in analyze_table "$tmp/out" "| $name |"; done
+expect_in analyze_table "$tmp/out" "Hamming(7, 8) = 4"
+check analyze_json 0 "$posenc" analyze -e rope,alibi --length 64 --extrapolate-to 128 --format json
+python3 - "$tmp/out" <<'PY' || { echo "FAIL analyze_json"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [e["encoding"] for e in r["encodings"]] == ["alibi", "rope"], r
+assert len(r["encodings"][1]["decay"]["curve"]) == 8
+PY
+check analyze_csv 0 "$posenc" analyze -e t5 --length 64 --extrapolate-to 128 --format csv
+expect_in analyze_csv "$tmp/out" "t5,"
+check analyze_bad_length 2 "$posenc" analyze --length 1
+expect_in analyze_bad_length "$tmp/err" "--length = 1"
+check analyze_bad_extrapolate 2 "$posenc" analyze --length 64 --extrapolate-to 32
+expect_in analyze_bad_extrapolate "$tmp/err" "--extrapolate-to = 32"
+check analyze_bad_encoding 2 "$posenc" analyze -e rope,bogus
+expect_in analyze_bad_encoding "$tmp/err" "bogus"
+check analyze_bad_format 2 "$posenc" analyze --format xml
+expect_in analyze_bad_format "$tmp/err" "--format = 'xml'"
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
 echo "all CLI checks passed"

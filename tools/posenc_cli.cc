@@ -2,10 +2,12 @@
 //   posenc list                      every encoding and its variants
 //   posenc encode <encoding> [...]   tabulate an encoding (table, csv, json, npy)
 //   posenc attention [...]           the fused attention on random inputs: timings, --check
+//   posenc analyze [...]             seed 004's four conditions, measured for every encoding
 // Bad arguments print one line naming the argument and exit with status 2.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "analyze/analyze.h"
 #include "attention_cmd.h"
 #include "encode.h"
 #include "posenc/error.h"
@@ -17,6 +19,7 @@ int main(int argc, char** argv) {
   posenc::tools::add_list_command(app);
   posenc::tools::add_encode_command(app);
   posenc::tools::add_attention_command(app);
+  posenc::analyze::add_analyze_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
