@@ -130,6 +130,9 @@ TEST(Analyze, TheLibrarysEncodingsReproduceTheSeedsArguments) {
   EXPECT_EQ(bin.neighbours.mark, M::fail);
   EXPECT_EQ(bin.neighbours.detail["seed_example"]["hamming_7_8"], 4);
   EXPECT_EQ(bin.composability.mark, M::fail);
+  EXPECT_EQ(bin.generalization.mark, M::fail);
+  EXPECT_EQ(bin.generalization.detail["first_undefined_position"], 128);
+  EXPECT_NE(bin.generalization.detail["library_error"].get<std::string>().find("bits"), std::string::npos);
   EXPECT_EQ(learned.generalization.mark, M::fail);
   EXPECT_NE(learned.generalization.detail["library_error"].get<std::string>().find("max_len = 128"), std::string::npos)
       << learned.generalization.detail.dump();
