@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 

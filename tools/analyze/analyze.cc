@@ -105,7 +105,10 @@ void judge_discrete(const Options& o, const std::function<int64_t(int64_t)>& cod
   const int64_t last = code_of(o.length - 1);
   int64_t unseen = 0;
   std::set<int64_t> trained;
-  for (int64_t d = 0; d < o.length; ++d) trained.insert(code_of(d)), with_negatives ? (void)trained.insert(code_of(-d)) : (void)0;
+  for (int64_t d = 0; d < o.length; ++d) {
+    trained.insert(code_of(d));
+    if (with_negatives) trained.insert(code_of(-d));
+  }
   for (int64_t d = o.length; d < o.extrapolate_to; ++d) unseen += !trained.count(code_of(d));
   r.generalization.mark = Verdict::Mark::pass;
   r.generalization.summary = "defined; " + std::to_string(unseen) + " distances in [L, L2) get an untrained code";
