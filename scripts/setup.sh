@@ -8,7 +8,8 @@ packages=(
   libhwy-dev                                  # Google Highway: portable SIMD, runtime dispatch, Sin/Cos
   libgtest-dev libbenchmark-dev               # tests, benchmarks
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing
-  libopenblas-dev                             # sgemm: the attention benchmark's reference
+  libopenblas-dev                             # sgemm: the lab's linear layers, the attention benchmark's reference
+  bible-kjv bible-kjv-text                    # the lab's default corpus (scripts/prepare_corpus.sh)
 )
 
 missing=()

@@ -134,5 +134,43 @@ expect_in analyze_bad_encoding "$tmp/err" "bogus"
 check analyze_bad_format 2 "$posenc" analyze --format xml
 expect_in analyze_bad_format "$tmp/err" "--format = 'xml'"
 
+# posenc lab on a tiny generated corpus: the table, n/a for the learned table, JSON, CSV, checkpoints.
+for i in $(seq 1 200); do echo "one two three four five six seven $i"; done > "$tmp/corpus.txt"
+lab_small=(--corpus "$tmp/corpus.txt" --steps 3 --batch 2 --train-len 8 --eval-lengths 8,16 --eval-tokens 64
+           --layers 1 --heads 2 --mlp 16 --progress none)
+check lab 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,learned,alibi --rope-eval yarn --out "$tmp/lab" --save-checkpoints
+expect_in lab "$tmp/out" "rope (yarn)"
+expect_in lab "$tmp/out" "n/a for learned at 16: learned: position 8"
+expect_in lab "$tmp/out" "ranking at 2x"
+python3 - "$tmp/lab" <<'PY' || { echo "FAIL lab_json"; failures=$((failures + 1)); }
+import csv, json, os, sys
+r = json.load(open(os.path.join(sys.argv[1], "results.json")))
+assert [run["label"] for run in r["runs"]] == ["rope", "rope (yarn)", "learned", "alibi"], r["runs"]
+learned = r["runs"][2]["eval"]
+assert learned[0]["ok"] and not learned[1]["ok"] and "max_len = 8" in learned[1]["error"], learned
+assert [b["begin"] for b in r["runs"][0]["eval"][1]["buckets"]] == [0, 8]
+assert len(r["runs"][0]["train_losses"]) == 3 and r["model"]["d_model"] == 16
+rows = list(csv.DictReader(open(os.path.join(sys.argv[1], "results.csv"))))
+assert {row["label"] for row in rows} == {"rope", "rope (yarn)", "learned", "alibi"}
+for name in ("rope", "learned", "alibi"):
+    with open(os.path.join(sys.argv[1], "checkpoints", name + "-seed1.safetensors"), "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    assert "posenc-lab" == header["__metadata__"]["format"] and "wte.weight" in header, header.keys()
+PY
+check lab_seeds 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings none --seeds 2
+expect_in lab_seeds "$tmp/out" "±"
+(cd "$tmp" && "$posenc" lab --encodings none >"$tmp/out" 2>"$tmp/err")
+[ $? -eq 2 ] || { echo "FAIL lab_missing_corpus: exit status"; failures=$((failures + 1)); }
+expect_in lab_missing_corpus "$tmp/err" "./scripts/prepare_corpus.sh"
+check lab_bad_encoding 2 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,alibi+t5
+expect_in lab_bad_encoding "$tmp/err" "'t5' conflicts"
+check lab_bad_norm 2 "$posenc" lab "${lab_small[@]}" --d-model 16 --norm batch
+expect_in lab_bad_norm "$tmp/err" "--norm = 'batch'"
+check lab_bad_length 2 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings none --eval-lengths 8,100000
+expect_in lab_bad_length "$tmp/err" "fewer than the longest evaluation length"
+check lab_bad_width 2 "$posenc" lab "${lab_small[@]}" --d-model 15
+expect_in lab_bad_width "$tmp/err" "divide d_model = 15"
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
 echo "all CLI checks passed"

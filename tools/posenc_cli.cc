@@ -3,6 +3,7 @@
 //   posenc encode <encoding> [...]   tabulate an encoding (table, csv, json, npy)
 //   posenc attention [...]           the fused attention on random inputs: timings, --check
 //   posenc analyze [...]             seed 004's four conditions, measured for every encoding
+//   posenc lab [...]                 train a small transformer per encoding, measure extrapolation
 // Bad arguments print one line naming the argument and exit with status 2.
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "analyze/analyze.h"
 #include "attention_cmd.h"
 #include "encode.h"
+#include "lab_cmd.h"
 #include "posenc/error.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +22,7 @@ int main(int argc, char** argv) {
   posenc::tools::add_encode_command(app);
   posenc::tools::add_attention_command(app);
   posenc::analyze::add_analyze_command(app);
+  posenc::tools::add_lab_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,225 @@
+// lab/experiment.cc: see experiment.h.
+#include "experiment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <numbers>
+#include <optional>
+
+#include "posenc/error.h"
+#include "safetensors.h"
+
+namespace posenc::lab {
+
+void validate(const ExperimentConfig& c) {
+  if (c.encodings.empty()) throw Error("lab: encodings is empty");
+  if (c.seeds < 1) throw Error("lab: seeds = " + std::to_string(c.seeds) + " is invalid: must be >= 1");
+  validate(c.train);
+  for (int64_t L : c.eval.lengths)
+    if (L < 1) throw Error("lab: evaluation length " + std::to_string(L) + " is invalid: must be >= 1");
+  for (const EncodingSpec& e : c.encodings) {
+    ModelConfig m = c.model;
+    m.vocab_size = std::max<int64_t>(m.vocab_size, 2);
+    m.encoding = e;
+    validate(m);
+  }
+}
+
+std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
+                                      const ExperimentCallbacks& callbacks) {
+  validate(config);
+  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
+  if (static_cast<int64_t>(corpus.test.size()) < longest + 1)
+    throw Error("lab: the test split of " + corpus.origin + " has " + std::to_string(corpus.test.size()) +
+                " characters, fewer than the longest evaluation length + 1 = " + std::to_string(longest + 1));
+  if (!config.checkpoint_dir.empty()) std::filesystem::create_directories(config.checkpoint_dir);
+  std::vector<RunResult> runs;
+  const auto total = static_cast<int64_t>(config.encodings.size()) * config.seeds;
+  int64_t index = 0;
+  for (int64_t s = 0; s < config.seeds; ++s) {
+    for (const EncodingSpec& encoding : config.encodings) {
+      const uint64_t seed = config.seed + static_cast<uint64_t>(s);
+      ModelConfig mc = config.model;
+      mc.vocab_size = corpus.vocab_size();
+      mc.encoding = encoding;
+      if (callbacks.on_train_start) callbacks.on_train_start(encoding.name(), seed, index++, total);
+      Model model(mc, seed);
+      TrainConfig tc = config.train;
+      tc.seed = seed;
+      RunResult base;
+      base.label = encoding.name();
+      base.encoding = encoding;
+      base.seed = seed;
+      base.num_params = model.num_params();
+      base.train = train(model, corpus.train, tc, callbacks.on_step);
+      if (!config.checkpoint_dir.empty()) {
+        std::string file = encoding.name();
+        std::replace(file.begin(), file.end(), '+', '_');
+        base.checkpoint = (std::filesystem::path(config.checkpoint_dir) / (file + "-seed" + std::to_string(seed) + ".safetensors")).string();
+        save_safetensors(base.checkpoint, model.to_checkpoint({{"corpus", corpus.origin},
+                                                               {"corpus_fingerprint", corpus.fingerprint},
+                                                               {"vocabulary", corpus.vocabulary_utf8()},
+                                                               {"seed", std::to_string(seed)},
+                                                               {"steps", std::to_string(tc.steps)}}));
+      }
+      std::vector<RopeEval> modes{RopeEval::plain};
+      if (encoding.rope) modes.insert(modes.end(), config.rope_evals.begin(), config.rope_evals.end());
+      for (RopeEval mode : modes) {
+        RunResult r = base;
+        r.rope_eval = mode;
+        if (mode != RopeEval::plain) r.label += std::string(" (") + rope_eval_name(mode) + ")";
+        for (int64_t L : config.eval.lengths) {
+          model.set_rope_eval(mode, L);
+          EvalConfig one = config.eval;
+          one.lengths = {L};
+          // Score the same characters at every length: the prefix fitting the longest length.
+          one.max_tokens = std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest * longest;
+          r.eval.push_back(evaluate(model, corpus.test, one).front());
+        }
+        model.set_rope_eval(RopeEval::plain, mc.train_len);
+        if (callbacks.on_run_done) callbacks.on_run_done(r);
+        runs.push_back(std::move(r));
+      }
+    }
+  }
+  return runs;
+}
+
+namespace {
+
+Stat stat_of(const std::vector<double>& xs) {
+  Stat s;
+  s.n = static_cast<int64_t>(xs.size());
+  if (xs.empty()) return s;
+  for (double x : xs) s.mean += x;
+  s.mean /= static_cast<double>(xs.size());
+  if (xs.size() > 1) {
+    double ss = 0;
+    for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / static_cast<double>(xs.size() - 1));
+  }
+  return s;
+}
+
+// Bits per character over the positions >= train_len of a result (its buckets past the first).
+std::optional<double> unseen_bits(const EvalResult& e) {
+  if (!e.ok || e.buckets.size() < 2) return std::nullopt;
+  double bits = 0;
+  int64_t tokens = 0;
+  for (size_t k = 1; k < e.buckets.size(); ++k) {
+    bits += e.buckets[k].bits_per_char * static_cast<double>(e.buckets[k].tokens);
+    tokens += e.buckets[k].tokens;
+  }
+  return bits / static_cast<double>(tokens);
+}
+
+}  // namespace
+
+std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
+  std::vector<SummaryRow> rows;
+  for (const RunResult& r : runs) {
+    if (std::none_of(rows.begin(), rows.end(), [&](const SummaryRow& row) { return row.label == r.label; })) {
+      SummaryRow row;
+      row.label = r.label;
+      rows.push_back(row);
+    }
+  }
+  for (SummaryRow& row : rows) {
+    std::vector<std::vector<double>> bpc(lengths.size()), unseen(lengths.size());
+    std::vector<double> tps, ms;
+    row.errors.assign(lengths.size(), "");
+    for (const RunResult& r : runs) {
+      if (r.label != row.label) continue;
+      tps.push_back(r.train.tokens_per_second);
+      ms.push_back(r.train.ms_per_step);
+      for (size_t i = 0; i < lengths.size() && i < r.eval.size(); ++i) {
+        if (r.eval[i].ok) {
+          bpc[i].push_back(r.eval[i].bits_per_char);
+          if (auto u = unseen_bits(r.eval[i])) unseen[i].push_back(*u);
+        } else {
+          row.errors[i] = r.eval[i].error;
+        }
+      }
+    }
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      row.bits_per_char.push_back(stat_of(bpc[i]));
+      row.unseen_bits_per_char.push_back(stat_of(unseen[i]));
+    }
+    row.tokens_per_second = stat_of(tps);
+    row.ms_per_step = stat_of(ms);
+  }
+  return rows;
+}
+
+std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std::vector<int64_t>& lengths,
+                                  int64_t train_len) {
+  struct Claim {
+    const char* label;
+    const char* seeds;      // the seeds' table
+    const char* published;  // Press et al. at ~16x
+    bool published_holds;   // loss does not rise
+  };
+  static const Claim kClaims[] = {
+      {"alibi", "extrapolates", "perplexity slightly lower at 16x", true},
+      {"t5", "extrapolates", "perplexity x2.2 at 16x", false},
+      {"rope", "extrapolates", "perplexity x2.7 at 16x", false},
+      {"sinusoidal", "extrapolates", "perplexity x15 at 16x", false},
+      {"learned", "does not extrapolate", "cannot run past its table", false},
+  };
+  std::vector<std::string> out;
+  if (lengths.empty()) return out;
+  size_t base = 0, last = 0;  // the 1x column and the longest one
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] == train_len) base = i;
+    if (lengths[i] > lengths[last]) last = i;
+  }
+  const double ratio_len = static_cast<double>(lengths[last]) / static_cast<double>(train_len);
+  char buf[512];
+  std::vector<std::pair<double, std::string>> measured;
+  for (const Claim& claim : kClaims) {
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& r) { return r.label == claim.label; });
+    if (row == rows.end()) continue;
+    const Stat& b = row->bits_per_char[base];
+    const Stat& l = row->bits_per_char[last];
+    if (l.n == 0) {
+      const bool agrees = std::string(claim.label) == "learned";
+      std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: cannot run at %gx (%s) -> %s", claim.label,
+                    claim.seeds, claim.published, ratio_len, "library error", agrees ? "agrees" : "differs");
+      out.emplace_back(buf);
+      continue;
+    }
+    const double change = 100.0 * (l.mean / b.mean - 1.0);
+    const bool holds = change <= 2.0;
+    std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: %.3f -> %.3f bits/char at %gx (%+.1f%%): %s -> %s",
+                  claim.label, claim.seeds, claim.published, b.mean, l.mean, ratio_len, change,
+                  holds ? "holds" : "degrades", holds == claim.published_holds ? "agrees with the paper" : "differs from the paper");
+    out.emplace_back(buf);
+    measured.emplace_back(l.mean, claim.label);
+  }
+  // The published order at 8-16x (lower is better): alibi <= t5 < rope < sinusoidal.
+  const std::vector<std::string> published{"alibi", "t5", "rope", "sinusoidal"};
+  std::vector<std::string> expected;
+  for (const std::string& p : published)
+    if (std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.second == p; })) expected.push_back(p);
+  std::stable_sort(measured.begin(), measured.end());
+  std::string order, order_expected;
+  std::vector<std::string> got;
+  for (const auto& [bits, label] : measured) {
+    if (std::find(published.begin(), published.end(), label) == published.end()) continue;
+    order += (order.empty() ? "" : " < ") + label;
+    got.push_back(label);
+  }
+  for (const std::string& e : expected)  // Press et al.: ALiBi and T5 close, then RoPE, then sinusoidal
+    order_expected += (order_expected.empty() ? "" : order_expected == "alibi" && e == "t5" ? " <= " : " < ") + e;
+  if (got.size() >= 2) {
+    std::snprintf(buf, sizeof buf, "ranking at %gx: published %s; here %s -> %s", ratio_len, order_expected.c_str(), order.c_str(),
+                  got == expected ? "agrees" : "differs");
+    out.emplace_back(buf);
+  }
+  return out;
+}
+
+}  // namespace posenc::lab

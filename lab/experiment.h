@@ -1,0 +1,69 @@
+// lab/experiment.h: the comparison `posenc lab` runs: one model per encoding (and seed) trained
+// on the same text with the same initial shared weights and the same data order, then evaluated
+// at growing lengths; RoPE models are also evaluated with scaled rotations, without retraining.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "corpus.h"
+#include "model.h"
+#include "trainer.h"
+
+namespace posenc::lab {
+
+struct ExperimentConfig {
+  ModelConfig model;  // vocab_size and encoding are set per run
+  TrainConfig train;
+  EvalConfig eval;
+  std::vector<EncodingSpec> encodings = default_lab_encodings();
+  std::vector<RopeEval> rope_evals{RopeEval::linear, RopeEval::ntk, RopeEval::yarn};  // besides plain
+  int64_t seeds = 1;        // runs per encoding; run s uses seed + s for weights and data order
+  uint64_t seed = 1;
+  std::string checkpoint_dir;  // non-empty: save <dir>/<encoding>-seed<k>.safetensors
+};
+void validate(const ExperimentConfig& config);
+
+struct RunResult {
+  std::string label;  // "rope", "rope (yarn)"
+  EncodingSpec encoding;
+  RopeEval rope_eval = RopeEval::plain;
+  uint64_t seed = 0;
+  int64_t num_params = 0;
+  TrainResult train;  // shared by the evaluation variants of one trained model
+  std::vector<EvalResult> eval;
+  std::string checkpoint;  // path, if saved
+};
+
+struct ExperimentCallbacks {
+  std::function<void(const std::string& label, uint64_t seed, int64_t index, int64_t total)> on_train_start;
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(const RunResult&)> on_run_done;
+};
+
+std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
+                                      const ExperimentCallbacks& callbacks = {});
+
+// Mean and sample standard deviation over seeds.
+struct Stat {
+  double mean = 0, std = 0;
+  int64_t n = 0;
+};
+struct SummaryRow {
+  std::string label;
+  std::vector<Stat> bits_per_char;        // per evaluation length; n = 0 where it cannot run
+  std::vector<std::string> errors;        // per length: the library's message where it cannot run
+  std::vector<Stat> unseen_bits_per_char; // per length: positions >= train_len only (n = 0 at 1x)
+  Stat tokens_per_second, ms_per_step;
+};
+std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths);
+
+// One line per encoding with a published claim: the seeds' table (extrapolates or not) and Press
+// et al. (2022, WikiText-103, ~16x the training length: perplexity x15 sinusoidal, x2.7 rotary,
+// x2.2 T5, slightly lower for ALiBi; a learned table cannot run), set against this run; then the
+// published ranking at the longest length against the measured one.
+std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std::vector<int64_t>& lengths,
+                                  int64_t train_len);
+
+}  // namespace posenc::lab

@@ -1,0 +1,58 @@
+// lab/ops.h: the layers of the lab's transformer, forward and backward, in the style of llm.c
+// (train_gpt2.c): plain functions over contiguous float arrays, shapes at the top, each backward
+// beside its forward. Backwards accumulate (+=) into their gradients. Rows are independent and
+// every reduction over rows runs in a fixed order, so results do not depend on the thread count.
+// The linear layers call OpenBLAS's sgemm; tests/test_lab_ops.cc checks every op against a
+// double-precision loop and every backward against finite differences.
+#pragma once
+#include <cstdint>
+
+namespace posenc::lab::ops {
+
+// Threads for the lab (OpenMP: posenc's kernels and these loops; OpenBLAS runs single-threaded
+// inside them). n >= 1.
+void set_threads(int n);
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                    int64_t OC);
+// dinp (N, C) += dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
+// (dinp or dbias may be null).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int64_t N, int64_t C, int64_t OC);
+
+enum class Norm : uint8_t {
+  layer,  // LayerNorm (Ba et al. 2016): (x - mean) * rstd * weight + bias, eps 1e-5
+  rms,    // RMSNorm (Zhang & Sennrich 2019): x * rstd * weight with rstd = 1/sqrt(mean(x^2) + eps)
+};
+inline constexpr float kNormEps = 1e-5f;
+// out (N, C); mean, rstd (N) saved for the backward (mean = 0 for rms); bias ignored for rms.
+void norm_forward(Norm norm, float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                  const float* bias, int64_t N, int64_t C);
+// dinp (N, C) +=, dweight (C) +=, dbias (C) += (layer only)
+void norm_backward(Norm norm, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                   const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+
+// GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(s (x + 0.044715 x^3))),
+// s = sqrt(2 / pi). out, inp (n)
+void gelu_forward(float* out, const float* inp, int64_t n);
+// dinp (n) += gelu'(inp) * dout
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+// out (n) = a + b
+void residual_forward(float* out, const float* a, const float* b, int64_t n);
+
+// probs (N, V) = softmax(logits (N, V)); losses (N) = -log probs[n, targets[n]] (from the
+// log-sum-exp in double, so small probabilities keep their digits). probs may alias logits.
+void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets, int64_t N,
+                          int64_t V);
+// dlogits (N, V) = (probs - onehot(targets)) * dloss   (dloss: d mean-loss / d loss_n = 1 / N)
+void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
+                           int64_t V);
+
+// out (N, C) = scale * wte[tokens[n]]   (wte (V, C))
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N, int64_t C);
+// dwte (V, C) += scale * dout[n] at row tokens[n], in token order (deterministic)
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, float scale, int64_t N, int64_t C);
+
+}  // namespace posenc::lab::ops
