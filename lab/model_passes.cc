@@ -277,13 +277,12 @@ void Model::backward() {
     const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
     const auto [dq, dk, dv] = qkv_views(m.dqkv.data(), B, T, H, D);
     const AttentionConfig cfg = attention_config(c, o, m.rope ? &*m.rope : nullptr, P);
-    const AttentionConfig gcfg = attention_config(c, o, nullptr, G);  // the same tables, in the gradients
-    AttentionGrads grads;
+    AttentionGrads grads;  // each table's gradient has the table's shape, at the same offset in G
     grads.q = dq, grads.k = dk, grads.v = dv;
-    if (o.relative_bias >= 0) grads.relative_table = view(G + o.relative_bias, {gcfg.bias.relative_table.shape[0], H});
+    if (o.relative_bias >= 0) grads.relative_table = view(G + o.relative_bias, {cfg.bias.relative_table.shape[0], H});
     if (o.shaw_a_k >= 0) {
-      grads.shaw_a_k = view(G + o.shaw_a_k, {gcfg.shaw->a_k.shape[0], D});
-      grads.shaw_a_v = view(G + o.shaw_a_v, {gcfg.shaw->a_v.shape[0], D});
+      grads.shaw_a_k = view(G + o.shaw_a_k, {cfg.shaw->a_k.shape[0], D});
+      grads.shaw_a_v = view(G + o.shaw_a_v, {cfg.shaw->a_v.shape[0], D});
     }
     if (o.xl_u >= 0) {
       grads.xl_u = view(G + o.xl_u, {H, D});

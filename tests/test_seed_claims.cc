@@ -10,12 +10,17 @@
 namespace posenc::test {
 namespace {
 
+std::vector<int64_t> positions_up_to(int64_t n) {  // 0, 1, ..., n - 1
+  std::vector<int64_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = i;
+  return pos;
+}
+
 std::vector<float> sinusoid(int64_t dim, int64_t n, double base = 10000) {
   SinusoidalConfig c;
   c.dim = dim;
   c.base = base;
-  std::vector<int64_t> pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = i;
+  const std::vector<int64_t> pos = positions_up_to(n);
   std::vector<float> out(n * dim);
   sinusoidal_table(c, view(pos.data(), {n}), view(out.data(), {n, dim}));
   return out;
@@ -82,8 +87,7 @@ TEST(SeedClaims, Seed004BinaryUniqueButNotLocal) {
   BinaryConfig c;
   c.bits = bits;
   c.signed_values = false;
-  std::vector<int64_t> pos(n);
-  for (int64_t i = 0; i < n; ++i) pos[i] = i;
+  const std::vector<int64_t> pos = positions_up_to(n);
   std::vector<float> code(n * bits);
   binary_table(c, view(pos.data(), {n}), view(code.data(), {n, bits}));
   std::set<std::vector<float>> distinct;

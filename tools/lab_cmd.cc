@@ -160,11 +160,7 @@ void print_tables(std::ostream& os, const std::vector<lab::SummaryRow>& rows, co
   for (const lab::SummaryRow& r : rows) {
     std::snprintf(buf, sizeof buf, "%-20s", r.label.c_str());
     os << buf;
-    for (size_t i = 0; i < r.bits_per_char.size(); ++i) {
-      std::string c = cell(r.bits_per_char[i], o.seeds);
-      if (r.bits_per_char[i].n == 0) c = "n/a";
-      os << std::setw(o.seeds > 1 ? 14 : 8) << c;
-    }
+    for (const lab::Stat& stat : r.bits_per_char) os << std::setw(o.seeds > 1 ? 14 : 8) << cell(stat, o.seeds);
     std::snprintf(buf, sizeof buf, "   %11.0f %9.1f\n", r.tokens_per_second.mean, r.ms_per_step.mean);
     os << buf;
   }
