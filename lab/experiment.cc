@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "posenc/error.h"
+#include "rng.h"
 #include "safetensors.h"
 
 namespace posenc::lab {
@@ -28,13 +29,18 @@ void validate(const ExperimentConfig& c) {
   }
 }
 
-std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
-                                      const ExperimentCallbacks& callbacks) {
-  validate(config);
-  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
-  if (static_cast<int64_t>(corpus.test.size()) < longest + 1)
-    throw Error("lab: the test split of " + corpus.origin + " has " + std::to_string(corpus.test.size()) +
-                " characters, fewer than the longest evaluation length + 1 = " + std::to_string(longest + 1));
+namespace {
+
+// What differs between the text comparison and a task: the vocabulary, the training batches,
+// the scoring, and what a checkpoint records of the data.
+struct Workload {
+  int64_t vocab_size = 0;
+  std::map<std::string, std::string> metadata;
+  std::function<TrainResult(Model&, const TrainConfig&, const std::function<void(const StepReport&)>&)> train;
+  std::function<void(Model&, RopeEval, RunResult&)> evaluate;
+};
+
+std::vector<RunResult> run_workload(const ExperimentConfig& config, const Workload& work, const ExperimentCallbacks& callbacks) {
   if (!config.checkpoint_dir.empty()) std::filesystem::create_directories(config.checkpoint_dir);
   std::vector<RunResult> runs;
   const auto total = static_cast<int64_t>(config.encodings.size()) * config.seeds;
@@ -43,7 +49,7 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
     for (const EncodingSpec& encoding : config.encodings) {
       const uint64_t seed = config.seed + static_cast<uint64_t>(s);
       ModelConfig mc = config.model;
-      mc.vocab_size = corpus.vocab_size();
+      mc.vocab_size = work.vocab_size;
       mc.encoding = encoding;
       if (callbacks.on_train_start) callbacks.on_train_start(encoding.name(), seed, index++, total);
       Model model(mc, seed);
@@ -54,16 +60,15 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
       base.encoding = encoding;
       base.seed = seed;
       base.num_params = model.num_params();
-      base.train = train(model, corpus.train, tc, callbacks.on_step);
+      base.train = work.train(model, tc, callbacks.on_step);
       if (!config.checkpoint_dir.empty()) {
         std::string file = encoding.name();
         std::replace(file.begin(), file.end(), '+', '_');
         base.checkpoint = (std::filesystem::path(config.checkpoint_dir) / (file + "-seed" + std::to_string(seed) + ".safetensors")).string();
-        save_safetensors(base.checkpoint, model.to_checkpoint({{"corpus", corpus.origin},
-                                                               {"corpus_fingerprint", corpus.fingerprint},
-                                                               {"vocabulary", corpus.vocabulary_utf8()},
-                                                               {"seed", std::to_string(seed)},
-                                                               {"steps", std::to_string(tc.steps)}}));
+        std::map<std::string, std::string> metadata = work.metadata;
+        metadata["seed"] = std::to_string(seed);
+        metadata["steps"] = std::to_string(tc.steps);
+        save_safetensors(base.checkpoint, model.to_checkpoint(metadata));
       }
       std::vector<RopeEval> modes{RopeEval::plain};
       if (encoding.rope) modes.insert(modes.end(), config.rope_evals.begin(), config.rope_evals.end());
@@ -71,14 +76,7 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
         RunResult r = base;
         r.rope_eval = mode;
         if (mode != RopeEval::plain) r.label += std::string(" (") + rope_eval_name(mode) + ")";
-        for (int64_t L : config.eval.lengths) {
-          model.set_rope_eval(mode, L);
-          EvalConfig one = config.eval;
-          one.lengths = {L};
-          // Score the same characters at every length: the prefix fitting the longest length.
-          one.max_tokens = std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest * longest;
-          r.eval.push_back(evaluate(model, corpus.test, one).front());
-        }
+        work.evaluate(model, mode, r);
         model.set_rope_eval(RopeEval::plain, mc.train_len);
         if (callbacks.on_run_done) callbacks.on_run_done(r);
         runs.push_back(std::move(r));
@@ -86,6 +84,67 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
     }
   }
   return runs;
+}
+
+}  // namespace
+
+std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
+                                      const ExperimentCallbacks& callbacks) {
+  validate(config);
+  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
+  if (static_cast<int64_t>(corpus.test.size()) < longest + 1)
+    throw Error("lab: the test split of " + corpus.origin + " has " + std::to_string(corpus.test.size()) +
+                " characters, fewer than the longest evaluation length + 1 = " + std::to_string(longest + 1));
+  Workload work;
+  work.vocab_size = corpus.vocab_size();
+  work.metadata = {{"corpus", corpus.origin}, {"corpus_fingerprint", corpus.fingerprint}, {"vocabulary", corpus.vocabulary_utf8()}};
+  work.train = [&](Model& model, const TrainConfig& tc, const auto& on_step) { return train(model, corpus.train, tc, on_step); };
+  work.evaluate = [&](Model& model, RopeEval mode, RunResult& r) {
+    for (int64_t L : config.eval.lengths) {
+      model.set_rope_eval(mode, L);
+      EvalConfig one = config.eval;
+      one.lengths = {L};
+      // Score the same characters at every length: the prefix fitting the longest length.
+      one.max_tokens = std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest * longest;
+      r.eval.push_back(evaluate(model, corpus.test, one).front());
+    }
+  };
+  return run_workload(config, work, callbacks);
+}
+
+std::vector<RunResult> run_task_experiment(const ExperimentConfig& config, const ExperimentCallbacks& callbacks) {
+  validate(config);
+  if (!config.task) throw Error("lab: run_task_experiment needs a task");
+  const Task task = *config.task;
+  if (config.model.train_len < task_min_length(task))
+    throw Error("lab: train_len = " + std::to_string(config.model.train_len) + " is too short for " + task_name(task) +
+                ": must be >= " + std::to_string(task_min_length(task)));
+  TaskEvalConfig eval;
+  eval.lengths = config.eval.lengths;
+  eval.samples = config.task_samples;
+  eval.batch_tokens = config.eval.batch_tokens;
+  eval.seed = config.seed;  // the same evaluation samples for every model and seed
+  Workload work;
+  work.vocab_size = task_vocab_size();
+  work.metadata = {{"task", task_name(task)}, {"vocabulary", task_alphabet()}};
+  work.train = [&](Model& model, const TrainConfig& tc, const auto& on_step) {
+    Rng rng(tc.seed, std::string("task data ") + task_name(task));
+    const BatchSource samples = [&](int32_t* inputs, int32_t* targets) {
+      const TaskBatch batch = make_task_batch(task, tc.batch, model.config().train_len, rng);
+      std::copy(batch.tokens.begin(), batch.tokens.end(), inputs);
+      std::copy(batch.targets.begin(), batch.targets.end(), targets);
+    };
+    return train(model, samples, tc, on_step);
+  };
+  work.evaluate = [&](Model& model, RopeEval mode, RunResult& r) {
+    for (int64_t L : eval.lengths) {
+      model.set_rope_eval(mode, L);
+      TaskEvalConfig one = eval;
+      one.lengths = {L};
+      r.task_eval.push_back(evaluate_task(model, task, one).front());
+    }
+  };
+  return run_workload(config, work, callbacks);
 }
 
 namespace {
@@ -116,17 +175,22 @@ std::optional<double> unseen_bits(const EvalResult& e) {
   return bits / static_cast<double>(tokens);
 }
 
+// One row per label, in the order the runs first show it.
+template <typename Row>
+std::vector<Row> rows_by_label(const std::vector<RunResult>& runs) {
+  std::vector<Row> rows;
+  for (const RunResult& r : runs)
+    if (std::none_of(rows.begin(), rows.end(), [&](const Row& row) { return row.label == r.label; })) {
+      rows.emplace_back();
+      rows.back().label = r.label;
+    }
+  return rows;
+}
+
 }  // namespace
 
 std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
-  std::vector<SummaryRow> rows;
-  for (const RunResult& r : runs) {
-    if (std::none_of(rows.begin(), rows.end(), [&](const SummaryRow& row) { return row.label == r.label; })) {
-      SummaryRow row;
-      row.label = r.label;
-      rows.push_back(row);
-    }
-  }
+  std::vector<SummaryRow> rows = rows_by_label<SummaryRow>(runs);
   for (SummaryRow& row : rows) {
     std::vector<std::vector<double>> bpc(lengths.size()), unseen(lengths.size());
     std::vector<double> tps, ms;
@@ -147,6 +211,36 @@ std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std:
     for (size_t i = 0; i < lengths.size(); ++i) {
       row.bits_per_char.push_back(stat_of(bpc[i]));
       row.unseen_bits_per_char.push_back(stat_of(unseen[i]));
+    }
+    row.tokens_per_second = stat_of(tps);
+    row.ms_per_step = stat_of(ms);
+  }
+  return rows;
+}
+
+std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
+  std::vector<TaskSummaryRow> rows = rows_by_label<TaskSummaryRow>(runs);
+  for (TaskSummaryRow& row : rows) {
+    std::vector<std::vector<double>> exact(lengths.size()), tokens(lengths.size());
+    std::vector<double> tps, ms;
+    row.errors.assign(lengths.size(), "");
+    for (const RunResult& r : runs) {
+      if (r.label != row.label) continue;
+      tps.push_back(r.train.tokens_per_second);
+      ms.push_back(r.train.ms_per_step);
+      for (size_t i = 0; i < lengths.size() && i < r.task_eval.size(); ++i) {
+        const TaskEvalResult& e = r.task_eval[i];
+        if (!e.ok) {
+          row.errors[i] = e.error;
+          continue;
+        }
+        exact[i].push_back(e.exact_match);
+        tokens[i].push_back(e.token_accuracy);
+      }
+    }
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      row.exact_match.push_back(stat_of(exact[i]));
+      row.token_accuracy.push_back(stat_of(tokens[i]));
     }
     row.tokens_per_second = stat_of(tps);
     row.ms_per_step = stat_of(ms);

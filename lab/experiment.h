@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "corpus.h"
 #include "model.h"
+#include "tasks.h"
 #include "trainer.h"
 
 namespace posenc::lab {
@@ -22,6 +24,10 @@ struct ExperimentConfig {
   int64_t seeds = 1;        // runs per encoding; run s uses seed + s for weights and data order
   uint64_t seed = 1;
   std::string checkpoint_dir;  // non-empty: save <dir>/<encoding>-seed<k>.safetensors
+  // A synthetic task instead of the text (run_task_experiment): trained on fresh samples of
+  // train_len, scored by exact match on task_samples samples per evaluation length.
+  std::optional<Task> task;
+  int64_t task_samples = 128;
 };
 void validate(const ExperimentConfig& config);
 
@@ -32,7 +38,8 @@ struct RunResult {
   uint64_t seed = 0;
   int64_t num_params = 0;
   TrainResult train;  // shared by the evaluation variants of one trained model
-  std::vector<EvalResult> eval;
+  std::vector<EvalResult> eval;          // text runs
+  std::vector<TaskEvalResult> task_eval; // task runs
   std::string checkpoint;  // path, if saved
 };
 
@@ -44,6 +51,9 @@ struct ExperimentCallbacks {
 
 std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
                                       const ExperimentCallbacks& callbacks = {});
+// The same comparison on config.task (which must be set): every model sees the same training
+// samples for a seed and is scored on the same evaluation samples.
+std::vector<RunResult> run_task_experiment(const ExperimentConfig& config, const ExperimentCallbacks& callbacks = {});
 
 // Mean and sample standard deviation over seeds.
 struct Stat {
@@ -58,6 +68,14 @@ struct SummaryRow {
   Stat tokens_per_second, ms_per_step;
 };
 std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths);
+
+struct TaskSummaryRow {
+  std::string label;
+  std::vector<Stat> exact_match, token_accuracy;  // per evaluation length; n = 0 where it cannot run
+  std::vector<std::string> errors;
+  Stat tokens_per_second, ms_per_step;
+};
+std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths);
 
 // One line per encoding with a published claim: the seeds' table (extrapolates or not) and Press
 // et al. (2022, WikiText-103, ~16x the training length: perplexity x15 sinusoidal, x2.7 rotary,

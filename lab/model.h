@@ -74,11 +74,13 @@ class Model {
   // How RoPE runs in the following forwards (evaluation-time scaling; training uses plain).
   void set_rope_eval(RopeEval mode, int64_t eval_len);
 
-  // tokens, targets (B, T). Returns the mean loss in nats; per-token losses in token_losses().
+  // tokens, targets (B, T); a target of ops::kIgnoreTarget does not count. Returns the mean loss
+  // over the counted targets in nats; per-token losses in token_losses() (0 where ignored).
   // Throws posenc::Error where the encoding is undefined at T (a learned table past its rows,
   // binary codes past 2^bits), with the library's message; nothing is changed then.
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
   const std::vector<float>& token_losses() const;  // (N)
+  std::vector<int32_t> predictions() const;         // (N): the most probable next token (argmax)
   void zero_grad();
   // Accumulates d mean-loss / d params into grads() for the last forward.
   void backward();

@@ -1,5 +1,6 @@
 // lab/model_passes.cc: the forward and backward passes of the lab's model (see model.h), one
 // numbered step per layer of the forward, mirrored in reverse by the backward (llm.c's order).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -45,6 +46,7 @@ struct Model::Impl {
 
   // The last forward's batch.
   int64_t B = 0, T = 0;
+  int64_t counted = 0;  // targets that count (not kIgnoreTarget)
   bool has_forward = false;
   std::vector<int32_t> tokens, targets;
   std::vector<int64_t> positions;  // (T): 0 .. T-1, every window starts at position 0
@@ -124,6 +126,18 @@ void Model::set_rope_eval(RopeEval mode, int64_t eval_len) {
 
 const std::vector<float>& Model::token_losses() const { return impl_->losses; }
 
+std::vector<int32_t> Model::predictions() const {
+  const Impl& m = *impl_;
+  if (!m.has_forward) throw Error("lab model: predictions need a completed forward");
+  const int64_t N = m.B * m.T, V = config_.vocab_size;
+  std::vector<int32_t> out(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    const float* p = m.probs.data() + n * V;
+    out[static_cast<size_t>(n)] = static_cast<int32_t>(std::max_element(p, p + V) - p);  // first of ties
+  }
+  return out;
+}
+
 void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 namespace {
@@ -168,16 +182,25 @@ auto qkv_views(F* qkv, int64_t B, int64_t T, int64_t H, int64_t D) {
 double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
   const ModelConfig& c = config_;
   if (B < 1 || T < 1) throw Error("lab model: forward batch " + std::to_string(B) + " x " + std::to_string(T) + " is empty");
-  for (int64_t i = 0; i < B * T; ++i)
-    for (const int32_t id : {tokens[i], targets[i]})
-      if (id < 0 || id >= c.vocab_size)
-        throw Error("lab model: token id " + std::to_string(id) + " at " + std::to_string(i) + " is outside the vocabulary of " +
-                    std::to_string(c.vocab_size));
+  int64_t counted = 0;
+  auto check = [&](int32_t id, int64_t i, const char* what) {
+    if (id < 0 || id >= c.vocab_size)
+      throw Error(std::string("lab model: ") + what + " id " + std::to_string(id) + " at " + std::to_string(i) +
+                  " is outside the vocabulary of " + std::to_string(c.vocab_size));
+  };
+  for (int64_t i = 0; i < B * T; ++i) {
+    check(tokens[i], i, "token");
+    if (targets[i] == ops::kIgnoreTarget) continue;
+    check(targets[i], i, "target");
+    ++counted;
+  }
+  if (counted == 0) throw Error("lab model: forward has no counted target (every target is ignored)");
   Impl& m = *impl_;
   m.has_forward = false;
   m.resize(c, B, T);
   m.tokens.assign(tokens, tokens + B * T);
   m.targets.assign(targets, targets + B * T);
+  m.counted = counted;
   const int64_t N = B * T, C = c.d_model, H = c.heads, D = c.head_dim(), F = c.mlp, V = c.vocab_size;
   const float* P = params_.data();
   const auto positions = view(m.positions.data(), {T});
@@ -233,9 +256,9 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
   ops::matmul_forward(m.probs.data(), m.normf.data(), P + m.wte, nullptr, N, C, V);  // logits, softmaxed in place
   ops::crossentropy_forward(m.probs.data(), m.losses.data(), m.probs.data(), m.targets.data(), N, V);
   double total = 0.0;
-  for (float loss : m.losses) total += loss;
+  for (float loss : m.losses) total += loss;  // ignored targets add 0
   m.has_forward = true;
-  return total / static_cast<double>(N);
+  return total / static_cast<double>(counted);
 }
 
 void Model::backward() {
@@ -249,7 +272,7 @@ void Model::backward() {
   const float* x_last = c.layers > 0 ? m.acts.back().res3.data() : m.x0.data();
 
   // 6. cross-entropy, tied output projection, final norm
-  ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(), 1.0f / static_cast<float>(N), N, V);
+  ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(), 1.0f / static_cast<float>(m.counted), N, V);
   zero(m.dnorm);
   ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normf.data(), P + m.wte, N, C, V);
   zero(m.dres);

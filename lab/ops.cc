@@ -163,7 +163,8 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
     const float zmax = *std::max_element(z, z + V);
     double sum = 0.0;
     for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v] - zmax));
-    losses[n] = static_cast<float>(std::log(sum) + zmax - z[targets[n]]);  // before probs may overwrite z
+    const bool counted = targets[n] != kIgnoreTarget;
+    losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - z[targets[n]]) : 0.0f;  // before probs may overwrite z
     float* p = probs + n * V;
     for (int64_t v = 0; v < V; ++v) p[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - zmax)) / sum);
   }
@@ -173,8 +174,9 @@ void crossentropy_backward(float* dlogits, const float* probs, const int32_t* ta
                            int64_t V) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    for (int64_t v = 0; v < V; ++v) dlogits[n * V + v] = probs[n * V + v] * dloss;
-    dlogits[n * V + targets[n]] -= dloss;
+    const bool counted = targets[n] != kIgnoreTarget;
+    for (int64_t v = 0; v < V; ++v) dlogits[n * V + v] = counted ? probs[n * V + v] * dloss : 0.0f;
+    if (counted) dlogits[n * V + targets[n]] -= dloss;
   }
 }
 

@@ -42,11 +42,17 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // out (n) = a + b
 void residual_forward(float* out, const float* a, const float* b, int64_t n);
 
+// A target that does not count (PyTorch's ignore_index): its loss is 0 and its gradient 0, its
+// probabilities are still computed (the synthetic tasks score only their answer positions).
+inline constexpr int32_t kIgnoreTarget = -1;
+
 // probs (N, V) = softmax(logits (N, V)); losses (N) = -log probs[n, targets[n]] (from the
-// log-sum-exp in double, so small probabilities keep their digits). probs may alias logits.
+// log-sum-exp in double, so small probabilities keep their digits), 0 where the target is
+// kIgnoreTarget. probs may alias logits.
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets, int64_t N,
                           int64_t V);
-// dlogits (N, V) = (probs - onehot(targets)) * dloss   (dloss: d mean-loss / d loss_n = 1 / N)
+// dlogits (N, V) = (probs - onehot(targets)) * dloss, 0 rows for ignored targets
+// (dloss: d mean-loss / d loss_n = 1 / number of counted targets)
 void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
                            int64_t V);
 

@@ -25,22 +25,31 @@ void validate(const TrainConfig& c) {
 
 TrainResult train(Model& model, const std::vector<int32_t>& data, const TrainConfig& config,
                   const std::function<void(const StepReport&)>& on_step) {
-  validate(config);
   const int64_t T = model.config().train_len, B = config.batch;
   const auto n = static_cast<int64_t>(data.size());
   if (n < T + 1)
     throw Error("lab train: the training text has " + std::to_string(n) + " tokens, fewer than train_len + 1 = " + std::to_string(T + 1));
-  AdamW optimizer(config.optimizer);
   Rng rng(config.seed, "data order");
+  const BatchSource windows = [&](int32_t* inputs, int32_t* targets) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t start = rng.below(n - T);
+      std::copy_n(data.begin() + start, T, inputs + b * T);
+      std::copy_n(data.begin() + start + 1, T, targets + b * T);
+    }
+  };
+  return train(model, windows, config, on_step);
+}
+
+TrainResult train(Model& model, const BatchSource& next_batch, const TrainConfig& config,
+                  const std::function<void(const StepReport&)>& on_step) {
+  validate(config);
+  const int64_t T = model.config().train_len, B = config.batch;
+  AdamW optimizer(config.optimizer);
   std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(inputs.size());
   TrainResult result;
   const auto t0 = Clock::now();
   for (int64_t step = 0; step < config.steps; ++step) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t start = rng.below(n - T);
-      std::copy_n(data.begin() + start, T, inputs.begin() + b * T);
-      std::copy_n(data.begin() + start + 1, T, targets.begin() + b * T);
-    }
+    next_batch(inputs.data(), targets.data());
     const double loss = model.forward(inputs.data(), targets.data(), B, T);
     model.zero_grad();
     model.backward();

@@ -38,6 +38,12 @@ struct TrainResult {
 TrainResult train(Model& model, const std::vector<int32_t>& data, const TrainConfig& config,
                   const std::function<void(const StepReport&)>& on_step = {});
 
+// The same loop on batches from `next_batch`, which fills inputs and targets of shape
+// (config.batch, train_len) for each step (targets may be ops::kIgnoreTarget).
+using BatchSource = std::function<void(int32_t* inputs, int32_t* targets)>;
+TrainResult train(Model& model, const BatchSource& next_batch, const TrainConfig& config,
+                  const std::function<void(const StepReport&)>& on_step = {});
+
 struct EvalConfig {
   std::vector<int64_t> lengths{64, 128, 256, 512, 1024};
   int64_t max_tokens = 1 << 17;  // characters evaluated per length (the same text for every length)

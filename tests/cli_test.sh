@@ -172,5 +172,29 @@ expect_in lab_bad_length "$tmp/err" "fewer than the longest evaluation length"
 check lab_bad_width 2 "$posenc" lab "${lab_small[@]}" --d-model 15
 expect_in lab_bad_width "$tmp/err" "divide d_model = 15"
 
+# posenc lab --task: the exact-match tables, JSON and CSV with the task's scores, exclusive options.
+lab_task=(--steps 2 --batch 2 --eval-lengths 24,48 --task-samples 3 --layers 1 --heads 2 --mlp 16 --d-model 16 --progress none)
+check lab_task 0 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 24 --encodings rope,learned --rope-eval ntk --out "$tmp/task"
+expect_in lab_task "$tmp/out" "exact match (%) on passkey, 3 samples per length"
+expect_in lab_task "$tmp/out" "n/a for learned at 48"
+python3 - "$tmp/task" <<'PY' || { echo "FAIL lab_task_json"; failures=$((failures + 1)); }
+import csv, json, os, sys
+r = json.load(open(os.path.join(sys.argv[1], "results.json")))
+assert r["task"]["name"] == "passkey" and r["task"]["samples"] == 3, r["task"]
+assert [run["label"] for run in r["runs"]] == ["rope", "rope (ntk)", "learned"], r["runs"]
+first = r["runs"][0]["eval"][0]
+assert first["ok"] and 0 <= first["exact_match"] <= first["token_accuracy"] <= 1 and first["answers"] == 15, first
+assert not r["runs"][2]["eval"][1]["ok"] and "max_len = 24" in r["runs"][2]["eval"][1]["error"]
+assert r["summary"][0]["exact_match"][0]["n"] == 1
+rows = list(csv.DictReader(open(os.path.join(sys.argv[1], "results.csv"))))
+assert len(rows) == 6 and rows[0]["exact_match"] != "" and rows[5]["exact_match"] == "", rows
+PY
+check lab_task_corpus 2 "$posenc" lab "${lab_task[@]}" --task copy --corpus "$tmp/corpus.txt"
+expect_in lab_task_corpus "$tmp/err" "excludes"
+check lab_bad_task 2 "$posenc" lab "${lab_task[@]}" --task sort
+expect_in lab_bad_task "$tmp/err" "task = 'sort' is invalid"
+check lab_short_task 2 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 8
+expect_in lab_short_task "$tmp/err" "train_len = 8 is too short for passkey"
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -52,13 +52,16 @@ Batch random_batch(int64_t n, int64_t vocab, uint64_t seed) {
 // The model computes in fp32: with h = 1e-2 the differences carry ~1e-5 of rounding noise and
 // O(h^2) truncation, hence |fd - analytic| <= 2e-4 + 1e-2 |fd| (measured worst: 0.33 of that;
 // dropping any one table's gradient gives 60-90x of it).
-void check_gradients(const ModelConfig& config) {
+// ignore_some: every third target is ops::kIgnoreTarget (the synthetic tasks' answer-only loss).
+void check_gradients(const ModelConfig& config, bool ignore_some = false) {
   SCOPED_TRACE(config.encoding.name());
   Model model(config, 3);
   Rng rng(17);
   for (float& p : model.params()) p += static_cast<float>(0.3 * rng.normal());
   const int64_t B = 2, T = config.train_len;
-  const Batch batch = random_batch(B * T, config.vocab_size, 5);
+  Batch batch = random_batch(B * T, config.vocab_size, 5);
+  if (ignore_some)
+    for (size_t i = 0; i < batch.targets.size(); i += 3) batch.targets[i] = ops::kIgnoreTarget;
   model.forward(batch.tokens.data(), batch.targets.data(), B, T);
   model.zero_grad();
   model.backward();
@@ -105,6 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Encodings, LabGradient,
                          });
 
 TEST(LabGradient, RmsNorm) { check_gradients(tiny_config("rope", ops::Norm::rms)); }
+TEST(LabGradient, IgnoredTargets) { check_gradients(tiny_config("rope+alibi"), true); }
 
 // A small text with structure to learn: counting words repeated with variations.
 std::string small_text() {
@@ -245,6 +249,10 @@ TEST(LabModel, BadInputIsRejected) {
   Model m(tiny_config("none"), 1);
   const std::vector<int32_t> tokens{0, 1, 11}, targets{1, 2, 3};
   test::expect_error([&] { m.forward(tokens.data(), targets.data(), 1, 3); }, "token id 11");
+  const std::vector<int32_t> ok_tokens{0, 1, 2}, bad_targets{1, -2, 3}, ignored{-1, -1, -1};
+  test::expect_error([&] { m.forward(ok_tokens.data(), bad_targets.data(), 1, 3); }, "target id -2 at 1");
+  test::expect_error([&] { m.forward(ok_tokens.data(), ignored.data(), 1, 3); }, "no counted target");
+  test::expect_error([&] { m.predictions(); }, "need a completed forward");
   test::expect_error([&] { m.backward(); }, "needs a completed forward");
 }
 

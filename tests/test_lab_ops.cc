@@ -50,6 +50,7 @@ double ref_gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) 
 Vec ref_losses(const Vec& logits, const std::vector<int32_t>& targets, int64_t N, int64_t V) {
   Vec out(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {
+    if (targets[static_cast<size_t>(n)] == kIgnoreTarget) continue;  // counts as 0
     double s = 0;
     for (int64_t v = 0; v < V; ++v) s += std::exp(logits[static_cast<size_t>(n * V + v)]);
     out[static_cast<size_t>(n)] = std::log(s) - logits[static_cast<size_t>(n * V + targets[static_cast<size_t>(n)])];
@@ -142,25 +143,32 @@ TEST_P(LabOps, GeluCrossEntropyEmbedding) {
   // cross-entropy: probs may alias logits
   auto logits = random_floats(static_cast<size_t>(N * V), 11, -5, 5);
   std::vector<int32_t> targets(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) targets[static_cast<size_t>(n)] = static_cast<int32_t>((n * 7 + 3) % V);
+  // Every fourth target past the first is ignored: loss 0, gradient 0, mean over the rest.
+  int64_t counted = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    targets[static_cast<size_t>(n)] = n % 4 == 3 ? kIgnoreTarget : static_cast<int32_t>((n * 7 + 3) % V);
+    counted += targets[static_cast<size_t>(n)] != kIgnoreTarget;
+  }
   const Vec losses_ref = ref_losses(to_double(logits), targets, N, V);
   std::vector<float> losses(static_cast<size_t>(N)), probs = logits;
   crossentropy_forward(probs.data(), losses.data(), probs.data(), targets.data(), N, V);
   EXPECT_TRUE(all_close(losses, losses_ref, test::kF32Reduction));
   std::vector<float> dlogits(probs.size());
-  crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / static_cast<float>(N), N, V);
-  Vec ones(static_cast<size_t>(N), 1.0 / static_cast<double>(N));
-  const Vec g = fd_grad([&](const Vec& z) { return ref_losses(z, targets, N, V); }, to_double(logits), ones);
+  crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / static_cast<float>(counted), N, V);
+  Vec weights(static_cast<size_t>(N), 1.0 / static_cast<double>(counted));
+  const Vec g = fd_grad([&](const Vec& z) { return ref_losses(z, targets, N, V); }, to_double(logits), weights);
   EXPECT_TRUE(all_close(dlogits, g, {1e-6, 1e-4}));
   // embedding: forward gathers scaled rows, backward scatters them back in order
   const auto wte = random_floats(static_cast<size_t>(V * C), 12);
+  std::vector<int32_t> tokens(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) tokens[static_cast<size_t>(n)] = static_cast<int32_t>((n * 7 + 3) % V);
   std::vector<float> emb(static_cast<size_t>(N * C)), dwte(wte.size(), 0.0f);
-  embedding_forward(emb.data(), targets.data(), wte.data(), 2.0f, N, C);
-  embedding_backward(dwte.data(), emb.data(), targets.data(), 0.5f, N, C);
+  embedding_forward(emb.data(), tokens.data(), wte.data(), 2.0f, N, C);
+  embedding_backward(dwte.data(), emb.data(), tokens.data(), 0.5f, N, C);
   Vec emb_ref(emb.size()), dwte_ref(wte.size(), 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {
-      const size_t row = static_cast<size_t>(targets[static_cast<size_t>(n)] * C + c);
+      const size_t row = static_cast<size_t>(tokens[static_cast<size_t>(n)] * C + c);
       emb_ref[static_cast<size_t>(n * C + c)] = 2.0 * wte[row];
       dwte_ref[row] += wte[row];
     }

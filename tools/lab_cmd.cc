@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -28,7 +29,8 @@ namespace {
 
 struct LabOptions {
   std::string corpus = lab::kDefaultCorpus;
-  std::string encodings = "all", rope_evals = "linear,ntk,yarn", norm = "layer", progress = "auto", out;
+  std::string encodings = "all", rope_evals = "linear,ntk,yarn", norm = "layer", progress = "auto", out, task;
+  int64_t task_samples = 128;
   std::vector<int64_t> eval_lengths{64, 128, 256, 512, 1024};
   int64_t eval_tokens = 1 << 17, steps = 500, batch = 32, train_len = 64, layers = 2, d_model = 64, heads = 4,
           mlp = 256, warmup = 50, seeds = 1, threads = 0, binary_bits = 0;
@@ -99,12 +101,16 @@ class Progress {
   std::string label_;
 };
 
-std::string cell(const lab::Stat& s, int64_t seeds) {
+std::string cell(const lab::Stat& s, int64_t seeds, const char* format = "%.3f") {
   if (s.n == 0) return "n/a";
   char buf[32];
-  if (seeds > 1) std::snprintf(buf, sizeof buf, "%.3f±%.3f", s.mean, s.std);
-  else std::snprintf(buf, sizeof buf, "%.3f", s.mean);
-  return buf;
+  std::snprintf(buf, sizeof buf, format, s.mean);
+  std::string out = buf;
+  if (seeds > 1) {
+    std::snprintf(buf, sizeof buf, format, s.std);
+    out += std::string("±") + buf;
+  }
+  return out;
 }
 
 lab::ExperimentConfig experiment_config(const LabOptions& o, const lab::Corpus& corpus) {
@@ -144,6 +150,12 @@ lab::ExperimentConfig experiment_config(const LabOptions& o, const lab::Corpus& 
       if (mode != lab::RopeEval::plain) c.rope_evals.push_back(mode);
     }
   if (!o.out.empty() && o.save_checkpoints) c.checkpoint_dir = o.out + "/checkpoints";
+  if (!o.task.empty()) {
+    c.task = lab::parse_task(o.task);
+    c.model.vocab_size = lab::task_vocab_size();
+  }
+  c.task_samples = o.task_samples;
+  if (o.task_samples < 1) throw Error("--task-samples = " + std::to_string(o.task_samples) + " is invalid: must be >= 1");
   lab::validate(c);
   return c;
 }
@@ -185,17 +197,14 @@ void print_tables(std::ostream& os, const std::vector<lab::SummaryRow>& rows, co
       }
 }
 
-nlohmann::ordered_json results_json(const LabOptions& o, const lab::ExperimentConfig& c, const lab::Corpus& corpus,
-                                    const std::vector<lab::RunResult>& runs, const std::vector<lab::SummaryRow>& rows,
-                                    const std::vector<std::string>& verdict_lines, double seconds) {
+// What every results.json starts with: the tool, when and where, and the whole configuration.
+nlohmann::ordered_json header_json(const LabOptions& o, const lab::ExperimentConfig& c, double seconds) {
   nlohmann::ordered_json j;
   j["tool"] = "posenc lab 0.1.0";
   j["date"] = today();
   j["machine"] = machine_line();
   j["threads"] = o.threads;
   j["wall_seconds"] = seconds;
-  j["corpus"] = {{"path", corpus.origin}, {"fingerprint_fnv1a64", corpus.fingerprint}, {"bytes", corpus.bytes},
-                 {"vocab_size", corpus.vocab_size()}, {"train_chars", corpus.train.size()}, {"test_chars", corpus.test.size()}};
   lab::ModelConfig model = c.model;
   j["model"] = nlohmann::ordered_json::parse(model.to_json());
   j["model"].erase("encoding");
@@ -204,13 +213,33 @@ nlohmann::ordered_json results_json(const LabOptions& o, const lab::ExperimentCo
                 {"betas", {c.train.optimizer.beta1, c.train.optimizer.beta2}}, {"clip", c.train.optimizer.clip}};
   j["eval"] = {{"lengths", c.eval.lengths}, {"max_tokens", c.eval.max_tokens}};
   j["seeds"] = c.seeds;
+  return j;
+}
+
+// One run's fields shared by text and task results.
+nlohmann::ordered_json run_json(const lab::RunResult& r) {
+  nlohmann::ordered_json run = {{"label", r.label}, {"encoding", r.encoding.name()}, {"rope_eval", lab::rope_eval_name(r.rope_eval)},
+                                {"seed", r.seed}, {"params", r.num_params}, {"train_seconds", r.train.seconds},
+                                {"train_tokens_per_second", r.train.tokens_per_second}, {"ms_per_step", r.train.ms_per_step},
+                                {"final_train_loss", r.train.final_loss}, {"train_losses", r.train.losses}};
+  if (!r.checkpoint.empty()) run["checkpoint"] = r.checkpoint;
+  return run;
+}
+
+nlohmann::ordered_json stat_json(int64_t length, const lab::Stat& s) {
+  return s.n ? nlohmann::ordered_json({{"length", length}, {"mean", s.mean}, {"std", s.std}, {"n", s.n}})
+             : nlohmann::ordered_json({{"length", length}, {"n", 0}});
+}
+
+nlohmann::ordered_json results_json(const LabOptions& o, const lab::ExperimentConfig& c, const lab::Corpus& corpus,
+                                    const std::vector<lab::RunResult>& runs, const std::vector<lab::SummaryRow>& rows,
+                                    const std::vector<std::string>& verdict_lines, double seconds) {
+  nlohmann::ordered_json j = header_json(o, c, seconds);
+  j["corpus"] = {{"path", corpus.origin}, {"fingerprint_fnv1a64", corpus.fingerprint}, {"bytes", corpus.bytes},
+                 {"vocab_size", corpus.vocab_size()}, {"train_chars", corpus.train.size()}, {"test_chars", corpus.test.size()}};
   j["runs"] = nlohmann::ordered_json::array();
   for (const lab::RunResult& r : runs) {
-    nlohmann::ordered_json run = {{"label", r.label}, {"encoding", r.encoding.name()}, {"rope_eval", lab::rope_eval_name(r.rope_eval)},
-                                  {"seed", r.seed}, {"params", r.num_params}, {"train_seconds", r.train.seconds},
-                                  {"train_tokens_per_second", r.train.tokens_per_second}, {"ms_per_step", r.train.ms_per_step},
-                                  {"final_train_loss", r.train.final_loss}, {"train_losses", r.train.losses}};
-    if (!r.checkpoint.empty()) run["checkpoint"] = r.checkpoint;
+    nlohmann::ordered_json run = run_json(r);
     run["eval"] = nlohmann::ordered_json::array();
     for (const lab::EvalResult& e : r.eval) {
       nlohmann::ordered_json ej = {{"length", e.length}, {"ok", e.ok}};
@@ -231,10 +260,7 @@ nlohmann::ordered_json results_json(const LabOptions& o, const lab::ExperimentCo
   j["summary"] = nlohmann::ordered_json::array();
   for (const lab::SummaryRow& r : rows) {
     nlohmann::ordered_json s = {{"label", r.label}};
-    for (size_t i = 0; i < r.bits_per_char.size(); ++i)
-      s["bits_per_char"].push_back(r.bits_per_char[i].n ? nlohmann::ordered_json({{"length", c.eval.lengths[i]}, {"mean", r.bits_per_char[i].mean},
-                                                                                  {"std", r.bits_per_char[i].std}, {"n", r.bits_per_char[i].n}})
-                                                        : nlohmann::ordered_json({{"length", c.eval.lengths[i]}, {"n", 0}}));
+    for (size_t i = 0; i < r.bits_per_char.size(); ++i) s["bits_per_char"].push_back(stat_json(c.eval.lengths[i], r.bits_per_char[i]));
     s["train_tokens_per_second"] = r.tokens_per_second.mean;
     s["ms_per_step"] = r.ms_per_step.mean;
     j["summary"].push_back(s);
@@ -263,15 +289,113 @@ void write_csv(const std::string& path, const std::vector<lab::RunResult>& runs)
     }
 }
 
+// The synthetic-task tables: exact match (every answer token right) and per-token accuracy, in %.
+void print_task_tables(std::ostream& os, const std::vector<lab::TaskSummaryRow>& rows, const LabOptions& o) {
+  char buf[64];
+  auto table = [&](const char* title, std::vector<lab::Stat> lab::TaskSummaryRow::*column, bool speed) {
+    os << "\n" << title << "\nencoding            ";
+    for (int64_t L : o.eval_lengths) {
+      std::snprintf(buf, sizeof buf, "%gx", static_cast<double>(L) / static_cast<double>(o.train_len));
+      os << std::setw(o.seeds > 1 ? 14 : 8) << buf;
+    }
+    os << (speed ? "   train tok/s   ms/step\n" : "\n");
+    for (const lab::TaskSummaryRow& r : rows) {
+      std::snprintf(buf, sizeof buf, "%-20s", r.label.c_str());
+      os << buf;
+      for (const lab::Stat& stat : r.*column) {
+        lab::Stat percent = stat;
+        percent.mean *= 100, percent.std *= 100;
+        os << std::setw(o.seeds > 1 ? 14 : 8) << cell(percent, o.seeds, "%.1f");
+      }
+      if (speed) {
+        std::snprintf(buf, sizeof buf, "   %11.0f %9.1f", r.tokens_per_second.mean, r.ms_per_step.mean);
+        os << buf;
+      }
+      os << "\n";
+    }
+  };
+  table(("exact match (%) on " + o.task + ", " + std::to_string(o.task_samples) + " samples per length (higher is better):").c_str(),
+        &lab::TaskSummaryRow::exact_match, true);
+  table("answer tokens right (%):", &lab::TaskSummaryRow::token_accuracy, false);
+  for (const lab::TaskSummaryRow& r : rows)
+    for (size_t i = 0; i < r.errors.size(); ++i)
+      if (!r.errors[i].empty() && r.exact_match[i].n == 0) {
+        os << "n/a for " << r.label << " at " << o.eval_lengths[i] << ": " << r.errors[i] << "\n";
+        break;
+      }
+}
+
+nlohmann::ordered_json task_results_json(const LabOptions& o, const lab::ExperimentConfig& c, const std::vector<lab::RunResult>& runs,
+                                         const std::vector<lab::TaskSummaryRow>& rows, double seconds) {
+  nlohmann::ordered_json j = header_json(o, c, seconds);
+  j["task"] = {{"name", o.task}, {"samples", c.task_samples}, {"vocabulary", lab::task_alphabet()}};
+  j["runs"] = nlohmann::ordered_json::array();
+  for (const lab::RunResult& r : runs) {
+    nlohmann::ordered_json run = run_json(r);
+    run["eval"] = nlohmann::ordered_json::array();
+    for (const lab::TaskEvalResult& e : r.task_eval) {
+      nlohmann::ordered_json ej = {{"length", e.length}, {"ok", e.ok}};
+      if (e.ok) ej["exact_match"] = e.exact_match, ej["token_accuracy"] = e.token_accuracy;
+      else ej["error"] = e.error;
+      ej["samples"] = e.samples;
+      ej["answers"] = e.answers;
+      ej["seconds"] = e.seconds;
+      run["eval"].push_back(ej);
+    }
+    j["runs"].push_back(run);
+  }
+  j["summary"] = nlohmann::ordered_json::array();
+  for (const lab::TaskSummaryRow& r : rows) {
+    nlohmann::ordered_json s = {{"label", r.label}};
+    for (size_t i = 0; i < r.exact_match.size(); ++i) {
+      s["exact_match"].push_back(stat_json(c.eval.lengths[i], r.exact_match[i]));
+      s["token_accuracy"].push_back(stat_json(c.eval.lengths[i], r.token_accuracy[i]));
+    }
+    s["train_tokens_per_second"] = r.tokens_per_second.mean;
+    s["ms_per_step"] = r.ms_per_step.mean;
+    j["summary"].push_back(s);
+  }
+  return j;
+}
+
+void write_task_csv(const std::string& path, const std::vector<lab::RunResult>& runs) {
+  std::ofstream out(path);
+  if (!out) throw Error("--out: cannot write '" + path + "'");
+  out << "label,encoding,rope_eval,seed,length,exact_match,token_accuracy,samples,answers,train_tokens_per_second,ms_per_step\n";
+  for (const lab::RunResult& r : runs)
+    for (const lab::TaskEvalResult& e : r.task_eval)
+      out << '"' << r.label << "\"," << r.encoding.name() << ',' << lab::rope_eval_name(r.rope_eval) << ',' << r.seed << ',' << e.length
+          << ',' << (e.ok ? std::to_string(e.exact_match) : "") << ',' << (e.ok ? std::to_string(e.token_accuracy) : "") << ','
+          << e.samples << ',' << e.answers << ',' << r.train.tokens_per_second << ',' << r.train.ms_per_step << '\n';
+}
+
+void write_results(const LabOptions& o, const nlohmann::ordered_json& json,
+                   const std::function<void(const std::string& csv_path)>& write_csv_file) {
+  if (o.out.empty()) return;
+  std::filesystem::create_directories(o.out);
+  const std::string json_path = o.out + "/results.json", csv_path = o.out + "/results.csv";
+  std::ofstream out(json_path);
+  if (!out) throw Error("--out: cannot write '" + json_path + "'");
+  out << json.dump(2) << "\n";
+  write_csv_file(csv_path);
+  std::cout << "wrote " << json_path << " and " << csv_path << "\n";
+}
+
 void run_lab(const LabOptions& o) {
   if (o.threads < 0) throw Error("--threads = " + std::to_string(o.threads) + " is invalid: must be >= 0 (0: all cores)");
   if (o.threads > 0) lab::ops::set_threads(static_cast<int>(o.threads));
   const auto t0 = std::chrono::steady_clock::now();
-  const lab::Corpus corpus = lab::load_corpus(o.corpus, o.test_fraction);
+  const bool task = !o.task.empty();
+  const lab::Corpus corpus = task ? lab::Corpus{} : lab::load_corpus(o.corpus, o.test_fraction);
   const lab::ExperimentConfig config = experiment_config(o, corpus);
-  std::cout << "posenc lab: " << config.encodings.size() << " encodings x " << config.seeds << " seed(s), " << corpus.origin << " ("
-            << corpus.train.size() << " train / " << corpus.test.size() << " test characters, vocabulary " << corpus.vocab_size() << ")\n"
-            << "model: " << config.model.layers << " layers, d_model " << config.model.d_model << ", " << config.model.heads
+  std::cout << "posenc lab: " << config.encodings.size() << " encodings x " << config.seeds << " seed(s), ";
+  if (task)
+    std::cout << "synthetic task '" << o.task << "' (fresh samples each step, loss on the answers only; vocabulary "
+              << lab::task_vocab_size() << ")\n";
+  else
+    std::cout << corpus.origin << " (" << corpus.train.size() << " train / " << corpus.test.size() << " test characters, vocabulary "
+              << corpus.vocab_size() << ")\n";
+  std::cout << "model: " << config.model.layers << " layers, d_model " << config.model.d_model << ", " << config.model.heads
             << " heads, mlp " << config.model.mlp << ", " << (o.norm == "layer" ? "LayerNorm" : "RMSNorm") << "; train length "
             << o.train_len << ", batch " << o.batch << ", " << o.steps << " steps, AdamW lr " << o.lr << "\n"
             << "t5: " << o.t5_buckets << " buckets (" << o.t5_buckets / 2 << " exact), max distance " << o.t5_max_distance
@@ -282,23 +406,28 @@ void run_lab(const LabOptions& o) {
   lab::ExperimentCallbacks callbacks;
   callbacks.on_train_start = [&](const std::string& label, uint64_t seed, int64_t i, int64_t n) { progress.start(label, seed, i, n); };
   callbacks.on_step = [&](const lab::StepReport& r) { progress.step(r); };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto footer = [&](double seconds) {
+    std::cout << "\n" << today() << ", " << machine_line() << ", " << std::fixed << std::setprecision(0) << seconds << " s\n";
+  };
+  if (task) {
+    const std::vector<lab::RunResult> runs = lab::run_task_experiment(config, callbacks);
+    const std::vector<lab::TaskSummaryRow> rows = lab::summarize_tasks(runs, o.eval_lengths);
+    print_task_tables(std::cout, rows, o);
+    const double seconds = elapsed();
+    footer(seconds);
+    write_results(o, task_results_json(o, config, runs, rows, seconds), [&](const std::string& path) { write_task_csv(path, runs); });
+    return;
+  }
   const std::vector<lab::RunResult> runs = lab::run_experiment(corpus, config, callbacks);
   const std::vector<lab::SummaryRow> rows = lab::summarize(runs, o.eval_lengths);
   const std::vector<std::string> verdict_lines = lab::verdicts(rows, o.eval_lengths, o.train_len);
   print_tables(std::cout, rows, o);
   std::cout << "\nagainst the claims (seeds' table; Press et al. 2022, WikiText-103):\n";
   for (const std::string& line : verdict_lines) std::cout << "  " << line << "\n";
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "\n" << today() << ", " << machine_line() << ", " << std::fixed << std::setprecision(0) << seconds << " s\n";
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
-    const std::string json_path = o.out + "/results.json", csv_path = o.out + "/results.csv";
-    std::ofstream json(json_path);
-    if (!json) throw Error("--out: cannot write '" + json_path + "'");
-    json << results_json(o, config, corpus, runs, rows, verdict_lines, seconds).dump(2) << "\n";
-    write_csv(csv_path, runs);
-    std::cout << "wrote " << json_path << " and " << csv_path << "\n";
-  }
+  const double seconds = elapsed();
+  footer(seconds);
+  write_results(o, results_json(o, config, corpus, runs, rows, verdict_lines, seconds), [&](const std::string& path) { write_csv(path, runs); });
 }
 
 }  // namespace
@@ -306,7 +435,9 @@ void run_lab(const LabOptions& o) {
 void add_lab_command(CLI::App& app) {
   auto o = std::make_shared<LabOptions>();
   CLI::App* cmd = app.add_subcommand("lab", "train a small transformer per encoding and measure length extrapolation");
-  cmd->add_option("--corpus", o->corpus, "UTF-8 text to train on (default: the KJV prepared by scripts/prepare_corpus.sh)");
+  CLI::Option* corpus = cmd->add_option("--corpus", o->corpus, "UTF-8 text to train on (default: the KJV prepared by scripts/prepare_corpus.sh)");
+  cmd->add_option("--task", o->task, "a synthetic task instead of the text: copy, reverse, recall or passkey (exact match by length)")->excludes(corpus);
+  cmd->add_option("--task-samples", o->task_samples, "task samples scored per evaluation length");
   cmd->add_option("--encodings", o->encodings, "comma-separated encodings, '+' for hybrids (e.g. rope,alibi,learned+t5), or all");
   cmd->add_option("--rope-eval", o->rope_evals, "evaluation-time RoPE scalings of rope models: linear,ntk,yarn or none");
   cmd->add_option("--steps", o->steps, "training steps");
