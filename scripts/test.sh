@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/test.sh: install what is missing, build and run every test, in release and under
-# AddressSanitizer + UndefinedBehaviorSanitizer. This is the README's test command and .ci/run.
+# scripts/test.sh: install what is missing, build and run every test: the C++ suite in release and
+# under AddressSanitizer + UndefinedBehaviorSanitizer, then the Python package's pytest suite in
+# its virtual environment. This is the README's test command and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -11,3 +12,6 @@ for preset in release asan; do
   cmake --build --preset "$preset"
   ctest --preset "$preset" -j 2
 done
+echo "== python: pip install . into .venv, pytest"
+./scripts/python_env.sh
+.venv/bin/python -m pytest -q python/tests

@@ -1,0 +1,75 @@
+"""Argument checks and conversions shared by the numpy API.
+
+Every public function converts its inputs here: floats to float32 (a view, no copy, when the
+array already is float32 with a unit last stride), positions to int64. A bad argument raises
+posenc.Error (a ValueError) naming the argument and its value, before any output is written.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _core
+
+Error = _core.Error
+
+
+def fail(message: str):
+    raise Error(message)
+
+
+def positions(name: str, value, ndims=(1,)) -> np.ndarray:
+    """int64 positions of one of the allowed ranks (a Python int counts as rank 0)."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        fail(f"{name}: cannot be read as an array of integers ({exc})")
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        fail(f"{name}: dtype {arr.dtype} is not an integer type")
+    if arr.ndim not in ndims:
+        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def float32(name: str, value, ndims=None, finite=False) -> np.ndarray:
+    """float32 data with a unit stride on the last axis (a copy only when needed). finite=True
+    for parameters (tables): nan or inf there is an error; activations are not scanned."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:
+        fail(f"{name}: cannot be read as an array of numbers ({exc})")
+    if arr.dtype.kind not in "fiu" or arr.dtype == np.bool_:
+        fail(f"{name}: dtype {arr.dtype} is not a real number type")
+    if ndims is not None and arr.ndim not in ndims:
+        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+    arr = arr.astype(np.float32, copy=False)
+    if arr.ndim and arr.shape[-1] > 1 and arr.strides[-1] != arr.itemsize:
+        arr = np.ascontiguousarray(arr)
+    if finite and arr.size and not np.all(np.isfinite(arr)):
+        fail(f"{name}: contains non-finite values (nan or inf)")
+    return arr
+
+
+def integer(name: str, value, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        fail(f"{name} = {value!r} is invalid: expected an integer")
+    if minimum is not None and value < minimum:
+        fail(f"{name} = {value} is invalid: must be >= {minimum}")
+    return int(value)
+
+
+def real(name: str, value, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        fail(f"{name} = {value!r} is invalid: expected a number")
+    value = float(value)
+    if not math.isfinite(value) or (positive and value <= 0):
+        fail(f"{name} = {value} is invalid: must be {'a positive' if positive else 'a finite'} number")
+    return value
+
+
+def choice(name: str, value, options) -> str:
+    if value not in options:
+        fail(f"{name} = {value!r} is invalid: expected one of {', '.join(map(repr, options))}")
+    return value

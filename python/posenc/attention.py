@@ -1,0 +1,155 @@
+"""Fused multi-head attention with any positional encoding (FlashAttention-style tiles and online
+softmax: no [Q, K] score matrix is built), forward and backward.
+
+encoding: None, or '+'-joined parts: "rope", at most one bias of "alibi", "t5", "relative", and
+"shaw" (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
+[B, K, Hkv, D] with H a multiple of Hkv (grouped-query attention); out [B, Q, H, D].
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from . import _core
+from ._checks import choice, fail, float32, integer, positions, real
+from .rope import RopeConfig, rope_config
+
+_PARTS = ("rope", "alibi", "t5", "relative", "shaw")
+_PARAMS = {
+    "rope": {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config"},
+    "alibi": {"slopes", "alibi_bias_max", "symmetric"},
+    "t5": {"relative_table", "num_buckets", "max_distance", "bidirectional"},
+    "relative": {"relative_table", "max_distance"},
+    "shaw": {"shaw_a_k", "shaw_a_v", "shaw_max_distance"},
+}
+
+
+def parse_encoding(encoding) -> list[str]:
+    if encoding is None or encoding == "none":
+        return []
+    if not isinstance(encoding, str):
+        fail(f"encoding = {encoding!r} is invalid: expected a string such as 'rope+alibi'")
+    parts = encoding.split("+")
+    for p in parts:
+        choice("encoding part", p, _PARTS)
+    if len(set(parts)) != len(parts):
+        fail(f"encoding = {encoding!r} is invalid: a part appears twice")
+    if sum(p in ("alibi", "t5", "relative") for p in parts) > 1:
+        fail(f"encoding = {encoding!r} is invalid: at most one of alibi, t5, relative")
+    return parts
+
+
+class AttentionCall:
+    """One attention configuration, checked once, run forward and backward (posenc.torch uses it)."""
+
+    def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, **params):
+        if len(q_shape) != 4:
+            fail(f"q: rank {len(q_shape)} is invalid: expected [batch, seq, heads, head_dim]")
+        self.parts = parse_encoding(encoding)
+        allowed = set().union(*(_PARAMS[p] for p in self.parts))
+        for key in params:
+            if key not in allowed:
+                fail(f"{key}: not a parameter of encoding {encoding!r} (its parameters: {', '.join(sorted(allowed)) or 'none'})")
+        heads, head_dim = int(q_shape[2]), int(q_shape[3])
+        self.params = params
+        rope = None
+        if "rope" in self.parts:
+            rope = params.get("rope_config")
+            if rope is not None:
+                if not isinstance(rope, RopeConfig):
+                    fail(f"rope_config: expected a posenc.RopeConfig, got {type(rope).__name__}")
+                if len(params.keys() & (_PARAMS["rope"] - {"rope_config"})):
+                    fail("rope_config: given together with other rope arguments; pass one or the other")
+            else:
+                rope = rope_config(head_dim, **{k: v for k, v in params.items() if k in _PARAMS["rope"]})
+        bias, bucketing, num_buckets, max_distance, bidirectional = "none", "t5", 32, 128, not causal
+        self.table = None
+        if "alibi" in self.parts:
+            bias = "alibi"
+        for kind in ("t5", "relative"):
+            if kind in self.parts:
+                bias = "relative"
+                if "relative_table" not in params:
+                    fail(f"relative_table: required by encoding {kind!r} ([rows, heads] float32)")
+                self.table = float32("relative_table", params["relative_table"], (2,), finite=True)
+                rows = self.table.shape[0]
+                if kind == "t5":
+                    num_buckets = integer("num_buckets", params.get("num_buckets", rows), 1)
+                    max_distance = integer("max_distance", params.get("max_distance", 128), 1)
+                    bidirectional = bool(params.get("bidirectional", not causal))
+                else:
+                    bucketing = "clipped"
+                    max_distance = integer("max_distance", params.get("max_distance", (rows - 1) // 2), 0)
+        self.shaw_a_k = self.shaw_a_v = None
+        shaw_max_distance = 0
+        if "shaw" in self.parts:
+            if "shaw_a_k" not in params:
+                fail("shaw_a_k: required by encoding 'shaw' ([2 * max_distance + 1, head_dim] float32)")
+            self.shaw_a_k = float32("shaw_a_k", params["shaw_a_k"], (2,), finite=True)
+            if params.get("shaw_a_v") is not None:
+                self.shaw_a_v = float32("shaw_a_v", params["shaw_a_v"], (2,), finite=True)
+            shaw_max_distance = integer("shaw_max_distance", params.get("shaw_max_distance", (self.shaw_a_k.shape[0] - 1) // 2), 1)
+        if scale is not None:
+            scale = real("scale", scale, positive=True)
+        self.core = _core.Attention(
+            causal=bool(causal), window=integer("window", window, 0), scale=scale, rope=rope, bias=bias, heads=heads,
+            alibi_slopes=choice("slopes", params.get("slopes", "bloom"), ("bloom", "mpt")),
+            alibi_bias_max=real("alibi_bias_max", params.get("alibi_bias_max", 8.0), positive=True),
+            alibi_symmetric=bool(params.get("symmetric", not causal)), bucketing=bucketing, num_buckets=num_buckets,
+            max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim)
+
+    @staticmethod
+    def positions(q_positions, k_positions):
+        q = None if q_positions is None else positions("q_positions", q_positions, (1, 2))
+        k = None if k_positions is None else positions("k_positions", k_positions, (1, 2))
+        return q, k
+
+    def forward(self, q, k, v, q_positions=None, k_positions=None):
+        q, k, v = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v)))
+        qp, kp = self.positions(q_positions, k_positions)
+        out = np.empty(q.shape[:3] + (v.shape[3],), dtype=np.float32)
+        lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
+        self.core.forward(q, k, v, out, lse, qp, kp, self.table, self.shaw_a_k, self.shaw_a_v)
+        return out, lse
+
+    def backward(self, q, k, v, out, lse, grad_out, q_positions=None, k_positions=None) -> dict:
+        q, k, v, out, grad_out = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("grad_out", grad_out)))
+        lse = float32("lse", lse, (3,))
+        qp, kp = self.positions(q_positions, k_positions)
+        grads = {"q": np.zeros(q.shape, np.float32), "k": np.zeros(k.shape, np.float32), "v": np.zeros(v.shape, np.float32)}
+        if self.table is not None:
+            grads["relative_table"] = np.zeros(self.table.shape, np.float32)
+        if self.shaw_a_k is not None:
+            grads["shaw_a_k"] = np.zeros(self.shaw_a_k.shape, np.float32)
+        if self.shaw_a_v is not None:
+            grads["shaw_a_v"] = np.zeros(self.shaw_a_v.shape, np.float32)
+        self.core.backward(q, k, v, out, lse, grad_out, grads["q"], grads["k"], grads["v"], qp, kp, self.table, self.shaw_a_k,
+                           self.shaw_a_v, grads.get("relative_table"), grads.get("shaw_a_k"), grads.get("shaw_a_v"))
+        return grads
+
+
+def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
+              return_lse=False, **encoding_params):
+    """softmax(scale * q k^T + bias) v with the encoding applied inside the fused kernel.
+
+    Default positions: keys 0..K-1, queries aligned to the end (K-Q..K-1), as a KV cache. scale
+    defaults to 1/sqrt(head_dim). Encoding parameters: rope (base, rotary_dim, layout, rope_scaling,
+    max_position_embeddings, or rope_config), alibi (slopes, alibi_bias_max, symmetric), t5
+    (relative_table [num_buckets, heads], max_distance, bidirectional), relative (relative_table
+    [2 * max_distance + 1, heads]), shaw (shaw_a_k, shaw_a_v [2 * max_distance + 1, head_dim]).
+    Returns out [B, Q, H, D] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
+    """
+    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
+    out, lse = call.forward(q, k, v, q_positions, k_positions)
+    return (out, lse) if return_lse else out
+
+
+def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
+                       k_positions=None, window=0, **encoding_params) -> dict:
+    """Gradients of attention: a dict with q, k, v and the encoding's tables (relative_table,
+    shaw_a_k, shaw_a_v) that were given."""
+    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
+    return call.backward(q, k, v, out, lse, grad_out, q_positions, k_positions)
+
+
+__all__ = ["attention", "attention_backward", "AttentionCall"]

@@ -1,0 +1,67 @@
+// python/src/arrays.h: numpy arrays (through nanobind's ndarray) as posenc views, without copies.
+// The Python layer (posenc/__init__.py) has already converted dtypes and allocated outputs; here
+// an array becomes a view with its own strides, and a wrong dtype or rank is a posenc::Error
+// naming the argument (raised in Python as posenc.Error, a ValueError).
+#pragma once
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <optional>
+#include <string>
+
+#include "posenc/bias.h"
+#include "posenc/error.h"
+#include "posenc/tensor.h"
+
+namespace posenc::python {
+
+namespace nb = nanobind;
+using InArray = nb::ndarray<nb::ro, nb::device::cpu>;  // read-only input, any dtype
+using OutArray = nb::ndarray<nb::device::cpu>;         // writable output
+using OptInArray = std::optional<InArray>;
+using OptOutArray = std::optional<OutArray>;
+
+template <typename Array>
+void fill_shape(const Array& a, const char* name, ViewShape& v) {
+  if (a.ndim() > static_cast<size_t>(kMaxRank))
+    throw Error(std::string(name) + ": rank " + std::to_string(a.ndim()) + " is not supported (at most " + std::to_string(kMaxRank) + ")");
+  const nb::dlpack::dtype t = a.dtype();
+  if (t == nb::dtype<float>()) v.dtype = DType::f32;
+  else if (t == nb::dtype<double>()) v.dtype = DType::f64;
+  else if (t == nb::dtype<int64_t>()) v.dtype = DType::i64;
+  else throw Error(std::string(name) + ": dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits) is not float32, float64 or int64");
+  v.rank = static_cast<int>(a.ndim());
+  for (int i = 0; i < v.rank; ++i) {
+    v.shape[static_cast<size_t>(i)] = static_cast<int64_t>(a.shape(static_cast<size_t>(i)));
+    v.strides[static_cast<size_t>(i)] = a.stride(static_cast<size_t>(i));  // nanobind strides are in elements
+  }
+}
+
+inline ConstTensorView in_view(const InArray& a, const char* name) {
+  ConstTensorView v;
+  fill_shape(a, name, v);
+  v.data = a.data();
+  return v;
+}
+inline ConstTensorView in_view(const OptInArray& a, const char* name) { return a ? in_view(*a, name) : ConstTensorView{}; }
+
+inline TensorView out_view(const OutArray& a, const char* name) {
+  TensorView v;
+  fill_shape(a, name, v);
+  v.data = a.data();
+  return v;
+}
+inline TensorView out_view(const OptOutArray& a, const char* name) { return a ? out_view(*a, name) : TensorView{}; }
+
+// Configurations shared by several parts (validated; errors name the field).
+RelativeBiasConfig relative_config(int64_t heads, const std::string& bucketing, int64_t num_buckets, int64_t max_distance,
+                                   bool bidirectional);
+AlibiConfig alibi_config(int64_t heads, const std::string& slopes, double alibi_bias_max, bool symmetric);
+
+// Registration of each part of the module.
+void bind_absolute(nb::module_& m);
+void bind_rope(nb::module_& m);
+void bind_bias(nb::module_& m);
+void bind_attention(nb::module_& m);
+
+}  // namespace posenc::python

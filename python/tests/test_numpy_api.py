@@ -1,0 +1,162 @@
+"""The numpy API against double-precision references (reference.py): values, layouts, odd sizes,
+batch 1, length 1, gradients by finite differences, and zero-copy/in-place behaviour."""
+import math
+
+import numpy as np
+import pytest
+
+import posenc
+import reference as ref
+
+F32 = dict(rtol=1e-5, atol=2e-6)  # one fp32 rounding of O(1) values
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "split"])
+@pytest.mark.parametrize("dim", [2, 6, 64])
+def test_sinusoidal_matches_the_formula(layout, dim):
+    pos = [0, 1, 7, 300, 4095]
+    np.testing.assert_allclose(posenc.sinusoidal(pos, dim, layout=layout), ref.sinusoidal(pos, dim, layout=layout), **F32)
+
+
+def test_sinusoidal_stays_accurate_at_2_pow_20():
+    pos = [2**20, 2**20 + 1]
+    np.testing.assert_allclose(posenc.sinusoidal(pos, 16), ref.sinusoidal(pos, 16), atol=2e-6)
+
+
+def test_binary_learned_and_its_backward(rng):
+    np.testing.assert_array_equal(posenc.binary([0, 7, 8], 4), [[0, 0, 0, 0], [0, 1, 1, 1], [1, 0, 0, 0]])
+    np.testing.assert_array_equal(posenc.binary([7], 4, signed=True), [[-1, 1, 1, 1]])
+    table = rng.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_array_equal(posenc.learned(table, [4, 0, 4]), table[[4, 0, 4]])
+    grad = rng.standard_normal((3, 3)).astype(np.float32)
+    expected = np.zeros((5, 3))
+    np.add.at(expected, [4, 0, 4], grad)
+    np.testing.assert_allclose(posenc.learned_backward(grad, [4, 0, 4], 5), expected, **F32)
+    with pytest.raises(ValueError, match="position 5"):
+        posenc.learned(table, [5])
+
+
+ROPE_CASES = [
+    # (B, T, H, D, rotary_dim, layout)
+    (1, 1, 1, 2, None, "half"),
+    (2, 5, 3, 10, None, "half"),
+    (2, 5, 3, 10, None, "interleaved"),
+    (1, 7, 2, 66, 32, "half"),  # partial rotary, head_dim not a multiple of any SIMD width
+    (3, 4, 1, 128, 64, "interleaved"),
+]
+
+
+@pytest.mark.parametrize("B,T,H,D,rotary_dim,layout", ROPE_CASES)
+def test_rope_matches_the_rotation(rng, B, T, H, D, rotary_dim, layout):
+    x = rng.standard_normal((B, T, H, D)).astype(np.float32)
+    pos = rng.integers(0, 5000, size=(B, T))
+    R = rotary_dim or D
+    inv_freq = [10000.0 ** (-2 * j / R) for j in range(R // 2)]
+    out = posenc.rope(x, pos, rotary_dim=rotary_dim, layout=layout)
+    np.testing.assert_allclose(out, ref.rope(x, pos, inv_freq, layout), rtol=1e-5, atol=1e-5)
+    inv, factor = posenc.rope_inv_freq(D, rotary_dim=rotary_dim)
+    np.testing.assert_allclose(inv, inv_freq, rtol=1e-15)
+    assert factor == 1.0
+    # in place: same values, same array
+    y = x.copy()
+    assert posenc.rope_(y, pos, rotary_dim=rotary_dim, layout=layout) is y
+    np.testing.assert_array_equal(y, out)
+    # backward is the adjoint: <rope(x), g> = <x, rope_backward(g)>
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    gx = posenc.rope_backward(g, pos, rotary_dim=rotary_dim, layout=layout)
+    assert math.isclose(np.sum(out.astype(np.float64) * g), np.sum(x.astype(np.float64) * gx), rel_tol=1e-4, abs_tol=1e-3)
+
+
+def test_rope_shared_positions_and_strided_input(rng):
+    x = rng.standard_normal((2, 6, 4, 16)).astype(np.float32)
+    pos = np.arange(3, 9)
+    np.testing.assert_array_equal(posenc.rope(x, pos), posenc.rope(x, np.stack([pos, pos])))
+    # a strided view (every other head) is read without a copy and gives the same result
+    view = x[:, :, ::2, :]
+    np.testing.assert_array_equal(posenc.rope(view, pos), posenc.rope(np.ascontiguousarray(view), pos))
+
+
+def test_alibi_and_t5_and_relative_bias(rng):
+    slopes = posenc.alibi_slopes(6)
+    np.testing.assert_allclose(slopes[:4], [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])  # 4 heads' ladder, then every other of 8's
+    np.testing.assert_allclose(slopes[4:], [2 ** -1, 2 ** -3])
+    qp, kp = np.arange(3, 6), np.arange(6)
+    bias = posenc.alibi_bias(6, qp, kp)
+    np.testing.assert_allclose(bias, -slopes[:, None, None] * (qp[None, :, None] - kp[None, None, :]), **F32)
+    sym = posenc.alibi_bias(6, qp, kp, causal=False)
+    np.testing.assert_allclose(sym, -slopes[:, None, None] * np.abs(qp[None, :, None] - kp[None, None, :]), **F32)
+    table = rng.standard_normal((32, 3)).astype(np.float32)
+    buckets = posenc.t5_buckets(kp[None, :] - qp[:, None])
+    np.testing.assert_array_equal(posenc.t5_bias(table, qp, kp), table[buckets].transpose(2, 0, 1))
+    clipped = rng.standard_normal((5, 3)).astype(np.float32)
+    rows = np.clip(kp[None, :] - qp[:, None], -2, 2) + 2
+    np.testing.assert_array_equal(posenc.relative_bias(clipped, qp, kp, max_distance=2), clipped[rows].transpose(2, 0, 1))
+    grad = rng.standard_normal((3, 3, 6)).astype(np.float32)
+    expected = np.zeros((32, 3))
+    for h in range(3):
+        np.add.at(expected[:, h], buckets, grad[h])
+    np.testing.assert_allclose(posenc.relative_bias_backward(grad, qp, kp), expected, **F32)
+
+
+def _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal):
+    q = rng.standard_normal((B, Q, H, D)).astype(np.float32)
+    k = rng.standard_normal((B, K, Hkv, D)).astype(np.float32)
+    v = rng.standard_normal((B, K, Hkv, D)).astype(np.float32)
+    params = {}
+    if "t5" in encoding:
+        params["relative_table"] = rng.standard_normal((32, H)).astype(np.float32)
+    if "relative" in encoding:
+        params["relative_table"] = rng.standard_normal((9, H)).astype(np.float32)
+    if "shaw" in encoding:
+        params["shaw_a_k"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
+        params["shaw_a_v"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
+    return q, k, v, params
+
+
+def _attention_reference(q, k, v, encoding, causal, params):
+    B, Q, H, D = q.shape
+    K = k.shape[1]
+    qp, kp = np.arange(K - Q, K), np.arange(K)
+    if "rope" in encoding:
+        inv = [10000.0 ** (-2 * j / D) for j in range(D // 2)]
+        q, k = ref.rope(q, qp, inv), ref.rope(k, kp, inv)
+    bias = None
+    if "alibi" in encoding:
+        bias = posenc.alibi_bias(H, qp, kp, causal=causal).astype(np.float64)
+    distance = kp[None, :] - qp[:, None]
+    if "t5" in encoding:  # gathered in double (finite differences perturb the table by 1e-6)
+        table = np.asarray(params["relative_table"], dtype=np.float64)
+        bias = table[posenc.t5_buckets(distance, bidirectional=not causal)].transpose(2, 0, 1)
+    if "relative" in encoding:
+        table = np.asarray(params["relative_table"], dtype=np.float64)
+        bias = table[np.clip(distance, -4, 4) + 4].transpose(2, 0, 1)
+    return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"), params.get("shaw_a_v"))
+
+
+ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "rope+alibi", "rope+t5", "rope+shaw"]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("B,Q,K,H,Hkv,D,causal", [(1, 1, 1, 1, 1, 8, True), (2, 9, 9, 4, 2, 10, True), (1, 3, 70, 2, 2, 66, False)])
+def test_attention_matches_materialised_softmax(rng, encoding, B, Q, K, H, Hkv, D, causal):
+    q, k, v, params = _attention_case(rng, encoding or "", B, Q, K, H, Hkv, D, causal)
+    out = posenc.attention(q, k, v, causal=causal, encoding=encoding, **params)
+    expected = _attention_reference(q, k, v, encoding or "", causal, params)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("encoding", ["rope+t5", "shaw", "alibi"])
+def test_attention_backward_matches_finite_differences(rng, encoding):
+    B, Q, K, H, Hkv, D, causal = 1, 4, 4, 2, 1, 6, True
+    q, k, v, params = _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal)
+    out, lse = posenc.attention(q, k, v, causal=causal, encoding=encoding, return_lse=True, **params)
+    g = rng.standard_normal(out.shape)
+    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=causal, encoding=encoding, **params)
+    inputs = {"q": q, "k": k, "v": v, **params}
+    for name, value in inputs.items():
+        def f(x, name=name):
+            args = {**inputs, name: x}
+            p = {key: args[key] for key in params}
+            return _attention_reference(args["q"], args["k"], args["v"], encoding, causal, p)
+        fd = ref.finite_difference(f, value, g)
+        np.testing.assert_allclose(grads[name], fd, rtol=1e-3, atol=1e-4, err_msg=name)
