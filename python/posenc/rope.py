@@ -72,12 +72,20 @@ def _rope_of(config, head_dim, kwargs) -> _core.Rope:
     return _core.Rope(rope_config(head_dim, **kwargs))
 
 
-def rope_inv_freq(head_dim, *, base=10000.0, rotary_dim=None, rope_scaling=None, max_position_embeddings=None,
-                  seq_len=None):
+def rope_inv_freq(head_dim=None, *, base=10000.0, rotary_dim=None, rope_scaling=None, max_position_embeddings=None,
+                  seq_len=None, config=None):
     """(inv_freq, attention_factor) as HF's ROPE_INIT_FUNCTIONS return them: inv_freq is float64
-    [rotary_dim // 2]; seq_len matters for "dynamic" and "longrope" only."""
-    rope = _core.Rope(rope_config(head_dim, base=base, rotary_dim=rotary_dim, rope_scaling=rope_scaling,
-                                  max_position_embeddings=max_position_embeddings))
+    [rotary_dim // 2]; seq_len matters for "dynamic" and "longrope" only. Either head_dim and the
+    keyword arguments, or config (a RopeConfig, e.g. from RopeConfig.from_hf)."""
+    if config is not None:
+        if head_dim is not None and head_dim != config.head_dim:
+            fail(f"head_dim = {head_dim} does not match config.head_dim = {config.head_dim}")
+        rope = _rope_of(config, config.head_dim, {})
+    else:
+        if head_dim is None:
+            fail("head_dim: required (or pass config)")
+        rope = _core.Rope(rope_config(head_dim, base=base, rotary_dim=rotary_dim, rope_scaling=rope_scaling,
+                                      max_position_embeddings=max_position_embeddings))
     inv_freq, _, attention_factor = rope.frequencies(0 if seq_len is None else integer("seq_len", seq_len, 0))
     return np.asarray(inv_freq), attention_factor
 

@@ -1,0 +1,187 @@
+"""Parity with the code people run: HuggingFace transformers 4.47.1 (pinned; the last release for
+torch 1.13), its own modules built from tiny random configs, no weights. Values and gradients.
+
+transformers 4.47's yarn reads max_position_embeddings for its correction range; newer releases
+(and posenc) read rope_scaling.original_max_position_embeddings when given. The configs below set
+both equal, as Qwen's published yarn configs do, so the comparison is about the arithmetic.
+"""
+import numpy as np
+import pytest
+import torch
+from transformers import BloomConfig, GPT2Config, LlamaConfig, Qwen2VLConfig, T5Config
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+from transformers.models.gpt2.modeling_gpt2 import GPT2Model
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_multimodal_rotary_pos_emb
+from transformers.models.t5.modeling_t5 import T5Attention
+
+import posenc
+import posenc.torch as pt
+
+SCALINGS = {
+    "default": None,
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+    "yarn_legacy_type_key": {"type": "yarn", "factor": 8.0, "beta_fast": 16, "original_max_position_embeddings": 64},
+    # Phi-3's form: original_max_position_embeddings at the top level (llama_config puts it there)
+    "longrope": {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7, 2.0, 2.5, 3.0, 4.0],
+                 "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 9.0]},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 32},
+}
+
+
+def llama_config(scaling, partial=1.0, **extra):
+    if scaling is not None and scaling.get("rope_type") == "longrope":
+        extra["original_max_position_embeddings"] = 32
+    return LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+                       rope_theta=5000.0, rope_scaling=scaling, partial_rotary_factor=partial, attn_implementation="eager", **extra)
+
+
+def as_dict(config):
+    d = config.to_dict()
+    d["partial_rotary_factor"] = getattr(config, "partial_rotary_factor", 1.0)
+    return d
+
+
+@pytest.mark.parametrize("name", list(SCALINGS))
+@pytest.mark.parametrize("seq_len", [16, 200])
+def test_inv_freq_and_attention_factor(name, seq_len):
+    config = llama_config(SCALINGS[name])
+    rope_type = "default" if SCALINGS[name] is None else SCALINGS[name].get("rope_type", SCALINGS[name].get("type"))
+    inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    rc = posenc.RopeConfig.from_hf(as_dict(config))
+    got, got_factor = posenc.rope_inv_freq(config=rc, seq_len=seq_len if rope_type in ("dynamic", "longrope") else None)
+    if rope_type not in ("longrope",):  # the keyword form reads the same dict the same way
+        kw_freq, kw_factor = posenc.rope_inv_freq(16, base=5000.0, rope_scaling=SCALINGS[name], max_position_embeddings=64,
+                                                  seq_len=seq_len if rope_type == "dynamic" else None)
+        np.testing.assert_array_equal(kw_freq, got)
+        assert kw_factor == got_factor
+    np.testing.assert_allclose(got, inv_freq.double().numpy(), rtol=1e-6)  # HF computes inv_freq in float32
+    if rope_type == "longrope":
+        # transformers 4.47 drops longrope's attention factor to 1 when called with a seq_len below
+        # the original context, but the value a model uses is the one computed at init (seq_len=None):
+        # sqrt(1 + ln(max / original) / ln(original)) in both regimes, as Phi-3's own code does.
+        factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=None)[1]
+    assert got_factor == pytest.approx(factor, rel=1e-6)
+    assert rc.head_dim == 16 and rc.base == 5000.0
+
+
+@pytest.mark.parametrize("name", ["default", "linear", "dynamic", "yarn", "llama3"])
+@pytest.mark.parametrize("partial", [1.0, 0.5])
+def test_llama_rotary_embedding_and_apply(name, partial):
+    config = llama_config(SCALINGS[name], partial)
+    torch.manual_seed(0)
+    B, T, H, D = 2, 100, 4, 16  # T past max_position_embeddings: dynamic grows its base
+    q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    positions = torch.arange(T)[None].repeat(B, 1)
+    rotary = LlamaRotaryEmbedding(config=config)
+    cos, sin = rotary(q, positions)
+    R = int(D * partial)
+    q_hf, k_hf = apply_rotary_pos_emb(q[..., :R], k[..., :R], cos, sin)  # HF's partial models rotate the first R dims
+    module = pt.RotaryEmbedding.from_hf(as_dict(config))
+    q_pe, k_pe = module(q.transpose(1, 2), k.transpose(1, 2), positions)
+    np.testing.assert_allclose(q_pe.transpose(1, 2)[..., :R].numpy(), q_hf.numpy(), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(k_pe.transpose(1, 2)[..., :R].numpy(), k_hf.numpy(), atol=2e-5, rtol=1e-4)
+    np.testing.assert_array_equal(q_pe.transpose(1, 2)[..., R:].numpy(), q[..., R:].numpy())
+    # gradients through both
+    g = torch.randn(B, H, T, R)
+    qq = q[..., :R].clone().requires_grad_()
+    (apply_rotary_pos_emb(qq, qq, cos, sin)[0] * g).sum().backward()
+    qp = q.transpose(1, 2).clone().requires_grad_()
+    (module(qp, qp, positions)[0].transpose(1, 2)[..., :R] * g).sum().backward()
+    np.testing.assert_allclose(qp.grad.transpose(1, 2)[..., :R].numpy(), qq.grad.numpy(), atol=2e-5, rtol=1e-4)
+
+
+def test_qwen2_vl_multimodal_rotary():
+    config = Qwen2VLConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                           rope_theta=10000.0, rope_scaling={"type": "mrope", "mrope_section": [4, 6, 6]})
+    torch.manual_seed(1)
+    B, T, H, D = 1, 20, 4, 32
+    q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    position_ids = torch.stack([torch.arange(T), torch.arange(T) // 4, torch.arange(T) % 4])[:, None, :]  # (3, B, T)
+    cos, sin = Qwen2VLRotaryEmbedding(config=config)(q, position_ids)
+    q_hf, _ = apply_multimodal_rotary_pos_emb(q, k, cos, sin, [4, 6, 6])
+    got = posenc.rope(q.transpose(1, 2).numpy(), position_ids.numpy(), mrope_section=[4, 6, 6])
+    np.testing.assert_allclose(got.transpose(0, 2, 1, 3), q_hf.numpy(), atol=2e-5, rtol=1e-4)
+    rc = posenc.RopeConfig.from_hf(config.to_dict())
+    assert rc.multimodal == "mrope" and list(rc.mrope_section) == [4, 6, 6]
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_buckets_and_compute_bias(bidirectional):
+    rel = torch.arange(-600, 600)
+    for num_buckets, max_distance in [(32, 128), (16, 32), (8, 20)]:
+        expected = T5Attention._relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
+        got = posenc.t5_buckets(rel.numpy(), bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        np.testing.assert_array_equal(got, expected.numpy())
+    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      is_decoder=not bidirectional)
+    attn = T5Attention(config, has_relative_attention_bias=True)
+    expected = attn.compute_bias(40, 300)[0]  # queries 0..39, keys 0..299
+    got = pt.t5_bias(attn.relative_attention_bias.weight, torch.arange(40), torch.arange(300), bidirectional=bidirectional)
+    np.testing.assert_array_equal(got.detach().numpy(), expected.detach().numpy())
+
+
+def test_t5_attention_layer():
+    torch.manual_seed(2)
+    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      dropout_rate=0.0)
+    attn = T5Attention(config, has_relative_attention_bias=True).eval()
+    h = torch.randn(2, 30, 32, requires_grad=True)
+    expected = attn(h, cache_position=torch.arange(30))[0]
+    q, k, v = (w(h).view(2, 30, 4, 8) for w in (attn.q, attn.k, attn.v))
+    table = attn.relative_attention_bias.weight
+    out = pt.attention(q, k, v, encoding="t5", relative_table=table, scale=1.0, max_distance=128, bidirectional=True)
+    got = attn.o(out.reshape(2, 30, 32))
+    np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), atol=2e-5, rtol=1e-4)
+    g = torch.randn_like(got)
+    grads_hf = torch.autograd.grad((expected * g).sum(), (h, table))
+    grads_pe = torch.autograd.grad((got * g).sum(), (h, table))
+    for a, b in zip(grads_pe, grads_hf):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-4, rtol=1e-3)
+
+
+def test_llama_attention_layer_with_yarn():
+    torch.manual_seed(3)
+    config = llama_config({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
+    attn = LlamaAttention(config, layer_idx=0).eval()
+    B, T = 2, 90
+    h = torch.randn(B, T, 64, requires_grad=True)
+    positions = torch.arange(T)[None].repeat(B, 1)
+    cos, sin = LlamaRotaryEmbedding(config=config)(h, positions)
+    mask = torch.full((T, T), float("-inf")).triu(1)[None, None]
+    expected = attn(h, attention_mask=mask, position_ids=positions, position_embeddings=(cos, sin))[0]
+    q = attn.q_proj(h).view(B, T, 4, 16)
+    k = attn.k_proj(h).view(B, T, 2, 16)  # grouped-query: 2 key/value heads
+    v = attn.v_proj(h).view(B, T, 2, 16)
+    out = pt.attention(q, k, v, causal=True, encoding="rope", rope_config=posenc.RopeConfig.from_hf(as_dict(config)))
+    got = attn.o_proj(out.reshape(B, T, 64))
+    np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), atol=2e-5, rtol=1e-4)
+    g = torch.randn_like(got)
+    (gh_hf,) = torch.autograd.grad((expected * g).sum(), h)
+    (gh_pe,) = torch.autograd.grad((got * g).sum(), h)
+    np.testing.assert_allclose(gh_pe.numpy(), gh_hf.numpy(), atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("heads", [1, 4, 6, 12, 16])
+def test_bloom_alibi(heads):
+    mask = torch.ones(1, 9)
+    alibi = build_alibi_tensor(mask, heads, torch.float32).view(heads, 9)  # slope_h * k_pos
+    np.testing.assert_allclose(posenc.alibi_slopes(heads), alibi[:, 1].numpy(), rtol=1e-6)
+    # BLOOM adds slope * k_pos; posenc -slope * (q_pos - k_pos): equal up to a constant per row
+    bias = posenc.alibi_bias(heads, np.arange(9), np.arange(9))
+    np.testing.assert_allclose(bias - bias[:, :, :1], (alibi - alibi[:, :1])[:, None, :].numpy().repeat(9, 1), atol=1e-5)
+    assert BloomConfig(n_head=heads).n_head == heads
+
+
+def test_gpt2_learned_positions():
+    model = GPT2Model(GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=32))
+    positions = torch.tensor([0, 5, 31])
+    np.testing.assert_array_equal(pt.LearnedPositional(32, 16).__class__.__name__, "LearnedPositional")
+    got = pt.learned(model.wpe.weight, positions)
+    np.testing.assert_array_equal(got.detach().numpy(), model.wpe(positions).detach().numpy())
+    with pytest.raises(ValueError, match="max_len = 32"):
+        pt.learned(model.wpe.weight, torch.tensor([32]))
