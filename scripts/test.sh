@@ -14,4 +14,5 @@ for preset in release asan; do
 done
 echo "== python: pip install . into .venv, pytest"
 ./scripts/python_env.sh
-.venv/bin/python -m pytest -q python/tests
+# The release CLI writes the lab checkpoints that python/tests/test_lab_checkpoint.py reads.
+POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q python/tests

@@ -143,6 +143,9 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
   if (!(partial > 0 && partial <= 1)) fail(kOp, "partial_rotary_factor = ", partial, " is invalid: must be in (0, 1]");
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // HF: int(head_dim * factor)
   if (has(j, "rotary_dim")) c.rotary_dim = get_int(j, "rotary_dim", "");  // GPT-J
+  else if (c.rotary_dim % 2 != 0 || c.rotary_dim == 0)  // name the config's own fields, not the derived one
+    fail(kOp, "head_dim = ", c.head_dim, " with partial_rotary_factor = ", partial, " gives rotary_dim = ", c.rotary_dim,
+         ", which is invalid: must be even and > 0");
   if (has(j, "model_type") && j.at("model_type").is_string() && j.at("model_type").get<std::string>() == "gptj")
     c.layout = RopeLayout::interleaved;
   if (scaling) parse_scaling(*scaling, c);

@@ -231,6 +231,8 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   expect_error("[1, 2]", "must be an object");
   expect_error(R"({"rope_theta": 10000})", "missing head_dim, or hidden_size and num_attention_heads");
   expect_error(R"({"hidden_size": 100, "num_attention_heads": 3})", "not divisible");
+  expect_error(R"({"head_dim": 1})", "head_dim = 1 with partial_rotary_factor = 1 gives rotary_dim = 1");
+  expect_error(R"({"head_dim": 64, "partial_rotary_factor": 0.01})", "gives rotary_dim = 0");
   expect_error(R"({"head_dim": 64, "rope_theta": "big"})", "rope_theta = \"big\" is invalid");
   expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear"}})", "missing the required key 'factor'");
   expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "magic", "factor": 2}})", "rope_type = \"magic\"");

@@ -2,7 +2,7 @@
 softmax: no [Q, K] score matrix is built), forward and backward.
 
 encoding: None, or '+'-joined parts: "rope", at most one bias of "alibi", "t5", "relative", and
-"shaw" (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
+one of "shaw" or "xl" (Transformer-XL) (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
 [B, K, Hkv, D] with H a multiple of Hkv (grouped-query attention); out [B, Q, H, D].
 """
 from __future__ import annotations
@@ -14,14 +14,16 @@ from . import _core
 from ._checks import choice, fail, float32, integer, positions, real
 from .rope import RopeConfig, rope_config
 
-_PARTS = ("rope", "alibi", "t5", "relative", "shaw")
+_PARTS = ("rope", "alibi", "t5", "relative", "shaw", "xl")
 _PARAMS = {
     "rope": {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config"},
     "alibi": {"slopes", "alibi_bias_max", "symmetric"},
     "t5": {"relative_table", "num_buckets", "max_distance", "bidirectional"},
     "relative": {"relative_table", "max_distance"},
     "shaw": {"shaw_a_k", "shaw_a_v", "shaw_max_distance"},
+    "xl": {"xl_u", "xl_v", "xl_w_r", "xl_base"},
 }
+_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "xl_u", "xl_v", "xl_w_r")
 
 
 def parse_encoding(encoding) -> list[str]:
@@ -36,6 +38,8 @@ def parse_encoding(encoding) -> list[str]:
         fail(f"encoding = {encoding!r} is invalid: a part appears twice")
     if sum(p in ("alibi", "t5", "relative") for p in parts) > 1:
         fail(f"encoding = {encoding!r} is invalid: at most one of alibi, t5, relative")
+    if "shaw" in parts and "xl" in parts:
+        fail(f"encoding = {encoding!r} is invalid: shaw and xl are alternatives")
     return parts
 
 
@@ -63,7 +67,7 @@ class AttentionCall:
             else:
                 rope = rope_config(head_dim, **{k: v for k, v in params.items() if k in _PARAMS["rope"]})
         bias, bucketing, num_buckets, max_distance, bidirectional = "none", "t5", 32, 128, not causal
-        self.table = None
+        self.tables = {}
         if "alibi" in self.parts:
             bias = "alibi"
         for kind in ("t5", "relative"):
@@ -71,8 +75,8 @@ class AttentionCall:
                 bias = "relative"
                 if "relative_table" not in params:
                     fail(f"relative_table: required by encoding {kind!r} ([rows, heads] float32)")
-                self.table = float32("relative_table", params["relative_table"], (2,), finite=True)
-                rows = self.table.shape[0]
+                self.tables["relative_table"] = float32("relative_table", params["relative_table"], (2,), finite=True)
+                rows = self.tables["relative_table"].shape[0]
                 if kind == "t5":
                     num_buckets = integer("num_buckets", params.get("num_buckets", rows), 1)
                     max_distance = integer("max_distance", params.get("max_distance", 128), 1)
@@ -80,15 +84,21 @@ class AttentionCall:
                 else:
                     bucketing = "clipped"
                     max_distance = integer("max_distance", params.get("max_distance", (rows - 1) // 2), 0)
-        self.shaw_a_k = self.shaw_a_v = None
-        shaw_max_distance = 0
+        shaw_max_distance = xl_d_model = 0
         if "shaw" in self.parts:
             if "shaw_a_k" not in params:
                 fail("shaw_a_k: required by encoding 'shaw' ([2 * max_distance + 1, head_dim] float32)")
-            self.shaw_a_k = float32("shaw_a_k", params["shaw_a_k"], (2,), finite=True)
+            self.tables["shaw_a_k"] = float32("shaw_a_k", params["shaw_a_k"], (2,), finite=True)
             if params.get("shaw_a_v") is not None:
-                self.shaw_a_v = float32("shaw_a_v", params["shaw_a_v"], (2,), finite=True)
-            shaw_max_distance = integer("shaw_max_distance", params.get("shaw_max_distance", (self.shaw_a_k.shape[0] - 1) // 2), 1)
+                self.tables["shaw_a_v"] = float32("shaw_a_v", params["shaw_a_v"], (2,), finite=True)
+            rows = self.tables["shaw_a_k"].shape[0]
+            shaw_max_distance = integer("shaw_max_distance", params.get("shaw_max_distance", (rows - 1) // 2), 1)
+        if "xl" in self.parts:
+            for name, shape in (("xl_u", "[heads, head_dim]"), ("xl_v", "[heads, head_dim]"), ("xl_w_r", "[heads * head_dim, d_model]")):
+                if params.get(name) is None:
+                    fail(f"{name}: required by encoding 'xl' ({shape} float32)")
+                self.tables[name] = float32(name, params[name], (2,), finite=True)
+            xl_d_model = self.tables["xl_w_r"].shape[1]
         if scale is not None:
             scale = real("scale", scale, positive=True)
         self.core = _core.Attention(
@@ -96,60 +106,60 @@ class AttentionCall:
             alibi_slopes=choice("slopes", params.get("slopes", "bloom"), ("bloom", "mpt")),
             alibi_bias_max=real("alibi_bias_max", params.get("alibi_bias_max", 8.0), positive=True),
             alibi_symmetric=bool(params.get("symmetric", not causal)), bucketing=bucketing, num_buckets=num_buckets,
-            max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim)
+            max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim,
+            xl_d_model=xl_d_model, xl_base=real("xl_base", params.get("xl_base", 10000.0), positive=True))
 
     @staticmethod
-    def positions(q_positions, k_positions):
-        q = None if q_positions is None else positions("q_positions", q_positions, (1, 2))
-        k = None if k_positions is None else positions("k_positions", k_positions, (1, 2))
-        return q, k
+    def positions(q_positions=None, k_positions=None, cu_seqlens_q=None, cu_seqlens_k=None) -> dict:
+        out = {}
+        for name, value, ndims in (("q_positions", q_positions, (1, 2)), ("k_positions", k_positions, (1, 2)),
+                                   ("cu_seqlens_q", cu_seqlens_q, (1,)), ("cu_seqlens_k", cu_seqlens_k, (1,))):
+            if value is not None:
+                out[name] = positions(name, value, ndims)
+        return out
 
-    def forward(self, q, k, v, q_positions=None, k_positions=None):
+    def forward(self, q, k, v, **positions_):
         q, k, v = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v)))
-        qp, kp = self.positions(q_positions, k_positions)
         out = np.empty(q.shape[:3] + (v.shape[3],), dtype=np.float32)
         lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
-        self.core.forward(q, k, v, out, lse, qp, kp, self.table, self.shaw_a_k, self.shaw_a_v)
+        self.core.forward(q, k, v, out, lse, self.positions(**positions_), self.tables)
         return out, lse
 
-    def backward(self, q, k, v, out, lse, grad_out, q_positions=None, k_positions=None) -> dict:
+    def backward(self, q, k, v, out, lse, grad_out, **positions_) -> dict:
         q, k, v, out, grad_out = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("grad_out", grad_out)))
         lse = float32("lse", lse, (3,))
-        qp, kp = self.positions(q_positions, k_positions)
         grads = {"q": np.zeros(q.shape, np.float32), "k": np.zeros(k.shape, np.float32), "v": np.zeros(v.shape, np.float32)}
-        if self.table is not None:
-            grads["relative_table"] = np.zeros(self.table.shape, np.float32)
-        if self.shaw_a_k is not None:
-            grads["shaw_a_k"] = np.zeros(self.shaw_a_k.shape, np.float32)
-        if self.shaw_a_v is not None:
-            grads["shaw_a_v"] = np.zeros(self.shaw_a_v.shape, np.float32)
-        self.core.backward(q, k, v, out, lse, grad_out, grads["q"], grads["k"], grads["v"], qp, kp, self.table, self.shaw_a_k,
-                           self.shaw_a_v, grads.get("relative_table"), grads.get("shaw_a_k"), grads.get("shaw_a_v"))
+        grads.update({name: np.zeros(t.shape, np.float32) for name, t in self.tables.items()})
+        self.core.backward(q, k, v, out, lse, grad_out, self.positions(**positions_), self.tables, grads)
         return grads
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              return_lse=False, **encoding_params):
+              cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, **encoding_params):
     """softmax(scale * q k^T + bias) v with the encoding applied inside the fused kernel.
 
     Default positions: keys 0..K-1, queries aligned to the end (K-Q..K-1), as a KV cache. scale
     defaults to 1/sqrt(head_dim). Encoding parameters: rope (base, rotary_dim, layout, rope_scaling,
     max_position_embeddings, or rope_config), alibi (slopes, alibi_bias_max, symmetric), t5
     (relative_table [num_buckets, heads], max_distance, bidirectional), relative (relative_table
-    [2 * max_distance + 1, heads]), shaw (shaw_a_k, shaw_a_v [2 * max_distance + 1, head_dim]).
+    [2 * max_distance + 1, heads]), shaw (shaw_a_k, shaw_a_v [2 * max_distance + 1, head_dim]), xl
+    (xl_u, xl_v [heads, head_dim], xl_w_r [heads * head_dim, d_model], xl_base). Packed sequences
+    (batch 1): cu_seqlens_q, cu_seqlens_k, the int64 cumulative lengths [N + 1].
     Returns out [B, Q, H, D] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
     """
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
-    out, lse = call.forward(q, k, v, q_positions, k_positions)
+    out, lse = call.forward(q, k, v, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
+                            cu_seqlens_k=cu_seqlens_k)
     return (out, lse) if return_lse else out
 
 
 def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
-                       k_positions=None, window=0, **encoding_params) -> dict:
-    """Gradients of attention: a dict with q, k, v and the encoding's tables (relative_table,
-    shaw_a_k, shaw_a_v) that were given."""
+                       k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, **encoding_params) -> dict:
+    """Gradients of attention: a dict with q, k, v and the encoding's tables that were given
+    (relative_table, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r)."""
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
-    return call.backward(q, k, v, out, lse, grad_out, q_positions, k_positions)
+    return call.backward(q, k, v, out, lse, grad_out, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
+                         cu_seqlens_k=cu_seqlens_k)
 
 
 __all__ = ["attention", "attention_backward", "AttentionCall"]

@@ -66,37 +66,38 @@ def rope(x, positions, **kwargs):
     return _RopeFunction.apply(x, _positions("positions", positions), kwargs)
 
 
+_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "xl_u", "xl_v", "xl_w_r")
+
+
 class _AttentionFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, relative_table, shaw_a_k, shaw_a_v, options):
+    def forward(ctx, options, q, k, v, *tables):
         params = dict(options["params"])
-        for name, t in (("relative_table", relative_table), ("shaw_a_k", shaw_a_k), ("shaw_a_v", shaw_a_v)):
-            if t is not None:
-                params[name] = _np(name, t)
+        given = [name for name, t in zip(_ATTENTION_TABLES, tables) if t is not None]
+        params.update({name: _np(name, t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None})
         call = AttentionCall(tuple(q.shape), causal=options["causal"], scale=options["scale"], encoding=options["encoding"],
                              window=options["window"], **params)
         arrays = (_np("q", q), _np("k", k), _np("v", v))
-        out, lse = call.forward(*arrays, options["q_positions"], options["k_positions"])
-        ctx.call, ctx.arrays, ctx.out, ctx.lse, ctx.options = call, arrays, out, lse, options
-        ctx.has = (relative_table is not None, shaw_a_k is not None, shaw_a_v is not None)
+        out, lse = call.forward(*arrays, **options["positions"])
+        ctx.call, ctx.arrays, ctx.out, ctx.lse, ctx.options, ctx.given = call, arrays, out, lse, options, given
         return _tensor(out, q)
 
     @staticmethod
     def backward(ctx, grad):
-        g = ctx.call.backward(*ctx.arrays, ctx.out, ctx.lse, _np("grad", grad), ctx.options["q_positions"], ctx.options["k_positions"])
-        table = _tensor(g["relative_table"], grad) if ctx.has[0] else None
-        a_k = _tensor(g["shaw_a_k"], grad) if ctx.has[1] else None
-        a_v = _tensor(g["shaw_a_v"], grad) if ctx.has[2] else None
-        return _tensor(g["q"], grad), _tensor(g["k"], grad), _tensor(g["v"], grad), table, a_k, a_v, None
+        g = ctx.call.backward(*ctx.arrays, ctx.out, ctx.lse, _np("grad", grad), **ctx.options["positions"])
+        tables = [_tensor(g[name], grad) if name in ctx.given else None for name in _ATTENTION_TABLES]
+        return (None, _tensor(g["q"], grad), _tensor(g["k"], grad), _tensor(g["v"], grad), *tables)
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              relative_table=None, shaw_a_k=None, shaw_a_v=None, **params):
+              cu_seqlens_q=None, cu_seqlens_k=None, **params):
     """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v
-    and the encoding's tables (relative_table, shaw_a_k, shaw_a_v)."""
-    options = {"causal": causal, "scale": scale, "encoding": encoding, "window": window, "params": params,
-               "q_positions": _positions("q_positions", q_positions), "k_positions": _positions("k_positions", k_positions)}
-    return _AttentionFunction.apply(q, k, v, relative_table, shaw_a_k, shaw_a_v, options)
+    and the encoding's tables (relative_table, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r)."""
+    tables = [params.pop(name, None) for name in _ATTENTION_TABLES]
+    positions = {name: _positions(name, value) for name, value in (("q_positions", q_positions), ("k_positions", k_positions),
+                                                                   ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))}
+    options = {"causal": causal, "scale": scale, "encoding": encoding, "window": window, "params": params, "positions": positions}
+    return _AttentionFunction.apply(options, q, k, v, *tables)
 
 
 class _RelativeBiasFunction(torch.autograd.Function):

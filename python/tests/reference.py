@@ -41,9 +41,11 @@ def rope(x, positions, inv_freq, layout="half", attention_factor=1.0):
     return out
 
 
-def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=None, shaw_a_k=None, shaw_a_v=None):
+def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=None, shaw_a_k=None, shaw_a_v=None,
+              extra_logits=None):
     """Materialised softmax attention in double. bias [H, Q, K] added after scaling; Shaw's terms
-    with r = clip(k - q) rows; GQA by repeating k/v heads."""
+    with r = clip(k - q) rows; extra_logits [B, H, Q, K] (e.g. Transformer-XL's terms) scaled with
+    q . k; GQA by repeating k/v heads."""
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     B, Q, H, D = q.shape
     K, Hkv = k.shape[1], k.shape[2]
@@ -58,6 +60,8 @@ def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=N
                 kmax = (shaw_a_k.shape[0] - 1) // 2
                 r = np.clip(kp[None, :] - qp[:, None], -kmax, kmax) + kmax
                 logits = logits + np.einsum("id,ijd->ij", q[b, :, h], np.asarray(shaw_a_k, np.float64)[r])
+            if extra_logits is not None:
+                logits = logits + extra_logits[b, h]
             logits = logits * scale
             if bias is not None:
                 logits = logits + bias[h]

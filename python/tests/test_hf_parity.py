@@ -36,6 +36,8 @@ SCALINGS = {
 def llama_config(scaling, partial=1.0, **extra):
     if scaling is not None and scaling.get("rope_type") == "longrope":
         extra["original_max_position_embeddings"] = 32
+        pairs = int(16 * partial) // 2  # one factor per rotated pair
+        scaling = {**scaling, "short_factor": scaling["short_factor"][:pairs], "long_factor": scaling["long_factor"][:pairs]}
     return LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
                        rope_theta=5000.0, rope_scaling=scaling, partial_rotary_factor=partial, attn_implementation="eager", **extra)
 
@@ -69,12 +71,13 @@ def test_inv_freq_and_attention_factor(name, seq_len):
     assert rc.head_dim == 16 and rc.base == 5000.0
 
 
-@pytest.mark.parametrize("name", ["default", "linear", "dynamic", "yarn", "llama3"])
+@pytest.mark.parametrize("name", ["default", "linear", "dynamic", "yarn", "longrope", "llama3"])
 @pytest.mark.parametrize("partial", [1.0, 0.5])
 def test_llama_rotary_embedding_and_apply(name, partial):
     config = llama_config(SCALINGS[name], partial)
     torch.manual_seed(0)
-    B, T, H, D = 2, 100, 4, 16  # T past max_position_embeddings: dynamic grows its base
+    # T past max_position_embeddings: dynamic grows its base.
+    B, T, H, D = 2, 100, 4, 16
     q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
     positions = torch.arange(T)[None].repeat(B, 1)
     rotary = LlamaRotaryEmbedding(config=config)
@@ -82,6 +85,12 @@ def test_llama_rotary_embedding_and_apply(name, partial):
     R = int(D * partial)
     q_hf, k_hf = apply_rotary_pos_emb(q[..., :R], k[..., :R], cos, sin)  # HF's partial models rotate the first R dims
     module = pt.RotaryEmbedding.from_hf(as_dict(config))
+    if name == "longrope":
+        # Llama's rotary class in 4.47 computes longrope once, at init, for max_position_embeddings
+        # (long factors at every length; only Phi-3's class switches by length, as posenc does by
+        # default): posenc with seq_len = max_position_embeddings is that computation.
+        def module(q, k, positions, rc=module.config):
+            return pt.rope(q, positions, config=rc, seq_len=64), pt.rope(k, positions, config=rc, seq_len=64)
     q_pe, k_pe = module(q.transpose(1, 2), k.transpose(1, 2), positions)
     np.testing.assert_allclose(q_pe.transpose(1, 2)[..., :R].numpy(), q_hf.numpy(), atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(k_pe.transpose(1, 2)[..., :R].numpy(), k_hf.numpy(), atol=2e-5, rtol=1e-4)

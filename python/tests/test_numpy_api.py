@@ -110,7 +110,24 @@ def _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal):
     if "shaw" in encoding:
         params["shaw_a_k"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
         params["shaw_a_v"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
+    if "xl" in encoding:
+        params["xl_u"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
+        params["xl_v"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
+        params["xl_w_r"] = (0.3 * rng.standard_normal((H * D, 12))).astype(np.float32)
     return q, k, v, params
+
+
+def _xl_terms(q, k, qp, kp, u, v, w_r, base=10000.0):
+    """Transformer-XL's (b) + (c) + (d) terms [B, H, Q, K] in double (Dai et al. 2019, eq. 4):
+    (q_i + v_h) . W_R,h R_{q-k} + u_h . k_j, with R the split [sin | cos] sinusoid of q_pos - k_pos."""
+    q, k, u, v, w_r = (np.asarray(a, dtype=np.float64) for a in (q, k, u, v, w_r))
+    H, D, d_model = u.shape[0], u.shape[1], w_r.shape[1]
+    delta = (qp[:, None] - kp[None, :]).astype(np.float64)
+    w = base ** (-2.0 * np.arange(d_model // 2) / d_model)
+    R = np.concatenate([np.sin(delta[..., None] * w), np.cos(delta[..., None] * w)], axis=-1)  # [Q, K, d_model]
+    W = w_r.reshape(H, D, d_model)
+    k = np.repeat(k, H // k.shape[2], axis=2)  # grouped-query: head h reads key head h // (H / Hkv)
+    return (np.einsum("bihd,hde,ije->bhij", q + v[None, None], W, R) + np.einsum("hd,bjhd->bhj", u, k)[:, :, None, :])
 
 
 def _attention_reference(q, k, v, encoding, causal, params):
@@ -130,10 +147,13 @@ def _attention_reference(q, k, v, encoding, causal, params):
     if "relative" in encoding:
         table = np.asarray(params["relative_table"], dtype=np.float64)
         bias = table[np.clip(distance, -4, 4) + 4].transpose(2, 0, 1)
-    return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"), params.get("shaw_a_v"))
+    extra = None
+    if "xl" in encoding:
+        extra = _xl_terms(q, k, qp, kp, params["xl_u"], params["xl_v"], params["xl_w_r"])
+    return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"), params.get("shaw_a_v"), extra)
 
 
-ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "rope+alibi", "rope+t5", "rope+shaw"]
+ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "xl", "rope+alibi", "rope+t5", "rope+shaw", "alibi+xl"]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -145,7 +165,7 @@ def test_attention_matches_materialised_softmax(rng, encoding, B, Q, K, H, Hkv, 
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("encoding", ["rope+t5", "shaw", "alibi"])
+@pytest.mark.parametrize("encoding", ["rope+t5", "shaw", "alibi", "xl"])
 def test_attention_backward_matches_finite_differences(rng, encoding):
     B, Q, K, H, Hkv, D, causal = 1, 4, 4, 2, 1, 6, True
     q, k, v, params = _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal)
@@ -160,3 +180,13 @@ def test_attention_backward_matches_finite_differences(rng, encoding):
             return _attention_reference(args["q"], args["k"], args["v"], encoding, causal, p)
         fd = ref.finite_difference(f, value, g)
         np.testing.assert_allclose(grads[name], fd, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def test_packed_sequences_do_not_attend_to_each_other(rng):
+    # two sequences of 3 and 5 tokens packed in one batch row: each equals its own attention
+    q, k, v = (rng.standard_normal((1, 8, 2, 8)).astype(np.float32) for _ in range(3))
+    cu = np.array([0, 3, 8])
+    packed = posenc.attention(q, k, v, causal=True, encoding="rope+alibi", cu_seqlens_q=cu, cu_seqlens_k=cu)
+    for a, b in zip(cu[:-1], cu[1:]):
+        alone = posenc.attention(q[:, a:b], k[:, a:b], v[:, a:b], causal=True, encoding="rope+alibi")
+        np.testing.assert_allclose(packed[:, a:b], alone, rtol=1e-5, atol=1e-6)
