@@ -189,31 +189,64 @@ std::vector<Row> rows_by_label(const std::vector<RunResult>& runs) {
 
 }  // namespace
 
+namespace {
+
+// What the runs of one label give: per metric and length the value of each run, per length the
+// library's error where the encoding cannot run, and the training speed.
+struct Collected {
+  std::vector<std::vector<std::vector<double>>> values;  // [metric][length] -> one value per run
+  std::vector<std::string> errors;                         // [length]
+  Stat tokens_per_second, ms_per_step;
+};
+
+// read(run, length index, error) returns the run's metrics at that length (nullopt: not a value,
+// e.g. a bucket that does not exist), or an empty vector after setting error.
+template <typename Read>
+Collected collect(const std::vector<RunResult>& runs, const std::string& label, size_t lengths, size_t metrics, Read read) {
+  Collected c;
+  c.values.assign(metrics, std::vector<std::vector<double>>(lengths));
+  c.errors.assign(lengths, "");
+  std::vector<double> tps, ms;
+  for (const RunResult& r : runs) {
+    if (r.label != label) continue;
+    tps.push_back(r.train.tokens_per_second);
+    ms.push_back(r.train.ms_per_step);
+    for (size_t i = 0; i < lengths; ++i) {
+      const std::vector<std::optional<double>> got = read(r, i, c.errors[i]);
+      for (size_t m = 0; m < got.size() && m < metrics; ++m)
+        if (got[m]) c.values[m][i].push_back(*got[m]);
+    }
+  }
+  c.tokens_per_second = stat_of(tps);
+  c.ms_per_step = stat_of(ms);
+  return c;
+}
+
+std::vector<Stat> stats_of(const std::vector<std::vector<double>>& per_length) {
+  std::vector<Stat> out;
+  for (const std::vector<double>& values : per_length) out.push_back(stat_of(values));
+  return out;
+}
+
+}  // namespace
+
 std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
   std::vector<SummaryRow> rows = rows_by_label<SummaryRow>(runs);
   for (SummaryRow& row : rows) {
-    std::vector<std::vector<double>> bpc(lengths.size()), unseen(lengths.size());
-    std::vector<double> tps, ms;
-    row.errors.assign(lengths.size(), "");
-    for (const RunResult& r : runs) {
-      if (r.label != row.label) continue;
-      tps.push_back(r.train.tokens_per_second);
-      ms.push_back(r.train.ms_per_step);
-      for (size_t i = 0; i < lengths.size() && i < r.eval.size(); ++i) {
-        if (r.eval[i].ok) {
-          bpc[i].push_back(r.eval[i].bits_per_char);
-          if (auto u = unseen_bits(r.eval[i])) unseen[i].push_back(*u);
-        } else {
-          row.errors[i] = r.eval[i].error;
-        }
+    const Collected c = collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
+      std::vector<std::optional<double>> got;
+      if (i >= r.eval.size()) return got;
+      if (!r.eval[i].ok) {
+        error = r.eval[i].error;
+        return got;
       }
-    }
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      row.bits_per_char.push_back(stat_of(bpc[i]));
-      row.unseen_bits_per_char.push_back(stat_of(unseen[i]));
-    }
-    row.tokens_per_second = stat_of(tps);
-    row.ms_per_step = stat_of(ms);
+      return std::vector<std::optional<double>>{r.eval[i].bits_per_char, unseen_bits(r.eval[i])};
+    });
+    row.bits_per_char = stats_of(c.values[0]);
+    row.unseen_bits_per_char = stats_of(c.values[1]);
+    row.errors = c.errors;
+    row.tokens_per_second = c.tokens_per_second;
+    row.ms_per_step = c.ms_per_step;
   }
   return rows;
 }
@@ -221,29 +254,20 @@ std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std:
 std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
   std::vector<TaskSummaryRow> rows = rows_by_label<TaskSummaryRow>(runs);
   for (TaskSummaryRow& row : rows) {
-    std::vector<std::vector<double>> exact(lengths.size()), tokens(lengths.size());
-    std::vector<double> tps, ms;
-    row.errors.assign(lengths.size(), "");
-    for (const RunResult& r : runs) {
-      if (r.label != row.label) continue;
-      tps.push_back(r.train.tokens_per_second);
-      ms.push_back(r.train.ms_per_step);
-      for (size_t i = 0; i < lengths.size() && i < r.task_eval.size(); ++i) {
-        const TaskEvalResult& e = r.task_eval[i];
-        if (!e.ok) {
-          row.errors[i] = e.error;
-          continue;
-        }
-        exact[i].push_back(e.exact_match);
-        tokens[i].push_back(e.token_accuracy);
+    const Collected c = collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
+      std::vector<std::optional<double>> got;
+      if (i >= r.task_eval.size()) return got;
+      if (!r.task_eval[i].ok) {
+        error = r.task_eval[i].error;
+        return got;
       }
-    }
-    for (size_t i = 0; i < lengths.size(); ++i) {
-      row.exact_match.push_back(stat_of(exact[i]));
-      row.token_accuracy.push_back(stat_of(tokens[i]));
-    }
-    row.tokens_per_second = stat_of(tps);
-    row.ms_per_step = stat_of(ms);
+      return std::vector<std::optional<double>>{r.task_eval[i].exact_match, r.task_eval[i].token_accuracy};
+    });
+    row.exact_match = stats_of(c.values[0]);
+    row.token_accuracy = stats_of(c.values[1]);
+    row.errors = c.errors;
+    row.tokens_per_second = c.tokens_per_second;
+    row.ms_per_step = c.ms_per_step;
   }
   return rows;
 }
