@@ -1,6 +1,5 @@
 # The README's PyTorch example (run by python/tests/test_examples.py).
 import torch
-import posenc
 import posenc.torch as pt
 
 config = {"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000.0, "max_position_embeddings": 2048,
