@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "posenc/attention.h"
-#include "reference/relative_terms.h"
+#include "reference/shaw.h"
+#include "reference/transformer_xl.h"
 
 namespace posenc::ref {
 

@@ -1,26 +1,88 @@
-// src/attention_plan.h: what the attention front ends (forward and backward) share: the validated
-// inputs turned into a device plan, with every buffer the plan points into (positions, rotated
-// q/k, bias lookup, Shaw tables, Transformer-XL projections). Not movable: the plan points into it.
+// src/attention_plan.h: the attention plan, built on the host by the front ends (forward and
+// backward) and handed to a backend (src/cpu/attention*.cc; a CUDA one would take the same plan):
+// the validated inputs with every buffer the kernels read (positions, rotated q/k, the bias lookup,
+// Shaw tables, Transformer-XL projections). O(H (Q + K) D) at most, never S x S. Not movable: the
+// plan's views point into its own buffers.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "posenc/attention.h"
-#include "src/cpu/attention.h"
+#include "src/bias_plan.h"
+#include "src/rope_plan.h"
+#include "src/strided.h"
+#include "src/transformer_xl_plan.h"
 
 namespace posenc::detail {
 
-class AttentionSetup {
- public:
-  AttentionSetup(const AttentionConfig& config, const AttentionInputs& in);
-  AttentionSetup(const AttentionSetup&) = delete;
-  AttentionSetup& operator=(const AttentionSetup&) = delete;
+// Tiles: 64 queries x 64 keys (a tile of scores, 16 KiB, stays in L1).
+constexpr int64_t kAttentionBlockQ = 64, kAttentionBlockK = 64;
 
-  cpu::AttnPlan plan;
+// One independent attention problem: batch row b, queries [q0, q0+nq), keys [k0, k0+nk).
+struct AttentionProblem {
+  int64_t b, q0, nq, k0, nk;
+};
+
+// Shaw et al. (2018) inside the tiles: logit_ij += scale q_i . a_k[r], out_i += sum_j p_ij a_v[r],
+// r = clip(k_pos - q_pos, -max_distance, max_distance) + max_distance. Tables (rows, D)
+// contiguous, and transposed (D, rows) for the per-block products q a_k^T and dO a_v^T.
+struct ShawTerms {
+  int64_t max_distance = 0, rows = 0;
+  const float* a_k = nullptr;
+  const float* a_k_t = nullptr;
+  const float* a_v = nullptr;  // null: no value term
+  const float* a_v_t = nullptr;
+  int64_t row(int64_t k_pos, int64_t q_pos) const {
+    const int64_t d = k_pos - q_pos;
+    return (d < -max_distance ? -max_distance : d > max_distance ? max_distance : d) + max_distance;
+  }
+};
+
+// Transformer-XL (Dai et al. 2019) inside the tiles: the content query is q + u (the plan's q),
+// and logit_ij += scale (q_i + v_h) . rproj_h[delta_ij], delta = q_pos - k_pos, rproj_h[delta] =
+// W_R,h R_delta computed once per distinct delta.
+struct TransformerXLTerms {
+  const float* qv = nullptr;       // (B, Q, H, D) contiguous: q + v_h
+  const float* rproj = nullptr;    // (H, n, D)
+  const float* rproj_t = nullptr;  // (H, D, n)
+  int64_t n = 0;
+  const DeltaIndex* delta = nullptr;
+  std::vector<double> sinusoids;  // R (n, d_model) of the distinct deltas, for d W_R
+};
+
+class AttentionPlan {
+ public:
+  AttentionPlan(const AttentionConfig& config, const AttentionInputs& in);
+  AttentionPlan(const AttentionPlan&) = delete;
+  AttentionPlan& operator=(const AttentionPlan&) = delete;
+
   const AttentionConfig& config;
+  int64_t B = 0, H = 0, Hkv = 0, D = 0, Q = 0, K = 0;  // Q, K: tokens per batch row
+  float scale = 1;
+  bool causal = false;
+  int64_t window = 0;
   std::vector<int64_t> q_pos, k_pos;  // (B, Q), (B, K)
-  // Transformer-XL: the sinusoids R (n, d_model) of the distinct deltas, for d W_R.
-  std::vector<double> xl_sinusoids;
+  std::vector<AttentionProblem> problems;
+  // Rows of D contiguous elements: q (B, Q, H) is the content query (rotated for RoPE, + u for
+  // Transformer-XL); k, v (B, K, Hkv).
+  Strided<const float, 3> q, k, v;
+  // Scalar bias b_h(k_pos - q_pos): a per-head lookup over [lut_lo, lut_lo + lut_size) when the
+  // distances are an ordinary range, else `bias->value` per pair. Null bias: none.
+  const Bias* bias = nullptr;
+  std::vector<float> lut;
+  int64_t lut_lo = 0, lut_size = 0;
+  bool lut_dense = false;
+  const ShawTerms* shaw = nullptr;
+  const TransformerXLTerms* transformer_xl = nullptr;
+  // RoPE's rotation of q and k (the backward rotates their gradients back).
+  std::optional<RopePlan> rope_q, rope_k;
+
+  bool masked(int64_t q_position, int64_t k_position) const {
+    return (causal && k_position > q_position) ||
+           (window > 0 && (q_position - k_position >= window || k_position - q_position >= window));
+  }
 
  private:
   void set_inputs(const AttentionInputs& in);
@@ -29,13 +91,17 @@ class AttentionSetup {
   void set_transformer_xl();
 
   std::vector<float> q_buf_, k_buf_;  // rotated (and + u) copies when needed
-  cpu::DistanceBias bias_;
+  Bias bias_;
   std::vector<double> slopes_;
-  cpu::ShawTerms shaw_;
+  ShawTerms shaw_;
   std::vector<float> shaw_tables_;  // a_k, a_k^T, a_v, a_v^T
-  cpu::XLTerms xl_;
-  std::unique_ptr<cpu::DeltaIndex> xl_delta_;
-  std::vector<float> xl_qv_, xl_rproj_, xl_rproj_t_;
+  TransformerXLTerms transformer_xl_;
+  std::unique_ptr<DeltaIndex> delta_;
+  std::vector<float> qv_, rproj_, rproj_t_;
 };
+
+// The forward of a built plan: checks out (B, Q, H, D) and lse (B, H, Q, or empty), then runs the
+// backend. attention_forward and KVCache::attend share it.
+void attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse);
 
 }  // namespace posenc::detail

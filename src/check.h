@@ -53,28 +53,16 @@ inline void check_view(std::string_view op, std::string_view name, const TensorV
 // The last dimension must have unit stride (SIMD rows).
 void check_unit_last_stride(std::string_view op, std::string_view name, const ViewShape& v);
 
-// Copies an int64 view of rank 1 with `n` entries into a contiguous vector.
+// Copies an int64 view of rank 1 with `n` entries into a contiguous vector, range-checked
+// (check_position_range).
 std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view name,
                                          const ConstTensorView& positions, int64_t n);
 // Positions for (B, T) tokens with `streams` streams: accepts (T), (B, T) when streams == 1, and
-// (S, T), (S, B, T) otherwise. Returns a contiguous (S, B, T) copy (broadcast over B if needed).
+// (S, T), (S, B, T) otherwise. Returns a contiguous (S, B, T) copy (broadcast over B if needed),
+// range-checked (check_position_range).
 std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions,
                                       int64_t streams, int64_t batch, int64_t tokens);
 
-// Elementwise access helpers for strided views.
-inline int64_t offset2(const ViewShape& v, int64_t i, int64_t j) {
-  return i * v.strides[0] + j * v.strides[1];
-}
-inline int64_t offset3(const ViewShape& v, int64_t i, int64_t j, int64_t k) {
-  return i * v.strides[0] + j * v.strides[1] + k * v.strides[2];
-}
-inline int64_t offset4(const ViewShape& v, int64_t i, int64_t j, int64_t k, int64_t l) {
-  return i * v.strides[0] + j * v.strides[1] + k * v.strides[2] + l * v.strides[3];
-}
-
-}  // namespace posenc::detail
-
-namespace posenc::detail {
 // Positions beyond 2^53 cannot be represented exactly in the double math of the angles.
 inline constexpr int64_t kMaxAbsPosition = int64_t{1} << 53;
 void check_position_range(std::string_view op, const std::vector<int64_t>& positions,

@@ -4,7 +4,7 @@
 #include <array>
 #include <string>
 
-#include "check.h"
+#include "src/check.h"
 
 namespace posenc {
 

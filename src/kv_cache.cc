@@ -5,9 +5,10 @@
 #include "posenc/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
-
-#include "check.h"
+#include "src/attention_plan.h"
+#include "src/check.h"
+#include "src/cpu/kv_cache.h"
+#include "src/rope_plan.h"
 
 namespace posenc {
 using detail::check_view;
@@ -27,17 +28,11 @@ KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* 
 
 void KVCache::reserve(int64_t tokens) {
   if (tokens <= capacity_) return;
-  std::vector<float> k(static_cast<size_t>(batch_ * kv_heads_ * tokens * head_dim_)), v(k.size());
+  k_ = cpu::kv_cache_regrow(k_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+  v_ = cpu::kv_cache_regrow(v_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * tokens));
-  for (int64_t b = 0; b < batch_; ++b) {
-    for (int64_t h = 0; h < kv_heads_; ++h) {
-      const int64_t from = (b * kv_heads_ + h) * capacity_ * head_dim_, to = (b * kv_heads_ + h) * tokens * head_dim_;
-      std::copy_n(k_.begin() + from, size_ * head_dim_, k.begin() + to);
-      std::copy_n(v_.begin() + from, size_ * head_dim_, v.begin() + to);
-    }
-    std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
-  }
-  k_ = std::move(k), v_ = std::move(v), pos_ = std::move(pos);
+  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
+  pos_ = std::move(pos);
   capacity_ = tokens;
 }
 
@@ -48,35 +43,27 @@ void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView posit
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * T));
   if (positions.data != nullptr) {
     pos = detail::gather_positions(kOp, positions, 1, batch_, T);
-    detail::check_position_range(kOp, pos);
   } else {
     for (int64_t b = 0; b < batch_; ++b)
       for (int64_t t = 0; t < T; ++t) pos[b * T + t] = (size_ > 0 ? pos_[b * capacity_ + size_ - 1] + 1 : 0) + t;
   }
-  // Rotate into a staging copy first, so that a failure leaves the cache unchanged.
-  const int64_t row = kv_heads_ * head_dim_;
-  std::vector<float> staged(static_cast<size_t>(batch_ * T * row));
-  const TensorView staged_view = view(staged.data(), {batch_, T, kv_heads_, head_dim_});
-  if (rope_) {
-    rope_->forward(k, staged_view, view(pos.data(), {batch_, T}));
-  } else {
-    for (int64_t b = 0; b < batch_; ++b)
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < kv_heads_; ++h)
-          std::memcpy(&staged[((b * T + t) * kv_heads_ + h) * head_dim_],
-                      k.ptr<float>() + b * k.strides[0] + t * k.strides[1] + h * k.strides[2], sizeof(float) * head_dim_);
+  // Everything is validated before the cache changes: a failure leaves it as it was.
+  Strided<const float, 4> keys = strided<4>(k);
+  std::vector<float> rotated;
+  if (rope_) {  // keys are stored rotated
+    detail::check_unit_last_stride(kOp, "k", k);
+    const detail::RopePlan plan = detail::plan_rope(*rope_, pos, std::nullopt);
+    rotated.resize(static_cast<size_t>(batch_ * T * kv_heads_ * head_dim_));
+    keys = contiguous<const float, 4>(rotated.data(), {batch_, T, kv_heads_, head_dim_});
+    const detail::HeadRows rows{strided<3>(k), {rotated.data(), {batch_, T, kv_heads_},
+                                                {T * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_}},
+                                head_dim_};
+    detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
   }
   if (size_ + T > capacity_) reserve(std::max(size_ + T, 2 * capacity_));
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t h = 0; h < kv_heads_; ++h) {
-        const int64_t slot = ((b * kv_heads_ + h) * capacity_ + size_ + t) * head_dim_;
-        std::copy_n(&staged[(b * T + t) * row + h * head_dim_], head_dim_, &k_[slot]);
-        for (int64_t d = 0; d < head_dim_; ++d)
-          v_[slot + d] = v.ptr<float>()[b * v.strides[0] + t * v.strides[1] + h * v.strides[2] + d * v.strides[3]];
-      }
-      pos_[b * capacity_ + size_ + t] = pos[b * T + t];
-    }
+  cpu::kv_cache_store(keys, k_.data(), capacity_, size_);
+  cpu::kv_cache_store(strided<4>(v), v_.data(), capacity_, size_);
+  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos.begin() + b * T, T, pos_.begin() + b * capacity_ + size_);
   size_ += T;
 }
 
@@ -107,9 +94,14 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
   for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
   std::vector<float> q_rot;
   ConstTensorView q_used = q;
-  if (rope_) {
+  if (rope_) {  // the cache's keys are rotated: rotate q the same way
+    detail::check_unit_last_stride(kOp, "q", q);
+    const detail::RopePlan plan = detail::plan_rope(*rope_, qpos, std::nullopt);
     q_rot.resize(static_cast<size_t>(batch_ * T * H * head_dim_));
-    rope_->forward(q, view(q_rot.data(), {batch_, T, H, head_dim_}), view(qpos.data(), {batch_, T}));
+    const detail::HeadRows rows{strided<3>(q), {q_rot.data(), {batch_, T, H}, {T * H * head_dim_, H * head_dim_,
+                                                                                head_dim_}},
+                                head_dim_};
+    detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
     q_used = view(q_rot.data(), {batch_, T, H, head_dim_});
   }
   AttentionConfig inner = config;
@@ -117,7 +109,7 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
   AttentionInputs in = qkv(q_used, keys(), values());
   in.q_positions = view(qpos.data(), {batch_, T});
   in.k_positions = view(kpos.data(), {batch_, size_});
-  attention_forward(inner, in, out, lse);
+  detail::attention_forward_planned(detail::AttentionPlan(inner, in), out, lse);
 }
 
 }  // namespace posenc

@@ -1,55 +1,58 @@
-// src/rope.cc: RoPE front end. Validates views and positions, computes the frequency table on
-// the host (src/frequencies.cc) and hands rows to the device backend.
+// src/rope.cc: the RoPE front end. Validates views and positions, takes the frequency table of the
+// call's length from the Rope (src/rope_scaling.cc computes it) and hands rows to the backend.
 #include <algorithm>
 
-#include "check.h"
-#include "cpu/kernels.h"
 #include "posenc/rope.h"
+#include "src/check.h"
+#include "src/cpu/rope.h"
+#include "src/rope_plan.h"
 
 namespace posenc {
 using detail::check_view;
 using detail::fail;
 
-namespace {
-constexpr const char* kOp = "rope";
+namespace detail {
+AngleTable RopePlan::angles(bool inverse) const {
+  AngleTable a;
+  a.inv_freq = freq.inv_freq.data();
+  a.stream = multi_stream ? freq.stream.data() : nullptr;
+  a.pairs = static_cast<int64_t>(freq.inv_freq.size());
+  a.positions = positions.data();
+  a.scale = freq.attention_factor;
+  a.inverse = inverse;
+  return a;
+}
 
-struct Prepared {
-  std::vector<int64_t> positions;  // (S, B, T)
-  const RopeFrequencies* freq = nullptr;  // the Rope's cached table, or `computed`
-  RopeFrequencies computed;
-};
-
-Prepared prepare(const Rope& rope, const ConstTensorView& positions, int64_t batch, int64_t tokens,
-                 const RopeCall& call) {
-  const RopeConfig& cfg = rope.config();
-  Prepared p;
-  p.positions = detail::gather_positions(kOp, positions, cfg.num_position_streams(), batch, tokens);
-  detail::check_position_range(kOp, p.positions);
-  int64_t seq_len = 0;
-  if (call.seq_len) {
-    if (*call.seq_len < 0) detail::fail_arg(kOp, "seq_len", *call.seq_len, "must be >= 0");
-    seq_len = *call.seq_len;
+RopePlan plan_rope(const Rope& rope, std::vector<int64_t> positions, std::optional<int64_t> seq_len) {
+  RopePlan p;
+  p.positions = std::move(positions);
+  int64_t len = 0;
+  if (seq_len) {
+    if (*seq_len < 0) fail_arg("rope", "seq_len", *seq_len, "must be >= 0");
+    len = *seq_len;
   } else if (!p.positions.empty()) {
-    seq_len = *std::max_element(p.positions.begin(), p.positions.end()) + 1;
+    len = *std::max_element(p.positions.begin(), p.positions.end()) + 1;
   }
-  p.freq = rope.cached_frequencies(seq_len);
-  if (p.freq == nullptr) {
-    p.computed = rope_frequencies(cfg, seq_len);
-    p.freq = &p.computed;
-  }
+  p.freq = rope.frequencies(len);
+  p.layout = rope.config().layout;
+  p.multi_stream = rope.config().num_position_streams() > 1;
   return p;
 }
 
-cpu::AngleTable angle_table(const RopeConfig& cfg, const Prepared& p, bool inverse) {
-  cpu::AngleTable a;
-  const int64_t pairs = cfg.effective_rotary_dim() / 2;
-  a.inv_freq = p.freq->inv_freq.data();
-  a.stream = cfg.num_position_streams() > 1 ? p.freq->stream.data() : nullptr;
-  a.pairs = pairs;
-  a.positions = p.positions.data();
-  a.scale = p.freq->attention_factor;
-  a.inverse = inverse;
-  return a;
+void rope_apply(const RopePlan& plan, TokenGrid grid, const HeadRows* tensors, int num_tensors,
+                bool inverse) {
+  cpu::rope_rotate(plan.angles(inverse), grid, plan.layout, tensors, num_tensors);
+}
+}  // namespace detail
+
+namespace {
+constexpr const char* kOp = "rope";
+
+detail::RopePlan plan_call(const Rope& rope, const ConstTensorView& positions, int64_t batch, int64_t tokens,
+                           const RopeCall& call) {
+  return detail::plan_rope(
+      rope, detail::gather_positions(kOp, positions, rope.config().num_position_streams(), batch, tokens),
+      call.seq_len);
 }
 
 void check_heads_view(const RopeConfig& cfg, std::string_view name, const ViewShape& v, const void* data) {
@@ -57,37 +60,23 @@ void check_heads_view(const RopeConfig& cfg, std::string_view name, const ViewSh
   detail::check_unit_last_stride(kOp, name, v);
 }
 
-cpu::HeadRows head_rows(const ViewShape& in_v, const float* in, const ViewShape& out_v, float* out) {
-  cpu::HeadRows r;
-  r.in = in;
-  r.out = out;
-  r.heads = in_v.shape[2];
-  r.dim = in_v.shape[3];
-  r.in_stride_b = in_v.strides[0];
-  r.in_stride_t = in_v.strides[1];
-  r.in_stride_h = in_v.strides[2];
-  r.out_stride_b = out_v.strides[0];
-  r.out_stride_t = out_v.strides[1];
-  r.out_stride_h = out_v.strides[2];
-  return r;
-}
-
-void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView positions,
-         const RopeCall& call, bool inverse) {
+void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView positions, const RopeCall& call,
+         bool inverse) {
   const RopeConfig& cfg = rope.config();
   check_heads_view(cfg, "x", x, x.data);
   check_heads_view(cfg, "out", out, out.data);
-  if (out.shape != x.shape) fail(kOp, "out has shape ", out.shape_string(), ", expected the shape of x ", x.shape_string());
-  const Prepared p = prepare(rope, positions, x.shape[0], x.shape[1], call);
-  const cpu::HeadRows rows = head_rows(x, x.ptr<float>(), out, out.ptr<float>());
-  cpu::rope_rotate(angle_table(cfg, p, inverse), {x.shape[0], x.shape[1]},
-                   cfg.layout == RopeLayout::half ? cpu::PairLayout::half : cpu::PairLayout::interleaved, &rows, 1);
+  if (out.shape != x.shape)
+    fail(kOp, "out has shape ", out.shape_string(), ", expected the shape of x ", x.shape_string());
+  const detail::RopePlan plan = plan_call(rope, positions, x.shape[0], x.shape[1], call);
+  const detail::HeadRows rows{strided<3>(x), strided<3>(out), cfg.head_dim};
+  detail::rope_apply(plan, {x.shape[0], x.shape[1]}, &rows, 1, inverse);
 }
 }  // namespace
 
 Rope::Rope(RopeConfig config) : config_(std::move(config)) {
   short_ = rope_frequencies(config_, 0);
-  if (config_.scaling.type == RopeScalingType::longrope) long_ = rope_frequencies(config_, config_.original_context() + 1);
+  if (config_.scaling.type == RopeScalingType::longrope)
+    long_ = rope_frequencies(config_, config_.original_context() + 1);
 }
 
 const RopeFrequencies* Rope::cached_frequencies(int64_t seq_len) const {
@@ -113,7 +102,8 @@ void Rope::forward(ConstTensorView x, TensorView out, ConstTensorView positions,
 void Rope::backward(TensorView grad, ConstTensorView positions, RopeCall call) const {
   run(*this, grad, grad, positions, call, true);
 }
-void Rope::backward(ConstTensorView grad_out, TensorView grad_in, ConstTensorView positions, RopeCall call) const {
+void Rope::backward(ConstTensorView grad_out, TensorView grad_in, ConstTensorView positions,
+                    RopeCall call) const {
   run(*this, grad_out, grad_in, positions, call, true);
 }
 
@@ -123,30 +113,30 @@ void Rope::forward_qk(TensorView q, TensorView k, ConstTensorView positions, Rop
   if (q.shape[0] != k.shape[0] || q.shape[1] != k.shape[1])
     fail(kOp, "q has shape ", q.shape_string(), " and k has shape ", k.shape_string(),
          ": batch and sequence dimensions must match");
-  const Prepared p = prepare(*this, positions, q.shape[0], q.shape[1], call);
-  const cpu::HeadRows rows[2] = {head_rows(q, q.ptr<float>(), q, q.ptr<float>()),
-                                 head_rows(k, k.ptr<float>(), k, k.ptr<float>())};
-  cpu::rope_rotate(angle_table(config_, p, false), {q.shape[0], q.shape[1]},
-                   config_.layout == RopeLayout::half ? cpu::PairLayout::half : cpu::PairLayout::interleaved, rows, 2);
+  const detail::RopePlan plan = plan_call(*this, positions, q.shape[0], q.shape[1], call);
+  const detail::HeadRows rows[2] = {{strided<3>(q), strided<3>(q), config_.head_dim},
+                                 {strided<3>(k), strided<3>(k), config_.head_dim}};
+  detail::rope_apply(plan, {q.shape[0], q.shape[1]}, rows, 2, false);
 }
 
 void Rope::cos_sin(ConstTensorView positions, TensorView cos, TensorView sin, RopeCall call) const {
   const int64_t pairs = config_.effective_rotary_dim() / 2;
   const int64_t streams = config_.num_position_streams();
-  const int64_t n = positions.rank >= 1 && positions.rank <= kMaxRank ? positions.shape[positions.rank - 1] : 0;
+  const int64_t n =
+      positions.rank >= 1 && positions.rank <= kMaxRank ? positions.shape[positions.rank - 1] : 0;
   check_view(kOp, "cos", cos, DType::f32, {n, pairs});
   check_view(kOp, "sin", sin, DType::f32, {n, pairs});
   detail::check_unit_last_stride(kOp, "cos", cos);
   detail::check_unit_last_stride(kOp, "sin", sin);
   if (positions.rank != (streams > 1 ? 2 : 1))
-    fail(kOp, "positions has shape ", positions.shape_string(), ", expected (N)", streams > 1 ? " with streams first: (S, N)" : "");
-  if (cos.strides[0] != sin.strides[0]) fail(kOp, "cos and sin must have the same row stride");
-  const Prepared p = prepare(*this, positions, 1, n, call);
+    fail(kOp, "positions has shape ", positions.shape_string(), ", expected (N)",
+         streams > 1 ? " with streams first: (S, N)" : "");
+  const detail::RopePlan plan = plan_call(*this, positions, 1, n, call);
   cpu::SinCosOut out;
-  out.sin_out = sin.ptr<float>();
-  out.cos_out = cos.ptr<float>();
-  out.stride_t = cos.strides[0];
-  cpu::sincos_rows(angle_table(config_, p, false), {1, n}, out);
+  // Rows (1, N): the batch stride is never used.
+  out.sin_out = {sin.ptr<float>(), {1, n}, {0, sin.strides[0]}};
+  out.cos_out = {cos.ptr<float>(), {1, n}, {0, cos.strides[0]}};
+  cpu::sincos_rows(plan.angles(false), {1, n}, out);
 }
 
 }  // namespace posenc

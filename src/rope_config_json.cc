@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "check.h"
+#include "src/check.h"
 #include "posenc/rope.h"
 
 namespace posenc {

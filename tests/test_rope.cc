@@ -3,7 +3,7 @@
 #include <complex>
 #include <numbers>
 
-#include "case_grid.h"
+#include "rope_cases.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"
 #include "reference/rope.h"

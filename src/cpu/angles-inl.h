@@ -14,7 +14,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "src/cpu/kernels.h"
+#include "src/cpu/rope.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {

@@ -28,23 +28,23 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // What the backward of one query block needs beyond its logits.
 struct BlockGrad {
-  const float* dO;                 // rows of grad_out, stride g_st
-  float lse[kAttnBlockQ], delta[kAttnBlockQ];
+  const float* dO;                 // rows of grad_out, stride io.grad_out.stride[1]
+  float lse[kAttentionBlockQ], delta[kAttentionBlockQ];
   std::vector<float> doa;          // Shaw values: (m, rows) dO_i . a_v[r]
 };
 
-BlockGrad MakeBlockGrad(const AttnPlan& p, const AttnBackwardIO& io, const std::vector<float>& delta, const QueryBlock& qb) {
-  const AttnProblem& pr = p.problems[qb.problem];
+BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta, const QueryBlock& qb) {
+  const AttentionProblem& pr = p.problems[qb.problem];
   BlockGrad bg;
   const int64_t t0 = pr.q0 + qb.i0;
-  bg.dO = io.grad_out + pr.b * io.g_sb + t0 * io.g_st + qb.h * io.g_sh;
+  bg.dO = io.grad_out.at(pr.b, t0, qb.h);
   for (int64_t i = 0; i < qb.m; ++i) {
-    bg.lse[i] = io.lse[pr.b * io.l_sb + qb.h * io.l_sh + (t0 + i) * io.l_st];
+    bg.lse[i] = io.lse(pr.b, qb.h, t0 + i);
     bg.delta[i] = delta[(pr.b * p.H + qb.h) * p.Q + t0 + i];
   }
   if (p.shaw && p.shaw->a_v) {
     bg.doa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
-    TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.g_st, 1, p.shaw->a_v_t, p.shaw->rows, bg.doa.data(), p.shaw->rows, 1.0f, false});
+    TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows, bg.doa.data(), p.shaw->rows, 1.0f, false});
   }
   return bg;
 }
@@ -67,18 +67,18 @@ HWY_INLINE void ProbsFromLse(float* HWY_RESTRICT s, int64_t n, float lse) {
 }
 
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row
-// stride kAttnBlockK. vt: V^T of the problem's key/value head, (D, nk).
-void TileGrad(const AttnPlan& p, const AttnBackwardIO& io, const QueryBlock& qb, const BlockGrad& bg, const float* kt,
+// stride kAttentionBlockK. vt: V^T of the problem's key/value head, (D, nk).
+void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb, const BlockGrad& bg, const float* kt,
               const float* vt, int64_t nk, int64_t kt0, int64_t n, float* HWY_RESTRICT P, float* HWY_RESTRICT dS,
               std::vector<float>& scratch) {
-  const AttnProblem& pr = p.problems[qb.problem];
-  const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0 + kt0;
+  const AttentionProblem& pr = p.problems[qb.problem];
+  const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   TileLogits(p, qb, kt, nk, kt0, n, P, scratch);
-  for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttnBlockK, n, bg.lse[i]);
-  TileGemm({qb.m, n, p.D, bg.dO, io.g_st, 1, vt + kt0, nk, dS, kAttnBlockK, 1.0f, false});  // dP = dO V^T
+  for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttentionBlockK, n, bg.lse[i]);
+  TileGemm({qb.m, n, p.D, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f, false});  // dP = dO V^T
   for (int64_t i = 0; i < qb.m; ++i) {
-    float* ds = dS + i * kAttnBlockK;
-    const float* pr_i = P + i * kAttnBlockK;
+    float* ds = dS + i * kAttentionBlockK;
+    const float* pr_i = P + i * kAttentionBlockK;
     if (!bg.doa.empty()) {
       const float* doa = bg.doa.data() + i * p.shaw->rows;
       for (int64_t j = 0; j < n; ++j) ds[j] += doa[p.shaw->row(kpos[j], qb.qpos[i])];
@@ -88,24 +88,24 @@ void TileGrad(const AttnPlan& p, const AttnBackwardIO& io, const QueryBlock& qb,
 }
 
 // Pass 1: dK and dV of keys [kb * 64, kb * 64 + n) of one key/value head.
-void KeyBlockTask(const AttnPlan& p, const AttnBackwardIO& io, const std::vector<float>& delta, const float* kt,
+void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta, const float* kt,
                   const float* vt, int64_t problem, int64_t hk, int64_t kb) {
-  const AttnProblem& pr = p.problems[problem];
-  const int64_t D = p.D, kt0 = kb * kAttnBlockK, n = std::min(kAttnBlockK, pr.nk - kt0);
-  const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0 + kt0;
-  alignas(64) float P[kAttnBlockQ * kAttnBlockK];
-  alignas(64) float dS[kAttnBlockQ * kAttnBlockK];
+  const AttentionProblem& pr = p.problems[problem];
+  const int64_t D = p.D, kt0 = kb * kAttentionBlockK, n = std::min(kAttentionBlockK, pr.nk - kt0);
+  const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
+  alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
+  alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> dK(static_cast<size_t>(n * D), 0.0f), dV(static_cast<size_t>(n * D), 0.0f), scratch;
   const int64_t group = p.H / p.Hkv;
   for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
-    for (int64_t i0 = 0; i0 < pr.nq; i0 += kAttnBlockQ) {
+    for (int64_t i0 = 0; i0 < pr.nq; i0 += kAttentionBlockQ) {
       QueryBlock qb = MakeQueryBlock(p, problem, h, i0);
       if (!TileVisible(p, qb, kpos, n)) continue;
       PrepareQueryBlock(p, qb);
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
       TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, scratch);
-      TileGemm({n, D, qb.m, P, 1, kAttnBlockK, bg.dO, io.g_st, dV.data(), D, 1.0f, true});       // dV += P^T dO
-      TileGemm({n, D, qb.m, dS, 1, kAttnBlockK, qb.q, p.q_st, dK.data(), D, p.scale, true});     // dK += s dS^T Q
+      TileGemm({n, D, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), D, 1.0f, true});       // dV += P^T dO
+      TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale, true});     // dK += s dS^T Q
     }
   for (int64_t j = 0; j < n; ++j) {
     const int64_t row = ((pr.b * p.K + pr.k0 + kt0 + j) * p.Hkv + hk) * D;
@@ -115,10 +115,10 @@ void KeyBlockTask(const AttnPlan& p, const AttnBackwardIO& io, const std::vector
 }
 
 // Pass 2: dQ of one query block of one head, and its positional sums.
-void QueryBlockTask(const AttnPlan& p, const AttnBackwardIO& io, const std::vector<float>& delta,
+void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta,
                     const PackedTransposed& kt, const PackedTransposed& vt, int64_t problem, int64_t h, int64_t i0,
                     const QuerySums& sums) {
-  const AttnProblem& pr = p.problems[problem];
+  const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D;
   QueryBlock qb = MakeQueryBlock(p, problem, h, i0);
   PrepareQueryBlock(p, qb);
@@ -126,25 +126,25 @@ void QueryBlockTask(const AttnPlan& p, const AttnBackwardIO& io, const std::vect
   const int64_t m = qb.m, rows = p.shaw ? p.shaw->rows : 0;
   const float* kt_h = kt.head(p, problem, qb.hk);
   const float* vt_h = vt.head(p, problem, qb.hk);
-  const float* krows = p.k + pr.b * p.k_sb + pr.k0 * p.k_st + qb.hk * p.k_sh;
-  const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0;
-  alignas(64) float P[kAttnBlockQ * kAttnBlockK];
-  alignas(64) float dS[kAttnBlockQ * kAttnBlockK];
-  std::vector<float> dQ(static_cast<size_t>(m * D), 0.0f), dQpos(p.xl ? static_cast<size_t>(m * D) : 0, 0.0f);
+  const float* krows = p.k.at(pr.b, pr.k0, qb.hk);
+  const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
+  alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
+  alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
+  std::vector<float> dQ(static_cast<size_t>(m * D), 0.0f), dQpos(p.transformer_xl ? static_cast<size_t>(m * D) : 0, 0.0f);
   std::vector<float> gk(static_cast<size_t>(m * rows), 0.0f), pb(static_cast<size_t>(m * rows), 0.0f), g, scratch;
-  for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttnBlockK) {
-    const int64_t n = std::min(kAttnBlockK, pr.nk - kt0);
+  for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttentionBlockK) {
+    const int64_t n = std::min(kAttentionBlockK, pr.nk - kt0);
     if (!TileVisible(p, qb, kpos + kt0, n)) continue;
     TileGrad(p, io, qb, bg, kt_h, vt_h, pr.nk, kt0, n, P, dS, scratch);
-    TileGemm({m, D, n, dS, kAttnBlockK, 1, krows + kt0 * p.k_st, p.k_st, dQ.data(), D, p.scale, true});  // dQ += s dS K
+    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D, p.scale, true});  // dQ += s dS K
     for (int64_t i = 0; i < m; ++i) {
-      const float* ds = dS + i * kAttnBlockK;
+      const float* ds = dS + i * kAttentionBlockK;
       const int64_t qp = qb.qpos[i];
       if (p.shaw)
         for (int64_t j = 0; j < n; ++j) {
           const int64_t r = p.shaw->row(kpos[kt0 + j], qp);
           gk[i * rows + r] += ds[j];
-          pb[i * rows + r] += P[i * kAttnBlockK + j];
+          pb[i * rows + r] += P[i * kAttentionBlockK + j];
         }
       if (sums.relative) {
         if (sums.row_lut) {
@@ -154,23 +154,23 @@ void QueryBlockTask(const AttnPlan& p, const AttnBackwardIO& io, const std::vect
         }
       }
     }
-    if (p.xl) {  // G[i, c] = sum of dS over the keys at delta index c0 + c
-      const XLTerms& xl = *p.xl;
+    if (p.transformer_xl) {  // G[i, c] = sum of dS over the keys at delta index c0 + c
+      const TransformerXLTerms& xl = *p.transformer_xl;
       const DeltaSpan span = TileDeltaSpan(xl, qb, kpos + kt0, n);
       g.assign(static_cast<size_t>(m * span.w), 0.0f);
       for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) g[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[kt0 + j]) - span.c0] += dS[i * kAttnBlockK + j];
+        for (int64_t j = 0; j < n; ++j) g[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[kt0 + j]) - span.c0] += dS[i * kAttentionBlockK + j];
       const float* rproj = xl.rproj + (qb.h * xl.n + span.c0) * D;
       TileGemm({m, D, span.w, g.data(), span.w, 1, rproj, D, dQpos.data(), D, p.scale, true});
-      if (io.xl_rproj)
-        TileGemm({span.w, D, m, g.data(), 1, span.w, qb.qv, p.H * D, io.xl_rproj + (qb.h * xl.n + span.c0) * D, D, p.scale, true});
+      if (io.transformer_xl_rproj)
+        TileGemm({span.w, D, m, g.data(), 1, span.w, qb.qv, p.H * D, io.transformer_xl_rproj + (qb.h * xl.n + span.c0) * D, D, p.scale, true});
     }
   }
-  if (p.xl) {  // du_h = sum_i dQ_i (content part), dv_h = sum_i dQpos_i
+  if (p.transformer_xl) {  // du_h = sum_i dQ_i (content part), dv_h = sum_i dQpos_i
     for (int64_t i = 0; i < m; ++i)
       for (int64_t d = 0; d < D; ++d) {
-        if (io.xl_u) io.xl_u[h * D + d] += dQ[i * D + d];
-        if (io.xl_v) io.xl_v[h * D + d] += dQpos[i * D + d];
+        if (io.transformer_xl_u) io.transformer_xl_u[h * D + d] += dQ[i * D + d];
+        if (io.transformer_xl_v) io.transformer_xl_v[h * D + d] += dQpos[i * D + d];
         dQ[i * D + d] += dQpos[i * D + d];
       }
   }
@@ -196,14 +196,14 @@ HWY_EXPORT(QueryBlockTask);
 
 namespace {
 // delta (B, H, Q) = rowsum(dO * out).
-std::vector<float> output_dots(const AttnPlan& p, const AttnBackwardIO& io) {
+std::vector<float> output_dots(const AttentionPlan& p, const AttentionBackwardIO& io) {
   std::vector<float> delta(static_cast<size_t>(p.B * p.H * p.Q));
   parallel_chunks(p.B * p.Q, p.H * p.D, [&](int64_t begin, int64_t end) {
     for (int64_t bt = begin; bt < end; ++bt) {
       const int64_t b = bt / p.Q, t = bt % p.Q;
       for (int64_t h = 0; h < p.H; ++h) {
-        const float* o = io.out + b * io.o_sb + t * io.o_st + h * io.o_sh;
-        const float* g = io.grad_out + b * io.g_sb + t * io.g_st + h * io.g_sh;
+        const float* o = io.out.at(b, t, h);
+        const float* g = io.grad_out.at(b, t, h);
         double s = 0;
         for (int64_t d = 0; d < p.D; ++d) s += static_cast<double>(o[d]) * g[d];
         delta[(b * p.H + h) * p.Q + t] = static_cast<float>(s);
@@ -214,15 +214,15 @@ std::vector<float> output_dots(const AttnPlan& p, const AttnBackwardIO& io) {
 }
 
 // table (rows, D) += factor * sum over (token, head) of w[token, head, r] * x[token, head, :].
-void reduce_rows(const AttnPlan& p, const std::vector<float>& w, int64_t rows, const float* x, int64_t sb, int64_t st,
-                 int64_t sh, float factor, float* table) {
+void reduce_rows(const AttentionPlan& p, const std::vector<float>& w, int64_t rows, Strided<const float, 3> x,
+                 float factor, float* table) {
   parallel_for(rows, [&](int64_t r) {
     std::vector<double> acc(static_cast<size_t>(p.D), 0.0);
     for (int64_t bt = 0; bt < p.B * p.Q; ++bt)
       for (int64_t h = 0; h < p.H; ++h) {
         const double c = w[(bt * p.H + h) * rows + r];
         if (c == 0) continue;
-        const float* xr = x + (bt / p.Q) * sb + (bt % p.Q) * st + h * sh;
+        const float* xr = x.at(bt / p.Q, bt % p.Q, h);
         for (int64_t d = 0; d < p.D; ++d) acc[d] += c * xr[d];
       }
     for (int64_t d = 0; d < p.D; ++d) table[r * p.D + d] += static_cast<float>(factor * acc[d]);
@@ -230,23 +230,23 @@ void reduce_rows(const AttnPlan& p, const std::vector<float>& w, int64_t rows, c
 }
 }  // namespace
 
-void attention_backward(const AttnPlan& p, const AttnBackwardIO& io) {
+void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
   const std::vector<float> delta = output_dots(p, io);
-  const PackedTransposed kt = pack_transposed(p, p.k, p.k_sb, p.k_st, p.k_sh);
-  const PackedTransposed vt = pack_transposed(p, p.v, p.v_sb, p.v_st, p.v_sh);
+  const PackedTransposed kt = pack_transposed(p, p.k);
+  const PackedTransposed vt = pack_transposed(p, p.v);
 
   // Pass 1: dK, dV, per (problem, key/value head, key block).
-  const std::vector<AttnTask> key_tasks = attn_tasks(p, p.Hkv, true);
+  const std::vector<AttentionTask> key_tasks = attention_tasks(p, p.Hkv, true);
   std::fill(io.dk, io.dk + p.B * p.K * p.Hkv * p.D, 0.0f);  // keys outside every problem stay 0
   std::fill(io.dv, io.dv + p.B * p.K * p.Hkv * p.D, 0.0f);
   parallel_for(static_cast<int64_t>(key_tasks.size()), [&](int64_t t) {
-    const AttnTask& task = key_tasks[t];
+    const AttentionTask& task = key_tasks[t];
     HWY_DYNAMIC_DISPATCH(KeyBlockTask)(p, io, delta, kt.head(p, task.problem, task.head), vt.head(p, task.problem, task.head),
                                        task.problem, task.head, task.block);
   });
 
   // Pass 2: dQ and the per-query sums. Transformer-XL: one task per head (its d rproj is per head).
-  const std::vector<AttnTask> query_tasks = attn_tasks(p, p.H, false);
+  const std::vector<AttentionTask> query_tasks = attention_tasks(p, p.H, false);
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   std::vector<float> shaw_gk(io.shaw_a_k ? static_cast<size_t>(p.B * p.Q * p.H * rows) : 0, 0.0f);
   std::vector<float> shaw_pb(io.shaw_a_v ? static_cast<size_t>(p.B * p.Q * p.H * rows) : 0, 0.0f);
@@ -258,15 +258,15 @@ void attention_backward(const AttnPlan& p, const AttnBackwardIO& io) {
       row_lut.push_back(static_cast<int32_t>(relative_bias_row(*p.bias->rows_config, d)));
   std::fill(io.dq, io.dq + p.B * p.Q * p.H * p.D, 0.0f);
   auto run = [&](int64_t t) {
-    const AttnTask& task = query_tasks[t];
+    const AttentionTask& task = query_tasks[t];
     QuerySums sums;
     sums.shaw_gk = shaw_gk.empty() ? nullptr : shaw_gk.data();
     sums.shaw_pb = shaw_pb.empty() ? nullptr : shaw_pb.data();
     sums.relative = table_rows ? relative.data() + t * table_rows : nullptr;
     sums.row_lut = row_lut.empty() ? nullptr : row_lut.data();
-    HWY_DYNAMIC_DISPATCH(QueryBlockTask)(p, io, delta, kt, vt, task.problem, task.head, task.block * kAttnBlockQ, sums);
+    HWY_DYNAMIC_DISPATCH(QueryBlockTask)(p, io, delta, kt, vt, task.problem, task.head, task.block * kAttentionBlockQ, sums);
   };
-  if (p.xl) {
+  if (p.transformer_xl) {
     parallel_for(p.H, [&](int64_t h) {
       for (size_t t = 0; t < query_tasks.size(); ++t)
         if (query_tasks[t].head == h) run(static_cast<int64_t>(t));
@@ -284,8 +284,8 @@ void attention_backward(const AttnPlan& p, const AttnBackwardIO& io) {
           if (query_tasks[t].head == h) s += relative[t * table_rows + r];
         io.relative_table[r * p.H + h] += static_cast<float>(s);
       }
-  if (io.shaw_a_k) reduce_rows(p, shaw_gk, rows, p.q, p.q_sb, p.q_st, p.q_sh, p.scale, io.shaw_a_k);
-  if (io.shaw_a_v) reduce_rows(p, shaw_pb, rows, io.grad_out, io.g_sb, io.g_st, io.g_sh, 1.0f, io.shaw_a_v);
+  if (io.shaw_a_k) reduce_rows(p, shaw_gk, rows, p.q, p.scale, io.shaw_a_k);
+  if (io.shaw_a_v) reduce_rows(p, shaw_pb, rows, io.grad_out, 1.0f, io.shaw_a_v);
 }
 }  // namespace posenc::cpu
 #endif  // HWY_ONCE

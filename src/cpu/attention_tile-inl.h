@@ -28,35 +28,35 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct QueryBlock {
   int64_t problem, h, hk;  // hk: the key/value head of h
   int64_t i0, m;           // queries [i0, i0 + m) of the problem
-  const float* q;          // content rows, stride p.q_st
+  const float* q;          // content rows, stride p.q.stride[1]
   const int64_t* qpos;
   int64_t qmin, qmax;
   const float* qv = nullptr;          // XL: rows of q + v_h (stride H * D)
   std::vector<float> qa;              // Shaw: (m, rows) q_i . a_k[r], unscaled
 };
 
-inline QueryBlock MakeQueryBlock(const AttnPlan& p, int64_t problem, int64_t h, int64_t i0) {
-  const AttnProblem& pr = p.problems[problem];
+inline QueryBlock MakeQueryBlock(const AttentionPlan& p, int64_t problem, int64_t h, int64_t i0) {
+  const AttentionProblem& pr = p.problems[problem];
   QueryBlock qb;
   qb.problem = problem, qb.h = h, qb.hk = h / (p.H / p.Hkv);
-  qb.i0 = i0, qb.m = std::min(kAttnBlockQ, pr.nq - i0);
-  qb.q = p.q + pr.b * p.q_sb + (pr.q0 + i0) * p.q_st + h * p.q_sh;
-  qb.qpos = p.q_pos + pr.b * p.Q + pr.q0 + i0;
+  qb.i0 = i0, qb.m = std::min(kAttentionBlockQ, pr.nq - i0);
+  qb.q = p.q.at(pr.b, pr.q0 + i0, h);
+  qb.qpos = p.q_pos.data() + pr.b * p.Q + pr.q0 + i0;
   const auto [lo, hi] = std::minmax_element(qb.qpos, qb.qpos + qb.m);
   qb.qmin = *lo, qb.qmax = *hi;
-  if (p.xl) qb.qv = p.xl->qv + ((pr.b * p.Q + pr.q0 + i0) * p.H + h) * p.D;
+  if (p.transformer_xl) qb.qv = p.transformer_xl->qv + ((pr.b * p.Q + pr.q0 + i0) * p.H + h) * p.D;
   return qb;
 }
 
 // The per-block products the tiles gather from (Shaw's q a_k^T), once the block is known visible.
-inline void PrepareQueryBlock(const AttnPlan& p, QueryBlock& qb) {
+inline void PrepareQueryBlock(const AttentionPlan& p, QueryBlock& qb) {
   if (!p.shaw) return;
   qb.qa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
-  TileGemm({qb.m, p.shaw->rows, p.D, qb.q, p.q_st, 1, p.shaw->a_k_t, p.shaw->rows, qb.qa.data(), p.shaw->rows, 1.0f, false});
+  TileGemm({qb.m, p.shaw->rows, p.D, qb.q, p.q.stride[1], 1, p.shaw->a_k_t, p.shaw->rows, qb.qa.data(), p.shaw->rows, 1.0f, false});
 }
 
 // Whether the mask leaves any pair of the block and the key positions kpos[0, n) visible.
-inline bool TileVisible(const AttnPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
   const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
   if (p.causal && *lo > qb.qmax) return false;
   if (p.window > 0 && (qb.qmin - *hi >= p.window || *lo - qb.qmax >= p.window)) return false;
@@ -67,7 +67,7 @@ inline bool TileVisible(const AttnPlan& p, const QueryBlock& qb, const int64_t* 
 struct DeltaSpan {
   int64_t c0 = 0, w = 0;
 };
-inline DeltaSpan TileDeltaSpan(const XLTerms& xl, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+inline DeltaSpan TileDeltaSpan(const TransformerXLTerms& xl, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
   const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
   const int64_t c0 = (*xl.delta)(qb.qmin - *hi), c1 = (*xl.delta)(qb.qmax - *lo);
   return {c0, c1 - c0 + 1};
@@ -93,27 +93,27 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
   }
 }
 
-// S (m x n, row stride kAttnBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
+// S (m x n, row stride kAttentionBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
 // kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots).
 // scratch: reused across calls.
-inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
+inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
                        float* HWY_RESTRICT S, std::vector<float>& scratch) {
-  const AttnProblem& pr = p.problems[qb.problem];
-  const int64_t* kpos = p.k_pos + pr.b * p.K + pr.k0 + kt0;
+  const AttentionProblem& pr = p.problems[qb.problem];
+  const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   if (kt) {
-    TileGemm({qb.m, n, p.D, qb.q, p.q_st, 1, kt + kt0, nk, S, kAttnBlockK, p.scale, false});
+    TileGemm({qb.m, n, p.D, qb.q, p.q.stride[1], 1, kt + kt0, nk, S, kAttentionBlockK, p.scale, false});
   } else {
-    const float* k = p.k + pr.b * p.k_sb + (pr.k0 + kt0) * p.k_st + qb.hk * p.k_sh;
-    RowDots(qb.m, n, p.D, qb.q, p.q_st, k, p.k_st, p.scale, S, kAttnBlockK);
+    const float* k = p.k.at(pr.b, pr.k0 + kt0, qb.hk);
+    RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], k, p.k.stride[1], p.scale, S, kAttentionBlockK);
   }
-  if (p.xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
-    const XLTerms& xl = *p.xl;
+  if (p.transformer_xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
+    const TransformerXLTerms& xl = *p.transformer_xl;
     const DeltaSpan span = TileDeltaSpan(xl, qb, kpos, n);
     scratch.resize(static_cast<size_t>(qb.m * span.w));
     TileGemm({qb.m, span.w, p.D, qb.qv, p.H * p.D, 1, xl.rproj_t + qb.h * p.D * xl.n + span.c0, xl.n, scratch.data(),
               span.w, p.scale, false});
     for (int64_t i = 0; i < qb.m; ++i)
-      for (int64_t j = 0; j < n; ++j) S[i * kAttnBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
+      for (int64_t j = 0; j < n; ++j) S[i * kAttentionBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
   }
   // Ordinary positions make a tile's keys a unit run: the bias row is then a contiguous slice of
   // the lookup (a vector add); and a tile entirely inside the mask needs no per-pair test.
@@ -123,7 +123,7 @@ inline void TileLogits(const AttnPlan& p, const QueryBlock& qb, const float* kt,
   const bool all_visible = !(p.causal && *kmax > qb.qmin) &&
                            !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window));
   for (int64_t i = 0; i < qb.m; ++i) {
-    float* HWY_RESTRICT s = S + i * kAttnBlockK;
+    float* HWY_RESTRICT s = S + i * kAttentionBlockK;
     const int64_t qp = qb.qpos[i];
     if (p.shaw) {
       const float* qa = qb.qa.data() + i * p.shaw->rows;

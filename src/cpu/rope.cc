@@ -6,7 +6,7 @@
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
 #include "src/cpu/angles-inl.h"
-#include "src/cpu/kernels.h"
+#include "src/cpu/rope.h"
 
 #include <cstring>
 
@@ -59,7 +59,7 @@ HWY_INLINE void RotateInterleaved(const float* HWY_RESTRICT cx, const float* HWY
   }
 }
 
-void RopeRotateRows(const AngleTable& a, TokenGrid grid, PairLayout layout, const HeadRows* tensors,
+void RopeRotateRows(const AngleTable& a, TokenGrid grid, RopeLayout layout, const HeadRows* tensors,
                     int num_tensors, int64_t row_begin, int64_t row_end) {
   const int64_t pairs = a.pairs, rotary_dim = 2 * pairs;
   const int64_t padded = PaddedPairs(pairs);
@@ -73,7 +73,7 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, PairLayout layout, cons
   for (int64_t r = row_begin; r < row_end; ++r) {
     RowAngles(a, grid.rows(), r, angle, padded);
     SinCos(angle, padded, static_cast<float>(a.scale), a.inverse, sn, cs);
-    if (layout == PairLayout::interleaved) {
+    if (layout == RopeLayout::interleaved) {
       for (int64_t j = 0; j < pairs; ++j) {
         cx[2 * j] = cx[2 * j + 1] = cs[j];
         sx[2 * j] = -sn[j];
@@ -84,10 +84,10 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, PairLayout layout, cons
     const int64_t b = r / grid.tokens, t = r % grid.tokens;
     for (int i = 0; i < num_tensors; ++i) {
       const HeadRows& x = tensors[i];
-      for (int64_t h = 0; h < x.heads; ++h) {
-        const float* in = x.in + b * x.in_stride_b + t * x.in_stride_t + h * x.in_stride_h;
-        float* out = x.out + b * x.out_stride_b + t * x.out_stride_t + h * x.out_stride_h;
-        if (layout == PairLayout::half) RotateHalf(cs, sn, pairs, in, out);
+      for (int64_t h = 0; h < x.in.extent[2]; ++h) {
+        const float* in = x.in.at(b, t, h);
+        float* out = x.out.at(b, t, h);
+        if (layout == RopeLayout::half) RotateHalf(cs, sn, pairs, in, out);
         else RotateInterleaved(cx, sx, rotary_dim, in, out);
         if (out != in && x.dim > rotary_dim)
           std::memcpy(out + rotary_dim, in + rotary_dim, sizeof(float) * static_cast<size_t>(x.dim - rotary_dim));
@@ -106,9 +106,8 @@ void SinCosRowsImpl(const AngleTable& a, TokenGrid grid, const SinCosOut& o, int
   for (int64_t r = row_begin; r < row_end; ++r) {
     RowAngles(a, grid.rows(), r, angle, padded);
     SinCos(angle, padded, static_cast<float>(a.scale), a.inverse, sn, cs);
-    const int64_t off = (r / grid.tokens) * o.stride_b + (r % grid.tokens) * o.stride_t;
-    float* so = o.sin_out + off;
-    float* co = o.cos_out + off;
+    float* so = o.sin_out.at(r / grid.tokens, r % grid.tokens);
+    float* co = o.cos_out.at(r / grid.tokens, r % grid.tokens);
     const int64_t es = o.elem_stride;
     if (o.accumulate) {
       for (int64_t j = 0; j < a.pairs; ++j) {
@@ -135,10 +134,10 @@ namespace posenc::cpu {
 HWY_EXPORT(RopeRotateRows);
 HWY_EXPORT(SinCosRowsImpl);
 
-void rope_rotate(const AngleTable& angles, TokenGrid grid, PairLayout layout, const HeadRows* tensors,
+void rope_rotate(const AngleTable& angles, TokenGrid grid, RopeLayout layout, const HeadRows* tensors,
                  int num_tensors) {
   int64_t work_per_row = 0;
-  for (int i = 0; i < num_tensors; ++i) work_per_row += tensors[i].heads * tensors[i].dim;
+  for (int i = 0; i < num_tensors; ++i) work_per_row += tensors[i].in.extent[2] * tensors[i].dim;
   parallel_chunks(grid.rows(), work_per_row, [&](int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(RopeRotateRows)(angles, grid, layout, tensors, num_tensors, begin, end);
   });

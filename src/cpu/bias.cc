@@ -1,5 +1,5 @@
-// src/cpu/distance_bias.cc: see distance_bias.h.
-#include "src/cpu/distance_bias.h"
+// src/cpu/bias.cc: see bias.h.
+#include "src/cpu/bias.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,28 +8,7 @@
 
 namespace posenc::cpu {
 
-float DistanceBias::value(int64_t d, int64_t head) const {
-  if (slopes) {
-    const double m = slopes[head];
-    return static_cast<float>(symmetric ? -m * static_cast<double>(d < 0 ? -d : d) : m * static_cast<double>(d));
-  }
-  return table[relative_bias_row(*rows_config, d) * table_stride_row + head * table_stride_head];
-}
-
-DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos) {
-  DistanceRange r;
-  if (q_pos.empty() || k_pos.empty()) return r;
-  const auto [qmin, qmax] = std::minmax_element(q_pos.begin(), q_pos.end());
-  const auto [kmin, kmax] = std::minmax_element(k_pos.begin(), k_pos.end());
-  r.lo = *kmin - *qmax;
-  r.hi = *kmax - *qmin;
-  // Tabulate when the range is comparable to the block (always, for ordinary sequences).
-  const int64_t limit = 4 * static_cast<int64_t>(q_pos.size() + k_pos.size()) + 4096;
-  r.use_lut = r.hi - r.lo < limit;
-  return r;
-}
-
-std::vector<float> distance_lut(const DistanceBias& bias, int64_t heads, const DistanceRange& range) {
+std::vector<float> distance_lut(const Bias& bias, int64_t heads, const DistanceRange& range) {
   std::vector<float> lut(static_cast<size_t>(heads * range.size()));
   parallel_for(heads, [&](int64_t h) {
     for (int64_t d = range.lo; d <= range.hi; ++d) lut[h * range.size() + (d - range.lo)] = bias.value(d, h);
@@ -45,8 +24,9 @@ bool is_unit_run(const std::vector<int64_t>& p) {
 }
 }  // namespace
 
-void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::vector<int64_t>& q_pos,
-                           const std::vector<int64_t>& k_pos, float* out, int64_t sh, int64_t sq, int64_t sk) {
+void bias_block(const Bias& bias, const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos,
+                Strided<float, 3> out) {
+  const int64_t heads = out.extent[0], sk = out.stride[2];
   const int64_t nq = static_cast<int64_t>(q_pos.size()), nk = static_cast<int64_t>(k_pos.size());
   if (nq == 0 || nk == 0) return;
   const DistanceRange range = distance_range(q_pos, k_pos);
@@ -54,7 +34,7 @@ void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::v
     parallel_chunks(heads * nq, nk, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t h = r / nq, i = r % nq;
-        for (int64_t j = 0; j < nk; ++j) out[h * sh + i * sq + j * sk] = bias.value(k_pos[j] - q_pos[i], h);
+        for (int64_t j = 0; j < nk; ++j) out(h, i, j) = bias.value(k_pos[j] - q_pos[i], h);
       }
     });
     return;
@@ -66,7 +46,7 @@ void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::v
     for (int64_t r = begin; r < end; ++r) {
       const int64_t h = r / nq, i = r % nq;
       const int64_t base = h * range.size() - range.lo - q_pos[i];  // lut[base + k] = bias(k - q_i)
-      float* o = out + h * sh + i * sq;
+      float* o = out.at(h, i, 0);
       if (contiguous) std::memcpy(o, lut.data() + (base + k_pos[0]), sizeof(float) * static_cast<size_t>(nk));
       else
         for (int64_t j = 0; j < nk; ++j) o[j * sk] = lut[base + k_pos[j]];
@@ -74,9 +54,10 @@ void distance_bias_forward(const DistanceBias& bias, int64_t heads, const std::v
   });
 }
 
-void distance_bias_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
-                            const std::vector<int64_t>& k_pos, const float* grad, int64_t sh, int64_t sq,
-                            int64_t sk, float* grad_table, int64_t gt_stride_row, int64_t gt_stride_head) {
+void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                         const std::vector<int64_t>& k_pos, Strided<const float, 3> grad,
+                         Strided<float, 2> grad_table) {
+  const int64_t sk = grad.stride[2];
   const int64_t nq = static_cast<int64_t>(q_pos.size()), nk = static_cast<int64_t>(k_pos.size());
   if (nq == 0 || nk == 0) return;
   const DistanceRange range = distance_range(q_pos, k_pos);
@@ -89,17 +70,17 @@ void distance_bias_backward(const RelativeBiasConfig& config, const std::vector<
       std::vector<double> per_distance(range.size(), 0.0);
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t base = -range.lo - q_pos[i];  // per_distance[base + k] sums distance k - q_i
-        const float* g = grad + h * sh + i * sq;
+        const float* g = grad.at(h, i, 0);
         for (int64_t j = 0; j < nk; ++j) per_distance[base + k_pos[j]] += g[j * sk];
       }
       for (int64_t d = range.lo; d <= range.hi; ++d) per_row[relative_bias_row(config, d)] += per_distance[d - range.lo];
     } else {
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t j = 0; j < nk; ++j)
-          per_row[relative_bias_row(config, k_pos[j] - q_pos[i])] += grad[h * sh + i * sq + j * sk];
+          per_row[relative_bias_row(config, k_pos[j] - q_pos[i])] += grad(h, i, j);
     }
     for (int64_t r = 0; r < rows; ++r)
-      grad_table[r * gt_stride_row + h * gt_stride_head] += static_cast<float>(per_row[r]);
+      grad_table(r, h) += static_cast<float>(per_row[r]);
   });
 }
 

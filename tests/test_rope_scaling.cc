@@ -1,5 +1,4 @@
-// tests/test_frequencies.cc: host-side RoPE frequency math for every HF rope_scaling type, and
-// the HF config.json parser.
+// tests/test_rope_scaling.cc: host-side RoPE frequency math for every HF rope_scaling type.
 #include <cmath>
 #include <numbers>
 
@@ -164,85 +163,6 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
     EXPECT_DOUBLE_EQ(f.inv_freq[j], std::pow(100.0, -4.0 * j / 16));
     EXPECT_EQ(f.inv_freq[j + 4], f.inv_freq[j]);
   }
-}
-
-// ---------------------------------------------------------------- config.json
-TEST(RopeConfigJson, Llama31) {
-  const RopeConfig c = rope_config_from_hf_json(R"({
-    "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
-    "rope_theta": 500000.0,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
-  EXPECT_EQ(c.head_dim, 128);
-  EXPECT_EQ(c.effective_rotary_dim(), 128);
-  EXPECT_EQ(c.base, 500000.0);
-  EXPECT_EQ(c.scaling.type, RopeScalingType::llama3);
-  EXPECT_EQ(c.scaling.original_max_position_embeddings, 8192);
-  EXPECT_EQ(c.layout, RopeLayout::half);
-}
-
-TEST(RopeConfigJson, Phi3LongRopeWithTopLevelOriginalContext) {
-  std::string factors = "[";
-  for (int i = 0; i < 48; ++i) {
-    if (i) factors += ",";
-    factors += std::to_string(1.0 + i * 0.1);
-  }
-  factors += "]";
-  const RopeConfig c = rope_config_from_hf_json(
-      R"({"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
-          "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
-          "rope_scaling": {"type": "longrope", "short_factor": )" + factors + R"(, "long_factor": )" + factors + "}}");
-  EXPECT_EQ(c.head_dim, 96);
-  EXPECT_EQ(c.scaling.type, RopeScalingType::longrope);
-  EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
-  EXPECT_EQ(c.scaling.long_factor.size(), 48u);
-}
-
-TEST(RopeConfigJson, Qwen2VlMropeAndPartialRotaryAndGptJ) {
-  RopeConfig c = rope_config_from_hf_json(R"({"hidden_size": 1536, "num_attention_heads": 12, "rope_theta": 1000000.0,
-      "max_position_embeddings": 32768, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
-  EXPECT_EQ(c.multimodal, RopeMultimodal::mrope);
-  EXPECT_EQ(c.mrope_section, (std::vector<int64_t>{16, 24, 24}));
-  EXPECT_EQ(c.scaling.type, RopeScalingType::none);
-  c = rope_config_from_hf_json(R"({"hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": 0.4})");
-  EXPECT_EQ(c.head_dim, 80);
-  EXPECT_EQ(c.rotary_dim, 32);
-  c = rope_config_from_hf_json(R"({"model_type": "gptj", "n_embd": 4096, "head_dim": 256, "rotary_dim": 64})");
-  EXPECT_EQ(c.layout, RopeLayout::interleaved);
-  EXPECT_EQ(c.rotary_dim, 64);
-  c = rope_config_from_hf_json(R"({"text_config": {"hidden_size": 2048, "num_attention_heads": 16,
-      "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
-  EXPECT_EQ(c.multimodal, RopeMultimodal::mrope_interleaved);
-  c = rope_config_from_hf_json(R"({"head_dim": 64, "rope_scaling": {"type": "yarn", "factor": 4.0,
-      "original_max_position_embeddings": 32768}})");
-  EXPECT_EQ(c.scaling.type, RopeScalingType::yarn);
-}
-
-TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
-  auto expect_error = [](const std::string& json, const std::string& needle) {
-    try {
-      rope_config_from_hf_json(json);
-      ADD_FAILURE() << "no error for " << json;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  expect_error("{\"hidden_size\": 64,", "malformed JSON");
-  expect_error("[1, 2]", "must be an object");
-  expect_error(R"({"rope_theta": 10000})", "missing head_dim, or hidden_size and num_attention_heads");
-  expect_error(R"({"hidden_size": 100, "num_attention_heads": 3})", "not divisible");
-  expect_error(R"({"head_dim": 1})", "head_dim = 1 with partial_rotary_factor = 1 gives rotary_dim = 1");
-  expect_error(R"({"head_dim": 64, "partial_rotary_factor": 0.01})", "gives rotary_dim = 0");
-  expect_error(R"({"head_dim": 64, "rope_theta": "big"})", "rope_theta = \"big\" is invalid");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear"}})", "missing the required key 'factor'");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "magic", "factor": 2}})", "rope_type = \"magic\"");
-  expect_error(R"({"head_dim": 64, "max_position_embeddings": 8192, "original_max_position_embeddings": 4096,
-                   "rope_scaling": {"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]}})",
-               "short_factor has 2 values, expected rotary_dim/2 = 32");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8}})", "low_freq_factor");
-  expect_error(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "partial_rotary_factor = 1.5");
-  expect_error(R"({"head_dim": 63})", "must be even");
-  EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
 }
 
 }  // namespace

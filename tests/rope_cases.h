@@ -1,6 +1,6 @@
-// tests/case_grid.h: one grid of RoPE cases, real model configurations (sizes of B, T, H scaled
-// down; head_dim, rotary_dim, base and scaling as published) plus edge cases. Used by the tests
-// and, with full sizes, by the benchmarks.
+// tests/rope_cases.h: one grid of RoPE cases, real model configurations (sizes of B, T, H scaled
+// down; head_dim, rotary_dim, base and scaling as published) plus edge cases. Used by
+// tests/test_rope.cc and, with full sizes, by bench/bench_rope.cc.
 #pragma once
 #include <string>
 #include <vector>

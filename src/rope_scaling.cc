@@ -1,13 +1,12 @@
-// src/frequencies.cc: host-side positional math in double. Every kernel receives the tables
-// computed here (inverse frequencies, slopes, buckets) and stays branch-free.
+// src/rope_scaling.cc: the RoPE frequency table on the host, in double: validation of a RopeConfig
+// and every HuggingFace rope_scaling type (transformers/modeling_rope_utils.py). Kernels receive the
+// table and stay branch-free.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "check.h"
-#include "posenc/absolute.h"
-#include "posenc/bias.h"
 #include "posenc/rope.h"
+#include "src/check.h"
 
 namespace posenc {
 using detail::check_finite;
@@ -15,7 +14,6 @@ using detail::check_positive;
 using detail::fail;
 using detail::fail_arg;
 
-// ================================================================ RoPE
 const char* rope_layout_name(RopeLayout layout) {
   return layout == RopeLayout::half ? "half" : "interleaved";
 }
@@ -273,144 +271,6 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
     }
   }
   return out;
-}
-
-// ================================================================ sinusoidal
-void validate(const SinusoidalConfig& c) {
-  const char* op = "sinusoidal";
-  if (c.dim <= 0) fail_arg(op, "dim", c.dim, "must be > 0");
-  if (c.layout == SinusoidalLayout::interleaved && c.dim % 2 != 0)
-    fail_arg(op, "dim", c.dim, "must be even for the interleaved layout (odd dims: use the split layout)");
-  check_positive(op, "base", c.base);
-  if (c.frequencies == SinusoidalFrequencies::half_dim_minus_one && c.dim / 2 < 2)
-    fail_arg(op, "dim", c.dim, "must be >= 4 for frequencies 'half_dim_minus_one' (divides by dim/2 - 1)");
-  constexpr int64_t kLimit = int64_t{1} << 53;
-  if (c.position_offset > kLimit || c.position_offset < -kLimit)
-    fail_arg(op, "position_offset", c.position_offset, "must lie in [-2^53, 2^53]");
-}
-
-std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
-  validate(c);
-  const int64_t half = c.dim / 2;
-  const double denominator = c.frequencies == SinusoidalFrequencies::model_dim
-                                 ? static_cast<double>(c.dim) / 2.0
-                                 : static_cast<double>(half - 1);
-  std::vector<double> w(half);
-  for (int64_t i = 0; i < half; ++i) w[i] = std::pow(c.base, -static_cast<double>(i) / denominator);
-  return w;
-}
-
-// ================================================================ binary
-void validate(const BinaryConfig& c) {
-  if (c.bits < 1 || c.bits > 62) fail_arg("binary", "bits", c.bits, "must be in [1, 62]");
-}
-int64_t binary_bits_for_length(int64_t max_len) {
-  if (max_len < 1) fail_arg("binary", "max_len", max_len, "must be >= 1");
-  int64_t bits = 1;
-  while (bits < 62 && (int64_t{1} << bits) < max_len) ++bits;
-  return bits;
-}
-
-// ================================================================ ALiBi
-void validate(const AlibiConfig& c) {
-  if (c.heads <= 0) fail_arg("alibi", "heads", c.heads, "must be > 0");
-  if (c.heads > (int64_t{1} << 20)) fail_arg("alibi", "heads", c.heads, "must be <= 2^20");
-  if (c.slopes == AlibiSlopes::mpt) check_positive("alibi", "alibi_bias_max", c.alibi_bias_max);
-}
-
-std::vector<double> alibi_slopes(const AlibiConfig& c) {
-  validate(c);
-  const int64_t n = c.heads;
-  std::vector<double> slopes;
-  if (c.slopes == AlibiSlopes::bloom) {
-    // Press et al. get_slopes / BLOOM build_alibi_tensor.
-    int64_t closest = 1;
-    while (closest * 2 <= n) closest *= 2;
-    // base^i with base = 2^(-8/closest), written as one exp2 so powers of two come out exact.
-    const double c = static_cast<double>(closest);
-    for (int64_t i = 1; i <= closest; ++i) slopes.push_back(std::exp2(-8.0 * static_cast<double>(i) / c));
-    // extra_base^(2i+1) with extra_base = 2^(-4/closest): every other slope of 2 * closest heads.
-    for (int64_t i = 0; i < n - closest; ++i) slopes.push_back(std::exp2(-4.0 * static_cast<double>(2 * i + 1) / c));
-  } else {
-    // MPT gen_slopes: m_i = i * max / n' for n' = 2^ceil(log2 n); odd-indexed first, then even.
-    int64_t np2 = 1;
-    while (np2 < n) np2 *= 2;
-    std::vector<double> all(np2);
-    for (int64_t i = 0; i < np2; ++i) all[i] = std::exp2(-static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
-    if (np2 == n) {
-      slopes = all;
-    } else {
-      for (int64_t i = 1; i < np2; i += 2) slopes.push_back(all[i]);
-      for (int64_t i = 0; i < np2; i += 2) slopes.push_back(all[i]);
-      slopes.resize(n);
-    }
-  }
-  return slopes;
-}
-
-// ================================================================ relative bias buckets
-RelativeBiasConfig RelativeBiasConfig::clipped(int64_t heads, int64_t max_distance) {
-  RelativeBiasConfig c;
-  c.heads = heads;
-  c.bucketing = Bucketing::clipped;
-  c.max_distance = max_distance;
-  return c;
-}
-RelativeBiasConfig RelativeBiasConfig::t5(int64_t heads, int64_t num_buckets, int64_t max_distance,
-                                          bool bidirectional) {
-  RelativeBiasConfig c;
-  c.heads = heads;
-  c.bucketing = Bucketing::t5;
-  c.num_buckets = num_buckets;
-  c.max_distance = max_distance;
-  c.bidirectional = bidirectional;
-  return c;
-}
-int64_t RelativeBiasConfig::num_rows() const {
-  return bucketing == Bucketing::t5 ? num_buckets : 2 * max_distance + 1;
-}
-
-void validate(const RelativeBiasConfig& c) {
-  const char* op = c.bucketing == Bucketing::t5 ? "t5_bias" : "relative_bias";
-  if (c.heads <= 0) fail_arg(op, "heads", c.heads, "must be > 0");
-  if (c.bucketing == Bucketing::clipped) {
-    if (c.max_distance < 0 || c.max_distance > (int64_t{1} << 30))
-      fail_arg(op, "max_distance", c.max_distance, "must be in [0, 2^30]");
-    return;
-  }
-  const int64_t exact = c.bidirectional ? c.num_buckets / 4 : c.num_buckets / 2;
-  if (c.num_buckets < (c.bidirectional ? 4 : 2) || c.num_buckets > (int64_t{1} << 20))
-    fail_arg(op, "num_buckets", c.num_buckets, c.bidirectional ? "must be in [4, 2^20] when bidirectional" : "must be in [2, 2^20]");
-  if (c.max_distance <= exact)
-    fail_arg(op, "max_distance", c.max_distance,
-             "must exceed the exact buckets (num_buckets/" + std::string(c.bidirectional ? "4" : "2") + " = " +
-                 std::to_string(exact) + ")");
-}
-
-int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
-  int64_t bucket = 0;
-  int64_t n;
-  if (bidirectional) {
-    num_buckets /= 2;
-    if (relative_position > 0) bucket += num_buckets;
-    n = relative_position < 0 ? -relative_position : relative_position;
-  } else {
-    n = relative_position < 0 ? -relative_position : 0;
-  }
-  const int64_t max_exact = num_buckets / 2;
-  if (n < max_exact) return bucket + n;
-  // T5 / HF evaluate this in float32: log(n / max_exact) / log(max_distance / max_exact) * (nb - max_exact),
-  // the second log in double (Python's math.log) then rounded to float with the tensor op.
-  const float ratio = static_cast<float>(n) / static_cast<float>(max_exact);
-  const float log_range = static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)));
-  const float scaled = std::log(ratio) / log_range * static_cast<float>(num_buckets - max_exact);
-  const int64_t large = max_exact + static_cast<int64_t>(scaled);
-  return bucket + std::min(large, num_buckets - 1);
-}
-
-int64_t relative_bias_row(const RelativeBiasConfig& c, int64_t d) {
-  if (c.bucketing == Bucketing::t5) return t5_bucket(d, c.bidirectional, c.num_buckets, c.max_distance);
-  return std::clamp(d, -c.max_distance, c.max_distance) + c.max_distance;
 }
 
 }  // namespace posenc

@@ -1,0 +1,29 @@
+// src/cpu/bias.h: biases that depend only on d = k_pos - q_pos (T5, clipped, ALiBi), CPU loops.
+// A block of (query, key) pairs is filled from a per-head lookup over the block's distance range,
+// so no S x S intermediate exists; the attention kernel uses the same lookup per tile.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "src/bias_plan.h"
+#include "src/strided.h"
+
+namespace posenc::cpu {
+using detail::Bias;
+using detail::DistanceRange;
+using detail::distance_range;
+
+// lut[h * range.size() + (d - range.lo)] = bias.value(d, h) for every distance of the range.
+std::vector<float> distance_lut(const Bias& bias, int64_t heads, const DistanceRange& range);
+
+// out (H, Q, K) = bias(k_pos[j] - q_pos[i], h).
+void bias_block(const Bias& bias, const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos,
+                Strided<float, 3> out);
+
+// grad_table (rows, H) += the sum of grad (H, Q, K) over pairs mapped to each row; per head in a
+// fixed order, so thread-count independent.
+void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                         const std::vector<int64_t>& k_pos, Strided<const float, 3> grad,
+                         Strided<float, 2> grad_table);
+
+}  // namespace posenc::cpu

@@ -1,0 +1,54 @@
+// src/rope_plan.h: RoPE's device-independent plan, the internal entry that other ops (the attention
+// plan, the KV cache) use to rotate rows whose positions they have already gathered and checked,
+// without going back through the public Rope API (which would validate and gather again).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "posenc/rope.h"
+#include "src/strided.h"
+
+namespace posenc::detail {
+
+// Rows of a (B, T, ...) token grid; row n = (b, t) = (n / tokens, n % tokens).
+struct TokenGrid {
+  int64_t batch = 0, tokens = 0;
+  int64_t rows() const { return batch * tokens; }
+};
+
+// The angle of pair j for row n: positions[stream[j] * rows + n] + position_offset, times inv_freq[j].
+// cos and sin are multiplied by `scale`; sin is negated when `inverse` (the transposed rotation).
+struct AngleTable {
+  const double* inv_freq = nullptr;  // (pairs,)
+  const uint8_t* stream = nullptr;   // (pairs,) or null for a single stream
+  int64_t pairs = 0;
+  const int64_t* positions = nullptr;  // (streams, rows) contiguous
+  int64_t position_offset = 0;
+  double scale = 1.0;
+  bool inverse = false;
+};
+
+// One tensor to rotate: rows (B, T, H) of `dim` contiguous elements; `in` may equal `out` (in place).
+struct HeadRows {
+  Strided<const float, 3> in;
+  Strided<float, 3> out;
+  int64_t dim = 0;
+};
+
+struct RopePlan {
+  std::vector<int64_t> positions;  // (S, B, T) contiguous, range-checked
+  RopeFrequencies freq;            // for the call's sequence length (a copy: a few hundred bytes)
+  RopeLayout layout = RopeLayout::half;
+  bool multi_stream = false;
+
+  AngleTable angles(bool inverse) const;
+};
+
+// seq_len: as RopeCall::seq_len; default max(position) + 1 (HF's dynamic_rope_update).
+RopePlan plan_rope(const Rope& rope, std::vector<int64_t> positions, std::optional<int64_t> seq_len);
+
+// Rotates (or, inverse, rotates back) rows (B, T, H) of the tensors by the plan's angles.
+void rope_apply(const RopePlan& plan, TokenGrid grid, const HeadRows* tensors, int num_tensors,
+                bool inverse);
+
+}  // namespace posenc::detail
