@@ -1,0 +1,57 @@
+// bench/bench_kv_cache.cc: decode, one new token against a long KV cache; bandwidth-bound (it
+// reads every cached key and value once): limit = a memcpy of the same bytes, timed in the same
+// iterations. Reports tokens/s and vs_memcpy.
+#include <cstring>
+
+#include "bench_limits.h"
+#include "posenc/attention.h"
+#include "posenc/kv_cache.h"
+
+namespace {
+using namespace posenc::bench;
+
+// One token against a cache of range(0) tokens, 8 query heads over range(1) key/value heads, D 128,
+// RoPE + ALiBi (the most work per key of the scalar encodings).
+void BM_attention_decode(benchmark::State& state) {
+  const int64_t K = state.range(0), Hkv = state.range(1), H = 8, D = 128;
+  posenc::RopeConfig rc;
+  rc.head_dim = D;
+  const posenc::Rope rope(rc);
+  posenc::KVCache cache(1, Hkv, D, &rope);
+  {
+    const std::vector<float> k = random_floats(K * Hkv * D, 8), v = random_floats(K * Hkv * D, 9);
+    cache.append(posenc::view(k.data(), {1, K, Hkv, D}), posenc::view(v.data(), {1, K, Hkv, D}));
+  }
+  posenc::AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.rope = &rope;
+  cfg.bias.kind = posenc::AttentionBias::Kind::alibi;
+  cfg.bias.alibi.heads = H;
+  const std::vector<float> q = random_floats(H * D, 10);
+  std::vector<float> out(H * D);
+  const double bytes = 2.0 * K * Hkv * D * sizeof(float);  // every cached key and value, once
+  std::vector<float> src(static_cast<size_t>(bytes / sizeof(float))), dst(src.size());
+  double attend_s = 0, memcpy_s = 0;
+  for (auto _ : state) {
+    double t0 = omp_get_wtime();
+    cache.attend(cfg, posenc::view(q.data(), {1, 1, H, D}), posenc::view(out.data(), {1, 1, H, D}));
+    attend_s += omp_get_wtime() - t0;
+    t0 = omp_get_wtime();
+    const int64_t threads = omp_get_max_threads(), chunk = static_cast<int64_t>(src.size()) / threads;
+#pragma omp parallel for
+    for (int64_t t = 0; t < threads; ++t) std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk * sizeof(float));
+    memcpy_s += omp_get_wtime() - t0;
+    benchmark::ClobberMemory();
+  }
+  const double n = static_cast<double>(state.iterations());
+  state.counters["tokens_per_s"] = n / attend_s;
+  state.counters["GBps"] = bytes * n / attend_s / 1e9;
+  state.counters["memcpy_GBps"] = 2 * bytes * n / memcpy_s / 1e9;  // read + write
+  state.counters["vs_memcpy"] = (bytes * n / attend_s) / (2 * bytes * n / memcpy_s);
+}
+
+}  // namespace
+
+BENCHMARK(BM_attention_decode)->ArgNames({"K", "Hkv"})->Args({32768, 8})->Args({32768, 2})->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();
