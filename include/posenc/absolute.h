@@ -1,6 +1,6 @@
 // posenc/absolute.h: absolute encodings, added to the token embeddings.
-//   sinusoidal (Vaswani et al. 2017), learned tables (BERT, GPT-2, ViT), binary codes (seed 004's
-//   counter-example: unique, but neighbours such as 7 = 0111 and 8 = 1000 are far apart).
+//   sinusoidal (Vaswani et al. 2017), learned tables (BERT, GPT-2, ViT), binary codes (the textbook
+//   counter-example of a good encoding: unique, but neighbours such as 7 = 0111 and 8 = 1000 are far apart).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -11,7 +11,7 @@ namespace posenc {
 
 // ---------------------------------------------------------------- sinusoidal
 // Layout, dim = 8, frequencies w_0 > w_1 > w_2 > w_3:
-//   interleaved (paper, seeds):            [s0 c0 s1 c1 s2 c2 s3 c3]
+//   interleaved (the paper):               [s0 c0 s1 c1 s2 c2 s3 c3]
 //   split (tensor2tensor, fairseq, T-XL):  [s0 s1 s2 s3 c0 c1 c2 c3]
 enum class SinusoidalLayout : uint8_t { interleaved, split };
 // w_i = base^(-i / denominator):
@@ -49,7 +49,7 @@ void learned_backward(ConstTensorView grad_out, ConstTensorView positions, Tenso
 // ---------------------------------------------------------------- binary
 // Position p as its `bits` binary digits, most significant first (7 -> 0 1 1 1 with bits = 4),
 // written as {0, 1} or, with signed_values, {-1, +1}. p must lie in [0, 2^bits): position 300
-// with 8 bits is an error, which is the seed's point about this code not generalising.
+// with 8 bits is an error, which is why this code does not generalise past its bits.
 struct BinaryConfig {
   int64_t bits = 0;  // 1..62
   bool signed_values = true;

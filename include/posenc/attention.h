@@ -4,7 +4,7 @@
 //   out_i = sum_j softmax_j(logit_ij) (v_j + value_term_ij)
 //   logit_ij = scale * (q_i . k_j + vector_terms_ij) + bias_ij,   masked pairs excluded
 //
-// with, by encoding (RoPE combines with a bias: RoPE + ALiBi, RoPE + T5 are the seeds' hybrids):
+// with, by encoding (RoPE combines with a bias: RoPE + ALiBi, RoPE + T5 are the usual hybrids):
 //   RoPE            q and k rotated once before the tiles (Rope::forward on copies)
 //   ALiBi           bias_ij = -m_h (q_pos - k_pos)           (symmetric: -m_h |q_pos - k_pos|)
 //   relative / T5   bias_ij = table[row(k_pos - q_pos), h]

@@ -14,7 +14,7 @@ namespace posenc {
 // ---------------------------------------------------------------- learned relative bias
 // How a distance d = k - q becomes a table row.
 enum class Bucketing : uint8_t {
-  clipped,  // seed 000 / Shaw-style: row = clamp(d, -max_distance, max_distance) + max_distance
+  clipped,  // Shaw et al.-style clipping: row = clamp(d, -max_distance, max_distance) + max_distance
   t5,       // T5 (Raffel et al.): exact buckets near 0, log-spaced up to max_distance, then clamped
 };
 

@@ -1,5 +1,6 @@
 // python/src/arrays.h: numpy arrays (through nanobind's ndarray) as posenc views, without copies.
-// The Python layer (posenc/__init__.py) has already converted dtypes and allocated outputs; here
+// The Python layer (python/posenc/_checks.py, called by every public function) has already converted
+// dtypes, and the module functions allocated the outputs; here
 // an array becomes a view with its own strides, and a wrong dtype or rank is a posenc::Error
 // naming the argument (raised in Python as posenc.Error, a ValueError).
 #pragma once
