@@ -46,6 +46,7 @@ void learned_rows(Strided<const float, 2> table, const std::vector<int64_t>& pos
 void learned_rows_backward(Strided<const float, 3> grad_out, const std::vector<int64_t>& positions,
                            Strided<float, 2> grad_table) {
   const int64_t tokens = grad_out.extent[1], rows = grad_out.extent[0] * tokens, dim = grad_out.extent[2];
+  // forward: out(b, t) = table[positions(b, t)], so every row of grad_out adds into its table row.
   // Each chunk of columns is summed over rows in row order: the result is thread-count independent.
   parallel_chunks(dim, rows, [&](int64_t e0, int64_t e1) {
     for (int64_t r = 0; r < rows; ++r)

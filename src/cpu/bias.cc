@@ -62,7 +62,8 @@ void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int
   if (nq == 0 || nk == 0) return;
   const DistanceRange range = distance_range(q_pos, k_pos);
   const int64_t rows = config.num_rows();
-  // One task per head: the head's column of grad_table is owned by it, sums run in (i, j) order
+  // forward: out(h, i, j) = table[row(k_j - q_i), h], so each table row collects the gradients of
+  // the pairs mapped to it. One task per head: the head's column of grad_table is owned by it, sums run in (i, j) order
   // in double, so the result does not depend on the number of threads.
   parallel_for(config.heads, [&](int64_t h) {
     std::vector<double> per_row(rows, 0.0);

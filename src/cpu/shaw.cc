@@ -52,6 +52,8 @@ void shaw_key_logits_backward(const ShawShapes& sh, Strided<const float, 2> a_k,
   parallel_for(bhs, [&](int64_t bh) {
     const int64_t b = bh / sh.heads, h = bh % sh.heads;
     std::vector<double> g_row(rows);
+    // forward: logits_ij = Qa[i, r(i, j)] with Qa[i, r] = q_i . a_k[r]; so d Qa[i, r] = sum_{j: r(i,j) = r} g_ij,
+    // d q_i = sum_r d Qa[i, r] a_k[r] and d a_k[r] = sum_i d Qa[i, r] q_i.
     for (int64_t i = 0; i < sh.nq; ++i) {
       std::fill(g_row.begin(), g_row.end(), 0.0);
       for (int64_t j = 0; j < sh.nk; ++j)
@@ -101,6 +103,8 @@ void shaw_value_output_backward(const ShawShapes& sh, Strided<const float, 2> a_
     const int64_t b = bh / sh.heads, h = bh % sh.heads;
     std::vector<double> p_row(rows), dv(rows);
     double* part = partial.data() + bh * rows * sh.dim;
+    // forward: out_i += sum_r P[i, r] a_v[r] with P[i, r] = sum_{j: r(i,j) = r} p_ij; so
+    // d p_ij = grad_out_i . a_v[r(i, j)] and d a_v[r] = sum_i P[i, r] grad_out_i.
     for (int64_t i = 0; i < sh.nq; ++i) {
       const float* go = grad_out.at(b, i, h, 0);
       for (int64_t r = 0; r < rows; ++r) {  // dv[r] = grad_out_i . a_v[r]

@@ -101,12 +101,13 @@ void transformer_xl_logits_backward(const TransformerXLShapes& sh, const Transfo
           const int64_t m = idx(sh.q_pos[i] - sh.k_pos[j]);
           const double* rp = rproj.data() + (h * n + m) * sh.dim;
           double* drm = dr.data() + m * sh.dim;
+          // forward: logit_ij = (q_i + v_h) . rproj_h[m] + u_h . k_j
           for (int64_t d = 0; d < sh.dim; ++d) {
-            dq[d] += gij * rp[d];
-            drm[d] += gij * (static_cast<double>(qi[d * p.q.stride[3]]) + p.v(h, d));
+            dq[d] += gij * rp[d];                                                       // d q_i
+            drm[d] += gij * (static_cast<double>(qi[d * p.q.stride[3]]) + p.v(h, d));  // d rproj_h[m]
           }
-          g_delta[m] += gij;
-          gk[j] += gij;
+          g_delta[m] += gij;  // d v_h = sum_m g_delta[m] rproj_h[m]
+          gk[j] += gij;       // d k_j = gk[j] u_h, d u_h = sum_j gk[j] k_j
         }
         float* gq = g.q.at(b, i, h, 0);
         for (int64_t d = 0; d < sh.dim; ++d) gq[d * g.q.stride[3]] += static_cast<float>(dq[d]);
@@ -125,7 +126,7 @@ void transformer_xl_logits_backward(const TransformerXLShapes& sh, const Transfo
       for (int64_t m = 0; m < n; ++m) dv += g_delta[m] * rproj[(h * n + m) * sh.dim + d];
       g.v(h, d) += static_cast<float>(dv);
       g.u(h, d) += static_cast<float>(du[d]);
-      for (int64_t e = 0; e < sh.d_model; ++e) {
+      for (int64_t e = 0; e < sh.d_model; ++e) {  // forward: rproj_h[m] = W_R,h R_m
         double acc = 0;
         for (int64_t m = 0; m < n; ++m) acc += dr[m * sh.dim + d] * r[m * sh.d_model + e];
         g.w_r(h * sh.dim + d, e) += static_cast<float>(acc);
