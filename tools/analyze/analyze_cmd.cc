@@ -16,8 +16,8 @@ void add_analyze_command(CLI::App& app) {
   auto format = std::make_shared<std::string>("table");
   CLI::App* cmd = app.add_subcommand(
       "analyze",
-      "Measure the four conditions of a good positional encoding (uniqueness, distinguishable neighbours, "
-      "composable offsets, generalization past the training length) and decay, for every encoding");
+      "Measure the four conditions of a good positional encoding (uniqueness, neighbours, composability, "
+      "generalization) and decay, for every encoding");
   cmd->add_option("--encodings,-e", *encodings, "all, or a comma-separated list of names (see `posenc list`)")
       ->capture_default_str();
   cmd->add_option("--length,-L", o->length, "L: positions [0, L) are the trained range")
