@@ -40,7 +40,8 @@ struct Workload {
   std::function<void(Model&, RopeEval, RunResult&)> evaluate;
 };
 
-std::vector<RunResult> run_workload(const ExperimentConfig& config, const Workload& work, const ExperimentCallbacks& callbacks) {
+std::vector<RunResult> run_workload(const ExperimentConfig& config, const Workload& work,
+                                    const ExperimentCallbacks& callbacks) {
   if (!config.checkpoint_dir.empty()) std::filesystem::create_directories(config.checkpoint_dir);
   std::vector<RunResult> runs;
   const auto total = static_cast<int64_t>(config.encodings.size()) * config.seeds;
@@ -64,14 +65,17 @@ std::vector<RunResult> run_workload(const ExperimentConfig& config, const Worklo
       if (!config.checkpoint_dir.empty()) {
         std::string file = encoding.name();
         std::replace(file.begin(), file.end(), '+', '_');
-        base.checkpoint = (std::filesystem::path(config.checkpoint_dir) / (file + "-seed" + std::to_string(seed) + ".safetensors")).string();
+        base.checkpoint = (std::filesystem::path(config.checkpoint_dir) /
+                           (file + "-seed" + std::to_string(seed) + ".safetensors"))
+                              .string();
         std::map<std::string, std::string> metadata = work.metadata;
         metadata["seed"] = std::to_string(seed);
         metadata["steps"] = std::to_string(tc.steps);
         save_safetensors(base.checkpoint, model.to_checkpoint(metadata));
       }
       std::vector<RopeEval> modes{RopeEval::plain};
-      if (encoding.rope) modes.insert(modes.end(), config.rope_evals.begin(), config.rope_evals.end());
+      if (encoding.has(EncodingKind::rope))
+        modes.insert(modes.end(), config.rope_evals.begin(), config.rope_evals.end());
       for (RopeEval mode : modes) {
         RunResult r = base;
         r.rope_eval = mode;
@@ -97,28 +101,35 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
                 " characters, fewer than the longest evaluation length + 1 = " + std::to_string(longest + 1));
   Workload work;
   work.vocab_size = corpus.vocab_size();
-  work.metadata = {{"corpus", corpus.origin}, {"corpus_fingerprint", corpus.fingerprint}, {"vocabulary", corpus.vocabulary_utf8()}};
-  work.train = [&](Model& model, const TrainConfig& tc, const auto& on_step) { return train(model, corpus.train, tc, on_step); };
+  work.metadata = {{"corpus", corpus.origin},
+                   {"corpus_fingerprint", corpus.fingerprint},
+                   {"vocabulary", corpus.vocabulary_utf8()}};
+  work.train = [&](Model& model, const TrainConfig& tc, const auto& on_step) {
+    return train(model, corpus.train, tc, on_step);
+  };
   work.evaluate = [&](Model& model, RopeEval mode, RunResult& r) {
     for (int64_t L : config.eval.lengths) {
       model.set_rope_eval(mode, L);
       EvalConfig one = config.eval;
       one.lengths = {L};
       // Score the same characters at every length: the prefix fitting the longest length.
-      one.max_tokens = std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest * longest;
+      one.max_tokens =
+          std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest *
+          longest;
       r.eval.push_back(evaluate(model, corpus.test, one).front());
     }
   };
   return run_workload(config, work, callbacks);
 }
 
-std::vector<RunResult> run_task_experiment(const ExperimentConfig& config, const ExperimentCallbacks& callbacks) {
+std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,
+                                           const ExperimentCallbacks& callbacks) {
   validate(config);
   if (!config.task) throw Error("lab: run_task_experiment needs a task");
   const Task task = *config.task;
   if (config.model.train_len < task_min_length(task))
-    throw Error("lab: train_len = " + std::to_string(config.model.train_len) + " is too short for " + task_name(task) +
-                ": must be >= " + std::to_string(task_min_length(task)));
+    throw Error("lab: train_len = " + std::to_string(config.model.train_len) + " is too short for " +
+                task_name(task) + ": must be >= " + std::to_string(task_min_length(task)));
   TaskEvalConfig eval;
   eval.lengths = config.eval.lengths;
   eval.samples = config.task_samples;
@@ -195,14 +206,15 @@ namespace {
 // library's error where the encoding cannot run, and the training speed.
 struct Collected {
   std::vector<std::vector<std::vector<double>>> values;  // [metric][length] -> one value per run
-  std::vector<std::string> errors;                         // [length]
+  std::vector<std::string> errors;                       // [length]
   Stat tokens_per_second, ms_per_step;
 };
 
 // read(run, length index, error) returns the run's metrics at that length (nullopt: not a value,
 // e.g. a bucket that does not exist), or an empty vector after setting error.
 template <typename Read>
-Collected collect(const std::vector<RunResult>& runs, const std::string& label, size_t lengths, size_t metrics, Read read) {
+Collected collect(const std::vector<RunResult>& runs, const std::string& label, size_t lengths,
+                  size_t metrics, Read read) {
   Collected c;
   c.values.assign(metrics, std::vector<std::vector<double>>(lengths));
   c.errors.assign(lengths, "");
@@ -233,15 +245,16 @@ std::vector<Stat> stats_of(const std::vector<std::vector<double>>& per_length) {
 std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
   std::vector<SummaryRow> rows = rows_by_label<SummaryRow>(runs);
   for (SummaryRow& row : rows) {
-    const Collected c = collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
-      std::vector<std::optional<double>> got;
-      if (i >= r.eval.size()) return got;
-      if (!r.eval[i].ok) {
-        error = r.eval[i].error;
-        return got;
-      }
-      return std::vector<std::optional<double>>{r.eval[i].bits_per_char, unseen_bits(r.eval[i])};
-    });
+    const Collected c =
+        collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
+          std::vector<std::optional<double>> got;
+          if (i >= r.eval.size()) return got;
+          if (!r.eval[i].ok) {
+            error = r.eval[i].error;
+            return got;
+          }
+          return std::vector<std::optional<double>>{r.eval[i].bits_per_char, unseen_bits(r.eval[i])};
+        });
     row.bits_per_char = stats_of(c.values[0]);
     row.unseen_bits_per_char = stats_of(c.values[1]);
     row.errors = c.errors;
@@ -251,18 +264,21 @@ std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std:
   return rows;
 }
 
-std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths) {
+std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs,
+                                            const std::vector<int64_t>& lengths) {
   std::vector<TaskSummaryRow> rows = rows_by_label<TaskSummaryRow>(runs);
   for (TaskSummaryRow& row : rows) {
-    const Collected c = collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
-      std::vector<std::optional<double>> got;
-      if (i >= r.task_eval.size()) return got;
-      if (!r.task_eval[i].ok) {
-        error = r.task_eval[i].error;
-        return got;
-      }
-      return std::vector<std::optional<double>>{r.task_eval[i].exact_match, r.task_eval[i].token_accuracy};
-    });
+    const Collected c =
+        collect(runs, row.label, lengths.size(), 2, [](const RunResult& r, size_t i, std::string& error) {
+          std::vector<std::optional<double>> got;
+          if (i >= r.task_eval.size()) return got;
+          if (!r.task_eval[i].ok) {
+            error = r.task_eval[i].error;
+            return got;
+          }
+          return std::vector<std::optional<double>>{r.task_eval[i].exact_match,
+                                                    r.task_eval[i].token_accuracy};
+        });
     row.exact_match = stats_of(c.values[0]);
     row.token_accuracy = stats_of(c.values[1]);
     row.errors = c.errors;
@@ -298,22 +314,26 @@ std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std
   char buf[512];
   std::vector<std::pair<double, std::string>> measured;
   for (const Claim& claim : kClaims) {
-    const auto row = std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& r) { return r.label == claim.label; });
+    const auto row =
+        std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& r) { return r.label == claim.label; });
     if (row == rows.end()) continue;
     const Stat& b = row->bits_per_char[base];
     const Stat& l = row->bits_per_char[last];
     if (l.n == 0) {
       const bool agrees = std::string(claim.label) == "learned";
-      std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: cannot run at %gx (%s) -> %s", claim.label,
-                    claim.seeds, claim.published, ratio_len, "library error", agrees ? "agrees" : "differs");
+      std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: cannot run at %gx (%s) -> %s",
+                    claim.label, claim.seeds, claim.published, ratio_len, "library error",
+                    agrees ? "agrees" : "differs");
       out.emplace_back(buf);
       continue;
     }
     const double change = 100.0 * (l.mean / b.mean - 1.0);
     const bool holds = change <= 2.0;
-    std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: %.3f -> %.3f bits/char at %gx (%+.1f%%): %s -> %s",
+    std::snprintf(buf, sizeof buf,
+                  "%-10s seeds: %s; published: %s; here: %.3f -> %.3f bits/char at %gx (%+.1f%%): %s -> %s",
                   claim.label, claim.seeds, claim.published, b.mean, l.mean, ratio_len, change,
-                  holds ? "holds" : "degrades", holds == claim.published_holds ? "agrees with the paper" : "differs from the paper");
+                  holds ? "holds" : "degrades",
+                  holds == claim.published_holds ? "agrees with the paper" : "differs from the paper");
     out.emplace_back(buf);
     measured.emplace_back(l.mean, claim.label);
   }
@@ -321,7 +341,8 @@ std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std
   const std::vector<std::string> published{"alibi", "t5", "rope", "sinusoidal"};
   std::vector<std::string> expected;
   for (const std::string& p : published)
-    if (std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.second == p; })) expected.push_back(p);
+    if (std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.second == p; }))
+      expected.push_back(p);
   std::stable_sort(measured.begin(), measured.end());
   std::string order, order_expected;
   std::vector<std::string> got;
@@ -331,10 +352,13 @@ std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std
     got.push_back(label);
   }
   for (const std::string& e : expected)  // Press et al.: ALiBi and T5 close, then RoPE, then sinusoidal
-    order_expected += (order_expected.empty() ? "" : order_expected == "alibi" && e == "t5" ? " <= " : " < ") + e;
+    order_expected += (order_expected.empty()                   ? ""
+                       : order_expected == "alibi" && e == "t5" ? " <= "
+                                                                : " < ") +
+                      e;
   if (got.size() >= 2) {
-    std::snprintf(buf, sizeof buf, "ranking at %gx: published %s; here %s -> %s", ratio_len, order_expected.c_str(), order.c_str(),
-                  got == expected ? "agrees" : "differs");
+    std::snprintf(buf, sizeof buf, "ranking at %gx: published %s; here %s -> %s", ratio_len,
+                  order_expected.c_str(), order.c_str(), got == expected ? "agrees" : "differs");
     out.emplace_back(buf);
   }
   return out;

@@ -2,12 +2,12 @@
 // passes are in model_passes.cc).
 #include "model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "posenc/absolute.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 
@@ -34,20 +34,17 @@ void validate(const ModelConfig& c) {
           "must be >= 1 and divide d_model = " + std::to_string(c.d_model));
   require(c.mlp >= 1, "mlp", static_cast<double>(c.mlp), "must be >= 1");
   require(c.train_len >= 1, "train_len", static_cast<double>(c.train_len), "must be >= 1");
-  const EncodingOptions& o = c.options;
-  const EncodingSpec& e = c.encoding;
-  if (e.rope) validate(lab_rope_config(o, c.head_dim(), c.train_len, RopeEval::plain, c.train_len));
-  if (e.absolute == EncodingSpec::Absolute::sinusoidal) validate(SinusoidalConfig{c.d_model, o.sinusoidal_base});
-  if (e.absolute == EncodingSpec::Absolute::binary) {
-    validate(BinaryConfig{o.binary_bits, true});
-    require(o.binary_bits <= c.d_model, "binary_bits", static_cast<double>(o.binary_bits),
-            "must be <= d_model = " + std::to_string(c.d_model) + " (the code is added to the first channels)");
-  }
-  if (e.bias == EncodingSpec::Bias::t5) validate(RelativeBiasConfig::t5(c.heads, o.t5_buckets, o.t5_max_distance, false));
-  if (e.bias == EncodingSpec::Bias::relative) validate(RelativeBiasConfig::clipped(c.heads, o.max_distance));
-  if (e.bias == EncodingSpec::Bias::alibi) validate(AlibiConfig{c.heads});
-  if (e.vector == EncodingSpec::Vector::shaw) validate(ShawConfig{o.max_distance, c.head_dim()});
-  if (e.vector == EncodingSpec::Vector::xl) validate(TransformerXLConfig{c.d_model, c.heads, c.head_dim(), 10000.0});
+  // RoPE is the lab's to configure (it rescales it at evaluation time); every other encoding
+  // validates its own parameters.
+  if (c.encoding.has(EncodingKind::rope))
+    validate(lab_rope_config(c.options, c.head_dim(), c.train_len, RopeEval::plain, c.train_len));
+  const registry::LabModel shape = lab_model(c);
+  for (const registry::Entry* e : c.encoding.entries())
+    if (e->lab.validate) e->lab.validate(shape);
+}
+
+registry::LabModel lab_model(const ModelConfig& c, const Rope* rope) {
+  return {c.d_model, c.heads, c.head_dim(), c.train_len, &c.options, rope};
 }
 
 std::string ModelConfig::to_json() const {
@@ -83,17 +80,20 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
   };
   auto integer = [&](const char* key) {
     const auto& v = field(key);
-    if (!v.is_number_integer()) throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not an integer");
+    if (!v.is_number_integer())
+      throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not an integer");
     return v.get<int64_t>();
   };
   auto number = [&](const char* key) {
     const auto& v = field(key);
-    if (!v.is_number()) throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not a number");
+    if (!v.is_number())
+      throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not a number");
     return v.get<double>();
   };
   auto text_of = [&](const char* key) {
     const auto& v = field(key);
-    if (!v.is_string()) throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not a string");
+    if (!v.is_string())
+      throw Error(std::string("lab model: config '") + key + "' = " + v.dump() + " is not a string");
     return v.get<std::string>();
   };
   ModelConfig c;
@@ -104,7 +104,8 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
   c.mlp = integer("mlp");
   c.train_len = integer("train_len");
   const std::string norm = text_of("norm");
-  if (norm != "layer" && norm != "rms") throw Error("lab model: config 'norm' = '" + norm + "' is invalid: expected layer or rms");
+  if (norm != "layer" && norm != "rms")
+    throw Error("lab model: config 'norm' = '" + norm + "' is invalid: expected layer or rms");
   c.norm = norm == "layer" ? ops::Norm::layer : ops::Norm::rms;
   c.encoding = EncodingSpec::parse(text_of("encoding"));
   c.options.t5_buckets = integer("t5_buckets");
@@ -119,7 +120,7 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
 
 std::vector<ParamSlice> model_layout(const ModelConfig& c) {
   validate(c);
-  const int64_t C = c.d_model, H = c.heads, D = c.head_dim(), F = c.mlp;
+  const int64_t C = c.d_model, F = c.mlp;
   // GPT-2's initialisation: linear weights N(0, 0.02), the residual projections scaled by
   // 1/sqrt(2 * layers); embeddings N(0, C^-1/2) as fairseq pairs them with the sqrt(C) scale.
   const double emb_std = 1.0 / std::sqrt(static_cast<double>(C));
@@ -141,8 +142,21 @@ std::vector<ParamSlice> model_layout(const ModelConfig& c) {
     add(name + ".weight", {C}, 0.0, true);
     if (layer_norm) add(name + ".bias", {C}, 0.0);
   };
+  // The tensors an encoding adds, from its registry entry: once per model, and in each layer
+  // after the attention's own (biases on the logits before vector terms, as checkpoints have them).
+  const registry::LabModel shape = lab_model(c);
+  std::vector<const registry::Entry*> encodings = c.encoding.entries();
+  std::stable_sort(encodings.begin(), encodings.end(),
+                   [](const registry::Entry* a, const registry::Entry* b) {
+                     return (a->role() == EncodingRole::logit_bias) > (b->role() == EncodingRole::logit_bias);
+                   });
+  auto add_encoding_tensors = [&](const std::string& prefix, auto hook) {
+    for (const registry::Entry* e : encodings)
+      if (e->lab.*hook)
+        for (const registry::LabTensor& t : (e->lab.*hook)(shape)) add(prefix + t.name, t.shape, t.init_std);
+  };
   add("wte.weight", {c.vocab_size, C}, emb_std);
-  if (c.encoding.absolute == EncodingSpec::Absolute::learned) add("wpe.weight", {c.train_len, C}, emb_std);
+  add_encoding_tensors("", &registry::LabHooks::model_tensors);
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     add_norm(p + "norm1");
@@ -150,20 +164,7 @@ std::vector<ParamSlice> model_layout(const ModelConfig& c) {
     add(p + "attn.qkv.bias", {3 * C}, 0.0);
     add(p + "attn.proj.weight", {C, C}, proj_std);
     add(p + "attn.proj.bias", {C}, 0.0);
-    if (c.encoding.bias == EncodingSpec::Bias::t5)
-      add(p + "attn.relative_bias", {RelativeBiasConfig::t5(H, c.options.t5_buckets, c.options.t5_max_distance, false).num_rows(), H}, 0.02);
-    if (c.encoding.bias == EncodingSpec::Bias::relative)
-      add(p + "attn.relative_bias", {RelativeBiasConfig::clipped(H, c.options.max_distance).num_rows(), H}, 0.02);
-    if (c.encoding.vector == EncodingSpec::Vector::shaw) {
-      const int64_t rows = ShawConfig{c.options.max_distance, D}.num_rows();
-      add(p + "attn.shaw_a_k", {rows, D}, 0.02);
-      add(p + "attn.shaw_a_v", {rows, D}, 0.02);
-    }
-    if (c.encoding.vector == EncodingSpec::Vector::xl) {
-      add(p + "attn.xl_u", {H, D}, 0.02);
-      add(p + "attn.xl_v", {H, D}, 0.02);
-      add(p + "attn.xl_w_r", {H * D, C}, 0.02);
-    }
+    add_encoding_tensors(p, &registry::LabHooks::layer_tensors);
     add_norm(p + "norm2");
     add(p + "mlp.fc.weight", {F, C}, 0.02);
     add(p + "mlp.fc.bias", {F}, 0.0);
@@ -180,24 +181,30 @@ Checkpoint Model::to_checkpoint(const std::map<std::string, std::string>& metada
   ck.metadata["format"] = "posenc-lab";
   ck.metadata["config"] = config_.to_json();
   for (const ParamSlice& s : layout_)
-    ck.tensors.push_back({s.name, s.shape, std::vector<float>(params_.begin() + s.offset, params_.begin() + s.offset + s.size)});
+    ck.tensors.push_back(
+        {s.name, s.shape,
+         std::vector<float>(params_.begin() + s.offset, params_.begin() + s.offset + s.size)});
   return ck;
 }
 
 Model Model::from_checkpoint(const Checkpoint& ck) {
   const auto config = ck.metadata.find("config");
-  if (config == ck.metadata.end()) throw Error("lab model: checkpoint has no metadata 'config' (not written by posenc lab)");
+  if (config == ck.metadata.end())
+    throw Error("lab model: checkpoint has no metadata 'config' (not written by posenc lab)");
   Model model(ModelConfig::from_json(config->second), 0);
   for (const NamedTensor& t : ck.tensors) {
     bool known = false;
     for (const ParamSlice& s : model.layout_) known = known || s.name == t.name;
-    if (!known) throw Error("lab model: checkpoint tensor '" + t.name + "' is not a parameter of a '" + model.config_.encoding.name() + "' model");
+    if (!known)
+      throw Error("lab model: checkpoint tensor '" + t.name + "' is not a parameter of a '" +
+                  model.config_.encoding.name() + "' model");
   }
   std::vector<float> params(model.params_.size());
   for (const ParamSlice& s : model.layout_) {
     const NamedTensor& t = ck.get(s.name, s.shape);
     for (float v : t.data)
-      if (!std::isfinite(v)) throw Error("lab model: checkpoint tensor '" + s.name + "' holds a non-finite value");
+      if (!std::isfinite(v))
+        throw Error("lab model: checkpoint tensor '" + s.name + "' holds a non-finite value");
     std::copy(t.data.begin(), t.data.end(), params.begin() + s.offset);
   }
   model.params_ = std::move(params);

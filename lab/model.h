@@ -44,6 +44,8 @@ struct ModelConfig {
   static ModelConfig from_json(const std::string&);  // throws posenc::Error naming the field
 };
 void validate(const ModelConfig& config);  // throws posenc::Error naming the field and value
+// The model as the encodings' registry hooks see it, evaluating with `rope` (null: none).
+registry::LabModel lab_model(const ModelConfig& config, const Rope* rope = nullptr);
 
 // One named slice of the flat parameter buffer.
 struct ParamSlice {

@@ -7,7 +7,6 @@
 
 #include "model.h"
 #include "ops.h"
-#include "posenc/absolute.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "rng.h"
@@ -18,17 +17,17 @@ namespace {
 
 struct LayerOffsets {  // into the flat parameter buffer; -1 where the model has no such tensor
   int64_t norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, norm2_w, norm2_b, fc_w, fc_b, fcproj_w, fcproj_b;
-  int64_t relative_bias, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r;
+  std::string prefix;  // "layers.<l>.": the encodings' tensors are found by name under it
 };
 
-struct LayerActs {  // saved by the forward for the backward
+struct LayerActs {                                   // saved by the forward for the backward
   std::vector<float> norm1, norm1_mean, norm1_rstd;  // (N, C), (N), (N)
   std::vector<float> qkv;                            // (N, 3C): q | k | v per token
   std::vector<float> atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
   std::vector<float> res2;                           // (N, C) = x + attention
   std::vector<float> norm2, norm2_mean, norm2_rstd;
-  std::vector<float> fch, fch_gelu;                  // (N, F)
-  std::vector<float> res3;                           // (N, C) = the layer's output
+  std::vector<float> fch, fch_gelu;  // (N, F)
+  std::vector<float> res3;           // (N, C) = the layer's output
 };
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
@@ -41,7 +40,7 @@ int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& na
 
 struct Model::Impl {
   std::vector<LayerOffsets> layer;
-  int64_t wte = -1, wpe = -1, normf_w = -1, normf_b = -1;
+  int64_t wte = -1, normf_w = -1, normf_b = -1;
   std::optional<Rope> rope;
 
   // The last forward's batch.
@@ -59,7 +58,8 @@ struct Model::Impl {
   void resize(const ModelConfig& c, int64_t b, int64_t t) {
     if (b == B && t == T) return;
     B = b, T = t;
-    const auto N = static_cast<size_t>(b * t), C = static_cast<size_t>(c.d_model), F = static_cast<size_t>(c.mlp);
+    const auto N = static_cast<size_t>(b * t), C = static_cast<size_t>(c.d_model),
+               F = static_cast<size_t>(c.mlp);
     const auto V = static_cast<size_t>(c.vocab_size);
     positions.resize(static_cast<size_t>(t));
     for (int64_t i = 0; i < t; ++i) positions[static_cast<size_t>(i)] = i;
@@ -96,11 +96,11 @@ Model::Model(const ModelConfig& config, uint64_t seed)
   for (const ParamSlice& s : layout_) {
     Rng rng(seed, s.name);
     for (int64_t i = 0; i < s.size; ++i)
-      params_[static_cast<size_t>(s.offset + i)] = s.init_one ? 1.0f : static_cast<float>(s.init_std * rng.normal());
+      params_[static_cast<size_t>(s.offset + i)] =
+          s.init_one ? 1.0f : static_cast<float>(s.init_std * rng.normal());
   }
   Impl& m = *impl_;
   m.wte = find_offset(layout_, "wte.weight");
-  m.wpe = find_offset(layout_, "wpe.weight");
   m.normf_w = find_offset(layout_, "normf.weight");
   m.normf_b = find_offset(layout_, "normf.bias");
   for (int64_t l = 0; l < config_.layers; ++l) {
@@ -109,8 +109,7 @@ Model::Model(const ModelConfig& config, uint64_t seed)
     m.layer.push_back({at("norm1.weight"), at("norm1.bias"), at("attn.qkv.weight"), at("attn.qkv.bias"),
                        at("attn.proj.weight"), at("attn.proj.bias"), at("norm2.weight"), at("norm2.bias"),
                        at("mlp.fc.weight"), at("mlp.fc.bias"), at("mlp.proj.weight"), at("mlp.proj.bias"),
-                       at("attn.relative_bias"), at("attn.shaw_a_k"), at("attn.shaw_a_v"), at("attn.xl_u"),
-                       at("attn.xl_v"), at("attn.xl_w_r")});
+                       p});
   }
   set_rope_eval(RopeEval::plain, config_.train_len);
 }
@@ -120,8 +119,9 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 void Model::set_rope_eval(RopeEval mode, int64_t eval_len) {
-  if (!config_.encoding.rope) return;
-  impl_->rope.emplace(lab_rope_config(config_.options, config_.head_dim(), config_.train_len, mode, eval_len));
+  if (!config_.encoding.has(EncodingKind::rope)) return;
+  impl_->rope.emplace(
+      lab_rope_config(config_.options, config_.head_dim(), config_.train_len, mode, eval_len));
 }
 
 const std::vector<float>& Model::token_losses() const { return impl_->losses; }
@@ -142,30 +142,25 @@ void Model::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 namespace {
 
-// The attention configuration of one layer, its tables viewed in `base` (params or grads).
-AttentionConfig attention_config(const ModelConfig& c, const LayerOffsets& o, const Rope* rope, const float* base) {
-  const int64_t H = c.heads, D = c.head_dim();
+// The encodings' tensors under `prefix` ("" for the model's, "layers.<l>." for a layer's), viewed
+// in `base` (the parameters or the gradients).
+registry::TensorLookup tensors_in(const std::vector<ParamSlice>& layout, const std::string& prefix,
+                                  float* base) {
+  return [&layout, prefix, base](const std::string& name) {
+    const int64_t offset = find_offset(layout, prefix + name);
+    if (offset < 0) throw Error("lab model: no tensor '" + prefix + name + "' in the layout");
+    return base + offset;
+  };
+}
+
+// The attention configuration of one layer: causal, with each encoding's part (from its entry).
+AttentionConfig attention_config(const ModelConfig& c, const registry::TensorLookup& params,
+                                 const Rope* rope) {
   AttentionConfig cfg;
   cfg.causal = true;
-  cfg.rope = rope;
-  using Bias = EncodingSpec::Bias;
-  if (c.encoding.bias == Bias::alibi) {
-    cfg.bias.kind = AttentionBias::Kind::alibi;
-    cfg.bias.alibi = AlibiConfig{H};
-  } else if (c.encoding.bias == Bias::t5 || c.encoding.bias == Bias::relative) {
-    cfg.bias.kind = AttentionBias::Kind::relative;
-    cfg.bias.relative = c.encoding.bias == Bias::t5
-                            ? RelativeBiasConfig::t5(H, c.options.t5_buckets, c.options.t5_max_distance, false)
-                            : RelativeBiasConfig::clipped(H, c.options.max_distance);
-    cfg.bias.relative_table = view(base + o.relative_bias, {cfg.bias.relative.num_rows(), H});
-  }
-  if (c.encoding.vector == EncodingSpec::Vector::shaw) {
-    const ShawConfig shaw{c.options.max_distance, D};
-    cfg.shaw = AttentionShaw{shaw, view(base + o.shaw_a_k, {shaw.num_rows(), D}), view(base + o.shaw_a_v, {shaw.num_rows(), D})};
-  }
-  if (c.encoding.vector == EncodingSpec::Vector::xl)
-    cfg.transformer_xl = AttentionTransformerXL{TransformerXLConfig{c.d_model, H, D, 10000.0}, view(base + o.xl_u, {H, D}),
-                                                view(base + o.xl_v, {H, D}), view(base + o.xl_w_r, {H * D, c.d_model})};
+  const registry::LabModel shape = lab_model(c, rope);
+  for (const registry::Entry* e : c.encoding.entries())
+    if (e->lab.configure_attention) e->lab.configure_attention(shape, params, cfg);
   return cfg;
 }
 
@@ -173,7 +168,9 @@ AttentionConfig attention_config(const ModelConfig& c, const LayerOffsets& o, co
 template <typename F>
 auto qkv_views(F* qkv, int64_t B, int64_t T, int64_t H, int64_t D) {
   const int64_t C = H * D;
-  auto part = [&](int64_t which) { return strided_view(qkv + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1}); };
+  auto part = [&](int64_t which) {
+    return strided_view(qkv + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+  };
   return std::array{part(0), part(1), part(2)};
 }
 
@@ -181,12 +178,13 @@ auto qkv_views(F* qkv, int64_t B, int64_t T, int64_t H, int64_t D) {
 
 double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
   const ModelConfig& c = config_;
-  if (B < 1 || T < 1) throw Error("lab model: forward batch " + std::to_string(B) + " x " + std::to_string(T) + " is empty");
+  if (B < 1 || T < 1)
+    throw Error("lab model: forward batch " + std::to_string(B) + " x " + std::to_string(T) + " is empty");
   int64_t counted = 0;
   auto check = [&](int32_t id, int64_t i, const char* what) {
     if (id < 0 || id >= c.vocab_size)
-      throw Error(std::string("lab model: ") + what + " id " + std::to_string(id) + " at " + std::to_string(i) +
-                  " is outside the vocabulary of " + std::to_string(c.vocab_size));
+      throw Error(std::string("lab model: ") + what + " id " + std::to_string(id) + " at " +
+                  std::to_string(i) + " is outside the vocabulary of " + std::to_string(c.vocab_size));
   };
   for (int64_t i = 0; i < B * T; ++i) {
     check(tokens[i], i, "token");
@@ -208,23 +206,10 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
   // 1. embeddings (scaled by sqrt(C)) plus the absolute code, if any
   ops::embedding_forward(m.x0.data(), m.tokens.data(), P + m.wte, std::sqrt(static_cast<float>(C)), N, C);
   const auto x0 = view(m.x0.data(), {B, T, C});
-  switch (c.encoding.absolute) {
-    case EncodingSpec::Absolute::sinusoidal:
-      sinusoidal_add(SinusoidalConfig{C, c.options.sinusoidal_base}, positions, x0);
-      break;
-    case EncodingSpec::Absolute::learned:
-      learned_add(view(P + m.wpe, {c.train_len, C}), positions, x0);  // throws past the table
-      break;
-    case EncodingSpec::Absolute::binary: {
-      const int64_t bits = c.options.binary_bits;
-      std::vector<float> code(static_cast<size_t>(T * bits));
-      binary_table(BinaryConfig{bits, true}, positions, view(code.data(), {T, bits}));  // throws past 2^bits
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < bits; ++i) m.x0[static_cast<size_t>(n * C + i)] += code[static_cast<size_t>((n % T) * bits + i)];
-      break;
-    }
-    case EncodingSpec::Absolute::none: break;
-  }
+  const registry::LabModel shape = lab_model(c);
+  for (const registry::Entry* e : c.encoding.entries())  // throws where undefined at T (a table's end)
+    if (e->lab.add_to_embeddings)
+      e->lab.add_to_embeddings(shape, tensors_in(layout_, "", params_.data()), positions, x0);
 
   const float* x = m.x0.data();
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -236,14 +221,15 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     ops::matmul_forward(a.qkv.data(), a.norm1.data(), P + o.qkv_w, P + o.qkv_b, N, C, 3 * C);
     // 3. causal attention with the encoding, fused (posenc::attention_forward)
     const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
-    attention_forward(attention_config(c, o, m.rope ? &*m.rope : nullptr, P), qkv(q, k, v), view(a.atty.data(), {B, T, H, D}),
-                      view(a.lse.data(), {B, H, T}));
+    const auto params = tensors_in(layout_, o.prefix, params_.data());
+    attention_forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), qkv(q, k, v),
+                      view(a.atty.data(), {B, T, H, D}), view(a.lse.data(), {B, H, T}));
     // 4. output projection, residual
     ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C);
     ops::residual_forward(a.res2.data(), a.res2.data(), x, N * C);
     // 5. norm2 -> MLP (fc, GELU, proj), residual
-    ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(), P + o.norm2_w,
-                      o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
+    ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
+                      P + o.norm2_w, o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
     ops::matmul_forward(a.fch.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F);
     ops::gelu_forward(a.fch_gelu.data(), a.fch.data(), N * F);
     ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C);
@@ -253,7 +239,8 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
   // 6. final norm, tied output projection, cross-entropy
   ops::norm_forward(c.norm, m.normf.data(), m.normf_mean.data(), m.normf_rstd.data(), x, P + m.normf_w,
                     m.normf_b >= 0 ? P + m.normf_b : nullptr, N, C);
-  ops::matmul_forward(m.probs.data(), m.normf.data(), P + m.wte, nullptr, N, C, V);  // logits, softmaxed in place
+  ops::matmul_forward(m.probs.data(), m.normf.data(), P + m.wte, nullptr, N, C,
+                      V);  // logits, softmaxed in place
   ops::crossentropy_forward(m.probs.data(), m.losses.data(), m.probs.data(), m.targets.data(), N, V);
   double total = 0.0;
   for (float loss : m.losses) total += loss;  // ignored targets add 0
@@ -265,19 +252,22 @@ void Model::backward() {
   Impl& m = *impl_;
   if (!m.has_forward) throw Error("lab model: backward needs a completed forward");
   const ModelConfig& c = config_;
-  const int64_t B = m.B, T = m.T, N = B * T, C = c.d_model, H = c.heads, D = c.head_dim(), F = c.mlp, V = c.vocab_size;
+  const int64_t B = m.B, T = m.T, N = B * T, C = c.d_model, H = c.heads, D = c.head_dim(), F = c.mlp,
+                V = c.vocab_size;
   const float* P = params_.data();
   float* G = grads_.data();
   auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
   const float* x_last = c.layers > 0 ? m.acts.back().res3.data() : m.x0.data();
 
   // 6. cross-entropy, tied output projection, final norm
-  ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(), 1.0f / static_cast<float>(m.counted), N, V);
+  ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(),
+                             1.0f / static_cast<float>(m.counted), N, V);
   zero(m.dnorm);
-  ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normf.data(), P + m.wte, N, C, V);
+  ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normf.data(), P + m.wte, N, C,
+                       V);
   zero(m.dres);
-  ops::norm_backward(c.norm, m.dres.data(), G + m.normf_w, m.normf_b >= 0 ? G + m.normf_b : nullptr, m.dnorm.data(), x_last,
-                     P + m.normf_w, m.normf_mean.data(), m.normf_rstd.data(), N, C);
+  ops::norm_backward(c.norm, m.dres.data(), G + m.normf_w, m.normf_b >= 0 ? G + m.normf_b : nullptr,
+                     m.dnorm.data(), x_last, P + m.normf_w, m.normf_mean.data(), m.normf_rstd.data(), N, C);
 
   for (int64_t l = c.layers - 1; l >= 0; --l) {
     const LayerOffsets& o = m.layer[static_cast<size_t>(l)];
@@ -285,46 +275,47 @@ void Model::backward() {
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is
     zero(m.dfch_gelu);
-    ops::matmul_backward(m.dfch_gelu.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(), P + o.fcproj_w, N, F, C);
+    ops::matmul_backward(m.dfch_gelu.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
+                         P + o.fcproj_w, N, F, C);
     zero(m.dfch);
     ops::gelu_backward(m.dfch.data(), a.fch.data(), m.dfch_gelu.data(), N * F);
     zero(m.dnorm);
-    ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N, C, F);
-    ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr, m.dnorm.data(),
-                       a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(), N, C);
+    ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N,
+                         C, F);
+    ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
+                       m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
+                       N, C);
     // 4. res2 = x + proj(atty): dres is now d res2
     zero(m.datty);
-    ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(), P + o.proj_w, N, C, C);
+    ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(),
+                         P + o.proj_w, N, C, C);
     // 3. attention (posenc::attention_backward: through RoPE, into the encoding's tables)
     zero(m.dqkv);
     const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
     const auto [dq, dk, dv] = qkv_views(m.dqkv.data(), B, T, H, D);
-    const AttentionConfig cfg = attention_config(c, o, m.rope ? &*m.rope : nullptr, P);
+    const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
+    const AttentionConfig cfg =
+        attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
     AttentionGrads grads;  // each table's gradient has the table's shape, at the same offset in G
     grads.q = dq, grads.k = dk, grads.v = dv;
-    if (o.relative_bias >= 0) grads.relative_table = view(G + o.relative_bias, {cfg.bias.relative_table.shape[0], H});
-    if (o.shaw_a_k >= 0) {
-      grads.shaw_a_k = view(G + o.shaw_a_k, {cfg.shaw->a_k.shape[0], D});
-      grads.shaw_a_v = view(G + o.shaw_a_v, {cfg.shaw->a_v.shape[0], D});
-    }
-    if (o.xl_u >= 0) {
-      grads.xl_u = view(G + o.xl_u, {H, D});
-      grads.xl_v = view(G + o.xl_v, {H, D});
-      grads.xl_w_r = view(G + o.xl_w_r, {H * D, C});
-    }
+    for (const registry::Entry* e : c.encoding.entries())
+      if (e->lab.attention_grads) e->lab.attention_grads(shape, cfg, tensors_in(layout_, o.prefix, G), grads);
     attention_backward(cfg, qkv(q, k, v), view(static_cast<const float*>(a.atty.data()), {B, T, H, D}),
                        view(static_cast<const float*>(a.lse.data()), {B, H, T}),
                        view(static_cast<const float*>(m.datty.data()), {B, T, H, D}), grads);
     // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
     zero(m.dnorm);
-    ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w, N, C, 3 * C);
-    ops::norm_backward(c.norm, m.dres.data(), G + o.norm1_w, o.norm1_b >= 0 ? G + o.norm1_b : nullptr, m.dnorm.data(), x,
-                       P + o.norm1_w, a.norm1_mean.data(), a.norm1_rstd.data(), N, C);
+    ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w,
+                         N, C, 3 * C);
+    ops::norm_backward(c.norm, m.dres.data(), G + o.norm1_w, o.norm1_b >= 0 ? G + o.norm1_b : nullptr,
+                       m.dnorm.data(), x, P + o.norm1_w, a.norm1_mean.data(), a.norm1_rstd.data(), N, C);
   }
-  // 1. embeddings: the learned table and wte receive d x0
-  if (m.wpe >= 0)
-    learned_backward(view(static_cast<const float*>(m.dres.data()), {B, T, C}), view(m.positions.data(), {T}),
-                     view(G + m.wpe, {c.train_len, C}));
+  // 1. embeddings: the encodings' tables (a learned one) and wte receive d x0
+  const registry::LabModel shape = lab_model(c);
+  for (const registry::Entry* e : c.encoding.entries())
+    if (e->lab.embeddings_backward)
+      e->lab.embeddings_backward(shape, tensors_in(layout_, "", G), view(m.positions.data(), {T}),
+                                 view(static_cast<const float*>(m.dres.data()), {B, T, C}));
   ops::embedding_backward(G + m.wte, m.dres.data(), m.tokens.data(), std::sqrt(static_cast<float>(C)), N, C);
 }
 

@@ -1,6 +1,8 @@
 // lab/positional.cc: see positional.h.
 #include "positional.h"
 
+#include <algorithm>
+
 #include "posenc/error.h"
 
 namespace posenc::lab {
@@ -10,10 +12,17 @@ namespace {
   throw Error("lab: encoding = '" + std::string(text) + "' is invalid: " + why);
 }
 
-template <typename E>
-void set_once(E& slot, E value, std::string_view text, std::string_view part) {
-  if (slot != E::none) bad_encoding(text, "'" + std::string(part) + "' conflicts with another encoding of its group");
-  slot = value;
+// "none, or '+'-joined sinusoidal|learned|binary, relative|t5|alibi, ...", from the catalogue.
+std::string expected_parts() {
+  std::string out = "none, or '+'-joined ";
+  for (EncodingRole role : {EncodingRole::absolute, EncodingRole::logit_bias, EncodingRole::attention_vectors,
+                            EncodingRole::rotation}) {
+    std::string group;
+    for (const EncodingInfo& e : all_encodings())
+      if (e.role == role) group += (group.empty() ? "" : "|") + std::string(e.name);
+    out += group + (role == EncodingRole::rotation ? "" : ", ");
+  }
+  return out;
 }
 
 }  // namespace
@@ -26,45 +35,50 @@ EncodingSpec EncodingSpec::parse(std::string_view text) {
   while (start <= text.size()) {
     const size_t end = std::min(text.find('+', start), text.size());
     const std::string_view part = text.substr(start, end - start);
-    if (part == "sinusoidal") set_once(spec.absolute, Absolute::sinusoidal, text, part);
-    else if (part == "learned") set_once(spec.absolute, Absolute::learned, text, part);
-    else if (part == "binary") set_once(spec.absolute, Absolute::binary, text, part);
-    else if (part == "alibi") set_once(spec.bias, Bias::alibi, text, part);
-    else if (part == "t5") set_once(spec.bias, Bias::t5, text, part);
-    else if (part == "relative") set_once(spec.bias, Bias::relative, text, part);
-    else if (part == "shaw") set_once(spec.vector, Vector::shaw, text, part);
-    else if (part == "xl") set_once(spec.vector, Vector::xl, text, part);
-    else if (part == "rope") {
-      if (spec.rope) bad_encoding(text, "'rope' appears twice");
-      spec.rope = true;
-    } else {
-      bad_encoding(text, "unknown part '" + std::string(part) +
-                             "' (expected none, or '+'-joined sinusoidal|learned|binary, alibi|t5|relative, shaw|xl, rope)");
-    }
+    const EncodingInfo* info = nullptr;
+    for (const EncodingInfo& e : all_encodings())
+      if (e.role != EncodingRole::none && (e.name == part || (!e.alias.empty() && e.alias == part)))
+        info = &e;
+    if (!info)
+      bad_encoding(text, "unknown part '" + std::string(part) + "' (expected " + expected_parts() + ")");
+    if (spec.has(info->kind)) bad_encoding(text, "'" + std::string(part) + "' appears twice");
+    if (spec.part(info->role))
+      bad_encoding(text, "'" + std::string(part) + "' conflicts with another encoding of its group");
+    spec.parts.push_back(info->kind);
     start = end + 1;
   }
+  std::sort(spec.parts.begin(), spec.parts.end(),
+            [](EncodingKind a, EncodingKind b) { return encoding_info(a).role < encoding_info(b).role; });
   return spec;
 }
 
 std::string EncodingSpec::name() const {
-  std::vector<std::string> parts;
-  if (rope) parts.emplace_back("rope");
-  constexpr const char* kAbsolute[] = {"", "sinusoidal", "learned", "binary"};
-  constexpr const char* kBias[] = {"", "alibi", "t5", "relative"};
-  constexpr const char* kVector[] = {"", "shaw", "xl"};
-  if (absolute != Absolute::none) parts.emplace_back(kAbsolute[static_cast<int>(absolute)]);
-  if (vector != Vector::none) parts.emplace_back(kVector[static_cast<int>(vector)]);
-  if (bias != Bias::none) parts.emplace_back(kBias[static_cast<int>(bias)]);
   if (parts.empty()) return "none";
-  std::string out = parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) out += "+" + parts[i];
+  std::string out;
+  for (EncodingKind kind : parts) out += (out.empty() ? "" : "+") + std::string(encoding_info(kind).name);
+  return out;
+}
+
+bool EncodingSpec::has(EncodingKind kind) const {
+  return std::find(parts.begin(), parts.end(), kind) != parts.end();
+}
+
+std::optional<EncodingKind> EncodingSpec::part(EncodingRole role) const {
+  for (EncodingKind kind : parts)
+    if (encoding_info(kind).role == role) return kind;
+  return std::nullopt;
+}
+
+std::vector<const registry::Entry*> EncodingSpec::entries() const {
+  std::vector<const registry::Entry*> out;
+  for (EncodingKind kind : parts) out.push_back(&registry::entry(kind));
   return out;
 }
 
 std::vector<EncodingSpec> default_lab_encodings() {
   std::vector<EncodingSpec> out;
-  for (const char* name : {"none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw", "xl", "rope", "alibi",
-                           "rope+alibi"})
+  for (const char* name : {"none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw",
+                           "transformer_xl", "rope", "alibi", "rope+alibi"})
     out.push_back(EncodingSpec::parse(name));
   return out;
 }
@@ -82,7 +96,8 @@ const char* rope_eval_name(RopeEval mode) {
 RopeEval parse_rope_eval(std::string_view text) {
   for (RopeEval m : {RopeEval::plain, RopeEval::linear, RopeEval::ntk, RopeEval::yarn})
     if (text == rope_eval_name(m)) return m;
-  throw Error("lab: rope evaluation = '" + std::string(text) + "' is invalid: expected plain, linear, ntk or yarn");
+  throw Error("lab: rope evaluation = '" + std::string(text) +
+              "' is invalid: expected plain, linear, ntk or yarn");
 }
 
 RopeConfig lab_rope_config(const EncodingOptions& options, int64_t head_dim, int64_t train_len, RopeEval mode,

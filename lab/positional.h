@@ -1,49 +1,43 @@
-// lab/positional.h: which positional encoding a lab model uses, and what it adds to the model.
+// lab/positional.h: which positional encodings a lab model combines, and the parameters they read.
 //
-// An encoding is written as names joined by '+', at most one of each group, as the attention
-// supports them:
+// A combination is written as encoding names (or aliases) joined by '+', at most one per role
+// (posenc::EncodingRole), as the attention supports them:
 //   absolute (added to the embeddings):  sinusoidal | learned | binary
-//   scalar bias on the logits:           alibi | t5 | relative   (relative = clipped, seed 000)
-//   vector terms inside attention:       shaw | xl
+//   scalar bias on the logits:           alibi | t5 | relative   (relative = clipped)
+//   vector terms inside attention:       shaw | transformer_xl (or xl)
 //   rotation of q and k:                 rope
-// or "none" (NoPE: only the causal mask carries order). E.g. "rope+alibi", "learned+t5".
+// or "none" (NoPE: only the causal mask carries order). E.g. "rope+alibi", "learned+t5". What each
+// encoding adds to the model is its registry entry's (tools/registry/registry.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "posenc/encodings.h"
 #include "posenc/rope.h"
+#include "registry/registry.h"
 
 namespace posenc::lab {
 
 struct EncodingSpec {
-  enum class Absolute : uint8_t { none, sinusoidal, learned, binary };
-  enum class Bias : uint8_t { none, alibi, t5, relative };
-  enum class Vector : uint8_t { none, shaw, xl };
-  Absolute absolute = Absolute::none;
-  Bias bias = Bias::none;
-  Vector vector = Vector::none;
-  bool rope = false;
+  std::vector<EncodingKind> parts;  // at most one per role, in role order; empty: NoPE
 
   static EncodingSpec parse(std::string_view text);  // throws posenc::Error naming the bad part
   std::string name() const;                          // canonical: "rope+alibi", "none"
+  bool has(EncodingKind kind) const;
+  std::optional<EncodingKind> part(EncodingRole role) const;  // the part acting in that role, if any
+  std::vector<const registry::Entry*> entries() const;        // the parts' registry entries
   bool operator==(const EncodingSpec&) const = default;
 };
 
-// The encodings `posenc lab` trains by default: the seeds' list plus NoPE and the RoPE+ALiBi hybrid.
+// The encodings `posenc lab` trains by default: the absolute, relative and rotary encodings of the
+// extrapolation comparison, plus NoPE and the RoPE+ALiBi hybrid.
 std::vector<EncodingSpec> default_lab_encodings();
 
-// Parameters of the encodings (flags of `posenc lab`).
-struct EncodingOptions {
-  int64_t t5_buckets = 16;        // causal T5: 8 exact buckets, 8 log-spaced up to max distance
-  int64_t t5_max_distance = 32;
-  int64_t max_distance = 32;      // clipping window of `relative` and `shaw`
-  double rope_base = 10000.0;
-  double sinusoidal_base = 10000.0;
-  int64_t binary_bits = 10;       // binary codes: positions below 2^bits (the lab sizes it for
-                                  // its longest evaluation length so that extrapolation is measured)
-};
+// Parameters of the encodings (flags of `posenc lab`), defined with the registry that reads them.
+using EncodingOptions = registry::EncodingOptions;
 
 // How RoPE is run at evaluation time (no retraining): the trained rotation, or one of the
 // HuggingFace rope_scaling types with factor = eval length / train length (only past it).

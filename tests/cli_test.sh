@@ -20,7 +20,9 @@ check() {  # check NAME EXPECTED_STATUS COMMAND...
   return 0
 }
 expect_in() {  # expect_in NAME FILE TEXT
-  if ! grep -qF -- "$3" "$2"; then echo "FAIL $1: '$3' not in output"; cat "$2"; failures=$((failures + 1)); fi
+  if ! grep -qF -- "$3" "$2"; then
+    echo "FAIL $1: '$3' not in output"; cat "$2"; failures=$((failures + 1))
+  fi
 }
 
 check help 0 "$posenc" --help
@@ -29,7 +31,8 @@ check encode_help 0 "$posenc" encode --help
 expect_in encode_help "$tmp/out" "--positions"
 check list 0 "$posenc" list
 cp "$tmp/out" "$tmp/list"
-for name in none sinusoidal learned binary relative t5 alibi shaw xl rope; do
+# transformer_xl also by its alias, xl.
+for name in none sinusoidal learned binary relative t5 alibi shaw transformer_xl xl rope; do
   expect_in list "$tmp/list" "$name"
   for format in table csv json; do
     check "encode_${name}_${format}" 0 "$posenc" encode "$name" -p 0:5 --format "$format"
@@ -87,13 +90,15 @@ printf '{"hidden_size": 64, "num_attention_heads": 2, "rope_scaling": {"type": "
 check config_missing_factor 2 "$posenc" encode rope --config "$tmp/config.json"
 expect_in config_missing_factor "$tmp/err" "'factor'"
 check no_partial_output 2 "$posenc" encode learned --max-len 4 -p 0:9 --format csv -o "$tmp/partial.csv"
-[ ! -e "$tmp/partial.csv" ] || { echo "FAIL no_partial_output: file written on error"; failures=$((failures + 1)); }
+[ ! -e "$tmp/partial.csv" ] ||
+  { echo "FAIL no_partial_output: file written on error"; failures=$((failures + 1)); }
 
 # posenc attention: every encoding against the naive reference, forward and backward.
 check attention_help 0 "$posenc" attention --help
 for enc in none rope alibi t5 relative shaw xl rope+alibi rope+t5; do
-  check "attention_$enc" 0 "$posenc" attention -e "$enc" --seq 70 --heads 2 --kv-heads 1 --dim 40 --causal --backward --check --repeat 1 --format json
-  python3 - "$tmp/out" <<'PY' || { echo "FAIL attention_$enc: output"; cat "$tmp/out"; failures=$((failures + 1)); }
+  check "attention_$enc" 0 "$posenc" attention -e "$enc" --seq 70 --heads 2 --kv-heads 1 --dim 40 --causal \
+    --backward --check --repeat 1 --format json
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL attention_$enc"; cat "$tmp/out"; failures=$((failures + 1)); }
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["max_abs_error_vs_reference"] < 1e-5, r
@@ -114,7 +119,9 @@ expect_in attention_check_too_big "$tmp/err" "too large"
 # posenc analyze: every encoding, three formats; bad flags.
 check analyze_help 0 "$posenc" analyze --help
 check analyze_table 0 "$posenc" analyze --length 64 --extrapolate-to 128 --dim 16
-for name in none sinusoidal learned binary relative t5 alibi shaw xl rope; do expect_in analyze_table "$tmp/out" "| $name |"; done
+for name in none sinusoidal learned binary relative t5 alibi shaw transformer_xl rope; do
+  expect_in analyze_table "$tmp/out" "| $name |"
+done
 expect_in analyze_table "$tmp/out" "Hamming(7, 8) = 4"
 check analyze_json 0 "$posenc" analyze -e rope,alibi --length 64 --extrapolate-to 128 --format json
 python3 - "$tmp/out" <<'PY' || { echo "FAIL analyze_json"; failures=$((failures + 1)); }
@@ -125,6 +132,8 @@ assert len(r["encodings"][1]["decay"]["curve"]) == 8
 PY
 check analyze_csv 0 "$posenc" analyze -e t5 --length 64 --extrapolate-to 128 --format csv
 expect_in analyze_csv "$tmp/out" "t5,"
+check analyze_alias 0 "$posenc" analyze -e xl --length 64 --extrapolate-to 128 --format csv
+expect_in analyze_alias "$tmp/out" "transformer_xl,"
 check analyze_bad_length 2 "$posenc" analyze --length 1
 expect_in analyze_bad_length "$tmp/err" "--length = 1"
 check analyze_bad_extrapolate 2 "$posenc" analyze --length 64 --extrapolate-to 32
@@ -138,7 +147,8 @@ expect_in analyze_bad_format "$tmp/err" "--format = 'xml'"
 for i in $(seq 1 200); do echo "one two three four five six seven $i"; done > "$tmp/corpus.txt"
 lab_small=(--corpus "$tmp/corpus.txt" --steps 3 --batch 2 --train-len 8 --eval-lengths 8,16 --eval-tokens 64
            --layers 1 --heads 2 --mlp 16 --progress none)
-check lab 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,learned,alibi --rope-eval yarn --out "$tmp/lab" --save-checkpoints
+check lab 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,learned,alibi --rope-eval yarn \
+  --out "$tmp/lab" --save-checkpoints
 expect_in lab "$tmp/out" "rope (yarn)"
 expect_in lab "$tmp/out" "n/a for learned at 16: learned: position 8"
 expect_in lab "$tmp/out" "ranking at 2x"
@@ -173,8 +183,10 @@ check lab_bad_width 2 "$posenc" lab "${lab_small[@]}" --d-model 15
 expect_in lab_bad_width "$tmp/err" "divide d_model = 15"
 
 # posenc lab --task: the exact-match tables, JSON and CSV with the task's scores, exclusive options.
-lab_task=(--steps 2 --batch 2 --eval-lengths 24,48 --task-samples 3 --layers 1 --heads 2 --mlp 16 --d-model 16 --progress none)
-check lab_task 0 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 24 --encodings rope,learned --rope-eval ntk --out "$tmp/task"
+lab_task=(--steps 2 --batch 2 --eval-lengths 24,48 --task-samples 3 --layers 1 --heads 2 --mlp 16 --d-model 16
+          --progress none)
+check lab_task 0 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 24 --encodings rope,learned \
+  --rope-eval ntk --out "$tmp/task"
 expect_in lab_task "$tmp/out" "exact match (%) on passkey, 3 samples per length"
 expect_in lab_task "$tmp/out" "n/a for learned at 48"
 python3 - "$tmp/task" <<'PY' || { echo "FAIL lab_task_json"; failures=$((failures + 1)); }
@@ -183,7 +195,8 @@ r = json.load(open(os.path.join(sys.argv[1], "results.json")))
 assert r["task"]["name"] == "passkey" and r["task"]["samples"] == 3, r["task"]
 assert [run["label"] for run in r["runs"]] == ["rope", "rope (ntk)", "learned"], r["runs"]
 first = r["runs"][0]["eval"][0]
-assert first["ok"] and 0 <= first["exact_match"] <= first["token_accuracy"] <= 1 and first["answers"] == 15, first
+assert first["ok"] and 0 <= first["exact_match"] <= first["token_accuracy"] <= 1, first
+assert first["answers"] == 15, first
 assert not r["runs"][2]["eval"][1]["ok"] and "max_len = 24" in r["runs"][2]["eval"][1]["error"]
 assert r["summary"][0]["exact_match"][0]["n"] == 1
 rows = list(csv.DictReader(open(os.path.join(sys.argv[1], "results.csv"))))

@@ -32,12 +32,13 @@ TEST(LabCorpus, CharacterVocabularyAndLineSplit) {
 
 TEST(LabCorpus, RejectsMalformedUtf8AndMissingFiles) {
   test::expect_error([] { make_corpus(std::string("ab\xC3"), 0.1, "t"); }, "not valid UTF-8 at byte 2");
-  test::expect_error([] { make_corpus(std::string("a\xC0\xAF"), 0.1, "t"); }, "at byte 1");      // overlong '/'
+  test::expect_error([] { make_corpus(std::string("a\xC0\xAF"), 0.1, "t"); }, "at byte 1");  // overlong '/'
   test::expect_error([] { make_corpus(std::string("\xED\xA0\x80x"), 0.1, "t"); }, "at byte 0");  // surrogate
   test::expect_error([] { make_corpus(std::string("a\x80"), 0.1, "t"); }, "at byte 1");
   test::expect_error([] { make_corpus("a", 0.1, "t"); }, "too few");
   test::expect_error([] { make_corpus("abc", 1.0, "t"); }, "test_fraction");
-  test::expect_error([] { load_corpus("/nonexistent/file.txt", 0.05); }, "cannot open '/nonexistent/file.txt'");
+  test::expect_error([] { load_corpus("/nonexistent/file.txt", 0.05); },
+                     "cannot open '/nonexistent/file.txt'");
 }
 
 TEST(LabEncodings, ParseAndName) {
@@ -45,9 +46,11 @@ TEST(LabEncodings, ParseAndName) {
   EXPECT_EQ(EncodingSpec::parse("alibi+rope").name(), "rope+alibi");
   EXPECT_EQ(EncodingSpec::parse("t5+learned+rope").name(), "rope+learned+t5");
   const EncodingSpec s = EncodingSpec::parse("rope+shaw+sinusoidal");
-  EXPECT_TRUE(s.rope);
-  EXPECT_EQ(s.vector, EncodingSpec::Vector::shaw);
-  EXPECT_EQ(s.absolute, EncodingSpec::Absolute::sinusoidal);
+  EXPECT_TRUE(s.has(EncodingKind::rope));
+  EXPECT_EQ(s.part(EncodingRole::attention_vectors), EncodingKind::shaw);
+  EXPECT_EQ(s.part(EncodingRole::absolute), EncodingKind::sinusoidal);
+  EXPECT_EQ(EncodingSpec::parse("xl"), EncodingSpec::parse("transformer_xl"));  // the alias
+  EXPECT_EQ(EncodingSpec::parse("rope+xl").name(), "rope+transformer_xl");
   for (const EncodingSpec& e : default_lab_encodings()) EXPECT_EQ(EncodingSpec::parse(e.name()), e);
   EXPECT_EQ(default_lab_encodings().size(), 11u);
   test::expect_error([] { EncodingSpec::parse("alibi+t5"); }, "'t5' conflicts");
@@ -95,8 +98,8 @@ SummaryRow row(const std::string& label, double at1, double at16) {
 
 TEST(LabVerdicts, CompareWithThePublishedClaims) {
   const std::vector<int64_t> lengths{64, 1024};
-  const auto lines = verdicts({row("alibi", 2.0, 1.9), row("t5", 2.0, 2.1), row("rope", 2.0, 3.0), row("sinusoidal", 2.0, 4.0),
-                               row("learned", 2.0, 0), row("none", 2.0, 2.5)},
+  const auto lines = verdicts({row("alibi", 2.0, 1.9), row("t5", 2.0, 2.1), row("rope", 2.0, 3.0),
+                               row("sinusoidal", 2.0, 4.0), row("learned", 2.0, 0), row("none", 2.0, 2.5)},
                               lengths, 64);
   ASSERT_EQ(lines.size(), 6u);  // five claims + the ranking; "none" has no published figure
   EXPECT_NE(lines[0].find("alibi"), std::string::npos);

@@ -2,13 +2,14 @@
 //   posenc list                      every encoding and its variants
 //   posenc encode <encoding> [...]   tabulate an encoding (table, csv, json, npy)
 //   posenc attention [...]           the fused attention on random inputs: timings, --check
-//   posenc analyze [...]             seed 004's four conditions, measured for every encoding
+//   posenc analyze [...]             the four conditions of a good positional encoding (uniqueness,
+//                                    neighbours, composability, generalization), for every encoding
 //   posenc lab [...]                 train a small transformer per encoding, measure extrapolation
 // Bad arguments print one line naming the argument and exit with status 2.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "analyze/analyze.h"
+#include "analyze/analyze_cmd.h"
 #include "attention_cmd.h"
 #include "encode.h"
 #include "lab_cmd.h"

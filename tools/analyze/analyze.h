@@ -1,15 +1,18 @@
-// tools/analyze/analyze.h: `posenc analyze`: every encoding of the library measured against seed
-// 004's four conditions (and RoPE/ALiBi long-term decay), with the library computing the codes.
+// tools/analyze/analyze.h: `posenc analyze`: every encoding of the library measured against the
+// four conditions of a good positional encoding (uniqueness, distinguishable neighbours,
+// composable offsets, generalization past the training length) and RoPE/ALiBi's long-term decay,
+// with the library computing the codes (each encoding's registry entry says which).
 #pragma once
-#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace posenc::analyze {
 
 struct Options {
-  std::vector<std::string> encodings;  // empty: all
+  std::vector<std::string> encodings;  // names or aliases; empty: all
   int64_t length = 512;                // L: the "training" range [0, L)
   int64_t extrapolate_to = 2048;       // L2: generalization is judged on [L, L2)
   int64_t dim = 64;                    // code width (model dim, head_dim for RoPE, d_model for XL)
@@ -37,6 +40,7 @@ nlohmann::json to_json(const Options& options, const std::vector<Report>& report
 // The thresholds behind the marks, printed under the table and stored in the JSON.
 std::vector<std::string> thresholds(const Options& options);
 
-void add_analyze_command(CLI::App& app);
+void print_table(const Options& options, const std::vector<Report>& reports, std::ostream& os);
+void print_csv(const std::vector<Report>& reports, std::ostream& os);
 
 }  // namespace posenc::analyze

@@ -1,7 +1,8 @@
-// tools/analyze/metrics.h: the four conditions of seed 004 (uniqueness, distinguishable
-// neighbours, composable relative offsets, generalization) and the long-term decay of RoPE/ALiBi,
-// as numbers. Each function works on plain codes (one row per position or per distance) in double,
-// so it can be tested on hand-built encodings with known answers; analyze.cc feeds it the library's.
+// tools/analyze/metrics.h: the four conditions of a good positional encoding (uniqueness,
+// distinguishable neighbours, composable relative offsets, generalization) and the long-term decay
+// of RoPE/ALiBi, as numbers. Each function works on plain codes (one row per position or per
+// distance) in double, so it can be tested on hand-built encodings with known answers; the
+// registry's entries (tools/registry/entries/) feed it the library's.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -49,7 +50,8 @@ Novelty novelty(const Codes& trained, const Codes& fresh);
 // Relative encodings that map a distance d to a discrete code (T5 bucket, clipped row): the
 // smallest d >= 0 of [0, limit) whose code equals that of d - 1 (or, with negatives, of -d), i.e.
 // where two offsets become indistinguishable; -1 if none.
-int64_t first_merged_distance(const std::function<int64_t(int64_t)>& code_of, int64_t limit, bool with_negatives);
+int64_t first_merged_distance(const std::function<int64_t(int64_t)>& code_of, int64_t limit,
+                              bool with_negatives);
 
 // RoFormer (Su et al. 2021, section 3.4.3): |sum_j h_j e^{i delta theta_j}| <= max_j |h_{j+1} - h_j|
 // * sum_j |S_j|, S_j = sum_{k<j} e^{i delta theta_k}; returns (1 / (d/2)) sum_j |S_j| at delta.
