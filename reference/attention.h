@@ -31,9 +31,9 @@ struct AttentionProblem {
   std::vector<T> relative_table;  // (rows, H)
   int64_t shaw_max_distance = -1;  // >= 0: Shaw terms with a_k (and a_v when non-empty), (rows, D)
   std::vector<T> shaw_a_k, shaw_a_v;
-  int64_t xl_d_model = 0;          // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
-  double xl_base = 10000.0;
-  std::vector<T> xl_u, xl_v, xl_w_r;
+  int64_t transformer_xl_d_model = 0;          // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
+  double transformer_xl_base = 10000.0;
+  std::vector<T> transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
 
   bool allowed(int64_t b, int64_t i, int64_t j) const {
     if (!q_seq.empty() && q_seq[b * Q + i] != k_seq[b * K + j]) return false;
@@ -55,14 +55,14 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
   const int64_t group = p.H / p.Hkv;
   AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * p.D, T(0)), std::vector<T>(p.B * p.H * p.Q)};
   std::vector<T> logit(p.K);
-  std::map<int64_t, std::vector<T>> xl_r;  // R_delta by delta
+  std::map<int64_t, std::vector<T>> transformer_xl_r;  // R_delta by delta
   auto sinusoid = [&](int64_t delta) -> const std::vector<T>& {
-    std::vector<T>& r = xl_r[delta];
+    std::vector<T>& r = transformer_xl_r[delta];
     if (r.empty()) {
-      const int64_t half = p.xl_d_model / 2;
-      r.resize(p.xl_d_model);
+      const int64_t half = p.transformer_xl_d_model / 2;
+      r.resize(p.transformer_xl_d_model);
       for (int64_t e = 0; e < half; ++e) {
-        const long double a = static_cast<long double>(delta) * std::pow(static_cast<long double>(p.xl_base), -2.0L * e / p.xl_d_model);
+        const long double a = static_cast<long double>(delta) * std::pow(static_cast<long double>(p.transformer_xl_base), -2.0L * e / p.transformer_xl_d_model);
         r[e] = static_cast<T>(std::sin(a));
         r[half + e] = static_cast<T>(std::cos(a));
       }
@@ -88,12 +88,12 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
             const T* a = &p.shaw_a_k[shaw_row(p.shaw_max_distance, qp, kp) * p.D];
             for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * a[d];
           }
-          if (p.xl_d_model > 0) {
+          if (p.transformer_xl_d_model > 0) {
             const std::vector<T>& R = sinusoid(qp - kp);
             for (int64_t d = 0; d < p.D; ++d) {
               T rp = 0;
-              for (int64_t e = 0; e < p.xl_d_model; ++e) rp += p.xl_w_r[(h * p.D + d) * p.xl_d_model + e] * R[e];
-              dot += (qi[d] + p.xl_v[h * p.D + d]) * rp + p.xl_u[h * p.D + d] * kj[d];
+              for (int64_t e = 0; e < p.transformer_xl_d_model; ++e) rp += p.transformer_xl_w_r[(h * p.D + d) * p.transformer_xl_d_model + e] * R[e];
+              dot += (qi[d] + p.transformer_xl_v[h * p.D + d]) * rp + p.transformer_xl_u[h * p.D + d] * kj[d];
             }
           }
           switch (p.kind) {

@@ -68,9 +68,9 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   const bool want_table = wanted(grads.relative_table, "relative_table", relative, {table_rows, H});
   const bool want_a_k = wanted(grads.shaw_a_k, "shaw_a_k", config.shaw.has_value(), {shaw_rows, D});
   const bool want_a_v = wanted(grads.shaw_a_v, "shaw_a_v", config.shaw && config.shaw->a_v.data, {shaw_rows, D});
-  const bool want_u = wanted(grads.xl_u, "xl_u", xl, {H, D});
-  const bool want_v = wanted(grads.xl_v, "xl_v", xl, {H, D});
-  const bool want_w_r = wanted(grads.xl_w_r, "xl_w_r", xl, {H * D, d_model});
+  const bool want_u = wanted(grads.transformer_xl_u, "transformer_xl_u", xl, {H, D});
+  const bool want_v = wanted(grads.transformer_xl_v, "transformer_xl_v", xl, {H, D});
+  const bool want_w_r = wanted(grads.transformer_xl_w_r, "transformer_xl_w_r", xl, {H * D, d_model});
 
   const int64_t n = xl ? p.transformer_xl->n : 0;
   std::vector<float> dq(static_cast<size_t>(B * Q * H * D)), dk(static_cast<size_t>(B * K * Hkv * D)), dv(dk.size());
@@ -105,12 +105,12 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   if (want_a_v) cpu::accumulate_into(as_rank4(grads.shaw_a_v), d_a_v.data());
   if (want_u || want_v) {
     const std::vector<float> u(d_u.begin(), d_u.end()), v(d_v.begin(), d_v.end());
-    if (want_u) cpu::accumulate_into(as_rank4(grads.xl_u), u.data());
-    if (want_v) cpu::accumulate_into(as_rank4(grads.xl_v), v.data());
+    if (want_u) cpu::accumulate_into(as_rank4(grads.transformer_xl_u), u.data());
+    if (want_v) cpu::accumulate_into(as_rank4(grads.transformer_xl_v), v.data());
   }
   if (want_w_r)  // forward: rproj_h[delta] = W_R,h R_delta
     cpu::transformer_xl_project_backward(H, D, d_model, d_rproj, p.transformer_xl->sinusoids, n,
-                                         strided<2>(grads.xl_w_r));
+                                         strided<2>(grads.transformer_xl_w_r));
 }
 
 }  // namespace posenc

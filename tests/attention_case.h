@@ -16,16 +16,16 @@
 
 namespace posenc::test {
 
-enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5, shaw, shaw_keys, rope_shaw, xl, xl_t5 };
+enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5, shaw, shaw_keys, rope_shaw, transformer_xl, transformer_xl_t5 };
 inline const char* enc_name(Enc e) {
   static const char* names[] = {"none",    "rope",   "alibi", "alibi_symmetric", "t5",        "t5_causal", "clipped",
-                                "rope_alibi", "rope_t5", "shaw", "shaw_keys",   "rope_shaw", "xl",        "xl_t5"};
+                                "rope_alibi", "rope_t5", "shaw", "shaw_keys",   "rope_shaw", "transformer_xl", "transformer_xl_t5"};
   return names[static_cast<int>(e)];
 }
 inline const std::vector<Enc>& all_encs() {
   static const std::vector<Enc> all = {Enc::none,    Enc::rope,      Enc::alibi,     Enc::alibi_symmetric, Enc::t5,
                                        Enc::t5_causal, Enc::clipped, Enc::rope_alibi, Enc::rope_t5,         Enc::shaw,
-                                       Enc::shaw_keys, Enc::rope_shaw, Enc::xl,       Enc::xl_t5};
+                                       Enc::shaw_keys, Enc::rope_shaw, Enc::transformer_xl,       Enc::transformer_xl_t5};
   return all;
 }
 
@@ -55,7 +55,7 @@ class AttentionCase {
       bias_.kind = AttentionBias::Kind::alibi;
       bias_.alibi.heads = c.H;
       bias_.alibi.symmetric = e == Enc::alibi_symmetric;
-    } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5 || e == Enc::xl_t5) {
+    } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5 || e == Enc::transformer_xl_t5) {
       bias_.kind = AttentionBias::Kind::relative;
       bias_.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5) : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
       parts_[Params::table] = random_floats(bias_.relative.num_rows() * c.H, seed + 3, -2, 2);
@@ -66,7 +66,7 @@ class AttentionCase {
       parts_[Params::a_k] = random_floats(shaw_.num_rows() * c.D, seed + 4);
       if (e != Enc::shaw_keys) parts_[Params::a_v] = random_floats(shaw_.num_rows() * c.D, seed + 5);
     }
-    if (e == Enc::xl || e == Enc::xl_t5) {
+    if (e == Enc::transformer_xl || e == Enc::transformer_xl_t5) {
       xl_.d_model = 12;
       xl_.heads = c.H;
       xl_.head_dim = c.D;
@@ -178,9 +178,9 @@ class AttentionCase {
       p.shaw_a_v = slice(Params::a_v);
     }
     if (!parts_[Params::u].empty()) {
-      p.xl_d_model = xl_.d_model;
-      p.xl_base = xl_.base;
-      p.xl_u = slice(Params::u), p.xl_v = slice(Params::v_xl), p.xl_w_r = slice(Params::w_r);
+      p.transformer_xl_d_model = xl_.d_model;
+      p.transformer_xl_base = xl_.base;
+      p.transformer_xl_u = slice(Params::u), p.transformer_xl_v = slice(Params::v_xl), p.transformer_xl_w_r = slice(Params::w_r);
     }
     std::vector<double> q = slice(Params::q), k = slice(Params::k);
     if (uses_rope()) {

@@ -39,7 +39,7 @@ TEST(Attention, EverySimdTarget) {
     check_case({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, target);
     check_case({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
     check_case({1, 70, 70, 2, 2, 40, true}, Enc::shaw, target);
-    check_case({1, 67, 67, 2, 1, 40, false}, Enc::xl, target);
+    check_case({1, 67, 67, 2, 1, 40, false}, Enc::transformer_xl, target);
     check_case({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
   });
 }
@@ -49,7 +49,7 @@ TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
   check_case({1, 76, 76, 2, 1, 64, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::t5_causal);
   check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::rope_alibi);
   check_case({1, 76, 76, 2, 2, 40, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::shaw);
-  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::xl_t5);
+  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::transformer_xl_t5);
   // Decode one token per sequence against caches of 9 and 66 keys.
   check_case({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
 }

@@ -39,9 +39,9 @@ Grads run_backward(const AttentionCase& ac, const std::vector<float>& w) {
     if (cfg.shaw->a_v.data) ag.shaw_a_v = view(g.part[Params::a_v].data(), {rows, c.D});
   }
   if (cfg.transformer_xl) {
-    ag.xl_u = view(g.part[Params::u].data(), {c.H, c.D});
-    ag.xl_v = view(g.part[Params::v_xl].data(), {c.H, c.D});
-    ag.xl_w_r = view(g.part[Params::w_r].data(), {c.H * c.D, cfg.transformer_xl->config.d_model});
+    ag.transformer_xl_u = view(g.part[Params::u].data(), {c.H, c.D});
+    ag.transformer_xl_v = view(g.part[Params::v_xl].data(), {c.H, c.D});
+    ag.transformer_xl_w_r = view(g.part[Params::w_r].data(), {c.H * c.D, cfg.transformer_xl->config.d_model});
   }
   attention_backward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}),
                      view(w.data(), {c.B, c.Q, c.H, c.D}), ag);
@@ -75,10 +75,10 @@ TEST(AttentionBackward, EveryEncodingMatchesFiniteDifferences) {
   };
   for (const Case& c : cases)
     for (Enc e : all_encs()) {
-      if ((e == Enc::xl || e == Enc::xl_t5) && c.Q * c.K * c.D > 20000) continue;  // the XL reference is slow
+      if ((e == Enc::transformer_xl || e == Enc::transformer_xl_t5) && c.Q * c.K * c.D > 20000) continue;  // the XL reference is slow
       check_gradients(c, e);
     }
-  for (Enc e : {Enc::xl, Enc::xl_t5}) {
+  for (Enc e : {Enc::transformer_xl, Enc::transformer_xl_t5}) {
     check_gradients({1, 70, 70, 2, 1, 4, true}, e);  // XL across tiles, small head_dim to keep it quick
     check_gradients({2, 5, 9, 2, 2, 6, false}, e);
   }
@@ -120,7 +120,7 @@ TEST(AttentionBackward, FullyMaskedRowsGetZeroGradients) {
 }
 
 TEST(AttentionBackward, SameBitsForAnyThreadCount) {
-  for (Enc e : {Enc::rope_t5, Enc::shaw, Enc::xl}) {
+  for (Enc e : {Enc::rope_t5, Enc::shaw, Enc::transformer_xl}) {
     const AttentionCase ac({2, 130, 130, 4, 2, 16, true}, e);
     const std::vector<float> w = random_floats(2 * 130 * 4 * 16, 3);
     const int saved = omp_get_max_threads();

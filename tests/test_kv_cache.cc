@@ -44,7 +44,7 @@ TEST(KVCache, DecodingTokenByTokenEqualsTheFullForward) {
 }
 
 TEST(KVCache, ChunkedPrefillEqualsTheFullForward) {
-  for (Enc e : {Enc::rope_alibi, Enc::t5_causal, Enc::shaw, Enc::xl})
+  for (Enc e : {Enc::rope_alibi, Enc::t5_causal, Enc::shaw, Enc::transformer_xl})
     check_decode(e, {5, 1, 64, 3, 1});
 }
 

@@ -98,7 +98,7 @@ class LabGradient : public ::testing::TestWithParam<const char*> {};
 TEST_P(LabGradient, MatchesFiniteDifferences) { check_gradients(tiny_config(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, LabGradient,
-                         ::testing::Values("none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw", "xl", "rope",
+                         ::testing::Values("none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw", "transformer_xl", "rope",
                                            "alibi", "rope+alibi", "rope+t5+learned", "rope+shaw"),
                          [](const auto& info) {
                            std::string name = info.param;

@@ -82,7 +82,7 @@ Problem make_problem(const AttentionOptions& o) {
     s.a_k = view(p.a_k.data(), {s.config.num_rows(), p.D});
     s.a_v = view(p.a_v.data(), {s.config.num_rows(), p.D});
     c.shaw = s;
-  } else if (e == "xl") {
+  } else if (e == "transformer_xl" || e == "xl") {
     AttentionTransformerXL x;
     x.config = {o.d_model > 0 ? o.d_model : p.H * p.D, p.H, p.D, o.base};
     validate(x.config);
@@ -94,7 +94,7 @@ Problem make_problem(const AttentionOptions& o) {
     x.w_r = view(p.w_r.data(), {p.H * p.D, x.config.d_model});
     c.transformer_xl = x;
   } else if (e != "none" && e != "rope") {
-    throw Error("--encoding = '" + e + "' is invalid: expected none, rope, alibi, t5, relative, shaw, xl, rope+alibi or rope+t5");
+    throw Error("--encoding = '" + e + "' is invalid: expected none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), rope+alibi or rope+t5");
   }
   return p;
 }
@@ -120,9 +120,9 @@ double check_against_reference(const Problem& p, const std::vector<float>& out) 
     r.shaw_a_v.assign(p.a_v.begin(), p.a_v.end());
   }
   if (c.transformer_xl) {
-    r.xl_d_model = c.transformer_xl->config.d_model;
-    r.xl_base = c.transformer_xl->config.base;
-    r.xl_u.assign(p.u.begin(), p.u.end()), r.xl_v.assign(p.xv.begin(), p.xv.end()), r.xl_w_r.assign(p.w_r.begin(), p.w_r.end());
+    r.transformer_xl_d_model = c.transformer_xl->config.d_model;
+    r.transformer_xl_base = c.transformer_xl->config.base;
+    r.transformer_xl_u.assign(p.u.begin(), p.u.end()), r.transformer_xl_v.assign(p.xv.begin(), p.xv.end()), r.transformer_xl_w_r.assign(p.w_r.begin(), p.w_r.end());
   }
   std::vector<double> q(p.q.begin(), p.q.end()), k(p.k.begin(), p.k.end());
   if (c.rope) {
@@ -207,7 +207,7 @@ void run_attention(const AttentionOptions& o) {
 void add_attention_command(CLI::App& app) {
   auto o = std::make_shared<AttentionOptions>();
   CLI::App* cmd = app.add_subcommand("attention", "Run the fused attention on random inputs (timings; --check vs the naive reference)");
-  cmd->add_option("--encoding,-e", o->encoding, "none, rope, alibi, t5, relative, shaw, xl, rope+alibi or rope+t5")->capture_default_str();
+  cmd->add_option("--encoding,-e", o->encoding, "none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), rope+alibi or rope+t5")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   cmd->add_option("--seq,-s", o->seq, "Query length")->capture_default_str();
   cmd->add_option("--kv-len", o->kv_len, "Key/value length (default: --seq; queries sit at its end)");
@@ -216,11 +216,11 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--dim,-d", o->dim, "head_dim")->capture_default_str();
   cmd->add_flag("--causal", o->causal, "Causal mask");
   cmd->add_option("--window", o->window, "Sliding window (0 = none)")->capture_default_str();
-  cmd->add_option("--base", o->base, "rope theta / xl sinusoid base")->capture_default_str();
+  cmd->add_option("--base", o->base, "rope theta / transformer_xl sinusoid base")->capture_default_str();
   cmd->add_option("--num-buckets", o->num_buckets, "t5 buckets")->capture_default_str();
   cmd->add_option("--max-distance", o->max_distance, "t5 max_distance")->capture_default_str();
   cmd->add_option("--clip", o->shaw_max_distance, "shaw / relative: clipping distance k")->capture_default_str();
-  cmd->add_option("--d-model", o->d_model, "xl: width of the relative sinusoid (default heads * dim)");
+  cmd->add_option("--d-model", o->d_model, "transformer_xl: width of the relative sinusoid (default heads * dim)");
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

@@ -96,7 +96,7 @@ struct AttentionGrads {
   TensorView q, k, v;
   TensorView relative_table;    // (rows, H), with bias.kind == relative
   TensorView shaw_a_k, shaw_a_v;  // (rows, D), with shaw
-  TensorView xl_u, xl_v, xl_w_r;  // (H, D), (H, D), (H * D, d_model), with transformer_xl
+  TensorView transformer_xl_u, transformer_xl_v, transformer_xl_w_r;  // (H, D), (H, D), (H * D, d_model), with transformer_xl
 };
 
 // The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,

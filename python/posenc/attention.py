@@ -2,7 +2,7 @@
 softmax: no [Q, K] score matrix is built), forward and backward.
 
 encoding: None, or '+'-joined parts: "rope", at most one bias of "alibi", "t5", "relative", and
-one of "shaw" or "xl" (Transformer-XL) (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
+one of "shaw" or "transformer_xl" (also accepted as "xl") (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
 [B, K, Hkv, D] with H a multiple of Hkv (grouped-query attention); out [B, Q, H, D].
 """
 from __future__ import annotations
@@ -14,16 +14,19 @@ from . import _core
 from ._checks import choice, fail, float32, integer, positions, real
 from .rope import RopeConfig, rope_config
 
-_PARTS = ("rope", "alibi", "t5", "relative", "shaw", "xl")
+_PARTS = ("rope", "alibi", "t5", "relative", "shaw", "transformer_xl")
+# Earlier names still accepted as input (posenc list prints them as aliases).
+_PART_ALIASES = {"xl": "transformer_xl"}
+_PARAM_ALIASES = {f"xl_{n}": f"transformer_xl_{n}" for n in ("u", "v", "w_r", "base")}
 _PARAMS = {
     "rope": {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config"},
     "alibi": {"slopes", "alibi_bias_max", "symmetric"},
     "t5": {"relative_table", "num_buckets", "max_distance", "bidirectional"},
     "relative": {"relative_table", "max_distance"},
     "shaw": {"shaw_a_k", "shaw_a_v", "shaw_max_distance"},
-    "xl": {"xl_u", "xl_v", "xl_w_r", "xl_base"},
+    "transformer_xl": {"transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r", "transformer_xl_base"},
 }
-_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "xl_u", "xl_v", "xl_w_r")
+_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r")
 
 
 def parse_encoding(encoding) -> list[str]:
@@ -31,16 +34,27 @@ def parse_encoding(encoding) -> list[str]:
         return []
     if not isinstance(encoding, str):
         fail(f"encoding = {encoding!r} is invalid: expected a string such as 'rope+alibi'")
-    parts = encoding.split("+")
+    parts = [_PART_ALIASES.get(p, p) for p in encoding.split("+")]
     for p in parts:
         choice("encoding part", p, _PARTS)
     if len(set(parts)) != len(parts):
         fail(f"encoding = {encoding!r} is invalid: a part appears twice")
     if sum(p in ("alibi", "t5", "relative") for p in parts) > 1:
         fail(f"encoding = {encoding!r} is invalid: at most one of alibi, t5, relative")
-    if "shaw" in parts and "xl" in parts:
-        fail(f"encoding = {encoding!r} is invalid: shaw and xl are alternatives")
+    if "shaw" in parts and "transformer_xl" in parts:
+        fail(f"encoding = {encoding!r} is invalid: shaw and transformer_xl are alternatives")
     return parts
+
+
+def canonical_params(params: dict) -> dict:
+    """The parameters under their canonical names (xl_u -> transformer_xl_u, ...)."""
+    out = {}
+    for key, value in params.items():
+        name = _PARAM_ALIASES.get(key, key)
+        if name in out:
+            fail(f"{key}: given twice (as {name} too)")
+        out[name] = value
+    return out
 
 
 class AttentionCall:
@@ -50,6 +64,7 @@ class AttentionCall:
         if len(q_shape) != 4:
             fail(f"q: rank {len(q_shape)} is invalid: expected [batch, seq, heads, head_dim]")
         self.parts = parse_encoding(encoding)
+        params = canonical_params(params)
         allowed = set().union(*(_PARAMS[p] for p in self.parts))
         for key in params:
             if key not in allowed:
@@ -84,7 +99,7 @@ class AttentionCall:
                 else:
                     bucketing = "clipped"
                     max_distance = integer("max_distance", params.get("max_distance", (rows - 1) // 2), 0)
-        shaw_max_distance = xl_d_model = 0
+        shaw_max_distance = transformer_xl_d_model = 0
         if "shaw" in self.parts:
             if "shaw_a_k" not in params:
                 fail("shaw_a_k: required by encoding 'shaw' ([2 * max_distance + 1, head_dim] float32)")
@@ -93,12 +108,12 @@ class AttentionCall:
                 self.tables["shaw_a_v"] = float32("shaw_a_v", params["shaw_a_v"], (2,), finite=True)
             rows = self.tables["shaw_a_k"].shape[0]
             shaw_max_distance = integer("shaw_max_distance", params.get("shaw_max_distance", (rows - 1) // 2), 1)
-        if "xl" in self.parts:
-            for name, shape in (("xl_u", "[heads, head_dim]"), ("xl_v", "[heads, head_dim]"), ("xl_w_r", "[heads * head_dim, d_model]")):
+        if "transformer_xl" in self.parts:
+            for name, shape in (("transformer_xl_u", "[heads, head_dim]"), ("transformer_xl_v", "[heads, head_dim]"), ("transformer_xl_w_r", "[heads * head_dim, d_model]")):
                 if params.get(name) is None:
-                    fail(f"{name}: required by encoding 'xl' ({shape} float32)")
+                    fail(f"{name}: required by encoding 'transformer_xl' ({shape} float32)")
                 self.tables[name] = float32(name, params[name], (2,), finite=True)
-            xl_d_model = self.tables["xl_w_r"].shape[1]
+            transformer_xl_d_model = self.tables["transformer_xl_w_r"].shape[1]
         if scale is not None:
             scale = real("scale", scale, positive=True)
         self.core = _core.Attention(
@@ -107,7 +122,7 @@ class AttentionCall:
             alibi_bias_max=real("alibi_bias_max", params.get("alibi_bias_max", 8.0), positive=True),
             alibi_symmetric=bool(params.get("symmetric", not causal)), bucketing=bucketing, num_buckets=num_buckets,
             max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim,
-            xl_d_model=xl_d_model, xl_base=real("xl_base", params.get("xl_base", 10000.0), positive=True))
+            transformer_xl_d_model=transformer_xl_d_model, transformer_xl_base=real("transformer_xl_base", params.get("transformer_xl_base", 10000.0), positive=True))
 
     @staticmethod
     def positions(q_positions=None, k_positions=None, cu_seqlens_q=None, cu_seqlens_k=None) -> dict:
@@ -143,7 +158,7 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     max_position_embeddings, or rope_config), alibi (slopes, alibi_bias_max, symmetric), t5
     (relative_table [num_buckets, heads], max_distance, bidirectional), relative (relative_table
     [2 * max_distance + 1, heads]), shaw (shaw_a_k, shaw_a_v [2 * max_distance + 1, head_dim]), xl
-    (xl_u, xl_v [heads, head_dim], xl_w_r [heads * head_dim, d_model], xl_base). Packed sequences
+    (transformer_xl_u, transformer_xl_v [heads, head_dim], transformer_xl_w_r [heads * head_dim, d_model], transformer_xl_base). Packed sequences
     (batch 1): cu_seqlens_q, cu_seqlens_k, the int64 cumulative lengths [N + 1].
     Returns out [B, Q, H, D] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
     """
@@ -156,7 +171,7 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
 def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
                        k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, **encoding_params) -> dict:
     """Gradients of attention: a dict with q, k, v and the encoding's tables that were given
-    (relative_table, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r)."""
+    (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r)."""
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
     return call.backward(q, k, v, out, lse, grad_out, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k)

@@ -16,7 +16,7 @@ import torch
 from . import absolute as _absolute
 from . import bias as _bias
 from ._checks import fail
-from .attention import AttentionCall
+from .attention import AttentionCall, canonical_params
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config
 
 __all__ = [
@@ -66,7 +66,7 @@ def rope(x, positions, **kwargs):
     return _RopeFunction.apply(x, _positions("positions", positions), kwargs)
 
 
-_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "xl_u", "xl_v", "xl_w_r")
+_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r")
 
 
 class _AttentionFunction(torch.autograd.Function):
@@ -92,7 +92,9 @@ class _AttentionFunction(torch.autograd.Function):
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
               cu_seqlens_q=None, cu_seqlens_k=None, **params):
     """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v
-    and the encoding's tables (relative_table, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r)."""
+    and the encoding's tables (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
+    transformer_xl_w_r; the xl_* names are accepted too)."""
+    params = canonical_params(params)
     tables = [params.pop(name, None) for name in _ATTENTION_TABLES]
     positions = {name: _positions(name, value) for name, value in (("q_positions", q_positions), ("k_positions", k_positions),
                                                                    ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))}

@@ -1,7 +1,7 @@
 // python/src/attention.cc: the fused attention (posenc/attention.h) forward and backward. One
 // Attention object holds the configuration (encoding and its parameters) that both passes need;
 // the encoding's tables and their gradients come per call in dicts keyed by the Python names
-// (relative_table, shaw_a_k, shaw_a_v, xl_u, xl_v, xl_w_r).
+// (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -31,9 +31,9 @@ AttentionConfig with_tables(const Attention& a, const nb::dict& tables) {
     c.shaw->a_v = in_view(entry<InArray>(tables, "shaw_a_v"), "shaw_a_v");
   }
   if (c.transformer_xl) {
-    c.transformer_xl->u = in_view(entry<InArray>(tables, "xl_u"), "xl_u");
-    c.transformer_xl->v = in_view(entry<InArray>(tables, "xl_v"), "xl_v");
-    c.transformer_xl->w_r = in_view(entry<InArray>(tables, "xl_w_r"), "xl_w_r");
+    c.transformer_xl->u = in_view(entry<InArray>(tables, "transformer_xl_u"), "transformer_xl_u");
+    c.transformer_xl->v = in_view(entry<InArray>(tables, "transformer_xl_v"), "transformer_xl_v");
+    c.transformer_xl->w_r = in_view(entry<InArray>(tables, "transformer_xl_w_r"), "transformer_xl_w_r");
   }
   return c;
 }
@@ -56,7 +56,7 @@ void bind_attention(nb::module_& m) {
           [](Attention* self, bool causal, int64_t window, std::optional<double> scale, std::optional<RopeConfig> rope,
              const std::string& bias, int64_t heads, const std::string& alibi_slopes, double alibi_bias_max, bool alibi_symmetric,
              const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional, int64_t shaw_max_distance,
-             int64_t head_dim, int64_t xl_d_model, double xl_base) {
+             int64_t head_dim, int64_t transformer_xl_d_model, double transformer_xl_base) {
             new (self) Attention();
             AttentionConfig& c = self->config;
             c.causal = causal;
@@ -74,12 +74,12 @@ void bind_attention(nb::module_& m) {
               throw Error("attention: bias = '" + bias + "' is invalid: expected 'none', 'alibi' or 'relative'");
             }
             if (shaw_max_distance > 0) c.shaw = AttentionShaw{ShawConfig{shaw_max_distance, head_dim}, {}, {}};
-            if (xl_d_model > 0) c.transformer_xl = AttentionTransformerXL{TransformerXLConfig{xl_d_model, heads, head_dim, xl_base}, {}, {}, {}};
+            if (transformer_xl_d_model > 0) c.transformer_xl = AttentionTransformerXL{TransformerXLConfig{transformer_xl_d_model, heads, head_dim, transformer_xl_base}, {}, {}, {}};
           },
           nb::arg("causal"), nb::arg("window"), nb::arg("scale").none(), nb::arg("rope").none(), nb::arg("bias"), nb::arg("heads"),
           nb::arg("alibi_slopes"), nb::arg("alibi_bias_max"), nb::arg("alibi_symmetric"), nb::arg("bucketing"), nb::arg("num_buckets"),
-          nb::arg("max_distance"), nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"), nb::arg("xl_d_model"),
-          nb::arg("xl_base"))
+          nb::arg("max_distance"), nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"), nb::arg("transformer_xl_d_model"),
+          nb::arg("transformer_xl_base"))
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OutArray& lse,
@@ -104,9 +104,9 @@ void bind_attention(nb::module_& m) {
             g.relative_table = out_view(entry<OutArray>(grads, "relative_table"), "grad_relative_table");
             g.shaw_a_k = out_view(entry<OutArray>(grads, "shaw_a_k"), "grad_shaw_a_k");
             g.shaw_a_v = out_view(entry<OutArray>(grads, "shaw_a_v"), "grad_shaw_a_v");
-            g.xl_u = out_view(entry<OutArray>(grads, "xl_u"), "grad_xl_u");
-            g.xl_v = out_view(entry<OutArray>(grads, "xl_v"), "grad_xl_v");
-            g.xl_w_r = out_view(entry<OutArray>(grads, "xl_w_r"), "grad_xl_w_r");
+            g.transformer_xl_u = out_view(entry<OutArray>(grads, "transformer_xl_u"), "grad_xl_u");
+            g.transformer_xl_v = out_view(entry<OutArray>(grads, "transformer_xl_v"), "grad_xl_v");
+            g.transformer_xl_w_r = out_view(entry<OutArray>(grads, "transformer_xl_w_r"), "grad_xl_w_r");
             const ConstTensorView o = in_view(out, "out"), l = in_view(lse, "lse"), go = in_view(grad_out, "grad_out");
             nb::gil_scoped_release release;
             attention_backward(c, in, o, l, go, g);

@@ -111,9 +111,9 @@ def _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal):
         params["shaw_a_k"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
         params["shaw_a_v"] = (0.3 * rng.standard_normal((7, D))).astype(np.float32)
     if "xl" in encoding:
-        params["xl_u"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
-        params["xl_v"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
-        params["xl_w_r"] = (0.3 * rng.standard_normal((H * D, 12))).astype(np.float32)
+        params["transformer_xl_u"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
+        params["transformer_xl_v"] = (0.3 * rng.standard_normal((H, D))).astype(np.float32)
+        params["transformer_xl_w_r"] = (0.3 * rng.standard_normal((H * D, 12))).astype(np.float32)
     return q, k, v, params
 
 
@@ -149,11 +149,12 @@ def _attention_reference(q, k, v, encoding, causal, params):
         bias = table[np.clip(distance, -4, 4) + 4].transpose(2, 0, 1)
     extra = None
     if "xl" in encoding:
-        extra = _xl_terms(q, k, qp, kp, params["xl_u"], params["xl_v"], params["xl_w_r"])
+        extra = _xl_terms(q, k, qp, kp, params["transformer_xl_u"], params["transformer_xl_v"], params["transformer_xl_w_r"])
     return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"), params.get("shaw_a_v"), extra)
 
 
-ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "xl", "rope+alibi", "rope+t5", "rope+shaw", "alibi+xl"]
+ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "transformer_xl", "rope+alibi", "rope+t5", "rope+shaw",
+             "alibi+transformer_xl", "alibi+xl"]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -165,7 +166,16 @@ def test_attention_matches_materialised_softmax(rng, encoding, B, Q, K, H, Hkv, 
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("encoding", ["rope+t5", "shaw", "alibi", "xl"])
+def test_attention_accepts_the_earlier_transformer_xl_names(rng):
+    q, k, v, params = _attention_case(rng, "transformer_xl", 1, 5, 5, 2, 2, 8, True)
+    expected = posenc.attention(q, k, v, causal=True, encoding="transformer_xl", **params)
+    old = {name.replace("transformer_xl_", "xl_"): value for name, value in params.items()}
+    np.testing.assert_array_equal(posenc.attention(q, k, v, causal=True, encoding="xl", **old), expected)
+    with pytest.raises(posenc.Error, match="given twice"):
+        posenc.attention(q, k, v, causal=True, encoding="xl", xl_u=old["xl_u"], **params)
+
+
+@pytest.mark.parametrize("encoding", ["rope+t5", "shaw", "alibi", "transformer_xl"])
 def test_attention_backward_matches_finite_differences(rng, encoding):
     B, Q, K, H, Hkv, D, causal = 1, 4, 4, 2, 1, 6, True
     q, k, v, params = _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal)

@@ -26,7 +26,7 @@ def test_rope_gradcheck(kwargs):
     assert torch.autograd.gradcheck(lambda t: pt.rope(t, pos, **kwargs), (x,), **GRADCHECK)
 
 
-@pytest.mark.parametrize("encoding", [None, "rope+alibi", "t5", "relative", "shaw", "rope+shaw", "xl"])
+@pytest.mark.parametrize("encoding", [None, "rope+alibi", "t5", "relative", "shaw", "rope+shaw", "transformer_xl"])
 def test_attention_gradcheck(encoding):
     q, k, v = double(1, 4, 2, 6, seed=1), double(1, 4, 1, 6, seed=2), double(1, 4, 1, 6, seed=3)
     tables = {}
@@ -36,8 +36,8 @@ def test_attention_gradcheck(encoding):
         tables["relative_table"] = double(5, 2, seed=4)
     if encoding and "shaw" in encoding:
         tables["shaw_a_k"], tables["shaw_a_v"] = double(5, 6, seed=5), double(5, 6, seed=6)
-    if encoding == "xl":
-        tables["xl_u"], tables["xl_v"], tables["xl_w_r"] = double(2, 6, seed=7), double(2, 6, seed=8), double(12, 4, seed=9)
+    if encoding == "transformer_xl":
+        tables["transformer_xl_u"], tables["transformer_xl_v"], tables["transformer_xl_w_r"] = double(2, 6, seed=7), double(2, 6, seed=8), double(12, 4, seed=9)
     names = list(tables)
 
     def f(q, k, v, *ts):
