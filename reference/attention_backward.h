@@ -33,10 +33,12 @@ struct AttentionGradients {
 };
 
 template <typename T>
-AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std::vector<T>& q, const std::vector<T>& k,
-                                         const std::vector<T>& v, const std::vector<T>& grad_out) {
+AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std::vector<T>& q,
+                                         const std::vector<T>& k, const std::vector<T>& v,
+                                         const std::vector<T>& grad_out) {
   const int64_t group = p.H / p.Hkv, D = p.D;
-  const bool shaw = p.shaw_max_distance >= 0, shaw_values = shaw && !p.shaw_a_v.empty(), xl = p.xl_d_model > 0;
+  const bool shaw = p.shaw_max_distance >= 0, shaw_values = shaw && !p.shaw_a_v.empty(),
+             xl = p.xl_d_model > 0;
   const T neg_inf = -std::numeric_limits<T>::infinity();
   AttentionGradients<T> g;
   g.q.assign(q.size(), T(0));
@@ -58,8 +60,8 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
       const int64_t half = p.xl_d_model / 2;
       r.resize(p.xl_d_model);
       for (int64_t e = 0; e < half; ++e) {
-        const long double a =
-            static_cast<long double>(delta) * std::pow(static_cast<long double>(p.xl_base), -2.0L * e / p.xl_d_model);
+        const long double a = static_cast<long double>(delta) *
+                              std::pow(static_cast<long double>(p.xl_base), -2.0L * e / p.xl_d_model);
         r[e] = static_cast<T>(std::sin(a));
         r[half + e] = static_cast<T>(std::cos(a));
       }
@@ -103,7 +105,8 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
           }
           if (xl) {
             project(sinusoid(qp - kp));
-            for (int64_t d = 0; d < D; ++d) dot += (qi[d] + p.xl_v[h * D + d]) * rp[d] + p.xl_u[h * D + d] * kj[d];
+            for (int64_t d = 0; d < D; ++d)
+              dot += (qi[d] + p.xl_v[h * D + d]) * rp[d] + p.xl_u[h * D + d] * kj[d];
           }
           if (p.kind == AttentionBias::Kind::alibi)
             bias = static_cast<T>(-p.alibi_slopes[h] *
@@ -119,8 +122,10 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
         for (int64_t j = 0; j < p.K; ++j) sum += std::exp(logit[j] - m);
         for (int64_t j = 0; j < p.K; ++j) prob[j] = logit[j] == neg_inf ? T(0) : std::exp(logit[j] - m) / sum;
 
-        // 2. forward: out[d] += prob * vj[d];  out[d] += prob * a_v[r][d]   (out_i = sum_j p_ij (v_j + a_v[r_ij]))
-        //    backward: dprob_ij = dout_i . (v_j + a_v[r_ij]);  dv_j += p_ij dout_i;  da_v[r_ij] += p_ij dout_i
+        // 2. forward: out[d] += prob * vj[d];  out[d] += prob * a_v[r][d]   (out_i = sum_j p_ij (v_j +
+        // a_v[r_ij]))
+        //    backward: dprob_ij = dout_i . (v_j + a_v[r_ij]);  dv_j += p_ij dout_i;  da_v[r_ij] += p_ij
+        //    dout_i
         for (int64_t j = 0; j < p.K; ++j) {
           dprob[j] = 0;
           if (logit[j] == neg_inf) continue;  // forward: masked keys add nothing to out

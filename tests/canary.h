@@ -25,7 +25,7 @@ namespace posenc::test {
 
 class Guarded {
  public:
-  static constexpr int64_t kGuard = 16;        // elements: 64 bytes, one AVX-512 vector, on each side
+  static constexpr int64_t kGuard = 16;  // elements: 64 bytes, one AVX-512 vector, on each side
   static constexpr uint32_t kSentinelBits = 0x7FA5A5A5u;
 
   // shape and strides (in elements) of the view; strides empty: contiguous.
@@ -91,7 +91,9 @@ class Guarded {
       if (bits != kSentinelBits)
         return ::testing::AssertionFailure()
                << "canary clobbered at offset " << offset << " (view spans [0, " << span_ << ")): "
-               << (offset < 0 ? "before the first element" : offset >= span_ ? "past the last element" : "in a gap")
+               << (offset < 0        ? "before the first element"
+                   : offset >= span_ ? "past the last element"
+                                     : "in a gap")
                << ", holds " << buffer_[i];
     }
     return ::testing::AssertionSuccess();

@@ -17,11 +17,11 @@ namespace {
 std::vector<double> reference_gradients(const AttentionCase& ac, const std::vector<double>& f,
                                         const std::vector<double>& grad_out) {
   const ref::AttentionProblem<double> p = ac.reference_problem(f);
-  const ref::AttentionGradients<double> g =
-      ref::attention_backward<double>(p, ac.rotated(ac.slice(f, Params::q), Params::q),
-                                      ac.rotated(ac.slice(f, Params::k), Params::k), ac.slice(f, Params::v), grad_out);
-  const std::vector<double>* parts[Params::count] = {nullptr, nullptr, &g.v, &g.relative_table, &g.shaw_a_k,
-                                                     &g.shaw_a_v, &g.xl_u, &g.xl_v, &g.xl_w_r};
+  const ref::AttentionGradients<double> g = ref::attention_backward<double>(
+      p, ac.rotated(ac.slice(f, Params::q), Params::q), ac.rotated(ac.slice(f, Params::k), Params::k),
+      ac.slice(f, Params::v), grad_out);
+  const std::vector<double>* parts[Params::count] = {
+      nullptr, nullptr, &g.v, &g.relative_table, &g.shaw_a_k, &g.shaw_a_v, &g.xl_u, &g.xl_v, &g.xl_w_r};
   const std::vector<double> dq = ac.rotated(g.q, Params::q, true), dk = ac.rotated(g.k, Params::k, true);
   parts[Params::q] = &dq;
   parts[Params::k] = &dk;
@@ -55,7 +55,8 @@ void check_reference_against_finite_differences(const Case& c, Enc e) {
     const size_t o = ac.offset(part), n = ac.part(part).size();
     if (n == 0) continue;
     SCOPED_TRACE(::testing::Message() << "part " << p);
-    const std::vector<double> a(analytic.begin() + o, analytic.begin() + o + n), d(numeric.begin() + o, numeric.begin() + o + n);
+    const std::vector<double> a(analytic.begin() + o, analytic.begin() + o + n),
+        d(numeric.begin() + o, numeric.begin() + o + n);
     EXPECT_TRUE(all_close(a, d, kF64Gradient));
     double largest = 0;  // not vacuous: every part has a gradient far from zero
     for (double x : d) largest = std::max(largest, std::abs(x));
@@ -65,8 +66,8 @@ void check_reference_against_finite_differences(const Case& c, Enc e) {
 
 TEST(AttentionReferenceBackward, MatchesFiniteDifferencesForEveryEncoding) {
   const std::vector<Case> cases = {
-      {1, 5, 7, 2, 1, 4, true},                          // causal, GQA 2/1, queries at the end of the keys
-      {2, 3, 6, 2, 2, 4, false, 3},                      // bidirectional, window 3
+      {1, 5, 7, 2, 1, 4, true},                           // causal, GQA 2/1, queries at the end of the keys
+      {2, 3, 6, 2, 2, 4, false, 3},                       // bidirectional, window 3
       {1, 6, 6, 2, 1, 4, true, 0, {0, 2, 6}, {0, 2, 6}},  // packed: two sequences
   };
   for (const Case& c : cases)
@@ -80,9 +81,10 @@ TEST(AttentionReferenceBackward, FullyMaskedRowsGiveZeroGradients) {
   ref::AttentionProblem<double> p = ac.reference_problem(ac.flat());
   p.q_pos = {100, 101, 102};  // past every key: every row fully masked
   const std::vector<double> w = to_double(random_floats(3 * 4, 5));
-  const auto g = ref::attention_backward<double>(p, ac.slice(ac.flat(), Params::q), ac.slice(ac.flat(), Params::k),
-                                                 ac.slice(ac.flat(), Params::v), w);
-  for (const auto* x : {&g.q, &g.k, &g.v, &g.relative_table}) EXPECT_EQ(*x, std::vector<double>(x->size(), 0.0));
+  const auto g = ref::attention_backward<double>(
+      p, ac.slice(ac.flat(), Params::q), ac.slice(ac.flat(), Params::k), ac.slice(ac.flat(), Params::v), w);
+  for (const auto* x : {&g.q, &g.k, &g.v, &g.relative_table})
+    EXPECT_EQ(*x, std::vector<double>(x->size(), 0.0));
 }
 
 // --- 2. the fused fp32 backward vs the naive double backward ------------------------------------
@@ -103,8 +105,10 @@ PartTolerance part_tolerance(Params::Part p) {
   switch (p) {
     case Params::table:
     case Params::a_k:
-    case Params::w_r: return {2e-5, 1e-4};
-    default: return {1e-5, 1e-4};
+    case Params::w_r:
+      return {2e-5, 1e-4};
+    default:
+      return {1e-5, 1e-4};
   }
 }
 
@@ -179,7 +183,8 @@ const std::vector<Case>& grid() {
 TEST(AttentionReferenceBackward, LibraryMatchesTheNaiveBackwardEverywhere) {
   for (const Case& c : grid())
     for (Enc e : all_encs()) {
-      if ((e == Enc::xl || e == Enc::xl_t5) && c.Q * c.K * c.D > 40000) continue;  // keep the XL reference quick
+      if ((e == Enc::xl || e == Enc::xl_t5) && c.Q * c.K * c.D > 40000)
+        continue;  // keep the XL reference quick
       check_library_against_reference(c, e);
     }
   check_library_against_reference({1, 70, 70, 2, 1, 4, true}, Enc::xl);  // XL across tiles
@@ -188,11 +193,13 @@ TEST(AttentionReferenceBackward, LibraryMatchesTheNaiveBackwardEverywhere) {
 
 TEST(AttentionReferenceBackward, LibraryMatchesTheNaiveBackwardOnEverySimdTarget) {
   for_each_cpu_target([](const std::string&) {
-    for (Enc e : all_encs()) check_library_against_reference({1, 70, 70, 2, 1, e == Enc::xl || e == Enc::xl_t5 ? 6 : 66, true}, e);
+    for (Enc e : all_encs())
+      check_library_against_reference({1, 70, 70, 2, 1, e == Enc::xl || e == Enc::xl_t5 ? 6 : 66, true}, e);
     check_library_against_reference({2, 3, 67, 2, 2, 20, false}, Enc::t5);
     check_library_against_reference({2, 3, 130, 4, 2, 66, true}, Enc::rope_shaw);  // decode: key rows
     check_library_against_reference({1, 67, 67, 2, 1, 16, true, 9}, Enc::rope_t5);
-    check_library_against_reference({1, 76, 76, 2, 2, 8, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::shaw);
+    check_library_against_reference({1, 76, 76, 2, 2, 8, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}},
+                                    Enc::shaw);
   });
 }
 

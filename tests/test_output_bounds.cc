@@ -23,7 +23,8 @@ std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
   return v;
 }
 
-Guarded guarded_input(std::initializer_list<int64_t> shape, uint32_t seed, std::initializer_list<int64_t> strides = {}) {
+Guarded guarded_input(std::initializer_list<int64_t> shape, uint32_t seed,
+                      std::initializer_list<int64_t> strides = {}) {
   Guarded g(shape, strides);
   g.fill(random_floats(static_cast<size_t>(g.numel()), seed));
   return g;
@@ -35,10 +36,10 @@ Guarded zeros(std::initializer_list<int64_t> shape, std::initializer_list<int64_
   return g;
 }
 
-#define EXPECT_GUARDED(g)             \
-  do {                                \
-    EXPECT_TRUE((g).intact()) << #g;  \
-    EXPECT_TRUE((g).finite()) << #g;  \
+#define EXPECT_GUARDED(g)            \
+  do {                               \
+    EXPECT_TRUE((g).intact()) << #g; \
+    EXPECT_TRUE((g).finite()) << #g; \
   } while (0)
 
 TEST(OutputBounds, RopeOutOfPlaceAndInPlaceOnStridedViews) {
@@ -116,7 +117,8 @@ TEST(OutputBounds, AlibiAndRelativeBiasBlocks) {
         EXPECT_GUARDED(out);
         EXPECT_GUARDED(gapped);
       }
-      for (const RelativeBiasConfig& c : {RelativeBiasConfig::clipped(H, 5), RelativeBiasConfig::t5(H, 16, 40, false)}) {
+      for (const RelativeBiasConfig& c :
+           {RelativeBiasConfig::clipped(H, 5), RelativeBiasConfig::t5(H, 16, 40, false)}) {
         const Guarded table = guarded_input({c.num_rows(), H}, 4);
         Guarded out({H, Q, K}), gapped({H, Q, K}, {Q * (K + 1) + 9, K + 1, 1});
         relative_bias(c, table.view(), view(qp.data(), {Q}), view(kp.data(), {K}), out.view());
@@ -150,8 +152,8 @@ TEST(OutputBounds, ShawAndTransformerXLLogits) {
       shaw_value_output(sc, a_v.view(), probs.view(), view(qp.data(), {Q}), view(kp.data(), {K}), out.view());
       EXPECT_GUARDED(out);
       Guarded gq = zeros({B, Q, H, D}), ga_k = zeros({sc.num_rows(), D});
-      shaw_key_logits_backward(sc, a_k.view(), q.view(), view(qp.data(), {Q}), view(kp.data(), {K}), probs.view(),
-                               gq.view(), ga_k.view());
+      shaw_key_logits_backward(sc, a_k.view(), q.view(), view(qp.data(), {Q}), view(kp.data(), {K}),
+                               probs.view(), gq.view(), ga_k.view());
       EXPECT_GUARDED(gq);
       EXPECT_GUARDED(ga_k);
 
@@ -159,7 +161,8 @@ TEST(OutputBounds, ShawAndTransformerXLLogits) {
       xc.d_model = 10;
       xc.heads = H;
       xc.head_dim = D;
-      const Guarded u = guarded_input({H, D}, 10), v = guarded_input({H, D}, 11), w_r = guarded_input({H * D, 10}, 12);
+      const Guarded u = guarded_input({H, D}, 10), v = guarded_input({H, D}, 11),
+                    w_r = guarded_input({H * D, 10}, 12);
       Guarded xl({B, H, Q, K}, {H * Q * (K + 3) + 1, Q * (K + 3), K + 3, 1});
       transformer_xl_logits(xc, q.view(), k.view(), u.view(), v.view(), w_r.view(), view(qp.data(), {Q}),
                             view(kp.data(), {K}), xl.view());
@@ -168,8 +171,8 @@ TEST(OutputBounds, ShawAndTransformerXLLogits) {
       Guarded g_q = zeros({B, Q, H, D}), g_k = zeros({B, K, H, D}), g_u = zeros({H, D}), g_v = zeros({H, D}),
               g_w = zeros({H * D, 10});
       g.q = g_q.view(), g.k = g_k.view(), g.u = g_u.view(), g.v = g_v.view(), g.w_r = g_w.view();
-      transformer_xl_logits_backward(xc, q.view(), k.view(), u.view(), v.view(), w_r.view(), view(qp.data(), {Q}),
-                                     view(kp.data(), {K}), probs.view(), g);
+      transformer_xl_logits_backward(xc, q.view(), k.view(), u.view(), v.view(), w_r.view(),
+                                     view(qp.data(), {Q}), view(kp.data(), {K}), probs.view(), g);
       for (const Guarded* x : {&g_q, &g_k, &g_u, &g_v, &g_w}) EXPECT_GUARDED(*x);
       Guarded r({K, 10}, {13, 1});
       std::vector<int64_t> dist = iota(K, -30);
@@ -200,12 +203,14 @@ TEST(OutputBounds, AttentionForwardAndBackward) {
         ShawConfig sc;
         sc.max_distance = 5;
         sc.head_dim = D;
-        const Guarded a_k = guarded_input({sc.num_rows(), D}, 21), a_v = guarded_input({sc.num_rows(), D}, 22);
+        const Guarded a_k = guarded_input({sc.num_rows(), D}, 21),
+                      a_v = guarded_input({sc.num_rows(), D}, 22);
         TransformerXLConfig xc;
         xc.d_model = 8;
         xc.heads = H;
         xc.head_dim = D;
-        const Guarded u = guarded_input({H, D}, 23), v_xl = guarded_input({H, D}, 24), w_r = guarded_input({H * D, 8}, 25);
+        const Guarded u = guarded_input({H, D}, 23), v_xl = guarded_input({H, D}, 24),
+                      w_r = guarded_input({H * D, 8}, 25);
         if (enc == 0) cfg.rope = &rope;
         if (enc == 1) {
           cfg.bias.kind = AttentionBias::Kind::relative;
@@ -228,7 +233,8 @@ TEST(OutputBounds, AttentionForwardAndBackward) {
         Guarded dq = zeros({B, Q, H, D}, {Q * H * (D + 1) + 3, H * (D + 1), D + 1, 1});
         Guarded dk = zeros({B, K, Hkv, D}, {K * Hkv * (D + 4), Hkv * (D + 4), D + 4, 1});
         Guarded dv = zeros({B, K, Hkv, D}, {K * Hkv * D + 5, Hkv * D + 2, D, 1});
-        Guarded dtable = zeros({t5.num_rows(), H}), da_k = zeros({sc.num_rows(), D}), da_v = zeros({sc.num_rows(), D});
+        Guarded dtable = zeros({t5.num_rows(), H}), da_k = zeros({sc.num_rows(), D}),
+                da_v = zeros({sc.num_rows(), D});
         Guarded du = zeros({H, D}), dv_xl = zeros({H, D}), dw_r = zeros({H * D, 8});
         AttentionGrads g;
         g.q = dq.view(), g.k = dk.view(), g.v = dv.view();
@@ -236,7 +242,8 @@ TEST(OutputBounds, AttentionForwardAndBackward) {
         if (enc == 2) g.shaw_a_k = da_k.view(), g.shaw_a_v = da_v.view();
         if (enc == 3) g.xl_u = du.view(), g.xl_v = dv_xl.view(), g.xl_w_r = dw_r.view();
         attention_backward(cfg, in, out.view(), lse.view(), grad_out.view(), g);
-        for (const Guarded* x : {&dq, &dk, &dv, &dtable, &da_k, &da_v, &du, &dv_xl, &dw_r}) EXPECT_GUARDED(*x);
+        for (const Guarded* x : {&dq, &dk, &dv, &dtable, &da_k, &da_v, &du, &dv_xl, &dw_r})
+          EXPECT_GUARDED(*x);
       }
   });
 }

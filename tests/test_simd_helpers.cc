@@ -20,7 +20,6 @@
 #include "hwy/aligned_allocator.h"
 #include "posenc/rope.h"
 #include "reference/rope.h"
-#include "src/cpu/kernels.h"
 #include "test_util.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -66,7 +65,8 @@ class Arena {
   ::testing::AssertionResult untouched_outside() const {
     for (int64_t i = 0; i < size_; ++i)
       if (!used_[i] && !is_sentinel(mem_[i]))
-        return ::testing::AssertionFailure() << "element " << i - misalign_ << " outside the data was written";
+        return ::testing::AssertionFailure()
+               << "element " << i - misalign_ << " outside the data was written";
     return ::testing::AssertionSuccess();
   }
 
@@ -109,8 +109,8 @@ void TestTileGemm() {
       for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{3}, N + 1})
         for (int64_t misalign = 0; misalign < N; ++misalign)
           for (int variant = 0; variant < 2; ++variant) {  // 0: A row-major, set C; 1: A^T, accumulate
-            SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " misalign " << misalign
-                                              << " variant " << variant);
+            SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " misalign "
+                                              << misalign << " variant " << variant);
             const bool accumulate = variant == 1;
             const int64_t ldb = n + 1, ldc = n + 3;
             Arena A(m * k, misalign), B(k * ldb, misalign), C(m * ldc, misalign);
@@ -145,7 +145,8 @@ void TestRowDots() {
   for (int64_t D = 0; D <= 2 * N + 1; ++D)
     for (int64_t misalign = 0; misalign < N; ++misalign)
       for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {2, 3}}) {
-        SCOPED_TRACE(::testing::Message() << "D " << D << " misalign " << misalign << " m " << m << " n " << n);
+        SCOPED_TRACE(::testing::Message()
+                     << "D " << D << " misalign " << misalign << " m " << m << " n " << n);
         const int64_t q_st = D + 1, k_st = D + 3, ld = n + 2;
         Arena q(m * q_st, misalign), k(n * k_st, misalign), S(m * ld, misalign);
         for (int64_t i = 0; i < m; ++i)
@@ -210,7 +211,8 @@ void TestAngles() {
     for (bool inverse : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "pairs " << pairs << " inverse " << inverse);
       std::vector<double> inv_freq(static_cast<size_t>(pairs));
-      for (int64_t j = 0; j < pairs; ++j) inv_freq[j] = std::pow(500.0, -double(j) / std::max<int64_t>(pairs, 1));
+      for (int64_t j = 0; j < pairs; ++j)
+        inv_freq[j] = std::pow(500.0, -double(j) / std::max<int64_t>(pairs, 1));
       const std::vector<int64_t> positions = {3, 70000};
       AngleTable a;
       a.inv_freq = inv_freq.data();
@@ -257,8 +259,12 @@ HWY_EXPORT(TestAngles);
 namespace posenc::test {
 namespace {
 
-TEST(SimdHelpers, TileGemm) { for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTileGemm)(); }); }
-TEST(SimdHelpers, RowDots) { for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestRowDots)(); }); }
+TEST(SimdHelpers, TileGemm) {
+  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTileGemm)(); });
+}
+TEST(SimdHelpers, RowDots) {
+  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestRowDots)(); });
+}
 TEST(SimdHelpers, ExpShiftSumAndProbsFromLse) {
   for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestSoftmaxHelpers)(); });
 }
@@ -287,15 +293,19 @@ TEST(SimdHelpers, RopeRotationCountsAndMisalignments) {
           const Rope rope(rc);
           std::vector<double> x(static_cast<size_t>(T * D));
           for (int64_t i = 0; i < T * D; ++i) x[i] = value(7, i);
-          const std::vector<double> expected = ref::rope<double>(rope.frequencies(), layout, D, x, pos, 1, T, 1);
-          const std::vector<double> back = ref::rope<double>(rope.frequencies(), layout, D, x, pos, 1, T, 1, true);
+          const std::vector<double> expected =
+              ref::rope<double>(rope.frequencies(), layout, D, x, pos, 1, T, 1);
+          const std::vector<double> back =
+              ref::rope<double>(rope.frequencies(), layout, D, x, pos, 1, T, 1, true);
           for (int64_t misalign = 0; misalign < N; ++misalign)
             for (bool in_place : {true, false}) {
-              SCOPED_TRACE(::testing::Message() << rope_layout_name(layout) << " rotary " << R << " head_dim " << D
-                                                << " misalign " << misalign << (in_place ? " in place" : ""));
+              SCOPED_TRACE(::testing::Message()
+                           << rope_layout_name(layout) << " rotary " << R << " head_dim " << D << " misalign "
+                           << misalign << (in_place ? " in place" : ""));
               Arena in(T * row, misalign), out(T * row, misalign);
               for (int64_t t = 0; t < T; ++t)
-                for (int64_t d = 0; d < D; ++d) in.use(t * row + d, static_cast<float>(x[t * D + d])), out.mark(t * row + d);
+                for (int64_t d = 0; d < D; ++d)
+                  in.use(t * row + d, static_cast<float>(x[t * D + d])), out.mark(t * row + d);
               for (bool inverse : {false, true}) {
                 Arena& dst = in_place ? in : out;
                 if (inverse && in_place)  // restore the input
@@ -304,12 +314,15 @@ TEST(SimdHelpers, RopeRotationCountsAndMisalignments) {
                 const TensorView src_v = strided_view(in.at(0), {1, T, 1, D}, {T * row, row, D, 1});
                 const TensorView dst_v = strided_view(dst.at(0), {1, T, 1, D}, {T * row, row, D, 1});
                 const ConstTensorView pv = view(pos.data(), {T});
-                if (!inverse) in_place ? rope.forward(dst_v, pv) : rope.forward(src_v, dst_v, pv);
-                else in_place ? rope.backward(dst_v, pv) : rope.backward(src_v, dst_v, pv);
+                if (!inverse)
+                  in_place ? rope.forward(dst_v, pv) : rope.forward(src_v, dst_v, pv);
+                else
+                  in_place ? rope.backward(dst_v, pv) : rope.backward(src_v, dst_v, pv);
                 const std::vector<double>& want = inverse ? back : expected;
                 for (int64_t t = 0; t < T; ++t)
                   for (int64_t d = 0; d < D; ++d)  // fp32 rotation of O(1) values: a few ulp
-                    ASSERT_NEAR(*dst.at(t * row + d), want[t * D + d], 2e-6) << "t " << t << " d " << d << " inverse " << inverse;
+                    ASSERT_NEAR(*dst.at(t * row + d), want[t * D + d], 2e-6)
+                        << "t " << t << " d " << d << " inverse " << inverse;
                 ASSERT_TRUE(in.untouched_outside());
                 ASSERT_TRUE(out.untouched_outside());
               }
