@@ -153,11 +153,13 @@ class AttentionCase {
     return o;
   }
 
-  // The reference forward (double) at the parameters `f` (layout of flat()).
-  ref::AttentionResult<double> reference(const std::vector<double>& f) const {
-    auto slice = [&](Params::Part p) {
-      return std::vector<double>(f.begin() + offset(p), f.begin() + offset(p) + parts_[p].size());
-    };
+  // One part of the flat parameters `f` (layout of flat()).
+  std::vector<double> slice(const std::vector<double>& f, Params::Part p) const {
+    return std::vector<double>(f.begin() + offset(p), f.begin() + offset(p) + parts_[p].size());
+  }
+
+  // The reference problem (double) at the parameters `f`: everything but q, k, v.
+  ref::AttentionProblem<double> reference_problem(const std::vector<double>& f) const {
     ref::AttentionProblem<double> p;
     p.B = c_.B, p.Q = c_.Q, p.K = c_.K, p.H = c_.H, p.Hkv = c_.Hkv, p.D = c_.D;
     p.causal = c_.causal;
@@ -170,25 +172,35 @@ class AttentionCase {
       p.alibi_symmetric = bias_.alibi.symmetric;
     } else if (bias_.kind == AttentionBias::Kind::relative) {
       p.relative = bias_.relative;
-      p.relative_table = slice(Params::table);
+      p.relative_table = slice(f, Params::table);
     }
     if (!parts_[Params::a_k].empty()) {
       p.shaw_max_distance = shaw_.max_distance;
-      p.shaw_a_k = slice(Params::a_k);
-      p.shaw_a_v = slice(Params::a_v);
+      p.shaw_a_k = slice(f, Params::a_k);
+      p.shaw_a_v = slice(f, Params::a_v);
     }
     if (!parts_[Params::u].empty()) {
       p.transformer_xl_d_model = xl_.d_model;
       p.transformer_xl_base = xl_.base;
-      p.transformer_xl_u = slice(Params::u), p.transformer_xl_v = slice(Params::v_xl), p.transformer_xl_w_r = slice(Params::w_r);
+      p.transformer_xl_u = slice(f, Params::u), p.transformer_xl_v = slice(f, Params::v_xl);
+      p.transformer_xl_w_r = slice(f, Params::w_r);
     }
-    std::vector<double> q = slice(Params::q), k = slice(Params::k);
-    if (uses_rope()) {
-      const RopeFrequencies fr = rope_->frequencies();
-      q = ref::rope<double>(fr, rc_.layout, c_.D, q, q_pos_, c_.B, c_.Q, c_.H);
-      k = ref::rope<double>(fr, rc_.layout, c_.D, k, k_pos_, c_.B, c_.K, c_.Hkv);
-    }
-    return ref::attention<double>(p, q, k, slice(Params::v));
+    return p;
+  }
+
+  // q (part q) or k (part k) as the reference attention sees it: rotated when the case uses RoPE.
+  // inverse = true applies the transposed rotation (the backward: gradients w.r.t. the unrotated).
+  std::vector<double> rotated(const std::vector<double>& x, Params::Part part, bool inverse = false) const {
+    if (!uses_rope()) return x;
+    const bool is_q = part == Params::q;
+    return ref::rope<double>(rope_->frequencies(), rc_.layout, c_.D, x, is_q ? q_pos_ : k_pos_, c_.B,
+                             is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
+  }
+
+  // The reference forward (double) at the parameters `f` (layout of flat()).
+  ref::AttentionResult<double> reference(const std::vector<double>& f) const {
+    return ref::attention<double>(reference_problem(f), rotated(slice(f, Params::q), Params::q),
+                                  rotated(slice(f, Params::k), Params::k), slice(f, Params::v));
   }
 
  private:

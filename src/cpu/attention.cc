@@ -12,6 +12,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "src/cpu/attention.h"
 #include "src/cpu/attention_tile-inl.h"
+#include "src/cpu/softmax-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,27 +21,6 @@ HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0); returns the sum.
-HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vshift = hn::Set(d, shift), neg_inf = hn::Set(d, kNegInf);
-  auto vsum = hn::Zero(d);
-  int64_t j = 0;
-  for (; j + N <= n; j += N) {
-    const auto x = hn::LoadU(d, s + j);
-    const auto e = hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vshift)));
-    hn::StoreU(e, d, s + j);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-  for (; j < n; ++j) {
-    s[j] = s[j] == kNegInf ? 0.0f : std::exp(s[j] - shift);
-    sum += s[j];
-  }
-  return sum;
-}
 
 // The running state of one query block of one head: O (m x D), Shaw's Pb (m x rows), m and l.
 struct OnlineSoftmax {

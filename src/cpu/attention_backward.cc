@@ -17,6 +17,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "src/cpu/attention.h"
 #include "src/cpu/attention_tile-inl.h"
+#include "src/cpu/softmax-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,23 +48,6 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, c
     TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows, bg.doa.data(), p.shaw->rows, 1.0f, false});
   }
   return bg;
-}
-
-// P = exp(S - lse) in place (0 where masked or where the whole row is masked, lse = -inf).
-HWY_INLINE void ProbsFromLse(float* HWY_RESTRICT s, int64_t n, float lse) {
-  if (lse == kNegInf) {
-    std::fill(s, s + n, 0.0f);
-    return;
-  }
-  const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vlse = hn::Set(d, lse), neg_inf = hn::Set(d, kNegInf);
-  int64_t j = 0;
-  for (; j + N <= n; j += N) {
-    const auto x = hn::LoadU(d, s + j);
-    hn::StoreU(hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vlse))), d, s + j);
-  }
-  for (; j < n; ++j) s[j] = s[j] == kNegInf ? 0.0f : std::exp(s[j] - lse);
 }
 
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row

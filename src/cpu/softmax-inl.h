@@ -1,0 +1,70 @@
+// src/cpu/softmax-inl.h: the exp/sum helpers of the attention kernels' softmax, per target: the
+// forward's online softmax (attention.cc) and the backward's recomputed probabilities
+// (attention_backward.cc). Masked logits are -inf and become probability 0.
+//   s (n) f32, any alignment; only s[0, n) is read and written (scalar tails, see rope.cc).
+#if defined(POSENC_CPU_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_CPU_SOFTMAX_INL_H_
+#undef POSENC_CPU_SOFTMAX_INL_H_
+#else
+#define POSENC_CPU_SOFTMAX_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::cpu {
+namespace HWY_NAMESPACE {
+
+// s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0); returns the sum.
+HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vshift = hn::Set(d, shift), neg_inf = hn::Set(d, kMasked);
+  auto vsum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto x = hn::LoadU(d, s + j);
+    const auto e = hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vshift)));
+    hn::StoreU(e, d, s + j);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  for (; j < n; ++j) {
+    s[j] = s[j] == kMasked ? 0.0f : std::exp(s[j] - shift);
+    sum += s[j];
+  }
+  return sum;
+}
+
+// P = exp(S - lse) in place (0 where masked or where the whole row is masked, lse = -inf).
+HWY_INLINE void ProbsFromLse(float* HWY_RESTRICT s, int64_t n, float lse) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  if (lse == kMasked) {
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vlse = hn::Set(d, lse), neg_inf = hn::Set(d, kMasked);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto x = hn::LoadU(d, s + j);
+    hn::StoreU(hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vlse))), d, s + j);
+  }
+  for (; j < n; ++j) s[j] = s[j] == kMasked ? 0.0f : std::exp(s[j] - lse);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::cpu
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
