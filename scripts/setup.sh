@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config python3   # toolchain; python3 checks .npy output in the CLI test
+  clang-format                                # the formatting check (scripts/check_format.sh)
   libhwy-dev                                  # Google Highway: portable SIMD, runtime dispatch, Sin/Cos
   libgtest-dev libbenchmark-dev               # tests, benchmarks
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing

@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+echo "== format: clang-format check"
+./scripts/check_format.sh
 for preset in release asan; do
   echo "== $preset: configure, build, test"
   # Benchmarks are not tests: the release test build leaves them out (build them with `cmake --preset release`).
