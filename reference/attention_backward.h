@@ -56,16 +56,7 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
   std::map<int64_t, std::vector<T>> transformer_xl_r;
   auto sinusoid = [&](int64_t delta) -> const std::vector<T>& {
     std::vector<T>& r = transformer_xl_r[delta];
-    if (r.empty()) {
-      const int64_t half = p.transformer_xl_d_model / 2;
-      r.resize(p.transformer_xl_d_model);
-      for (int64_t e = 0; e < half; ++e) {
-        const long double a = static_cast<long double>(delta) *
-                              std::pow(static_cast<long double>(p.transformer_xl_base), -2.0L * e / p.transformer_xl_d_model);
-        r[e] = static_cast<T>(std::sin(a));
-        r[half + e] = static_cast<T>(std::cos(a));
-      }
-    }
+    if (r.empty()) transformer_xl_sinusoid(delta, p.transformer_xl_d_model, p.transformer_xl_base, r);
     return r;
   };
   auto shaw_r = [&](int64_t b, int64_t i, int64_t j) {
