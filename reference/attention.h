@@ -1,7 +1,10 @@
 // reference/attention.h: naive attention with every positional term, materialised scores, in T
 // (double for the oracle). RoPE is applied by the caller with ref::rope before calling.
-//   logit_ij = scale (q_i . k_j + shaw: q_i . a_k[r] + xl: u_h . k_j + (q_i + v_h) . W_R,h R_delta) + bias
+//   content_ij = scale (q_i . k_j + shaw: q_i . a_k[r] + xl: u_h . k_j + (q_i + v_h) . W_R,h R_delta)
+//   logit_ij = cap(content_ij) + bias,  cap(x) = softcap tanh(x / softcap) (identity when softcap = 0)
+//   p_ij = exp(logit_ij) / (sum_j' exp(logit_ij') + exp(sink_h))   (sink: none when sinks is empty)
 //   out_i = sum_j p_ij (v_j + shaw: a_v[r])
+//   masked: causal, window, chunk (floor(q_pos / chunk) != floor(k_pos / chunk)), packed segments
 //   q (B, Q, H, D), k and v (B, K, Hkv, D), out (B, Q, H, D), lse (B, H, Q)
 #pragma once
 #include <cmath>
@@ -34,12 +37,23 @@ struct AttentionProblem {
   int64_t transformer_xl_d_model = 0;          // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
   double transformer_xl_base = 10000.0;
   std::vector<T> transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
+  double softcap = 0;     // > 0: logit softcapping (Gemma 2) of the content logit, before the bias
+  std::vector<T> sinks;   // (H) learned sink logits (gpt-oss), or empty
+  int64_t chunk = 0;      // > 0: chunked attention (Llama 4)
+
+  T cap(T content) const {
+    return softcap > 0 ? static_cast<T>(softcap) * std::tanh(content / static_cast<T>(softcap)) : content;
+  }
+  static int64_t chunk_of(int64_t position, int64_t size) {  // floor division
+    return position >= 0 ? position / size : -((-position + size - 1) / size);
+  }
 
   bool allowed(int64_t b, int64_t i, int64_t j) const {
     if (!q_seq.empty() && q_seq[b * Q + i] != k_seq[b * K + j]) return false;
     const int64_t qp = q_pos[b * Q + i], kp = k_pos[b * K + j];
     if (causal && kp > qp) return false;
     if (window > 0 && (qp - kp >= window || kp - qp >= window)) return false;
+    if (chunk > 0 && chunk_of(qp, chunk) != chunk_of(kp, chunk)) return false;
     return true;
   }
 };
@@ -97,15 +111,16 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
               bias = p.relative_table[relative_bias_row(p.relative, kp - qp) * p.H + h];
               break;
           }
-          logit[j] = static_cast<T>(p.scale) * dot + bias;
+          logit[j] = p.cap(static_cast<T>(p.scale) * dot) + bias;
           m = std::max(m, logit[j]);
         }
+        if (!p.sinks.empty()) m = std::max(m, p.sinks[h]);
         T* out = &r.out[((b * p.Q + i) * p.H + h) * p.D];
         if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: zeros, lse = -inf
           r.lse[(b * p.H + h) * p.Q + i] = m;
           continue;
         }
-        T sum = 0;
+        T sum = p.sinks.empty() ? T(0) : std::exp(p.sinks[h] - m);  // the sink: in the sum, no value
         for (int64_t j = 0; j < p.K; ++j) sum += std::exp(logit[j] - m);
         for (int64_t j = 0; j < p.K; ++j) {
           if (logit[j] == -std::numeric_limits<T>::infinity()) continue;

@@ -30,6 +30,7 @@ struct AttentionGradients {
   std::vector<T> relative_table;
   std::vector<T> shaw_a_k, shaw_a_v;
   std::vector<T> transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
+  std::vector<T> sinks;
 };
 
 template <typename T>
@@ -47,6 +48,7 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
   if (p.kind == AttentionBias::Kind::relative) g.relative_table.assign(p.relative_table.size(), T(0));
   if (shaw) g.shaw_a_k.assign(p.shaw_a_k.size(), T(0));
   if (shaw_values) g.shaw_a_v.assign(p.shaw_a_v.size(), T(0));
+  if (!p.sinks.empty()) g.sinks.assign(p.sinks.size(), T(0));
   if (xl) {
     g.transformer_xl_u.assign(p.transformer_xl_u.size(), T(0));
     g.transformer_xl_v.assign(p.transformer_xl_v.size(), T(0));
@@ -63,7 +65,7 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
     return shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]);
   };
 
-  std::vector<T> logit(p.K), prob(p.K), dprob(p.K), rp(D);
+  std::vector<T> logit(p.K), content(p.K), prob(p.K), dprob(p.K), rp(D);
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t i = 0; i < p.Q; ++i) {
@@ -104,12 +106,15 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
                                   (p.alibi_symmetric ? std::abs(double(qp - kp)) : double(qp - kp)));
           else if (p.kind == AttentionBias::Kind::relative)
             bias = p.relative_table[relative_bias_row(p.relative, kp - qp) * p.H + h];
-          logit[j] = static_cast<T>(p.scale) * dot + bias;
+          content[j] = static_cast<T>(p.scale) * dot;
+          logit[j] = p.cap(content[j]) + bias;
           m = std::max(m, logit[j]);
         }
+        if (!p.sinks.empty()) m = std::max(m, p.sinks[h]);
         // forward: if (m == -inf) { out = 0; lse = -inf; continue; }  -- a constant: no gradient.
         if (m == neg_inf) continue;
-        T sum = 0;
+        // forward: sum = exp(sink_h - m) + sum_j exp(logit_j - m)
+        T sum = p.sinks.empty() ? T(0) : std::exp(p.sinks[h] - m);
         for (int64_t j = 0; j < p.K; ++j) sum += std::exp(logit[j] - m);
         for (int64_t j = 0; j < p.K; ++j) prob[j] = logit[j] == neg_inf ? T(0) : std::exp(logit[j] - m) / sum;
 
@@ -138,6 +143,9 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
         //    backward: dlogit_ij = p_ij (dprob_ij - sum_j' p_ij' dprob_ij')
         T pdp = 0;
         for (int64_t j = 0; j < p.K; ++j) pdp += prob[j] * dprob[j];
+        //    the sink is one more softmax entry with no value (dprob_sink = 0):
+        //    dsink_h += p_sink (0 - pdp),  p_sink = exp(sink_h - m) / sum
+        if (!p.sinks.empty()) g.sinks[h] += -(std::exp(p.sinks[h] - m) / sum) * pdp;
 
         for (int64_t j = 0; j < p.K; ++j) {
           if (logit[j] == neg_inf) continue;  // forward: logit[j] = -inf (masked): a constant
@@ -147,9 +155,15 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
           const T* kj = &k[row_j];
           T* dkj = &g.k[row_j];
 
-          // 4. forward: logit[j] = scale * dot + bias
-          //    backward: ddot = scale dlogit; dbias = dlogit
-          const T ddot = static_cast<T>(p.scale) * dlogit;
+          // 4. forward: logit[j] = cap(content), content = scale * dot, + bias;
+          //    cap(x) = c tanh(x / c):  dcap/dx = 1 - tanh(x / c)^2  (1 without softcap)
+          //    backward: ddot = scale dlogit cap'(content); dbias = dlogit
+          T dcap = 1;
+          if (p.softcap > 0) {
+            const T t = std::tanh(content[j] / static_cast<T>(p.softcap));
+            dcap = 1 - t * t;
+          }
+          const T ddot = static_cast<T>(p.scale) * dlogit * dcap;
           //    forward: bias = relative_table[relative_bias_row(relative, kp - qp) * H + h]
           //    backward: dtable[row, h] += dbias   (ALiBi's bias is a constant)
           if (p.kind == AttentionBias::Kind::relative)

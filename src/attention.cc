@@ -70,6 +70,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   const bool want_a_v = wanted(grads.shaw_a_v, "shaw_a_v", config.shaw && config.shaw->a_v.data, {shaw_rows, D});
   const bool want_u = wanted(grads.transformer_xl_u, "transformer_xl_u", xl, {H, D});
   const bool want_v = wanted(grads.transformer_xl_v, "transformer_xl_v", xl, {H, D});
+  const bool want_sinks = wanted(grads.sinks, "sinks", config.sinks.data != nullptr, {H});
   const bool want_w_r = wanted(grads.transformer_xl_w_r, "transformer_xl_w_r", xl, {H * D, d_model});
 
   const int64_t n = xl ? p.transformer_xl->n : 0;
@@ -78,6 +79,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   std::vector<float> d_a_k(static_cast<size_t>(shaw_rows * D), 0.0f), d_a_v(d_a_k.size(), 0.0f);
   std::vector<float> d_rproj(want_w_r ? static_cast<size_t>(H * n * D) : 0, 0.0f);
   std::vector<double> d_u(xl ? static_cast<size_t>(H * D) : 0, 0.0), d_v(d_u.size(), 0.0);
+  std::vector<double> d_sinks(want_sinks ? static_cast<size_t>(H) : 0, 0.0);
   cpu::AttentionBackwardIO io;
   io.out = strided<3>(out), io.lse = strided<3>(lse), io.grad_out = strided<3>(grad_out);
   io.dq = dq.data(), io.dk = dk.data(), io.dv = dv.data();
@@ -86,6 +88,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   if (want_a_v) io.shaw_a_v = d_a_v.data();
   if (xl) io.transformer_xl_u = d_u.data(), io.transformer_xl_v = d_v.data();
   if (want_w_r) io.transformer_xl_rproj = d_rproj.data();
+  if (want_sinks) io.sinks = d_sinks.data();
   cpu::attention_backward(p, io);
 
   // Back through RoPE: the gradient w.r.t. the unrotated q and k is the rotation by -theta.
@@ -107,6 +110,10 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     const std::vector<float> u(d_u.begin(), d_u.end()), v(d_v.begin(), d_v.end());
     if (want_u) cpu::accumulate_into(as_rank4(grads.transformer_xl_u), u.data());
     if (want_v) cpu::accumulate_into(as_rank4(grads.transformer_xl_v), v.data());
+  }
+  if (want_sinks) {
+    const std::vector<float> d(d_sinks.begin(), d_sinks.end());
+    cpu::accumulate_into(as_rank4(grads.sinks), d.data());
   }
   if (want_w_r)  // forward: rproj_h[delta] = W_R,h R_delta
     cpu::transformer_xl_project_backward(H, D, d_model, d_rproj, p.transformer_xl->sinusoids, n,

@@ -28,6 +28,7 @@ std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int
 
 AttentionPlan::AttentionPlan(const AttentionConfig& cfg, const AttentionInputs& in) : config(cfg) {
   set_inputs(in);
+  set_scores();
   set_bias();
   if (cfg.shaw && cfg.transformer_xl) fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
   set_shaw();
@@ -98,6 +99,22 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
     rope_apply(*rope_k, {B, K}, &k_rows, 1, false);
     q = {q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
     k = {k_buf_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
+  }
+}
+
+void AttentionPlan::set_scores() {
+  if (config.chunk < 0) fail_arg(kOp, "chunk", config.chunk, "must be >= 0 (0 = no chunking)");
+  chunk = config.chunk;
+  if (!std::isfinite(config.softcap) || config.softcap < 0 || config.softcap > 1e30)
+    fail_arg(kOp, "softcap", config.softcap, "must be finite, in [0, 1e30] (0 = no softcap)");
+  softcap = static_cast<float>(config.softcap);
+  if (config.sinks.data != nullptr) {
+    check_view(kOp, "sinks", config.sinks, DType::f32, {H});
+    for (int64_t h = 0; h < H; ++h) {
+      const float x = config.sinks.ptr<float>()[h * config.sinks.strides[0]];
+      if (!std::isfinite(x)) fail(kOp, "sinks[", h, "] = ", x, " is invalid: must be finite");
+      sinks.push_back(x);
+    }
   }
 }
 

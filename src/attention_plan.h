@@ -63,6 +63,9 @@ class AttentionPlan {
   float scale = 1;
   bool causal = false;
   int64_t window = 0;
+  int64_t chunk = 0;                  // chunked attention (0: none)
+  float softcap = 0;                  // logit softcap (0: none)
+  std::vector<float> sinks;           // (H) sink logits, or empty
   std::vector<int64_t> q_pos, k_pos;  // (B, Q), (B, K)
   std::vector<AttentionProblem> problems;
   // Rows of D contiguous elements: q (B, Q, H) is the content query (rotated for RoPE, + u for
@@ -81,11 +84,16 @@ class AttentionPlan {
 
   bool masked(int64_t q_position, int64_t k_position) const {
     return (causal && k_position > q_position) ||
-           (window > 0 && (q_position - k_position >= window || k_position - q_position >= window));
+           (window > 0 && (q_position - k_position >= window || k_position - q_position >= window)) ||
+           (chunk > 0 && chunk_of(q_position) != chunk_of(k_position));
+  }
+  int64_t chunk_of(int64_t position) const {  // floor(position / chunk)
+    return position >= 0 ? position / chunk : -((-position + chunk - 1) / chunk);
   }
 
  private:
   void set_inputs(const AttentionInputs& in);
+  void set_scores();
   void set_bias();
   void set_shaw();
   void set_transformer_xl();

@@ -1,8 +1,9 @@
 // posenc/attention.h: multi-head attention with any positional encoding, fused: tiled with an
 // online softmax (FlashAttention, Dao et al. 2022), so no S x S score matrix is ever built.
 //
-//   out_i = sum_j softmax_j(logit_ij) (v_j + value_term_ij)
-//   logit_ij = scale * (q_i . k_j + vector_terms_ij) + bias_ij,   masked pairs excluded
+//   out_i = sum_j p_ij (v_j + value_term_ij),  p_ij = exp(logit_ij) / (sum_j' exp(logit_ij') [+ exp(sink_h)])
+//   logit_ij = cap(scale * (q_i . k_j + vector_terms_ij)) + bias_ij,   masked pairs excluded
+//   cap(x) = softcap tanh(x / softcap) with a logit softcap, else x
 //
 // with, by encoding (RoPE combines with a bias: RoPE + ALiBi, RoPE + T5 are the usual hybrids):
 //   RoPE            q and k rotated once before the tiles (Rope::forward on copies)
@@ -19,7 +20,8 @@
 // multi-query attention); out (B, Q, H, D); lse (B, H, Q), the log-sum-exp of each row's logits.
 // Any strides with a unit stride on D. Positions are int64 and decide masking: causal means
 // k_pos <= q_pos, so a decode step, a chunked prefill and packed sequences all work.
-// Fully masked rows (e.g. a window that excludes every key) give out = 0 and lse = -inf.
+// Fully masked rows (e.g. a window that excludes every key) give out = 0 and lse = -inf (with
+// sinks: lse = sink_h, the only entry left in the row's softmax).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -65,6 +67,19 @@ struct AttentionConfig {
   AttentionBias bias;
   std::optional<AttentionShaw> shaw;
   std::optional<AttentionTransformerXL> transformer_xl;
+  // > 0: chunked attention (Llama 4's attention_chunk_size): a query sees only the keys of its own
+  // chunk, floor(q_pos / chunk) == floor(k_pos / chunk) (transformers masking_utils chunked_overlay;
+  // with causal, the chunk's keys up to the query).
+  int64_t chunk = 0;
+  // > 0: logit softcapping (Gemma 2, Grok): the content logit x = scale (q . k + vector terms)
+  // becomes softcap * tanh(x / softcap), before the scalar bias and the mask are added, which is
+  // where FlashAttention-2 (apply_softcap, then mask.apply_mask with ALiBi) and ggml
+  // (ggml_compute_forward_flash_attn_ext: s = softcap tanh(s), then s += slope * mask) apply it.
+  double softcap = 0;
+  // Learned attention sinks (gpt-oss): (H) f32, one logit per head that joins every row's softmax
+  // denominator without a value (transformers modeling_gpt_oss eager_attention_forward: the sink
+  // column is concatenated to the logits, softmaxed, then dropped). Not scaled. Empty: none.
+  ConstTensorView sinks;
 };
 
 struct AttentionInputs {
@@ -96,7 +111,9 @@ struct AttentionGrads {
   TensorView q, k, v;
   TensorView relative_table;    // (rows, H), with bias.kind == relative
   TensorView shaw_a_k, shaw_a_v;  // (rows, D), with shaw
-  TensorView transformer_xl_u, transformer_xl_v, transformer_xl_w_r;  // (H, D), (H, D), (H * D, d_model), with transformer_xl
+  // (H, D), (H, D), (H * D, d_model), with transformer_xl
+  TensorView transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
+  TensorView sinks;  // (H), with config.sinks
 };
 
 // The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,

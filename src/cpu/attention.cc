@@ -4,7 +4,7 @@
 //   P = exp(S - m');  l = e^(m - m') l + rowsum P;  O = e^(m - m') O + P V
 //   (Shaw: Pb[i, r] = e^(m - m') Pb[i, r] + sum_{j: r_ij = r} P_ij, the probability per clipped
 //   distance, and O += Pb a_v at the end)
-// then out = O / l, lse = m + log l. Memory: O(block) per task, O(K * D) for the packed K^T.
+// then out = O / l, lse = m + log l. Sinks (gpt-oss) start each row at m = sink_h, l = 1. Memory: O(block) per task, O(K * D) for the packed K^T.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -46,8 +46,9 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     PrepareQueryBlock(p, st.qb);
     st.O.assign(static_cast<size_t>(st.qb.m * D), 0.0f);
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
-    std::fill(st.mrow, st.mrow + st.qb.m, kNegInf);
-    std::fill(st.lrow, st.lrow + st.qb.m, 0.0f);
+    // A sink is one more softmax entry with no value: the running max starts at it, with weight 1.
+    std::fill(st.mrow, st.mrow + st.qb.m, p.sinks.empty() ? kNegInf : p.sinks[h]);
+    std::fill(st.lrow, st.lrow + st.qb.m, p.sinks.empty() ? 0.0f : 1.0f);
   }
   const float* v = p.v.at(pr.b, pr.k0, heads[0].qb.hk);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];

@@ -65,6 +65,7 @@ struct AttentionBackwardIO {
   double* transformer_xl_u = nullptr;     // (H, D)
   double* transformer_xl_v = nullptr;     // (H, D)
   float* transformer_xl_rproj = nullptr;  // (H, n, D)
+  double* sinks = nullptr;                // (H)
 };
 void attention_backward(const AttentionPlan& plan, const AttentionBackwardIO& io);
 

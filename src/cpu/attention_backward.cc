@@ -52,12 +52,13 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, c
 
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row
 // stride kAttentionBlockK. vt: V^T of the problem's key/value head, (D, nk).
+// dcap: the softcap's derivative per logit (with a softcap), for SoftcapGrad.
 void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb, const BlockGrad& bg, const float* kt,
               const float* vt, int64_t nk, int64_t kt0, int64_t n, float* HWY_RESTRICT P, float* HWY_RESTRICT dS,
-              std::vector<float>& scratch) {
+              float* HWY_RESTRICT dcap, std::vector<float>& scratch) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
-  TileLogits(p, qb, kt, nk, kt0, n, P, scratch);
+  TileLogits(p, qb, kt, nk, kt0, n, P, scratch, dcap);
   for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttentionBlockK, n, bg.lse[i]);
   TileGemm({qb.m, n, p.D, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f, false});  // dP = dO V^T
   for (int64_t i = 0; i < qb.m; ++i) {
@@ -71,6 +72,16 @@ void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const Query
   }
 }
 
+// forward: logit = cap(content) + bias  ->  dcontent = dlogit * cap'(content): dS becomes the
+// gradient of the content logit (what dQ, dK, Shaw's a_k and Transformer-XL see). No-op without a
+// softcap.
+inline void SoftcapGrad(const AttentionPlan& p, int64_t m, int64_t n, const float* HWY_RESTRICT dcap,
+                        float* HWY_RESTRICT dS) {
+  if (p.softcap <= 0) return;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) dS[i * kAttentionBlockK + j] *= dcap[i * kAttentionBlockK + j];
+}
+
 // Pass 1: dK and dV of keys [kb * 64, kb * 64 + n) of one key/value head.
 void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta, const float* kt,
                   const float* vt, int64_t problem, int64_t hk, int64_t kb) {
@@ -79,6 +90,7 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
+  alignas(64) float dcap[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> dK(static_cast<size_t>(n * D), 0.0f), dV(static_cast<size_t>(n * D), 0.0f), scratch;
   const int64_t group = p.H / p.Hkv;
   for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
@@ -87,7 +99,8 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
       if (!TileVisible(p, qb, kpos, n)) continue;
       PrepareQueryBlock(p, qb);
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
-      TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, scratch);
+      TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, dcap, scratch);
+      SoftcapGrad(p, qb.m, n, dcap, dS);
       TileGemm({n, D, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), D, 1.0f, true});       // dV += P^T dO
       TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale, true});     // dK += s dS^T Q
     }
@@ -114,30 +127,34 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
+  alignas(64) float dcap[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> dQ(static_cast<size_t>(m * D), 0.0f), dQpos(p.transformer_xl ? static_cast<size_t>(m * D) : 0, 0.0f);
   std::vector<float> gk(static_cast<size_t>(m * rows), 0.0f), pb(static_cast<size_t>(m * rows), 0.0f), g, scratch;
   for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, pr.nk - kt0);
     if (!TileVisible(p, qb, kpos + kt0, n)) continue;
-    TileGrad(p, io, qb, bg, kt_h, vt_h, pr.nk, kt0, n, P, dS, scratch);
-    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D, p.scale, true});  // dQ += s dS K
-    for (int64_t i = 0; i < m; ++i) {
-      const float* ds = dS + i * kAttentionBlockK;
-      const int64_t qp = qb.qpos[i];
-      if (p.shaw)
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t r = p.shaw->row(kpos[kt0 + j], qp);
-          gk[i * rows + r] += ds[j];
-          pb[i * rows + r] += P[i * kAttentionBlockK + j];
-        }
-      if (sums.relative) {
+    TileGrad(p, io, qb, bg, kt_h, vt_h, pr.nk, kt0, n, P, dS, dcap, scratch);
+    if (sums.relative)  // the bias is added after the softcap: its gradient is dS itself
+      for (int64_t i = 0; i < m; ++i) {
+        const float* ds = dS + i * kAttentionBlockK;
+        const int64_t qp = qb.qpos[i];
         if (sums.row_lut) {
           for (int64_t j = 0; j < n; ++j) sums.relative[sums.row_lut[kpos[kt0 + j] - qp - p.lut_lo]] += ds[j];
         } else {
           for (int64_t j = 0; j < n; ++j) sums.relative[relative_bias_row(*p.bias->rows_config, kpos[kt0 + j] - qp)] += ds[j];
         }
       }
-    }
+    SoftcapGrad(p, m, n, dcap, dS);
+    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D, p.scale, true});  // dQ += s dS K
+    if (p.shaw)
+      for (int64_t i = 0; i < m; ++i) {
+        const float* ds = dS + i * kAttentionBlockK;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t r = p.shaw->row(kpos[kt0 + j], qb.qpos[i]);
+          gk[i * rows + r] += ds[j];
+          pb[i * rows + r] += P[i * kAttentionBlockK + j];
+        }
+      }
     if (p.transformer_xl) {  // G[i, c] = sum of dS over the keys at delta index c0 + c
       const TransformerXLTerms& xl = *p.transformer_xl;
       const DeltaSpan span = TileDeltaSpan(xl, qb, kpos + kt0, n);
@@ -216,6 +233,14 @@ void reduce_rows(const AttentionPlan& p, const std::vector<float>& w, int64_t ro
 
 void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
   const std::vector<float> delta = output_dots(p, io);
+  if (io.sinks)  // forward: the sink is a softmax entry without value: d sink_h = -sum_i p_sink,i delta_i
+    for (int64_t h = 0; h < p.H; ++h) {
+      double s = 0;
+      for (int64_t b = 0; b < p.B; ++b)
+        for (int64_t t = 0; t < p.Q; ++t)
+          s += std::exp(static_cast<double>(p.sinks[h]) - io.lse(b, h, t)) * delta[(b * p.H + h) * p.Q + t];
+      io.sinks[h] -= s;
+    }
   const PackedTransposed kt = pack_transposed(p, p.k);
   const PackedTransposed vt = pack_transposed(p, p.v);
 

@@ -1,7 +1,7 @@
 // src/cpu/attention_tile-inl.h: the logits of one (query block, key tile), per target, shared by
 // the forward and both backward passes so that they recompute exactly the same numbers.
-//   S_ij = scale (q_i . k_j + shaw: q_i . a_k[r_ij] + xl: (q_i + v_h) . rproj_h[delta_ij]) + bias_ij
-//   masked pairs: -inf
+//   S_ij = cap(scale (q_i . k_j + shaw: q_i . a_k[r_ij] + xl: (q_i + v_h) . rproj_h[delta_ij])) + bias_ij
+//   cap(x) = softcap tanh(x / softcap) with a softcap; masked pairs: -inf
 #if defined(POSENC_CPU_ATTENTION_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_CPU_ATTENTION_TILE_INL_H_
 #undef POSENC_CPU_ATTENTION_TILE_INL_H_
@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "src/cpu/attention.h"
 #include "src/cpu/tile_gemm-inl.h"
@@ -60,7 +61,29 @@ inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const int6
   const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
   if (p.causal && *lo > qb.qmax) return false;
   if (p.window > 0 && (qb.qmin - *hi >= p.window || *lo - qb.qmax >= p.window)) return false;
+  // Chunks are ordered like positions: the block's chunks [qmin, qmax] must meet the keys'.
+  if (p.chunk > 0 && (p.chunk_of(*lo) > p.chunk_of(qb.qmax) || p.chunk_of(*hi) < p.chunk_of(qb.qmin)))
+    return false;
   return true;
+}
+
+// s[j] = softcap tanh(s[j] / softcap) for j < n; dcap[j] = 1 - tanh^2, its derivative, when non-null.
+HWY_INLINE void Softcap(float* HWY_RESTRICT s, int64_t n, float softcap, float* HWY_RESTRICT dcap) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto cap = hn::Set(d, softcap), inv = hn::Set(d, 1.0f / softcap), one = hn::Set(d, 1.0f);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const auto t = hn::Tanh(d, hn::Mul(hn::LoadU(d, s + j), inv));
+    hn::StoreU(hn::Mul(cap, t), d, s + j);
+    if (dcap) hn::StoreU(hn::NegMulAdd(t, t, one), d, dcap + j);
+  }
+  for (; j < n; ++j) {  // scalar tail (full-width masked stores would touch the next row)
+    const float t = std::tanh(s[j] / softcap);
+    s[j] = softcap * t;
+    if (dcap) dcap[j] = 1.0f - t * t;
+  }
 }
 
 // The XL columns of a tile: deltas qpos - kpos occupy the delta indices [c0, c0 + w).
@@ -95,9 +118,10 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
 
 // S (m x n, row stride kAttentionBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
 // kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots).
+// dcap (m x n, same stride): the softcap's derivative per logit, when non-null and softcap > 0.
 // scratch: reused across calls.
 inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
-                       float* HWY_RESTRICT S, std::vector<float>& scratch) {
+                       float* HWY_RESTRICT S, std::vector<float>& scratch, float* HWY_RESTRICT dcap = nullptr) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   if (kt) {
@@ -120,8 +144,11 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
   bool unit_run = true;
   for (int64_t j = 1; j < n && unit_run; ++j) unit_run = kpos[j] == kpos[0] + j;
   const auto [kmin, kmax] = std::minmax_element(kpos, kpos + n);
-  const bool all_visible = !(p.causal && *kmax > qb.qmin) &&
-                           !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window));
+  const bool all_visible =
+      !(p.causal && *kmax > qb.qmin) &&
+      !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window)) &&
+      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) || p.chunk_of(*kmin) != p.chunk_of(*kmax) ||
+                        p.chunk_of(*kmin) != p.chunk_of(qb.qmin)));
   for (int64_t i = 0; i < qb.m; ++i) {
     float* HWY_RESTRICT s = S + i * kAttentionBlockK;
     const int64_t qp = qb.qpos[i];
@@ -129,6 +156,7 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
       const float* qa = qb.qa.data() + i * p.shaw->rows;
       for (int64_t j = 0; j < n; ++j) s[j] += p.scale * qa[p.shaw->row(kpos[j], qp)];
     }
+    if (p.softcap > 0) Softcap(s, n, p.softcap, dcap ? dcap + i * kAttentionBlockK : nullptr);
     if (p.bias) {
       if (p.lut_dense) {
         const int64_t base = qb.h * p.lut_size - p.lut_lo - qp;  // lut[base + kp] = b_h(kp - qp)
