@@ -102,9 +102,11 @@ void validate(const RopeConfig& c) {
     case RopeScalingType::llama3:
       check_positive(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
       check_positive(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
-      if (!(s.high_freq_factor > s.low_freq_factor))
+      // Equal factors (Llama 4 Scout: 1, 1): transformers only warns (modeling_rope_utils.py
+      // _validate_llama3_parameters); the smooth band is then empty, a hard switch.
+      if (!(s.high_freq_factor >= s.low_freq_factor))
         fail_arg(op, "rope_scaling.high_freq_factor", s.high_freq_factor,
-                 "must be > low_freq_factor = " + std::to_string(s.low_freq_factor));
+                 "must be >= low_freq_factor = " + std::to_string(s.low_freq_factor));
       if (s.original_max_position_embeddings <= 0)
         fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
                  "must be > 0 for rope_scaling 'llama3'");
@@ -199,7 +201,9 @@ void apply_llama3(const RopeScaling& s, std::vector<double>& inv_freq) {
     const double wavelen = 2 * std::numbers::pi / f;
     if (wavelen > low_wavelen) {
       f = f / s.factor;
-    } else if (!(wavelen < high_wavelen)) {
+    } else if (!(wavelen < high_wavelen) && s.high_freq_factor > s.low_freq_factor) {
+      // transformers' is_medium_freq; with equal factors it holds only at wavelen == original /
+      // low_freq_factor exactly, where its smooth_factor is 0/0 = NaN: posenc keeps the frequency.
       const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = (1 - smooth) * f / s.factor + smooth * f;
     }
