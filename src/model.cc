@@ -9,12 +9,18 @@ namespace posenc {
 
 const char* position_method_name(PositionMethod method) {
   switch (method) {
-    case PositionMethod::rope: return "rope";
-    case PositionMethod::none: return "none";
-    case PositionMethod::alibi: return "alibi";
-    case PositionMethod::t5: return "t5";
-    case PositionMethod::learned: return "learned";
-    case PositionMethod::sinusoidal: return "sinusoidal";
+    case PositionMethod::rope:
+      return "rope";
+    case PositionMethod::none:
+      return "none";
+    case PositionMethod::alibi:
+      return "alibi";
+    case PositionMethod::t5:
+      return "t5";
+    case PositionMethod::learned:
+      return "learned";
+    case PositionMethod::sinusoidal:
+      return "sinusoidal";
   }
   return "?";
 }
@@ -22,9 +28,12 @@ const char* position_method_name(PositionMethod method) {
 double QueryTemperature::factor(int64_t p) const {
   const double pos = static_cast<double>(p);
   switch (kind) {
-    case Kind::none: return 1.0;
-    case Kind::llama4: return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
-    case Kind::ministral3: return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
+    case Kind::none:
+      return 1.0;
+    case Kind::llama4:
+      return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
+    case Kind::ministral3:
+      return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
   }
   return 1.0;
 }

@@ -4,183 +4,21 @@
 // per-layer choices of its modeling file (see notes/hf5_semantics.md for line numbers).
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "posenc/model.h"
-#include "src/check.h"
-#include "src/model_families.h"
+#include "src/model_parse.h"
 
 namespace posenc {
 using detail::fail;
+using detail::has;
+using detail::kOp;
+using detail::Model;
+using detail::Obj;
 using json = nlohmann::json;
-
-namespace {
-constexpr const char* kOp = "model config";
-
-bool has(const json& j, const std::string& key) { return j.is_object() && j.contains(key) && !j.at(key).is_null(); }
-
-// A JSON object whose reads are recorded, so that unread keys can be reported.
-struct Obj {
-  const json& j;
-  std::string where;  // "" or "text_config." or "rope_parameters.full_attention."
-  std::set<std::string> read;
-  bool has(const std::string& k) { read.insert(k); return ::posenc::has(j, k); }
-  const json& at(const std::string& k) { read.insert(k); return j.at(k); }
-  double num(const std::string& k) {
-    const json& v = at(k);
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a finite number");
-    return v.get<double>();
-  }
-  int64_t integer(const std::string& k) {
-    const json& v = at(k);
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15)
-      return static_cast<int64_t>(v.get<double>());
-    fail(kOp, where, k, " = ", v.dump(), " is invalid: must be an integer");
-  }
-  bool boolean(const std::string& k) {
-    const json& v = at(k);
-    if (!v.is_boolean()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be true or false");
-    return v.get<bool>();
-  }
-  std::string str(const std::string& k) {
-    const json& v = at(k);
-    if (!v.is_string()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a string");
-    return v.get<std::string>();
-  }
-  double num_or(const std::string& k, double d) { return has(k) ? num(k) : d; }
-  int64_t int_or(const std::string& k, int64_t d) { return has(k) ? integer(k) : d; }
-  bool bool_or(const std::string& k, bool d) { return has(k) ? boolean(k) : d; }
-  std::vector<double> numbers(const std::string& k) {
-    const json& v = at(k);
-    if (!v.is_array()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a list of numbers");
-    std::vector<double> out;
-    for (const json& e : v) {
-      if (!e.is_number()) fail(kOp, where, k, " contains ", e.dump(), ": must be a list of numbers");
-      out.push_back(e.get<double>());
-    }
-    return out;
-  }
-  // Warn about every unread key whose name looks positional.
-  void warn_unread(std::vector<std::string>& warnings, const std::string& model_type) const {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      const std::string& k = it.key();
-      if (read.count(k) || detail::known_irrelevant_key(k) || !detail::looks_positional(k)) continue;
-      warnings.push_back("key '" + where + k + "' is not understood by posenc for model_type '" + model_type +
-                         "': ignored");
-    }
-  }
-};
-
-RopeScalingType scaling_type(const std::string& name, const std::string& where) {
-  if (name == "default" || name == "mrope") return RopeScalingType::none;  // qwen2_vl maps "mrope" to default
-  if (name == "linear") return RopeScalingType::linear;
-  if (name == "dynamic") return RopeScalingType::dynamic;
-  if (name == "yarn") return RopeScalingType::yarn;
-  if (name == "longrope" || name == "su") return RopeScalingType::longrope;
-  if (name == "llama3") return RopeScalingType::llama3;
-  fail(kOp, where, "rope_type = \"", name,
-       "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3 or mrope");
-}
-
-// What the rest of the parse needs to know about the model.
-struct Model {
-  const detail::Family* family;
-  std::string type;
-  int64_t hidden = 0, heads = 0, layers = 0, max_pos = 0, head_dim = 0;
-  int64_t nope = 0;  // DeepSeek/MiniCPM3: q/k dims before the rotated ones
-  std::optional<int64_t> top_original;  // top-level original_max_position_embeddings
-  std::vector<std::string>* warnings;
-};
-
-// One standardized rope dict (modeling_rope_utils.py standardize_rope_params) -> RopeConfig.
-// `top_level` is false for the sub-dicts of a nested per-layer-type dict (yarn's truncate and the
-// top-level original_max_position_embeddings are read from the top-level dict only, L475, L836-843).
-RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
-                          std::optional<double>& ministral_beta) {
-  RopeConfig c;
-  std::string type = "default";
-  if (d.has("rope_type")) type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
-  else if (d.has("type")) type = d.str("type");
-  d.read.insert("type");
-  if (m.type == "phi3" && (type == "su" || type == "yarn")) type = "longrope";  // Phi3Config (after standardize)
-  RopeScaling& s = c.scaling;
-  s.type = scaling_type(type, d.where);
-  c.base = d.num_or("rope_theta", theta);
-  if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
-  if (prf && !(*prf > 0 && *prf <= 1))
-    fail(kOp, d.where, "partial_rotary_factor = ", *prf, " is invalid: must be in (0, 1]");
-  c.head_dim = m.head_dim;
-  c.max_position_embeddings = m.max_pos;
-  c.layout = m.family->layout;
-  // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
-  // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
-  double used_prf = 1.0;
-  if (s.type != RopeScalingType::none || m.family->default_uses_prf) used_prf = prf.value_or(1.0);
-  else if (prf && *prf < 1)
-    m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " + m.type +
-                          "'s default RoPE in transformers 5 (all head dims rotate)");
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * used_prf);
-  if (s.type != RopeScalingType::none) {
-    const bool factor_required = s.type != RopeScalingType::longrope;
-    if (d.has("factor")) s.factor = d.num("factor");
-    else if (d.j.contains("factor") && s.type == RopeScalingType::yarn) s.factor = -1;  // explicit null: derive
-    else if (factor_required)
-      fail(kOp, d.where, "factor is missing: required for rope_type '", type, "' (transformers 5 raises KeyError)");
-  }
-  if (d.has("original_max_position_embeddings")) s.original_max_position_embeddings = d.integer("original_max_position_embeddings");
-  const bool orig_type = s.type == RopeScalingType::yarn || s.type == RopeScalingType::longrope ||
-                         s.type == RopeScalingType::llama3;
-  if (orig_type && top_level && m.top_original) s.original_max_position_embeddings = *m.top_original;
-  if (orig_type && s.original_max_position_embeddings == 0) s.original_max_position_embeddings = m.max_pos;
-  if (s.factor < 0) s.factor = static_cast<double>(m.max_pos) / static_cast<double>(s.original_max_position_embeddings);
-  if (d.has("attention_factor")) s.attention_factor = d.num("attention_factor");
-  // yarn: `d.get("beta_fast") or 32`: 0 means the default (L430-431).
-  if (d.has("beta_fast") && d.num("beta_fast") != 0) s.beta_fast = d.num("beta_fast");
-  if (d.has("beta_slow") && d.num("beta_slow") != 0) s.beta_slow = d.num("beta_slow");
-  if (d.has("mscale")) s.mscale = d.num("mscale");
-  if (d.has("mscale_all_dim")) s.mscale_all_dim = d.num("mscale_all_dim");
-  if (d.has("truncate") && top_level) s.truncate = d.boolean("truncate");
-  if (s.type == RopeScalingType::longrope) {
-    for (const char* k : {"short_factor", "long_factor"})
-      if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'longrope'");
-    s.short_factor = d.numbers("short_factor");
-    s.long_factor = d.numbers("long_factor");
-  }
-  if (s.type == RopeScalingType::llama3) {
-    for (const char* k : {"low_freq_factor", "high_freq_factor"})
-      if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'llama3'");
-    s.low_freq_factor = d.num("low_freq_factor");
-    s.high_freq_factor = d.num("high_freq_factor");
-    if (s.low_freq_factor == s.high_freq_factor)
-      m.warnings->push_back(d.where + "low_freq_factor == high_freq_factor = " + std::to_string(s.low_freq_factor) +
-                            ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
-  }
-  if (d.has("mrope_section")) {
-    for (double v : d.numbers("mrope_section")) c.mrope_section.push_back(static_cast<int64_t>(v));
-    // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope).
-    const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" || d.bool_or("mrope_interleaved", false);
-    c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
-  }
-  d.read.insert("mrope_interleaved");
-  if (d.has("llama_4_scaling_beta")) ministral_beta = d.num("llama_4_scaling_beta");
-  d.read.insert("max_position_embeddings");  // ministral3's default dict carries it; unused
-  try {
-    validate(c);
-  } catch (const Error& e) {
-    fail(kOp, "model_type '", m.type, "': ", e.what());
-  }
-  // Unknown keys of a rope dict: every one is reported (the dict is positional by definition).
-  for (auto it = d.j.begin(); it != d.j.end(); ++it)
-    if (!d.read.count(it.key()))
-      m.warnings->push_back("key '" + d.where + it.key() + "' is not understood by posenc: ignored");
-  return c;
-}
-}  // namespace
 
 namespace {
 
@@ -189,21 +27,26 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   const std::string& t = m.type;
   std::vector<std::string> types(m.layers, "full_attention");
   auto pattern = [&](int64_t p) {
-    for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % p != 0 ? "sliding_attention" : "full_attention";
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = (i + 1) % p != 0 ? "sliding_attention" : "full_attention";
   };
-  if (t == "gemma2" || t == "gpt_oss") pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
-  else if (t == "gemma3_text") pattern(j.int_or("sliding_window_pattern", 6));
+  if (t == "gemma2" || t == "gpt_oss")
+    pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
+  else if (t == "gemma3_text")
+    pattern(j.int_or("sliding_window_pattern", 6));
   else if (t == "cohere2" || t == "exaone4") {
     if (j.has("sliding_window_pattern") && !j.at("sliding_window_pattern").is_number())
       fail(kOp, "sliding_window_pattern = ", j.at("sliding_window_pattern").dump(),
            " needs layer_types (posenc reads an integer pattern only)");
     pattern(j.int_or("sliding_window_pattern", 4));
-  } else if (t == "olmo3") pattern(4);
+  } else if (t == "olmo3")
+    pattern(4);
   else if (t == "llama4_text")
     for (int64_t i = 0; i < m.layers; ++i) types[i] = use_rope[i] ? "chunked_attention" : "full_attention";
   else if (t == "smollm3") {
     for (int64_t i = 0; i < m.layers; ++i)
-      if (j.bool_or("use_sliding_window", false) && window > 0 && !use_rope[i]) types[i] = "sliding_attention";
+      if (j.bool_or("use_sliding_window", false) && window > 0 && !use_rope[i])
+        types[i] = "sliding_attention";
   } else if (t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe" || t == "qwen2_vl" ||
              t == "qwen2_5_vl") {
     // sliding_window = sw if use_sliding_window else None; sliding iff i >= max_window_layers.
@@ -213,18 +56,18 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "qwen3_next" || t == "qwen3_5") {
     const int64_t every = j.int_or("full_attention_interval", 4);
     for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
-  } else if (window > 0 && (t == "mistral" || t == "ministral" || t == "mixtral" || t == "phi3" ||
-                            t == "starcoder2")) {
+  } else if (window > 0 &&
+             (t == "mistral" || t == "ministral" || t == "mixtral" || t == "phi3" || t == "starcoder2")) {
     types.assign(m.layers, "sliding_attention");  // sliding mask on every layer when set
   }
   return types;
 }
 }  // namespace
 namespace {
-const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"}, {"llama4", "llama4_text"},
+const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},       {"llama4", "llama4_text"},
                                  {"mllama", "mllama_text_model"}, {"qwen3_5_text", "qwen3_5"},
-                                 {"qwen3_vl_text", "qwen3_vl"}, {"qwen2_5_vl_text", "qwen2_5_vl"},
-                                 {"qwen2_vl_text", "qwen2_vl"}, {"lfm2_vl", "lfm2"}};
+                                 {"qwen3_vl_text", "qwen3_vl"},   {"qwen2_5_vl_text", "qwen2_5_vl"},
+                                 {"qwen2_vl_text", "qwen2_vl"},   {"lfm2_vl", "lfm2"}};
 
 std::string canonical_type(std::string t) {
   for (auto& a : kTextAliases)
@@ -238,7 +81,8 @@ void refuse_if_unsupported(const std::string& type) {
     fail(kOp, "model_type '", type, "' is not supported: ", why,
          ". Pass an explicit RopeConfig (rope_config_from_hf_json, or RopeConfig fields) instead");
   if (!detail::find_family(type))
-    fail(kOp, "model_type '", type, "' is not in posenc's model table. Pass an explicit RopeConfig "
+    fail(kOp, "model_type '", type,
+         "' is not in posenc's model table. Pass an explicit RopeConfig "
          "(rope_config_from_hf_json, or RopeConfig fields) instead");
 }
 
@@ -267,8 +111,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // Multimodal wrappers (gemma3, llama4, mistral3, qwen3_5, voxtral, ...) keep the language model
   // under text_config; its model_type (or the wrapper's text class) decides the family.
   const bool wrapped = has(root, "text_config");
-  if (wrapped && !root.at("text_config").is_object()) fail(kOp, "text_config = ", root.at("text_config").dump(),
-                                                           " is invalid: must be an object");
+  if (wrapped && !root.at("text_config").is_object())
+    fail(kOp, "text_config = ", root.at("text_config").dump(), " is invalid: must be an object");
   const json& tj = wrapped ? root.at("text_config") : root;
   Obj j{tj, wrapped ? "text_config." : "", {}};
   std::string type = canonical_type(wrapped && j.has("model_type") ? j.str("model_type") : outer_type);
@@ -287,9 +131,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, g3 ? 26 : 0, !g3);
   if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
   if (m.layers <= 0) fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be > 0");
-  m.max_pos = first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
-  if (j.has("original_max_position_embeddings")) m.top_original = j.integer("original_max_position_embeddings");
-  else if (type == "phi3") m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
+  m.max_pos =
+      first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
+  if (j.has("original_max_position_embeddings"))
+    m.top_original = j.integer("original_max_position_embeddings");
+  else if (type == "phi3")
+    m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
   // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3";
   int64_t qk_head_dim = 0;
@@ -305,7 +152,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.family->head_dim;
     if (m.head_dim == 0) {
       if (m.hidden % m.heads != 0)
-        fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
+        fail(kOp, j.where, "hidden_size = ", m.hidden,
+             " is not divisible by num_attention_heads = ", m.heads);
       m.head_dim = m.hidden / m.heads;
     }
   }
@@ -318,17 +166,20 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 
   // Sliding window (HF: w keys including the current one).
   int64_t window = 0;
-  if (j.has("sliding_window")) window = j.integer("sliding_window");
+  if (j.has("sliding_window"))
+    window = j.integer("sliding_window");
   else if (!j.j.contains("sliding_window")) {
-    if (type == "gemma2" || type == "gemma3_text" || type == "cohere2" || type == "exaone4" || type == "olmo3")
+    if (type == "gemma2" || type == "gemma3_text" || type == "cohere2" || type == "exaone4" ||
+        type == "olmo3")
       window = 4096;
     if (type == "gpt_oss") window = 128;
   }
   j.read.insert("sliding_window");
   if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
-  if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" || type == "qwen2_vl" ||
-      type == "qwen2_5_vl") {
-    if (!j.bool_or("use_sliding_window", false)) window = 0;  // configuration_qwen2.py: sw if use_sliding_window
+  if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" ||
+      type == "qwen2_vl" || type == "qwen2_5_vl") {
+    if (!j.bool_or("use_sliding_window", false))
+      window = 0;  // configuration_qwen2.py: sw if use_sliding_window
   }
   j.read.insert("use_sliding_window");
 
@@ -338,7 +189,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     const int64_t interval = j.int_or("no_rope_layer_interval", 4);
     std::vector<double> given = j.has("no_rope_layers") ? j.numbers("no_rope_layers") : std::vector<double>{};
     if (!given.empty() && static_cast<int64_t>(given.size()) != m.layers)
-      fail(kOp, j.where, "no_rope_layers has ", given.size(), " entries, expected num_hidden_layers = ", m.layers);
+      fail(kOp, j.where, "no_rope_layers has ", given.size(),
+           " entries, expected num_hidden_layers = ", m.layers);
     for (int64_t i = 0; i < m.layers; ++i)
       use_rope[i] = given.empty() ? static_cast<int>((i + 1) % interval != 0) : given[i] != 0;
   }
@@ -355,7 +207,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (s == "mamba") s = "linear_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
           s != "linear_attention" && s != "conv")
-        fail(kOp, j.where, "layer_types contains \"", s, "\": posenc knows full_attention, sliding_attention, "
+        fail(kOp, j.where, "layer_types contains \"", s,
+             "\": posenc knows full_attention, sliding_attention, "
              "chunked_attention, linear_attention, conv");
       types.push_back(s);
     }
@@ -380,22 +233,30 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       theta = j.num_or("rotary_emb_base", 1e4);
       prf = j.num_or("rotary_pct", 0.25);
       for (const char* k : {"rope_theta", "partial_rotary_factor"})
-        if (j.has(k)) out.warnings.push_back(std::string(k) + " is ignored by gpt_neox (transformers 5 reads "
-                                             "rotary_emb_base / rotary_pct)");
+        if (j.has(k))
+          out.warnings.push_back(std::string(k) +
+                                 " is ignored by gpt_neox (transformers 5 reads "
+                                 "rotary_emb_base / rotary_pct)");
     } else {
       if (j.has("rope_theta")) theta = j.num("rope_theta");
-      if (j.has("partial_rotary_factor")) prf = j.num("partial_rotary_factor");
-      else if (m.family->prf > 0) prf = m.family->prf;
+      if (j.has("partial_rotary_factor"))
+        prf = j.num("partial_rotary_factor");
+      else if (m.family->prf > 0)
+        prf = m.family->prf;
     }
-    if (type == "gptj" && j.has("rope_theta")) out.warnings.push_back("rope_theta is ignored by gptj (10000 fixed)");
+    if (type == "gptj" && j.has("rope_theta"))
+      out.warnings.push_back("rope_theta is ignored by gptj (10000 fixed)");
     if (type == "gptj") theta = 1e4;  // modeling_gptj.py create_sinusoidal_positions
     json owned;
     const json* rp = nullptr;
     std::string rp_name = "rope_parameters";
-    if (j.has("rope_scaling")) rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
-    else if (j.has("rope_parameters")) rp = &j.at("rope_parameters");
+    if (j.has("rope_scaling"))
+      rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
+    else if (j.has("rope_parameters"))
+      rp = &j.at("rope_parameters");
     j.read.insert("rope_parameters");
-    if (rp && !rp->is_object()) fail(kOp, j.where, rp_name, " = ", rp->dump(), " is invalid: must be an object");
+    if (rp && !rp->is_object())
+      fail(kOp, j.where, rp_name, " = ", rp->dump(), " is invalid: must be an object");
     auto is_nested = [&](const json& d) {
       for (auto it = d.begin(); it != d.end(); ++it)
         for (const char* k : {"full_attention", "sliding_attention", "chunked_attention"})
@@ -412,22 +273,32 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         rp = &owned;
       }
     } else if (!rp && type == "gpt_oss") {  // configuration_gpt_oss.py default rope_parameters
-      owned = {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
-               {"truncate", false}, {"original_max_position_embeddings", 4096}};
+      owned = {{"rope_type", "yarn"}, {"factor", 32.0},    {"beta_fast", 32.0},
+               {"beta_slow", 1.0},    {"truncate", false}, {"original_max_position_embeddings", 4096}};
       rp = &owned;
     } else if (!rp && type == "ministral3") {  // configuration_ministral3.py default rope_parameters
-      owned = {{"type", "yarn"}, {"rope_theta", 1e6}, {"factor", 16.0}, {"original_max_position_embeddings", 16384},
-               {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale_all_dim", 1.0}, {"mscale", 1.0},
+      owned = {{"type", "yarn"},
+               {"rope_theta", 1e6},
+               {"factor", 16.0},
+               {"original_max_position_embeddings", 16384},
+               {"beta_fast", 32.0},
+               {"beta_slow", 1.0},
+               {"mscale_all_dim", 1.0},
+               {"mscale", 1.0},
                {"llama_4_scaling_beta", 0.1}};
       rp = &owned;
     }
     const json empty = json::object();
     if (rp && is_nested(*rp)) {
       for (auto it = rp->begin(); it != rp->end(); ++it) {
-        if (it.value().is_null()) { nested[it.key()] = std::nullopt; continue; }  // NoPE layer type
+        if (it.value().is_null()) {
+          nested[it.key()] = std::nullopt;
+          continue;
+        }  // NoPE layer type
         if (!it.value().is_object()) fail(kOp, j.where, rp_name, ".", it.key(), " must be an object or null");
         Obj d{it.value(), j.where + rp_name + "." + it.key() + ".", {}};
-        nested[it.key()] = rope_from_dict(d, m, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
+        nested[it.key()] =
+            rope_from_dict(d, m, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
       }
     } else {
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
@@ -446,7 +317,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 
   // Softmax scale (the `scaling` each family's attention passes to the kernel).
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));
-  if (type == "gemma2" || type == "gemma3_text") scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
+  if (type == "gemma2" || type == "gemma3_text")
+    scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
   if (type == "granite") scale = j.num_or("attention_multiplier", 1.0);
   if (t5) scale = 1.0;  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
@@ -465,8 +337,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   std::optional<double> softcap;
   if (type == "gemma2") {
-    if (j.has("attn_logit_softcapping")) softcap = j.num("attn_logit_softcapping");
-    else if (!j.j.contains("attn_logit_softcapping")) softcap = 50.0;
+    if (j.has("attn_logit_softcapping"))
+      softcap = j.num("attn_logit_softcapping");
+    else if (!j.j.contains("attn_logit_softcapping"))
+      softcap = 50.0;
   }
   // Gemma 3 stores attn_logit_softcapping but never passes it to attention (modeling_gemma3.py).
   for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
@@ -484,8 +358,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   j.read.insert("no_rope_layer_interval");
   QueryTemperature ministral_temp;
   if (type == "ministral3") {
-    if (!beta) fail(kOp, j.where, "rope_parameters.llama_4_scaling_beta is missing: ministral3 applies it to "
-                    "every query (modeling_ministral3.py get_llama_4_attn_scale)");
+    if (!beta)
+      fail(kOp, j.where,
+           "rope_parameters.llama_4_scaling_beta is missing: ministral3 applies it to "
+           "every query (modeling_ministral3.py get_llama_4_attn_scale)");
     ministral_temp = {QueryTemperature::Kind::ministral3, *beta,
                       static_cast<double>(flat ? flat->scaling.original_max_position_embeddings : 0)};
   }
@@ -494,7 +370,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     for (double v : j.numbers("cross_attention_layers")) cross.insert(static_cast<int64_t>(v));
   bool bidirectional = type == "bert";
   if (j.bool_or("use_bidirectional_attention", false))
-    out.warnings.push_back("use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
+    out.warnings.push_back(
+        "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
   if (type == "bert" && j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
     out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
                            " was removed in transformers 5 (absolute positions are used)");
@@ -521,8 +398,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     const std::string& lt = p.layer_type;
     if (lt == "sliding_attention") {
       a.window = window;
-      if (window == 0) out.warnings.push_back("layer " + std::to_string(i) + " is sliding_attention but "
-                                              "sliding_window is not set: no window");
+      if (window == 0)
+        out.warnings.push_back("layer " + std::to_string(i) +
+                               " is sliding_attention but "
+                               "sliding_window is not set: no window");
     }
     if (lt == "chunked_attention") a.chunk = chunk;
     if (type == "ministral3") a.temperature = ministral_temp;

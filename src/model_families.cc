@@ -69,14 +69,26 @@ constexpr Family kFamilies[] = {
 // clang-format on
 
 constexpr std::array<std::string_view, 20> kIrrelevant = {
-    "attention_dropout", "attention_bias", "attention_probs_dropout_prob", "attn_pdrop",
-    "routed_scaling_factor", "moe_routed_scaling_factor", "mtp_loss_scaling_factor", "output_attentions",
-    "chunk_size_feed_forward", "cross_attention_hidden_size", "add_cross_attention",
-    "temperature",                  // a generation default in old PretrainedConfig dumps
-    "attention_softmax_in_fp32",    // numerics, not positions
-    "apply_query_key_layer_scaling", "logits_scaling", "attention_layernorm", "max_window_size_unused",
-    "model_max_length",             // a tokenizer setting
-    "use_sliding_window_unused", "attention_out_bias"};
+    "attention_dropout",
+    "attention_bias",
+    "attention_probs_dropout_prob",
+    "attn_pdrop",
+    "routed_scaling_factor",
+    "moe_routed_scaling_factor",
+    "mtp_loss_scaling_factor",
+    "output_attentions",
+    "chunk_size_feed_forward",
+    "cross_attention_hidden_size",
+    "add_cross_attention",
+    "temperature",                // a generation default in old PretrainedConfig dumps
+    "attention_softmax_in_fp32",  // numerics, not positions
+    "apply_query_key_layer_scaling",
+    "logits_scaling",
+    "attention_layernorm",
+    "max_window_size_unused",
+    "model_max_length",  // a tokenizer setting
+    "use_sliding_window_unused",
+    "attention_out_bias"};
 }  // namespace
 
 const Family* find_family(const std::string& model_type) {
@@ -88,14 +100,13 @@ const Family* find_family(const std::string& model_type) {
 std::string refusal_reason(const std::string& t) {
   // Not in transformers 5.23.0 (remote code: the repository's own modeling file defines the rotation).
   for (const char* remote : {"chatglm", "internlm", "internlm2", "baichuan", "qwen", "minicpmv", "minicpm"})
-    if (t == remote)
-      return "its positional code is remote code (trust_remote_code), not in transformers 5";
+    if (t == remote) return "its positional code is remote code (trust_remote_code), not in transformers 5";
   if (t == "deepseek_v4")
     return "its compressed attention (compress_rope_theta, compress_ratios) is not modeled by posenc yet";
   if (t == "laguna")
-    return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc yet";
-  if (t == "exaone4_5_text" || t == "exaone4_5")
-    return "it is not in posenc's model table yet";
+    return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc "
+           "yet";
+  if (t == "exaone4_5_text" || t == "exaone4_5") return "it is not in posenc's model table yet";
   return {};
 }
 

@@ -10,13 +10,13 @@ namespace posenc::detail {
 
 struct Family {
   const char* model_type;
-  PositionMethod method;   // rope, alibi, t5, learned
-  double theta;            // class default_theta (rope_theta when the config omits it)
-  int64_t max_pos;         // class default max_position_embeddings
-  int64_t head_dim;        // class default head_dim; 0 = hidden_size / num_attention_heads
-  double prf;              // class default partial_rotary_factor (kwargs.setdefault); 0 = none
-  bool default_uses_prf;   // the family's compute_default_rope_parameters reads partial_rotary_factor
-  RopeLayout layout;       // half = rotate_half; interleaved = pairs (2j, 2j + 1)
+  PositionMethod method;  // rope, alibi, t5, learned
+  double theta;           // class default_theta (rope_theta when the config omits it)
+  int64_t max_pos;        // class default max_position_embeddings
+  int64_t head_dim;       // class default head_dim; 0 = hidden_size / num_attention_heads
+  double prf;             // class default partial_rotary_factor (kwargs.setdefault); 0 = none
+  bool default_uses_prf;  // the family's compute_default_rope_parameters reads partial_rotary_factor
+  RopeLayout layout;      // half = rotate_half; interleaved = pairs (2j, 2j + 1)
 };
 
 // nullptr when posenc has no entry for the type.

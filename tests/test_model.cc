@@ -104,7 +104,8 @@ TEST(ModelRealConfigs, EveryFileParsesOrIsRefused) {
         ADD_FAILURE() << "expected a refusal";
       } catch (const Error& e) {
         const std::string msg = e.what();
-        EXPECT_NE(msg.find("model_type '" + std::string(c.type) + "' is not supported"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("model_type '" + std::string(c.type) + "' is not supported"), std::string::npos)
+            << msg;
         EXPECT_NE(msg.find("RopeConfig"), std::string::npos) << msg;
       }
       continue;
@@ -123,8 +124,10 @@ TEST(ModelRealConfigs, EveryFileParsesOrIsRefused) {
     }
     EXPECT_EQ(l.attention.window, c.window0);
     EXPECT_EQ(l.attention.chunk, c.chunk0);
-    if (*c.warning) EXPECT_TRUE(has_warning(m, c.warning));
-    else EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+    if (*c.warning)
+      EXPECT_TRUE(has_warning(m, c.warning));
+    else
+      EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
   }
 }
 
@@ -199,7 +202,7 @@ TEST(ModelFamilies, DeepSeekV3) {
   EXPECT_EQ(l.rope->scaling.factor, 40);
   const double ms = 0.1 * std::log(40.0) + 1;
   EXPECT_DOUBLE_EQ(l.attention.softmax_scale, ms * ms / std::sqrt(192.0));
-  EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);  // notes/hf5_semantics.md
+  EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);           // notes/hf5_semantics.md
   EXPECT_DOUBLE_EQ(rope_frequencies(*l.rope).attention_factor, 1.0);  // mscale / mscale_all_dim
 }
 
@@ -244,7 +247,8 @@ TEST(ModelFamilies, CohereInterleavedAndMultimodal) {
 // Small fixtures: the forms no collected file shows. Base keys of a tiny llama-like model.
 std::string cfg(const std::string& type, const std::string& extra) {
   return R"({"model_type": ")" + type + R"(", "hidden_size": 256, "num_attention_heads": 4,
-             "num_hidden_layers": 4, "max_position_embeddings": 4096)" + (extra.empty() ? "" : ", " + extra) + "}";
+             "num_hidden_layers": 4, "max_position_embeddings": 4096)" +
+         (extra.empty() ? "" : ", " + extra) + "}";
 }
 
 // configuration_gpt_neox.py: rotary_emb_base and rotary_pct win; top-level rope_theta is inert.
@@ -262,7 +266,8 @@ TEST(ModelForms, GptNeoXAliases) {
 // rotate_every_two (interleaved).
 TEST(ModelForms, GptJ) {
   const ModelPositions m = model_positions_from_hf_json(
-      R"({"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 1024, "rotary_dim": 16})");
+      R"({"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 1024,
+          "rotary_dim": 16})");
   EXPECT_EQ(m.max_position_embeddings, 1024);
   EXPECT_EQ(m.layers[1].rotary_hi, 16);
   EXPECT_EQ(m.layers[1].rope->layout, RopeLayout::interleaved);
@@ -277,7 +282,8 @@ TEST(ModelForms, Phi3LongRope) {
   const ModelPositions m = model_positions_from_hf_json(
       R"({"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 48, "num_hidden_layers": 2,
           "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
-          "rope_scaling": {"type": "su", "short_factor": )" + s + R"(], "long_factor": )" + l + "]}}");
+          "rope_scaling": {"type": "su", "short_factor": )" +
+      s + R"(], "long_factor": )" + l + "]}}");
   const RopeConfig& c = *m.layers[0].rope;
   EXPECT_EQ(c.scaling.type, RopeScalingType::longrope);
   EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
@@ -303,14 +309,17 @@ TEST(ModelForms, AlibiAndLearned) {
 // PreTrainedConfig.convert_rope_params_to_dict / standardize_rope_params (modeling_rope_utils.py).
 TEST(ModelForms, RopeParametersPrecedence) {
   // Legacy rope_scaling beats rope_parameters; rope_type beats type.
-  const ModelPositions a = model_positions_from_hf_json(cfg("llama",
-      R"("rope_scaling": {"rope_type": "linear", "type": "dynamic", "factor": 2},
+  const ModelPositions a = model_positions_from_hf_json(
+      cfg("llama",
+          R"("rope_scaling": {"rope_type": "linear", "type": "dynamic", "factor": 2},
          "rope_parameters": {"rope_type": "linear", "factor": 4})"));
   EXPECT_EQ(a.layers[0].rope->scaling.type, RopeScalingType::linear);
   EXPECT_EQ(a.layers[0].rope->scaling.factor, 2);
   // partial_rotary_factor inside the dict shrinks dim for a scaling type...
-  const ModelPositions p = model_positions_from_hf_json(cfg("llama",
-      R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5, "rope_theta": 1e5})"));
+  const ModelPositions p = model_positions_from_hf_json(cfg(
+      "llama",
+      R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5,
+                             "rope_theta": 1e5})"));
   EXPECT_EQ(p.layers[0].rotary_hi, 32);
   EXPECT_EQ(p.layers[0].rope->base, 1e5);
   // ... but llama's default RoPE ignores it (modeling_llama.py compute_default_rope_parameters).
@@ -318,9 +327,11 @@ TEST(ModelForms, RopeParametersPrecedence) {
   EXPECT_EQ(d.layers[0].rotary_hi, 64);
   EXPECT_TRUE(has_warning(d, "partial_rotary_factor"));
   // yarn: factor required (KeyError in transformers 5); explicit null derives max / original.
-  expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 1024})"),
-               "factor is missing");
-  const ModelPositions y = model_positions_from_hf_json(cfg("llama",
+  expect_error(
+      cfg("llama", R"("rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 1024})"),
+      "factor is missing");
+  const ModelPositions y = model_positions_from_hf_json(cfg(
+      "llama",
       R"("rope_scaling": {"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 1024})"));
   EXPECT_EQ(y.layers[0].rope->scaling.factor, 4);
 }
@@ -347,7 +358,8 @@ TEST(ModelForms, NestedPerLayerTypeAndWindows) {
   EXPECT_EQ(mi.layers[0].attention.window, 32);
   EXPECT_EQ(mi.layers[0].attention.attention_config().window, 32);
   // Llama 4 no_rope_layers given explicitly: 1 = uses RoPE.
-  const ModelPositions l4 = model_positions_from_hf_json(cfg("llama4_text", R"("no_rope_layers": [0, 1, 1, 1])"));
+  const ModelPositions l4 =
+      model_positions_from_hf_json(cfg("llama4_text", R"("no_rope_layers": [0, 1, 1, 1])"));
   EXPECT_EQ(l4.layers[0].position, PositionMethod::none);
   EXPECT_EQ(l4.layers[3].position, PositionMethod::rope);
 }
@@ -366,7 +378,8 @@ TEST(ModelForms, BadInput) {
   expect_error("{", "malformed JSON");
   expect_error("[1]", "must be an object");
   expect_error(R"({"hidden_size": 8})", "model_type is missing");
-  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2})", "num_attention_heads");
+  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2})",
+               "num_attention_heads");
   expect_error(cfg("llama", R"("rope_theta": "big")"), "rope_theta = \"big\"");
   expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "ntk-by-parts", "factor": 2})"), "rope_type");
   expect_error(cfg("llama", R"("layer_types": ["full_attention"])"), "layer_types");

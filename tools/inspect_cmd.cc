@@ -26,9 +26,12 @@ bool has_softmax(const LayerPlan& l) { return l.layer_type != "linear_attention"
 
 const char* temperature_name(QueryTemperature::Kind k) {
   switch (k) {
-    case QueryTemperature::Kind::none: return nullptr;
-    case QueryTemperature::Kind::llama4: return "llama4";
-    case QueryTemperature::Kind::ministral3: return "ministral3";
+    case QueryTemperature::Kind::none:
+      return nullptr;
+    case QueryTemperature::Kind::llama4:
+      return "llama4";
+    case QueryTemperature::Kind::ministral3:
+      return "ministral3";
   }
   return nullptr;
 }
@@ -79,8 +82,8 @@ std::string describe(const LayerPlan& l) {
   if (l.rope) {
     const RopeConfig& c = *l.rope;
     s += " " + std::string(rope_scaling_name(c.scaling.type)) + " base " + short_number(c.base) + " dims [" +
-         std::to_string(l.rotary_lo) + ", " + std::to_string(l.rotary_hi) + ") of " + std::to_string(l.qk_head_dim) +
-         " " + rope_layout_name(c.layout);
+         std::to_string(l.rotary_lo) + ", " + std::to_string(l.rotary_hi) + ") of " +
+         std::to_string(l.qk_head_dim) + " " + rope_layout_name(c.layout);
     if (c.scaling.type != RopeScalingType::none) s += " factor " + short_number(c.scaling.factor);
     if (c.multimodal != RopeMultimodal::none) s += " " + std::string(rope_multimodal_name(c.multimodal));
   }
@@ -123,17 +126,18 @@ void run_inspect(const InspectOptions& o) {
                         {"position", position_method_name(l.position)},
                         {"rope", rope_json(l, seq_len)},
                         {"attention", attention_json(l)}});
-    json doc = {{"model_type", m.model_type}, {"num_layers", m.num_layers}, {"num_heads", m.num_heads},
-                {"max_position_embeddings", m.max_position_embeddings}, {"seq_len", seq_len},
-                {"layers", layers}, {"warnings", m.warnings}};
+    json doc = {{"model_type", m.model_type}, {"num_layers", m.num_layers},
+                {"num_heads", m.num_heads},   {"max_position_embeddings", m.max_position_embeddings},
+                {"seq_len", seq_len},         {"layers", layers},
+                {"warnings", m.warnings}};
     if (m.t5_num_buckets > 0)
       doc["t5"] = {{"num_buckets", m.t5_num_buckets}, {"max_distance", m.t5_max_distance}};
     std::cout << doc.dump(2) << "\n";
     return;
   }
   for (const std::string& w : m.warnings) std::cerr << "posenc: warning: " << w << "\n";
-  std::cout << m.model_type << ": " << m.num_layers << " layers, " << m.num_heads << " heads, max_position_embeddings "
-            << m.max_position_embeddings << "\n";
+  std::cout << m.model_type << ": " << m.num_layers << " layers, " << m.num_heads
+            << " heads, max_position_embeddings " << m.max_position_embeddings << "\n";
   std::vector<std::string> order;
   std::map<std::string, std::vector<int64_t>> groups;
   for (const LayerPlan& l : m.layers) {
@@ -161,9 +165,11 @@ void run_inspect(const InspectOptions& o) {
 
 void add_inspect_command(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "a model's per-layer positional plan from its HF config.json");
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "a model's per-layer positional plan from its HF config.json");
   cmd->add_option("config", opts->path, "config.json of a HuggingFace model")->required();
-  cmd->add_option("--seq-len", opts->seq_len, "length for inv_freq/attention_factor (default: max_position_embeddings)");
+  cmd->add_option("--seq-len", opts->seq_len,
+                  "length for inv_freq/attention_factor (default: max_position_embeddings)");
   cmd->add_option("--format", opts->format, "table or json");
   cmd->callback([opts] { run_inspect(*opts); });
 }

@@ -35,15 +35,15 @@ struct QueryTemperature {
   //   q *= 1 + attn_scale * log(1 + floor((p + 1) / floor_scale))
   // ministral3 (modeling_ministral3.py get_llama_4_attn_scale), p = position id:
   //   q *= 1 + beta * log(1 + floor(p / original_max_position_embeddings))
-  double scale = 0;       // attn_scale or llama_4_scaling_beta
+  double scale = 0;        // attn_scale or llama_4_scaling_beta
   double floor_scale = 0;  // floor_scale or original_max_position_embeddings
   double factor(int64_t p) const;
 };
 
 struct LayerAttention {
   bool causal = true;
-  int64_t window = 0;   // HF sliding_window (w keys including the current one); 0 = none
-  int64_t chunk = 0;    // Llama 4 chunked attention: keys in the query's chunk of this size; 0 = none
+  int64_t window = 0;  // HF sliding_window (w keys including the current one); 0 = none
+  int64_t chunk = 0;   // Llama 4 chunked attention: keys in the query's chunk of this size; 0 = none
   double softmax_scale = 1.0;
   std::optional<double> softcap;  // logits = softcap * tanh(logits / softcap)
   bool sinks = false;             // gpt-oss: one learned logit per head joins the softmax
@@ -57,7 +57,7 @@ struct LayerPlan {
   int64_t layer = 0;
   std::string layer_type;  // HF layer_types entry, e.g. "sliding_attention"; "full_attention" if none
   PositionMethod position = PositionMethod::none;
-  std::optional<RopeConfig> rope;  // position == rope
+  std::optional<RopeConfig> rope;        // position == rope
   int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the q/k head (rope only)
   int64_t qk_head_dim = 0;               // the q/k head the range refers to
   LayerAttention attention;
