@@ -14,8 +14,10 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
   if (name == "yarn") return RopeScalingType::yarn;
   if (name == "longrope" || name == "su") return RopeScalingType::longrope;
   if (name == "llama3") return RopeScalingType::llama3;
+  if (name == "proportional") return RopeScalingType::proportional;
   fail(kOp, where, "rope_type = \"", name,
-       "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3 or mrope");
+       "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3, proportional "
+       "or mrope");
 }
 
 }  // namespace
@@ -46,14 +48,21 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
   // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
   double used_prf = 1.0;
-  if (s.type != RopeScalingType::none || m.family->default_uses_prf)
+  if (s.type == RopeScalingType::proportional) {
+    // _compute_proportional_rope_parameters: inv_freq always has head_dim / 2 entries; the dict's
+    // partial_rotary_factor is the rotated proportion of them (default 1.0, with a warning).
+    s.proportion = prf.value_or(1.0);
+    if (!prf) m.warnings->push_back(d.where + "rope_type 'proportional' without partial_rotary_factor: 1.0");
+  } else if (s.type != RopeScalingType::none || m.family->default_uses_prf) {
     used_prf = prf.value_or(1.0);
-  else if (prf && *prf < 1)
+  } else if (prf && *prf < 1) {
     m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " + m.type +
                           "'s default RoPE in transformers 5 (all head dims rotate)");
+  }
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * used_prf);
   if (s.type != RopeScalingType::none) {
-    const bool factor_required = s.type != RopeScalingType::longrope;
+    const bool factor_required =
+        s.type != RopeScalingType::longrope && s.type != RopeScalingType::proportional;
     if (d.has("factor"))
       s.factor = d.num("factor");
     else if (d.j.contains("factor") && s.type == RopeScalingType::yarn)

@@ -25,6 +25,7 @@ const char* rope_scaling_name(RopeScalingType type) {
     case RopeScalingType::yarn: return "yarn";
     case RopeScalingType::longrope: return "longrope";
     case RopeScalingType::llama3: return "llama3";
+    case RopeScalingType::proportional: return "proportional";
   }
   return "?";
 }
@@ -75,7 +76,8 @@ void validate(const RopeConfig& c) {
   if (s.attention_factor) check_positive(op, "rope_scaling.attention_factor", *s.attention_factor);
   switch (s.type) {
     case RopeScalingType::none:
-    case RopeScalingType::linear: break;
+    case RopeScalingType::linear:
+    case RopeScalingType::proportional: break;
     case RopeScalingType::dynamic:
       if (c.max_position_embeddings <= 0)
         fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be > 0 for rope_scaling 'dynamic'");
@@ -112,6 +114,8 @@ void validate(const RopeConfig& c) {
                  "must be > 0 for rope_scaling 'llama3'");
       break;
   }
+  if (s.type == RopeScalingType::proportional && !(s.proportion > 0 && s.proportion <= 1))
+    fail_arg(op, "rope_scaling.proportion", s.proportion, "must be in (0, 1] (partial_rotary_factor)");
   if (!c.frequency_divisors.empty()) {
     if (static_cast<int64_t>(c.frequency_divisors.size()) != pairs)
       fail(op, "frequency_divisors has ", c.frequency_divisors.size(), " values, expected rotary_dim/2 = ", pairs);
@@ -259,6 +263,12 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       break;
     }
     case RopeScalingType::llama3: apply_llama3(s, out.inv_freq); break;
+    case RopeScalingType::proportional: {
+      // rope_angles = int(rope_proportion * head_dim // 2); the rest are zeros; then /= factor.
+      const auto angles = static_cast<int64_t>(std::floor(s.proportion * static_cast<double>(r) / 2));
+      for (int64_t j = 0; j < pairs; ++j) out.inv_freq[j] = j < angles ? out.inv_freq[j] / s.factor : 0.0;
+      break;
+    }
   }
   for (size_t j = 0; j < c.frequency_divisors.size(); ++j) out.inv_freq[j] /= c.frequency_divisors[j];
 

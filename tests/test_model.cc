@@ -364,6 +364,31 @@ TEST(ModelForms, NestedPerLayerTypeAndWindows) {
   EXPECT_EQ(l4.layers[3].position, PositionMethod::rope);
 }
 
+// proportional (Gemma 4's p-RoPE), modeling_rope_utils.py _compute_proportional_rope_parameters:
+// rope_angles = int(0.25 * 64 // 2) = 8 pairs with 1 / 1e6^(2j / 64) (denominator: the full head
+// dim), the other 24 pairs 0; all divided by factor (default 1).
+TEST(ModelForms, ProportionalRope) {
+  const ModelPositions m = model_positions_from_hf_json(cfg("llama",
+      R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6})"));
+  const RopeConfig& c = *m.layers[0].rope;
+  EXPECT_EQ(c.scaling.type, RopeScalingType::proportional);
+  const RopeFrequencies f = rope_frequencies(c);
+  ASSERT_EQ(f.inv_freq.size(), 32u);
+  for (size_t j = 0; j < 32; ++j)
+    EXPECT_DOUBLE_EQ(f.inv_freq[j], j < 8 ? std::pow(1e6, -2.0 * static_cast<double>(j) / 64) : 0.0) << j;
+  // The rotation with a zero frequency is the identity: apply it to check the kernel path.
+  Rope rope(c);
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  std::vector<int64_t> p = {1000};
+  rope.forward(view(x.data(), {1, 1, 1, 64}), view(static_cast<const int64_t*>(p.data()), {1}));
+  for (size_t i = 8; i < 32; ++i) {
+    EXPECT_FLOAT_EQ(x[i], static_cast<float>(i + 1)) << i;
+    EXPECT_FLOAT_EQ(x[i + 32], static_cast<float>(i + 33)) << i;
+  }
+  EXPECT_NE(x[0], 1.0f);
+}
+
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,
