@@ -169,8 +169,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (j.has("sliding_window"))
     window = j.integer("sliding_window");
   else if (!j.j.contains("sliding_window")) {
+    // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
     if (type == "gemma2" || type == "gemma3_text" || type == "cohere2" || type == "exaone4" ||
-        type == "olmo3")
+        type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" || type == "qwen2")
       window = 4096;
     if (type == "gpt_oss") window = 128;
   }

@@ -1,6 +1,7 @@
 // src/model_rope_dict.cc: one rope_parameters / rope_scaling dict of a config.json, standardized as
 // transformers 5.23 does (modeling_rope_utils.py standardize_rope_params L806-866 and the rope init
 // functions' reads of it), to a RopeConfig.
+#include <cmath>
 #include <string>
 
 #include "src/model_parse.h"
@@ -86,6 +87,12 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   if (d.has("mscale")) s.mscale = d.num("mscale");
   if (d.has("mscale_all_dim")) s.mscale_all_dim = d.num("mscale_all_dim");
   if (d.has("truncate") && top_level) s.truncate = d.boolean("truncate");
+  if (s.type == RopeScalingType::longrope && d.has("factor") && !s.attention_factor) {
+    // transformers 5 _compute_longrope_parameters uses the dict's factor when given (posenc's
+    // rope_frequencies derives max / original otherwise): fix the attention factor from it.
+    const double f = s.factor, orig = static_cast<double>(s.original_max_position_embeddings);
+    s.attention_factor = f <= 1 ? 1.0 : std::sqrt(1 + std::log(f) / std::log(orig));
+  }
   if (s.type == RopeScalingType::longrope) {
     for (const char* k : {"short_factor", "long_factor"})
       if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'longrope'");

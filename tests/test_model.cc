@@ -291,6 +291,13 @@ TEST(ModelForms, Phi3LongRope) {
   EXPECT_NEAR(shrt.attention_factor, 1.190238071, 1e-9);
   EXPECT_DOUBLE_EQ(shrt.inv_freq[3], std::pow(1e4, -6.0 / 64));
   EXPECT_DOUBLE_EQ(lng.inv_freq[3], std::pow(1e4, -6.0 / 64) / 2);
+  // A dict factor wins over max / original (transformers 5): factor 1 -> attention_factor 1.
+  const ModelPositions f1 = model_positions_from_hf_json(
+      R"({"model_type": "llama", "hidden_size": 3072, "num_attention_heads": 48, "num_hidden_layers": 1,
+          "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "longrope", "factor": 1.0,
+          "original_max_position_embeddings": 4096, "short_factor": )" +
+      s + R"(], "long_factor": )" + l + "]}}");
+  EXPECT_DOUBLE_EQ(rope_frequencies(*f1.layers[0].rope, 8192).attention_factor, 1.0);
 }
 
 TEST(ModelForms, AlibiAndLearned) {
@@ -353,7 +360,10 @@ TEST(ModelForms, NestedPerLayerTypeAndWindows) {
   EXPECT_EQ(q.layers[2].attention.window, 16);
   const ModelPositions q0 = model_positions_from_hf_json(cfg("qwen2", R"("sliding_window": 16)"));
   EXPECT_EQ(q0.layers[3].attention.window, 0);
-  // Mistral: every layer.
+  // Mistral: every layer; the class default is 4096 (configuration_mistral.py), null = none.
+  EXPECT_EQ(model_positions_from_hf_json(cfg("mistral", "")).layers[2].attention.window, 4096);
+  const ModelPositions no_window = model_positions_from_hf_json(cfg("mistral", R"("sliding_window": null)"));
+  EXPECT_EQ(no_window.layers[2].attention.window, 0);
   const ModelPositions mi = model_positions_from_hf_json(cfg("mistral", R"("sliding_window": 32)"));
   EXPECT_EQ(mi.layers[0].attention.window, 32);
   EXPECT_EQ(mi.layers[0].attention.attention_config().window, 32);
@@ -369,7 +379,8 @@ TEST(ModelForms, NestedPerLayerTypeAndWindows) {
 // dim), the other 24 pairs 0; all divided by factor (default 1).
 TEST(ModelForms, ProportionalRope) {
   const ModelPositions m = model_positions_from_hf_json(cfg("llama",
-      R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6})"));
+      R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                             "rope_theta": 1e6})"));
   const RopeConfig& c = *m.layers[0].rope;
   EXPECT_EQ(c.scaling.type, RopeScalingType::proportional);
   const RopeFrequencies f = rope_frequencies(c);
