@@ -10,6 +10,12 @@
 // DeepSeek-V2/V3 and MiniCPM3 rotate the last qk_rope_head_dim dims of the 192-dim q/k head, so
 // their RopeConfig has head_dim = qk_rope_head_dim and the plan says [nope, nope + rope).
 //
+// Layouts (RopeConfig::layout, pictograms in posenc/rope.h): interleaved for gptj, cohere, cohere2,
+// glm, glm4, deepseek_v2, deepseek_v3 (rope_interleave, the default) and llama4; half elsewhere.
+// DeepSeek-V3 reads pairs (2j, 2j + 1) but writes them back de-interleaved, [x_even' | x_odd']
+// (modeling_deepseek_v3.py apply_rotary_pos_emb_interleave): the same q.k products as the
+// interleaved layout, with permuted q/k tensors.
+//
 // Window semantics: HF's sliding_window w keeps w keys including the query's own
 // (transformers/masking_utils.py sliding_window_overlay: kv_idx > q_idx - w). AttentionConfig's
 // window masks q_pos - k_pos >= window: the same count, so window is copied unchanged.
