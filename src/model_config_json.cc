@@ -67,7 +67,8 @@ namespace {
 const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},       {"llama4", "llama4_text"},
                                  {"mllama", "mllama_text_model"}, {"qwen3_5_text", "qwen3_5"},
                                  {"qwen3_vl_text", "qwen3_vl"},   {"qwen2_5_vl_text", "qwen2_5_vl"},
-                                 {"qwen2_vl_text", "qwen2_vl"},   {"lfm2_vl", "lfm2"}};
+                                 {"qwen2_vl_text", "qwen2_vl"},   {"lfm2_vl", "lfm2"},
+                                 {"exaone4_5_text", "exaone4"}};  // configuration_exaone4_5.py L80-81
 
 std::string canonical_type(std::string t) {
   for (auto& a : kTextAliases)
@@ -425,8 +426,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         rc = it->second;
       }
       bool uses = rc.has_value() && use_rope[i];
-      // cohere2 / exaone4 apply RoPE on sliding layers only when a window is set (modeling files).
-      if ((type == "cohere2" || type == "exaone4") && window > 0 && lt != "sliding_attention") uses = false;
+      // exaone4: RoPE iff sliding_window is None or the layer slides (modeling_exaone4.py L233);
+      // cohere2: iff the layer slides with a window (modeling_cohere2.py L190, L221).
+      if (type == "exaone4" && window > 0 && lt != "sliding_attention") uses = false;
+      if (type == "cohere2" && !(window > 0 && lt == "sliding_attention")) uses = false;
       if (uses) {
         p.position = PositionMethod::rope;
         p.rope = rc;

@@ -106,7 +106,6 @@ std::string refusal_reason(const std::string& t) {
   if (t == "laguna")
     return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc "
            "yet";
-  if (t == "exaone4_5_text" || t == "exaone4_5") return "it is not in posenc's model table yet";
   return {};
 }
 

@@ -51,7 +51,7 @@ const RealCase kReal[] = {
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
   {"deepseek-v3__DeepSeek-V3.json", "deepseek_v3", 61, "rope", 1e4, 128, 192, 0, 0, ""},
   {"deepseek-v4__DeepSeek-V4-Flash-NVFP4.json", "deepseek_v4", 0, "", 0, 0, 0, 0, 0, ""},
-  {"exaone4.5__EXAONE-4.5-33B.json", "exaone4_5", 0, "", 0, 0, 0, 0, 0, ""},
+  {"exaone4.5__EXAONE-4.5-33B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
   {"exaone4__EXAONE-4.0-32B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
   {"gemma3__gemma-3-27b-it.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0, ""},
   {"gemma3__gemma-3-4b-it.json", "gemma3_text", 34, "rope", 1e4, 0, 256, 1024, 0, ""},
@@ -398,6 +398,20 @@ TEST(ModelForms, ProportionalRope) {
     EXPECT_FLOAT_EQ(x[i + 32], static_cast<float>(i + 33)) << i;
   }
   EXPECT_NE(x[0], 1.0f);
+}
+
+// Hybrid NoPE: exaone4 global layers (modeling_exaone4.py L233) and cohere2 (RoPE iff the layer
+// slides with a window, modeling_cohere2.py L190, L221).
+TEST(ModelForms, HybridNoPE) {
+  const ModelPositions e = load("exaone4__EXAONE-4.0-32B.json");
+  EXPECT_EQ(e.layers[3].position, PositionMethod::none);
+  EXPECT_EQ(e.layers[2].position, PositionMethod::rope);
+  const ModelPositions c = model_positions_from_hf_json(cfg("cohere2", ""));  // window 4096, pattern 4
+  EXPECT_EQ(c.layers[0].position, PositionMethod::rope);
+  EXPECT_EQ(c.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(c.layers[3].position, PositionMethod::none);
+  const ModelPositions c0 = model_positions_from_hf_json(cfg("cohere2", R"("sliding_window": null)"));
+  for (const LayerPlan& l : c0.layers) EXPECT_EQ(l.position, PositionMethod::none);
 }
 
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
