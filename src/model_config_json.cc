@@ -252,9 +252,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     json owned;
     const json* rp = nullptr;
     std::string rp_name = "rope_parameters";
-    if (j.has("rope_scaling"))
+    if (j.has("rope_scaling")) {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
-    else if (j.has("rope_parameters"))
+      if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
+        out.warnings.push_back(j.where + "rope_parameters is ignored: rope_scaling is also given and wins "
+                               "(transformers 5 convert_rope_params_to_dict)");
+    } else if (j.has("rope_parameters"))
       rp = &j.at("rope_parameters");
     j.read.insert("rope_parameters");
     if (rp && !rp->is_object())

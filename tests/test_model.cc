@@ -322,6 +322,7 @@ TEST(ModelForms, RopeParametersPrecedence) {
          "rope_parameters": {"rope_type": "linear", "factor": 4})"));
   EXPECT_EQ(a.layers[0].rope->scaling.type, RopeScalingType::linear);
   EXPECT_EQ(a.layers[0].rope->scaling.factor, 2);
+  EXPECT_TRUE(has_warning(a, "rope_parameters is ignored"));
   // partial_rotary_factor inside the dict shrinks dim for a scaling type...
   const ModelPositions p = model_positions_from_hf_json(cfg(
       "llama",
