@@ -415,6 +415,53 @@ TEST(ModelForms, HybridNoPE) {
   for (const LayerPlan& l : c0.layers) EXPECT_EQ(l.position, PositionMethod::none);
 }
 
+// Families without a collected config, from their config classes (configuration_<type>.py) and
+// attention modules (modeling_<type>.py).
+TEST(ModelForms, MoreFamilies) {
+  // gemma2: layers 0, 2, ... sliding (4096), softcap 50, scale query_pre_attn_scalar^-0.5 = 1/16.
+  const ModelPositions g2 = model_positions_from_hf_json(cfg("gemma2", ""));
+  EXPECT_EQ(g2.layers[0].attention.window, 4096);
+  EXPECT_EQ(g2.layers[1].attention.window, 0);
+  EXPECT_EQ(g2.layers[1].attention.softcap, 50.0);
+  EXPECT_DOUBLE_EQ(g2.layers[1].attention.softmax_scale, 1.0 / 16);
+  EXPECT_EQ(g2.layers[1].rotary_hi, 256);  // head_dim default 256
+  // smollm3: theta 2e6, NoPE every 4th layer; sliding only on NoPE layers with use_sliding_window.
+  const ModelPositions sm = model_positions_from_hf_json(
+      cfg("smollm3", R"("use_sliding_window": true, "sliding_window": 64)"));
+  EXPECT_EQ(sm.layers[0].rope->base, 2e6);
+  EXPECT_EQ(sm.layers[3].position, PositionMethod::none);
+  EXPECT_EQ(sm.layers[3].attention.window, 64);
+  EXPECT_EQ(sm.layers[2].attention.window, 0);
+  // minicpm3: rotate_half on the last qk_rope_head_dim (32) of the 96-dim q/k head; yarn mscale.
+  const ModelPositions mc = model_positions_from_hf_json(cfg("minicpm3",
+      R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 1024,
+                          "mscale_all_dim": 2})"));
+  EXPECT_EQ(mc.layers[0].rotary_lo, 64);
+  EXPECT_EQ(mc.layers[0].rotary_hi, 96);
+  EXPECT_EQ(mc.layers[0].rope->layout, RopeLayout::half);
+  const double ms = 0.1 * 2 * std::log(4.0) + 1;
+  EXPECT_DOUBLE_EQ(mc.layers[0].attention.softmax_scale, ms * ms / std::sqrt(96.0));
+  // deepseek_v2 (complex pairs) and glm (partial 0.5, interleaved).
+  const ModelPositions ds2 = model_positions_from_hf_json(cfg("deepseek_v2", ""));
+  EXPECT_EQ(ds2.layers[0].rope->layout, RopeLayout::interleaved);
+  const ModelPositions glm = model_positions_from_hf_json(cfg("glm", R"("head_dim": 64)"));
+  EXPECT_EQ(glm.layers[0].rotary_hi, 32);
+  EXPECT_EQ(glm.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(model_positions_from_hf_json(cfg("stablelm", "")).layers[0].rotary_hi, 16);  // 64 * 0.25
+  // granite: attention_multiplier is the scale; gpt2: / (layer + 1) with scale_attn_by_inverse_layer_idx.
+  EXPECT_EQ(model_positions_from_hf_json(cfg("granite", R"("attention_multiplier": 0.015625)"))
+                .layers[0].attention.softmax_scale, 0.015625);
+  const ModelPositions g =
+      model_positions_from_hf_json(cfg("gpt2", R"("scale_attn_by_inverse_layer_idx": true)"));
+  EXPECT_DOUBLE_EQ(g.layers[3].attention.softmax_scale, 0.125 / 4);
+  // mpt: ALiBi always (modeling_mpt.py build_mpt_alibi_tensor), attn_config.softmax_scale.
+  const ModelPositions mpt = model_positions_from_hf_json(
+      R"({"model_type": "mpt", "d_model": 256, "n_heads": 4, "n_layers": 2, "max_seq_len": 2048,
+          "attn_config": {"alibi": true, "softmax_scale": 0.5}})");
+  EXPECT_EQ(mpt.layers[1].position, PositionMethod::alibi);
+  EXPECT_EQ(mpt.layers[1].attention.softmax_scale, 0.5);
+}
+
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,
