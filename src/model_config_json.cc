@@ -445,6 +445,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.layers.push_back(std::move(p));
   }
   j.warn_unread(out.warnings, type);
+  // A wrapper's own positional-looking keys are not read (the text model uses text_config's):
+  // report those that text_config lacks or contradicts.
+  if (wrapped)
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string& k = it.key();
+      if (!detail::looks_positional(k) || detail::known_irrelevant_key(k)) continue;
+      if (!tj.contains(k) || tj.at(k) != it.value())
+        out.warnings.push_back("top-level key '" + k + "' is ignored: the text model reads text_config");
+    }
   return out;
 }
 

@@ -81,7 +81,8 @@ const RealCase kReal[] = {
   {"phi4__phi-4.json", "phi3", 40, "rope", 2.5e5, 0, 128, 0, 0, ""},
   {"qwen2-vl__Qwen2-VL-2B-Instruct-AWQ.json", "qwen2_vl", 28, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen2.5-vl__Qwen2.5-VL-7B-Instruct.json", "qwen2_5_vl", 28, "rope", 1e6, 0, 128, 0, 0, ""},
-  {"qwen2.5-vl__olmOCR-2-7B-1025.json", "qwen2_5_vl", 28, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen2.5-vl__olmOCR-2-7B-1025.json", "qwen2_5_vl", 28, "rope", 1e6, 0, 128, 0, 0,
+   "top-level key 'sliding_window' is ignored"},  // 32768 at the top, null in text_config
   {"qwen2.5__Qwen2.5-32B-Instruct.json", "qwen2", 64, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen2.5__Qwen2.5-7B-Instruct.json", "qwen2", 28, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen3-next__Qwen3-Next-80B-A3B-Thinking.json", "qwen3_next", 48, "none", 0, 0, 0, 0, 0, ""},
@@ -470,6 +471,9 @@ TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   EXPECT_TRUE(has_warning(m, "'my_window'"));
   EXPECT_TRUE(has_warning(m, "'rope_scaling.extra'"));
   EXPECT_EQ(m.warnings.size(), 3u);
+  const ModelPositions w = model_positions_from_hf_json(
+      R"({"model_type": "gemma3", "rope_theta": 5, "text_config": {"num_hidden_layers": 2}})");
+  EXPECT_TRUE(has_warning(w, "top-level key 'rope_theta' is ignored"));
 }
 
 TEST(ModelForms, BadInput) {
