@@ -25,6 +25,7 @@ const char* rope_scaling_name(RopeScalingType type) {
     case RopeScalingType::yarn: return "yarn";
     case RopeScalingType::longrope: return "longrope";
     case RopeScalingType::llama3: return "llama3";
+    case RopeScalingType::proportional: return "proportional";
   }
   return "?";
 }
@@ -75,7 +76,8 @@ void validate(const RopeConfig& c) {
   if (s.attention_factor) check_positive(op, "rope_scaling.attention_factor", *s.attention_factor);
   switch (s.type) {
     case RopeScalingType::none:
-    case RopeScalingType::linear: break;
+    case RopeScalingType::linear:
+    case RopeScalingType::proportional: break;
     case RopeScalingType::dynamic:
       if (c.max_position_embeddings <= 0)
         fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be > 0 for rope_scaling 'dynamic'");
@@ -102,14 +104,18 @@ void validate(const RopeConfig& c) {
     case RopeScalingType::llama3:
       check_positive(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
       check_positive(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
-      if (!(s.high_freq_factor > s.low_freq_factor))
+      // Equal factors (Llama 4 Scout: 1, 1): transformers only warns (modeling_rope_utils.py
+      // _validate_llama3_parameters); the smooth band is then empty, a hard switch.
+      if (!(s.high_freq_factor >= s.low_freq_factor))
         fail_arg(op, "rope_scaling.high_freq_factor", s.high_freq_factor,
-                 "must be > low_freq_factor = " + std::to_string(s.low_freq_factor));
+                 "must be >= low_freq_factor = " + std::to_string(s.low_freq_factor));
       if (s.original_max_position_embeddings <= 0)
         fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
                  "must be > 0 for rope_scaling 'llama3'");
       break;
   }
+  if (s.type == RopeScalingType::proportional && !(s.proportion > 0 && s.proportion <= 1))
+    fail_arg(op, "rope_scaling.proportion", s.proportion, "must be in (0, 1] (partial_rotary_factor)");
   if (!c.frequency_divisors.empty()) {
     if (static_cast<int64_t>(c.frequency_divisors.size()) != pairs)
       fail(op, "frequency_divisors has ", c.frequency_divisors.size(), " values, expected rotary_dim/2 = ", pairs);
@@ -199,7 +205,9 @@ void apply_llama3(const RopeScaling& s, std::vector<double>& inv_freq) {
     const double wavelen = 2 * std::numbers::pi / f;
     if (wavelen > low_wavelen) {
       f = f / s.factor;
-    } else if (!(wavelen < high_wavelen)) {
+    } else if (!(wavelen < high_wavelen) && s.high_freq_factor > s.low_freq_factor) {
+      // transformers' is_medium_freq; with equal factors it holds only at wavelen == original /
+      // low_freq_factor exactly, where its smooth_factor is 0/0 = NaN: posenc keeps the frequency.
       const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = (1 - smooth) * f / s.factor + smooth * f;
     }
@@ -255,6 +263,12 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       break;
     }
     case RopeScalingType::llama3: apply_llama3(s, out.inv_freq); break;
+    case RopeScalingType::proportional: {
+      // rope_angles = int(rope_proportion * head_dim // 2); the rest are zeros; then /= factor.
+      const auto angles = static_cast<int64_t>(std::floor(s.proportion * static_cast<double>(r) / 2));
+      for (int64_t j = 0; j < pairs; ++j) out.inv_freq[j] = j < angles ? out.inv_freq[j] / s.factor : 0.0;
+      break;
+    }
   }
   for (size_t j = 0; j < c.frequency_divisors.size(); ++j) out.inv_freq[j] /= c.frequency_divisors[j];
 

@@ -209,5 +209,48 @@ expect_in lab_bad_task "$tmp/err" "task = 'sort' is invalid"
 check lab_short_task 2 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 8
 expect_in lab_short_task "$tmp/err" "train_len = 8 is too short for passkey"
 
+# posenc inspect: the per-layer plan of real config.json files (tests/data/hf_configs).
+configs="$(cd "$(dirname "$0")" && pwd)/data/hf_configs"
+check inspect_help 0 "$posenc" inspect --help
+check inspect_gemma3 0 "$posenc" inspect "$configs/gemma3__gemma-3-27b-it.json"
+expect_in inspect_gemma3 "$tmp/out" "layers 0-4, 6-10, 12-16"
+expect_in inspect_gemma3 "$tmp/out" "sliding_attention, rope default base 10000 dims [0, 128) of 128 half, causal, window 1024"
+expect_in inspect_gemma3 "$tmp/out" "layers 5, 11, 17"
+check inspect_scout 0 "$posenc" inspect "$configs/llama4__Llama-4-Scout-17B-16E-Instruct.json"
+expect_in inspect_scout "$tmp/err" "low_freq_factor == high_freq_factor"
+expect_in inspect_scout "$tmp/out" "chunk 8192"
+check inspect_dsv3_json 0 "$posenc" inspect "$configs/deepseek-v3__DeepSeek-V3.json" --format json --seq-len 4096
+python3 - "$tmp/out" <<'PY' || { echo "FAIL inspect_dsv3_json"; failures=$((failures + 1)); }
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["model_type"] == "deepseek_v3" and d["num_layers"] == 61 and len(d["layers"]) == 61, d["model_type"]
+l = d["layers"][0]
+assert l["position"] == "rope" and l["rope"]["rotary_dims"] == [128, 192] and l["rope"]["layout"] == "interleaved", l
+assert len(l["rope"]["inv_freq"]) == 32 and l["rope"]["rope_type"] == "yarn" and l["rope"]["attention_factor"] == 1.0
+a = l["attention"]
+assert a["causal"] and a["window"] is None and a["chunk"] is None and a["softcap"] is None and not a["sinks"], a
+assert abs(a["softmax_scale"] - 192 ** -0.5 * (0.1 * math.log(40) + 1) ** 2) < 1e-12, a
+assert d["warnings"] == []
+PY
+check inspect_gptoss_json 0 "$posenc" inspect "$configs/gpt-oss__gpt-oss-120b.json" --format json
+python3 - "$tmp/out" <<'PY' || { echo "FAIL inspect_gptoss_json"; failures=$((failures + 1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [l["attention"]["window"] for l in d["layers"][:3]] == [128, None, 128]
+assert all(l["attention"]["sinks"] for l in d["layers"])
+PY
+check inspect_t5 0 "$posenc" inspect "$configs/t5__t5-small.json"
+expect_in inspect_t5 "$tmp/out" "layers 0-5: encoder, t5, bidirectional"
+check inspect_chatglm 2 "$posenc" inspect "$configs/chatglm__chatglm2-6b.json"
+expect_in inspect_chatglm "$tmp/err" "model_type 'chatglm' is not supported"
+check inspect_missing 2 "$posenc" inspect "$tmp/nope.json"
+expect_in inspect_missing "$tmp/err" "cannot open config file"
+echo '{"model_type": "llama", "hidden_size": 64}' >"$tmp/bad.json"
+check inspect_bad_key 2 "$posenc" inspect "$tmp/bad.json"
+expect_in inspect_bad_key "$tmp/err" "num_attention_heads is missing"
+echo '{' >"$tmp/bad2.json"
+check inspect_bad_json 2 "$posenc" inspect "$tmp/bad2.json"
+check inspect_bad_format 2 "$posenc" inspect "$configs/t5__t5-small.json" --format csv
+
 if [ "$failures" -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi
 echo "all CLI checks passed"

@@ -12,6 +12,7 @@
 #include "analyze/analyze_cmd.h"
 #include "attention_cmd.h"
 #include "encode.h"
+#include "inspect_cmd.h"
 #include "lab_cmd.h"
 #include "posenc/error.h"
 
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   posenc::tools::add_attention_command(app);
   posenc::analyze::add_analyze_command(app);
   posenc::tools::add_lab_command(app);
+  posenc::tools::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

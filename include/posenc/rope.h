@@ -26,7 +26,10 @@
 namespace posenc {
 
 enum class RopeLayout : uint8_t { half, interleaved };
-enum class RopeScalingType : uint8_t { none, linear, dynamic, yarn, longrope, llama3 };
+// proportional: Gemma 4's p-RoPE (transformers 5 modeling_rope_utils.py
+// _compute_proportional_rope_parameters): the first floor(proportion * R / 2) pairs keep the ladder
+// base^(-2j/R) over the full R, the other pairs get inv_freq 0 (identity rotation).
+enum class RopeScalingType : uint8_t { none, linear, dynamic, yarn, longrope, llama3, proportional };
 enum class RopeMultimodal : uint8_t { none, mrope, mrope_interleaved, axial_2d };
 
 const char* rope_layout_name(RopeLayout layout);
@@ -45,6 +48,7 @@ struct RopeScaling {
   bool truncate = true;                             // yarn: floor/ceil the ramp bounds
   std::vector<double> short_factor, long_factor;    // longrope: one per frequency pair
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  double proportion = 1.0;  // proportional: partial_rotary_factor (rotated fraction of the pairs)
 };
 
 struct RopeConfig {

@@ -1,0 +1,86 @@
+// posenc/model.h: a real model's positional setup, per layer, read from its HuggingFace config.json
+// with transformers 5's semantics (config class defaults, aliases, legacy keys, per-layer types).
+//
+//   ModelPositions m = model_positions_from_hf_file("config.json");
+//   for (const LayerPlan& l : m.layers) { l.position, l.rope, l.rotary_lo/hi, l.attention ... }
+//   m.warnings: every key that looks positional and that posenc does not understand.
+//
+// The rotated range [rotary_lo, rotary_hi) of a layer is in the q/k head as the model's attention
+// sees it. RopeConfig describes the rotation of that range alone when it does not start at 0:
+// DeepSeek-V2/V3 and MiniCPM3 rotate the last qk_rope_head_dim dims of the 192-dim q/k head, so
+// their RopeConfig has head_dim = qk_rope_head_dim and the plan says [nope, nope + rope).
+//
+// Layouts (RopeConfig::layout, pictograms in posenc/rope.h): interleaved for gptj, cohere, cohere2,
+// glm, glm4, deepseek_v2, deepseek_v3 (rope_interleave, the default) and llama4; half elsewhere.
+// DeepSeek-V3 reads pairs (2j, 2j + 1) but writes them back de-interleaved, [x_even' | x_odd']
+// (modeling_deepseek_v3.py apply_rotary_pos_emb_interleave): the same q.k products as the
+// interleaved layout, with permuted q/k tensors.
+//
+// Window semantics: HF's sliding_window w keeps w keys including the query's own
+// (transformers/masking_utils.py sliding_window_overlay: kv_idx > q_idx - w). AttentionConfig's
+// window masks q_pos - k_pos >= window: the same count, so window is copied unchanged.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/rope.h"
+
+namespace posenc {
+
+enum class PositionMethod : uint8_t { rope, none, alibi, t5, learned, sinusoidal };
+const char* position_method_name(PositionMethod method);
+
+// A multiplier on the query after RoPE that grows with the position (applied per token).
+struct QueryTemperature {
+  enum class Kind : uint8_t { none, llama4, ministral3 };
+  Kind kind = Kind::none;
+  // llama4 (modeling_llama4.py Llama4TextAttention.forward, NoPE layers only), p = cache index:
+  //   q *= 1 + attn_scale * log(1 + floor((p + 1) / floor_scale))
+  // ministral3 (modeling_ministral3.py get_llama_4_attn_scale), p = position id:
+  //   q *= 1 + beta * log(1 + floor(p / original_max_position_embeddings))
+  double scale = 0;        // attn_scale or llama_4_scaling_beta
+  double floor_scale = 0;  // floor_scale or original_max_position_embeddings
+  double factor(int64_t p) const;
+};
+
+struct LayerAttention {
+  bool causal = true;
+  int64_t window = 0;  // HF sliding_window (w keys including the current one); 0 = none
+  int64_t chunk = 0;   // Llama 4 chunked attention: keys in the query's chunk of this size; 0 = none
+  double softmax_scale = 1.0;
+  std::optional<double> softcap;  // logits = softcap * tanh(logits / softcap)
+  bool sinks = false;             // gpt-oss: one learned logit per head joins the softmax
+  QueryTemperature temperature;
+  // The posenc AttentionConfig for this layer (window copied: same semantics; see above).
+  // Chunked attention has no AttentionConfig form yet: throws posenc::Error if chunk > 0.
+  AttentionConfig attention_config(const Rope* rope = nullptr) const;
+};
+
+struct LayerPlan {
+  int64_t layer = 0;
+  std::string layer_type;  // HF layer_types entry, e.g. "sliding_attention"; "full_attention" if none
+  PositionMethod position = PositionMethod::none;
+  std::optional<RopeConfig> rope;        // position == rope
+  int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the q/k head (rope only)
+  int64_t qk_head_dim = 0;               // the q/k head the range refers to
+  LayerAttention attention;
+};
+
+struct ModelPositions {
+  std::string model_type;  // the text model's type (text_config.model_type for multimodal wrappers)
+  int64_t num_layers = 0, num_heads = 0, max_position_embeddings = 0;
+  // alibi: slopes as BLOOM (Falcon: also scaled by softmax_scale); t5: buckets in layer 0, shared.
+  int64_t t5_num_buckets = 0, t5_max_distance = 0;
+  std::vector<LayerPlan> layers;
+  std::vector<std::string> warnings;
+};
+
+// Throws posenc::Error naming the key (malformed JSON, missing or mistyped keys) or the model_type
+// (families whose positional code lives outside transformers, e.g. chatglm: pass a RopeConfig).
+ModelPositions model_positions_from_hf_json(const std::string& json_text);
+ModelPositions model_positions_from_hf_file(const std::string& path);
+
+}  // namespace posenc

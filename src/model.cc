@@ -1,0 +1,52 @@
+// src/model.cc: the small pieces of posenc/model.h that are not parsing (src/model_config_json.cc).
+#include "posenc/model.h"
+
+#include <cmath>
+
+#include "src/check.h"
+
+namespace posenc {
+
+const char* position_method_name(PositionMethod method) {
+  switch (method) {
+    case PositionMethod::rope:
+      return "rope";
+    case PositionMethod::none:
+      return "none";
+    case PositionMethod::alibi:
+      return "alibi";
+    case PositionMethod::t5:
+      return "t5";
+    case PositionMethod::learned:
+      return "learned";
+    case PositionMethod::sinusoidal:
+      return "sinusoidal";
+  }
+  return "?";
+}
+
+double QueryTemperature::factor(int64_t p) const {
+  const double pos = static_cast<double>(p);
+  switch (kind) {
+    case Kind::none:
+      return 1.0;
+    case Kind::llama4:
+      return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
+    case Kind::ministral3:
+      return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
+  }
+  return 1.0;
+}
+
+AttentionConfig LayerAttention::attention_config(const Rope* rope) const {
+  if (chunk > 0)
+    detail::fail("model", "chunk = ", chunk, " has no AttentionConfig form yet (chunked attention)");
+  AttentionConfig c;
+  c.causal = causal;
+  c.window = window;  // HF w keys including the query's own == posenc's q_pos - k_pos >= window masked
+  c.scale = softmax_scale;
+  c.rope = rope;
+  return c;
+}
+
+}  // namespace posenc

@@ -1,0 +1,468 @@
+// src/model_config_json.cc: ModelPositions from a HuggingFace config.json, as transformers 5.23
+// reads it: PreTrainedConfig.convert_rope_params_to_dict + standardize_rope_params
+// (modeling_rope_utils.py L775-866), each family's config class defaults and layer_types, and the
+// per-layer choices of its modeling file (see notes/hf5_semantics.md for line numbers).
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "posenc/model.h"
+#include "src/model_parse.h"
+
+namespace posenc {
+using detail::fail;
+using detail::has;
+using detail::kOp;
+using detail::Model;
+using detail::Obj;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope,
+                                             int64_t window) {
+  const std::string& t = m.type;
+  std::vector<std::string> types(m.layers, "full_attention");
+  auto pattern = [&](int64_t p) {
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = (i + 1) % p != 0 ? "sliding_attention" : "full_attention";
+  };
+  if (t == "gemma2" || t == "gpt_oss")
+    pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
+  else if (t == "gemma3_text")
+    pattern(j.int_or("sliding_window_pattern", 6));
+  else if (t == "cohere2" || t == "exaone4") {
+    if (j.has("sliding_window_pattern") && !j.at("sliding_window_pattern").is_number())
+      fail(kOp, "sliding_window_pattern = ", j.at("sliding_window_pattern").dump(),
+           " needs layer_types (posenc reads an integer pattern only)");
+    pattern(j.int_or("sliding_window_pattern", 4));
+  } else if (t == "olmo3")
+    pattern(4);
+  else if (t == "llama4_text")
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = use_rope[i] ? "chunked_attention" : "full_attention";
+  else if (t == "smollm3") {
+    for (int64_t i = 0; i < m.layers; ++i)
+      if (j.bool_or("use_sliding_window", false) && window > 0 && !use_rope[i])
+        types[i] = "sliding_attention";
+  } else if (t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe" || t == "qwen2_vl" ||
+             t == "qwen2_5_vl") {
+    // sliding_window = sw if use_sliding_window else None; sliding iff i >= max_window_layers.
+    const int64_t mwl = j.int_or("max_window_layers", t == "qwen2_vl" || t == "qwen2_5_vl" ? 80 : 28);
+    if (j.bool_or("use_sliding_window", false) && window > 0)
+      for (int64_t i = mwl; i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t == "qwen3_next" || t == "qwen3_5") {
+    const int64_t every = j.int_or("full_attention_interval", 4);
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
+  } else if (window > 0 &&
+             (t == "mistral" || t == "ministral" || t == "mixtral" || t == "phi3" || t == "starcoder2")) {
+    types.assign(m.layers, "sliding_attention");  // sliding mask on every layer when set
+  }
+  return types;
+}
+}  // namespace
+namespace {
+const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},       {"llama4", "llama4_text"},
+                                 {"mllama", "mllama_text_model"}, {"qwen3_5_text", "qwen3_5"},
+                                 {"qwen3_vl_text", "qwen3_vl"},   {"qwen2_5_vl_text", "qwen2_5_vl"},
+                                 {"qwen2_vl_text", "qwen2_vl"},   {"lfm2_vl", "lfm2"},
+                                 {"exaone4_5_text", "exaone4"}};  // configuration_exaone4_5.py L80-81
+
+std::string canonical_type(std::string t) {
+  for (auto& a : kTextAliases)
+    if (t == a[0]) return a[1];
+  return t;
+}
+
+void refuse_if_unsupported(const std::string& type) {
+  const std::string why = detail::refusal_reason(type);
+  if (!why.empty())
+    fail(kOp, "model_type '", type, "' is not supported: ", why,
+         ". Pass an explicit RopeConfig (rope_config_from_hf_json, or RopeConfig fields) instead");
+  if (!detail::find_family(type))
+    fail(kOp, "model_type '", type,
+         "' is not in posenc's model table. Pass an explicit RopeConfig "
+         "(rope_config_from_hf_json, or RopeConfig fields) instead");
+}
+
+int64_t first_int(Obj& j, std::initializer_list<const char*> keys, int64_t fallback, bool required) {
+  for (const char* k : keys)
+    if (j.has(k)) return j.integer(k);
+  if (required) fail(kOp, j.where, *keys.begin(), " is missing (also looked for its aliases)");
+  return fallback;
+}
+
+double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+}  // namespace
+
+ModelPositions model_positions_from_hf_json(const std::string& text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(kOp, "malformed JSON: ", e.what());
+  }
+  if (!root.is_object()) fail(kOp, "the JSON document must be an object (a config.json)");
+  Obj top{root, "", {}};
+  if (!top.has("model_type")) fail(kOp, "model_type is missing");
+  const std::string outer_type = top.str("model_type");
+  if (!detail::refusal_reason(outer_type).empty()) refuse_if_unsupported(outer_type);
+  // Multimodal wrappers (gemma3, llama4, mistral3, qwen3_5, voxtral, ...) keep the language model
+  // under text_config; its model_type (or the wrapper's text class) decides the family.
+  const bool wrapped = has(root, "text_config");
+  if (wrapped && !root.at("text_config").is_object())
+    fail(kOp, "text_config = ", root.at("text_config").dump(), " is invalid: must be an object");
+  const json& tj = wrapped ? root.at("text_config") : root;
+  Obj j{tj, wrapped ? "text_config." : "", {}};
+  std::string type = canonical_type(wrapped && j.has("model_type") ? j.str("model_type") : outer_type);
+  refuse_if_unsupported(type);
+
+  ModelPositions out;
+  Model m;
+  m.family = detail::find_family(type);
+  m.type = type;
+  m.warnings = &out.warnings;
+  const bool t5 = type == "t5";
+  // Sparse text configs (Gemma 3 saves only non-default keys): Gemma3TextConfig's field defaults.
+  const bool g3 = type == "gemma3_text";
+  m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, g3 ? 2304 : 0, !g3);
+  m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, g3 ? 8 : 0, !g3);
+  m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, g3 ? 26 : 0, !g3);
+  if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
+  if (m.layers <= 0) fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be > 0");
+  m.max_pos =
+      first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
+  if (j.has("original_max_position_embeddings"))
+    m.top_original = j.integer("original_max_position_embeddings");
+  else if (type == "phi3")
+    m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
+  // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
+  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3";
+  int64_t qk_head_dim = 0;
+  if (mla) {
+    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
+    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" ? 64 : 128);
+    j.read.insert("v_head_dim");
+    j.read.insert("head_dim");
+    qk_head_dim = m.nope + m.head_dim;
+  } else if (t5) {
+    m.head_dim = j.int_or("d_kv", 64);
+  } else {
+    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.family->head_dim;
+    if (m.head_dim == 0) {
+      if (m.hidden % m.heads != 0)
+        fail(kOp, j.where, "hidden_size = ", m.hidden,
+             " is not divisible by num_attention_heads = ", m.heads);
+      m.head_dim = m.hidden / m.heads;
+    }
+  }
+  if (m.head_dim <= 0) fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be > 0");
+  if (!mla) qk_head_dim = m.head_dim;
+  out.model_type = type;
+  out.num_layers = m.layers;
+  out.num_heads = m.heads;
+  out.max_position_embeddings = m.max_pos;
+
+  // Sliding window (HF: w keys including the current one).
+  int64_t window = 0;
+  if (j.has("sliding_window"))
+    window = j.integer("sliding_window");
+  else if (!j.j.contains("sliding_window")) {
+    // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
+    if (type == "gemma2" || type == "gemma3_text" || type == "cohere2" || type == "exaone4" ||
+        type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" || type == "qwen2")
+      window = 4096;
+    if (type == "gpt_oss") window = 128;
+  }
+  j.read.insert("sliding_window");
+  if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
+  if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" ||
+      type == "qwen2_vl" || type == "qwen2_5_vl") {
+    if (!j.bool_or("use_sliding_window", false))
+      window = 0;  // configuration_qwen2.py: sw if use_sliding_window
+  }
+  j.read.insert("use_sliding_window");
+
+  // NoPE layers (llama4, smollm3): no_rope_layers[i] == 1 means the layer USES RoPE.
+  std::vector<int> use_rope(m.layers, 1);
+  if (type == "llama4_text" || type == "smollm3") {
+    const int64_t interval = j.int_or("no_rope_layer_interval", 4);
+    std::vector<double> given = j.has("no_rope_layers") ? j.numbers("no_rope_layers") : std::vector<double>{};
+    if (!given.empty() && static_cast<int64_t>(given.size()) != m.layers)
+      fail(kOp, j.where, "no_rope_layers has ", given.size(),
+           " entries, expected num_hidden_layers = ", m.layers);
+    for (int64_t i = 0; i < m.layers; ++i)
+      use_rope[i] = given.empty() ? static_cast<int>((i + 1) % interval != 0) : given[i] != 0;
+  }
+  // layer_types: the config's, or the class default.
+  std::vector<std::string> types;
+  if (j.has("layer_types")) {
+    const json& lt = j.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
+      fail(kOp, j.where, "layer_types must be a list of num_hidden_layers = ", m.layers, " strings");
+    for (const json& e : lt) {
+      if (!e.is_string()) fail(kOp, j.where, "layer_types contains ", e.dump(), ": must be strings");
+      std::string s = e.get<std::string>();
+      if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
+      if (s == "mamba") s = "linear_attention";
+      if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
+          s != "linear_attention" && s != "conv")
+        fail(kOp, j.where, "layer_types contains \"", s,
+             "\": posenc knows full_attention, sliding_attention, "
+             "chunked_attention, linear_attention, conv");
+      types.push_back(s);
+    }
+  } else {
+    types = default_layer_types(j, m, use_rope, window);
+  }
+  j.read.insert("sliding_window_pattern");
+  j.read.insert("max_window_layers");
+  j.read.insert("full_attention_interval");
+
+  // RoPE parameters: convert_rope_params_to_dict (modeling_rope_utils.py L775-804), with the family
+  // overrides of the config classes named below.
+  const bool falcon_alibi = type == "falcon" && j.bool_or("alibi", false);
+  const bool rotary = m.family->method == PositionMethod::rope && !falcon_alibi;
+  std::optional<RopeConfig> flat;
+  std::map<std::string, std::optional<RopeConfig>> nested;
+  std::optional<double> beta;
+  if (rotary) {
+    double theta = m.family->theta;
+    std::optional<double> prf;
+    if (type == "gpt_neox") {  // configuration_gpt_neox.py: rotary_emb_base and rotary_pct win
+      theta = j.num_or("rotary_emb_base", 1e4);
+      prf = j.num_or("rotary_pct", 0.25);
+      for (const char* k : {"rope_theta", "partial_rotary_factor"})
+        if (j.has(k))
+          out.warnings.push_back(std::string(k) +
+                                 " is ignored by gpt_neox (transformers 5 reads "
+                                 "rotary_emb_base / rotary_pct)");
+    } else {
+      if (j.has("rope_theta")) theta = j.num("rope_theta");
+      if (j.has("partial_rotary_factor"))
+        prf = j.num("partial_rotary_factor");
+      else if (m.family->prf > 0)
+        prf = m.family->prf;
+    }
+    if (type == "gptj" && j.has("rope_theta"))
+      out.warnings.push_back("rope_theta is ignored by gptj (10000 fixed)");
+    if (type == "gptj") theta = 1e4;  // modeling_gptj.py create_sinusoidal_positions
+    json owned;
+    const json* rp = nullptr;
+    std::string rp_name = "rope_parameters";
+    if (j.has("rope_scaling")) {
+      rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
+      if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
+        out.warnings.push_back(j.where + "rope_parameters is ignored: rope_scaling is also given and wins "
+                               "(transformers 5 convert_rope_params_to_dict)");
+    } else if (j.has("rope_parameters"))
+      rp = &j.at("rope_parameters");
+    j.read.insert("rope_parameters");
+    if (rp && !rp->is_object())
+      fail(kOp, j.where, rp_name, " = ", rp->dump(), " is invalid: must be an object");
+    auto is_nested = [&](const json& d) {
+      for (auto it = d.begin(); it != d.end(); ++it)
+        for (const char* k : {"full_attention", "sliding_attention", "chunked_attention"})
+          if (it.key() == k) return true;
+      return false;
+    };
+    double local_theta = theta;
+    if (type == "gemma3_text" || type == "olmo3") {
+      // configuration_gemma3.py / configuration_olmo3.py convert_rope_params_to_dict: legacy
+      // rope_scaling goes to full_attention only; Gemma 3's sliding theta is rope_local_base_freq.
+      if (type == "gemma3_text") local_theta = j.num_or("rope_local_base_freq", 1e4);
+      if (!(rp && rp_name == "rope_parameters" && is_nested(*rp))) {
+        owned = {{"full_attention", rp ? *rp : json::object()}, {"sliding_attention", json::object()}};
+        rp = &owned;
+      }
+    } else if (!rp && type == "gpt_oss") {  // configuration_gpt_oss.py default rope_parameters
+      owned = {{"rope_type", "yarn"}, {"factor", 32.0},    {"beta_fast", 32.0},
+               {"beta_slow", 1.0},    {"truncate", false}, {"original_max_position_embeddings", 4096}};
+      rp = &owned;
+    } else if (!rp && type == "ministral3") {  // configuration_ministral3.py default rope_parameters
+      owned = {{"type", "yarn"},
+               {"rope_theta", 1e6},
+               {"factor", 16.0},
+               {"original_max_position_embeddings", 16384},
+               {"beta_fast", 32.0},
+               {"beta_slow", 1.0},
+               {"mscale_all_dim", 1.0},
+               {"mscale", 1.0},
+               {"llama_4_scaling_beta", 0.1}};
+      rp = &owned;
+    }
+    const json empty = json::object();
+    if (rp && is_nested(*rp)) {
+      for (auto it = rp->begin(); it != rp->end(); ++it) {
+        if (it.value().is_null()) {
+          nested[it.key()] = std::nullopt;
+          continue;
+        }  // NoPE layer type
+        if (!it.value().is_object()) fail(kOp, j.where, rp_name, ".", it.key(), " must be an object or null");
+        Obj d{it.value(), j.where + rp_name + "." + it.key() + ".", {}};
+        nested[it.key()] =
+            rope_from_dict(d, m, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
+      }
+    } else {
+      Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
+      flat = rope_from_dict(d, m, theta, prf, true, beta);
+      if (type == "gptj") {
+        flat->rotary_dim = j.int_or("rotary_dim", m.head_dim);  // modeling_gptj.py: all dims if None
+        validate(*flat);
+      }
+      if (type == "deepseek_v3" && !j.bool_or("rope_interleave", true)) flat->layout = RopeLayout::half;
+    }
+  }
+  j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5
+  j.read.insert("rope_interleave");
+  j.read.insert("rotary_emb_base");
+  j.read.insert("rotary_pct");
+
+  // Softmax scale (the `scaling` each family's attention passes to the kernel).
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));
+  if (type == "gemma2" || type == "gemma3_text")
+    scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
+  if (type == "granite") scale = j.num_or("attention_multiplier", 1.0);
+  if (t5) scale = 1.0;  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
+  if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
+      *flat->scaling.mscale_all_dim != 0) {
+    // modeling_deepseek_v3.py yarn_apply_mscale: scaling *= get_mscale(factor, mscale_all_dim)^2
+    const double ms = yarn_mscale(flat->scaling.factor, *flat->scaling.mscale_all_dim);
+    scale *= ms * ms;
+  }
+  if (type == "mpt" && j.has("attn_config") && j.at("attn_config").is_object()) {
+    Obj ac{j.at("attn_config"), j.where + "attn_config.", {}};
+    if (ac.has("softmax_scale")) scale = ac.num("softmax_scale");
+    for (const char* k : {"alibi", "alibi_bias_max", "attn_type", "attn_pdrop", "attn_impl", "clip_qkv",
+                          "prefix_lm", "qk_ln", "attn_uses_sequence_id", "rope", "sliding_window_size"})
+      ac.read.insert(k);
+    ac.warn_unread(out.warnings, type);
+  }
+  std::optional<double> softcap;
+  if (type == "gemma2") {
+    if (j.has("attn_logit_softcapping"))
+      softcap = j.num("attn_logit_softcapping");
+    else if (!j.j.contains("attn_logit_softcapping"))
+      softcap = 50.0;
+  }
+  // Gemma 3 stores attn_logit_softcapping but never passes it to attention (modeling_gemma3.py).
+  for (const char* k : {"attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq",
+                        "query_pre_attn_scalar", "attention_multiplier", "alibi", "initial_context_length",
+                        "use_qk_norm", "original_max_position_embeddings"})
+    j.read.insert(k);
+  const int64_t chunk = j.int_or("attention_chunk_size", type == "llama4_text" ? 8192 : 0);
+  QueryTemperature llama4_temp;
+  if (type == "llama4_text" && j.bool_or("attn_temperature_tuning", true)) {
+    llama4_temp.kind = QueryTemperature::Kind::llama4;
+    llama4_temp.scale = j.num_or("attn_scale", 0.1);
+    llama4_temp.floor_scale = j.num_or("floor_scale", 8192);
+  }
+  j.read.insert("no_rope_layers");
+  j.read.insert("no_rope_layer_interval");
+  QueryTemperature ministral_temp;
+  if (type == "ministral3") {
+    if (!beta)
+      fail(kOp, j.where,
+           "rope_parameters.llama_4_scaling_beta is missing: ministral3 applies it to "
+           "every query (modeling_ministral3.py get_llama_4_attn_scale)");
+    ministral_temp = {QueryTemperature::Kind::ministral3, *beta,
+                      static_cast<double>(flat ? flat->scaling.original_max_position_embeddings : 0)};
+  }
+  std::set<int64_t> cross;
+  if (type == "mllama_text_model" && j.has("cross_attention_layers"))
+    for (double v : j.numbers("cross_attention_layers")) cross.insert(static_cast<int64_t>(v));
+  bool bidirectional = type == "bert";
+  if (j.bool_or("use_bidirectional_attention", false))
+    out.warnings.push_back(
+        "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
+  if (type == "bert" && j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
+    out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
+                           " was removed in transformers 5 (absolute positions are used)");
+  const bool gpt2_inverse = type == "gpt2" && j.bool_or("scale_attn_by_inverse_layer_idx", false);
+  if (type == "gpt2" && !j.bool_or("scale_attn_weights", true)) scale = 1.0;
+  if (t5) {
+    out.t5_num_buckets = j.int_or("relative_attention_num_buckets", 32);
+    out.t5_max_distance = j.int_or("relative_attention_max_distance", 128);
+  }
+
+  // Per layer. T5: the encoder's num_layers, then the decoder's num_decoder_layers.
+  const int64_t decoder_layers = t5 ? j.int_or("num_decoder_layers", m.layers) : 0;
+  out.num_layers = m.layers + decoder_layers;
+  for (int64_t i = 0; i < out.num_layers; ++i) {
+    LayerPlan p;
+    p.layer = i;
+    p.qk_head_dim = qk_head_dim;
+    p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
+    LayerAttention& a = p.attention;
+    a.causal = !(bidirectional || (t5 && i < m.layers));
+    a.softmax_scale = gpt2_inverse ? scale / static_cast<double>(i + 1) : scale;
+    a.softcap = softcap;
+    a.sinks = type == "gpt_oss";
+    const std::string& lt = p.layer_type;
+    if (lt == "sliding_attention") {
+      a.window = window;
+      if (window == 0)
+        out.warnings.push_back("layer " + std::to_string(i) +
+                               " is sliding_attention but "
+                               "sliding_window is not set: no window");
+    }
+    if (lt == "chunked_attention") a.chunk = chunk;
+    if (type == "ministral3") a.temperature = ministral_temp;
+    const bool attends = lt != "linear_attention" && lt != "conv";
+    if (cross.count(i)) {
+      p.layer_type = "cross_attention";  // modeling_mllama.py: attends to vision tokens, no RoPE
+      a.causal = false;
+    } else if (!attends) {
+      p.position = PositionMethod::none;
+    } else if (falcon_alibi || m.family->method == PositionMethod::alibi) {
+      p.position = PositionMethod::alibi;
+    } else if (m.family->method != PositionMethod::rope) {
+      p.position = m.family->method;
+    } else {
+      std::optional<RopeConfig> rc = flat;
+      if (!flat) {
+        const auto it = nested.find(lt);
+        if (it == nested.end())
+          fail(kOp, j.where, "rope_parameters has no entry for layer type '", lt, "' (layer ", i, ")");
+        rc = it->second;
+      }
+      bool uses = rc.has_value() && use_rope[i];
+      // exaone4: RoPE iff sliding_window is None or the layer slides (modeling_exaone4.py L233);
+      // cohere2: iff the layer slides with a window (modeling_cohere2.py L190, L221).
+      if (type == "exaone4" && window > 0 && lt != "sliding_attention") uses = false;
+      if (type == "cohere2" && !(window > 0 && lt == "sliding_attention")) uses = false;
+      if (uses) {
+        p.position = PositionMethod::rope;
+        p.rope = rc;
+        p.rotary_lo = m.nope;
+        p.rotary_hi = m.nope + rc->effective_rotary_dim();
+      } else if (type == "llama4_text") {
+        a.temperature = llama4_temp;  // NoPE layers only
+      }
+    }
+    out.layers.push_back(std::move(p));
+  }
+  j.warn_unread(out.warnings, type);
+  // A wrapper's own positional-looking keys are not read (the text model uses text_config's):
+  // report those that text_config lacks or contradicts.
+  if (wrapped)
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string& k = it.key();
+      if (!detail::looks_positional(k) || detail::known_irrelevant_key(k)) continue;
+      if (!tj.contains(k) || tj.at(k) != it.value())
+        out.warnings.push_back("top-level key '" + k + "' is ignored: the text model reads text_config");
+    }
+  return out;
+}
+
+ModelPositions model_positions_from_hf_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(kOp, "cannot open config file '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return model_positions_from_hf_json(ss.str());
+}
+
+}  // namespace posenc

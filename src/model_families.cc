@@ -1,0 +1,125 @@
+// src/model_families.cc: the model_type table. Values are transformers 5.23.0's config class
+// defaults (models/<type>/configuration_<type>.py: default_theta, max_position_embeddings,
+// head_dim, kwargs.setdefault("partial_rotary_factor", ...)) and the layout of each family's
+// apply_rotary_pos_emb (rotate_half = half; rotate_every_two / complex pairs / repeat_interleave =
+// interleaved). Summarized with line numbers in notes/hf5_semantics.md section 3.
+#include "src/model_families.h"
+
+#include <array>
+#include <string_view>
+
+namespace posenc::detail {
+namespace {
+constexpr RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
+constexpr PositionMethod R = PositionMethod::rope;
+
+// clang-format off
+constexpr Family kFamilies[] = {
+  // type            method  theta    max_pos  head_dim prf   prf-aware layout
+  {"llama",          R,      1e4,     2048,    0,       0,    false, H},
+  {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
+  {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
+  {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
+  {"ministral3",     R,      1e6,     262144,  128,     0,    false, H},
+  {"mixtral",        R,      1e6,     131072,  0,       0,    false, H},
+  {"qwen2",          R,      1e4,     32768,   0,       0,    false, H},
+  {"qwen2_moe",      R,      1e4,     32768,   0,       0,    false, H},
+  {"qwen3",          R,      1e4,     32768,   128,     0,    false, H},
+  {"qwen3_moe",      R,      1e4,     32768,   128,     0,    false, H},
+  {"qwen2_vl",       R,      1e6,     32768,   0,       0,    false, H},
+  {"qwen2_5_vl",     R,      1e6,     32768,   0,       0,    false, H},
+  {"qwen3_vl",       R,      5e5,     128000,  128,     0,    false, H},
+  {"qwen3_next",     R,      1e4,     32768,   256,     0.25, true,  H},
+  {"qwen3_5",        R,      1e4,     32768,   256,     0.25, true,  H},
+  {"phi",            R,      1e4,     2048,    0,       0.5,  true,  H},
+  {"phi3",           R,      1e4,     4096,    0,       1.0,  true,  H},
+  {"deepseek_v2",    R,      1e4,     2048,    0,       0,    false, I},
+  {"deepseek_v3",    R,      1e4,     4096,    0,       0,    false, I},
+  {"minicpm3",       R,      1e4,     32768,   0,       0,    false, H},
+  {"gemma",          R,      1e4,     8192,    256,     0,    false, H},
+  {"gemma2",         R,      1e4,     8192,    256,     0,    false, H},
+  {"gemma3_text",    R,      1e6,     131072,  256,     0,    false, H},
+  {"gptj",           R,      1e4,     2048,    0,       0,    false, I},
+  {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
+  {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
+  {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
+  {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
+  {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
+  {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
+  {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
+  {"glm4_moe",       R,      1e4,     131072,  128,     0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
+  {"starcoder2",     R,      1e4,     4096,    0,       0,    false, H},
+  {"olmo2",          R,      1e4,     2048,    0,       0,    false, H},
+  {"olmo3",          R,      5e5,     2048,    0,       0,    false, H},
+  {"smollm3",        R,      2e6,     32768,   0,       0,    false, H},
+  {"exaone4",        R,      1e4,     2048,    0,       0,    false, H},
+  {"granite",        R,      1e4,     2048,    0,       0,    false, H},
+  {"nemotron",       R,      1e4,     4096,    0,       0.5,  true,  H},
+  {"persimmon",      R,      1e4,     16384,   0,       0.5,  true,  H},
+  {"gpt_oss",        R,      1.5e5,   131072,  64,      0,    false, H},
+  {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
+  {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
+  {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
+  {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
+  {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
+  {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
+  {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
+  {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H},
+};
+// clang-format on
+
+constexpr std::array<std::string_view, 20> kIrrelevant = {
+    "attention_dropout",
+    "attention_bias",
+    "attention_probs_dropout_prob",
+    "attn_pdrop",
+    "routed_scaling_factor",
+    "moe_routed_scaling_factor",
+    "mtp_loss_scaling_factor",
+    "output_attentions",
+    "chunk_size_feed_forward",
+    "cross_attention_hidden_size",
+    "add_cross_attention",
+    "temperature",                // a generation default in old PretrainedConfig dumps
+    "attention_softmax_in_fp32",  // numerics, not positions
+    "apply_query_key_layer_scaling",
+    "logits_scaling",
+    "attention_layernorm",
+    "max_window_size_unused",
+    "model_max_length",  // a tokenizer setting
+    "use_sliding_window_unused",
+    "attention_out_bias"};
+}  // namespace
+
+const Family* find_family(const std::string& model_type) {
+  for (const Family& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+std::string refusal_reason(const std::string& t) {
+  // Not in transformers 5.23.0 (remote code: the repository's own modeling file defines the rotation).
+  for (const char* remote : {"chatglm", "internlm", "internlm2", "baichuan", "qwen", "minicpmv", "minicpm"})
+    if (t == remote) return "its positional code is remote code (trust_remote_code), not in transformers 5";
+  if (t == "deepseek_v4")
+    return "its compressed attention (compress_rope_theta, compress_ratios) is not modeled by posenc yet";
+  if (t == "laguna")
+    return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc "
+           "yet";
+  return {};
+}
+
+bool known_irrelevant_key(const std::string& key) {
+  for (std::string_view k : kIrrelevant)
+    if (key == k) return true;
+  return false;
+}
+
+bool looks_positional(const std::string& key) {
+  for (std::string_view s : {"rope", "rotary", "position", "window", "alibi", "attention", "scaling", "theta",
+                             "chunk", "sink", "softcap", "temperature"})
+    if (key.find(s) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace posenc::detail

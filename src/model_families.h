@@ -1,0 +1,30 @@
+// src/model_families.h: per-model_type facts from transformers 5.23's config classes and modeling
+// files (see src/model_families.cc for the table and the citations).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "posenc/model.h"
+
+namespace posenc::detail {
+
+struct Family {
+  const char* model_type;
+  PositionMethod method;  // rope, alibi, t5, learned
+  double theta;           // class default_theta (rope_theta when the config omits it)
+  int64_t max_pos;        // class default max_position_embeddings
+  int64_t head_dim;       // class default head_dim; 0 = hidden_size / num_attention_heads
+  double prf;             // class default partial_rotary_factor (kwargs.setdefault); 0 = none
+  bool default_uses_prf;  // the family's compute_default_rope_parameters reads partial_rotary_factor
+  RopeLayout layout;      // half = rotate_half; interleaved = pairs (2j, 2j + 1)
+};
+
+// nullptr when posenc has no entry for the type.
+const Family* find_family(const std::string& model_type);
+// Non-empty: why the type is refused (remote code, or a family posenc does not model yet).
+std::string refusal_reason(const std::string& model_type);
+// Keys known to carry no positional meaning although their names look positional.
+bool known_irrelevant_key(const std::string& key);
+bool looks_positional(const std::string& key);
+
+}  // namespace posenc::detail

@@ -1,0 +1,99 @@
+// src/model_parse.h: helpers shared by the config.json reader (src/model_config_json.cc) and its
+// rope-dict part (src/model_rope_dict.cc): a JSON object whose reads are recorded, and the model
+// facts the rope dicts need.
+#pragma once
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "posenc/model.h"
+#include "src/check.h"
+#include "src/model_families.h"
+
+namespace posenc::detail {
+using json = nlohmann::json;
+inline constexpr const char* kOp = "model config";
+
+inline bool has(const json& j, const std::string& key) {
+  return j.is_object() && j.contains(key) && !j.at(key).is_null();
+}
+
+// A JSON object whose reads are recorded, so that unread keys can be reported.
+struct Obj {
+  const json& j;
+  std::string where;  // "" or "text_config." or "rope_parameters.full_attention."
+  std::set<std::string> read;
+  bool has(const std::string& k) {
+    read.insert(k);
+    return ::posenc::detail::has(j, k);
+  }
+  const json& at(const std::string& k) {
+    read.insert(k);
+    return j.at(k);
+  }
+  double num(const std::string& k) {
+    const json& v = at(k);
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a finite number");
+    return v.get<double>();
+  }
+  int64_t integer(const std::string& k) {
+    const json& v = at(k);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+        std::abs(v.get<double>()) < 9e15)
+      return static_cast<int64_t>(v.get<double>());
+    fail(kOp, where, k, " = ", v.dump(), " is invalid: must be an integer");
+  }
+  bool boolean(const std::string& k) {
+    const json& v = at(k);
+    if (!v.is_boolean()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be true or false");
+    return v.get<bool>();
+  }
+  std::string str(const std::string& k) {
+    const json& v = at(k);
+    if (!v.is_string()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a string");
+    return v.get<std::string>();
+  }
+  double num_or(const std::string& k, double d) { return has(k) ? num(k) : d; }
+  int64_t int_or(const std::string& k, int64_t d) { return has(k) ? integer(k) : d; }
+  bool bool_or(const std::string& k, bool d) { return has(k) ? boolean(k) : d; }
+  std::vector<double> numbers(const std::string& k) {
+    const json& v = at(k);
+    if (!v.is_array()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a list of numbers");
+    std::vector<double> out;
+    for (const json& e : v) {
+      if (!e.is_number()) fail(kOp, where, k, " contains ", e.dump(), ": must be a list of numbers");
+      out.push_back(e.get<double>());
+    }
+    return out;
+  }
+  // Warn about every unread key whose name looks positional.
+  void warn_unread(std::vector<std::string>& warnings, const std::string& model_type) const {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      if (read.count(k) || detail::known_irrelevant_key(k) || !detail::looks_positional(k)) continue;
+      warnings.push_back("key '" + where + k + "' is not understood by posenc for model_type '" + model_type +
+                         "': ignored");
+    }
+  }
+};
+
+// What the rest of the parse needs to know about the model.
+struct Model {
+  const detail::Family* family;
+  std::string type;
+  int64_t hidden = 0, heads = 0, layers = 0, max_pos = 0, head_dim = 0;
+  int64_t nope = 0;                     // DeepSeek/MiniCPM3: q/k dims before the rotated ones
+  std::optional<int64_t> top_original;  // top-level original_max_position_embeddings
+  std::vector<std::string>* warnings;
+};
+
+// One standardized rope dict -> RopeConfig (src/model_rope_dict.cc).
+RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
+                          std::optional<double>& ministral_beta);
+
+}  // namespace posenc::detail

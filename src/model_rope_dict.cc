@@ -1,0 +1,133 @@
+// src/model_rope_dict.cc: one rope_parameters / rope_scaling dict of a config.json, standardized as
+// transformers 5.23 does (modeling_rope_utils.py standardize_rope_params L806-866 and the rope init
+// functions' reads of it), to a RopeConfig.
+#include <cmath>
+#include <string>
+
+#include "src/model_parse.h"
+
+namespace posenc::detail {
+namespace {
+RopeScalingType scaling_type(const std::string& name, const std::string& where) {
+  if (name == "default" || name == "mrope") return RopeScalingType::none;  // qwen2_vl maps "mrope" to default
+  if (name == "linear") return RopeScalingType::linear;
+  if (name == "dynamic") return RopeScalingType::dynamic;
+  if (name == "yarn") return RopeScalingType::yarn;
+  if (name == "longrope" || name == "su") return RopeScalingType::longrope;
+  if (name == "llama3") return RopeScalingType::llama3;
+  if (name == "proportional") return RopeScalingType::proportional;
+  fail(kOp, where, "rope_type = \"", name,
+       "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3, proportional "
+       "or mrope");
+}
+
+}  // namespace
+
+// One standardized rope dict (modeling_rope_utils.py standardize_rope_params) -> RopeConfig.
+// `top_level` is false for the sub-dicts of a nested per-layer-type dict (yarn's truncate and the
+// top-level original_max_position_embeddings are read from the top-level dict only, L475, L836-843).
+RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
+                          std::optional<double>& ministral_beta) {
+  RopeConfig c;
+  std::string type = "default";
+  if (d.has("rope_type"))
+    type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
+  else if (d.has("type"))
+    type = d.str("type");
+  d.read.insert("type");
+  if (m.type == "phi3" && (type == "su" || type == "yarn"))
+    type = "longrope";  // Phi3Config (after standardize)
+  RopeScaling& s = c.scaling;
+  s.type = scaling_type(type, d.where);
+  c.base = d.num_or("rope_theta", theta);
+  if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
+  if (prf && !(*prf > 0 && *prf <= 1))
+    fail(kOp, d.where, "partial_rotary_factor = ", *prf, " is invalid: must be in (0, 1]");
+  c.head_dim = m.head_dim;
+  c.max_position_embeddings = m.max_pos;
+  c.layout = m.family->layout;
+  // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
+  // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
+  double used_prf = 1.0;
+  if (s.type == RopeScalingType::proportional) {
+    // _compute_proportional_rope_parameters: inv_freq always has head_dim / 2 entries; the dict's
+    // partial_rotary_factor is the rotated proportion of them (default 1.0, with a warning).
+    s.proportion = prf.value_or(1.0);
+    if (!prf) m.warnings->push_back(d.where + "rope_type 'proportional' without partial_rotary_factor: 1.0");
+  } else if (s.type != RopeScalingType::none || m.family->default_uses_prf) {
+    used_prf = prf.value_or(1.0);
+  } else if (prf && *prf < 1) {
+    m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " + m.type +
+                          "'s default RoPE in transformers 5 (all head dims rotate)");
+  }
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * used_prf);
+  if (s.type != RopeScalingType::none) {
+    const bool factor_required =
+        s.type != RopeScalingType::longrope && s.type != RopeScalingType::proportional;
+    if (d.has("factor"))
+      s.factor = d.num("factor");
+    else if (d.j.contains("factor") && s.type == RopeScalingType::yarn)
+      s.factor = -1;  // explicit null: derive
+    else if (factor_required)
+      fail(kOp, d.where, "factor is missing: required for rope_type '", type,
+           "' (transformers 5 raises KeyError)");
+  }
+  if (d.has("original_max_position_embeddings"))
+    s.original_max_position_embeddings = d.integer("original_max_position_embeddings");
+  const bool orig_type = s.type == RopeScalingType::yarn || s.type == RopeScalingType::longrope ||
+                         s.type == RopeScalingType::llama3;
+  if (orig_type && top_level && m.top_original) s.original_max_position_embeddings = *m.top_original;
+  if (orig_type && s.original_max_position_embeddings == 0) s.original_max_position_embeddings = m.max_pos;
+  if (s.factor < 0)
+    s.factor = static_cast<double>(m.max_pos) / static_cast<double>(s.original_max_position_embeddings);
+  if (d.has("attention_factor")) s.attention_factor = d.num("attention_factor");
+  // yarn: `d.get("beta_fast") or 32`: 0 means the default (L430-431).
+  if (d.has("beta_fast") && d.num("beta_fast") != 0) s.beta_fast = d.num("beta_fast");
+  if (d.has("beta_slow") && d.num("beta_slow") != 0) s.beta_slow = d.num("beta_slow");
+  if (d.has("mscale")) s.mscale = d.num("mscale");
+  if (d.has("mscale_all_dim")) s.mscale_all_dim = d.num("mscale_all_dim");
+  if (d.has("truncate") && top_level) s.truncate = d.boolean("truncate");
+  if (s.type == RopeScalingType::longrope && d.has("factor") && !s.attention_factor) {
+    // transformers 5 _compute_longrope_parameters uses the dict's factor when given (posenc's
+    // rope_frequencies derives max / original otherwise): fix the attention factor from it.
+    const double f = s.factor, orig = static_cast<double>(s.original_max_position_embeddings);
+    s.attention_factor = f <= 1 ? 1.0 : std::sqrt(1 + std::log(f) / std::log(orig));
+  }
+  if (s.type == RopeScalingType::longrope) {
+    for (const char* k : {"short_factor", "long_factor"})
+      if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'longrope'");
+    s.short_factor = d.numbers("short_factor");
+    s.long_factor = d.numbers("long_factor");
+  }
+  if (s.type == RopeScalingType::llama3) {
+    for (const char* k : {"low_freq_factor", "high_freq_factor"})
+      if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'llama3'");
+    s.low_freq_factor = d.num("low_freq_factor");
+    s.high_freq_factor = d.num("high_freq_factor");
+    if (s.low_freq_factor == s.high_freq_factor)
+      m.warnings->push_back(
+          d.where + "low_freq_factor == high_freq_factor = " + std::to_string(s.low_freq_factor) +
+          ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
+  }
+  if (d.has("mrope_section")) {
+    for (double v : d.numbers("mrope_section")) c.mrope_section.push_back(static_cast<int64_t>(v));
+    // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope).
+    const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" || d.bool_or("mrope_interleaved", false);
+    c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
+  }
+  d.read.insert("mrope_interleaved");
+  if (d.has("llama_4_scaling_beta")) ministral_beta = d.num("llama_4_scaling_beta");
+  d.read.insert("max_position_embeddings");  // ministral3's default dict carries it; unused
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    fail(kOp, "model_type '", m.type, "': ", e.what());
+  }
+  // Unknown keys of a rope dict: every one is reported (the dict is positional by definition).
+  for (auto it = d.j.begin(); it != d.j.end(); ++it)
+    if (!d.read.count(it.key()))
+      m.warnings->push_back("key '" + d.where + it.key() + "' is not understood by posenc: ignored");
+  return c;
+}
+
+}  // namespace posenc::detail

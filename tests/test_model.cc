@@ -1,0 +1,494 @@
+// tests/test_model.cc: ModelPositions from real HuggingFace config.json files (tests/data/hf_configs,
+// sources in SOURCES.md) and from small fixtures for the config forms no collected file shows.
+// Expected values are derived by hand from transformers 5.23.0 (file/function named per test).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc {
+namespace {
+
+const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
+
+ModelPositions load(const std::string& file) { return model_positions_from_hf_file(kDir + file); }
+
+bool has_warning(const ModelPositions& m, const std::string& text) {
+  for (const std::string& w : m.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+void expect_error(const std::string& json, const std::string& text) {
+  try {
+    model_positions_from_hf_json(json);
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+// Every collected config: parsed (type, layer count, layer 0's method, base, rotary range, window)
+// or refused with a message naming its model_type.
+struct RealCase {
+  const char* file;
+  const char* type;  // expected model_type, or the refused type
+  int64_t layers;    // 0 = refused
+  const char* position0;
+  double base0;
+  int64_t lo0, hi0, window0, chunk0;
+  const char* warning;  // a warning that must be present, or ""
+};
+
+// clang-format off
+const RealCase kReal[] = {
+  {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
+  {"chatglm__chatglm2-6b.json", "chatglm", 0, "", 0, 0, 0, 0, 0, ""},
+  {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
+  {"deepseek-v3__DeepSeek-V3.json", "deepseek_v3", 61, "rope", 1e4, 128, 192, 0, 0, ""},
+  {"deepseek-v4__DeepSeek-V4-Flash-NVFP4.json", "deepseek_v4", 0, "", 0, 0, 0, 0, 0, ""},
+  {"exaone4.5__EXAONE-4.5-33B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
+  {"exaone4__EXAONE-4.0-32B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
+  {"gemma3__gemma-3-27b-it.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0, ""},
+  {"gemma3__gemma-3-4b-it.json", "gemma3_text", 34, "rope", 1e4, 0, 256, 1024, 0, ""},
+  {"glm4-moe__GLM-4.5.json", "glm4_moe", 92, "rope", 1e6, 0, 64, 0, 0, ""},
+  {"gpt-oss__gpt-oss-120b.json", "gpt_oss", 36, "rope", 1.5e5, 0, 64, 128, 0, ""},
+  {"gpt2__gpt2-large.json", "gpt2", 36, "learned", 0, 0, 0, 0, 0, ""},
+  {"laguna__Laguna-XS.2-FP8.json", "laguna", 0, "", 0, 0, 0, 0, 0, ""},
+  {"lfm2-vl__LFM2.5-VL-1.6B.json", "lfm2", 16, "none", 0, 0, 0, 0, 0, ""},
+  {"llama2__Llama-2-7b-chat-hf.json", "llama", 32, "rope", 1e4, 0, 128, 0, 0, ""},
+  {"llama3__Llama-3.1-70B-Instruct.json", "llama", 80, "rope", 5e5, 0, 128, 0, 0, ""},
+  {"llama3__Llama-3.1-8B-Instruct.json", "llama", 32, "rope", 5e5, 0, 128, 0, 0, ""},
+  {"llama3__Llama-3.2-1B-Instruct.json", "llama", 16, "rope", 5e5, 0, 64, 0, 0, ""},
+  {"llama3__Llama-3.2-3B-Instruct.json", "llama", 28, "rope", 5e5, 0, 128, 0, 0, ""},
+  {"llama4__Llama-4-Maverick-17B-128E-Instruct.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192, ""},
+  {"llama4__Llama-4-Scout-17B-16E-Instruct.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192,
+   "low_freq_factor == high_freq_factor"},
+  {"llama__ALLaM-7B-Instruct-preview.json", "llama", 32, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"minicpmv__MiniCPM-V-4.json", "minicpmv", 0, "", 0, 0, 0, 0, 0, ""},
+  {"ministral3__Devstral-2-123B-Instruct.json", "ministral3", 88, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"mistral3__Devstral-Small-2-24B-Instruct.json", "ministral3", 40, "rope", 1e8, 0, 128, 0, 0, ""},
+  {"mistral__Mistral-7B-Instruct-v0.3.json", "mistral", 32, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"mixtral__Mixtral-8x7B-v0.1.json", "mixtral", 32, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"mllama__Llama-3.2-90B-Vision-Instruct.json", "mllama_text_model", 100, "rope", 5e5, 0, 128, 0, 0, ""},
+  {"olmo3__Olmo-3.1-32B-Instruct.json", "olmo3", 64, "rope", 5e5, 0, 128, 4096, 0, ""},
+  {"phi1__phi-1.json", "phi", 24, "rope", 1e4, 0, 32, 0, 0, ""},
+  {"phi2__phi-2.json", "phi", 32, "rope", 1e4, 0, 32, 0, 0, ""},
+  {"phi4__phi-4.json", "phi3", 40, "rope", 2.5e5, 0, 128, 0, 0, ""},
+  {"qwen2-vl__Qwen2-VL-2B-Instruct-AWQ.json", "qwen2_vl", 28, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen2.5-vl__Qwen2.5-VL-7B-Instruct.json", "qwen2_5_vl", 28, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen2.5-vl__olmOCR-2-7B-1025.json", "qwen2_5_vl", 28, "rope", 1e6, 0, 128, 0, 0,
+   "top-level key 'sliding_window' is ignored"},  // 32768 at the top, null in text_config
+  {"qwen2.5__Qwen2.5-32B-Instruct.json", "qwen2", 64, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen2.5__Qwen2.5-7B-Instruct.json", "qwen2", 28, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen3-next__Qwen3-Next-80B-A3B-Thinking.json", "qwen3_next", 48, "none", 0, 0, 0, 0, 0, ""},
+  {"qwen3.5__Qwen3.5-9B.json", "qwen3_5", 32, "none", 0, 0, 0, 0, 0, ""},
+  {"qwen3__Qwen3-32B.json", "qwen3", 64, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen3__Qwen3-8B.json", "qwen3", 36, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen3__Qwen3-Embedding-0.6B.json", "qwen3", 28, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"qwen__Qwen-7B-Chat.json", "qwen", 0, "", 0, 0, 0, 0, 0, ""},
+  {"t5__t5-small.json", "t5", 12, "t5", 0, 0, 0, 0, 0, ""},
+  {"voxtral__Voxtral-Mini-3B-2507.json", "llama", 30, "rope", 1e8, 0, 128, 0, 0, ""},
+};
+// clang-format on
+
+TEST(ModelRealConfigs, EveryFileParsesOrIsRefused) {
+  for (const RealCase& c : kReal) {
+    SCOPED_TRACE(c.file);
+    if (c.layers == 0) {
+      try {
+        load(c.file);
+        ADD_FAILURE() << "expected a refusal";
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("model_type '" + std::string(c.type) + "' is not supported"), std::string::npos)
+            << msg;
+        EXPECT_NE(msg.find("RopeConfig"), std::string::npos) << msg;
+      }
+      continue;
+    }
+    const ModelPositions m = load(c.file);
+    EXPECT_EQ(m.model_type, c.type);
+    EXPECT_EQ(m.num_layers, c.layers);
+    ASSERT_EQ(static_cast<int64_t>(m.layers.size()), c.layers);
+    const LayerPlan& l = m.layers[0];
+    EXPECT_STREQ(position_method_name(l.position), c.position0);
+    if (l.rope) {
+      EXPECT_EQ(l.rope->base, c.base0);
+      EXPECT_EQ(l.rotary_lo, c.lo0);
+      EXPECT_EQ(l.rotary_hi, c.hi0);
+      EXPECT_NO_THROW(rope_frequencies(*l.rope, m.max_position_embeddings));
+    }
+    EXPECT_EQ(l.attention.window, c.window0);
+    EXPECT_EQ(l.attention.chunk, c.chunk0);
+    if (*c.warning)
+      EXPECT_TRUE(has_warning(m, c.warning));
+    else
+      EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+  }
+}
+
+// Gemma 3: configuration_gemma3.py convert_rope_params_to_dict (legacy rope_scaling -> full
+// layers only; rope_local_base_freq default 1e4 -> sliding layers), layer i sliding iff
+// (i + 1) % 6 != 0, scale query_pre_attn_scalar^-0.5 (modeling_gemma3.py Gemma3Attention).
+TEST(ModelFamilies, Gemma3LocalAndGlobal) {
+  const ModelPositions m = load("gemma3__gemma-3-27b-it.json");
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    ASSERT_TRUE(l.rope);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(168.0));
+    EXPECT_FALSE(l.attention.softcap);  // Gemma 3 never passes attn_logit_softcapping
+    if ((l.layer + 1) % 6 != 0) {
+      EXPECT_EQ(l.layer_type, "sliding_attention");
+      EXPECT_EQ(l.attention.window, 1024);
+      EXPECT_EQ(l.rope->base, 1e4);
+      EXPECT_EQ(l.rope->scaling.type, RopeScalingType::none);
+    } else {
+      EXPECT_EQ(l.layer_type, "full_attention");
+      EXPECT_EQ(l.attention.window, 0);
+      EXPECT_EQ(l.rope->base, 1e6);  // class default rope_theta
+      EXPECT_EQ(l.rope->scaling.type, RopeScalingType::linear);
+      const RopeFrequencies f = rope_frequencies(*l.rope);
+      EXPECT_NEAR(f.inv_freq[10], std::pow(1e6, -20.0 / 128) / 8, 1e-18);
+    }
+  }
+}
+
+// Llama 4: configuration_llama4.py no_rope_layers default [int((i + 1) % 4 != 0)], layer_types
+// chunked_attention on RoPE layers (attention_chunk_size 8192); NoPE layers get the query
+// temperature 1 + attn_scale * log1p(floor((p + 1) / floor_scale)) (modeling_llama4.py).
+TEST(ModelFamilies, Llama4NoPEAndChunks) {
+  const ModelPositions m = load("llama4__Llama-4-Scout-17B-16E-Instruct.json");
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    if ((l.layer + 1) % 4 == 0) {
+      EXPECT_EQ(l.position, PositionMethod::none);
+      EXPECT_EQ(l.attention.chunk, 0);
+      EXPECT_EQ(l.attention.temperature.kind, QueryTemperature::Kind::llama4);
+      EXPECT_DOUBLE_EQ(l.attention.temperature.factor(8190), 1.0);
+      EXPECT_DOUBLE_EQ(l.attention.temperature.factor(8191), 1.0 + 0.1 * std::log(2.0));
+    } else {
+      EXPECT_EQ(l.position, PositionMethod::rope);
+      EXPECT_EQ(l.attention.chunk, 8192);
+      EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+      EXPECT_EQ(l.attention.temperature.kind, QueryTemperature::Kind::none);
+    }
+  }
+  // llama3 with low_freq_factor == high_freq_factor == 1 (modeling_rope_utils.py
+  // _compute_llama3_parameters): wavelengths > 8192 / 1 divided by 16, the others kept.
+  const RopeFrequencies f = rope_frequencies(*m.layers[0].rope);
+  for (size_t j = 0; j < f.inv_freq.size(); ++j) {
+    const double inv = std::pow(5e5, -2.0 * static_cast<double>(j) / 128);
+    EXPECT_DOUBLE_EQ(f.inv_freq[j], 2 * M_PI / inv > 8192 ? inv / 16 : inv) << j;
+  }
+  EXPECT_THROW(m.layers[0].attention.attention_config(), Error);  // chunked: no AttentionConfig yet
+}
+
+// DeepSeek-V3: configuration_deepseek_v3.py head_dim = qk_rope_head_dim; the rope dims are the last
+// 64 of the 192-dim q/k head, interleaved pairs; modeling_deepseek_v3.py yarn_apply_mscale:
+// scale = 192^-0.5 * (0.1 * mscale_all_dim * ln(40) + 1)^2.
+TEST(ModelFamilies, DeepSeekV3) {
+  const ModelPositions m = load("deepseek-v3__DeepSeek-V3.json");
+  const LayerPlan& l = m.layers[7];
+  EXPECT_EQ(l.rotary_lo, 128);
+  EXPECT_EQ(l.rotary_hi, 192);
+  EXPECT_EQ(l.qk_head_dim, 192);
+  EXPECT_EQ(l.rope->head_dim, 64);
+  EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
+  EXPECT_EQ(l.rope->scaling.factor, 40);
+  const double ms = 0.1 * std::log(40.0) + 1;
+  EXPECT_DOUBLE_EQ(l.attention.softmax_scale, ms * ms / std::sqrt(192.0));
+  EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);           // notes/hf5_semantics.md
+  EXPECT_DOUBLE_EQ(rope_frequencies(*l.rope).attention_factor, 1.0);  // mscale / mscale_all_dim
+}
+
+// gpt-oss: configuration_gpt_oss.py layer i sliding iff (i + 1) % 2 (window 128), sinks in every
+// layer (modeling_gpt_oss.py eager_attention_forward), yarn truncate false, factor 32.
+TEST(ModelFamilies, GptOss) {
+  const ModelPositions m = load("gpt-oss__gpt-oss-120b.json");
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_TRUE(l.attention.sinks);
+    EXPECT_EQ(l.attention.window, l.layer % 2 == 0 ? 128 : 0) << l.layer;
+  }
+  const RopeConfig& c = *m.layers[1].rope;
+  EXPECT_FALSE(c.scaling.truncate);
+  EXPECT_DOUBLE_EQ(rope_frequencies(c).attention_factor, 0.1 * std::log(32.0) + 1);
+  EXPECT_EQ(m.layers[0].attention.attention_config().window, 128);  // same semantics as HF
+}
+
+TEST(ModelFamilies, CohereInterleavedAndMultimodal) {
+  const ModelPositions c = load("cohere__c4ai-command-r-v01.json");
+  EXPECT_EQ(c.layers[3].rope->layout, RopeLayout::interleaved);  // modeling_cohere.py rotate_half (pairs)
+  const ModelPositions q2 = load("qwen2-vl__Qwen2-VL-2B-Instruct-AWQ.json");
+  EXPECT_EQ(q2.layers[0].rope->multimodal, RopeMultimodal::mrope);
+  EXPECT_EQ(q2.layers[0].rope->mrope_section, (std::vector<int64_t>{16, 24, 24}));
+  const ModelPositions q35 = load("qwen3.5__Qwen3.5-9B.json");
+  const LayerPlan& full = q35.layers[3];
+  EXPECT_EQ(full.layer_type, "full_attention");
+  EXPECT_EQ(full.rope->multimodal, RopeMultimodal::mrope_interleaved);
+  EXPECT_EQ(full.rotary_hi, 64);  // 256 * 0.25, honored by qwen3_5's default RoPE
+  EXPECT_EQ(full.rope->base, 1e7);
+  const ModelPositions t5 = load("t5__t5-small.json");
+  EXPECT_FALSE(t5.layers[0].attention.causal);
+  EXPECT_TRUE(t5.layers[6].attention.causal);
+  EXPECT_EQ(t5.t5_num_buckets, 32);
+  EXPECT_EQ(t5.t5_max_distance, 128);
+  EXPECT_EQ(t5.layers[0].attention.softmax_scale, 1.0);
+  const ModelPositions ms = load("mistral3__Devstral-Small-2-24B-Instruct.json");
+  const QueryTemperature& t = ms.layers[0].attention.temperature;
+  EXPECT_EQ(t.kind, QueryTemperature::Kind::ministral3);
+  EXPECT_DOUBLE_EQ(t.factor(8192), 1 + 0.1 * std::log(2.0));  // get_llama_4_attn_scale, L = 8192
+}
+
+// Small fixtures: the forms no collected file shows. Base keys of a tiny llama-like model.
+std::string cfg(const std::string& type, const std::string& extra) {
+  return R"({"model_type": ")" + type + R"(", "hidden_size": 256, "num_attention_heads": 4,
+             "num_hidden_layers": 4, "max_position_embeddings": 4096)" +
+         (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+// configuration_gpt_neox.py: rotary_emb_base and rotary_pct win; top-level rope_theta is inert.
+TEST(ModelForms, GptNeoXAliases) {
+  const ModelPositions m = model_positions_from_hf_json(
+      cfg("gpt_neox", R"("rotary_pct": 0.25, "rotary_emb_base": 20000, "rope_theta": 5)"));
+  EXPECT_EQ(m.layers[0].rotary_hi, 16);  // int(64 * 0.25)
+  EXPECT_EQ(m.layers[0].rope->base, 20000);
+  EXPECT_TRUE(has_warning(m, "rope_theta is ignored by gpt_neox"));
+  const ModelPositions d = model_positions_from_hf_json(cfg("gpt_neox", ""));
+  EXPECT_EQ(d.layers[0].rotary_hi, 16);  // default rotary_pct 0.25
+}
+
+// GPT-J: configuration_gptj.py attribute_map (n_embd, n_head, n_layer, n_positions), rotary_dim,
+// rotate_every_two (interleaved).
+TEST(ModelForms, GptJ) {
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 1024,
+          "rotary_dim": 16})");
+  EXPECT_EQ(m.max_position_embeddings, 1024);
+  EXPECT_EQ(m.layers[1].rotary_hi, 16);
+  EXPECT_EQ(m.layers[1].rope->layout, RopeLayout::interleaved);
+}
+
+// Phi-3 longrope: configuration_phi3.py (top-level original_max_position_embeddings wins; "su" ->
+// longrope); modeling_rope_utils.py _compute_longrope_parameters: attention_factor =
+// sqrt(1 + ln(131072 / 4096) / ln(4096)); long factors once seq_len > 4096.
+TEST(ModelForms, Phi3LongRope) {
+  std::string s = "[1", l = "[2";
+  for (int i = 1; i < 32; ++i) s += ", 1", l += ", 2";
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 48, "num_hidden_layers": 2,
+          "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+          "rope_scaling": {"type": "su", "short_factor": )" +
+      s + R"(], "long_factor": )" + l + "]}}");
+  const RopeConfig& c = *m.layers[0].rope;
+  EXPECT_EQ(c.scaling.type, RopeScalingType::longrope);
+  EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
+  const RopeFrequencies shrt = rope_frequencies(c, 4096), lng = rope_frequencies(c, 4097);
+  EXPECT_NEAR(shrt.attention_factor, 1.190238071, 1e-9);
+  EXPECT_DOUBLE_EQ(shrt.inv_freq[3], std::pow(1e4, -6.0 / 64));
+  EXPECT_DOUBLE_EQ(lng.inv_freq[3], std::pow(1e4, -6.0 / 64) / 2);
+  // A dict factor wins over max / original (transformers 5): factor 1 -> attention_factor 1.
+  const ModelPositions f1 = model_positions_from_hf_json(
+      R"({"model_type": "llama", "hidden_size": 3072, "num_attention_heads": 48, "num_hidden_layers": 1,
+          "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "longrope", "factor": 1.0,
+          "original_max_position_embeddings": 4096, "short_factor": )" +
+      s + R"(], "long_factor": )" + l + "]}}");
+  EXPECT_DOUBLE_EQ(rope_frequencies(*f1.layers[0].rope, 8192).attention_factor, 1.0);
+}
+
+TEST(ModelForms, AlibiAndLearned) {
+  const ModelPositions b = model_positions_from_hf_json(
+      R"({"model_type": "bloom", "n_layer": 2, "n_head": 16, "hidden_size": 1024})");
+  EXPECT_EQ(b.layers[1].position, PositionMethod::alibi);
+  EXPECT_FALSE(b.layers[1].rope);
+  const ModelPositions f = model_positions_from_hf_json(cfg("falcon", R"("alibi": true)"));
+  EXPECT_EQ(f.layers[0].position, PositionMethod::alibi);
+  const ModelPositions fr = model_positions_from_hf_json(cfg("falcon", ""));
+  EXPECT_EQ(fr.layers[0].position, PositionMethod::rope);
+  const ModelPositions bert = load("bert__bert-base-uncased-finetuned-seqcls.json");
+  EXPECT_FALSE(bert.layers[0].attention.causal);
+}
+
+// PreTrainedConfig.convert_rope_params_to_dict / standardize_rope_params (modeling_rope_utils.py).
+TEST(ModelForms, RopeParametersPrecedence) {
+  // Legacy rope_scaling beats rope_parameters; rope_type beats type.
+  const ModelPositions a = model_positions_from_hf_json(
+      cfg("llama",
+          R"("rope_scaling": {"rope_type": "linear", "type": "dynamic", "factor": 2},
+         "rope_parameters": {"rope_type": "linear", "factor": 4})"));
+  EXPECT_EQ(a.layers[0].rope->scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(a.layers[0].rope->scaling.factor, 2);
+  EXPECT_TRUE(has_warning(a, "rope_parameters is ignored"));
+  // partial_rotary_factor inside the dict shrinks dim for a scaling type...
+  const ModelPositions p = model_positions_from_hf_json(cfg(
+      "llama",
+      R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5,
+                             "rope_theta": 1e5})"));
+  EXPECT_EQ(p.layers[0].rotary_hi, 32);
+  EXPECT_EQ(p.layers[0].rope->base, 1e5);
+  // ... but llama's default RoPE ignores it (modeling_llama.py compute_default_rope_parameters).
+  const ModelPositions d = model_positions_from_hf_json(cfg("llama", R"("partial_rotary_factor": 0.5)"));
+  EXPECT_EQ(d.layers[0].rotary_hi, 64);
+  EXPECT_TRUE(has_warning(d, "partial_rotary_factor"));
+  // yarn: factor required (KeyError in transformers 5); explicit null derives max / original.
+  expect_error(
+      cfg("llama", R"("rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 1024})"),
+      "factor is missing");
+  const ModelPositions y = model_positions_from_hf_json(cfg(
+      "llama",
+      R"("rope_scaling": {"rope_type": "yarn", "factor": null, "original_max_position_embeddings": 1024})"));
+  EXPECT_EQ(y.layers[0].rope->scaling.factor, 4);
+}
+
+TEST(ModelForms, NestedPerLayerTypeAndWindows) {
+  // A transformers-5 Gemma 3 config: rope_parameters nested per layer type.
+  const ModelPositions g = model_positions_from_hf_json(
+      R"({"model_type": "gemma3_text", "num_hidden_layers": 6, "sliding_window": 512,
+          "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}})");
+  EXPECT_EQ(g.layers[5].rope->scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(g.layers[5].rope->base, 1e6);
+  EXPECT_EQ(g.layers[4].rope->base, 1e4);
+  EXPECT_EQ(g.layers[4].attention.window, 512);
+  // Qwen2: sliding_window only with use_sliding_window, on layers >= max_window_layers.
+  const ModelPositions q = model_positions_from_hf_json(
+      cfg("qwen2", R"("use_sliding_window": true, "sliding_window": 16, "max_window_layers": 2)"));
+  EXPECT_EQ(q.layers[1].attention.window, 0);
+  EXPECT_EQ(q.layers[2].attention.window, 16);
+  const ModelPositions q0 = model_positions_from_hf_json(cfg("qwen2", R"("sliding_window": 16)"));
+  EXPECT_EQ(q0.layers[3].attention.window, 0);
+  // Mistral: every layer; the class default is 4096 (configuration_mistral.py), null = none.
+  EXPECT_EQ(model_positions_from_hf_json(cfg("mistral", "")).layers[2].attention.window, 4096);
+  const ModelPositions no_window = model_positions_from_hf_json(cfg("mistral", R"("sliding_window": null)"));
+  EXPECT_EQ(no_window.layers[2].attention.window, 0);
+  const ModelPositions mi = model_positions_from_hf_json(cfg("mistral", R"("sliding_window": 32)"));
+  EXPECT_EQ(mi.layers[0].attention.window, 32);
+  EXPECT_EQ(mi.layers[0].attention.attention_config().window, 32);
+  // Llama 4 no_rope_layers given explicitly: 1 = uses RoPE.
+  const ModelPositions l4 =
+      model_positions_from_hf_json(cfg("llama4_text", R"("no_rope_layers": [0, 1, 1, 1])"));
+  EXPECT_EQ(l4.layers[0].position, PositionMethod::none);
+  EXPECT_EQ(l4.layers[3].position, PositionMethod::rope);
+}
+
+// proportional (Gemma 4's p-RoPE), modeling_rope_utils.py _compute_proportional_rope_parameters:
+// rope_angles = int(0.25 * 64 // 2) = 8 pairs with 1 / 1e6^(2j / 64) (denominator: the full head
+// dim), the other 24 pairs 0; all divided by factor (default 1).
+TEST(ModelForms, ProportionalRope) {
+  const ModelPositions m = model_positions_from_hf_json(cfg("llama",
+      R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                             "rope_theta": 1e6})"));
+  const RopeConfig& c = *m.layers[0].rope;
+  EXPECT_EQ(c.scaling.type, RopeScalingType::proportional);
+  const RopeFrequencies f = rope_frequencies(c);
+  ASSERT_EQ(f.inv_freq.size(), 32u);
+  for (size_t j = 0; j < 32; ++j)
+    EXPECT_DOUBLE_EQ(f.inv_freq[j], j < 8 ? std::pow(1e6, -2.0 * static_cast<double>(j) / 64) : 0.0) << j;
+  // The rotation with a zero frequency is the identity: apply it to check the kernel path.
+  Rope rope(c);
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  std::vector<int64_t> p = {1000};
+  rope.forward(view(x.data(), {1, 1, 1, 64}), view(static_cast<const int64_t*>(p.data()), {1}));
+  for (size_t i = 8; i < 32; ++i) {
+    EXPECT_FLOAT_EQ(x[i], static_cast<float>(i + 1)) << i;
+    EXPECT_FLOAT_EQ(x[i + 32], static_cast<float>(i + 33)) << i;
+  }
+  EXPECT_NE(x[0], 1.0f);
+}
+
+// Hybrid NoPE: exaone4 global layers (modeling_exaone4.py L233) and cohere2 (RoPE iff the layer
+// slides with a window, modeling_cohere2.py L190, L221).
+TEST(ModelForms, HybridNoPE) {
+  const ModelPositions e = load("exaone4__EXAONE-4.0-32B.json");
+  EXPECT_EQ(e.layers[3].position, PositionMethod::none);
+  EXPECT_EQ(e.layers[2].position, PositionMethod::rope);
+  const ModelPositions c = model_positions_from_hf_json(cfg("cohere2", ""));  // window 4096, pattern 4
+  EXPECT_EQ(c.layers[0].position, PositionMethod::rope);
+  EXPECT_EQ(c.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(c.layers[3].position, PositionMethod::none);
+  const ModelPositions c0 = model_positions_from_hf_json(cfg("cohere2", R"("sliding_window": null)"));
+  for (const LayerPlan& l : c0.layers) EXPECT_EQ(l.position, PositionMethod::none);
+}
+
+// Families without a collected config, from their config classes (configuration_<type>.py) and
+// attention modules (modeling_<type>.py).
+TEST(ModelForms, MoreFamilies) {
+  // gemma2: layers 0, 2, ... sliding (4096), softcap 50, scale query_pre_attn_scalar^-0.5 = 1/16.
+  const ModelPositions g2 = model_positions_from_hf_json(cfg("gemma2", ""));
+  EXPECT_EQ(g2.layers[0].attention.window, 4096);
+  EXPECT_EQ(g2.layers[1].attention.window, 0);
+  EXPECT_EQ(g2.layers[1].attention.softcap, 50.0);
+  EXPECT_DOUBLE_EQ(g2.layers[1].attention.softmax_scale, 1.0 / 16);
+  EXPECT_EQ(g2.layers[1].rotary_hi, 256);  // head_dim default 256
+  // smollm3: theta 2e6, NoPE every 4th layer; sliding only on NoPE layers with use_sliding_window.
+  const ModelPositions sm = model_positions_from_hf_json(
+      cfg("smollm3", R"("use_sliding_window": true, "sliding_window": 64)"));
+  EXPECT_EQ(sm.layers[0].rope->base, 2e6);
+  EXPECT_EQ(sm.layers[3].position, PositionMethod::none);
+  EXPECT_EQ(sm.layers[3].attention.window, 64);
+  EXPECT_EQ(sm.layers[2].attention.window, 0);
+  // minicpm3: rotate_half on the last qk_rope_head_dim (32) of the 96-dim q/k head; yarn mscale.
+  const ModelPositions mc = model_positions_from_hf_json(cfg("minicpm3",
+      R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 1024,
+                          "mscale_all_dim": 2})"));
+  EXPECT_EQ(mc.layers[0].rotary_lo, 64);
+  EXPECT_EQ(mc.layers[0].rotary_hi, 96);
+  EXPECT_EQ(mc.layers[0].rope->layout, RopeLayout::half);
+  const double ms = 0.1 * 2 * std::log(4.0) + 1;
+  EXPECT_DOUBLE_EQ(mc.layers[0].attention.softmax_scale, ms * ms / std::sqrt(96.0));
+  // deepseek_v2 (complex pairs) and glm (partial 0.5, interleaved).
+  const ModelPositions ds2 = model_positions_from_hf_json(cfg("deepseek_v2", ""));
+  EXPECT_EQ(ds2.layers[0].rope->layout, RopeLayout::interleaved);
+  const ModelPositions glm = model_positions_from_hf_json(cfg("glm", R"("head_dim": 64)"));
+  EXPECT_EQ(glm.layers[0].rotary_hi, 32);
+  EXPECT_EQ(glm.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(model_positions_from_hf_json(cfg("stablelm", "")).layers[0].rotary_hi, 16);  // 64 * 0.25
+  // granite: attention_multiplier is the scale; gpt2: / (layer + 1) with scale_attn_by_inverse_layer_idx.
+  EXPECT_EQ(model_positions_from_hf_json(cfg("granite", R"("attention_multiplier": 0.015625)"))
+                .layers[0].attention.softmax_scale, 0.015625);
+  const ModelPositions g =
+      model_positions_from_hf_json(cfg("gpt2", R"("scale_attn_by_inverse_layer_idx": true)"));
+  EXPECT_DOUBLE_EQ(g.layers[3].attention.softmax_scale, 0.125 / 4);
+  // mpt: ALiBi always (modeling_mpt.py build_mpt_alibi_tensor), attn_config.softmax_scale.
+  const ModelPositions mpt = model_positions_from_hf_json(
+      R"({"model_type": "mpt", "d_model": 256, "n_heads": 4, "n_layers": 2, "max_seq_len": 2048,
+          "attn_config": {"alibi": true, "softmax_scale": 0.5}})");
+  EXPECT_EQ(mpt.layers[1].position, PositionMethod::alibi);
+  EXPECT_EQ(mpt.layers[1].attention.softmax_scale, 0.5);
+}
+
+TEST(ModelForms, WarningsForUnknownPositionalKeys) {
+  const ModelPositions m = model_positions_from_hf_json(
+      cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,
+                      "rope_scaling": {"rope_type": "linear", "factor": 2, "extra": 1})"));
+  EXPECT_TRUE(has_warning(m, "'rope_foo'"));
+  EXPECT_TRUE(has_warning(m, "'my_window'"));
+  EXPECT_TRUE(has_warning(m, "'rope_scaling.extra'"));
+  EXPECT_EQ(m.warnings.size(), 3u);
+  const ModelPositions w = model_positions_from_hf_json(
+      R"({"model_type": "gemma3", "rope_theta": 5, "text_config": {"num_hidden_layers": 2}})");
+  EXPECT_TRUE(has_warning(w, "top-level key 'rope_theta' is ignored"));
+}
+
+TEST(ModelForms, BadInput) {
+  expect_error("{", "malformed JSON");
+  expect_error("[1]", "must be an object");
+  expect_error(R"({"hidden_size": 8})", "model_type is missing");
+  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2})",
+               "num_attention_heads");
+  expect_error(cfg("llama", R"("rope_theta": "big")"), "rope_theta = \"big\"");
+  expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "ntk-by-parts", "factor": 2})"), "rope_type");
+  expect_error(cfg("llama", R"("layer_types": ["full_attention"])"), "layer_types");
+  expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "llama3", "factor": 8})"), "low_freq_factor");
+  expect_error(cfg("chatglm", ""), "model_type 'chatglm' is not supported");
+  expect_error(cfg("some_new_model", ""), "model_type 'some_new_model' is not in posenc's model table");
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,0 +1,177 @@
+// tools/inspect_cmd.cc: `posenc inspect CONFIG.json [--seq-len N] [--format table|json]`: the
+// per-layer positional plan of a HuggingFace config.json (posenc/model.h). The table groups
+// identical layers; the JSON lists every layer. inv_freq and attention_factor are those at
+// --seq-len (default: max_position_embeddings), which matters for dynamic and longrope.
+#include "inspect_cmd.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc::tools {
+namespace {
+using json = nlohmann::json;
+
+struct InspectOptions {
+  std::string path, format = "table";
+  int64_t seq_len = 0;
+};
+
+bool has_softmax(const LayerPlan& l) { return l.layer_type != "linear_attention" && l.layer_type != "conv"; }
+
+const char* temperature_name(QueryTemperature::Kind k) {
+  switch (k) {
+    case QueryTemperature::Kind::none:
+      return nullptr;
+    case QueryTemperature::Kind::llama4:
+      return "llama4";
+    case QueryTemperature::Kind::ministral3:
+      return "ministral3";
+  }
+  return nullptr;
+}
+
+json rope_json(const LayerPlan& l, int64_t seq_len) {
+  if (!l.rope) return nullptr;
+  const RopeConfig& c = *l.rope;
+  const RopeFrequencies f = rope_frequencies(c, seq_len);
+  json r = {{"layout", rope_layout_name(c.layout)},
+            {"rotary_dims", {l.rotary_lo, l.rotary_hi}},
+            {"head_dim", l.qk_head_dim},
+            {"base", c.base},
+            {"rope_type", rope_scaling_name(c.scaling.type)},
+            {"inv_freq", f.inv_freq},
+            {"attention_factor", f.attention_factor}};
+  if (c.multimodal != RopeMultimodal::none) {
+    r["multimodal"] = rope_multimodal_name(c.multimodal);
+    r["mrope_section"] = c.mrope_section;
+  }
+  if (c.scaling.type != RopeScalingType::none) r["factor"] = c.scaling.factor;
+  return r;
+}
+
+json attention_json(const LayerPlan& l) {
+  if (!has_softmax(l)) return nullptr;
+  const LayerAttention& a = l.attention;
+  json t = nullptr;
+  if (const char* name = temperature_name(a.temperature.kind))
+    t = {{"rule", name}, {"scale", a.temperature.scale}, {"floor_scale", a.temperature.floor_scale}};
+  return {{"causal", a.causal},
+          {"window", a.window > 0 ? json(a.window) : json(nullptr)},
+          {"chunk", a.chunk > 0 ? json(a.chunk) : json(nullptr)},
+          {"softmax_scale", a.softmax_scale},
+          {"softcap", a.softcap ? json(*a.softcap) : json(nullptr)},
+          {"sinks", a.sinks},
+          {"query_temperature", t}};
+}
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// One line's description of a layer, without its index: identical layers share it.
+std::string describe(const LayerPlan& l) {
+  std::string s = l.layer_type + ", " + position_method_name(l.position);
+  if (l.rope) {
+    const RopeConfig& c = *l.rope;
+    s += " " + std::string(rope_scaling_name(c.scaling.type)) + " base " + short_number(c.base) + " dims [" +
+         std::to_string(l.rotary_lo) + ", " + std::to_string(l.rotary_hi) + ") of " +
+         std::to_string(l.qk_head_dim) + " " + rope_layout_name(c.layout);
+    if (c.scaling.type != RopeScalingType::none) s += " factor " + short_number(c.scaling.factor);
+    if (c.multimodal != RopeMultimodal::none) s += " " + std::string(rope_multimodal_name(c.multimodal));
+  }
+  if (!has_softmax(l)) return s;
+  const LayerAttention& a = l.attention;
+  s += a.causal ? ", causal" : ", bidirectional";
+  if (a.window > 0) s += ", window " + std::to_string(a.window);
+  if (a.chunk > 0) s += ", chunk " + std::to_string(a.chunk);
+  s += ", scale " + short_number(a.softmax_scale);
+  if (a.softcap) s += ", softcap " + short_number(*a.softcap);
+  if (a.sinks) s += ", sinks";
+  if (const char* t = temperature_name(a.temperature.kind)) s += ", query temperature " + std::string(t);
+  return s;
+}
+
+std::string ranges(const std::vector<int64_t>& idx) {
+  std::string s;
+  for (size_t i = 0; i < idx.size();) {
+    size_t k = i;
+    while (k + 1 < idx.size() && idx[k + 1] == idx[k] + 1) ++k;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(idx[i]);
+    if (k > i) s += "-" + std::to_string(idx[k]);
+    i = k + 1;
+  }
+  return s;
+}
+
+void run_inspect(const InspectOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw Error("--format = '" + o.format + "' is invalid: expected table or json");
+  if (o.seq_len < 0) throw Error("--seq-len = " + std::to_string(o.seq_len) + " is invalid: must be > 0");
+  const ModelPositions m = model_positions_from_hf_file(o.path);
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : m.max_position_embeddings;
+  if (o.format == "json") {
+    json layers = json::array();
+    for (const LayerPlan& l : m.layers)
+      layers.push_back({{"layer", l.layer},
+                        {"layer_type", l.layer_type},
+                        {"position", position_method_name(l.position)},
+                        {"rope", rope_json(l, seq_len)},
+                        {"attention", attention_json(l)}});
+    json doc = {{"model_type", m.model_type}, {"num_layers", m.num_layers},
+                {"num_heads", m.num_heads},   {"max_position_embeddings", m.max_position_embeddings},
+                {"seq_len", seq_len},         {"layers", layers},
+                {"warnings", m.warnings}};
+    if (m.t5_num_buckets > 0)
+      doc["t5"] = {{"num_buckets", m.t5_num_buckets}, {"max_distance", m.t5_max_distance}};
+    std::cout << doc.dump(2) << "\n";
+    return;
+  }
+  for (const std::string& w : m.warnings) std::cerr << "posenc: warning: " << w << "\n";
+  std::cout << m.model_type << ": " << m.num_layers << " layers, " << m.num_heads
+            << " heads, max_position_embeddings " << m.max_position_embeddings << "\n";
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<int64_t>> groups;
+  for (const LayerPlan& l : m.layers) {
+    const std::string d = describe(l);
+    if (!groups.count(d)) order.push_back(d);
+    groups[d].push_back(l.layer);
+  }
+  for (const std::string& d : order) {
+    const auto& idx = groups[d];
+    std::cout << (idx.size() == 1 ? "layer " : "layers ") << ranges(idx) << ": " << d << "\n";
+  }
+  if (m.t5_num_buckets > 0)
+    std::cout << "t5 buckets: " << m.t5_num_buckets << ", max_distance " << m.t5_max_distance << "\n";
+  // The frequencies at seq_len, once per distinct RoPE (same description as the table line).
+  for (const std::string& d : order) {
+    const LayerPlan& l = m.layers[static_cast<size_t>(groups[d].front())];
+    if (!l.rope) continue;
+    const RopeFrequencies f = rope_frequencies(*l.rope, seq_len);
+    std::cout << "layer " << l.layer << " rope at seq_len " << seq_len << ": attention_factor "
+              << short_number(f.attention_factor) << ", inv_freq[0] " << short_number(f.inv_freq.front())
+              << ", inv_freq[last] " << short_number(f.inv_freq.back()) << "\n";
+  }
+}
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto opts = std::make_shared<InspectOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "a model's per-layer positional plan from its HF config.json");
+  cmd->add_option("config", opts->path, "config.json of a HuggingFace model")->required();
+  cmd->add_option("--seq-len", opts->seq_len,
+                  "length for inv_freq/attention_factor (default: max_position_embeddings)");
+  cmd->add_option("--format", opts->format, "table or json");
+  cmd->callback([opts] { run_inspect(*opts); });
+}
+
+}  // namespace posenc::tools
