@@ -11,10 +11,10 @@ packages=(
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing
   libopenblas-dev                             # sgemm: the lab's linear layers, the attention benchmark's reference
   bible-kjv bible-kjv-text                    # the lab's default corpus (scripts/prepare_corpus.sh)
-  # The Python package (scripts/python_env.sh): Debian's interpreter, numpy, matplotlib and torch
-  # 1.13 (CPU), and the small pure-Python libraries transformers, hypothesis and pytest need.
-  python3-venv python3-dev python3-numpy python3-matplotlib python3-torch
-  python3-packaging python3-yaml python3-requests python3-attr python3-sortedcontainers python3-typing-extensions
+  # The Python package (scripts/python_env.sh): Debian's interpreter and its venv module; every
+  # Python package of .venv comes from PyPI (python/requirements.txt). python3-dev: <Python.h>, for
+  # the nanobind extension and for torch.compile (inductor compiles C++ that includes it).
+  python3-venv python3-dev
 )
 
 missing=()

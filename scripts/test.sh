@@ -17,4 +17,5 @@ done
 echo "== python: pip install . into .venv, pytest"
 ./scripts/python_env.sh
 # The release CLI writes the lab checkpoints that python/tests/test_lab_checkpoint.py reads.
-POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q python/tests
+# HF_HUB_OFFLINE: transformers builds its modules from configs here and must never reach the hub.
+HF_HUB_OFFLINE=1 POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q python/tests

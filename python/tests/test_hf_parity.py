@@ -1,19 +1,37 @@
-"""Parity with the code people run: HuggingFace transformers 4.47.1 (pinned; the last release for
-torch 1.13), its own modules built from tiny random configs, no weights. Values and gradients.
+"""Parity with the code people run: HuggingFace transformers 5.23.0 (pinned in
+python/requirements.txt, on torch 2.15), its own modules built from tiny random configs, no weights.
+Values and gradients.
 
-transformers 4.47's yarn reads max_position_embeddings for its correction range; newer releases
-(and posenc) read rope_scaling.original_max_position_embeddings when given. The configs below set
-both equal, as Qwen's published yarn configs do, so the comparison is about the arithmetic.
+Written first against transformers 4.47.1; what changed with transformers 5:
+* yarn's correction range now reads rope_parameters' original_max_position_embeddings, as posenc
+  does (4.47 read max_position_embeddings). The yarn configs still set both to 64, so the comparison
+  is the same one; the two readings now agree whatever the configs say.
+* longrope's short/long switch is now per forward call in every model's rotary class (by
+  max(position_ids) + 1 > original_max_position_embeddings), and its attention factor no longer
+  depends on seq_len: both are what posenc does by default, so the workarounds for 4.47 (Llama's
+  class fixed at the long factors; the factor taken from the init call) are gone.
+* "default" is no longer in ROPE_INIT_FUNCTIONS: each model class computes it
+  (compute_default_rope_parameters), and Llama's ignores partial_rotary_factor (Llama-family
+  checkpoints rotate the whole head). The partial-rotary cases therefore run through Phi's classes
+  (PhiConfig / PhiRotaryEmbedding / its apply_rotary_pos_emb on the first R dims, as PhiAttention
+  does), a family whose default is partial-aware; Phi-3's config accepts only default and longrope.
+* Qwen2-VL's rotary class now returns cos/sin already recomposed by mrope_section (4.47 did it in
+  apply_multimodal_rotary_pos_emb); the same values, applied with the plain apply_rotary_pos_emb.
+* Configs carry rope_parameters (rope_theta inside) in place of rope_scaling + rope_theta; posenc's
+  RopeConfig.from_hf reads the dict a 5.x config serializes to.
 """
 import numpy as np
 import pytest
 import torch
-from transformers import BloomConfig, GPT2Config, LlamaConfig, Qwen2VLConfig, T5Config
+from transformers import BloomConfig, GPT2Config, LlamaConfig, PhiConfig, Qwen2VLConfig, T5Config
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.gpt2.modeling_gpt2 import GPT2Model
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding, apply_rotary_pos_emb
-from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_multimodal_rotary_pos_emb
+from transformers.models.phi.modeling_phi import PhiRotaryEmbedding
+from transformers.models.phi.modeling_phi import apply_rotary_pos_emb as phi_apply_rotary_pos_emb
+from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb as qwen2_vl_apply_rotary_pos_emb
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import posenc
@@ -33,18 +51,37 @@ SCALINGS = {
 }
 
 
+def rope_parameters(scaling, partial=1.0):
+    """transformers 5's rope_parameters dict: the scaling keys, rope_theta and partial_rotary_factor."""
+    params = {"rope_type": "default"} if scaling is None else dict(scaling)
+    if params.get("rope_type", params.get("type")) == "longrope":
+        pairs = int(16 * partial) // 2  # one factor per rotated pair
+        params["short_factor"], params["long_factor"] = params["short_factor"][:pairs], params["long_factor"][:pairs]
+    return {**params, "rope_theta": 5000.0, "partial_rotary_factor": partial}
+
+
 def llama_config(scaling, partial=1.0, **extra):
     if scaling is not None and scaling.get("rope_type") == "longrope":
         extra["original_max_position_embeddings"] = 32
-        pairs = int(16 * partial) // 2  # one factor per rotated pair
-        scaling = {**scaling, "short_factor": scaling["short_factor"][:pairs], "long_factor": scaling["long_factor"][:pairs]}
     return LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
-                       rope_theta=5000.0, rope_scaling=scaling, partial_rotary_factor=partial, attn_implementation="eager", **extra)
+                       rope_parameters=rope_parameters(scaling, partial), attn_implementation="eager", **extra)
+
+
+def phi_config(scaling, partial):
+    """Phi (-1, -1.5, -2): partial rotary in HF's own code (default factor 0.5), every rope type allowed
+    (Phi-3's config accepts only default and longrope). head_dim = 64 / 4 = 16, as in llama_config."""
+    extra = {"original_max_position_embeddings": 32} if scaling is not None and scaling.get("rope_type") == "longrope" else {}
+    return PhiConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                     rope_parameters=rope_parameters(scaling, partial), attn_implementation="eager", **extra)
 
 
 def as_dict(config):
+    """The config as a dict for posenc's RopeConfig.from_hf. transformers 5 serializes
+    partial_rotary_factor inside rope_parameters only, and posenc's parser
+    (src/rope_config_json.cc) reads it at the top level only (as transformers 4 wrote it): copied to
+    the top level here, as this test did for 4.47 (whose to_dict left it out)."""
     d = config.to_dict()
-    d["partial_rotary_factor"] = getattr(config, "partial_rotary_factor", 1.0)
+    d["partial_rotary_factor"] = config.rope_parameters.get("partial_rotary_factor", 1.0)
     return d
 
 
@@ -53,7 +90,8 @@ def as_dict(config):
 def test_inv_freq_and_attention_factor(name, seq_len):
     config = llama_config(SCALINGS[name])
     rope_type = "default" if SCALINGS[name] is None else SCALINGS[name].get("rope_type", SCALINGS[name].get("type"))
-    inv_freq, factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+    init = LlamaRotaryEmbedding.compute_default_rope_parameters if rope_type == "default" else ROPE_INIT_FUNCTIONS[rope_type]
+    inv_freq, factor = init(config, device="cpu", seq_len=seq_len)
     rc = posenc.RopeConfig.from_hf(as_dict(config))
     got, got_factor = posenc.rope_inv_freq(config=rc, seq_len=seq_len if rope_type in ("dynamic", "longrope") else None)
     if rope_type not in ("longrope",):  # the keyword form reads the same dict the same way
@@ -62,11 +100,7 @@ def test_inv_freq_and_attention_factor(name, seq_len):
         np.testing.assert_array_equal(kw_freq, got)
         assert kw_factor == got_factor
     np.testing.assert_allclose(got, inv_freq.double().numpy(), rtol=1e-6)  # HF computes inv_freq in float32
-    if rope_type == "longrope":
-        # transformers 4.47 drops longrope's attention factor to 1 when called with a seq_len below
-        # the original context, but the value a model uses is the one computed at init (seq_len=None):
-        # sqrt(1 + ln(max / original) / ln(original)) in both regimes, as Phi-3's own code does.
-        factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=None)[1]
+    # longrope: sqrt(1 + ln(max / original) / ln(original)) at every seq_len, in transformers 5 as in posenc
     assert got_factor == pytest.approx(factor, rel=1e-6)
     assert rc.head_dim == 16 and rc.base == 5000.0
 
@@ -74,23 +108,20 @@ def test_inv_freq_and_attention_factor(name, seq_len):
 @pytest.mark.parametrize("name", ["default", "linear", "dynamic", "yarn", "longrope", "llama3"])
 @pytest.mark.parametrize("partial", [1.0, 0.5])
 def test_llama_rotary_embedding_and_apply(name, partial):
-    config = llama_config(SCALINGS[name], partial)
+    # Llama's classes for the full head; Phi's for partial rotary (Llama's default ignores the factor).
+    config = llama_config(SCALINGS[name]) if partial == 1.0 else phi_config(SCALINGS[name], partial)
+    rotary_class, apply = (LlamaRotaryEmbedding, apply_rotary_pos_emb) if partial == 1.0 else (PhiRotaryEmbedding, phi_apply_rotary_pos_emb)
     torch.manual_seed(0)
     # T past max_position_embeddings: dynamic grows its base.
     B, T, H, D = 2, 100, 4, 16
     q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
     positions = torch.arange(T)[None].repeat(B, 1)
-    rotary = LlamaRotaryEmbedding(config=config)
-    cos, sin = rotary(q, positions)
+    rotary = rotary_class(config=config)
+    cos, sin = rotary(q, positions)  # longrope: T > 32 = original, the long factors in both
     R = int(D * partial)
-    q_hf, k_hf = apply_rotary_pos_emb(q[..., :R], k[..., :R], cos, sin)  # HF's partial models rotate the first R dims
+    assert cos.shape[-1] == R
+    q_hf, k_hf = apply(q[..., :R], k[..., :R], cos, sin)  # HF's partial models rotate the first R dims
     module = pt.RotaryEmbedding.from_hf(as_dict(config))
-    if name == "longrope":
-        # Llama's rotary class in 4.47 computes longrope once, at init, for max_position_embeddings
-        # (long factors at every length; only Phi-3's class switches by length, as posenc does by
-        # default): posenc with seq_len = max_position_embeddings is that computation.
-        def module(q, k, positions, rc=module.config):
-            return pt.rope(q, positions, config=rc, seq_len=64), pt.rope(k, positions, config=rc, seq_len=64)
     q_pe, k_pe = module(q.transpose(1, 2), k.transpose(1, 2), positions)
     np.testing.assert_allclose(q_pe.transpose(1, 2)[..., :R].numpy(), q_hf.numpy(), atol=2e-5, rtol=1e-4)
     np.testing.assert_allclose(k_pe.transpose(1, 2)[..., :R].numpy(), k_hf.numpy(), atol=2e-5, rtol=1e-4)
@@ -98,7 +129,7 @@ def test_llama_rotary_embedding_and_apply(name, partial):
     # gradients through both
     g = torch.randn(B, H, T, R)
     qq = q[..., :R].clone().requires_grad_()
-    (apply_rotary_pos_emb(qq, qq, cos, sin)[0] * g).sum().backward()
+    (apply(qq, qq, cos, sin)[0] * g).sum().backward()
     qp = q.transpose(1, 2).clone().requires_grad_()
     (module(qp, qp, positions)[0].transpose(1, 2)[..., :R] * g).sum().backward()
     np.testing.assert_allclose(qp.grad.transpose(1, 2)[..., :R].numpy(), qq.grad.numpy(), atol=2e-5, rtol=1e-4)
@@ -106,13 +137,13 @@ def test_llama_rotary_embedding_and_apply(name, partial):
 
 def test_qwen2_vl_multimodal_rotary():
     config = Qwen2VLConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                           rope_theta=10000.0, rope_scaling={"type": "mrope", "mrope_section": [4, 6, 6]})
+                           rope_parameters={"rope_type": "mrope", "mrope_section": [4, 6, 6], "rope_theta": 10000.0}).text_config
     torch.manual_seed(1)
     B, T, H, D = 1, 20, 4, 32
     q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
     position_ids = torch.stack([torch.arange(T), torch.arange(T) // 4, torch.arange(T) % 4])[:, None, :]  # (3, B, T)
     cos, sin = Qwen2VLRotaryEmbedding(config=config)(q, position_ids)
-    q_hf, _ = apply_multimodal_rotary_pos_emb(q, k, cos, sin, [4, 6, 6])
+    q_hf, _ = qwen2_vl_apply_rotary_pos_emb(q, k, cos, sin)  # cos/sin already recomposed by mrope_section
     got = posenc.rope(q.transpose(1, 2).numpy(), position_ids.numpy(), mrope_section=[4, 6, 6])
     np.testing.assert_allclose(got.transpose(0, 2, 1, 3), q_hf.numpy(), atol=2e-5, rtol=1e-4)
     rc = posenc.RopeConfig.from_hf(config.to_dict())
@@ -140,7 +171,7 @@ def test_t5_attention_layer():
                       dropout_rate=0.0)
     attn = T5Attention(config, has_relative_attention_bias=True).eval()
     h = torch.randn(2, 30, 32, requires_grad=True)
-    expected = attn(h, cache_position=torch.arange(30))[0]
+    expected = attn(h)[0]
     q, k, v = (w(h).view(2, 30, 4, 8) for w in (attn.q, attn.k, attn.v))
     table = attn.relative_attention_bias.weight
     out = pt.attention(q, k, v, encoding="t5", relative_table=table, scale=1.0, max_distance=128, bidirectional=True)
@@ -162,7 +193,7 @@ def test_llama_attention_layer_with_yarn():
     positions = torch.arange(T)[None].repeat(B, 1)
     cos, sin = LlamaRotaryEmbedding(config=config)(h, positions)
     mask = torch.full((T, T), float("-inf")).triu(1)[None, None]
-    expected = attn(h, attention_mask=mask, position_ids=positions, position_embeddings=(cos, sin))[0]
+    expected = attn(h, position_embeddings=(cos, sin), attention_mask=mask)[0]
     q = attn.q_proj(h).view(B, T, 4, 16)
     k = attn.k_proj(h).view(B, T, 2, 16)  # grouped-query: 2 key/value heads
     v = attn.v_proj(h).view(B, T, 2, 16)
