@@ -34,11 +34,15 @@ struct Case {
   bool causal;
   int64_t window = 0;
   std::vector<int64_t> cu_q = {}, cu_k = {};  // packed when non-empty (B = 1)
+  // Score-level mechanisms of today's families (any encoding combines with them):
+  double softcap = 0;  // logit softcap (Gemma 2)
+  bool sinks = false;  // learned sinks, one per head (gpt-oss)
+  int64_t chunk = 0;   // chunked attention (Llama 4)
 };
 
-// The parameters in one flat vector: q | k | v | relative table | a_k | a_v | u | v_xl | w_r.
+// The parameters in one flat vector: q | k | v | relative table | a_k | a_v | u | v_xl | w_r | sinks.
 struct Params {
-  enum Part { q, k, v, table, a_k, a_v, u, v_xl, w_r, count };
+  enum Part { q, k, v, table, a_k, a_v, u, v_xl, w_r, sinks, count };
 };
 
 class AttentionCase {
@@ -76,6 +80,7 @@ class AttentionCase {
       parts_[Params::w_r] = random_floats(c.H * c.D * xl_.d_model, seed + 8, -0.3f, 0.3f);
     }
     // Default positions, as the library defines them (the reference needs them explicitly).
+    if (c.sinks) parts_[Params::sinks] = random_floats(c.H, seed + 9, -1.0f, 1.0f);
     if (c.cu_q.empty()) {
       for (int64_t b = 0; b < c.B; ++b) {
         for (int64_t i = 0; i < c.Q; ++i) q_pos_.push_back(c.K - c.Q + i);
@@ -101,7 +106,9 @@ class AttentionCase {
   std::string describe() const {
     std::ostringstream os;
     os << enc_name(e_) << " B" << c_.B << " Q" << c_.Q << " K" << c_.K << " H" << c_.H << "/" << c_.Hkv << " D" << c_.D
-       << (c_.causal ? " causal" : "") << " window " << c_.window << (c_.cu_q.empty() ? "" : " packed");
+       << (c_.causal ? " causal" : "") << " window " << c_.window << (c_.cu_q.empty() ? "" : " packed")
+       << (c_.softcap > 0 ? " softcap " + std::to_string(c_.softcap) : "") << (c_.sinks ? " sinks" : "")
+       << (c_.chunk > 0 ? " chunk " + std::to_string(c_.chunk) : "");
     return os.str();
   }
 
@@ -109,6 +116,9 @@ class AttentionCase {
     AttentionConfig cfg;
     cfg.causal = c_.causal;
     cfg.window = c_.window;
+    cfg.chunk = c_.chunk;
+    cfg.softcap = c_.softcap;
+    if (c_.sinks) cfg.sinks = view(parts_[Params::sinks].data(), {c_.H});
     cfg.rope = rope_.get();
     cfg.bias = bias_;
     if (bias_.kind == AttentionBias::Kind::relative)
@@ -164,6 +174,9 @@ class AttentionCase {
     p.B = c_.B, p.Q = c_.Q, p.K = c_.K, p.H = c_.H, p.Hkv = c_.Hkv, p.D = c_.D;
     p.causal = c_.causal;
     p.window = c_.window;
+    p.chunk = c_.chunk;
+    p.softcap = c_.softcap;
+    p.sinks = slice(f, Params::sinks);
     p.scale = 1 / std::sqrt(static_cast<double>(c_.D));
     p.q_pos = q_pos_, p.k_pos = k_pos_, p.q_seq = q_seq_, p.k_seq = k_seq_;
     p.kind = bias_.kind;
