@@ -25,6 +25,9 @@ void BM_sinusoidal_table(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_sinusoidal_table)->ArgNames({"N", "dim"})->Args({8192, 1024})->UseRealTime()
+BENCHMARK(BM_sinusoidal_table)
+    ->ArgNames({"N", "dim"})
+    ->Args({8192, 1024})
+    ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -22,7 +22,6 @@
 namespace {
 using posenc::bench::random_floats;
 
-
 double sgemm_gflops(int64_t S, int64_t D) {
   openblas_set_num_threads(omp_get_max_threads());
   const std::vector<float> a = random_floats(S * D, 1), b = random_floats(S * D, 2);
@@ -30,8 +29,9 @@ double sgemm_gflops(int64_t S, int64_t D) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const double t0 = omp_get_wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(S), static_cast<int>(D), 1.0f,
-                a.data(), static_cast<int>(D), b.data(), static_cast<int>(D), 0.0f, c.data(), static_cast<int>(S));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(S),
+                static_cast<int>(D), 1.0f, a.data(), static_cast<int>(D), b.data(), static_cast<int>(D), 0.0f,
+                c.data(), static_cast<int>(S));
     best = std::max(best, 2.0 * S * S * D / (omp_get_wtime() - t0) / 1e9);
   }
   return best;
@@ -52,8 +52,15 @@ struct Fixture {
   posenc::Rope rope;
   posenc::AttentionConfig cfg;
   Fixture(int64_t S_, int64_t D_, int64_t enc)
-      : S(S_), D(D_), q(random_floats(S * H * D, 3)), k(random_floats(S * H * D, 4)), v(random_floats(S * H * D, 5)),
-        out(S * H * D), lse(S * H), table(random_floats(32 * H, 6)), rope([&] {
+      : S(S_),
+        D(D_),
+        q(random_floats(S * H * D, 3)),
+        k(random_floats(S * H * D, 4)),
+        v(random_floats(S * H * D, 5)),
+        out(S * H * D),
+        lse(S * H),
+        table(random_floats(32 * H, 6)),
+        rope([&] {
           posenc::RopeConfig rc;
           rc.head_dim = D_;
           return rc;
@@ -71,9 +78,13 @@ struct Fixture {
     }
   }
   posenc::AttentionInputs inputs() const {
-    return posenc::qkv(posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}), posenc::view(v.data(), {1, S, H, D}));
+    return posenc::qkv(posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}),
+                       posenc::view(v.data(), {1, S, H, D}));
   }
-  void forward() { posenc::attention_forward(cfg, inputs(), posenc::view(out.data(), {1, S, H, D}), posenc::view(lse.data(), {1, H, S})); }
+  void forward() {
+    posenc::attention_forward(cfg, inputs(), posenc::view(out.data(), {1, S, H, D}),
+                              posenc::view(lse.data(), {1, H, S}));
+  }
   double causal_flops() const { return 4.0 * S * S * D * H / 2; }
 };
 
@@ -107,7 +118,8 @@ void BM_attention_backward(benchmark::State& state) {
   g.v = posenc::view(gv.data(), {1, f.S, f.H, f.D});
   const double t0 = omp_get_wtime();
   for (auto _ : state) {
-    posenc::attention_backward(f.cfg, f.inputs(), posenc::view(f.out.data(), {1, f.S, f.H, f.D}), posenc::view(f.lse.data(), {1, f.H, f.S}),
+    posenc::attention_backward(f.cfg, f.inputs(), posenc::view(f.out.data(), {1, f.S, f.H, f.D}),
+                               posenc::view(f.lse.data(), {1, f.H, f.S}),
                                posenc::view(grad_out.data(), {1, f.S, f.H, f.D}), g);
     benchmark::ClobberMemory();
   }
@@ -125,19 +137,48 @@ void BM_attention_memory(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_attention_memory)->ArgNames({"S"})->Arg(4096)->Arg(8192)->Arg(16384)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_memory)
+    ->ArgNames({"S"})
+    ->Arg(4096)
+    ->Arg(8192)
+    ->Arg(16384)
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_forward)
     ->ArgNames({"S", "D", "enc"})
-    ->Args({512, 64, kNone})->Args({512, 128, kNone})->Args({2048, 64, kNone})->Args({2048, 128, kNone})
-    ->Args({4096, 64, kNone})->Args({4096, 64, kRope})->Args({4096, 64, kAlibi})->Args({4096, 64, kT5})
-    ->Args({4096, 128, kNone})->Args({4096, 128, kRope})->Args({4096, 128, kAlibi})->Args({4096, 128, kT5})
+    ->Args({512, 64, kNone})
+    ->Args({512, 128, kNone})
+    ->Args({2048, 64, kNone})
+    ->Args({2048, 128, kNone})
+    ->Args({4096, 64, kNone})
+    ->Args({4096, 64, kRope})
+    ->Args({4096, 64, kAlibi})
+    ->Args({4096, 64, kT5})
+    ->Args({4096, 128, kNone})
+    ->Args({4096, 128, kRope})
+    ->Args({4096, 128, kAlibi})
+    ->Args({4096, 128, kT5})
     ->Args({16384, 128, kNone})
-    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
 BENCHMARK(BM_attention_backward)
     ->ArgNames({"S", "D", "enc"})
-    ->Args({512, 64, kNone})->Args({4096, 64, kNone})->Args({2048, 128, kNone})
-    ->Args({4096, 128, kNone})->Args({4096, 128, kRope})->Args({4096, 128, kAlibi})->Args({4096, 128, kT5})
-    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
-BENCHMARK(BM_attention_backward)->ArgNames({"S", "D", "enc"})->Args({16384, 128, kNone})
-    ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+    ->Args({512, 64, kNone})
+    ->Args({4096, 64, kNone})
+    ->Args({2048, 128, kNone})
+    ->Args({4096, 128, kNone})
+    ->Args({4096, 128, kRope})
+    ->Args({4096, 128, kAlibi})
+    ->Args({4096, 128, kT5})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+BENCHMARK(BM_attention_backward)
+    ->ArgNames({"S", "D", "enc"})
+    ->Args({16384, 128, kNone})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 BENCHMARK_MAIN();

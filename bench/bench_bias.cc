@@ -21,7 +21,8 @@ void BM_bias(benchmark::State& state, bool t5) {
       posenc::relative_bias(rc, posenc::view(table.data(), {rc.num_rows(), H}), posenc::view(pos.data(), {S}),
                             posenc::view(pos.data(), {S}), posenc::view(out.data(), {H, S, S}));
     else
-      posenc::alibi_bias(ac, posenc::view(pos.data(), {S}), posenc::view(pos.data(), {S}), posenc::view(out.data(), {H, S, S}));
+      posenc::alibi_bias(ac, posenc::view(pos.data(), {S}), posenc::view(pos.data(), {S}),
+                         posenc::view(out.data(), {H, S, S}));
     benchmark::ClobberMemory();
   }
   const size_t bytes = static_cast<size_t>(H * S * S) * sizeof(float);

@@ -39,7 +39,8 @@ void BM_attention_decode(benchmark::State& state) {
     t0 = omp_get_wtime();
     const int64_t threads = omp_get_max_threads(), chunk = static_cast<int64_t>(src.size()) / threads;
 #pragma omp parallel for
-    for (int64_t t = 0; t < threads; ++t) std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk * sizeof(float));
+    for (int64_t t = 0; t < threads; ++t)
+      std::memcpy(dst.data() + t * chunk, src.data() + t * chunk, chunk * sizeof(float));
     memcpy_s += omp_get_wtime() - t0;
     benchmark::ClobberMemory();
   }
@@ -52,6 +53,10 @@ void BM_attention_decode(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_attention_decode)->ArgNames({"K", "Hkv"})->Args({32768, 8})->Args({32768, 2})->UseRealTime()
+BENCHMARK(BM_attention_decode)
+    ->ArgNames({"K", "Hkv"})
+    ->Args({32768, 8})
+    ->Args({32768, 2})
+    ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

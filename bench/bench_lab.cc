@@ -20,12 +20,14 @@ using posenc::lab::EncodingSpec;
 
 double sgemm_gflops(int64_t M, int64_t N, int64_t K) {
   openblas_set_num_threads(omp_get_max_threads());
-  std::vector<float> a(static_cast<size_t>(M * K), 0.5f), b(static_cast<size_t>(N * K), 0.25f), c(static_cast<size_t>(M * N));
+  std::vector<float> a(static_cast<size_t>(M * K), 0.5f), b(static_cast<size_t>(N * K), 0.25f),
+      c(static_cast<size_t>(M * N));
   double best = 0;
   for (int rep = 0; rep < 200; ++rep) {  // best of many: OpenBLAS's threads take a while to wake
     const double t0 = omp_get_wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f,
-                a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0f, c.data(), static_cast<int>(N));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N),
+                static_cast<int>(K), 1.0f, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0f,
+                c.data(), static_cast<int>(N));
     best = std::max(best, 2.0 * static_cast<double>(M * N * K) / (omp_get_wtime() - t0) / 1e9);
   }
   openblas_set_num_threads(1);  // as the lab runs it
@@ -42,7 +44,8 @@ void BM_lab_train_step(benchmark::State& state) {
   const int64_t B = 32, T = c.train_len, N = B * T;
   std::mt19937 rng(1);
   std::vector<int32_t> tokens(static_cast<size_t>(N)), targets(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(rng() % 63), targets[i] = static_cast<int32_t>(rng() % 63);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>(rng() % 63), targets[i] = static_cast<int32_t>(rng() % 63);
   posenc::lab::AdamW optimizer({});
   double seconds = 0;
   for (auto _ : state) {
@@ -53,7 +56,8 @@ void BM_lab_train_step(benchmark::State& state) {
     optimizer.step(model, 1e-4);
     seconds += omp_get_wtime() - t0;
   }
-  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.mlp), L = static_cast<double>(c.layers);
+  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.mlp),
+               L = static_cast<double>(c.layers);
   const double matrix_params = L * (3 * C * C + C * C + 2 * C * F) + static_cast<double>(c.vocab_size) * C;
   const double attention = L * 3.5 * 4.0 * static_cast<double>(B * T * T) * C / 2.0;
   const double flops = 6.0 * matrix_params * static_cast<double>(N) + attention;
@@ -68,5 +72,9 @@ void BM_lab_train_step(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_lab_train_step)->ArgNames({"enc"})->DenseRange(0, 6)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lab_train_step)
+    ->ArgNames({"enc"})
+    ->DenseRange(0, 6)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

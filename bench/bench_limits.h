@@ -18,7 +18,8 @@ namespace posenc::bench {
 inline void parallel_memcpy(char* dst, const char* src, size_t bytes) {
 #pragma omp parallel
   {
-    const size_t n = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+    const size_t n = static_cast<size_t>(omp_get_num_threads()),
+                 t = static_cast<size_t>(omp_get_thread_num());
     const size_t begin = bytes * t / n, end = bytes * (t + 1) / n;
     std::memcpy(dst + begin, src + begin, end - begin);
   }
@@ -54,14 +55,16 @@ class LoopTimer {
   double start_;
 };
 
-inline void report_vs_memcpy(benchmark::State& state, const LoopTimer& timer, double bytes_per_iteration, size_t memcpy_bytes) {
+inline void report_vs_memcpy(benchmark::State& state, const LoopTimer& timer, double bytes_per_iteration,
+                             size_t memcpy_bytes) {
   const double seconds = timer.seconds();
   const double iterations = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes_per_iteration * iterations));
   const double memcpy_rate = measure_memcpy_rate(memcpy_bytes);
   state.counters["GBps"] = bytes_per_iteration * iterations / seconds / 1e9;
   state.counters["memcpy_GBps"] = memcpy_rate / 1e9;
-  state.counters["vs_memcpy"] = bytes_per_iteration * iterations / seconds / memcpy_rate;  // both count reads + writes
+  state.counters["vs_memcpy"] =
+      bytes_per_iteration * iterations / seconds / memcpy_rate;  // both count reads + writes
 }
 
 inline std::vector<float> random_floats(size_t n, uint32_t seed = 1) {

@@ -19,11 +19,13 @@ void BM_rope_qk(benchmark::State& state) {
   for (int64_t t = 0; t < T; ++t) pos[t] = state.range(1) + t;
   const LoopTimer timer;
   for (auto _ : state) {
-    rope.forward_qk(posenc::view(q.data(), {B, T, H, D}), posenc::view(k.data(), {B, T, H, D}), posenc::view(pos.data(), {T}));
+    rope.forward_qk(posenc::view(q.data(), {B, T, H, D}), posenc::view(k.data(), {B, T, H, D}),
+                    posenc::view(pos.data(), {T}));
     benchmark::ClobberMemory();
   }
   const size_t tensor_bytes = static_cast<size_t>(B * T * H * D) * sizeof(float);
-  report_vs_memcpy(state, timer, 2.0 * 2.0 * static_cast<double>(tensor_bytes), 2 * tensor_bytes);  // q and k, read + write
+  report_vs_memcpy(state, timer, 2.0 * 2.0 * static_cast<double>(tensor_bytes),
+                   2 * tensor_bytes);  // q and k, read + write
 }
 
 // The tests' RoPE cases (real model configurations) at full size: q and k [1, 4096, 32, D].
@@ -48,8 +50,15 @@ void BM_rope_case(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_rope_qk)->ArgNames({"T", "first_pos"})->Args({4096, 0})->Args({1, 32768})->UseRealTime()
+BENCHMARK(BM_rope_qk)
+    ->ArgNames({"T", "first_pos"})
+    ->Args({4096, 0})
+    ->Args({1, 32768})
+    ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_rope_case)->ArgName("case")->DenseRange(0, static_cast<int>(posenc::test::rope_cases().size()) - 1)
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_rope_case)
+    ->ArgName("case")
+    ->DenseRange(0, static_cast<int>(posenc::test::rope_cases().size()) - 1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

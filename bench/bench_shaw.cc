@@ -18,9 +18,9 @@ void BM_shaw_key_logits(benchmark::State& state) {
   std::vector<float> logits(H * S * S);
   const LoopTimer timer;
   for (auto _ : state) {
-    posenc::shaw_key_logits(c, posenc::view(a_k.data(), {c.num_rows(), D}), posenc::view(q.data(), {1, S, H, D}),
-                            posenc::view(pos.data(), {S}), posenc::view(pos.data(), {S}),
-                            posenc::view(logits.data(), {1, H, S, S}));
+    posenc::shaw_key_logits(c, posenc::view(a_k.data(), {c.num_rows(), D}),
+                            posenc::view(q.data(), {1, S, H, D}), posenc::view(pos.data(), {S}),
+                            posenc::view(pos.data(), {S}), posenc::view(logits.data(), {1, H, S, S}));
     benchmark::ClobberMemory();
   }
   const size_t bytes = logits.size() * sizeof(float);

@@ -22,8 +22,9 @@ void BM_transformer_xl_logits(benchmark::State& state) {
   std::vector<float> logits(H * S * S);
   const LoopTimer timer;
   for (auto _ : state) {
-    posenc::transformer_xl_logits(c, posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}),
-                                  posenc::view(u.data(), {H, D}), posenc::view(v.data(), {H, D}),
+    posenc::transformer_xl_logits(c, posenc::view(q.data(), {1, S, H, D}),
+                                  posenc::view(k.data(), {1, S, H, D}), posenc::view(u.data(), {H, D}),
+                                  posenc::view(v.data(), {H, D}),
                                   posenc::view(w_r.data(), {H * D, c.d_model}), posenc::view(pos.data(), {S}),
                                   posenc::view(pos.data(), {S}), posenc::view(logits.data(), {1, H, S, S}));
     benchmark::ClobberMemory();

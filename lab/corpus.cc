@@ -24,11 +24,22 @@ std::vector<char32_t> decode_utf8(const std::string& s, const std::string& origi
     const auto b0 = static_cast<unsigned char>(s[i]);
     int extra = 0;
     char32_t cp = 0, min = 0;
-    if (b0 < 0x80) { cp = b0; }
-    else if ((b0 & 0xE0) == 0xC0) { extra = 1; cp = b0 & 0x1F; min = 0x80; }
-    else if ((b0 & 0xF0) == 0xE0) { extra = 2; cp = b0 & 0x0F; min = 0x800; }
-    else if ((b0 & 0xF8) == 0xF0) { extra = 3; cp = b0 & 0x07; min = 0x10000; }
-    else bad(i);
+    if (b0 < 0x80) {
+      cp = b0;
+    } else if ((b0 & 0xE0) == 0xC0) {
+      extra = 1;
+      cp = b0 & 0x1F;
+      min = 0x80;
+    } else if ((b0 & 0xF0) == 0xE0) {
+      extra = 2;
+      cp = b0 & 0x0F;
+      min = 0x800;
+    } else if ((b0 & 0xF8) == 0xF0) {
+      extra = 3;
+      cp = b0 & 0x07;
+      min = 0x10000;
+    } else
+      bad(i);
     if (i + extra >= s.size()) bad(i);  // truncated sequence
     for (int k = 1; k <= extra; ++k) {
       const auto b = static_cast<unsigned char>(s[i + k]);
@@ -84,9 +95,12 @@ std::string Corpus::vocabulary_utf8() const {
 
 Corpus make_corpus(const std::string& utf8_text, double test_fraction, const std::string& origin) {
   if (!(test_fraction > 0 && test_fraction < 1))
-    throw Error("corpus: test_fraction = " + std::to_string(test_fraction) + " is invalid: must lie in (0, 1)");
+    throw Error("corpus: test_fraction = " + std::to_string(test_fraction) +
+                " is invalid: must lie in (0, 1)");
   const std::vector<char32_t> chars = decode_utf8(utf8_text, origin);
-  if (chars.size() < 2) throw Error("corpus: " + origin + " has " + std::to_string(chars.size()) + " characters, too few to split");
+  if (chars.size() < 2)
+    throw Error("corpus: " + origin + " has " + std::to_string(chars.size()) +
+                " characters, too few to split");
   Corpus c;
   c.origin = origin;
   c.bytes = utf8_text.size();
@@ -96,10 +110,12 @@ Corpus make_corpus(const std::string& utf8_text, double test_fraction, const std
   c.vocabulary.erase(std::unique(c.vocabulary.begin(), c.vocabulary.end()), c.vocabulary.end());
   std::vector<int32_t> ids(chars.size());
   for (size_t i = 0; i < chars.size(); ++i)
-    ids[i] = static_cast<int32_t>(std::lower_bound(c.vocabulary.begin(), c.vocabulary.end(), chars[i]) - c.vocabulary.begin());
+    ids[i] = static_cast<int32_t>(std::lower_bound(c.vocabulary.begin(), c.vocabulary.end(), chars[i]) -
+                                  c.vocabulary.begin());
   // Split after the first line end at or past the train share; text without line ends splits at
   // the character count.
-  const auto train_target = static_cast<size_t>(std::floor(static_cast<double>(chars.size()) * (1 - test_fraction)));
+  const auto train_target =
+      static_cast<size_t>(std::floor(static_cast<double>(chars.size()) * (1 - test_fraction)));
   size_t split = std::clamp<size_t>(train_target, 1, chars.size() - 1);
   for (size_t i = split; i < chars.size(); ++i)
     if (chars[i - 1] == U'\n') {
@@ -117,7 +133,8 @@ Corpus load_corpus(const std::string& path, double test_fraction) {
   if (!in)
     throw Error("corpus: cannot open '" + path + "'" +
                 (path == kDefaultCorpus
-                     ? ": prepare the default corpus with ./scripts/prepare_corpus.sh (installs Debian's bible-kjv-text and "
+                     ? ": prepare the default corpus with ./scripts/prepare_corpus.sh (installs Debian's "
+                       "bible-kjv-text and "
                        "bible-kjv and writes data/kjv.txt), or pass --corpus PATH to any UTF-8 text file"
                      : ": pass --corpus PATH to a readable UTF-8 text file"));
   std::ostringstream text;

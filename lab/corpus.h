@@ -12,11 +12,11 @@
 namespace posenc::lab {
 
 struct Corpus {
-  std::string origin;                  // path (or a name for in-memory text)
-  std::vector<char32_t> vocabulary;    // id -> code point, sorted
-  std::vector<int32_t> train, test;    // token ids
-  uint64_t bytes = 0;                  // size of the UTF-8 text
-  std::string fingerprint;             // FNV-1a 64 of the bytes, hex: which text a result came from
+  std::string origin;                // path (or a name for in-memory text)
+  std::vector<char32_t> vocabulary;  // id -> code point, sorted
+  std::vector<int32_t> train, test;  // token ids
+  uint64_t bytes = 0;                // size of the UTF-8 text
+  std::string fingerprint;           // FNV-1a 64 of the bytes, hex: which text a result came from
 
   int64_t vocab_size() const { return static_cast<int64_t>(vocabulary.size()); }
   std::string decode(const int32_t* ids, int64_t n) const;  // back to UTF-8

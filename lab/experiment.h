@@ -21,7 +21,7 @@ struct ExperimentConfig {
   EvalConfig eval;
   std::vector<EncodingSpec> encodings = default_lab_encodings();
   std::vector<RopeEval> rope_evals{RopeEval::linear, RopeEval::ntk, RopeEval::yarn};  // besides plain
-  int64_t seeds = 1;        // runs per encoding; run s uses seed + s for weights and data order
+  int64_t seeds = 1;  // runs per encoding; run s uses seed + s for weights and data order
   uint64_t seed = 1;
   std::string checkpoint_dir;  // non-empty: save <dir>/<encoding>-seed<k>.safetensors
   // A synthetic task instead of the text (run_task_experiment): trained on fresh samples of
@@ -37,10 +37,10 @@ struct RunResult {
   RopeEval rope_eval = RopeEval::plain;
   uint64_t seed = 0;
   int64_t num_params = 0;
-  TrainResult train;  // shared by the evaluation variants of one trained model
-  std::vector<EvalResult> eval;          // text runs
-  std::vector<TaskEvalResult> task_eval; // task runs
-  std::string checkpoint;  // path, if saved
+  TrainResult train;                      // shared by the evaluation variants of one trained model
+  std::vector<EvalResult> eval;           // text runs
+  std::vector<TaskEvalResult> task_eval;  // task runs
+  std::string checkpoint;                 // path, if saved
 };
 
 struct ExperimentCallbacks {
@@ -53,7 +53,8 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
                                       const ExperimentCallbacks& callbacks = {});
 // The same comparison on config.task (which must be set): every model sees the same training
 // samples for a seed and is scored on the same evaluation samples.
-std::vector<RunResult> run_task_experiment(const ExperimentConfig& config, const ExperimentCallbacks& callbacks = {});
+std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,
+                                           const ExperimentCallbacks& callbacks = {});
 
 // Mean and sample standard deviation over seeds.
 struct Stat {
@@ -62,9 +63,9 @@ struct Stat {
 };
 struct SummaryRow {
   std::string label;
-  std::vector<Stat> bits_per_char;        // per evaluation length; n = 0 where it cannot run
-  std::vector<std::string> errors;        // per length: the library's message where it cannot run
-  std::vector<Stat> unseen_bits_per_char; // per length: positions >= train_len only (n = 0 at 1x)
+  std::vector<Stat> bits_per_char;         // per evaluation length; n = 0 where it cannot run
+  std::vector<std::string> errors;         // per length: the library's message where it cannot run
+  std::vector<Stat> unseen_bits_per_char;  // per length: positions >= train_len only (n = 0 at 1x)
   Stat tokens_per_second, ms_per_step;
 };
 std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths);
@@ -75,7 +76,8 @@ struct TaskSummaryRow {
   std::vector<std::string> errors;
   Stat tokens_per_second, ms_per_step;
 };
-std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs, const std::vector<int64_t>& lengths);
+std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs,
+                                            const std::vector<int64_t>& lengths);
 
 // One line per encoding with a published claim: the seeds' table (extrapolates or not) and Press
 // et al. (2022, WikiText-103, ~16x the training length: perplexity x15 sinusoidal, x2.7 rotary,

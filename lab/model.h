@@ -49,12 +49,12 @@ registry::LabModel lab_model(const ModelConfig& config, const Rope* rope = nullp
 
 // One named slice of the flat parameter buffer.
 struct ParamSlice {
-  std::string name;             // "layers.0.attn.qkv.weight", ...
+  std::string name;  // "layers.0.attn.qkv.weight", ...
   std::vector<int64_t> shape;
   int64_t offset = 0, size = 0;
-  double init_std = 0.0;        // normal(0, init_std); 0 with init_one false: zeros
-  bool init_one = false;        // norm weights
-  bool decay = false;           // AdamW weight decay (matrices and tables: rank >= 2, as nanoGPT)
+  double init_std = 0.0;  // normal(0, init_std); 0 with init_one false: zeros
+  bool init_one = false;  // norm weights
+  bool decay = false;     // AdamW weight decay (matrices and tables: rank >= 2, as nanoGPT)
 };
 
 class Model {
@@ -82,7 +82,7 @@ class Model {
   // binary codes past 2^bits), with the library's message; nothing is changed then.
   double forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
   const std::vector<float>& token_losses() const;  // (N)
-  std::vector<int32_t> predictions() const;         // (N): the most probable next token (argmax)
+  std::vector<int32_t> predictions() const;        // (N): the most probable next token (argmax)
   void zero_grad();
   // Accumulates d mean-loss / d params into grads() for the last forward.
   void backward();

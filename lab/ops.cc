@@ -27,16 +27,16 @@ void single_threaded_blas() {
 
 }  // namespace
 
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
-                    int64_t OC) {
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                    int64_t C, int64_t OC) {
   single_threaded_blas();
   // out[r0:r1] = inp[r0:r1] @ weight^T (+ bias), one chunk of rows per task
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t r0 = 0; r0 < N; r0 += kRowChunk) {
     const int64_t rows = std::min(kRowChunk, N - r0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(OC), static_cast<int>(C),
-                1.0f, inp + r0 * C, static_cast<int>(C), weight, static_cast<int>(C), 0.0f, out + r0 * OC,
-                static_cast<int>(OC));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(OC),
+                static_cast<int>(C), 1.0f, inp + r0 * C, static_cast<int>(C), weight, static_cast<int>(C),
+                0.0f, out + r0 * OC, static_cast<int>(OC));
     if (bias != nullptr)
       for (int64_t n = r0; n < r0 + rows; ++n)
         for (int64_t o = 0; o < OC; ++o) out[n * OC + o] += bias[o];
@@ -51,15 +51,15 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dinp != nullptr) {  // dinp (N, C) += dout (N, OC) @ weight (OC, C), by row chunks of N
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t r0 = 0; r0 < N; r0 += kRowChunk)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(std::min(kRowChunk, N - r0)), c, oc, 1.0f,
-                  dout + r0 * OC, oc, weight, c, 1.0f, dinp + r0 * C, c);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(std::min(kRowChunk, N - r0)), c,
+                  oc, 1.0f, dout + r0 * OC, oc, weight, c, 1.0f, dinp + r0 * C, c);
   }
   // dweight (OC, C) += dout^T (OC, N) @ inp (N, C), by row chunks of OC; the sum over N stays whole
   const int64_t chunk = std::max<int64_t>(16, kRowChunk * 64 / std::max<int64_t>(C, 1) / 16 * 16);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t o0 = 0; o0 < OC; o0 += chunk)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(std::min(chunk, OC - o0)), c, static_cast<int>(N),
-                1.0f, dout + o0, oc, inp, c, 1.0f, dweight + o0 * C, c);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(std::min(chunk, OC - o0)), c,
+                static_cast<int>(N), 1.0f, dout + o0, oc, inp, c, 1.0f, dweight + o0 * C, c);
   if (dbias == nullptr) return;
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < OC; ++o) {
@@ -164,9 +164,11 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
     double sum = 0.0;
     for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(z[v] - zmax));
     const bool counted = targets[n] != kIgnoreTarget;
-    losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - z[targets[n]]) : 0.0f;  // before probs may overwrite z
+    losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - z[targets[n]])
+                        : 0.0f;  // before probs may overwrite z
     float* p = probs + n * V;
-    for (int64_t v = 0; v < V; ++v) p[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - zmax)) / sum);
+    for (int64_t v = 0; v < V; ++v)
+      p[v] = static_cast<float>(std::exp(static_cast<double>(z[v] - zmax)) / sum);
   }
 }
 
@@ -180,13 +182,15 @@ void crossentropy_backward(float* dlogits, const float* probs, const int32_t* ta
   }
 }
 
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N, int64_t C) {
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N,
+                       int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < C; ++i) out[n * C + i] = scale * wte[tokens[n] * C + i];
 }
 
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, float scale, int64_t N, int64_t C) {
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, float scale, int64_t N,
+                        int64_t C) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < C; ++i) dwte[tokens[n] * C + i] += scale * dout[n * C + i];
 }

@@ -14,8 +14,8 @@ namespace posenc::lab::ops {
 void set_threads(int n);
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be null.
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
-                    int64_t OC);
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                    int64_t C, int64_t OC);
 // dinp (N, C) += dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
 // (dinp or dbias may be null).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -57,8 +57,10 @@ void crossentropy_backward(float* dlogits, const float* probs, const int32_t* ta
                            int64_t V);
 
 // out (N, C) = scale * wte[tokens[n]]   (wte (V, C))
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N, int64_t C);
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N,
+                       int64_t C);
 // dwte (V, C) += scale * dout[n] at row tokens[n], in token order (deterministic)
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, float scale, int64_t N, int64_t C);
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, float scale, int64_t N,
+                        int64_t C);
 
 }  // namespace posenc::lab::ops

@@ -10,15 +10,18 @@ namespace posenc::lab {
 
 void validate(const OptimizerConfig& c) {
   auto bad = [](const char* field, double value, const char* why) {
-    throw Error(std::string("lab optimizer: ") + field + " = " + std::to_string(value) + " is invalid: " + why);
+    throw Error(std::string("lab optimizer: ") + field + " = " + std::to_string(value) +
+                " is invalid: " + why);
   };
   if (!(c.lr > 0 && std::isfinite(c.lr))) bad("lr", c.lr, "must be finite and > 0");
-  if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1)) bad("min_lr_ratio", c.min_lr_ratio, "must lie in [0, 1]");
+  if (!(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1))
+    bad("min_lr_ratio", c.min_lr_ratio, "must lie in [0, 1]");
   if (c.warmup < 0) bad("warmup", static_cast<double>(c.warmup), "must be >= 0");
   if (!(c.beta1 >= 0 && c.beta1 < 1)) bad("beta1", c.beta1, "must lie in [0, 1)");
   if (!(c.beta2 >= 0 && c.beta2 < 1)) bad("beta2", c.beta2, "must lie in [0, 1)");
   if (!(c.eps > 0 && std::isfinite(c.eps))) bad("eps", c.eps, "must be finite and > 0");
-  if (!(c.weight_decay >= 0 && std::isfinite(c.weight_decay))) bad("weight_decay", c.weight_decay, "must be finite and >= 0");
+  if (!(c.weight_decay >= 0 && std::isfinite(c.weight_decay)))
+    bad("weight_decay", c.weight_decay, "must be finite and >= 0");
   if (!(c.clip >= 0 && std::isfinite(c.clip))) bad("clip", c.clip, "must be finite and >= 0");
 }
 
@@ -40,8 +43,10 @@ double AdamW::step(Model& model, double lr) {
   double norm2 = 0.0;
   for (float x : g) norm2 += static_cast<double>(x) * x;
   const double norm = std::sqrt(norm2);
-  if (!std::isfinite(norm)) throw Error("lab optimizer: the gradient norm is not finite (training diverged; lower --lr)");
-  const float clip_scale = config_.clip > 0 && norm > config_.clip ? static_cast<float>(config_.clip / norm) : 1.0f;
+  if (!std::isfinite(norm))
+    throw Error("lab optimizer: the gradient norm is not finite (training diverged; lower --lr)");
+  const float clip_scale =
+      config_.clip > 0 && norm > config_.clip ? static_cast<float>(config_.clip / norm) : 1.0f;
   ++t_;
   const auto b1 = static_cast<float>(config_.beta1), b2 = static_cast<float>(config_.beta2);
   const auto c1 = static_cast<float>(1.0 - std::pow(config_.beta1, static_cast<double>(t_)));

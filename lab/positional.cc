@@ -85,10 +85,14 @@ std::vector<EncodingSpec> default_lab_encodings() {
 
 const char* rope_eval_name(RopeEval mode) {
   switch (mode) {
-    case RopeEval::plain: return "plain";
-    case RopeEval::linear: return "linear";
-    case RopeEval::ntk: return "ntk";
-    case RopeEval::yarn: return "yarn";
+    case RopeEval::plain:
+      return "plain";
+    case RopeEval::linear:
+      return "linear";
+    case RopeEval::ntk:
+      return "ntk";
+    case RopeEval::yarn:
+      return "yarn";
   }
   return "?";
 }
@@ -125,7 +129,8 @@ RopeConfig lab_rope_config(const EncodingOptions& options, int64_t head_dim, int
       c.scaling.factor = factor;
       c.scaling.original_max_position_embeddings = train_len;
       break;
-    case RopeEval::plain: break;
+    case RopeEval::plain:
+      break;
   }
   return c;
 }

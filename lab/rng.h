@@ -22,7 +22,7 @@ class Rng {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }                     // [0, 1)
   int64_t below(int64_t n) { return static_cast<int64_t>(uniform() * static_cast<double>(n)); }  // [0, n)
   double normal() {
     const double u1 = 1.0 - uniform(), u2 = uniform();  // u1 in (0, 1]

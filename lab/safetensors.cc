@@ -17,7 +17,9 @@ namespace {
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
 
-[[noreturn]] void fail(const std::string& origin, const std::string& what) { throw Error(origin + ": " + what); }
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw Error(origin + ": " + what);
+}
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
@@ -37,7 +39,8 @@ const NamedTensor& Checkpoint::get(const std::string& name, const std::vector<in
   for (const NamedTensor& t : tensors)
     if (t.name == name) {
       if (t.shape != shape)
-        throw Error("checkpoint: tensor '" + name + "' has shape " + shape_text(t.shape) + ", expected " + shape_text(shape));
+        throw Error("checkpoint: tensor '" + name + "' has shape " + shape_text(t.shape) + ", expected " +
+                    shape_text(shape));
       return t;
     }
   throw Error("checkpoint: no tensor named '" + name + "'");
@@ -48,12 +51,16 @@ std::string encode_safetensors(const Checkpoint& c) {
   if (!c.metadata.empty()) header["__metadata__"] = c.metadata;
   uint64_t offset = 0;
   for (const NamedTensor& t : c.tensors) {
-    if (t.name.empty() || t.name == "__metadata__") throw Error("save_safetensors: tensor name '" + t.name + "' is invalid");
+    if (t.name.empty() || t.name == "__metadata__")
+      throw Error("save_safetensors: tensor name '" + t.name + "' is invalid");
     if (header.contains(t.name)) throw Error("save_safetensors: tensor name '" + t.name + "' appears twice");
     for (int64_t d : t.shape)
-      if (d < 0) throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) + " with a negative dimension");
+      if (d < 0)
+        throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) +
+                    " with a negative dimension");
     if (element_count(t.shape) != t.data.size())
-      throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) + " but " + std::to_string(t.data.size()) + " values");
+      throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) + " but " +
+                  std::to_string(t.data.size()) + " values");
     const uint64_t bytes = t.data.size() * sizeof(float);
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -74,12 +81,15 @@ std::string encode_safetensors(const Checkpoint& c) {
 }
 
 Checkpoint decode_safetensors(const std::string& bytes, const std::string& origin) {
-  if (bytes.size() < 8) fail(origin, "file is " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+  if (bytes.size() < 8)
+    fail(origin,
+         "file is " + std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
   if (n > kMaxHeader) fail(origin, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
   if (n > bytes.size() - 8)
-    fail(origin, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(bytes.size()) + " bytes)");
+    fail(origin, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(bytes.size()) + " bytes)");
   const std::string_view text(bytes.data() + 8, n);
   if (text.empty() || text.front() != '{') fail(origin, "header does not start with '{'");
   nlohmann::json header;
@@ -118,7 +128,8 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
     t.name = name;
     if (!entry["shape"].is_array()) fail(origin, where + ": shape is not an array");
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) fail(origin, where + ": shape " + entry["shape"].dump() + " is invalid");
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(origin, where + ": shape " + entry["shape"].dump() + " is invalid");
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = entry["data_offsets"];
@@ -126,15 +137,17 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
       fail(origin, where + ": data_offsets " + off.dump() + " is not [begin, end]");
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (begin > end || end > buffer)
-      fail(origin, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] outside the " +
-                       std::to_string(buffer) + "-byte data buffer");
+      fail(origin, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                       "] outside the " + std::to_string(buffer) + "-byte data buffer");
     uint64_t elements = 1;
     for (int64_t d : t.shape) {
-      if (d != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(d)) fail(origin, where + ": shape is too large");
+      if (d != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(d))
+        fail(origin, where + ": shape is too large");
       elements *= static_cast<uint64_t>(d);
     }
     if (end - begin != elements * sizeof(float))
-      fail(origin, where + ": shape " + shape_text(t.shape) + " needs " + std::to_string(elements * sizeof(float)) + " bytes, data_offsets give " +
+      fail(origin, where + ": shape " + shape_text(t.shape) + " needs " +
+                       std::to_string(elements * sizeof(float)) + " bytes, data_offsets give " +
                        std::to_string(end - begin));
     t.data.resize(elements);
     if (elements) std::memcpy(t.data.data(), data + begin, elements * sizeof(float));
@@ -142,15 +155,21 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
     c.tensors.push_back(std::move(t));
   }
   // The buffer must be covered exactly: sorted by offset, each tensor starts where the last ended.
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   uint64_t at = 0;
   for (const Span& s : spans) {
     const std::string& name = c.tensors[s.index].name;
     if (s.begin < at) fail(origin, "tensor '" + name + "' overlaps the tensor before it");
-    if (s.begin > at) fail(origin, "bytes [" + std::to_string(at) + ", " + std::to_string(s.begin) + ") before tensor '" + name + "' belong to no tensor");
+    if (s.begin > at)
+      fail(origin, "bytes [" + std::to_string(at) + ", " + std::to_string(s.begin) + ") before tensor '" +
+                       name + "' belong to no tensor");
     at = s.end;
   }
-  if (at != buffer) fail(origin, "bytes [" + std::to_string(at) + ", " + std::to_string(buffer) + ") at the end belong to no tensor");
+  if (at != buffer)
+    fail(origin,
+         "bytes [" + std::to_string(at) + ", " + std::to_string(buffer) + ") at the end belong to no tensor");
   std::vector<NamedTensor> ordered;
   for (const Span& s : spans) ordered.push_back(std::move(c.tensors[s.index]));
   c.tensors = std::move(ordered);

@@ -13,8 +13,10 @@ namespace {
 
 constexpr int64_t kRecallQueries = 4, kRecallMaxPairs = 16, kPasskeyDigits = 5;
 // Mohtashami & Jaggi's filler, lowercased to the task alphabet.
-constexpr const char* kPasskeyFiller = "the grass is green. the sky is blue. the sun is yellow. here we go. there and back again. ";
-const std::string kLower = "abcdefghijklmnopqrstuvwxyz", kUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", kDigits = "0123456789";
+constexpr const char* kPasskeyFiller =
+    "the grass is green. the sky is blue. the sun is yellow. here we go. there and back again. ";
+const std::string kLower = "abcdefghijklmnopqrstuvwxyz", kUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                  kDigits = "0123456789";
 
 // One sample: T + 1 symbols, and which of them are answers (predicted from the symbol before).
 struct Sample {
@@ -26,11 +28,14 @@ struct Sample {
   }
 };
 
-char pick(const std::string& symbols, Rng& rng) { return symbols[static_cast<size_t>(rng.below(static_cast<int64_t>(symbols.size())))]; }
+char pick(const std::string& symbols, Rng& rng) {
+  return symbols[static_cast<size_t>(rng.below(static_cast<int64_t>(symbols.size())))];
+}
 
 template <typename T>
 void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates with the lab's own generator (portable)
-  for (auto i = static_cast<int64_t>(v.size()) - 1; i > 0; --i) std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(rng.below(i + 1))]);
+  for (auto i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
+    std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(rng.below(i + 1))]);
 }
 
 Sample copy_or_reverse(bool reverse, int64_t T, Rng& rng) {
@@ -82,7 +87,8 @@ Sample passkey(int64_t T, Rng& rng) {
   const int64_t start = rng.below(static_cast<int64_t>(cycle.size()));
   auto filler_text = [&](int64_t from, int64_t count) {
     std::string out;
-    for (int64_t i = 0; i < count; ++i) out += cycle[static_cast<size_t>((start + from + i) % static_cast<int64_t>(cycle.size()))];
+    for (int64_t i = 0; i < count; ++i)
+      out += cycle[static_cast<size_t>((start + from + i) % static_cast<int64_t>(cycle.size()))];
     return out;
   };
   Sample s;
@@ -96,10 +102,14 @@ Sample passkey(int64_t T, Rng& rng) {
 
 Sample make_sample(Task task, int64_t T, Rng& rng) {
   switch (task) {
-    case Task::copy: return copy_or_reverse(false, T, rng);
-    case Task::reverse: return copy_or_reverse(true, T, rng);
-    case Task::recall: return recall(T, rng);
-    case Task::passkey: return passkey(T, rng);
+    case Task::copy:
+      return copy_or_reverse(false, T, rng);
+    case Task::reverse:
+      return copy_or_reverse(true, T, rng);
+    case Task::recall:
+      return recall(T, rng);
+    case Task::passkey:
+      return passkey(T, rng);
   }
   throw Error("lab task: unknown task");
 }
@@ -116,10 +126,14 @@ Task parse_task(const std::string& name) {
 
 const char* task_name(Task task) {
   switch (task) {
-    case Task::copy: return "copy";
-    case Task::reverse: return "reverse";
-    case Task::recall: return "recall";
-    case Task::passkey: return "passkey";
+    case Task::copy:
+      return "copy";
+    case Task::reverse:
+      return "reverse";
+    case Task::recall:
+      return "recall";
+    case Task::passkey:
+      return "passkey";
   }
   return "?";
 }
@@ -133,9 +147,12 @@ int64_t task_vocab_size() { return static_cast<int64_t>(task_alphabet().size());
 int64_t task_min_length(Task task) {
   switch (task) {
     case Task::copy:
-    case Task::reverse: return 2;                       // one symbol, '|', its copy
-    case Task::recall: return 4 * kRecallQueries;       // as many pairs as queries
-    case Task::passkey: return 10 + 5 + kPasskeyDigits - 1;  // "key=NNNNN." "?key=" NNNNN, no filler
+    case Task::reverse:
+      return 2;  // one symbol, '|', its copy
+    case Task::recall:
+      return 4 * kRecallQueries;  // as many pairs as queries
+    case Task::passkey:
+      return 10 + 5 + kPasskeyDigits - 1;  // "key=NNNNN." "?key=" NNNNN, no filler
   }
   return 0;
 }
@@ -143,8 +160,8 @@ int64_t task_min_length(Task task) {
 TaskBatch make_task_batch(Task task, int64_t B, int64_t T, Rng& rng) {
   if (B < 1) throw Error("lab task: batch = " + std::to_string(B) + " is invalid: must be >= 1");
   if (T < task_min_length(task))
-    throw Error(std::string("lab task: length ") + std::to_string(T) + " is too short for " + task_name(task) + ": must be >= " +
-                std::to_string(task_min_length(task)));
+    throw Error(std::string("lab task: length ") + std::to_string(T) + " is too short for " +
+                task_name(task) + ": must be >= " + std::to_string(task_min_length(task)));
   TaskBatch batch;
   batch.B = B, batch.T = T;
   batch.tokens.reserve(static_cast<size_t>(B * T));
@@ -155,7 +172,8 @@ TaskBatch make_task_batch(Task task, int64_t B, int64_t T, Rng& rng) {
     const Sample s = make_sample(task, T, rng);
     for (int64_t i = 0; i < T; ++i) {
       batch.tokens.push_back(id(s.text[static_cast<size_t>(i)]));
-      batch.targets.push_back(s.answer[static_cast<size_t>(i + 1)] ? id(s.text[static_cast<size_t>(i + 1)]) : ops::kIgnoreTarget);
+      batch.targets.push_back(s.answer[static_cast<size_t>(i + 1)] ? id(s.text[static_cast<size_t>(i + 1)])
+                                                                   : ops::kIgnoreTarget);
     }
     batch.text.push_back(s.text);
   }
@@ -164,14 +182,15 @@ TaskBatch make_task_batch(Task task, int64_t B, int64_t T, Rng& rng) {
 
 std::vector<TaskEvalResult> evaluate_task(Model& model, Task task, const TaskEvalConfig& config) {
   if (config.lengths.empty()) throw Error("lab task eval: lengths is empty");
-  if (config.samples < 1) throw Error("lab task eval: samples = " + std::to_string(config.samples) + " is invalid: must be >= 1");
+  if (config.samples < 1)
+    throw Error("lab task eval: samples = " + std::to_string(config.samples) + " is invalid: must be >= 1");
   for (int64_t L : config.lengths)
     if (L < task_min_length(task))
-      throw Error("lab task eval: length " + std::to_string(L) + " is too short for " + task_name(task) + ": must be >= " +
-                  std::to_string(task_min_length(task)));
+      throw Error("lab task eval: length " + std::to_string(L) + " is too short for " + task_name(task) +
+                  ": must be >= " + std::to_string(task_min_length(task)));
   if (model.config().vocab_size != task_vocab_size())
-    throw Error("lab task eval: the model's vocab_size " + std::to_string(model.config().vocab_size) + " is not the tasks' " +
-                std::to_string(task_vocab_size()));
+    throw Error("lab task eval: the model's vocab_size " + std::to_string(model.config().vocab_size) +
+                " is not the tasks' " + std::to_string(task_vocab_size()));
   std::vector<TaskEvalResult> results;
   for (int64_t L : config.lengths) {
     TaskEvalResult r;

@@ -52,9 +52,9 @@ struct TaskEvalConfig {
 struct TaskEvalResult {
   int64_t length = 0;
   bool ok = false;
-  std::string error;           // why the model cannot run at this length (library error)
-  double exact_match = 0;      // share of samples with every answer token right
-  double token_accuracy = 0;   // share of answer tokens right
+  std::string error;          // why the model cannot run at this length (library error)
+  double exact_match = 0;     // share of samples with every answer token right
+  double token_accuracy = 0;  // share of answer tokens right
   int64_t samples = 0, answers = 0;
   double seconds = 0;
 };

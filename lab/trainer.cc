@@ -13,7 +13,9 @@ namespace posenc::lab {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -28,7 +30,8 @@ TrainResult train(Model& model, const std::vector<int32_t>& data, const TrainCon
   const int64_t T = model.config().train_len, B = config.batch;
   const auto n = static_cast<int64_t>(data.size());
   if (n < T + 1)
-    throw Error("lab train: the training text has " + std::to_string(n) + " tokens, fewer than train_len + 1 = " + std::to_string(T + 1));
+    throw Error("lab train: the training text has " + std::to_string(n) +
+                " tokens, fewer than train_len + 1 = " + std::to_string(T + 1));
   Rng rng(config.seed, "data order");
   const BatchSource windows = [&](int32_t* inputs, int32_t* targets) {
     for (int64_t b = 0; b < B; ++b) {
@@ -68,7 +71,8 @@ TrainResult train(Model& model, const BatchSource& next_batch, const TrainConfig
   result.tokens_per_second = static_cast<double>(config.steps * B * T) / std::max(result.seconds, 1e-9);
   result.ms_per_step = 1e3 * result.seconds / static_cast<double>(config.steps);
   const int64_t tail = std::max<int64_t>(1, config.steps / 10);
-  for (int64_t i = config.steps - tail; i < config.steps; ++i) result.final_loss += result.losses[static_cast<size_t>(i)];
+  for (int64_t i = config.steps - tail; i < config.steps; ++i)
+    result.final_loss += result.losses[static_cast<size_t>(i)];
   result.final_loss /= static_cast<double>(tail);
   return result;
 }
@@ -81,14 +85,15 @@ std::vector<EvalResult> evaluate(Model& model, const std::vector<int32_t>& data,
   const int64_t usable = std::min<int64_t>(config.max_tokens, static_cast<int64_t>(data.size()) - 1);
   const int64_t total = usable / longest * longest;
   if (total < longest)
-    throw Error("lab eval: the test text has " + std::to_string(data.size()) + " tokens, fewer than the longest length + 1 = " +
-                std::to_string(longest + 1));
+    throw Error("lab eval: the test text has " + std::to_string(data.size()) +
+                " tokens, fewer than the longest length + 1 = " + std::to_string(longest + 1));
   const int64_t L0 = model.config().train_len;
   std::vector<EvalResult> results;
   for (int64_t L : config.lengths) {
     EvalResult r;
     r.length = L;
-    for (int64_t b = 0; b < L; b = b < L0 ? L0 : 2 * b) r.buckets.push_back({b, std::min(L, b < L0 ? L0 : 2 * b), 0, 0});
+    for (int64_t b = 0; b < L; b = b < L0 ? L0 : 2 * b)
+      r.buckets.push_back({b, std::min(L, b < L0 ? L0 : 2 * b), 0, 0});
     const int64_t windows = total / L;
     const int64_t per_batch = std::max<int64_t>(1, std::min(windows, config.batch_tokens / L));
     std::vector<double> bucket_nats(r.buckets.size(), 0.0);
@@ -104,7 +109,8 @@ std::vector<EvalResult> evaluate(Model& model, const std::vector<int32_t>& data,
         const std::vector<float>& losses = model.token_losses();
         for (int64_t i = 0; i < B * L; ++i)
           for (size_t k = 0; k < r.buckets.size(); ++k)
-            if (i % L >= r.buckets[k].begin && i % L < r.buckets[k].end) bucket_nats[k] += losses[static_cast<size_t>(i)];
+            if (i % L >= r.buckets[k].begin && i % L < r.buckets[k].end)
+              bucket_nats[k] += losses[static_cast<size_t>(i)];
       }
       r.ok = true;
     } catch (const Error& e) {
@@ -117,7 +123,8 @@ std::vector<EvalResult> evaluate(Model& model, const std::vector<int32_t>& data,
       r.bits_per_char = nats / static_cast<double>(r.tokens) / std::numbers::ln2;
       for (size_t k = 0; k < r.buckets.size(); ++k) {
         r.buckets[k].tokens = windows * (r.buckets[k].end - r.buckets[k].begin);
-        r.buckets[k].bits_per_char = bucket_nats[k] / static_cast<double>(r.buckets[k].tokens) / std::numbers::ln2;
+        r.buckets[k].bits_per_char =
+            bucket_nats[k] / static_cast<double>(r.buckets[k].tokens) / std::numbers::ln2;
       }
     }
     results.push_back(std::move(r));

@@ -12,8 +12,8 @@ namespace posenc::lab {
 
 struct TrainConfig {
   int64_t steps = 500;
-  int64_t batch = 32;    // windows per step, each train_len + 1 tokens at a random offset
-  uint64_t seed = 1;     // data order; the model's initialisation has its own seed
+  int64_t batch = 32;  // windows per step, each train_len + 1 tokens at a random offset
+  uint64_t seed = 1;   // data order; the model's initialisation has its own seed
   OptimizerConfig optimizer;
 };
 void validate(const TrainConfig& config);
@@ -21,16 +21,16 @@ void validate(const TrainConfig& config);
 struct StepReport {
   int64_t step = 0, steps = 0;  // step is 1-based
   double loss = 0, lr = 0, grad_norm = 0;
-  double seconds = 0;           // since training started
+  double seconds = 0;  // since training started
   double tokens_per_second = 0;
 };
 
 struct TrainResult {
-  std::vector<double> losses;       // per step (nats)
-  double seconds = 0;               // wall time of all steps
+  std::vector<double> losses;  // per step (nats)
+  double seconds = 0;          // wall time of all steps
   double tokens_per_second = 0;
   double ms_per_step = 0;
-  double final_loss = 0;            // mean of the last 10% of the steps
+  double final_loss = 0;  // mean of the last 10% of the steps
 };
 
 // Trains `model` on windows of `data` (model.config().train_len tokens and their next tokens),
@@ -51,7 +51,7 @@ struct EvalConfig {
 };
 
 struct BucketResult {
-  int64_t begin = 0, end = 0;   // positions [begin, end) inside a window
+  int64_t begin = 0, end = 0;  // positions [begin, end) inside a window
   double bits_per_char = 0;
   int64_t tokens = 0;
 };
@@ -59,8 +59,8 @@ struct BucketResult {
 struct EvalResult {
   int64_t length = 0;
   bool ok = false;
-  std::string error;            // why the encoding cannot run at this length (library error)
-  double bits_per_char = 0;     // over every position of every window
+  std::string error;                  // why the encoding cannot run at this length (library error)
+  double bits_per_char = 0;           // over every position of every window
   std::vector<BucketResult> buckets;  // [0, L0), [L0, 2 L0), [2 L0, 4 L0), ... with L0 = train_len
   int64_t windows = 0, tokens = 0;
   double seconds = 0;

@@ -29,7 +29,8 @@ std::vector<T> sinusoidal(const SinusoidalConfig& c, const std::vector<int64_t>&
 }
 
 template <typename T>
-std::vector<T> learned_lookup(const std::vector<T>& table, int64_t dim, const std::vector<int64_t>& positions) {
+std::vector<T> learned_lookup(const std::vector<T>& table, int64_t dim,
+                              const std::vector<int64_t>& positions) {
   std::vector<T> out(positions.size() * dim);
   for (size_t n = 0; n < positions.size(); ++n)
     for (int64_t e = 0; e < dim; ++e) out[n * dim + e] = table[positions[n] * dim + e];

@@ -31,15 +31,15 @@ struct AttentionProblem {
   std::vector<double> alibi_slopes;
   bool alibi_symmetric = false;
   RelativeBiasConfig relative;
-  std::vector<T> relative_table;  // (rows, H)
+  std::vector<T> relative_table;   // (rows, H)
   int64_t shaw_max_distance = -1;  // >= 0: Shaw terms with a_k (and a_v when non-empty), (rows, D)
   std::vector<T> shaw_a_k, shaw_a_v;
-  int64_t transformer_xl_d_model = 0;          // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
+  int64_t transformer_xl_d_model = 0;  // > 0: Transformer-XL terms, u and v (H, D), w_r (H*D, d_model)
   double transformer_xl_base = 10000.0;
   std::vector<T> transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
-  double softcap = 0;     // > 0: logit softcapping (Gemma 2) of the content logit, before the bias
-  std::vector<T> sinks;   // (H) learned sink logits (gpt-oss), or empty
-  int64_t chunk = 0;      // > 0: chunked attention (Llama 4)
+  double softcap = 0;    // > 0: logit softcapping (Gemma 2) of the content logit, before the bias
+  std::vector<T> sinks;  // (H) learned sink logits (gpt-oss), or empty
+  int64_t chunk = 0;     // > 0: chunked attention (Llama 4)
 
   T cap(T content) const {
     return softcap > 0 ? static_cast<T>(softcap) * std::tanh(content / static_cast<T>(softcap)) : content;
@@ -98,14 +98,17 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
             const std::vector<T>& R = sinusoid(qp - kp);
             for (int64_t d = 0; d < p.D; ++d) {
               T rp = 0;
-              for (int64_t e = 0; e < p.transformer_xl_d_model; ++e) rp += p.transformer_xl_w_r[(h * p.D + d) * p.transformer_xl_d_model + e] * R[e];
+              for (int64_t e = 0; e < p.transformer_xl_d_model; ++e)
+                rp += p.transformer_xl_w_r[(h * p.D + d) * p.transformer_xl_d_model + e] * R[e];
               dot += (qi[d] + p.transformer_xl_v[h * p.D + d]) * rp + p.transformer_xl_u[h * p.D + d] * kj[d];
             }
           }
           switch (p.kind) {
-            case AttentionBias::Kind::none: break;
+            case AttentionBias::Kind::none:
+              break;
             case AttentionBias::Kind::alibi:
-              bias = static_cast<T>(-p.alibi_slopes[h] * (p.alibi_symmetric ? std::abs(double(qp - kp)) : double(qp - kp)));
+              bias = static_cast<T>(-p.alibi_slopes[h] *
+                                    (p.alibi_symmetric ? std::abs(double(qp - kp)) : double(qp - kp)));
               break;
             case AttentionBias::Kind::relative:
               bias = p.relative_table[relative_bias_row(p.relative, kp - qp) * p.H + h];
@@ -128,7 +131,8 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
           const T* vj = &v[((b * p.K + j) * p.Hkv + hk) * p.D];
           for (int64_t d = 0; d < p.D; ++d) out[d] += prob * vj[d];
           if (p.shaw_max_distance >= 0 && !p.shaw_a_v.empty()) {
-            const T* a = &p.shaw_a_v[shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]) * p.D];
+            const T* a =
+                &p.shaw_a_v[shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]) * p.D];
             for (int64_t d = 0; d < p.D; ++d) out[d] += prob * a[d];
           }
         }

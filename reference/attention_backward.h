@@ -5,7 +5,8 @@
 //   q (B, Q, H, D), k and v (B, K, Hkv, D), grad_out (B, Q, H, D), as the forward.
 //   Returns dq (B, Q, H, D), dk and dv (B, K, Hkv, D), and the positional parameters' gradients
 //   in the layouts of AttentionProblem: relative_table (rows, H); shaw_a_k, shaw_a_v (rows, D);
-//   transformer_xl_u, transformer_xl_v (H, D); transformer_xl_w_r (H * D, d_model). A gradient whose parameter is absent is empty.
+//   transformer_xl_u, transformer_xl_v (H, D); transformer_xl_w_r (H * D, d_model). A gradient whose
+//   parameter is absent is empty.
 //
 // RoPE: like the forward, this sees q and k already rotated, so dq and dk are w.r.t. the rotated
 // q and k. The caller maps them back with the transposed rotation, ref::rope(..., inverse = true)
@@ -79,7 +80,8 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
         auto project = [&](const std::vector<T>& R) {
           for (int64_t d = 0; d < D; ++d) {
             rp[d] = 0;
-            for (int64_t e = 0; e < p.transformer_xl_d_model; ++e) rp[d] += p.transformer_xl_w_r[wr(d, e)] * R[e];
+            for (int64_t e = 0; e < p.transformer_xl_d_model; ++e)
+              rp[d] += p.transformer_xl_w_r[wr(d, e)] * R[e];
           }
         };
 
@@ -196,7 +198,8 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
               dqi[d] += ddot * rp[d];
               g.transformer_xl_v[h * D + d] += ddot * rp[d];
               const T qv = qi[d] + p.transformer_xl_v[h * D + d];
-              for (int64_t e = 0; e < p.transformer_xl_d_model; ++e) g.transformer_xl_w_r[wr(d, e)] += ddot * qv * R[e];
+              for (int64_t e = 0; e < p.transformer_xl_d_model; ++e)
+                g.transformer_xl_w_r[wr(d, e)] += ddot * qv * R[e];
               g.transformer_xl_u[h * D + d] += ddot * kj[d];
               dkj[d] += ddot * p.transformer_xl_u[h * D + d];
             }

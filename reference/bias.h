@@ -10,13 +10,14 @@ namespace posenc::ref {
 
 // table (rows, H)
 template <typename T>
-std::vector<T> relative_bias(const RelativeBiasConfig& c, const std::vector<T>& table, const std::vector<int64_t>& q,
-                             const std::vector<int64_t>& k) {
+std::vector<T> relative_bias(const RelativeBiasConfig& c, const std::vector<T>& table,
+                             const std::vector<int64_t>& q, const std::vector<int64_t>& k) {
   const int64_t H = c.heads, Q = q.size(), K = k.size();
   std::vector<T> out(H * Q * K);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t i = 0; i < Q; ++i)
-      for (int64_t j = 0; j < K; ++j) out[(h * Q + i) * K + j] = table[relative_bias_row(c, k[j] - q[i]) * H + h];
+      for (int64_t j = 0; j < K; ++j)
+        out[(h * Q + i) * K + j] = table[relative_bias_row(c, k[j] - q[i]) * H + h];
   return out;
 }
 
@@ -27,7 +28,8 @@ std::vector<T> relative_bias_backward(const RelativeBiasConfig& c, const std::ve
   std::vector<T> g(c.num_rows() * H, T(0));
   for (int64_t h = 0; h < H; ++h)
     for (int64_t i = 0; i < Q; ++i)
-      for (int64_t j = 0; j < K; ++j) g[relative_bias_row(c, k[j] - q[i]) * H + h] += grad[(h * Q + i) * K + j];
+      for (int64_t j = 0; j < K; ++j)
+        g[relative_bias_row(c, k[j] - q[i]) * H + h] += grad[(h * Q + i) * K + j];
   return g;
 }
 

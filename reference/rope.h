@@ -14,7 +14,8 @@ namespace posenc::ref {
 // inverse = true applies R(-theta) (the backward).
 template <typename T>
 std::vector<T> rope(const RopeFrequencies& f, RopeLayout layout, int64_t head_dim, const std::vector<T>& x,
-                    const std::vector<int64_t>& positions, int64_t B, int64_t T_, int64_t H, bool inverse = false) {
+                    const std::vector<int64_t>& positions, int64_t B, int64_t T_, int64_t H,
+                    bool inverse = false) {
   const int64_t pairs = static_cast<int64_t>(f.inv_freq.size());
   std::vector<T> out = x;
   for (int64_t b = 0; b < B; ++b)

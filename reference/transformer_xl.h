@@ -24,9 +24,10 @@ void transformer_xl_sinusoid(int64_t delta, int64_t d_model, double base, std::v
 // Transformer-XL: R_delta = [sin(delta w_i) | cos(delta w_i)], w_i = base^(-2i/d_model);
 // logits[b,h,i,j] = (q_i + v_h) . (W_R,h R_{qp[i]-kp[j]}) + u_h . k_j, computed pair by pair.
 template <typename T>
-std::vector<T> transformer_xl_logits(int64_t d_model, double base, const std::vector<T>& q, const std::vector<T>& k,
-                                     const std::vector<T>& u, const std::vector<T>& v, const std::vector<T>& w_r,
-                                     int64_t B, int64_t H, int64_t D, const std::vector<int64_t>& qp,
+std::vector<T> transformer_xl_logits(int64_t d_model, double base, const std::vector<T>& q,
+                                     const std::vector<T>& k, const std::vector<T>& u,
+                                     const std::vector<T>& v, const std::vector<T>& w_r, int64_t B, int64_t H,
+                                     int64_t D, const std::vector<int64_t>& qp,
                                      const std::vector<int64_t>& kp) {
   const int64_t Q = qp.size(), K = kp.size();
   std::vector<T> out(B * H * Q * K);

@@ -64,8 +64,9 @@ namespace {
 void check_learned_positions(const std::vector<int64_t>& pos, int64_t max_len) {
   for (size_t i = 0; i < pos.size(); ++i)
     if (pos[i] < 0 || pos[i] >= max_len)
-      fail("learned", "position ", pos[i], " (index ", i, ") is outside the learned table of max_len = ",
-           max_len, ": a learned table cannot encode positions it was not trained with");
+      fail("learned", "position ", pos[i], " (index ", i,
+           ") is outside the learned table of max_len = ", max_len,
+           ": a learned table cannot encode positions it was not trained with");
 }
 }  // namespace
 
@@ -76,7 +77,8 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("learned", "positions", positions, out.shape[0]);
   check_learned_positions(pos, table.shape[0]);
-  const Strided<float, 3> rows{out.ptr<float>(), {1, out.shape[0], table.shape[1]}, {0, out.strides[0], out.strides[1]}};
+  const Strided<float, 3> rows{
+      out.ptr<float>(), {1, out.shape[0], table.shape[1]}, {0, out.strides[0], out.strides[1]}};
   cpu::learned_rows(strided<2>(table), pos, rows, false);
 }
 
@@ -95,7 +97,8 @@ void learned_backward(ConstTensorView grad_out, ConstTensorView positions, Tenso
   std::vector<int64_t> pos;
   if (grad_out.rank == 2) {  // (T, E): one batch row
     check_view("learned", "grad_out", grad_out, DType::f32, {-1, dim});
-    grad = {grad_out.ptr<float>(), {1, grad_out.shape[0], dim}, {0, grad_out.strides[0], grad_out.strides[1]}};
+    grad = {
+        grad_out.ptr<float>(), {1, grad_out.shape[0], dim}, {0, grad_out.strides[0], grad_out.strides[1]}};
     pos = detail::gather_positions_1d("learned", "positions", positions, grad_out.shape[0]);
   } else {
     check_view("learned", "grad_out", grad_out, DType::f32, {-1, -1, dim});
@@ -122,7 +125,8 @@ void binary_table(const BinaryConfig& cfg, ConstTensorView positions, TensorView
   validate(cfg);
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
   check_view("binary", "out", out, DType::f32, {n, cfg.bits});
-  const std::vector<int64_t> pos = detail::gather_positions_1d("binary", "positions", positions, out.shape[0]);
+  const std::vector<int64_t> pos =
+      detail::gather_positions_1d("binary", "positions", positions, out.shape[0]);
   for (size_t i = 0; i < pos.size(); ++i) {
     if (pos[i] < 0 || pos[i] >= (int64_t{1} << cfg.bits)) {
       int64_t needed = 1;

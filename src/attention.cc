@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kOp = "attention";
 
 // An optional parameter gradient: empty, or of the parameter's shape (and only with its encoding).
-bool wanted(const TensorView& g, const char* name, bool encoding_present, std::initializer_list<int64_t> shape) {
+bool wanted(const TensorView& g, const char* name, bool encoding_present,
+            std::initializer_list<int64_t> shape) {
   if (g.data == nullptr) return false;
   if (!encoding_present) fail(kOp, "grads.", name, " is given but attention has no such encoding");
   check_view(kOp, std::string("grads.") + name, g, DType::f32, shape);
@@ -28,7 +29,8 @@ Strided<float, 4> as_rank4(const TensorView& v) {
   Strided<float, 4> s;
   s.data = v.ptr<float>();
   for (int i = 0; i < 4; ++i) s.extent[i] = 1, s.stride[i] = 0;
-  for (int i = 0; i < v.rank; ++i) s.extent[4 - v.rank + i] = v.shape[i], s.stride[4 - v.rank + i] = v.strides[i];
+  for (int i = 0; i < v.rank; ++i)
+    s.extent[4 - v.rank + i] = v.shape[i], s.stride[4 - v.rank + i] = v.strides[i];
   return s;
 }
 }  // namespace
@@ -67,14 +69,16 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   const int64_t d_model = xl ? config.transformer_xl->config.d_model : 0;
   const bool want_table = wanted(grads.relative_table, "relative_table", relative, {table_rows, H});
   const bool want_a_k = wanted(grads.shaw_a_k, "shaw_a_k", config.shaw.has_value(), {shaw_rows, D});
-  const bool want_a_v = wanted(grads.shaw_a_v, "shaw_a_v", config.shaw && config.shaw->a_v.data, {shaw_rows, D});
+  const bool want_a_v =
+      wanted(grads.shaw_a_v, "shaw_a_v", config.shaw && config.shaw->a_v.data, {shaw_rows, D});
   const bool want_u = wanted(grads.transformer_xl_u, "transformer_xl_u", xl, {H, D});
   const bool want_v = wanted(grads.transformer_xl_v, "transformer_xl_v", xl, {H, D});
   const bool want_sinks = wanted(grads.sinks, "sinks", config.sinks.data != nullptr, {H});
   const bool want_w_r = wanted(grads.transformer_xl_w_r, "transformer_xl_w_r", xl, {H * D, d_model});
 
   const int64_t n = xl ? p.transformer_xl->n : 0;
-  std::vector<float> dq(static_cast<size_t>(B * Q * H * D)), dk(static_cast<size_t>(B * K * Hkv * D)), dv(dk.size());
+  std::vector<float> dq(static_cast<size_t>(B * Q * H * D)), dk(static_cast<size_t>(B * K * Hkv * D)),
+      dv(dk.size());
   std::vector<float> d_table(static_cast<size_t>(table_rows * H), 0.0f);
   std::vector<float> d_a_k(static_cast<size_t>(shaw_rows * D), 0.0f), d_a_v(d_a_k.size(), 0.0f);
   std::vector<float> d_rproj(want_w_r ? static_cast<size_t>(H * n * D) : 0, 0.0f);
@@ -93,10 +97,11 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
 
   // Back through RoPE: the gradient w.r.t. the unrotated q and k is the rotation by -theta.
   if (p.rope_q) {
-    const detail::HeadRows q_rows{{dq.data(), {B, Q, H}, {Q * H * D, H * D, D}},
-                                  {dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, D};
+    const detail::HeadRows q_rows{
+        {dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, {dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, D};
     const detail::HeadRows k_rows{{dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}},
-                                  {dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}}, D};
+                                  {dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}},
+                                  D};
     detail::rope_apply(*p.rope_q, {B, Q}, &q_rows, 1, true);
     detail::rope_apply(*p.rope_k, {B, K}, &k_rows, 1, true);
   }

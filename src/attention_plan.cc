@@ -121,7 +121,8 @@ void AttentionPlan::set_scores() {
 void AttentionPlan::set_bias() {
   const AttentionBias& ab = config.bias;
   if (ab.kind == AttentionBias::Kind::alibi) {
-    if (ab.alibi.heads != H) fail(kOp, "bias.alibi.heads = ", ab.alibi.heads, " differs from the ", H, " heads of q");
+    if (ab.alibi.heads != H)
+      fail(kOp, "bias.alibi.heads = ", ab.alibi.heads, " differs from the ", H, " heads of q");
     slopes_ = alibi_slopes(ab.alibi);
     bias_.slopes = slopes_.data();
     bias_.symmetric = ab.alibi.symmetric;

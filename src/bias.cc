@@ -34,13 +34,15 @@ std::vector<double> alibi_slopes(const AlibiConfig& c) {
     const double c = static_cast<double>(closest);
     for (int64_t i = 1; i <= closest; ++i) slopes.push_back(std::exp2(-8.0 * static_cast<double>(i) / c));
     // extra_base^(2i+1) with extra_base = 2^(-4/closest): every other slope of 2 * closest heads.
-    for (int64_t i = 0; i < n - closest; ++i) slopes.push_back(std::exp2(-4.0 * static_cast<double>(2 * i + 1) / c));
+    for (int64_t i = 0; i < n - closest; ++i)
+      slopes.push_back(std::exp2(-4.0 * static_cast<double>(2 * i + 1) / c));
   } else {
     // MPT gen_slopes: m_i = i * max / n' for n' = 2^ceil(log2 n); odd-indexed first, then even.
     int64_t np2 = 1;
     while (np2 < n) np2 *= 2;
     std::vector<double> all(np2);
-    for (int64_t i = 0; i < np2; ++i) all[i] = std::exp2(-static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
+    for (int64_t i = 0; i < np2; ++i)
+      all[i] = std::exp2(-static_cast<double>(i + 1) * c.alibi_bias_max / static_cast<double>(np2));
     if (np2 == n) {
       slopes = all;
     } else {
@@ -84,11 +86,12 @@ void validate(const RelativeBiasConfig& c) {
   }
   const int64_t exact = c.bidirectional ? c.num_buckets / 4 : c.num_buckets / 2;
   if (c.num_buckets < (c.bidirectional ? 4 : 2) || c.num_buckets > (int64_t{1} << 20))
-    fail_arg(op, "num_buckets", c.num_buckets, c.bidirectional ? "must be in [4, 2^20] when bidirectional" : "must be in [2, 2^20]");
+    fail_arg(op, "num_buckets", c.num_buckets,
+             c.bidirectional ? "must be in [4, 2^20] when bidirectional" : "must be in [2, 2^20]");
   if (c.max_distance <= exact)
     fail_arg(op, "max_distance", c.max_distance,
-             "must exceed the exact buckets (num_buckets/" + std::string(c.bidirectional ? "4" : "2") + " = " +
-                 std::to_string(exact) + ")");
+             "must exceed the exact buckets (num_buckets/" + std::string(c.bidirectional ? "4" : "2") +
+                 " = " + std::to_string(exact) + ")");
 }
 
 int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
@@ -106,7 +109,8 @@ int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buc
   // T5 / HF evaluate this in float32: log(n / max_exact) / log(max_distance / max_exact) * (nb - max_exact),
   // the second log in double (Python's math.log) then rounded to float with the tensor op.
   const float ratio = static_cast<float>(n) / static_cast<float>(max_exact);
-  const float log_range = static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)));
+  const float log_range =
+      static_cast<float>(std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)));
   const float scaled = std::log(ratio) / log_range * static_cast<float>(num_buckets - max_exact);
   const int64_t large = max_exact + static_cast<int64_t>(scaled);
   return bucket + std::min(large, num_buckets - 1);
@@ -117,13 +121,13 @@ int64_t relative_bias_row(const RelativeBiasConfig& c, int64_t d) {
   return std::clamp(d, -c.max_distance, c.max_distance) + c.max_distance;
 }
 
-
 // ---------------------------------------------------------------- the bias plan (src/bias_plan.h)
 namespace detail {
 float Bias::value(int64_t d, int64_t head) const {
   if (slopes) {
     const double m = slopes[head];
-    return static_cast<float>(symmetric ? -m * static_cast<double>(d < 0 ? -d : d) : m * static_cast<double>(d));
+    return static_cast<float>(symmetric ? -m * static_cast<double>(d < 0 ? -d : d)
+                                        : m * static_cast<double>(d));
   }
   return table(relative_bias_row(*rows_config, d), head);
 }
@@ -144,14 +148,16 @@ DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vecto
 
 // ---------------------------------------------------------------- blocks
 namespace {
-const char* op_name(const RelativeBiasConfig& c) { return c.bucketing == Bucketing::t5 ? "t5_bias" : "relative_bias"; }
+const char* op_name(const RelativeBiasConfig& c) {
+  return c.bucketing == Bucketing::t5 ? "t5_bias" : "relative_bias";
+}
 
 struct Block {
   std::vector<int64_t> q, k;
 };
 // The positions of a (H, Q, K) block of logits (bias values or their gradient).
-Block gather_block(const char* op, ConstTensorView q_positions, ConstTensorView k_positions, const ViewShape& v,
-                   const void* data, const char* name, int64_t heads) {
+Block gather_block(const char* op, ConstTensorView q_positions, ConstTensorView k_positions,
+                   const ViewShape& v, const void* data, const char* name, int64_t heads) {
   const int64_t nq = q_positions.rank == 1 ? q_positions.shape[0] : -1;
   const int64_t nk = k_positions.rank == 1 ? k_positions.shape[0] : -1;
   check_view(op, name, v, DType::f32, {heads, nq, nk}, data);
@@ -172,16 +178,18 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
   cpu::bias_block(bias, b.q, b.k, strided<3>(out));
 }
 
-void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView grad_out, ConstTensorView q_positions,
-                            ConstTensorView k_positions, TensorView grad_table) {
+void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView grad_out,
+                            ConstTensorView q_positions, ConstTensorView k_positions, TensorView grad_table) {
   validate(config);
   const char* op = op_name(config);
   check_view(op, "grad_table", grad_table, DType::f32, {config.num_rows(), config.heads});
-  const Block b = gather_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
+  const Block b =
+      gather_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
   cpu::bias_block_backward(config, b.q, b.k, strided<3>(grad_out), strided<2>(grad_table));
 }
 
-void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTensorView k_positions, TensorView out) {
+void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTensorView k_positions,
+                TensorView out) {
   const std::vector<double> slopes = alibi_slopes(config);
   const Block b = gather_block("alibi", q_positions, k_positions, out, out.data, "out", config.heads);
   cpu::Bias bias;

@@ -16,15 +16,15 @@ std::string to_string(const std::vector<int64_t>& values) {
 
 void check_view(std::string_view op, std::string_view name, const ViewShape& v, DType dtype,
                 std::initializer_list<int64_t> expected, const void* data) {
-  if (v.rank < 0 || v.rank > kMaxRank) fail(op, name, " has an invalid rank (shape and strides differ in length)");
+  if (v.rank < 0 || v.rank > kMaxRank)
+    fail(op, name, " has an invalid rank (shape and strides differ in length)");
   if (v.device != Device::cpu)
     fail(op, name, " is on device ", device_name(v.device), ", but this build has only the cpu backend");
-  if (v.dtype != dtype)
-    fail(op, name, " has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(dtype));
+  if (v.dtype != dtype) fail(op, name, " has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(dtype));
   if (static_cast<size_t>(v.rank) != expected.size()) {
     std::vector<int64_t> e(expected);
-    fail(op, name, " has shape ", v.shape_string(), " (rank ", v.rank, "), expected rank ", e.size(),
-         " ", to_string(e), " (-1 = any)");
+    fail(op, name, " has shape ", v.shape_string(), " (rank ", v.rank, "), expected rank ", e.size(), " ",
+         to_string(e), " (-1 = any)");
   }
   int i = 0;
   for (int64_t e : expected) {
@@ -53,8 +53,8 @@ std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view n
   return out;
 }
 
-std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions,
-                                      int64_t streams, int64_t batch, int64_t tokens) {
+std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
+                                      int64_t batch, int64_t tokens) {
   const ViewShape& v = positions;
   if (v.rank < 0 || v.rank > kMaxRank) fail(op, "positions has an invalid rank");
   if (v.dtype != DType::i64) fail(op, "positions has dtype ", dtype_name(v.dtype), ", expected i64");
@@ -93,7 +93,8 @@ std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView
 void check_position_range(std::string_view op, const std::vector<int64_t>& positions, int64_t offset) {
   for (size_t i = 0; i < positions.size(); ++i) {
     const int64_t p = positions[i];
-    if (p > kMaxAbsPosition || p < -kMaxAbsPosition || p + offset > kMaxAbsPosition || p + offset < -kMaxAbsPosition)
+    if (p > kMaxAbsPosition || p < -kMaxAbsPosition || p + offset > kMaxAbsPosition ||
+        p + offset < -kMaxAbsPosition)
       fail(op, "position ", p, " (index ", i, ") is outside [-2^53, 2^53]");
   }
 }

@@ -42,8 +42,8 @@ std::string to_string(const std::vector<int64_t>& values);
 // `expected` uses -1 for "any". Names the view and its shape on failure.
 void check_view(std::string_view op, std::string_view name, const ViewShape& v, DType dtype,
                 std::initializer_list<int64_t> expected, const void* data);
-inline void check_view(std::string_view op, std::string_view name, const ConstTensorView& v,
-                       DType dtype, std::initializer_list<int64_t> expected) {
+inline void check_view(std::string_view op, std::string_view name, const ConstTensorView& v, DType dtype,
+                       std::initializer_list<int64_t> expected) {
   check_view(op, name, v, dtype, expected, v.data);
 }
 inline void check_view(std::string_view op, std::string_view name, const TensorView& v, DType dtype,
@@ -60,11 +60,10 @@ std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view n
 // Positions for (B, T) tokens with `streams` streams: accepts (T), (B, T) when streams == 1, and
 // (S, T), (S, B, T) otherwise. Returns a contiguous (S, B, T) copy (broadcast over B if needed),
 // range-checked (check_position_range).
-std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions,
-                                      int64_t streams, int64_t batch, int64_t tokens);
+std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
+                                      int64_t batch, int64_t tokens);
 
 // Positions beyond 2^53 cannot be represented exactly in the double math of the angles.
 inline constexpr int64_t kMaxAbsPosition = int64_t{1} << 53;
-void check_position_range(std::string_view op, const std::vector<int64_t>& positions,
-                          int64_t offset = 0);
+void check_position_range(std::string_view op, const std::vector<int64_t>& positions, int64_t offset = 0);
 }  // namespace posenc::detail

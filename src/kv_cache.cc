@@ -31,7 +31,8 @@ void KVCache::reserve(int64_t tokens) {
   k_ = cpu::kv_cache_regrow(k_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
   v_ = cpu::kv_cache_regrow(v_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * tokens));
-  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
   pos_ = std::move(pos);
   capacity_ = tokens;
 }
@@ -45,7 +46,8 @@ void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView posit
     pos = detail::gather_positions(kOp, positions, 1, batch_, T);
   } else {
     for (int64_t b = 0; b < batch_; ++b)
-      for (int64_t t = 0; t < T; ++t) pos[b * T + t] = (size_ > 0 ? pos_[b * capacity_ + size_ - 1] + 1 : 0) + t;
+      for (int64_t t = 0; t < T; ++t)
+        pos[b * T + t] = (size_ > 0 ? pos_[b * capacity_ + size_ - 1] + 1 : 0) + t;
   }
   // Everything is validated before the cache changes: a failure leaves it as it was.
   Strided<const float, 4> keys = strided<4>(k);
@@ -55,28 +57,35 @@ void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView posit
     const detail::RopePlan plan = detail::plan_rope(*rope_, pos, std::nullopt);
     rotated.resize(static_cast<size_t>(batch_ * T * kv_heads_ * head_dim_));
     keys = contiguous<const float, 4>(rotated.data(), {batch_, T, kv_heads_, head_dim_});
-    const detail::HeadRows rows{strided<3>(k), {rotated.data(), {batch_, T, kv_heads_},
-                                                {T * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_}},
+    const detail::HeadRows rows{strided<3>(k),
+                                {rotated.data(),
+                                 {batch_, T, kv_heads_},
+                                 {T * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_}},
                                 head_dim_};
     detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
   }
   if (size_ + T > capacity_) reserve(std::max(size_ + T, 2 * capacity_));
   cpu::kv_cache_store(keys, k_.data(), capacity_, size_);
   cpu::kv_cache_store(strided<4>(v), v_.data(), capacity_, size_);
-  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos.begin() + b * T, T, pos_.begin() + b * capacity_ + size_);
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy_n(pos.begin() + b * T, T, pos_.begin() + b * capacity_ + size_);
   size_ += T;
 }
 
 ConstTensorView KVCache::keys() const {
-  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_}, {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
+  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_},
+                      {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
 }
 ConstTensorView KVCache::values() const {
-  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_}, {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
+  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_},
+                      {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
 }
-ConstTensorView KVCache::positions() const { return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1}); }
+ConstTensorView KVCache::positions() const {
+  return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1});
+}
 
-void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorView out, ConstTensorView q_positions,
-                     TensorView lse) const {
+void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorView out,
+                     ConstTensorView q_positions, TensorView lse) const {
   if (config.rope != nullptr && config.rope != rope_)
     fail(kOp, "config.rope differs from the cache's rope (keys are stored rotated by the cache's rope)");
   if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
@@ -91,15 +100,16 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
       for (int64_t t = 0; t < T; ++t) qpos[b * T + t] = pos_[b * capacity_ + size_ - T + t];
   }
   std::vector<int64_t> kpos(static_cast<size_t>(batch_ * size_));
-  for (int64_t b = 0; b < batch_; ++b) std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
   std::vector<float> q_rot;
   ConstTensorView q_used = q;
   if (rope_) {  // the cache's keys are rotated: rotate q the same way
     detail::check_unit_last_stride(kOp, "q", q);
     const detail::RopePlan plan = detail::plan_rope(*rope_, qpos, std::nullopt);
     q_rot.resize(static_cast<size_t>(batch_ * T * H * head_dim_));
-    const detail::HeadRows rows{strided<3>(q), {q_rot.data(), {batch_, T, H}, {T * H * head_dim_, H * head_dim_,
-                                                                                head_dim_}},
+    const detail::HeadRows rows{strided<3>(q),
+                                {q_rot.data(), {batch_, T, H}, {T * H * head_dim_, H * head_dim_, head_dim_}},
                                 head_dim_};
     detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
     q_used = view(q_rot.data(), {batch_, T, H, head_dim_});

@@ -255,7 +255,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (j.has("rope_scaling")) {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
       if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
-        out.warnings.push_back(j.where + "rope_parameters is ignored: rope_scaling is also given and wins "
+        out.warnings.push_back(j.where +
+                               "rope_parameters is ignored: rope_scaling is also given and wins "
                                "(transformers 5 convert_rope_params_to_dict)");
     } else if (j.has("rope_parameters"))
       rp = &j.at("rope_parameters");

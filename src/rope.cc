@@ -83,8 +83,10 @@ const RopeFrequencies* Rope::cached_frequencies(int64_t seq_len) const {
   switch (config_.scaling.type) {
     case RopeScalingType::dynamic:  // the NTK base grows with every length past max_position_embeddings
       return seq_len > config_.max_position_embeddings ? nullptr : &short_;
-    case RopeScalingType::longrope: return seq_len > config_.original_context() ? &long_ : &short_;
-    default: return &short_;
+    case RopeScalingType::longrope:
+      return seq_len > config_.original_context() ? &long_ : &short_;
+    default:
+      return &short_;
   }
 }
 
@@ -115,7 +117,7 @@ void Rope::forward_qk(TensorView q, TensorView k, ConstTensorView positions, Rop
          ": batch and sequence dimensions must match");
   const detail::RopePlan plan = plan_call(*this, positions, q.shape[0], q.shape[1], call);
   const detail::HeadRows rows[2] = {{strided<3>(q), strided<3>(q), config_.head_dim},
-                                 {strided<3>(k), strided<3>(k), config_.head_dim}};
+                                    {strided<3>(k), strided<3>(k), config_.head_dim}};
   detail::rope_apply(plan, {q.shape[0], q.shape[1]}, rows, 2, false);
 }
 

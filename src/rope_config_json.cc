@@ -29,7 +29,8 @@ int64_t get_int(const json& j, const char* key, const char* where) {
   const json& v = j.at(key);
   if (!v.is_number_integer()) {
     // Accept integral floats such as 4096.0, which some configs contain.
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() && std::abs(v.get<double>()) < 9e15)
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+        std::abs(v.get<double>()) < 9e15)
       return static_cast<int64_t>(v.get<double>());
     fail(kOp, where, key, " = ", v.dump(), " is invalid: must be an integer");
   }
@@ -64,15 +65,18 @@ void parse_scaling(const json& s, RopeConfig& c) {
   std::string type = "default";
   const char* type_key = has(s, "rope_type") ? "rope_type" : (has(s, "type") ? "type" : nullptr);
   if (type_key) {
-    if (!s.at(type_key).is_string()) fail(kOp, w, type_key, " = ", s.at(type_key).dump(), " is invalid: must be a string");
+    if (!s.at(type_key).is_string())
+      fail(kOp, w, type_key, " = ", s.at(type_key).dump(), " is invalid: must be a string");
     type = s.at(type_key).get<std::string>();
   }
   RopeScaling& r = c.scaling;
   r.type = parse_type(type);
   const bool needs_factor = r.type == RopeScalingType::linear || r.type == RopeScalingType::dynamic ||
                             r.type == RopeScalingType::yarn || r.type == RopeScalingType::llama3;
-  if (has(s, "factor")) r.factor = get_number(s, "factor", w);
-  else if (needs_factor) fail(kOp, "rope_scaling of type '", type, "' is missing the required key 'factor'");
+  if (has(s, "factor"))
+    r.factor = get_number(s, "factor", w);
+  else if (needs_factor)
+    fail(kOp, "rope_scaling of type '", type, "' is missing the required key 'factor'");
   if (has(s, "original_max_position_embeddings"))
     r.original_max_position_embeddings = get_int(s, "original_max_position_embeddings", w);
   if (has(s, "attention_factor")) r.attention_factor = get_number(s, "attention_factor", w);
@@ -102,7 +106,8 @@ void parse_scaling(const json& s, RopeConfig& c) {
       c.mrope_section.push_back(static_cast<int64_t>(v));
     }
     c.multimodal = RopeMultimodal::mrope;
-    if (has(s, "mrope_interleaved") && s.at("mrope_interleaved").is_boolean() && s.at("mrope_interleaved").get<bool>())
+    if (has(s, "mrope_interleaved") && s.at("mrope_interleaved").is_boolean() &&
+        s.at("mrope_interleaved").get<bool>())
       c.multimodal = RopeMultimodal::mrope_interleaved;
   }
 }
@@ -117,7 +122,9 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
   }
   if (!root.is_object()) fail(kOp, "the JSON document must be an object (a config.json)");
   // Vision-language models keep the language model's keys under text_config.
-  const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config")) ? root.at("text_config") : root;
+  const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config"))
+                      ? root.at("text_config")
+                      : root;
   if (!j.is_object()) fail(kOp, "text_config must be an object");
 
   RopeConfig c;
@@ -133,20 +140,31 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
     fail(kOp, "missing head_dim, or hidden_size and num_attention_heads");
   }
   // HF v5 keeps theta and the scaling under rope_parameters; older configs use rope_theta + rope_scaling.
-  const json* scaling = has(j, "rope_scaling") ? &j.at("rope_scaling") : (has(j, "rope_parameters") ? &j.at("rope_parameters") : nullptr);
-  if (has(j, "rope_theta")) c.base = get_number(j, "rope_theta", "");
-  else if (scaling && scaling->is_object() && has(*scaling, "rope_theta")) c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
-  if (has(j, "max_position_embeddings")) c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
+  const json* scaling = has(j, "rope_scaling")
+                            ? &j.at("rope_scaling")
+                            : (has(j, "rope_parameters") ? &j.at("rope_parameters") : nullptr);
+  if (has(j, "rope_theta"))
+    c.base = get_number(j, "rope_theta", "");
+  else if (scaling && scaling->is_object() && has(*scaling, "rope_theta"))
+    c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
+  if (has(j, "max_position_embeddings"))
+    c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
   double partial = 1.0;
-  if (has(j, "partial_rotary_factor")) partial = get_number(j, "partial_rotary_factor", "");
-  else if (has(j, "rotary_pct")) partial = get_number(j, "rotary_pct", "");  // GPT-NeoX
-  if (!(partial > 0 && partial <= 1)) fail(kOp, "partial_rotary_factor = ", partial, " is invalid: must be in (0, 1]");
-  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // HF: int(head_dim * factor)
-  if (has(j, "rotary_dim")) c.rotary_dim = get_int(j, "rotary_dim", "");  // GPT-J
+  if (has(j, "partial_rotary_factor"))
+    partial = get_number(j, "partial_rotary_factor", "");
+  else if (has(j, "rotary_pct"))
+    partial = get_number(j, "rotary_pct", "");  // GPT-NeoX
+  if (!(partial > 0 && partial <= 1))
+    fail(kOp, "partial_rotary_factor = ", partial, " is invalid: must be in (0, 1]");
+  c.rotary_dim =
+      static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);  // HF: int(head_dim * factor)
+  if (has(j, "rotary_dim"))
+    c.rotary_dim = get_int(j, "rotary_dim", "");        // GPT-J
   else if (c.rotary_dim % 2 != 0 || c.rotary_dim == 0)  // name the config's own fields, not the derived one
-    fail(kOp, "head_dim = ", c.head_dim, " with partial_rotary_factor = ", partial, " gives rotary_dim = ", c.rotary_dim,
-         ", which is invalid: must be even and > 0");
-  if (has(j, "model_type") && j.at("model_type").is_string() && j.at("model_type").get<std::string>() == "gptj")
+    fail(kOp, "head_dim = ", c.head_dim, " with partial_rotary_factor = ", partial,
+         " gives rotary_dim = ", c.rotary_dim, ", which is invalid: must be even and > 0");
+  if (has(j, "model_type") && j.at("model_type").is_string() &&
+      j.at("model_type").get<std::string>() == "gptj")
     c.layout = RopeLayout::interleaved;
   if (scaling) parse_scaling(*scaling, c);
   // Phi-3 puts original_max_position_embeddings at the top level.

@@ -48,7 +48,6 @@ struct RopePlan {
 RopePlan plan_rope(const Rope& rope, std::vector<int64_t> positions, std::optional<int64_t> seq_len);
 
 // Rotates (or, inverse, rotates back) rows (B, T, H) of the tensors by the plan's angles.
-void rope_apply(const RopePlan& plan, TokenGrid grid, const HeadRows* tensors, int num_tensors,
-                bool inverse);
+void rope_apply(const RopePlan& plan, TokenGrid grid, const HeadRows* tensors, int num_tensors, bool inverse);
 
 }  // namespace posenc::detail

@@ -19,31 +19,45 @@ const char* rope_layout_name(RopeLayout layout) {
 }
 const char* rope_scaling_name(RopeScalingType type) {
   switch (type) {
-    case RopeScalingType::none: return "default";
-    case RopeScalingType::linear: return "linear";
-    case RopeScalingType::dynamic: return "dynamic";
-    case RopeScalingType::yarn: return "yarn";
-    case RopeScalingType::longrope: return "longrope";
-    case RopeScalingType::llama3: return "llama3";
-    case RopeScalingType::proportional: return "proportional";
+    case RopeScalingType::none:
+      return "default";
+    case RopeScalingType::linear:
+      return "linear";
+    case RopeScalingType::dynamic:
+      return "dynamic";
+    case RopeScalingType::yarn:
+      return "yarn";
+    case RopeScalingType::longrope:
+      return "longrope";
+    case RopeScalingType::llama3:
+      return "llama3";
+    case RopeScalingType::proportional:
+      return "proportional";
   }
   return "?";
 }
 const char* rope_multimodal_name(RopeMultimodal mode) {
   switch (mode) {
-    case RopeMultimodal::none: return "none";
-    case RopeMultimodal::mrope: return "mrope";
-    case RopeMultimodal::mrope_interleaved: return "mrope_interleaved";
-    case RopeMultimodal::axial_2d: return "axial_2d";
+    case RopeMultimodal::none:
+      return "none";
+    case RopeMultimodal::mrope:
+      return "mrope";
+    case RopeMultimodal::mrope_interleaved:
+      return "mrope_interleaved";
+    case RopeMultimodal::axial_2d:
+      return "axial_2d";
   }
   return "?";
 }
 
 int64_t RopeConfig::num_position_streams() const {
   switch (multimodal) {
-    case RopeMultimodal::none: return 1;
-    case RopeMultimodal::axial_2d: return 2;
-    default: return 3;
+    case RopeMultimodal::none:
+      return 1;
+    case RopeMultimodal::axial_2d:
+      return 2;
+    default:
+      return 3;
   }
 }
 
@@ -61,7 +75,8 @@ void validate(const RopeConfig& c) {
   const char* op = "rope";
   if (c.head_dim <= 0) fail_arg(op, "head_dim", c.head_dim, "must be > 0");
   if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim)
-    fail_arg(op, "rotary_dim", c.rotary_dim, "must be in [0, head_dim = " + std::to_string(c.head_dim) + "] (0 = head_dim)");
+    fail_arg(op, "rotary_dim", c.rotary_dim,
+             "must be in [0, head_dim = " + std::to_string(c.head_dim) + "] (0 = head_dim)");
   const int64_t r = c.effective_rotary_dim();
   if (r % 2 != 0)
     fail_arg(op, c.rotary_dim == 0 ? "head_dim (used as rotary_dim)" : "rotary_dim", r, "must be even");
@@ -71,22 +86,27 @@ void validate(const RopeConfig& c) {
     fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be >= 0 (0 = not given)");
   const RopeScaling& s = c.scaling;
   if (s.original_max_position_embeddings < 0)
-    fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings, "must be >= 0");
+    fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
+             "must be >= 0");
   if (s.type != RopeScalingType::none) check_positive(op, "rope_scaling.factor", s.factor);
   if (s.attention_factor) check_positive(op, "rope_scaling.attention_factor", *s.attention_factor);
   switch (s.type) {
     case RopeScalingType::none:
     case RopeScalingType::linear:
-    case RopeScalingType::proportional: break;
+    case RopeScalingType::proportional:
+      break;
     case RopeScalingType::dynamic:
       if (c.max_position_embeddings <= 0)
-        fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be > 0 for rope_scaling 'dynamic'");
-      if (r <= 2) fail_arg(op, "rotary_dim", r, "must be > 2 for rope_scaling 'dynamic' (exponent dim/(dim-2))");
+        fail_arg(op, "max_position_embeddings", c.max_position_embeddings,
+                 "must be > 0 for rope_scaling 'dynamic'");
+      if (r <= 2)
+        fail_arg(op, "rotary_dim", r, "must be > 2 for rope_scaling 'dynamic' (exponent dim/(dim-2))");
       break;
     case RopeScalingType::yarn:
       if (c.original_context() <= 0)
         fail(op, "rope_scaling 'yarn' needs original_max_position_embeddings or max_position_embeddings > 0");
-      if (!(c.base > 1)) fail_arg(op, "base", c.base, "must be > 1 for rope_scaling 'yarn' (it takes log(base))");
+      if (!(c.base > 1))
+        fail_arg(op, "base", c.base, "must be > 1 for rope_scaling 'yarn' (it takes log(base))");
       check_positive(op, "rope_scaling.beta_fast", s.beta_fast);
       check_positive(op, "rope_scaling.beta_slow", s.beta_slow);
       if (s.mscale) check_finite(op, "rope_scaling.mscale", *s.mscale);
@@ -96,10 +116,13 @@ void validate(const RopeConfig& c) {
       validate_factor_list("short_factor", s.short_factor, pairs);
       validate_factor_list("long_factor", s.long_factor, pairs);
       if (c.original_context() <= 1)
-        fail(op, "rope_scaling 'longrope' needs original_max_position_embeddings or max_position_embeddings > 1");
+        fail(op,
+             "rope_scaling 'longrope' needs original_max_position_embeddings or max_position_embeddings > 1");
       if (s.original_max_position_embeddings > 0 && c.max_position_embeddings <= 0)
-        fail(op, "rope_scaling 'longrope' with original_max_position_embeddings needs max_position_embeddings > 0 "
-                 "(HF takes factor = max_position_embeddings / original_max_position_embeddings)");
+        fail(
+            op,
+            "rope_scaling 'longrope' with original_max_position_embeddings needs max_position_embeddings > 0 "
+            "(HF takes factor = max_position_embeddings / original_max_position_embeddings)");
       break;
     case RopeScalingType::llama3:
       check_positive(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
@@ -118,10 +141,12 @@ void validate(const RopeConfig& c) {
     fail_arg(op, "rope_scaling.proportion", s.proportion, "must be in (0, 1] (partial_rotary_factor)");
   if (!c.frequency_divisors.empty()) {
     if (static_cast<int64_t>(c.frequency_divisors.size()) != pairs)
-      fail(op, "frequency_divisors has ", c.frequency_divisors.size(), " values, expected rotary_dim/2 = ", pairs);
+      fail(op, "frequency_divisors has ", c.frequency_divisors.size(),
+           " values, expected rotary_dim/2 = ", pairs);
     for (size_t i = 0; i < c.frequency_divisors.size(); ++i)
       if (!(std::isfinite(c.frequency_divisors[i]) && c.frequency_divisors[i] > 0))
-        fail(op, "frequency_divisors[", i, "] = ", c.frequency_divisors[i], " is invalid: must be finite and > 0");
+        fail(op, "frequency_divisors[", i, "] = ", c.frequency_divisors[i],
+             " is invalid: must be finite and > 0");
   }
   switch (c.multimodal) {
     case RopeMultimodal::none:
@@ -130,10 +155,13 @@ void validate(const RopeConfig& c) {
     case RopeMultimodal::mrope:
     case RopeMultimodal::mrope_interleaved: {
       if (c.mrope_section.size() != 3)
-        fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " is invalid: needs 3 values {t, h, w}");
+        fail(op, "mrope_section = ", detail::to_string(c.mrope_section),
+             " is invalid: needs 3 values {t, h, w}");
       int64_t sum = 0;
       for (int64_t v : c.mrope_section) {
-        if (v < 0) fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " is invalid: values must be >= 0");
+        if (v < 0)
+          fail(op, "mrope_section = ", detail::to_string(c.mrope_section),
+               " is invalid: values must be >= 0");
         sum += v;
       }
       if (sum != pairs)
@@ -142,9 +170,11 @@ void validate(const RopeConfig& c) {
       break;
     }
     case RopeMultimodal::axial_2d:
-      if (pairs % 2 != 0) fail_arg(op, "rotary_dim", r, "must be a multiple of 4 for axial_2d (two halves of pairs)");
+      if (pairs % 2 != 0)
+        fail_arg(op, "rotary_dim", r, "must be a multiple of 4 for axial_2d (two halves of pairs)");
       if (s.type != RopeScalingType::none && s.type != RopeScalingType::linear)
-        fail(op, "rope_scaling '", rope_scaling_name(s.type), "' is not defined for axial_2d (only default, linear)");
+        fail(op, "rope_scaling '", rope_scaling_name(s.type),
+             "' is not defined for axial_2d (only default, linear)");
       if (!c.mrope_section.empty()) fail(op, "mrope_section is set but multimodal is 'axial_2d'");
       break;
   }
@@ -154,7 +184,8 @@ namespace {
 // 1 / base^(2j / dim) for j < dim / 2: the RoFormer ladder.
 std::vector<double> default_ladder(double base, int64_t dim) {
   std::vector<double> f(dim / 2);
-  for (int64_t j = 0; j < dim / 2; ++j) f[j] = std::pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(dim));
+  for (int64_t j = 0; j < dim / 2; ++j)
+    f[j] = std::pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(dim));
   return f;
 }
 
@@ -208,7 +239,8 @@ void apply_llama3(const RopeScaling& s, std::vector<double>& inv_freq) {
     } else if (!(wavelen < high_wavelen) && s.high_freq_factor > s.low_freq_factor) {
       // transformers' is_medium_freq; with equal factors it holds only at wavelen == original /
       // low_freq_factor exactly, where its smooth_factor is 0/0 = NaN: posenc keeps the frequency.
-      const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const double smooth =
+          (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
       f = (1 - smooth) * f / s.factor + smooth * f;
     }
   }
@@ -244,11 +276,14 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
 
   switch (s.type) {
     case RopeScalingType::none:
-    case RopeScalingType::dynamic: break;
+    case RopeScalingType::dynamic:
+      break;
     case RopeScalingType::linear:
       for (double& f : out.inv_freq) f /= s.factor;
       break;
-    case RopeScalingType::yarn: apply_yarn(c, r, out.inv_freq, out.attention_factor); break;
+    case RopeScalingType::yarn:
+      apply_yarn(c, r, out.inv_freq, out.attention_factor);
+      break;
     case RopeScalingType::longrope: {
       // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
       // and the factor is max_position_embeddings / original.
@@ -256,13 +291,18 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       const int64_t original = c.original_context();
       if (s.original_max_position_embeddings > 0)
         factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(original);
-      if (s.attention_factor) out.attention_factor = *s.attention_factor;
-      else out.attention_factor = factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
+      if (s.attention_factor)
+        out.attention_factor = *s.attention_factor;
+      else
+        out.attention_factor =
+            factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
       const std::vector<double>& ext = seq_len > original ? s.long_factor : s.short_factor;
       for (int64_t j = 0; j < pairs; ++j) out.inv_freq[j] /= ext[j];
       break;
     }
-    case RopeScalingType::llama3: apply_llama3(s, out.inv_freq); break;
+    case RopeScalingType::llama3:
+      apply_llama3(s, out.inv_freq);
+      break;
     case RopeScalingType::proportional: {
       // rope_angles = int(rope_proportion * head_dim // 2); the rest are zeros; then /= factor.
       const auto angles = static_cast<int64_t>(std::floor(s.proportion * static_cast<double>(r) / 2));
@@ -280,8 +320,10 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
   } else if (c.multimodal == RopeMultimodal::mrope_interleaved) {
     // Qwen3-VL apply_interleaved_mrope: h on j % 3 == 1 below 3*h, w on j % 3 == 2 below 3*w.
     for (int64_t j = 0; j < pairs; ++j) {
-      if (j % 3 == 1 && j < 3 * c.mrope_section[1]) out.stream[j] = 1;
-      else if (j % 3 == 2 && j < 3 * c.mrope_section[2]) out.stream[j] = 2;
+      if (j % 3 == 1 && j < 3 * c.mrope_section[1])
+        out.stream[j] = 1;
+      else if (j % 3 == 2 && j < 3 * c.mrope_section[2])
+        out.stream[j] = 2;
     }
   }
   return out;

@@ -17,9 +17,9 @@ struct Positions {
 
 // heads_view (B, Q, H, D) fixes B, Q, H; logits_view (B, H, Q, K) fixes K. The shapes that the
 // loops take point into `pos`, which the caller keeps alive across the call.
-Positions gather(const ShawConfig& c, const ViewShape& heads_view, const void* heads_data, const char* heads_name,
-                 const ViewShape& logits_view, const void* logits_data, const char* logits_name,
-                 ConstTensorView q_positions, ConstTensorView k_positions) {
+Positions gather(const ShawConfig& c, const ViewShape& heads_view, const void* heads_data,
+                 const char* heads_name, const ViewShape& logits_view, const void* logits_data,
+                 const char* logits_name, ConstTensorView q_positions, ConstTensorView k_positions) {
   validate(c);
   check_view(kOp, heads_name, heads_view, DType::f32, {-1, -1, -1, c.head_dim}, heads_data);
   const int64_t b = heads_view.shape[0], nq = heads_view.shape[1], h = heads_view.shape[2];
@@ -29,8 +29,14 @@ Positions gather(const ShawConfig& c, const ViewShape& heads_view, const void* h
 }
 
 cpu::ShawShapes shapes(const ShawConfig& c, const ViewShape& heads_view, const Positions& pos) {
-  return {heads_view.shape[0], heads_view.shape[2], heads_view.shape[1], static_cast<int64_t>(pos.k.size()),
-          c.head_dim,          c.max_distance,      pos.q,               pos.k};
+  return {heads_view.shape[0],
+          heads_view.shape[2],
+          heads_view.shape[1],
+          static_cast<int64_t>(pos.k.size()),
+          c.head_dim,
+          c.max_distance,
+          pos.q,
+          pos.k};
 }
 
 void check_table(const ShawConfig& c, const char* name, const ViewShape& v, const void* data) {

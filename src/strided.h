@@ -33,8 +33,7 @@ struct Strided {
   bool empty() const { return data == nullptr; }
   // A writable view reads as a read-only one.
   operator Strided<const T, N>() const  // NOLINT(google-explicit-constructor)
-    requires(!std::is_const_v<T>)
-  {
+      requires(!std::is_const_v<T>) {
     return {data, extent, stride};
   }
 };

@@ -3,16 +3,20 @@
 
 #include <sstream>
 
-
 namespace posenc {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i64: return "i64";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::i64:
+      return "i64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
   }
   return "?";
 }
@@ -46,9 +50,7 @@ int64_t ViewShape::numel() const {
   for (int i = 0; i < rank; ++i) n *= shape[i];
   return n;
 }
-bool ViewShape::is_contiguous() const {
-  return strides == detail::contiguous_strides(shape, rank);
-}
+bool ViewShape::is_contiguous() const { return strides == detail::contiguous_strides(shape, rank); }
 std::string ViewShape::shape_string() const {
   std::ostringstream os;
   os << "[";

@@ -47,14 +47,15 @@ Positions check_inputs(const TransformerXLConfig& c, ConstTensorView q, ConstTen
   check_view(kOp, "u", u, DType::f32, {c.heads, c.head_dim});
   check_view(kOp, "v", v, DType::f32, {c.heads, c.head_dim});
   check_view(kOp, "w_r", w_r, DType::f32, {c.heads * c.head_dim, c.d_model});
-  check_view(kOp, logits_name, logits, DType::f32, {q.shape[0], c.heads, q.shape[1], k.shape[1]}, logits_data);
+  check_view(kOp, logits_name, logits, DType::f32, {q.shape[0], c.heads, q.shape[1], k.shape[1]},
+             logits_data);
   return {detail::gather_positions_1d(kOp, "q_positions", q_positions, q.shape[1]),
           detail::gather_positions_1d(kOp, "k_positions", k_positions, k.shape[1])};
 }
 
 cpu::TransformerXLShapes shapes(const TransformerXLConfig& c, const ViewShape& q, const Positions& pos) {
-  return {q.shape[0], c.heads, q.shape[1], static_cast<int64_t>(pos.k.size()), c.head_dim, c.d_model, c.base,
-          pos.q,      pos.k};
+  return {q.shape[0], c.heads, q.shape[1], static_cast<int64_t>(pos.k.size()), c.head_dim, c.d_model,
+          c.base,     pos.q,   pos.k};
 }
 }  // namespace
 
@@ -73,11 +74,13 @@ void transformer_xl_sinusoid(const TransformerXLConfig& c, ConstTensorView dista
   cpu::transformer_xl_sinusoid_rows(d, c.d_model, c.base, strided<2>(out));
 }
 
-void transformer_xl_logits(const TransformerXLConfig& c, ConstTensorView q, ConstTensorView k, ConstTensorView u,
-                           ConstTensorView v, ConstTensorView w_r, ConstTensorView q_positions,
-                           ConstTensorView k_positions, TensorView logits) {
-  const Positions pos = check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, logits, logits.data, "logits");
-  const cpu::TransformerXLInputs in{strided<4>(q), strided<4>(k), strided<2>(u), strided<2>(v), strided<2>(w_r)};
+void transformer_xl_logits(const TransformerXLConfig& c, ConstTensorView q, ConstTensorView k,
+                           ConstTensorView u, ConstTensorView v, ConstTensorView w_r,
+                           ConstTensorView q_positions, ConstTensorView k_positions, TensorView logits) {
+  const Positions pos =
+      check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, logits, logits.data, "logits");
+  const cpu::TransformerXLInputs in{strided<4>(q), strided<4>(k), strided<2>(u), strided<2>(v),
+                                    strided<2>(w_r)};
   cpu::transformer_xl_logits(shapes(c, q, pos), in, strided<4>(logits));
 }
 
@@ -85,14 +88,15 @@ void transformer_xl_logits_backward(const TransformerXLConfig& c, ConstTensorVie
                                     ConstTensorView u, ConstTensorView v, ConstTensorView w_r,
                                     ConstTensorView q_positions, ConstTensorView k_positions,
                                     ConstTensorView grad_logits, const TransformerXLGrads& g) {
-  const Positions pos = check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, grad_logits, grad_logits.data,
-                                     "grad_logits");
+  const Positions pos = check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, grad_logits,
+                                     grad_logits.data, "grad_logits");
   check_view(kOp, "grads.q", g.q, DType::f32, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
   check_view(kOp, "grads.k", g.k, DType::f32, {k.shape[0], k.shape[1], k.shape[2], k.shape[3]});
   check_view(kOp, "grads.u", g.u, DType::f32, {c.heads, c.head_dim});
   check_view(kOp, "grads.v", g.v, DType::f32, {c.heads, c.head_dim});
   check_view(kOp, "grads.w_r", g.w_r, DType::f32, {c.heads * c.head_dim, c.d_model});
-  const cpu::TransformerXLInputs in{strided<4>(q), strided<4>(k), strided<2>(u), strided<2>(v), strided<2>(w_r)};
+  const cpu::TransformerXLInputs in{strided<4>(q), strided<4>(k), strided<2>(u), strided<2>(v),
+                                    strided<2>(w_r)};
   const cpu::TransformerXLGrads grads{strided<4>(g.q), strided<4>(g.k), strided<2>(g.u), strided<2>(g.v),
                                       strided<2>(g.w_r)};
   cpu::transformer_xl_logits_backward(shapes(c, q, pos), in, strided<4>(grad_logits), grads);

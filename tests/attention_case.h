@@ -16,16 +16,33 @@
 
 namespace posenc::test {
 
-enum class Enc { none, rope, alibi, alibi_symmetric, t5, t5_causal, clipped, rope_alibi, rope_t5, shaw, shaw_keys, rope_shaw, transformer_xl, transformer_xl_t5 };
+enum class Enc {
+  none,
+  rope,
+  alibi,
+  alibi_symmetric,
+  t5,
+  t5_causal,
+  clipped,
+  rope_alibi,
+  rope_t5,
+  shaw,
+  shaw_keys,
+  rope_shaw,
+  transformer_xl,
+  transformer_xl_t5
+};
 inline const char* enc_name(Enc e) {
-  static const char* names[] = {"none",    "rope",   "alibi", "alibi_symmetric", "t5",        "t5_causal", "clipped",
-                                "rope_alibi", "rope_t5", "shaw", "shaw_keys",   "rope_shaw", "transformer_xl", "transformer_xl_t5"};
+  static const char* names[] = {"none",      "rope",      "alibi",          "alibi_symmetric",  "t5",
+                                "t5_causal", "clipped",   "rope_alibi",     "rope_t5",          "shaw",
+                                "shaw_keys", "rope_shaw", "transformer_xl", "transformer_xl_t5"};
   return names[static_cast<int>(e)];
 }
 inline const std::vector<Enc>& all_encs() {
-  static const std::vector<Enc> all = {Enc::none,    Enc::rope,      Enc::alibi,     Enc::alibi_symmetric, Enc::t5,
-                                       Enc::t5_causal, Enc::clipped, Enc::rope_alibi, Enc::rope_t5,         Enc::shaw,
-                                       Enc::shaw_keys, Enc::rope_shaw, Enc::transformer_xl,       Enc::transformer_xl_t5};
+  static const std::vector<Enc> all = {
+      Enc::none,      Enc::rope,      Enc::alibi,          Enc::alibi_symmetric,  Enc::t5,
+      Enc::t5_causal, Enc::clipped,   Enc::rope_alibi,     Enc::rope_t5,          Enc::shaw,
+      Enc::shaw_keys, Enc::rope_shaw, Enc::transformer_xl, Enc::transformer_xl_t5};
   return all;
 }
 
@@ -59,9 +76,11 @@ class AttentionCase {
       bias_.kind = AttentionBias::Kind::alibi;
       bias_.alibi.heads = c.H;
       bias_.alibi.symmetric = e == Enc::alibi_symmetric;
-    } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5 || e == Enc::transformer_xl_t5) {
+    } else if (e == Enc::t5 || e == Enc::t5_causal || e == Enc::clipped || e == Enc::rope_t5 ||
+               e == Enc::transformer_xl_t5) {
       bias_.kind = AttentionBias::Kind::relative;
-      bias_.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5) : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
+      bias_.relative = e == Enc::clipped ? RelativeBiasConfig::clipped(c.H, 5)
+                                         : RelativeBiasConfig::t5(c.H, 16, 40, e != Enc::t5_causal);
       parts_[Params::table] = random_floats(bias_.relative.num_rows() * c.H, seed + 3, -2, 2);
     }
     if (e == Enc::shaw || e == Enc::shaw_keys || e == Enc::rope_shaw) {
@@ -98,15 +117,18 @@ class AttentionCase {
 
   const Case& shape() const { return c_; }
   Enc enc() const { return e_; }
-  bool uses_rope() const { return e_ == Enc::rope || e_ == Enc::rope_alibi || e_ == Enc::rope_t5 || e_ == Enc::rope_shaw; }
+  bool uses_rope() const {
+    return e_ == Enc::rope || e_ == Enc::rope_alibi || e_ == Enc::rope_t5 || e_ == Enc::rope_shaw;
+  }
   std::vector<float>& part(Params::Part p) { return parts_[p]; }
   const std::vector<float>& part(Params::Part p) const { return parts_[p]; }
   const std::vector<int64_t>& q_pos() const { return q_pos_; }
   const std::vector<int64_t>& k_pos() const { return k_pos_; }
   std::string describe() const {
     std::ostringstream os;
-    os << enc_name(e_) << " B" << c_.B << " Q" << c_.Q << " K" << c_.K << " H" << c_.H << "/" << c_.Hkv << " D" << c_.D
-       << (c_.causal ? " causal" : "") << " window " << c_.window << (c_.cu_q.empty() ? "" : " packed")
+    os << enc_name(e_) << " B" << c_.B << " Q" << c_.Q << " K" << c_.K << " H" << c_.H << "/" << c_.Hkv
+       << " D" << c_.D << (c_.causal ? " causal" : "") << " window " << c_.window
+       << (c_.cu_q.empty() ? "" : " packed")
        << (c_.softcap > 0 ? " softcap " + std::to_string(c_.softcap) : "") << (c_.sinks ? " sinks" : "")
        << (c_.chunk > 0 ? " chunk " + std::to_string(c_.chunk) : "");
     return os.str();

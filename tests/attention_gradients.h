@@ -16,14 +16,21 @@ namespace posenc::test {
 // The reference gradients in the flat layout of AttentionCase::flat(), q and k w.r.t. the
 // unrotated inputs (the transposed rotation applied, as RoPE's backward).
 inline std::vector<double> reference_gradients(const AttentionCase& ac, const std::vector<double>& f,
-                                        const std::vector<double>& grad_out) {
+                                               const std::vector<double>& grad_out) {
   const ref::AttentionProblem<double> p = ac.reference_problem(f);
   const ref::AttentionGradients<double> g = ref::attention_backward<double>(
       p, ac.rotated(ac.slice(f, Params::q), Params::q), ac.rotated(ac.slice(f, Params::k), Params::k),
       ac.slice(f, Params::v), grad_out);
-  const std::vector<double>* parts[Params::count] = {
-      nullptr, nullptr, &g.v, &g.relative_table, &g.shaw_a_k, &g.shaw_a_v, &g.transformer_xl_u, &g.transformer_xl_v, &g.transformer_xl_w_r,
-      &g.sinks};
+  const std::vector<double>* parts[Params::count] = {nullptr,
+                                                     nullptr,
+                                                     &g.v,
+                                                     &g.relative_table,
+                                                     &g.shaw_a_k,
+                                                     &g.shaw_a_v,
+                                                     &g.transformer_xl_u,
+                                                     &g.transformer_xl_v,
+                                                     &g.transformer_xl_w_r,
+                                                     &g.sinks};
   const std::vector<double> dq = ac.rotated(g.q, Params::q, true), dk = ac.rotated(g.k, Params::k, true);
   parts[Params::q] = &dq;
   parts[Params::k] = &dk;

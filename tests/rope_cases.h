@@ -18,7 +18,8 @@ struct RopeCase {
 
 inline std::vector<RopeCase> rope_cases() {
   std::vector<RopeCase> cases;
-  auto add = [&](std::string name, RopeConfig c, int64_t b, int64_t t, int64_t h, int64_t kvh, int64_t first = 0) {
+  auto add = [&](std::string name, RopeConfig c, int64_t b, int64_t t, int64_t h, int64_t kvh,
+                 int64_t first = 0) {
     cases.push_back({std::move(name), std::move(c), b, t, h, kvh, first});
   };
   {  // Llama 3.1 8B: head_dim 128, theta 500000, llama3 scaling, GQA 32/8

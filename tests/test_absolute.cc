@@ -14,7 +14,8 @@ namespace {
 
 std::vector<float> table(const SinusoidalConfig& c, const std::vector<int64_t>& pos) {
   std::vector<float> out(pos.size() * c.dim, -9.0f);
-  sinusoidal_table(c, view(pos.data(), {static_cast<int64_t>(pos.size())}), view(out.data(), {static_cast<int64_t>(pos.size()), c.dim}));
+  sinusoidal_table(c, view(pos.data(), {static_cast<int64_t>(pos.size())}),
+                   view(out.data(), {static_cast<int64_t>(pos.size()), c.dim}));
   return out;
 }
 
@@ -23,7 +24,8 @@ TEST(Sinusoidal, SeedWorkedExample) {
   SinusoidalConfig c;
   c.dim = 4;
   const std::vector<float> pe = table(c, {2});
-  EXPECT_TRUE(all_close(pe, std::vector<double>{std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)}, kF32Elementwise));
+  EXPECT_TRUE(all_close(pe, std::vector<double>{std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)},
+                        kF32Elementwise));
 }
 
 TEST(Sinusoidal, MatchesReferenceForEveryConventionOnEveryTarget) {
@@ -37,10 +39,11 @@ TEST(Sinusoidal, MatchesReferenceForEveryConventionOnEveryTarget) {
           c.layout = layout;
           c.frequencies = freqs;
           c.position_offset = offset;
-          SCOPED_TRACE(::testing::Message() << "dim " << dim << " layout " << int(layout) << " freqs " << int(freqs)
-                                            << " offset " << offset);
+          SCOPED_TRACE(::testing::Message() << "dim " << dim << " layout " << int(layout) << " freqs "
+                                            << int(freqs) << " offset " << offset);
           const auto expected = ref::sinusoidal<double>(c, pos);
-          for_each_cpu_target([&](const std::string&) { EXPECT_TRUE(all_close(table(c, pos), expected, kF32Elementwise)); });
+          for_each_cpu_target(
+              [&](const std::string&) { EXPECT_TRUE(all_close(table(c, pos), expected, kF32Elementwise)); });
         }
 }
 
@@ -142,15 +145,18 @@ TEST(Learned, PositionPastTheTableIsAnErrorNamingPositionAndLength) {
     learned_lookup(view(tab.data(), {8, 4}), view(pos.data(), {2}), view(out.data(), {2, 4}));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("position 8 (index 1) is outside the learned table of max_len = 8"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("position 8 (index 1) is outside the learned table of max_len = 8"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(out, std::vector<float>(8, 5.0f));
   pos = {-1, 0};
-  EXPECT_THROW(learned_lookup(view(tab.data(), {8, 4}), view(pos.data(), {2}), view(out.data(), {2, 4})), Error);
+  EXPECT_THROW(learned_lookup(view(tab.data(), {8, 4}), view(pos.data(), {2}), view(out.data(), {2, 4})),
+               Error);
   std::vector<float> grad(32, 0.0f);
   pos = {0, 99};
-  EXPECT_THROW(learned_backward(view(out.data(), {2, 4}), view(pos.data(), {2}), view(grad.data(), {8, 4})), Error);
+  EXPECT_THROW(learned_backward(view(out.data(), {2, 4}), view(pos.data(), {2}), view(grad.data(), {8, 4})),
+               Error);
   EXPECT_EQ(grad, std::vector<float>(32, 0.0f));
 }
 

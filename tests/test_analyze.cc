@@ -16,8 +16,10 @@ using test::expect_error;
 Codes sinusoid(int64_t n, int64_t pairs, double base = 10000) {
   Codes c{n, 2 * pairs, {}};
   for (int64_t p = 0; p < n; ++p) {
-    for (int64_t i = 0; i < pairs; ++i) c.data.push_back(std::cos(p * std::pow(base, -static_cast<double>(i) / pairs)));
-    for (int64_t i = 0; i < pairs; ++i) c.data.push_back(std::sin(p * std::pow(base, -static_cast<double>(i) / pairs)));
+    for (int64_t i = 0; i < pairs; ++i)
+      c.data.push_back(std::cos(p * std::pow(base, -static_cast<double>(i) / pairs)));
+    for (int64_t i = 0; i < pairs; ++i)
+      c.data.push_back(std::sin(p * std::pow(base, -static_cast<double>(i) / pairs)));
   }
   return c;
 }
@@ -47,7 +49,8 @@ TEST(AnalyzeMetrics, SinusoidalIdentityGivesTheSimilarityCurve) {
   ASSERT_EQ(nb.similarity.size(), 21u);
   for (int64_t lag = 0; lag <= 20; ++lag) {
     double expected = 0;
-    for (int64_t i = 0; i < pairs; ++i) expected += std::cos(lag * std::pow(100.0, -static_cast<double>(i) / pairs));
+    for (int64_t i = 0; i < pairs; ++i)
+      expected += std::cos(lag * std::pow(100.0, -static_cast<double>(i) / pairs));
     EXPECT_NEAR(nb.similarity[lag], expected / pairs, 1e-12) << lag;
   }
   // And every adjacent pair is equally far apart.
@@ -97,7 +100,8 @@ TEST(AnalyzeMetrics, NoveltyIsZeroForSeenCodesAndBoundedness) {
 TEST(AnalyzeMetrics, FirstMergedDistance) {
   EXPECT_EQ(first_merged_distance([](int64_t d) { return std::clamp<int64_t>(d, -3, 3); }, 100, true), 4);
   EXPECT_EQ(first_merged_distance([](int64_t d) { return d; }, 100, true), -1);
-  EXPECT_EQ(first_merged_distance([](int64_t d) { return d < 0 ? -d : d; }, 100, true), 1);  // +-1 share a code
+  EXPECT_EQ(first_merged_distance([](int64_t d) { return d < 0 ? -d : d; }, 100, true),
+            1);  // +-1 share a code
   EXPECT_EQ(first_merged_distance([](int64_t d) { return d < 0 ? -d : d; }, 100, false), -1);
 }
 
@@ -105,8 +109,10 @@ TEST(AnalyzeMetrics, DecayBoundAndRelativeDeviation) {
   const std::vector<double> theta = {1.0, 0.1, 0.01, 0.001};
   EXPECT_DOUBLE_EQ(rope_decay_bound(theta, 0.0), (1.0 + 2 + 3 + 4) / 4);  // |S_j| = j at distance 0
   EXPECT_LT(rope_decay_bound(theta, 50.0), rope_decay_bound(theta, 0.0));
-  EXPECT_LT(max_deviation_from_relative([](int64_t m, int64_t n) { return std::cos(0.3 * (m - n)); }, 40), 1e-15);
-  EXPECT_GT(max_deviation_from_relative([](int64_t m, int64_t n) { return static_cast<double>(m * n); }, 40), 100.0);
+  EXPECT_LT(max_deviation_from_relative([](int64_t m, int64_t n) { return std::cos(0.3 * (m - n)); }, 40),
+            1e-15);
+  EXPECT_GT(max_deviation_from_relative([](int64_t m, int64_t n) { return static_cast<double>(m * n); }, 40),
+            100.0);
 }
 
 TEST(Analyze, TheLibrarysEncodingsReproduceTheSeedsArguments) {
@@ -123,7 +129,8 @@ TEST(Analyze, TheLibrarysEncodingsReproduceTheSeedsArguments) {
   };
   ASSERT_EQ(reports.size(), 10u);
   using M = Verdict::Mark;
-  const Report sin = find("sinusoidal"), bin = find("binary"), learned = find("learned"), t5 = find("t5"), rope = find("rope");
+  const Report sin = find("sinusoidal"), bin = find("binary"), learned = find("learned"), t5 = find("t5"),
+               rope = find("rope");
   EXPECT_EQ(sin.composability.mark, M::pass);
   EXPECT_EQ(sin.neighbours.mark, M::pass);
   EXPECT_EQ(bin.uniqueness.mark, M::pass);
@@ -134,7 +141,8 @@ TEST(Analyze, TheLibrarysEncodingsReproduceTheSeedsArguments) {
   EXPECT_EQ(bin.generalization.detail["first_undefined_position"], 128);
   EXPECT_NE(bin.generalization.detail["library_error"].get<std::string>().find("bits"), std::string::npos);
   EXPECT_EQ(learned.generalization.mark, M::fail);
-  EXPECT_NE(learned.generalization.detail["library_error"].get<std::string>().find("max_len = 128"), std::string::npos)
+  EXPECT_NE(learned.generalization.detail["library_error"].get<std::string>().find("max_len = 128"),
+            std::string::npos)
       << learned.generalization.detail.dump();
   EXPECT_EQ(t5.uniqueness.detail["first_merged_distance"], 9);
   EXPECT_EQ(rope.composability.mark, M::pass);

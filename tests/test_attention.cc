@@ -15,7 +15,8 @@ void check_case(const Case& c, Enc e, const std::string& target = "") {
   SCOPED_TRACE(ac.describe() + " " + target);
   const auto expected = ac.reference(ac.flat());
   std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
-  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}),
+                    view(lse.data(), {c.B, c.H, c.Q}));
   EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
   EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
   for (float x : out) ASSERT_FALSE(std::isnan(x));
@@ -62,7 +63,8 @@ TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   AttentionConfig cfg;
   cfg.causal = true;
   cfg.window = 4;  // the query at 100 sees positions 97 .. 100: none exist
-  AttentionInputs in = qkv(view(q.data(), {1, 1, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
+  AttentionInputs in =
+      qkv(view(q.data(), {1, 1, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
   in.q_positions = view(qp.data(), {1});
   in.k_positions = view(kp.data(), {K});
   std::vector<float> out(D, 5.0f), lse(1, 5.0f);
@@ -83,10 +85,12 @@ TEST(Attention, BadInputIsRejectedAndNothingIsWritten) {
     }
     EXPECT_EQ(out, std::vector<float>(out.size(), 7.0f));
   };
-  const AttentionInputs good = qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 2, 3, D}), view(v.data(), {1, 2, 3, D}));
+  const AttentionInputs good =
+      qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 2, 3, D}), view(v.data(), {1, 2, 3, D}));
   AttentionConfig cfg;
   expect(cfg, good, view(out.data(), {1, 2, 4, D}), "multiple of the key/value heads");
-  AttentionInputs in = qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 3, 2, D}), view(v.data(), {1, 2, 2, D}));
+  AttentionInputs in =
+      qkv(view(q.data(), {1, 2, 4, D}), view(k.data(), {1, 3, 2, D}), view(v.data(), {1, 2, 2, D}));
   expect(cfg, in, view(out.data(), {1, 2, 4, D}), "v has shape [1, 2, 2, 8], expected [1, 3, 2, 8]");
   in.v = view(v.data(), {1, 3, 2, D});
   expect(cfg, in, view(out.data(), {1, 2, 4, 4}), "out has shape");

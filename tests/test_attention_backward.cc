@@ -26,7 +26,8 @@ Grads run_backward(const AttentionCase& ac, const std::vector<float>& w) {
   const AttentionInputs in = ac.inputs();
   attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
   Grads g;
-  for (int p = 0; p < Params::count; ++p) g.part[p].assign(ac.part(static_cast<Params::Part>(p)).size(), 0.0f);
+  for (int p = 0; p < Params::count; ++p)
+    g.part[p].assign(ac.part(static_cast<Params::Part>(p)).size(), 0.0f);
   AttentionGrads ag;
   ag.q = view(g.part[Params::q].data(), {c.B, c.Q, c.H, c.D});
   ag.k = view(g.part[Params::k].data(), {c.B, c.K, c.Hkv, c.D});
@@ -75,7 +76,8 @@ TEST(AttentionBackward, EveryEncodingMatchesFiniteDifferences) {
   };
   for (const Case& c : cases)
     for (Enc e : all_encs()) {
-      if ((e == Enc::transformer_xl || e == Enc::transformer_xl_t5) && c.Q * c.K * c.D > 20000) continue;  // the XL reference is slow
+      if ((e == Enc::transformer_xl || e == Enc::transformer_xl_t5) && c.Q * c.K * c.D > 20000)
+        continue;  // the XL reference is slow
       check_gradients(c, e);
     }
   for (Enc e : {Enc::transformer_xl, Enc::transformer_xl_t5}) {
@@ -111,11 +113,14 @@ TEST(AttentionBackward, FullyMaskedRowsGetZeroGradients) {
   const AttentionConfig cfg = ac.config();
   std::vector<float> out(c.Q * c.D), lse(c.Q), w = random_floats(c.Q * c.D, 5);
   attention_forward(cfg, in, view(out.data(), {1, 3, 1, 8}), view(lse.data(), {1, 1, 3}));
-  std::vector<float> gq(out.size(), 0.0f), gk(c.K * c.D, 0.0f), gv(gk.size(), 0.0f), gt(cfg.bias.relative.num_rows(), 0.0f);
+  std::vector<float> gq(out.size(), 0.0f), gk(c.K * c.D, 0.0f), gv(gk.size(), 0.0f),
+      gt(cfg.bias.relative.num_rows(), 0.0f);
   AttentionGrads ag;
-  ag.q = view(gq.data(), {1, 3, 1, 8}), ag.k = view(gk.data(), {1, 10, 1, 8}), ag.v = view(gv.data(), {1, 10, 1, 8});
+  ag.q = view(gq.data(), {1, 3, 1, 8}), ag.k = view(gk.data(), {1, 10, 1, 8}),
+  ag.v = view(gv.data(), {1, 10, 1, 8});
   ag.relative_table = view(gt.data(), {cfg.bias.relative.num_rows(), 1});
-  attention_backward(cfg, in, view(out.data(), {1, 3, 1, 8}), view(lse.data(), {1, 1, 3}), view(w.data(), {1, 3, 1, 8}), ag);
+  attention_backward(cfg, in, view(out.data(), {1, 3, 1, 8}), view(lse.data(), {1, 1, 3}),
+                     view(w.data(), {1, 3, 1, 8}), ag);
   for (const auto* g : {&gq, &gk, &gv, &gt}) EXPECT_EQ(*g, std::vector<float>(g->size(), 0.0f));
 }
 
@@ -129,7 +134,8 @@ TEST(AttentionBackward, SameBitsForAnyThreadCount) {
     omp_set_num_threads(3);
     const Grads three = run_backward(ac, w);
     omp_set_num_threads(saved);
-    for (int p = 0; p < Params::count; ++p) EXPECT_EQ(one.part[p], three.part[p]) << enc_name(e) << " part " << p;
+    for (int p = 0; p < Params::count; ++p)
+      EXPECT_EQ(one.part[p], three.part[p]) << enc_name(e) << " part " << p;
   }
 }
 
@@ -148,7 +154,8 @@ TEST(AttentionBackward, GradientsAccumulate) {
   ag.k = view(twice.part[Params::k].data(), {1, 5, 1, 8});
   ag.v = view(twice.part[Params::v].data(), {1, 5, 1, 8});
   ag.relative_table = view(twice.part[Params::table].data(), {cfg.bias.relative.num_rows(), 1});
-  attention_backward(cfg, ac.inputs(), view(out.data(), {1, 5, 1, 8}), view(lse.data(), {1, 1, 5}), view(w.data(), {1, 5, 1, 8}), ag);
+  attention_backward(cfg, ac.inputs(), view(out.data(), {1, 5, 1, 8}), view(lse.data(), {1, 1, 5}),
+                     view(w.data(), {1, 5, 1, 8}), ag);
   for (int p : {Params::q, Params::k, Params::v, Params::table})
     for (size_t i = 0; i < g.part[p].size(); ++i) EXPECT_EQ(twice.part[p][i], 2 * g.part[p][i]);
 }
@@ -157,10 +164,12 @@ TEST(AttentionBackward, BadInputIsRejectedAndNothingIsWritten) {
   const AttentionCase ac({1, 4, 4, 2, 2, 8, true}, Enc::none);
   std::vector<float> out(64), lse(8), w(64), gq(64, 7.0f), gk(64, 7.0f), gv(64, 7.0f), gt(32, 7.0f);
   AttentionGrads ag;
-  ag.q = view(gq.data(), {1, 4, 2, 8}), ag.k = view(gk.data(), {1, 4, 2, 8}), ag.v = view(gv.data(), {1, 4, 2, 8});
+  ag.q = view(gq.data(), {1, 4, 2, 8}), ag.k = view(gk.data(), {1, 4, 2, 8}),
+  ag.v = view(gv.data(), {1, 4, 2, 8});
   auto expect = [&](const AttentionGrads& g, TensorView lse_view, const std::string& needle) {
     try {
-      attention_backward(ac.config(), ac.inputs(), view(out.data(), {1, 4, 2, 8}), lse_view, view(w.data(), {1, 4, 2, 8}), g);
+      attention_backward(ac.config(), ac.inputs(), view(out.data(), {1, 4, 2, 8}), lse_view,
+                         view(w.data(), {1, 4, 2, 8}), g);
       ADD_FAILURE() << needle;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -173,7 +182,8 @@ TEST(AttentionBackward, BadInputIsRejectedAndNothingIsWritten) {
   expect(bad, view(lse.data(), {1, 2, 4}), "grads.k has shape");
   bad = ag;
   bad.relative_table = view(gt.data(), {16, 2});
-  expect(bad, view(lse.data(), {1, 2, 4}), "grads.relative_table is given but attention has no such encoding");
+  expect(bad, view(lse.data(), {1, 2, 4}),
+         "grads.relative_table is given but attention has no such encoding");
   expect(ag, TensorView{}, "lse");
 }
 

@@ -55,13 +55,15 @@ TEST(AttentionReferenceBackward, LibraryMatchesTheNaiveBackwardEverywhere) {
       check_library_against_reference(c, e);
     }
   check_library_against_reference({1, 70, 70, 2, 1, 4, true}, Enc::transformer_xl);  // XL across tiles
-  check_library_against_reference({1, 76, 76, 2, 2, 8, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::transformer_xl_t5);
+  check_library_against_reference({1, 76, 76, 2, 2, 8, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}},
+                                  Enc::transformer_xl_t5);
 }
 
 TEST(AttentionReferenceBackward, LibraryMatchesTheNaiveBackwardOnEverySimdTarget) {
   for_each_cpu_target([](const std::string&) {
     for (Enc e : all_encs())
-      check_library_against_reference({1, 70, 70, 2, 1, e == Enc::transformer_xl || e == Enc::transformer_xl_t5 ? 6 : 66, true}, e);
+      check_library_against_reference(
+          {1, 70, 70, 2, 1, e == Enc::transformer_xl || e == Enc::transformer_xl_t5 ? 6 : 66, true}, e);
     check_library_against_reference({2, 3, 67, 2, 2, 20, false}, Enc::t5);
     check_library_against_reference({2, 3, 130, 4, 2, 66, true}, Enc::rope_shaw);  // decode: key rows
     check_library_against_reference({1, 67, 67, 2, 1, 16, true, 9}, Enc::rope_t5);

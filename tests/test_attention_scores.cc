@@ -112,7 +112,8 @@ TEST(AttentionScores, ChunksAreFlooredForNegativePositions) {
   AttentionConfig cfg;
   cfg.causal = true;
   cfg.chunk = 4;
-  AttentionInputs in = qkv(view(q.data(), {1, K, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
+  AttentionInputs in =
+      qkv(view(q.data(), {1, K, 1, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
   in.q_positions = view(pos.data(), {K});
   in.k_positions = view(pos.data(), {K});
   std::vector<float> out(K * D), lse(K);
@@ -136,7 +137,8 @@ TEST(AttentionScores, SinksAloneInAFullyMaskedRow) {
   cfg.causal = true;
   cfg.window = 3;
   cfg.sinks = view(sinks.data(), {H});
-  AttentionInputs in = qkv(view(q.data(), {1, 1, H, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
+  AttentionInputs in =
+      qkv(view(q.data(), {1, 1, H, D}), view(k.data(), {1, K, 1, D}), view(v.data(), {1, K, 1, D}));
   in.q_positions = view(qp.data(), {1});
   in.k_positions = view(kp.data(), {K});
   std::vector<float> out(H * D, 9.0f), lse(H, 9.0f);
@@ -171,7 +173,8 @@ TEST(AttentionScores, KVCacheDecodeEqualsTheFullForward) {
       cache.append(view(ac.part(Params::k).data() + t * Hkv * D, {B, 1, Hkv, D}),
                    view(ac.part(Params::v).data() + t * Hkv * D, {B, 1, Hkv, D}));
       std::vector<float> out(H * D);
-      cache.attend(cfg, view(ac.part(Params::q).data() + t * H * D, {B, 1, H, D}), view(out.data(), {B, 1, H, D}));
+      cache.attend(cfg, view(ac.part(Params::q).data() + t * H * D, {B, 1, H, D}),
+                   view(out.data(), {B, 1, H, D}));
       const std::vector<float> expected(full.begin() + t * H * D, full.begin() + (t + 1) * H * D);
       EXPECT_TRUE(all_close(out, expected, kF32Reduction)) << "token " << t;
     }

@@ -17,13 +17,13 @@ namespace {
 // * (num_buckets - max_exact)), clamped; bidirectional adds num_buckets/2 for d > 0.
 TEST(T5Bucket, HandComputedValuesForTheDefaults) {
   const std::vector<std::pair<int64_t, int64_t>> bidirectional = {
-      {0, 0},   {1, 17},  {7, 23},  {8, 24},  {15, 25},  {16, 26},  {31, 27}, {32, 28},
-      {64, 30}, {127, 31}, {128, 31}, {1000, 31}, {-1, 1}, {-8, 8}, {-16, 10}, {-64, 14}, {-1000, 15}};
+      {0, 0},    {1, 17},   {7, 23},    {8, 24}, {15, 25}, {16, 26},  {31, 27},  {32, 28},   {64, 30},
+      {127, 31}, {128, 31}, {1000, 31}, {-1, 1}, {-8, 8},  {-16, 10}, {-64, 14}, {-1000, 15}};
   for (auto [d, b] : bidirectional) EXPECT_EQ(t5_bucket(d, true, 32, 128), b) << "d = " << d;
   const std::vector<std::pair<int64_t, int64_t>> causal = {
-      {0, 0},   {1, 0},    {7, 0},    {8, 0},    {15, 0},  {16, 0},   {31, 0},    {32, 0},   {64, 0},
-      {127, 0}, {128, 0},  {1000, 0}, {-1, 1},   {-7, 7},  {-15, 15}, {-16, 16},  {-31, 21}, {-32, 21},
-      {-64, 26}, {-127, 31}, {-128, 31}, {-1000, 31}};
+      {0, 0},    {1, 0},    {7, 0},    {8, 0},     {15, 0},    {16, 0},    {31, 0},   {32, 0},
+      {64, 0},   {127, 0},  {128, 0},  {1000, 0},  {-1, 1},    {-7, 7},    {-15, 15}, {-16, 16},
+      {-31, 21}, {-32, 21}, {-64, 26}, {-127, 31}, {-128, 31}, {-1000, 31}};
   for (auto [d, b] : causal) EXPECT_EQ(t5_bucket(d, false, 32, 128), b) << "d = " << d;
 }
 
@@ -86,15 +86,16 @@ TEST(RelativeBias, ForwardMatchesReferenceForT5AndClipped) {
       SCOPED_TRACE(p.name);
       const int64_t Q = p.q.size(), K = p.k.size();
       std::vector<float> out(c.heads * Q * K, -1.0f);
-      relative_bias(c, view(tab.data(), {c.num_rows(), c.heads}), view(p.q.data(), {Q}), view(p.k.data(), {K}),
-                    view(out.data(), {c.heads, Q, K}));
+      relative_bias(c, view(tab.data(), {c.num_rows(), c.heads}), view(p.q.data(), {Q}),
+                    view(p.k.data(), {K}), view(out.data(), {c.heads, Q, K}));
       EXPECT_EQ(out, ref::relative_bias(c, tab, p.q, p.k));  // a lookup: exact
     }
   }
 }
 
 TEST(RelativeBias, BackwardMatchesFiniteDifferencesAndIsThreadCountIndependent) {
-  for (const RelativeBiasConfig& c : {RelativeBiasConfig::t5(3, 32, 128, true), RelativeBiasConfig::clipped(2, 4)}) {
+  for (const RelativeBiasConfig& c :
+       {RelativeBiasConfig::t5(3, 32, 128, true), RelativeBiasConfig::clipped(2, 4)}) {
     const std::vector<float> tab = random_floats(c.num_rows() * c.heads, 32);
     for (const PositionPattern& p : patterns()) {
       SCOPED_TRACE(p.name);
@@ -103,9 +104,12 @@ TEST(RelativeBias, BackwardMatchesFiniteDifferencesAndIsThreadCountIndependent) 
       std::vector<float> grad(tab.size(), 0.0f);
       relative_bias_backward(c, view(w.data(), {c.heads, Q, K}), view(p.q.data(), {Q}), view(p.k.data(), {K}),
                              view(grad.data(), {c.num_rows(), c.heads}));
-      auto loss = [&](const std::vector<double>& t) { return dot(ref::relative_bias(c, t, p.q, p.k), to_double(w)); };
+      auto loss = [&](const std::vector<double>& t) {
+        return dot(ref::relative_bias(c, t, p.q, p.k), to_double(w));
+      };
       const auto coords = sample_coords(tab.size(), 200);
-      EXPECT_TRUE(all_close(gather(grad, coords), finite_difference(loss, to_double(tab), coords), {1e-6, 1e-6}));
+      EXPECT_TRUE(
+          all_close(gather(grad, coords), finite_difference(loss, to_double(tab), coords), {1e-6, 1e-6}));
     }
   }
   const RelativeBiasConfig c = RelativeBiasConfig::t5(4);
@@ -115,9 +119,11 @@ TEST(RelativeBias, BackwardMatchesFiniteDifferencesAndIsThreadCountIndependent) 
   const std::vector<float> w = random_floats(4 * S * S, 34);
   std::vector<float> g1(32 * 4, 0.0f), g2(32 * 4, 0.0f);
   omp_set_num_threads(1);
-  relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}), view(g1.data(), {32, 4}));
+  relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}),
+                         view(g1.data(), {32, 4}));
   omp_set_num_threads(omp_get_num_procs());
-  relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}), view(g2.data(), {32, 4}));
+  relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}),
+                         view(g2.data(), {32, 4}));
   EXPECT_EQ(g1, g2);
   EXPECT_TRUE(all_close(g1, ref::relative_bias_backward(c, to_double(w), pos, pos), kF32Reduction));
 }
@@ -130,18 +136,34 @@ TEST(RelativeBias, BadInputLeavesOutputsUntouched) {
     expect_error(call, needle);
     EXPECT_EQ(out, std::vector<float>(12, 7.0f));
   };
-  expect([&] { relative_bias(c, view(tab.data(), {16, 4}), view(q.data(), {2}), view(k.data(), {3}), view(out.data(), {2, 2, 3})); },
-         "table has shape [16, 4], expected [32, 2]");
-  expect([&] { relative_bias(c, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}), view(out.data(), {2, 3, 2})); },
-         "out has shape [2, 3, 2], expected [2, 2, 3]");
+  expect(
+      [&] {
+        relative_bias(c, view(tab.data(), {16, 4}), view(q.data(), {2}), view(k.data(), {3}),
+                      view(out.data(), {2, 2, 3}));
+      },
+      "table has shape [16, 4], expected [32, 2]");
+  expect(
+      [&] {
+        relative_bias(c, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}),
+                      view(out.data(), {2, 3, 2}));
+      },
+      "out has shape [2, 3, 2], expected [2, 2, 3]");
   RelativeBiasConfig bad = c;
   bad.max_distance = 8;
-  expect([&] { relative_bias(bad, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}), view(out.data(), {2, 2, 3})); },
-         "max_distance = 8 is invalid");
+  expect(
+      [&] {
+        relative_bias(bad, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}),
+                      view(out.data(), {2, 2, 3}));
+      },
+      "max_distance = 8 is invalid");
   bad = c;
   bad.heads = 0;
-  expect([&] { relative_bias(bad, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}), view(out.data(), {2, 2, 3})); },
-         "heads = 0");
+  expect(
+      [&] {
+        relative_bias(bad, view(tab.data(), {32, 2}), view(q.data(), {2}), view(k.data(), {3}),
+                      view(out.data(), {2, 2, 3}));
+      },
+      "heads = 0");
   EXPECT_THROW(validate(RelativeBiasConfig::clipped(1, -1)), Error);
 }
 
@@ -153,8 +175,18 @@ TEST(Alibi, PublishedSlopes) {
   for (int i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(s8[i], std::pow(2.0, -(i + 1)));  // 1/2 ... 1/256
   c.heads = 12;  // BLOOM: 1/2..1/256, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5
   const std::vector<double> s12 = alibi_slopes(c);
-  const std::vector<double> expected = {0.5, 0.25, 0.125, 0.0625, 1.0 / 32, 1.0 / 64, 1.0 / 128, 1.0 / 256,
-                                        std::pow(2, -0.5), std::pow(2, -1.5), std::pow(2, -2.5), std::pow(2, -3.5)};
+  const std::vector<double> expected = {0.5,
+                                        0.25,
+                                        0.125,
+                                        0.0625,
+                                        1.0 / 32,
+                                        1.0 / 64,
+                                        1.0 / 128,
+                                        1.0 / 256,
+                                        std::pow(2, -0.5),
+                                        std::pow(2, -1.5),
+                                        std::pow(2, -2.5),
+                                        std::pow(2, -3.5)};
   for (int i = 0; i < 12; ++i) EXPECT_NEAR(s12[i], expected[i], 1e-15) << i;
   c.heads = 16;
   const std::vector<double> s16 = alibi_slopes(c);

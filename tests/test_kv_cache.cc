@@ -8,7 +8,8 @@ namespace posenc::test {
 namespace {
 
 // Tokens [t0, t0 + n) of a (B, T, heads, D) tensor, as a strided view.
-ConstTensorView time_slice(const std::vector<float>& x, int64_t B, int64_t T, int64_t heads, int64_t D, int64_t t0, int64_t n) {
+ConstTensorView time_slice(const std::vector<float>& x, int64_t B, int64_t T, int64_t heads, int64_t D,
+                           int64_t t0, int64_t n) {
   return strided_view(x.data() + t0 * heads * D, {B, n, heads, D}, {T * heads * D, heads * D, D, 1});
 }
 
@@ -26,12 +27,14 @@ void check_decode(Enc e, const std::vector<int64_t>& chunks) {
   KVCache cache(B, Hkv, D, cfg.rope);
   int64_t t0 = 0;
   for (int64_t n : chunks) {
-    cache.append(time_slice(ac.part(Params::k), B, T, Hkv, D, t0, n), time_slice(ac.part(Params::v), B, T, Hkv, D, t0, n));
+    cache.append(time_slice(ac.part(Params::k), B, T, Hkv, D, t0, n),
+                 time_slice(ac.part(Params::v), B, T, Hkv, D, t0, n));
     std::vector<float> out(B * n * H * D);
     cache.attend(cfg, time_slice(ac.part(Params::q), B, T, H, D, t0, n), view(out.data(), {B, n, H, D}));
     std::vector<float> expected;
     for (int64_t b = 0; b < B; ++b)
-      expected.insert(expected.end(), full.begin() + (b * T + t0) * H * D, full.begin() + (b * T + t0 + n) * H * D);
+      expected.insert(expected.end(), full.begin() + (b * T + t0) * H * D,
+                      full.begin() + (b * T + t0 + n) * H * D);
     EXPECT_TRUE(all_close(out, expected, kF32Reduction)) << "chunk at " << t0;
     t0 += n;
   }
@@ -66,19 +69,36 @@ TEST(KVCache, ExplicitPositionsAndViews) {
   EXPECT_EQ(cache.values().ptr<float>()[8 * 3], v[0]);
   std::vector<float> rotated(8);
   rope.forward(view(k.data(), {1, 1, 1, 8}), view(rotated.data(), {1, 1, 1, 8}), view(pos.data(), {1}));
-  EXPECT_TRUE(all_close(std::vector<float>(cache.keys().ptr<float>(), cache.keys().ptr<float>() + 8), rotated, kF32Elementwise));
+  EXPECT_TRUE(all_close(std::vector<float>(cache.keys().ptr<float>(), cache.keys().ptr<float>() + 8), rotated,
+                        kF32Elementwise));
 }
 
 TEST(KVCache, BadUseIsRejectedAndLeavesTheCacheUnchanged) {
   KVCache cache(1, 2, 8);
   const std::vector<float> k(2 * 2 * 8), q(4 * 8);
   std::vector<float> out(4 * 8);
-  expect_error([&] { cache.attend({}, view(q.data(), {1, 1, 4, 8}), view(out.data(), {1, 1, 4, 8})); }, "empty cache");
-  expect_error([&] { cache.append(view(k.data(), {1, 2, 2, 8}), view(k.data(), {1, 1, 2, 8})); }, "v has shape [1, 1, 2, 8]");
-  expect_error([&] { cache.append(view(k.data(), {1, 2, 1, 16}), view(k.data(), {1, 2, 1, 16})); }, "k has shape");
+  expect_error(
+      [&] {
+        cache.attend({}, view(q.data(), {1, 1, 4, 8}), view(out.data(), {1, 1, 4, 8}));
+      },
+      "empty cache");
+  expect_error(
+      [&] {
+        cache.append(view(k.data(), {1, 2, 2, 8}), view(k.data(), {1, 1, 2, 8}));
+      },
+      "v has shape [1, 1, 2, 8]");
+  expect_error(
+      [&] {
+        cache.append(view(k.data(), {1, 2, 1, 16}), view(k.data(), {1, 2, 1, 16}));
+      },
+      "k has shape");
   EXPECT_EQ(cache.size(), 0);
   cache.append(view(k.data(), {1, 2, 2, 8}), view(k.data(), {1, 2, 2, 8}));
-  expect_error([&] { cache.attend({}, view(q.data(), {1, 3, 1, 8}), view(out.data(), {1, 3, 1, 8})); }, "give q_positions");
+  expect_error(
+      [&] {
+        cache.attend({}, view(q.data(), {1, 3, 1, 8}), view(out.data(), {1, 3, 1, 8}));
+      },
+      "give q_positions");
   const Rope rope([] {
     RopeConfig rc;
     rc.head_dim = 8;
@@ -86,7 +106,11 @@ TEST(KVCache, BadUseIsRejectedAndLeavesTheCacheUnchanged) {
   }());
   AttentionConfig cfg;
   cfg.rope = &rope;
-  expect_error([&] { cache.attend(cfg, view(q.data(), {1, 1, 4, 8}), view(out.data(), {1, 1, 4, 8})); }, "config.rope differs");
+  expect_error(
+      [&] {
+        cache.attend(cfg, view(q.data(), {1, 1, 4, 8}), view(out.data(), {1, 1, 4, 8}));
+      },
+      "config.rope differs");
   expect_error([] { KVCache bad(1, 0, 8); }, "kv_heads = 0");
 }
 

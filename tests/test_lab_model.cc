@@ -86,7 +86,8 @@ void check_gradients(const ModelConfig& config, bool ignore_some = false) {
       const double err = std::abs(fd - a) / (2e-4 + 1e-2 * std::abs(fd));
       if (err > worst) {
         worst = err;
-        worst_name = s.name + "[" + std::to_string(i - s.offset) + "] fd " + std::to_string(fd) + " analytic " + std::to_string(a);
+        worst_name = s.name + "[" + std::to_string(i - s.offset) + "] fd " + std::to_string(fd) +
+                     " analytic " + std::to_string(a);
       }
     }
   }
@@ -98,8 +99,9 @@ class LabGradient : public ::testing::TestWithParam<const char*> {};
 TEST_P(LabGradient, MatchesFiniteDifferences) { check_gradients(tiny_config(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, LabGradient,
-                         ::testing::Values("none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw", "transformer_xl", "rope",
-                                           "alibi", "rope+alibi", "rope+t5+learned", "rope+shaw"),
+                         ::testing::Values("none", "learned", "sinusoidal", "binary", "relative", "t5",
+                                           "shaw", "transformer_xl", "rope", "alibi", "rope+alibi",
+                                           "rope+t5+learned", "rope+shaw"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& ch : name)
@@ -166,7 +168,8 @@ TEST(LabModel, SharedWeightsStartEqualAcrossEncodings) {
   const Model ma(a, 9), mb(b, 9), mc(a, 10);
   const auto slice = [](const Model& m, const std::string& name) {
     for (const ParamSlice& s : m.layout())
-      if (s.name == name) return std::vector<float>(m.params().begin() + s.offset, m.params().begin() + s.offset + s.size);
+      if (s.name == name)
+        return std::vector<float>(m.params().begin() + s.offset, m.params().begin() + s.offset + s.size);
     return std::vector<float>{};
   };
   for (const char* name : {"wte.weight", "layers.1.attn.qkv.weight", "layers.0.mlp.proj.weight"}) {
@@ -266,7 +269,8 @@ TEST(LabCheckpoint, RoundTripsThroughSafetensors) {
     EXPECT_EQ(loaded.config().to_json(), model.config().to_json());
     EXPECT_EQ(loaded.params(), model.params());
     const Batch batch = random_batch(16, 11, 1);
-    EXPECT_EQ(loaded.forward(batch.tokens.data(), batch.targets.data(), 2, 8), model.forward(batch.tokens.data(), batch.targets.data(), 2, 8));
+    EXPECT_EQ(loaded.forward(batch.tokens.data(), batch.targets.data(), 2, 8),
+              model.forward(batch.tokens.data(), batch.targets.data(), 2, 8));
   }
 }
 
@@ -280,13 +284,23 @@ TEST(LabCheckpoint, RejectsCheckpointsThatDoNotFitTheConfig) {
   };
   expect_rejected([](Checkpoint& ck) { ck.metadata.erase("config"); }, "no metadata 'config'");
   expect_rejected([](Checkpoint& ck) { ck.metadata["config"] = "{not json"; }, "not valid JSON");
-  expect_rejected([](Checkpoint& ck) {
-    auto j = ck.metadata["config"];
-    ck.metadata["config"] = j.replace(j.find("\"heads\":2"), 9, "\"heads\":5");
-  }, "heads = 5");
+  expect_rejected(
+      [](Checkpoint& ck) {
+        auto j = ck.metadata["config"];
+        ck.metadata["config"] = j.replace(j.find("\"heads\":2"), 9, "\"heads\":5");
+      },
+      "heads = 5");
   expect_rejected([](Checkpoint& ck) { ck.tensors.pop_back(); }, "no tensor named 'normf.bias'");
-  expect_rejected([](Checkpoint& ck) { ck.tensors.push_back({"extra", {1}, {0.0f}}); }, "'extra' is not a parameter");
-  expect_rejected([](Checkpoint& ck) { ck.tensors[0].shape = {16, 11}; }, "has shape [16, 11], expected [11, 16]");
+  expect_rejected(
+      [](Checkpoint& ck) {
+        ck.tensors.push_back({"extra", {1}, {0.0f}});
+      },
+      "'extra' is not a parameter");
+  expect_rejected(
+      [](Checkpoint& ck) {
+        ck.tensors[0].shape = {16, 11};
+      },
+      "has shape [16, 11], expected [11, 16]");
   expect_rejected([](Checkpoint& ck) { ck.tensors[1].data[0] = NAN; }, "non-finite");
 }
 

@@ -24,7 +24,8 @@ Vec ref_matmul(const Vec& inp, const Vec& w, const Vec* bias, int64_t N, int64_t
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o) {
       double s = bias ? (*bias)[static_cast<size_t>(o)] : 0.0;
-      for (int64_t c = 0; c < C; ++c) s += inp[static_cast<size_t>(n * C + c)] * w[static_cast<size_t>(o * C + c)];
+      for (int64_t c = 0; c < C; ++c)
+        s += inp[static_cast<size_t>(n * C + c)] * w[static_cast<size_t>(o * C + c)];
       out[static_cast<size_t>(n * OC + o)] = s;
     }
   return out;
@@ -41,19 +42,23 @@ Vec ref_norm(Norm norm, const Vec& inp, const Vec& w, const Vec& b, int64_t N, i
     const double s = 1.0 / std::sqrt(v / static_cast<double>(C) + kNormEps);
     for (int64_t c = 0; c < C; ++c) {
       const size_t i = static_cast<size_t>(n * C + c);
-      out[i] = (inp[i] - m) * s * w[static_cast<size_t>(c)] + (norm == Norm::layer ? b[static_cast<size_t>(c)] : 0.0);
+      out[i] = (inp[i] - m) * s * w[static_cast<size_t>(c)] +
+               (norm == Norm::layer ? b[static_cast<size_t>(c)] : 0.0);
     }
   }
   return out;
 }
-double ref_gelu(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+double ref_gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
 Vec ref_losses(const Vec& logits, const std::vector<int32_t>& targets, int64_t N, int64_t V) {
   Vec out(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {
     if (targets[static_cast<size_t>(n)] == kIgnoreTarget) continue;  // counts as 0
     double s = 0;
     for (int64_t v = 0; v < V; ++v) s += std::exp(logits[static_cast<size_t>(n * V + v)]);
-    out[static_cast<size_t>(n)] = std::log(s) - logits[static_cast<size_t>(n * V + targets[static_cast<size_t>(n)])];
+    out[static_cast<size_t>(n)] =
+        std::log(s) - logits[static_cast<size_t>(n * V + targets[static_cast<size_t>(n)])];
   }
   return out;
 }
@@ -80,19 +85,25 @@ class LabOps : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(LabOps, MatmulForwardAndBackward) {
   const auto [N, C, OC] = GetParam();
-  const auto inp = random_floats(static_cast<size_t>(N * C), 1), w = random_floats(static_cast<size_t>(OC * C), 2);
-  const auto bias = random_floats(static_cast<size_t>(OC), 3), dout = random_floats(static_cast<size_t>(N * OC), 4);
+  const auto inp = random_floats(static_cast<size_t>(N * C), 1),
+             w = random_floats(static_cast<size_t>(OC * C), 2);
+  const auto bias = random_floats(static_cast<size_t>(OC), 3),
+             dout = random_floats(static_cast<size_t>(N * OC), 4);
   std::vector<float> out(static_cast<size_t>(N * OC));
   matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, C, OC);
   const Vec bias_d = to_double(bias);
-  EXPECT_TRUE(all_close(out, ref_matmul(to_double(inp), to_double(w), &bias_d, N, C, OC), test::kF32Reduction));
+  EXPECT_TRUE(
+      all_close(out, ref_matmul(to_double(inp), to_double(w), &bias_d, N, C, OC), test::kF32Reduction));
   // gradients accumulate onto what is there (ones)
   std::vector<float> dinp(inp.size(), 1.0f), dw(w.size(), 1.0f), db(bias.size(), 1.0f);
   matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
   const Vec weights = to_double(dout);
-  Vec g_inp = fd_grad([&](const Vec& x) { return ref_matmul(x, to_double(w), &bias_d, N, C, OC); }, to_double(inp), weights);
-  Vec g_w = fd_grad([&](const Vec& x) { return ref_matmul(to_double(inp), x, &bias_d, N, C, OC); }, to_double(w), weights);
-  Vec g_b = fd_grad([&](const Vec& x) { return ref_matmul(to_double(inp), to_double(w), &x, N, C, OC); }, bias_d, weights);
+  Vec g_inp = fd_grad([&](const Vec& x) { return ref_matmul(x, to_double(w), &bias_d, N, C, OC); },
+                      to_double(inp), weights);
+  Vec g_w = fd_grad([&](const Vec& x) { return ref_matmul(to_double(inp), x, &bias_d, N, C, OC); },
+                    to_double(w), weights);
+  Vec g_b = fd_grad([&](const Vec& x) { return ref_matmul(to_double(inp), to_double(w), &x, N, C, OC); },
+                    bias_d, weights);
   for (Vec* g : {&g_inp, &g_w, &g_b})
     for (double& x : *g) x += 1.0;
   const test::Tolerance tol{1e-4, 1e-4};  // fp32 sums of up to ~300 products; FD error ~1e-9
@@ -106,16 +117,20 @@ TEST_P(LabOps, NormsForwardAndBackward) {
   (void)OC;
   for (Norm norm : {Norm::layer, Norm::rms}) {
     SCOPED_TRACE(norm == Norm::layer ? "layer" : "rms");
-    const auto inp = random_floats(static_cast<size_t>(N * C), 5, -2, 2), w = random_floats(static_cast<size_t>(C), 6);
-    const auto b = random_floats(static_cast<size_t>(C), 7), dout = random_floats(static_cast<size_t>(N * C), 8);
+    const auto inp = random_floats(static_cast<size_t>(N * C), 5, -2, 2),
+               w = random_floats(static_cast<size_t>(C), 6);
+    const auto b = random_floats(static_cast<size_t>(C), 7),
+               dout = random_floats(static_cast<size_t>(N * C), 8);
     std::vector<float> out(inp.size()), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
     norm_forward(norm, out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
     const Vec wd = to_double(w), bd = to_double(b);
     EXPECT_TRUE(all_close(out, ref_norm(norm, to_double(inp), wd, bd, N, C), test::kF32Reduction));
     std::vector<float> dinp(inp.size(), 0.5f), dw(w.size(), 0.5f), db(b.size(), 0.5f);
-    norm_backward(norm, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(), rstd.data(), N, C);
+    norm_backward(norm, dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
+                  rstd.data(), N, C);
     const Vec weights = to_double(dout);
-    Vec g_inp = fd_grad([&](const Vec& x) { return ref_norm(norm, x, wd, bd, N, C); }, to_double(inp), weights);
+    Vec g_inp =
+        fd_grad([&](const Vec& x) { return ref_norm(norm, x, wd, bd, N, C); }, to_double(inp), weights);
     Vec g_w = fd_grad([&](const Vec& x) { return ref_norm(norm, to_double(inp), x, bd, N, C); }, wd, weights);
     Vec g_b = fd_grad([&](const Vec& x) { return ref_norm(norm, to_double(inp), wd, x, N, C); }, bd, weights);
     for (Vec* g : {&g_inp, &g_w, &g_b})
@@ -154,9 +169,11 @@ TEST_P(LabOps, GeluCrossEntropyEmbedding) {
   crossentropy_forward(probs.data(), losses.data(), probs.data(), targets.data(), N, V);
   EXPECT_TRUE(all_close(losses, losses_ref, test::kF32Reduction));
   std::vector<float> dlogits(probs.size());
-  crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / static_cast<float>(counted), N, V);
+  crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / static_cast<float>(counted), N,
+                        V);
   Vec weights(static_cast<size_t>(N), 1.0 / static_cast<double>(counted));
-  const Vec g = fd_grad([&](const Vec& z) { return ref_losses(z, targets, N, V); }, to_double(logits), weights);
+  const Vec g =
+      fd_grad([&](const Vec& z) { return ref_losses(z, targets, N, V); }, to_double(logits), weights);
   EXPECT_TRUE(all_close(dlogits, g, {1e-6, 1e-4}));
   // embedding: forward gathers scaled rows, backward scatters them back in order
   const auto wte = random_floats(static_cast<size_t>(V * C), 12);
@@ -178,19 +195,22 @@ TEST_P(LabOps, GeluCrossEntropyEmbedding) {
 
 // N = 1 and odd sizes; N = 300 spans three row chunks; C = 33 is not a multiple of any SIMD width.
 INSTANTIATE_TEST_SUITE_P(Shapes, LabOps,
-                         ::testing::Values(Shape{1, 1, 2}, Shape{5, 7, 9}, Shape{3, 16, 63}, Shape{300, 33, 17}),
+                         ::testing::Values(Shape{1, 1, 2}, Shape{5, 7, 9}, Shape{3, 16, 63},
+                                           Shape{300, 33, 17}),
                          [](const auto& info) {
-                           return "N" + std::to_string(info.param.N) + "_C" + std::to_string(info.param.C) + "_OC" +
-                                  std::to_string(info.param.OC);
+                           return "N" + std::to_string(info.param.N) + "_C" + std::to_string(info.param.C) +
+                                  "_OC" + std::to_string(info.param.OC);
                          });
 
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
   const int64_t N = 517, C = 40, OC = 300;
-  const auto inp = random_floats(static_cast<size_t>(N * C), 1), w = random_floats(static_cast<size_t>(OC * C), 2);
+  const auto inp = random_floats(static_cast<size_t>(N * C), 1),
+             w = random_floats(static_cast<size_t>(OC * C), 2);
   const auto dout = random_floats(static_cast<size_t>(N * OC), 3);
   auto run = [&](int threads) {
     set_threads(threads);
-    std::vector<float> out(static_cast<size_t>(N * OC)), dinp(inp.size(), 0.0f), dw(w.size(), 0.0f), db(static_cast<size_t>(OC), 0.0f);
+    std::vector<float> out(static_cast<size_t>(N * OC)), dinp(inp.size(), 0.0f), dw(w.size(), 0.0f),
+        db(static_cast<size_t>(OC), 0.0f);
     matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC);
     matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
     out.insert(out.end(), dinp.begin(), dinp.end());

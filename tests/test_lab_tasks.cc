@@ -21,19 +21,23 @@ namespace {
 std::string answers_of(const TaskBatch& batch, int64_t b) {
   std::string out;
   for (int64_t i = 0; i < batch.T; ++i)
-    if (batch.targets[static_cast<size_t>(b * batch.T + i)] != ops::kIgnoreTarget) out += batch.text[static_cast<size_t>(b)][static_cast<size_t>(i + 1)];
+    if (batch.targets[static_cast<size_t>(b * batch.T + i)] != ops::kIgnoreTarget)
+      out += batch.text[static_cast<size_t>(b)][static_cast<size_t>(i + 1)];
   return out;
 }
 
 // The symbols of `text` before the answers start (the question the model sees).
-std::string before_answers(const std::string& text, size_t answers) { return text.substr(0, text.size() - answers); }
+std::string before_answers(const std::string& text, size_t answers) {
+  return text.substr(0, text.size() - answers);
+}
 
 class LabTask : public ::testing::TestWithParam<Task> {};
 
 TEST_P(LabTask, SamplesAreWellFormedAtEveryLength) {
   const Task task = GetParam();
   const std::string& alphabet = task_alphabet();
-  for (int64_t T : {task_min_length(task), task_min_length(task) + 1, int64_t{33}, int64_t{64}, int64_t{257}}) {
+  for (int64_t T :
+       {task_min_length(task), task_min_length(task) + 1, int64_t{33}, int64_t{64}, int64_t{257}}) {
     SCOPED_TRACE(std::string(task_name(task)) + " T=" + std::to_string(T));
     Rng rng(5, "test");
     const TaskBatch batch = make_task_batch(task, 3, T, rng);
@@ -42,13 +46,19 @@ TEST_P(LabTask, SamplesAreWellFormedAtEveryLength) {
       const std::string& text = batch.text[static_cast<size_t>(b)];
       ASSERT_EQ(text.size(), static_cast<size_t>(T + 1));
       for (int64_t i = 0; i < T; ++i) {  // inputs are the text, targets the next symbol or ignored
-        EXPECT_EQ(batch.tokens[static_cast<size_t>(b * T + i)], static_cast<int32_t>(alphabet.find(text[static_cast<size_t>(i)])));
+        EXPECT_EQ(batch.tokens[static_cast<size_t>(b * T + i)],
+                  static_cast<int32_t>(alphabet.find(text[static_cast<size_t>(i)])));
         const int32_t target = batch.targets[static_cast<size_t>(b * T + i)];
-        if (target != ops::kIgnoreTarget) EXPECT_EQ(target, static_cast<int32_t>(alphabet.find(text[static_cast<size_t>(i + 1)])));
+        if (target != ops::kIgnoreTarget) {
+          EXPECT_EQ(target, static_cast<int32_t>(alphabet.find(text[static_cast<size_t>(i + 1)])));
+        }
       }
       const std::string answer = answers_of(batch, b);
-      const std::string question = before_answers(text, task == Task::recall ? 2 * answer.size() : answer.size());
-      if (task != Task::recall) EXPECT_EQ(text.substr(question.size()), answer) << "answers are the sample's last symbols";
+      const std::string question =
+          before_answers(text, task == Task::recall ? 2 * answer.size() : answer.size());
+      if (task != Task::recall) {
+        EXPECT_EQ(text.substr(question.size()), answer) << "answers are the sample's last symbols";
+      }
       switch (task) {
         case Task::copy:
         case Task::reverse: {
@@ -92,7 +102,8 @@ TEST_P(LabTask, SamplesAreWellFormedAtEveryLength) {
 TEST_P(LabTask, RepeatsForASeedAndRejectsShortLengths) {
   const Task task = GetParam();
   Rng a(9, "x"), b(9, "x"), c(10, "x");
-  const TaskBatch first = make_task_batch(task, 4, 40, a), again = make_task_batch(task, 4, 40, b), other = make_task_batch(task, 4, 40, c);
+  const TaskBatch first = make_task_batch(task, 4, 40, a), again = make_task_batch(task, 4, 40, b),
+                  other = make_task_batch(task, 4, 40, c);
   EXPECT_EQ(first.text, again.text);
   EXPECT_NE(first.text, other.text);
   EXPECT_EQ(parse_task(task_name(task)), task);
@@ -100,7 +111,8 @@ TEST_P(LabTask, RepeatsForASeedAndRejectsShortLengths) {
                      "length " + std::to_string(task_min_length(task) - 1) + " is too short");
 }
 
-INSTANTIATE_TEST_SUITE_P(Tasks, LabTask, ::testing::Values(Task::copy, Task::reverse, Task::recall, Task::passkey),
+INSTANTIATE_TEST_SUITE_P(Tasks, LabTask,
+                         ::testing::Values(Task::copy, Task::reverse, Task::recall, Task::passkey),
                          [](const auto& info) { return std::string(task_name(info.param)); });
 
 TEST(LabTasks, PasskeyDepthVariesAndRecallSpreadsFiller) {
@@ -169,7 +181,8 @@ TEST(LabTasks, AModelLearnsToCopy) {
   const auto runs = run_task_experiment(config);
   ASSERT_EQ(runs.size(), 1u);
   const TaskEvalResult& e = runs[0].task_eval.at(0);
-  EXPECT_GE(e.exact_match, 0.9) << "token accuracy " << e.token_accuracy << ", final loss " << runs[0].train.final_loss;
+  EXPECT_GE(e.exact_match, 0.9) << "token accuracy " << e.token_accuracy << ", final loss "
+                                << runs[0].train.final_loss;
   EXPECT_LT(runs[0].train.final_loss, 0.1 * runs[0].train.losses.front());
   const auto rows = summarize_tasks(runs, config.eval.lengths);
   ASSERT_EQ(rows.size(), 1u);

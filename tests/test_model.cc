@@ -325,9 +325,9 @@ TEST(ModelForms, RopeParametersPrecedence) {
   EXPECT_EQ(a.layers[0].rope->scaling.factor, 2);
   EXPECT_TRUE(has_warning(a, "rope_parameters is ignored"));
   // partial_rotary_factor inside the dict shrinks dim for a scaling type...
-  const ModelPositions p = model_positions_from_hf_json(cfg(
-      "llama",
-      R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5,
+  const ModelPositions p = model_positions_from_hf_json(
+      cfg("llama",
+          R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5,
                              "rope_theta": 1e5})"));
   EXPECT_EQ(p.layers[0].rotary_hi, 32);
   EXPECT_EQ(p.layers[0].rope->base, 1e5);
@@ -380,8 +380,9 @@ TEST(ModelForms, NestedPerLayerTypeAndWindows) {
 // rope_angles = int(0.25 * 64 // 2) = 8 pairs with 1 / 1e6^(2j / 64) (denominator: the full head
 // dim), the other 24 pairs 0; all divided by factor (default 1).
 TEST(ModelForms, ProportionalRope) {
-  const ModelPositions m = model_positions_from_hf_json(cfg("llama",
-      R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+  const ModelPositions m = model_positions_from_hf_json(
+      cfg("llama",
+          R"("rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                              "rope_theta": 1e6})"));
   const RopeConfig& c = *m.layers[0].rope;
   EXPECT_EQ(c.scaling.type, RopeScalingType::proportional);
@@ -427,15 +428,16 @@ TEST(ModelForms, MoreFamilies) {
   EXPECT_DOUBLE_EQ(g2.layers[1].attention.softmax_scale, 1.0 / 16);
   EXPECT_EQ(g2.layers[1].rotary_hi, 256);  // head_dim default 256
   // smollm3: theta 2e6, NoPE every 4th layer; sliding only on NoPE layers with use_sliding_window.
-  const ModelPositions sm = model_positions_from_hf_json(
-      cfg("smollm3", R"("use_sliding_window": true, "sliding_window": 64)"));
+  const ModelPositions sm =
+      model_positions_from_hf_json(cfg("smollm3", R"("use_sliding_window": true, "sliding_window": 64)"));
   EXPECT_EQ(sm.layers[0].rope->base, 2e6);
   EXPECT_EQ(sm.layers[3].position, PositionMethod::none);
   EXPECT_EQ(sm.layers[3].attention.window, 64);
   EXPECT_EQ(sm.layers[2].attention.window, 0);
   // minicpm3: rotate_half on the last qk_rope_head_dim (32) of the 96-dim q/k head; yarn mscale.
-  const ModelPositions mc = model_positions_from_hf_json(cfg("minicpm3",
-      R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 1024,
+  const ModelPositions mc = model_positions_from_hf_json(
+      cfg("minicpm3",
+          R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 1024,
                           "mscale_all_dim": 2})"));
   EXPECT_EQ(mc.layers[0].rotary_lo, 64);
   EXPECT_EQ(mc.layers[0].rotary_hi, 96);
@@ -451,7 +453,9 @@ TEST(ModelForms, MoreFamilies) {
   EXPECT_EQ(model_positions_from_hf_json(cfg("stablelm", "")).layers[0].rotary_hi, 16);  // 64 * 0.25
   // granite: attention_multiplier is the scale; gpt2: / (layer + 1) with scale_attn_by_inverse_layer_idx.
   EXPECT_EQ(model_positions_from_hf_json(cfg("granite", R"("attention_multiplier": 0.015625)"))
-                .layers[0].attention.softmax_scale, 0.015625);
+                .layers[0]
+                .attention.softmax_scale,
+            0.015625);
   const ModelPositions g =
       model_positions_from_hf_json(cfg("gpt2", R"("scale_attn_by_inverse_layer_idx": true)"));
   EXPECT_DOUBLE_EQ(g.layers[3].attention.softmax_scale, 0.125 / 4);

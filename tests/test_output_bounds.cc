@@ -240,7 +240,9 @@ TEST(OutputBounds, AttentionForwardAndBackward) {
         g.q = dq.view(), g.k = dk.view(), g.v = dv.view();
         if (enc == 1) g.relative_table = dtable.view();
         if (enc == 2) g.shaw_a_k = da_k.view(), g.shaw_a_v = da_v.view();
-        if (enc == 3) g.transformer_xl_u = du.view(), g.transformer_xl_v = dv_xl.view(), g.transformer_xl_w_r = dw_r.view();
+        if (enc == 3)
+          g.transformer_xl_u = du.view(), g.transformer_xl_v = dv_xl.view(),
+          g.transformer_xl_w_r = dw_r.view();
         attention_backward(cfg, in, out.view(), lse.view(), grad_out.view(), g);
         for (const Guarded* x : {&dq, &dk, &dv, &dtable, &da_k, &da_v, &du, &dv_xl, &dw_r})
           EXPECT_GUARDED(*x);

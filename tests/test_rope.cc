@@ -39,19 +39,21 @@ TEST(Rope, ForwardQKMatchesReferenceOnEveryTarget) {
     const std::vector<float> k0 = random_floats(c.batch * c.tokens * c.kv_heads * D, 2);
     const std::vector<int64_t> pos = case_positions(c);
     const RopeFrequencies f = rope.frequencies(max_plus_one(pos));
-    const auto q_ref = ref::rope<double>(f, c.config.layout, D, to_double(q0), pos, c.batch, c.tokens, c.heads);
-    const auto k_ref = ref::rope<double>(f, c.config.layout, D, to_double(k0), pos, c.batch, c.tokens, c.kv_heads);
+    const auto q_ref =
+        ref::rope<double>(f, c.config.layout, D, to_double(q0), pos, c.batch, c.tokens, c.heads);
+    const auto k_ref =
+        ref::rope<double>(f, c.config.layout, D, to_double(k0), pos, c.batch, c.tokens, c.kv_heads);
     for_each_cpu_target([&](const std::string&) {
       std::vector<float> q = q0, k = k0;
-      rope.forward_qk(view(q.data(), {c.batch, c.tokens, c.heads, D}), view(k.data(), {c.batch, c.tokens, c.kv_heads, D}),
-                      positions_view(c, pos));
+      rope.forward_qk(view(q.data(), {c.batch, c.tokens, c.heads, D}),
+                      view(k.data(), {c.batch, c.tokens, c.kv_heads, D}), positions_view(c, pos));
       const Tolerance tol{2e-6 * f.attention_factor, 2e-6};
       EXPECT_TRUE(all_close(q, q_ref, tol));
       EXPECT_TRUE(all_close(k, k_ref, tol));
       // Out of place gives the same bits as in place; the input is untouched.
       std::vector<float> out(q0.size(), -7.0f);
-      rope.forward(view(q0.data(), {c.batch, c.tokens, c.heads, D}), view(out.data(), {c.batch, c.tokens, c.heads, D}),
-                   positions_view(c, pos));
+      rope.forward(view(q0.data(), {c.batch, c.tokens, c.heads, D}),
+                   view(out.data(), {c.batch, c.tokens, c.heads, D}), positions_view(c, pos));
       EXPECT_EQ(out, q);
     });
   }
@@ -149,7 +151,8 @@ TEST(Rope, ScoreDependsOnlyOnRelativePosition) {
     for (int64_t delta : {0, 1, 7, 100, 4000}) {
       const double base_score = score(delta + 3, 3);
       for (int64_t shift : {int64_t{1}, int64_t{1000}, int64_t{1} << 16, int64_t{1} << 20})
-        EXPECT_NEAR(score(delta + 3 + shift, 3 + shift), base_score, 2e-5) << "delta " << delta << " shift " << shift;
+        EXPECT_NEAR(score(delta + 3 + shift, 3 + shift), base_score, 2e-5)
+            << "delta " << delta << " shift " << shift;
     }
   }
 }
@@ -192,7 +195,8 @@ TEST(Rope, LongTermDecayBoundOfRoFormer) {
   const std::vector<float> q = random_floats(128, 11), k = random_floats(128, 12);
   std::vector<std::complex<double>> h(P + 1);
   for (size_t j = 0; j < P; ++j)  // interleaved pairs as complex numbers
-    h[j] = std::complex<double>(q[2 * j], q[2 * j + 1]) * std::conj(std::complex<double>(k[2 * j], k[2 * j + 1]));
+    h[j] = std::complex<double>(q[2 * j], q[2 * j + 1]) *
+           std::conj(std::complex<double>(k[2 * j], k[2 * j + 1]));
   double max_step = 0;
   for (size_t j = 0; j < P; ++j) max_step = std::max(max_step, std::abs(h[j + 1] - h[j]));
   for (double r : {0.0, 1.0, 3.0, 10.0, 50.0, 200.0, 1000.0, 5000.0}) {
@@ -385,19 +389,35 @@ TEST(Rope, BadInputIsRejectedAndNothingIsWritten) {
     }
     EXPECT_EQ(x, x0);
   };
-  expect_untouched_error([&] { rope.forward(view(x.data(), {2, 3, 2, 64}), view(pos.data(), {4})); },
-                         "positions has shape [4], expected (T=3) or (B=2, T=3)");
-  expect_untouched_error([&] { rope.forward(view(x.data(), {2, 3, 2, 32}), view(pos.data(), {3})); },
-                         "x has shape [2, 3, 2, 32], expected [-1, -1, -1, 64]");
-  expect_untouched_error([&] { rope.forward(view(x.data(), {2, 3, 128}), view(pos.data(), {3})); }, "expected rank 4");
+  expect_untouched_error(
+      [&] {
+        rope.forward(view(x.data(), {2, 3, 2, 64}), view(pos.data(), {4}));
+      },
+      "positions has shape [4], expected (T=3) or (B=2, T=3)");
+  expect_untouched_error(
+      [&] {
+        rope.forward(view(x.data(), {2, 3, 2, 32}), view(pos.data(), {3}));
+      },
+      "x has shape [2, 3, 2, 32], expected [-1, -1, -1, 64]");
+  expect_untouched_error(
+      [&] {
+        rope.forward(view(x.data(), {2, 3, 128}), view(pos.data(), {3}));
+      },
+      "expected rank 4");
   std::vector<double> xd(x0.size());
   EXPECT_THROW(rope.forward(view(xd.data(), {2, 3, 2, 64}), view(pos.data(), {3})), Error);
   std::vector<int64_t> huge = {0, int64_t{1} << 60, 2};
-  expect_untouched_error([&] { rope.forward(view(x.data(), {2, 3, 2, 64}), view(huge.data(), {3})); },
-                         "outside [-2^53, 2^53]");
+  expect_untouched_error(
+      [&] {
+        rope.forward(view(x.data(), {2, 3, 2, 64}), view(huge.data(), {3}));
+      },
+      "outside [-2^53, 2^53]");
   std::vector<float> out(x0.size());
-  expect_untouched_error([&] { rope.forward(view(x.data(), {2, 3, 2, 64}), view(out.data(), {2, 3, 1, 64}), view(pos.data(), {3})); },
-                         "out has shape");
+  expect_untouched_error(
+      [&] {
+        rope.forward(view(x.data(), {2, 3, 2, 64}), view(out.data(), {2, 3, 1, 64}), view(pos.data(), {3}));
+      },
+      "out has shape");
   TensorView on_gpu = view(x.data(), {2, 3, 2, 64});
   on_gpu.device = Device::cuda;
   expect_untouched_error([&] { rope.forward(on_gpu, view(pos.data(), {3})); }, "only the cpu backend");

@@ -33,7 +33,8 @@ TEST(RopeConfigJson, Phi3LongRopeWithTopLevelOriginalContext) {
   const RopeConfig c = rope_config_from_hf_json(
       R"({"hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
           "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
-          "rope_scaling": {"type": "longrope", "short_factor": )" + factors + R"(, "long_factor": )" + factors + "}}");
+          "rope_scaling": {"type": "longrope", "short_factor": )" +
+      factors + R"(, "long_factor": )" + factors + "}}");
   EXPECT_EQ(c.head_dim, 96);
   EXPECT_EQ(c.scaling.type, RopeScalingType::longrope);
   EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
@@ -41,15 +42,18 @@ TEST(RopeConfigJson, Phi3LongRopeWithTopLevelOriginalContext) {
 }
 
 TEST(RopeConfigJson, Qwen2VlMropeAndPartialRotaryAndGptJ) {
-  RopeConfig c = rope_config_from_hf_json(R"({"hidden_size": 1536, "num_attention_heads": 12, "rope_theta": 1000000.0,
+  RopeConfig c =
+      rope_config_from_hf_json(R"({"hidden_size": 1536, "num_attention_heads": 12, "rope_theta": 1000000.0,
       "max_position_embeddings": 32768, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
   EXPECT_EQ(c.multimodal, RopeMultimodal::mrope);
   EXPECT_EQ(c.mrope_section, (std::vector<int64_t>{16, 24, 24}));
   EXPECT_EQ(c.scaling.type, RopeScalingType::none);
-  c = rope_config_from_hf_json(R"({"hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": 0.4})");
+  c = rope_config_from_hf_json(
+      R"({"hidden_size": 2560, "num_attention_heads": 32, "partial_rotary_factor": 0.4})");
   EXPECT_EQ(c.head_dim, 80);
   EXPECT_EQ(c.rotary_dim, 32);
-  c = rope_config_from_hf_json(R"({"model_type": "gptj", "n_embd": 4096, "head_dim": 256, "rotary_dim": 64})");
+  c = rope_config_from_hf_json(
+      R"({"model_type": "gptj", "n_embd": 4096, "head_dim": 256, "rotary_dim": 64})");
   EXPECT_EQ(c.layout, RopeLayout::interleaved);
   EXPECT_EQ(c.rotary_dim, 64);
   c = rope_config_from_hf_json(R"({"text_config": {"hidden_size": 2048, "num_attention_heads": 16,
@@ -76,12 +80,15 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   expect_error(R"({"head_dim": 1})", "head_dim = 1 with partial_rotary_factor = 1 gives rotary_dim = 1");
   expect_error(R"({"head_dim": 64, "partial_rotary_factor": 0.01})", "gives rotary_dim = 0");
   expect_error(R"({"head_dim": 64, "rope_theta": "big"})", "rope_theta = \"big\" is invalid");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear"}})", "missing the required key 'factor'");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "magic", "factor": 2}})", "rope_type = \"magic\"");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear"}})",
+               "missing the required key 'factor'");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "magic", "factor": 2}})",
+               "rope_type = \"magic\"");
   expect_error(R"({"head_dim": 64, "max_position_embeddings": 8192, "original_max_position_embeddings": 4096,
                    "rope_scaling": {"type": "longrope", "short_factor": [1, 2], "long_factor": [1, 2]}})",
                "short_factor has 2 values, expected rotary_dim/2 = 32");
-  expect_error(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8}})", "low_freq_factor");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
+               "low_freq_factor");
   expect_error(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "partial_rotary_factor = 1.5");
   expect_error(R"({"head_dim": 63})", "must be even");
   EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);

@@ -20,7 +20,7 @@ TEST(RopeFrequencies, DefaultIsTheRoFormerLadder) {
   const RopeFrequencies f = rope_frequencies(base_config(8));
   ASSERT_EQ(f.inv_freq.size(), 4u);
   EXPECT_DOUBLE_EQ(f.inv_freq[0], 1.0);
-  EXPECT_DOUBLE_EQ(f.inv_freq[1], 0.1);    // 10000^(-2/8)
+  EXPECT_DOUBLE_EQ(f.inv_freq[1], 0.1);  // 10000^(-2/8)
   EXPECT_DOUBLE_EQ(f.inv_freq[2], 0.01);
   EXPECT_NEAR(f.inv_freq[3], 0.001, 1e-18);
   EXPECT_EQ(f.attention_factor, 1.0);
@@ -151,8 +151,8 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
   c.multimodal = RopeMultimodal::mrope_interleaved;  // Qwen3-VL
   c.mrope_section = {24, 20, 20};
   f = rope_frequencies(c);
-  const std::vector<std::pair<size_t, int>> expected = {{0, 0}, {1, 1}, {2, 2}, {3, 0}, {4, 1}, {58, 1}, {59, 2},
-                                                        {60, 0}, {61, 0}, {62, 0}, {63, 0}};
+  const std::vector<std::pair<size_t, int>> expected = {{0, 0},  {1, 1},  {2, 2},  {3, 0},  {4, 1}, {58, 1},
+                                                        {59, 2}, {60, 0}, {61, 0}, {62, 0}, {63, 0}};
   for (auto [j, s] : expected) EXPECT_EQ(f.stream[j], s) << j;
   RopeConfig a = base_config(16, 100);
   a.multimodal = RopeMultimodal::axial_2d;

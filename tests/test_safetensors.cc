@@ -53,7 +53,9 @@ TEST(Safetensors, RoundTripThroughAFile) {
 }
 
 TEST(Safetensors, ReadsAHandBuiltFile) {
-  const std::string json = R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"format":"pt"}})";
+  const std::string json =
+      R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},)"
+      R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"format":"pt"}})";
   const Checkpoint c = decode_safetensors(by_hand(json + "  ", floats({1.5f, -2, 7})));
   ASSERT_EQ(c.tensors.size(), 2u);
   EXPECT_EQ(c.tensors[0].name, "a");  // file order, by offset
@@ -74,27 +76,45 @@ TEST(Safetensors, CorruptFilesGiveClearErrors) {
   expect_error([&] { decode_safetensors(past); }, "runs past the end of the file");
   expect_error([&] { decode_safetensors(by_hand("[1, 2]  ", data)); }, "does not start with '{'");
   expect_error([&] { decode_safetensors(by_hand(R"({"a": )", data)); }, "not valid JSON");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", data)); },
-               "dtype F16 is not supported");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data)); },
-               "shape [3] needs 12 bytes, data_offsets give 8");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data)); },
-               "outside the 8-byte data buffer");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", data)); },
-               "shape [-1] is invalid");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data)); },
-               "bytes [0, 4) before tensor 'a' belong to no tensor");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data)); },
-               "bytes [4, 8) at the end belong to no tensor");
+  expect_error(
+      [&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", data)); },
+      "dtype F16 is not supported");
+  expect_error(
+      [&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data)); },
+      "shape [3] needs 12 bytes, data_offsets give 8");
   expect_error(
       [&] {
-        decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data));
+        decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data));
+      },
+      "outside the 8-byte data buffer");
+  expect_error(
+      [&] {
+        decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", data));
+      },
+      "shape [-1] is invalid");
+  expect_error(
+      [&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data)); },
+      "bytes [0, 4) before tensor 'a' belong to no tensor");
+  expect_error(
+      [&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data)); },
+      "bytes [4, 8) at the end belong to no tensor");
+  expect_error(
+      [&] {
+        decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                   data));
       },
       "overlaps");
-  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[2]}})", data)); }, "has no 'data_offsets'");
-  expect_error([&] { decode_safetensors(by_hand(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)); },
-               "__metadata__['k'] is not a string");
-  expect_error([] { load_safetensors("/nonexistent/x.safetensors"); }, "cannot open '/nonexistent/x.safetensors'");
+  expect_error([&] { decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[2]}})", data)); },
+               "has no 'data_offsets'");
+  expect_error(
+      [&] {
+        decode_safetensors(by_hand(
+            R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data));
+      },
+      "__metadata__['k'] is not a string");
+  expect_error([] { load_safetensors("/nonexistent/x.safetensors"); },
+               "cannot open '/nonexistent/x.safetensors'");
 }
 
 TEST(Safetensors, BadCheckpointsAreNotWritten) {

@@ -106,7 +106,8 @@ TEST(SeedClaims, Seed004BinaryUniqueButNotLocal) {
   double lo = INFINITY, hi = 0;
   for (int64_t p = 0; p + 1 < n; ++p) {
     double s = 0;
-    for (int64_t e = 0; e < 16; ++e) s += std::pow(static_cast<double>(pe[(p + 1) * 16 + e]) - pe[p * 16 + e], 2);
+    for (int64_t e = 0; e < 16; ++e)
+      s += std::pow(static_cast<double>(pe[(p + 1) * 16 + e]) - pe[p * 16 + e], 2);
     lo = std::min(lo, s);
     hi = std::max(hi, s);
   }
@@ -122,10 +123,12 @@ TEST(SeedClaims, Seed000RelativePositionBiasIsTheClippedBias) {
   const std::vector<float> table = random_floats(rows * heads, 61);
   std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5};
   std::vector<float> out(heads * 6 * 6);
-  relative_bias(c, view(table.data(), {rows, heads}), view(pos.data(), {6}), view(pos.data(), {6}), view(out.data(), {heads, 6, 6}));
+  relative_bias(c, view(table.data(), {rows, heads}), view(pos.data(), {6}), view(pos.data(), {6}),
+                view(out.data(), {heads, 6, 6}));
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t q = 0; q < 6; ++q)
-      for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(out[(h * 6 + q) * 6 + k], table[(k - q + rows / 2) * heads + h]);
+      for (int64_t k = 0; k < 6; ++k)
+        EXPECT_EQ(out[(h * 6 + q) * 6 + k], table[(k - q + rows / 2) * heads + h]);
 }
 
 }  // namespace

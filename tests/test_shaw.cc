@@ -23,22 +23,26 @@ TEST(Shaw, KeyLogitsForwardAndBackward) {
   for (const Shape& s : shapes()) {
     const ShawConfig c{s.kmax, s.D};
     const int64_t Q = s.q.size(), K = s.k.size();
-    const std::vector<float> a_k = random_floats(c.num_rows() * s.D, 41), q = random_floats(s.B * Q * s.H * s.D, 42);
+    const std::vector<float> a_k = random_floats(c.num_rows() * s.D, 41),
+                             q = random_floats(s.B * Q * s.H * s.D, 42);
     std::vector<float> logits(s.B * s.H * Q * K, -5.0f);
-    shaw_key_logits(c, view(a_k.data(), {c.num_rows(), s.D}), view(q.data(), {s.B, Q, s.H, s.D}), view(s.q.data(), {Q}),
-                    view(s.k.data(), {K}), view(logits.data(), {s.B, s.H, Q, K}));
-    EXPECT_TRUE(all_close(logits, ref::shaw_key_logits<double>(s.kmax, to_double(a_k), to_double(q), s.B, s.H, s.D, s.q, s.k),
-                          kF32Reduction));
+    shaw_key_logits(c, view(a_k.data(), {c.num_rows(), s.D}), view(q.data(), {s.B, Q, s.H, s.D}),
+                    view(s.q.data(), {Q}), view(s.k.data(), {K}), view(logits.data(), {s.B, s.H, Q, K}));
+    EXPECT_TRUE(all_close(
+        logits, ref::shaw_key_logits<double>(s.kmax, to_double(a_k), to_double(q), s.B, s.H, s.D, s.q, s.k),
+        kF32Reduction));
     const std::vector<float> w = random_floats(logits.size(), 43);
     std::vector<float> gq(q.size(), 0.0f), ga(a_k.size(), 0.0f);
     shaw_key_logits_backward(c, view(a_k.data(), {c.num_rows(), s.D}), view(q.data(), {s.B, Q, s.H, s.D}),
                              view(s.q.data(), {Q}), view(s.k.data(), {K}), view(w.data(), {s.B, s.H, Q, K}),
                              view(gq.data(), {s.B, Q, s.H, s.D}), view(ga.data(), {c.num_rows(), s.D}));
     auto loss_q = [&](const std::vector<double>& x) {
-      return dot(ref::shaw_key_logits<double>(s.kmax, to_double(a_k), x, s.B, s.H, s.D, s.q, s.k), to_double(w));
+      return dot(ref::shaw_key_logits<double>(s.kmax, to_double(a_k), x, s.B, s.H, s.D, s.q, s.k),
+                 to_double(w));
     };
     auto loss_a = [&](const std::vector<double>& x) {
-      return dot(ref::shaw_key_logits<double>(s.kmax, x, to_double(q), s.B, s.H, s.D, s.q, s.k), to_double(w));
+      return dot(ref::shaw_key_logits<double>(s.kmax, x, to_double(q), s.B, s.H, s.D, s.q, s.k),
+                 to_double(w));
     };
     const auto cq = sample_coords(q.size()), ca = sample_coords(a_k.size());
     EXPECT_TRUE(all_close(gather(gq, cq), finite_difference(loss_q, to_double(q), cq), kF32Reduction));
@@ -50,24 +54,29 @@ TEST(Shaw, ValueOutputForwardAndBackward) {
   for (const Shape& s : shapes()) {
     const ShawConfig c{s.kmax, s.D};
     const int64_t Q = s.q.size(), K = s.k.size();
-    const std::vector<float> a_v = random_floats(c.num_rows() * s.D, 44), p = random_floats(s.B * s.H * Q * K, 45, 0, 1);
+    const std::vector<float> a_v = random_floats(c.num_rows() * s.D, 44),
+                             p = random_floats(s.B * s.H * Q * K, 45, 0, 1);
     const std::vector<float> out0 = random_floats(s.B * Q * s.H * s.D, 46);
     std::vector<float> out = out0;  // accumulates
-    shaw_value_output(c, view(a_v.data(), {c.num_rows(), s.D}), view(p.data(), {s.B, s.H, Q, K}), view(s.q.data(), {Q}),
-                      view(s.k.data(), {K}), view(out.data(), {s.B, Q, s.H, s.D}));
-    auto expected = ref::shaw_value_output<double>(s.kmax, to_double(a_v), to_double(p), s.B, s.H, s.D, s.q, s.k);
+    shaw_value_output(c, view(a_v.data(), {c.num_rows(), s.D}), view(p.data(), {s.B, s.H, Q, K}),
+                      view(s.q.data(), {Q}), view(s.k.data(), {K}), view(out.data(), {s.B, Q, s.H, s.D}));
+    auto expected =
+        ref::shaw_value_output<double>(s.kmax, to_double(a_v), to_double(p), s.B, s.H, s.D, s.q, s.k);
     for (size_t i = 0; i < expected.size(); ++i) expected[i] += out0[i];
     EXPECT_TRUE(all_close(out, expected, kF32Reduction));
     const std::vector<float> w = random_floats(out.size(), 47);
     std::vector<float> gp(p.size(), 0.0f), ga(a_v.size(), 0.0f);
     shaw_value_output_backward(c, view(a_v.data(), {c.num_rows(), s.D}), view(p.data(), {s.B, s.H, Q, K}),
-                               view(s.q.data(), {Q}), view(s.k.data(), {K}), view(w.data(), {s.B, Q, s.H, s.D}),
-                               view(gp.data(), {s.B, s.H, Q, K}), view(ga.data(), {c.num_rows(), s.D}));
+                               view(s.q.data(), {Q}), view(s.k.data(), {K}),
+                               view(w.data(), {s.B, Q, s.H, s.D}), view(gp.data(), {s.B, s.H, Q, K}),
+                               view(ga.data(), {c.num_rows(), s.D}));
     auto loss_p = [&](const std::vector<double>& x) {
-      return dot(ref::shaw_value_output<double>(s.kmax, to_double(a_v), x, s.B, s.H, s.D, s.q, s.k), to_double(w));
+      return dot(ref::shaw_value_output<double>(s.kmax, to_double(a_v), x, s.B, s.H, s.D, s.q, s.k),
+                 to_double(w));
     };
     auto loss_a = [&](const std::vector<double>& x) {
-      return dot(ref::shaw_value_output<double>(s.kmax, x, to_double(p), s.B, s.H, s.D, s.q, s.k), to_double(w));
+      return dot(ref::shaw_value_output<double>(s.kmax, x, to_double(p), s.B, s.H, s.D, s.q, s.k),
+                 to_double(w));
     };
     const auto cp = sample_coords(p.size()), ca = sample_coords(a_v.size());
     EXPECT_TRUE(all_close(gather(gp, cp), finite_difference(loss_p, to_double(p), cp), kF32Reduction));

@@ -13,40 +13,49 @@ TEST(TransformerXL, LogitsForwardAndEveryGradient) {
     int64_t B, H, D, d_model;
     std::vector<int64_t> q, k;
   };
-  const std::vector<XLCase> cases = {{2, 2, 3, 6, {4, 5, 6}, {0, 1, 2, 3, 4, 5, 6}},  // memory + current segment
-                                     {1, 1, 4, 4, {0}, {0}},
-                                     {1, 3, 2, 8, {0, 1}, {5, 1000000, 1}}};            // scattered deltas
+  const std::vector<XLCase> cases = {
+      {2, 2, 3, 6, {4, 5, 6}, {0, 1, 2, 3, 4, 5, 6}},  // memory + current segment
+      {1, 1, 4, 4, {0}, {0}},
+      {1, 3, 2, 8, {0, 1}, {5, 1000000, 1}}};  // scattered deltas
   for (const XLCase& s : cases) {
     const TransformerXLConfig c{s.d_model, s.H, s.D, 10000.0};
     const int64_t Q = s.q.size(), K = s.k.size();
-    const std::vector<float> q = random_floats(s.B * Q * s.H * s.D, 51), k = random_floats(s.B * K * s.H * s.D, 52);
+    const std::vector<float> q = random_floats(s.B * Q * s.H * s.D, 51),
+                             k = random_floats(s.B * K * s.H * s.D, 52);
     const std::vector<float> u = random_floats(s.H * s.D, 53), v = random_floats(s.H * s.D, 54);
     const std::vector<float> w_r = random_floats(s.H * s.D * s.d_model, 55);
     auto views = [&](const std::vector<float>& qq, const std::vector<float>& kk, const std::vector<float>& uu,
                      const std::vector<float>& vv, const std::vector<float>& ww) {
       return std::make_tuple(view(qq.data(), {s.B, Q, s.H, s.D}), view(kk.data(), {s.B, K, s.H, s.D}),
-                             view(uu.data(), {s.H, s.D}), view(vv.data(), {s.H, s.D}), view(ww.data(), {s.H * s.D, s.d_model}));
+                             view(uu.data(), {s.H, s.D}), view(vv.data(), {s.H, s.D}),
+                             view(ww.data(), {s.H * s.D, s.d_model}));
     };
     auto [qv, kv, uv, vv, wv] = views(q, k, u, v, w_r);
     std::vector<float> logits(s.B * s.H * Q * K);
     transformer_xl_logits(c, qv, kv, uv, vv, wv, view(s.q.data(), {Q}), view(s.k.data(), {K}),
                           view(logits.data(), {s.B, s.H, Q, K}));
-    auto reference = [&](const std::vector<double>& qq, const std::vector<double>& kk, const std::vector<double>& uu,
-                         const std::vector<double>& vvv, const std::vector<double>& ww) {
-      return ref::transformer_xl_logits<double>(s.d_model, 10000.0, qq, kk, uu, vvv, ww, s.B, s.H, s.D, s.q, s.k);
+    auto reference = [&](const std::vector<double>& qq, const std::vector<double>& kk,
+                         const std::vector<double>& uu, const std::vector<double>& vvv,
+                         const std::vector<double>& ww) {
+      return ref::transformer_xl_logits<double>(s.d_model, 10000.0, qq, kk, uu, vvv, ww, s.B, s.H, s.D, s.q,
+                                                s.k);
     };
-    EXPECT_TRUE(all_close(logits, reference(to_double(q), to_double(k), to_double(u), to_double(v), to_double(w_r)),
+    EXPECT_TRUE(all_close(logits,
+                          reference(to_double(q), to_double(k), to_double(u), to_double(v), to_double(w_r)),
                           kF32Reduction));
 
     const std::vector<float> g = random_floats(logits.size(), 56);
-    std::vector<float> gq(q.size(), 0.f), gk(k.size(), 0.f), gu(u.size(), 0.f), gv(v.size(), 0.f), gw(w_r.size(), 0.f);
+    std::vector<float> gq(q.size(), 0.f), gk(k.size(), 0.f), gu(u.size(), 0.f), gv(v.size(), 0.f),
+        gw(w_r.size(), 0.f);
     TransformerXLGrads grads{view(gq.data(), {s.B, Q, s.H, s.D}), view(gk.data(), {s.B, K, s.H, s.D}),
-                             view(gu.data(), {s.H, s.D}), view(gv.data(), {s.H, s.D}), view(gw.data(), {s.H * s.D, s.d_model})};
+                             view(gu.data(), {s.H, s.D}), view(gv.data(), {s.H, s.D}),
+                             view(gw.data(), {s.H * s.D, s.d_model})};
     transformer_xl_logits_backward(c, qv, kv, uv, vv, wv, view(s.q.data(), {Q}), view(s.k.data(), {K}),
                                    view(g.data(), {s.B, s.H, Q, K}), grads);
     const auto gd = to_double(g);
     const Tolerance tol = kF32Reduction;
-    auto check = [&](const char* name, const std::vector<float>& analytic, const std::vector<float>& param, int which) {
+    auto check = [&](const char* name, const std::vector<float>& analytic, const std::vector<float>& param,
+                     int which) {
       SCOPED_TRACE(name);
       auto loss = [&](const std::vector<double>& x) {
         std::vector<double> a[5] = {to_double(q), to_double(k), to_double(u), to_double(v), to_double(w_r)};
@@ -54,7 +63,8 @@ TEST(TransformerXL, LogitsForwardAndEveryGradient) {
         return dot(reference(a[0], a[1], a[2], a[3], a[4]), gd);
       };
       const auto coords = sample_coords(param.size(), 40);
-      EXPECT_TRUE(all_close(gather(analytic, coords), finite_difference(loss, to_double(param), coords), tol));
+      EXPECT_TRUE(
+          all_close(gather(analytic, coords), finite_difference(loss, to_double(param), coords), tol));
     };
     check("q", gq, q, 0);
     check("k", gk, k, 1);
@@ -69,7 +79,8 @@ TEST(TransformerXL, SinusoidIsSplitLayout) {
   std::vector<int64_t> d = {3};
   std::vector<float> r(4);
   transformer_xl_sinusoid(c, view(d.data(), {1}), view(r.data(), {1, 4}));
-  EXPECT_TRUE(all_close(r, std::vector<double>{std::sin(3.0), std::sin(0.03), std::cos(3.0), std::cos(0.03)}, kF32Elementwise));
+  EXPECT_TRUE(all_close(r, std::vector<double>{std::sin(3.0), std::sin(0.03), std::cos(3.0), std::cos(0.03)},
+                        kF32Elementwise));
 }
 
 TEST(TransformerXL, BadInput) {
@@ -79,10 +90,11 @@ TEST(TransformerXL, BadInput) {
   const TransformerXLConfig c{4, 1, 2, 10000.0};
   std::vector<float> q(2), k(2), u(2), v(2), w(8), logits(1, 3.0f);
   std::vector<int64_t> p = {0};
-  EXPECT_THROW(transformer_xl_logits(c, view(q.data(), {1, 1, 1, 2}), view(k.data(), {1, 1, 1, 2}), view(u.data(), {1, 2}),
-                                     view(v.data(), {1, 2}), view(w.data(), {4, 2}), view(p.data(), {1}),
-                                     view(p.data(), {1}), view(logits.data(), {1, 1, 1, 1})),
-               Error);
+  EXPECT_THROW(
+      transformer_xl_logits(c, view(q.data(), {1, 1, 1, 2}), view(k.data(), {1, 1, 1, 2}),
+                            view(u.data(), {1, 2}), view(v.data(), {1, 2}), view(w.data(), {4, 2}),
+                            view(p.data(), {1}), view(p.data(), {1}), view(logits.data(), {1, 1, 1, 1})),
+      Error);
   EXPECT_EQ(logits[0], 3.0f);
 }
 

@@ -33,7 +33,8 @@ inline std::vector<double> to_double(const std::vector<float>& v) { return {v.be
 
 // Every actual[i] within atol + rtol * |expected[i]|; reports the worst offender.
 template <typename A, typename E>
-::testing::AssertionResult all_close(const std::vector<A>& actual, const std::vector<E>& expected, Tolerance tol) {
+::testing::AssertionResult all_close(const std::vector<A>& actual, const std::vector<E>& expected,
+                                     Tolerance tol) {
   if (actual.size() != expected.size())
     return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
   double worst = 0;
@@ -47,9 +48,9 @@ template <typename A, typename E>
     }
   }
   if (worst == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "element " << worst_i << ": actual " << static_cast<double>(actual[worst_i])
-                                       << " expected " << static_cast<double>(expected[worst_i]) << " (atol "
-                                       << tol.atol << ", rtol " << tol.rtol << ")";
+  return ::testing::AssertionFailure()
+         << "element " << worst_i << ": actual " << static_cast<double>(actual[worst_i]) << " expected "
+         << static_cast<double>(expected[worst_i]) << " (atol " << tol.atol << ", rtol " << tol.rtol << ")";
 }
 
 // call() must throw posenc::Error (or a subclass of std::exception) whose message contains needle.

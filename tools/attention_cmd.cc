@@ -43,10 +43,32 @@ struct Problem {
 };
 
 Problem make_problem(const AttentionOptions& o) {
-  Problem p{o.batch, o.seq, o.kv_len > 0 ? o.kv_len : o.seq, o.heads, o.kv_heads > 0 ? o.kv_heads : o.heads, o.dim, {}, {}, {}, {}, {}, {}, {}, {}, {}, nullptr, {}};
-  for (auto [name, value] : {std::pair<const char*, int64_t>{"--batch", p.B}, {"--seq", p.Q}, {"--kv-len", p.K}, {"--heads", p.H},
-                             {"--kv-heads", p.Hkv}, {"--dim", p.D}, {"--repeat", o.repeat}})
-    if (value <= 0) throw Error(std::string(name) + " = " + std::to_string(value) + " is invalid: must be > 0");
+  Problem p{o.batch,
+            o.seq,
+            o.kv_len > 0 ? o.kv_len : o.seq,
+            o.heads,
+            o.kv_heads > 0 ? o.kv_heads : o.heads,
+            o.dim,
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            {},
+            nullptr,
+            {}};
+  for (auto [name, value] : {std::pair<const char*, int64_t>{"--batch", p.B},
+                             {"--seq", p.Q},
+                             {"--kv-len", p.K},
+                             {"--heads", p.H},
+                             {"--kv-heads", p.Hkv},
+                             {"--dim", p.D},
+                             {"--repeat", o.repeat}})
+    if (value <= 0)
+      throw Error(std::string(name) + " = " + std::to_string(value) + " is invalid: must be > 0");
   std::mt19937 rng(o.seed);
   p.q = random_vector(p.B * p.Q * p.H * p.D, rng, 1.0f);
   p.k = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
@@ -88,13 +110,16 @@ Problem make_problem(const AttentionOptions& o) {
     validate(x.config);
     p.u = random_vector(p.H * p.D, rng, 0.1f);
     p.xv = random_vector(p.H * p.D, rng, 0.1f);
-    p.w_r = random_vector(p.H * p.D * x.config.d_model, rng, 1.0f / std::sqrt(static_cast<float>(x.config.d_model)));
+    p.w_r = random_vector(p.H * p.D * x.config.d_model, rng,
+                          1.0f / std::sqrt(static_cast<float>(x.config.d_model)));
     x.u = view(p.u.data(), {p.H, p.D});
     x.v = view(p.xv.data(), {p.H, p.D});
     x.w_r = view(p.w_r.data(), {p.H * p.D, x.config.d_model});
     c.transformer_xl = x;
   } else if (e != "none" && e != "rope") {
-    throw Error("--encoding = '" + e + "' is invalid: expected none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), rope+alibi or rope+t5");
+    throw Error("--encoding = '" + e +
+                "' is invalid: expected none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), "
+                "rope+alibi or rope+t5");
   }
   return p;
 }
@@ -113,7 +138,8 @@ double check_against_reference(const Problem& p, const std::vector<float>& out) 
   const AttentionConfig& c = p.config;
   r.kind = c.bias.kind;
   if (c.bias.kind == AttentionBias::Kind::alibi) r.alibi_slopes = alibi_slopes(c.bias.alibi);
-  if (c.bias.kind == AttentionBias::Kind::relative) r.relative = c.bias.relative, r.relative_table.assign(p.table.begin(), p.table.end());
+  if (c.bias.kind == AttentionBias::Kind::relative)
+    r.relative = c.bias.relative, r.relative_table.assign(p.table.begin(), p.table.end());
   if (c.shaw) {
     r.shaw_max_distance = c.shaw->config.max_distance;
     r.shaw_a_k.assign(p.a_k.begin(), p.a_k.end());
@@ -122,7 +148,8 @@ double check_against_reference(const Problem& p, const std::vector<float>& out) 
   if (c.transformer_xl) {
     r.transformer_xl_d_model = c.transformer_xl->config.d_model;
     r.transformer_xl_base = c.transformer_xl->config.base;
-    r.transformer_xl_u.assign(p.u.begin(), p.u.end()), r.transformer_xl_v.assign(p.xv.begin(), p.xv.end()), r.transformer_xl_w_r.assign(p.w_r.begin(), p.w_r.end());
+    r.transformer_xl_u.assign(p.u.begin(), p.u.end()), r.transformer_xl_v.assign(p.xv.begin(), p.xv.end()),
+        r.transformer_xl_w_r.assign(p.w_r.begin(), p.w_r.end());
   }
   std::vector<double> q(p.q.begin(), p.q.end()), k(p.k.begin(), p.k.end());
   if (c.rope) {
@@ -148,26 +175,31 @@ double best_seconds(int64_t repeat, Fn&& fn) {
 }
 
 void run_attention(const AttentionOptions& o) {
-  if (o.format != "table" && o.format != "json") throw Error("--format = '" + o.format + "' is invalid: expected table or json");
+  if (o.format != "table" && o.format != "json")
+    throw Error("--format = '" + o.format + "' is invalid: expected table or json");
   Problem p = make_problem(o);
   if (o.check && static_cast<double>(p.B) * p.Q * p.K * p.H > 1 << 24)
     throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
                 " is too large for the naive reference (limit 2^24)");
-  const AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
-                                 view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
+  const AttentionInputs in =
+      qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
+          view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
   std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
-  const TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D}), lse_view = view(lse.data(), {p.B, p.H, p.Q});
+  const TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D}),
+                   lse_view = view(lse.data(), {p.B, p.H, p.Q});
   const double fwd = best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
   // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k and for p.v).
   double pairs = 0;
   for (int64_t i = 0; i < p.Q; ++i) {
     const int64_t qp = p.K - p.Q + i;
     for (int64_t kp = 0; kp < p.K; ++kp)
-      if (!((o.causal && kp > qp) || (o.window > 0 && (qp - kp >= o.window || kp - qp >= o.window)))) pairs += 1;
+      if (!((o.causal && kp > qp) || (o.window > 0 && (qp - kp >= o.window || kp - qp >= o.window))))
+        pairs += 1;
   }
   const double flops = 4.0 * pairs * p.D * p.H * p.B;
   nlohmann::json j;
-  j["shape"] = {{"batch", p.B}, {"q_len", p.Q}, {"kv_len", p.K}, {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
+  j["shape"] = {{"batch", p.B}, {"q_len", p.Q},      {"kv_len", p.K},
+                {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
   j["encoding"] = o.encoding;
   j["causal"] = o.causal;
   j["window"] = o.window;
@@ -177,9 +209,11 @@ void run_attention(const AttentionOptions& o) {
   for (float x : out) sum_abs += std::abs(x);
   j["mean_abs_out"] = sum_abs / static_cast<double>(out.size());
   if (o.backward) {
-    std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()), gk(p.k.size()), gv(p.v.size());
+    std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()),
+        gk(p.k.size()), gv(p.v.size());
     AttentionGrads g;
-    g.q = view(gq.data(), {p.B, p.Q, p.H, p.D}), g.k = view(gk.data(), {p.B, p.K, p.Hkv, p.D}), g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.D});
+    g.q = view(gq.data(), {p.B, p.Q, p.H, p.D}), g.k = view(gk.data(), {p.B, p.K, p.Hkv, p.D}),
+    g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.D});
     const double bwd = best_seconds(o.repeat, [&] {
       attention_backward(p.config, in, out_view, lse_view, view(grad_out.data(), {p.B, p.Q, p.H, p.D}), g);
     });
@@ -193,21 +227,29 @@ void run_attention(const AttentionOptions& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ": batch " << p.B << ", q_len " << p.Q
-            << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim " << p.D << "\n";
-  std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>() << " GFLOP/s\n";
+  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ": batch " << p.B
+            << ", q_len " << p.Q << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim "
+            << p.D << "\n";
+  std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>()
+            << " GFLOP/s\n";
   if (o.backward)
-    std::cout << "  backward  " << j["backward_ms"].get<double>() << " ms, " << j["backward_gflops"].get<double>() << " GFLOP/s\n";
+    std::cout << "  backward  " << j["backward_ms"].get<double>() << " ms, "
+              << j["backward_gflops"].get<double>() << " GFLOP/s\n";
   std::cout << "  mean |out| " << j["mean_abs_out"].get<double>() << "\n";
-  if (o.check) std::cout << "  max |out - reference| " << j["max_abs_error_vs_reference"].get<double>() << " (double reference)\n";
+  if (o.check)
+    std::cout << "  max |out - reference| " << j["max_abs_error_vs_reference"].get<double>()
+              << " (double reference)\n";
 }
 
 }  // namespace
 
 void add_attention_command(CLI::App& app) {
   auto o = std::make_shared<AttentionOptions>();
-  CLI::App* cmd = app.add_subcommand("attention", "Run the fused attention on random inputs (timings; --check vs the naive reference)");
-  cmd->add_option("--encoding,-e", o->encoding, "none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), rope+alibi or rope+t5")->capture_default_str();
+  CLI::App* cmd = app.add_subcommand(
+      "attention", "Run the fused attention on random inputs (timings; --check vs the naive reference)");
+  cmd->add_option("--encoding,-e", o->encoding,
+                  "none, rope, alibi, t5, relative, shaw, transformer_xl (or xl), rope+alibi or rope+t5")
+      ->capture_default_str();
   cmd->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   cmd->add_option("--seq,-s", o->seq, "Query length")->capture_default_str();
   cmd->add_option("--kv-len", o->kv_len, "Key/value length (default: --seq; queries sit at its end)");
@@ -219,8 +261,10 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--base", o->base, "rope theta / transformer_xl sinusoid base")->capture_default_str();
   cmd->add_option("--num-buckets", o->num_buckets, "t5 buckets")->capture_default_str();
   cmd->add_option("--max-distance", o->max_distance, "t5 max_distance")->capture_default_str();
-  cmd->add_option("--clip", o->shaw_max_distance, "shaw / relative: clipping distance k")->capture_default_str();
-  cmd->add_option("--d-model", o->d_model, "transformer_xl: width of the relative sinusoid (default heads * dim)");
+  cmd->add_option("--clip", o->shaw_max_distance, "shaw / relative: clipping distance k")
+      ->capture_default_str();
+  cmd->add_option("--d-model", o->d_model,
+                  "transformer_xl: width of the relative sinusoid (default heads * dim)");
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

@@ -20,7 +20,8 @@ Format parse_format(const std::string& name) {
 void write_npy(const std::vector<int64_t>& shape, const std::vector<float>& data, std::ostream& out) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < shape.size(); ++i) dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? ", " : "");
+  for (size_t i = 0; i < shape.size(); ++i)
+    dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? ", " : "");
   dict << "), }";
   std::string header = dict.str();
   // Pad so that magic (6) + version (2) + length (2) + header is a multiple of 64, ending in '\n'.
@@ -33,7 +34,8 @@ void write_npy(const std::vector<int64_t>& shape, const std::vector<float>& data
   out.write(len_le, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   // x86-64 and every platform posenc targets are little-endian, as '<f4' requires.
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(float)));
 }
 
 namespace {
@@ -44,7 +46,8 @@ std::string fmt(float v) {
 }
 
 void write_table(const Array& a, std::ostream& out) {
-  const int64_t rows = static_cast<int64_t>(a.row_names.size()), cols = static_cast<int64_t>(a.col_names.size());
+  const int64_t rows = static_cast<int64_t>(a.row_names.size()),
+                cols = static_cast<int64_t>(a.col_names.size());
   out << a.title << "\n";
   size_t w = a.row_label.size();
   for (const auto& r : a.row_names) w = std::max(w, r.size());
@@ -58,7 +61,8 @@ void write_table(const Array& a, std::ostream& out) {
     out << "\n";
     for (int64_t r = 0; r < rows; ++r) {
       out << std::left << std::setw(static_cast<int>(w)) << a.row_names[r] << std::right;
-      for (int64_t c = 0; c < cols; ++c) out << " " << std::setw(static_cast<int>(cw)) << fmt(a.data[(b * rows + r) * cols + c]);
+      for (int64_t c = 0; c < cols; ++c)
+        out << " " << std::setw(static_cast<int>(cw)) << fmt(a.data[(b * rows + r) * cols + c]);
       out << "\n";
     }
   }
@@ -66,7 +70,8 @@ void write_table(const Array& a, std::ostream& out) {
 }
 
 void write_csv(const Array& a, std::ostream& out) {
-  const int64_t rows = static_cast<int64_t>(a.row_names.size()), cols = static_cast<int64_t>(a.col_names.size());
+  const int64_t rows = static_cast<int64_t>(a.row_names.size()),
+                cols = static_cast<int64_t>(a.col_names.size());
   if (a.blocks > 1) out << a.block_label << ",";
   out << a.row_label;
   for (const auto& c : a.col_names) out << "," << c;
@@ -75,13 +80,15 @@ void write_csv(const Array& a, std::ostream& out) {
     for (int64_t r = 0; r < rows; ++r) {
       if (a.blocks > 1) out << b << ",";
       out << a.row_names[r];
-      for (int64_t c = 0; c < cols; ++c) out << "," << std::setprecision(9) << a.data[(b * rows + r) * cols + c];
+      for (int64_t c = 0; c < cols; ++c)
+        out << "," << std::setprecision(9) << a.data[(b * rows + r) * cols + c];
       out << "\n";
     }
 }
 
 void write_json(const Array& a, std::ostream& out) {
-  const int64_t rows = static_cast<int64_t>(a.row_names.size()), cols = static_cast<int64_t>(a.col_names.size());
+  const int64_t rows = static_cast<int64_t>(a.row_names.size()),
+                cols = static_cast<int64_t>(a.col_names.size());
   nlohmann::json j;
   j["title"] = a.title;
   j["row_label"] = a.row_label;
@@ -93,9 +100,12 @@ void write_json(const Array& a, std::ostream& out) {
   for (int64_t b = 0; b < a.blocks; ++b) {
     nlohmann::json m = nlohmann::json::array();
     for (int64_t r = 0; r < rows; ++r)
-      m.push_back(std::vector<float>(a.data.begin() + (b * rows + r) * cols, a.data.begin() + (b * rows + r + 1) * cols));
-    if (a.blocks > 1) data.push_back(m);
-    else data = m;
+      m.push_back(std::vector<float>(a.data.begin() + (b * rows + r) * cols,
+                                     a.data.begin() + (b * rows + r + 1) * cols));
+    if (a.blocks > 1)
+      data.push_back(m);
+    else
+      data = m;
   }
   j["data"] = data;
   j["notes"] = a.notes;
@@ -105,12 +115,20 @@ void write_json(const Array& a, std::ostream& out) {
 
 void write(const Array& a, Format format, std::ostream& out) {
   switch (format) {
-    case Format::table: write_table(a, out); break;
-    case Format::csv: write_csv(a, out); break;
-    case Format::json: write_json(a, out); break;
+    case Format::table:
+      write_table(a, out);
+      break;
+    case Format::csv:
+      write_csv(a, out);
+      break;
+    case Format::json:
+      write_json(a, out);
+      break;
     case Format::npy: {
-      const int64_t rows = static_cast<int64_t>(a.row_names.size()), cols = static_cast<int64_t>(a.col_names.size());
-      write_npy(a.blocks > 1 ? std::vector<int64_t>{a.blocks, rows, cols} : std::vector<int64_t>{rows, cols}, a.data, out);
+      const int64_t rows = static_cast<int64_t>(a.row_names.size()),
+                    cols = static_cast<int64_t>(a.col_names.size());
+      write_npy(a.blocks > 1 ? std::vector<int64_t>{a.blocks, rows, cols} : std::vector<int64_t>{rows, cols},
+                a.data, out);
       break;
     }
   }

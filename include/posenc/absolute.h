@@ -20,7 +20,7 @@ enum class SinusoidalLayout : uint8_t { interleaved, split };
 enum class SinusoidalFrequencies : uint8_t { model_dim, half_dim_minus_one };
 
 struct SinusoidalConfig {
-  int64_t dim = 0;          // even for interleaved; odd allowed for split (last column zero, fairseq)
+  int64_t dim = 0;  // even for interleaved; odd allowed for split (last column zero, fairseq)
   double base = 10000.0;
   SinusoidalLayout layout = SinusoidalLayout::interleaved;
   SinusoidalFrequencies frequencies = SinusoidalFrequencies::model_dim;

@@ -38,9 +38,9 @@ namespace posenc {
 struct AttentionBias {
   enum class Kind : uint8_t { none, alibi, relative };
   Kind kind = Kind::none;
-  AlibiConfig alibi;                 // kind == alibi (alibi.heads must equal H)
-  RelativeBiasConfig relative;       // kind == relative: clipped or T5 buckets (relative.heads == H)
-  ConstTensorView relative_table;    //   (rows, H)
+  AlibiConfig alibi;               // kind == alibi (alibi.heads must equal H)
+  RelativeBiasConfig relative;     // kind == relative: clipped or T5 buckets (relative.heads == H)
+  ConstTensorView relative_table;  //   (rows, H)
 };
 
 // Shaw et al. (2018): tables shared by the heads. config.head_dim must equal D.
@@ -109,7 +109,7 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& inp
 // q, k, v are required (shapes of the inputs); a parameter gradient left empty is skipped.
 struct AttentionGrads {
   TensorView q, k, v;
-  TensorView relative_table;    // (rows, H), with bias.kind == relative
+  TensorView relative_table;      // (rows, H), with bias.kind == relative
   TensorView shaw_a_k, shaw_a_v;  // (rows, D), with shaw
   // (H, D), (H, D), (H * D, d_model), with transformer_xl
   TensorView transformer_xl_u, transformer_xl_v, transformer_xl_w_r;

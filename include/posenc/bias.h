@@ -21,9 +21,9 @@ enum class Bucketing : uint8_t {
 struct RelativeBiasConfig {
   int64_t heads = 0;
   Bucketing bucketing = Bucketing::t5;
-  int64_t num_buckets = 32;     // t5 only
-  int64_t max_distance = 128;   // t5: where log buckets end; clipped: K of [-K, K]
-  bool bidirectional = true;    // t5 only: false is the causal (decoder) form
+  int64_t num_buckets = 32;    // t5 only
+  int64_t max_distance = 128;  // t5: where log buckets end; clipped: K of [-K, K]
+  bool bidirectional = true;   // t5 only: false is the causal (decoder) form
 
   static RelativeBiasConfig clipped(int64_t heads, int64_t max_distance);
   static RelativeBiasConfig t5(int64_t heads, int64_t num_buckets = 32, int64_t max_distance = 128,
@@ -34,8 +34,7 @@ void validate(const RelativeBiasConfig& config);
 
 // T5's _relative_position_bucket for d = k - q, evaluated in float32 as T5 and HF do (the float
 // rounding decides buckets that sit exactly on a log boundary).
-int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets,
-                  int64_t max_distance);
+int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buckets, int64_t max_distance);
 int64_t relative_bias_row(const RelativeBiasConfig& config, int64_t relative_position);
 
 // table (rows, H) as in nn.Embedding(rows, heads) (HF T5's relative_attention_bias.weight).
@@ -44,8 +43,7 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
                    ConstTensorView k_positions, TensorView out);
 // grad_table (rows, H) += sum over (i, j) mapped to each row of grad_out (H, Q, K). Deterministic.
 void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView grad_out,
-                            ConstTensorView q_positions, ConstTensorView k_positions,
-                            TensorView grad_table);
+                            ConstTensorView q_positions, ConstTensorView k_positions, TensorView grad_table);
 
 // ---------------------------------------------------------------- ALiBi (Press et al. 2022)
 enum class AlibiSlopes : uint8_t {

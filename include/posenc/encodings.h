@@ -10,11 +10,16 @@
 namespace posenc {
 
 enum class EncodingKind : uint8_t {
-  none,            // NoPE: an explicit "no positional information" baseline
-  sinusoidal, learned, binary,             // absolute: added to embeddings
-  relative_bias, t5_bias, alibi,           // scalar bias on the logits
-  shaw, transformer_xl,                    // vector terms inside attention
-  rope,                                    // rotation of q and k
+  none,  // NoPE: an explicit "no positional information" baseline
+  sinusoidal,
+  learned,
+  binary,  // absolute: added to embeddings
+  relative_bias,
+  t5_bias,
+  alibi,  // scalar bias on the logits
+  shaw,
+  transformer_xl,  // vector terms inside attention
+  rope,            // rotation of q and k
 };
 
 // Where an encoding acts. A model combines at most one encoding per role (e.g. RoPE + ALiBi); the
@@ -34,7 +39,7 @@ struct EncodingInfo {
   std::string_view description;  // one line
   std::string_view variants;     // comma-separated variant names
   EncodingRole role = EncodingRole::none;
-  std::string_view alias;        // a shorter name the tools also accept ("xl"), or empty
+  std::string_view alias;  // a shorter name the tools also accept ("xl"), or empty
 };
 
 std::span<const EncodingInfo> all_encodings();

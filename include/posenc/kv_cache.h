@@ -32,8 +32,8 @@ class KVCache {
   // out (B, T, H, D) = attention of q (B, T, H, D) over every cached token. q_positions default
   // to the positions of the last T appended tokens (append, then attend the same tokens).
   // config.rope must be null or the cache's rope (keys are already rotated).
-  void attend(const AttentionConfig& config, ConstTensorView q, TensorView out, ConstTensorView q_positions = {},
-              TensorView lse = {}) const;
+  void attend(const AttentionConfig& config, ConstTensorView q, TensorView out,
+              ConstTensorView q_positions = {}, TensorView lse = {}) const;
 
   int64_t size() const { return size_; }  // tokens per batch row
   void reserve(int64_t tokens);
@@ -48,8 +48,8 @@ class KVCache {
   int64_t batch_, kv_heads_, head_dim_;
   const Rope* rope_;
   int64_t size_ = 0, capacity_ = 0;
-  std::vector<float> k_, v_;   // (B, Hkv, capacity, D): each head's tokens contiguous
-  std::vector<int64_t> pos_;   // (B, capacity)
+  std::vector<float> k_, v_;  // (B, Hkv, capacity, D): each head's tokens contiguous
+  std::vector<int64_t> pos_;  // (B, capacity)
 };
 
 }  // namespace posenc

@@ -40,13 +40,13 @@ const char* rope_multimodal_name(RopeMultimodal mode);
 // (transformers/modeling_rope_utils.py). Fields a type does not use are ignored.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::none;
-  double factor = 1.0;                              // linear, dynamic, yarn, llama3 (and longrope)
-  int64_t original_max_position_embeddings = 0;    // yarn, longrope, llama3 (0 = not given)
-  std::optional<double> attention_factor;           // yarn, longrope: final multiplier on cos/sin
-  double beta_fast = 32.0, beta_slow = 1.0;         // yarn ramp, in rotations
-  std::optional<double> mscale, mscale_all_dim;    // yarn, DeepSeek form of the attention factor
-  bool truncate = true;                             // yarn: floor/ceil the ramp bounds
-  std::vector<double> short_factor, long_factor;    // longrope: one per frequency pair
+  double factor = 1.0;                                   // linear, dynamic, yarn, llama3 (and longrope)
+  int64_t original_max_position_embeddings = 0;          // yarn, longrope, llama3 (0 = not given)
+  std::optional<double> attention_factor;                // yarn, longrope: final multiplier on cos/sin
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn ramp, in rotations
+  std::optional<double> mscale, mscale_all_dim;          // yarn, DeepSeek form of the attention factor
+  bool truncate = true;                                  // yarn: floor/ceil the ramp bounds
+  std::vector<double> short_factor, long_factor;         // longrope: one per frequency pair
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   double proportion = 1.0;  // proportional: partial_rotary_factor (rotated fraction of the pairs)
 };

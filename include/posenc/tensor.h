@@ -23,10 +23,20 @@ const char* device_name(Device device);
 inline constexpr int kMaxRank = 4;
 using Dims = std::array<int64_t, kMaxRank>;
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 
 namespace detail {
 // Row-major strides for a shape.
@@ -51,13 +61,19 @@ struct ViewShape {
 // Read-only view.
 struct ConstTensorView : ViewShape {
   const void* data = nullptr;
-  template <typename T> const T* ptr() const { return static_cast<const T*>(data); }
+  template <typename T>
+  const T* ptr() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 // Writable view; converts implicitly to a read-only one.
 struct TensorView : ViewShape {
   void* data = nullptr;
-  template <typename T> T* ptr() const { return static_cast<T*>(data); }
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
   operator ConstTensorView() const {  // NOLINT(google-explicit-constructor)
     ConstTensorView v;
     static_cast<ViewShape&>(v) = *this;
@@ -77,7 +93,8 @@ View make_view(T* data, std::initializer_list<int64_t> shape) {
   return v;
 }
 template <typename View, typename T>
-View make_strided_view(T* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+View make_strided_view(T* data, std::initializer_list<int64_t> shape,
+                       std::initializer_list<int64_t> strides) {
   View v = make_view<View>(data, shape);
   int rank = 0;
   v.strides = dims_from(strides, &rank);
@@ -97,7 +114,8 @@ ConstTensorView view(const T* data, std::initializer_list<int64_t> shape) {
 }
 // Strided views (strides in elements), e.g. q and k slices of a fused qkv buffer.
 template <typename T>
-TensorView strided_view(T* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+TensorView strided_view(T* data, std::initializer_list<int64_t> shape,
+                        std::initializer_list<int64_t> strides) {
   return detail::make_strided_view<TensorView>(data, shape, strides);
 }
 template <typename T>

@@ -31,10 +31,9 @@ void transformer_xl_logits(const TransformerXLConfig& config, ConstTensorView q,
 struct TransformerXLGrads {
   TensorView q, k, u, v, w_r;  // each += ; shapes as in transformer_xl_logits
 };
-void transformer_xl_logits_backward(const TransformerXLConfig& config, ConstTensorView q,
-                                    ConstTensorView k, ConstTensorView u, ConstTensorView v,
-                                    ConstTensorView w_r, ConstTensorView q_positions,
-                                    ConstTensorView k_positions, ConstTensorView grad_logits,
-                                    const TransformerXLGrads& grads);
+void transformer_xl_logits_backward(const TransformerXLConfig& config, ConstTensorView q, ConstTensorView k,
+                                    ConstTensorView u, ConstTensorView v, ConstTensorView w_r,
+                                    ConstTensorView q_positions, ConstTensorView k_positions,
+                                    ConstTensorView grad_logits, const TransformerXLGrads& grads);
 
 }  // namespace posenc

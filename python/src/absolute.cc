@@ -8,17 +8,24 @@
 namespace posenc::python {
 namespace {
 
-SinusoidalConfig sinusoidal_config(int64_t dim, double base, const std::string& layout, const std::string& frequencies,
-                                   int64_t offset) {
+SinusoidalConfig sinusoidal_config(int64_t dim, double base, const std::string& layout,
+                                   const std::string& frequencies, int64_t offset) {
   SinusoidalConfig c;
   c.dim = dim;
   c.base = base;
-  if (layout == "interleaved") c.layout = SinusoidalLayout::interleaved;
-  else if (layout == "split") c.layout = SinusoidalLayout::split;
-  else throw Error("sinusoidal: layout = '" + layout + "' is invalid: expected 'interleaved' or 'split'");
-  if (frequencies == "model_dim") c.frequencies = SinusoidalFrequencies::model_dim;
-  else if (frequencies == "half_dim_minus_one") c.frequencies = SinusoidalFrequencies::half_dim_minus_one;
-  else throw Error("sinusoidal: frequencies = '" + frequencies + "' is invalid: expected 'model_dim' or 'half_dim_minus_one'");
+  if (layout == "interleaved")
+    c.layout = SinusoidalLayout::interleaved;
+  else if (layout == "split")
+    c.layout = SinusoidalLayout::split;
+  else
+    throw Error("sinusoidal: layout = '" + layout + "' is invalid: expected 'interleaved' or 'split'");
+  if (frequencies == "model_dim")
+    c.frequencies = SinusoidalFrequencies::model_dim;
+  else if (frequencies == "half_dim_minus_one")
+    c.frequencies = SinusoidalFrequencies::half_dim_minus_one;
+  else
+    throw Error("sinusoidal: frequencies = '" + frequencies +
+                "' is invalid: expected 'model_dim' or 'half_dim_minus_one'");
   c.position_offset = offset;
   validate(c);
   return c;
@@ -27,12 +34,14 @@ SinusoidalConfig sinusoidal_config(int64_t dim, double base, const std::string& 
 }  // namespace
 
 void bind_absolute(nb::module_& m) {
-  m.def("sinusoidal_frequencies", [](int64_t dim, double base, const std::string& layout, const std::string& frequencies) {
-    return sinusoidal_frequencies(sinusoidal_config(dim, base, layout, frequencies, 0));
-  });
-  m.def("sinusoidal_table", [](const InArray& positions, const OutArray& out, int64_t dim, double base, const std::string& layout,
-                               const std::string& frequencies, int64_t offset) {
-    sinusoidal_table(sinusoidal_config(dim, base, layout, frequencies, offset), in_view(positions, "positions"), out_view(out, "out"));
+  m.def("sinusoidal_frequencies",
+        [](int64_t dim, double base, const std::string& layout, const std::string& frequencies) {
+          return sinusoidal_frequencies(sinusoidal_config(dim, base, layout, frequencies, 0));
+        });
+  m.def("sinusoidal_table", [](const InArray& positions, const OutArray& out, int64_t dim, double base,
+                               const std::string& layout, const std::string& frequencies, int64_t offset) {
+    sinusoidal_table(sinusoidal_config(dim, base, layout, frequencies, offset),
+                     in_view(positions, "positions"), out_view(out, "out"));
   });
   m.def("binary_table", [](const InArray& positions, const OutArray& out, int64_t bits, bool signed_values) {
     binary_table(BinaryConfig{bits, signed_values}, in_view(positions, "positions"), out_view(out, "out"));
@@ -40,9 +49,11 @@ void bind_absolute(nb::module_& m) {
   m.def("learned_lookup", [](const InArray& table, const InArray& positions, const OutArray& out) {
     learned_lookup(in_view(table, "table"), in_view(positions, "positions"), out_view(out, "out"));
   });
-  m.def("learned_backward", [](const InArray& grad_out, const InArray& positions, const OutArray& grad_table) {
-    learned_backward(in_view(grad_out, "grad_out"), in_view(positions, "positions"), out_view(grad_table, "grad_table"));
-  });
+  m.def("learned_backward",
+        [](const InArray& grad_out, const InArray& positions, const OutArray& grad_table) {
+          learned_backward(in_view(grad_out, "grad_out"), in_view(positions, "positions"),
+                           out_view(grad_table, "grad_table"));
+        });
 }
 
 }  // namespace posenc::python

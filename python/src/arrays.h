@@ -25,12 +25,18 @@ using OptOutArray = std::optional<OutArray>;
 template <typename Array>
 void fill_shape(const Array& a, const char* name, ViewShape& v) {
   if (a.ndim() > static_cast<size_t>(kMaxRank))
-    throw Error(std::string(name) + ": rank " + std::to_string(a.ndim()) + " is not supported (at most " + std::to_string(kMaxRank) + ")");
+    throw Error(std::string(name) + ": rank " + std::to_string(a.ndim()) + " is not supported (at most " +
+                std::to_string(kMaxRank) + ")");
   const nb::dlpack::dtype t = a.dtype();
-  if (t == nb::dtype<float>()) v.dtype = DType::f32;
-  else if (t == nb::dtype<double>()) v.dtype = DType::f64;
-  else if (t == nb::dtype<int64_t>()) v.dtype = DType::i64;
-  else throw Error(std::string(name) + ": dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits) is not float32, float64 or int64");
+  if (t == nb::dtype<float>())
+    v.dtype = DType::f32;
+  else if (t == nb::dtype<double>())
+    v.dtype = DType::f64;
+  else if (t == nb::dtype<int64_t>())
+    v.dtype = DType::i64;
+  else
+    throw Error(std::string(name) + ": dtype (code " + std::to_string(t.code) + ", " +
+                std::to_string(t.bits) + " bits) is not float32, float64 or int64");
   v.rank = static_cast<int>(a.ndim());
   for (int i = 0; i < v.rank; ++i) {
     v.shape[static_cast<size_t>(i)] = static_cast<int64_t>(a.shape(static_cast<size_t>(i)));
@@ -44,7 +50,9 @@ inline ConstTensorView in_view(const InArray& a, const char* name) {
   v.data = a.data();
   return v;
 }
-inline ConstTensorView in_view(const OptInArray& a, const char* name) { return a ? in_view(*a, name) : ConstTensorView{}; }
+inline ConstTensorView in_view(const OptInArray& a, const char* name) {
+  return a ? in_view(*a, name) : ConstTensorView{};
+}
 
 inline TensorView out_view(const OutArray& a, const char* name) {
   TensorView v;
@@ -52,11 +60,13 @@ inline TensorView out_view(const OutArray& a, const char* name) {
   v.data = a.data();
   return v;
 }
-inline TensorView out_view(const OptOutArray& a, const char* name) { return a ? out_view(*a, name) : TensorView{}; }
+inline TensorView out_view(const OptOutArray& a, const char* name) {
+  return a ? out_view(*a, name) : TensorView{};
+}
 
 // Configurations shared by several parts (validated; errors name the field).
-RelativeBiasConfig relative_config(int64_t heads, const std::string& bucketing, int64_t num_buckets, int64_t max_distance,
-                                   bool bidirectional);
+RelativeBiasConfig relative_config(int64_t heads, const std::string& bucketing, int64_t num_buckets,
+                                   int64_t max_distance, bool bidirectional);
 AlibiConfig alibi_config(int64_t heads, const std::string& slopes, double alibi_bias_max, bool symmetric);
 
 // Registration of each part of the module.

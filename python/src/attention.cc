@@ -53,10 +53,12 @@ void bind_attention(nb::module_& m) {
   nb::class_<Attention>(m, "Attention")
       .def(
           "__init__",
-          [](Attention* self, bool causal, int64_t window, std::optional<double> scale, std::optional<RopeConfig> rope,
-             const std::string& bias, int64_t heads, const std::string& alibi_slopes, double alibi_bias_max, bool alibi_symmetric,
-             const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional, int64_t shaw_max_distance,
-             int64_t head_dim, int64_t transformer_xl_d_model, double transformer_xl_base) {
+          [](Attention* self, bool causal, int64_t window, std::optional<double> scale,
+             std::optional<RopeConfig> rope, const std::string& bias, int64_t heads,
+             const std::string& alibi_slopes, double alibi_bias_max, bool alibi_symmetric,
+             const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional,
+             int64_t shaw_max_distance, int64_t head_dim, int64_t transformer_xl_d_model,
+             double transformer_xl_base) {
             new (self) Attention();
             AttentionConfig& c = self->config;
             c.causal = causal;
@@ -71,30 +73,40 @@ void bind_attention(nb::module_& m) {
               c.bias.kind = AttentionBias::Kind::relative;
               c.bias.relative = relative_config(heads, bucketing, num_buckets, max_distance, bidirectional);
             } else if (bias != "none") {
-              throw Error("attention: bias = '" + bias + "' is invalid: expected 'none', 'alibi' or 'relative'");
+              throw Error("attention: bias = '" + bias +
+                          "' is invalid: expected 'none', 'alibi' or 'relative'");
             }
-            if (shaw_max_distance > 0) c.shaw = AttentionShaw{ShawConfig{shaw_max_distance, head_dim}, {}, {}};
-            if (transformer_xl_d_model > 0) c.transformer_xl = AttentionTransformerXL{TransformerXLConfig{transformer_xl_d_model, heads, head_dim, transformer_xl_base}, {}, {}, {}};
+            if (shaw_max_distance > 0)
+              c.shaw = AttentionShaw{ShawConfig{shaw_max_distance, head_dim}, {}, {}};
+            if (transformer_xl_d_model > 0)
+              c.transformer_xl = AttentionTransformerXL{
+                  TransformerXLConfig{transformer_xl_d_model, heads, head_dim, transformer_xl_base},
+                  {},
+                  {},
+                  {}};
           },
-          nb::arg("causal"), nb::arg("window"), nb::arg("scale").none(), nb::arg("rope").none(), nb::arg("bias"), nb::arg("heads"),
-          nb::arg("alibi_slopes"), nb::arg("alibi_bias_max"), nb::arg("alibi_symmetric"), nb::arg("bucketing"), nb::arg("num_buckets"),
-          nb::arg("max_distance"), nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"), nb::arg("transformer_xl_d_model"),
-          nb::arg("transformer_xl_base"))
+          nb::arg("causal"), nb::arg("window"), nb::arg("scale").none(), nb::arg("rope").none(),
+          nb::arg("bias"), nb::arg("heads"), nb::arg("alibi_slopes"), nb::arg("alibi_bias_max"),
+          nb::arg("alibi_symmetric"), nb::arg("bucketing"), nb::arg("num_buckets"), nb::arg("max_distance"),
+          nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"),
+          nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"))
       .def(
           "forward",
-          [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out, const OutArray& lse,
-             const nb::dict& positions, const nb::dict& tables) {
+          [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
+             const OutArray& lse, const nb::dict& positions, const nb::dict& tables) {
             const AttentionConfig c = with_tables(a, tables);
             const AttentionInputs in = inputs_of(q, k, v, positions);
             const TensorView o = out_view(out, "out"), l = out_view(lse, "lse");
             nb::gil_scoped_release release;
             attention_forward(c, in, o, l);
           },
-          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"), nb::arg("tables"))
+          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
+          nb::arg("tables"))
       .def(
           "backward",
-          [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out, const InArray& lse,
-             const InArray& grad_out, const nb::dict& positions, const nb::dict& tables, const nb::dict& grads) {
+          [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,
+             const InArray& lse, const InArray& grad_out, const nb::dict& positions, const nb::dict& tables,
+             const nb::dict& grads) {
             const AttentionConfig c = with_tables(a, tables);
             const AttentionInputs in = inputs_of(q, k, v, positions);
             AttentionGrads g;
@@ -107,12 +119,13 @@ void bind_attention(nb::module_& m) {
             g.transformer_xl_u = out_view(entry<OutArray>(grads, "transformer_xl_u"), "grad_xl_u");
             g.transformer_xl_v = out_view(entry<OutArray>(grads, "transformer_xl_v"), "grad_xl_v");
             g.transformer_xl_w_r = out_view(entry<OutArray>(grads, "transformer_xl_w_r"), "grad_xl_w_r");
-            const ConstTensorView o = in_view(out, "out"), l = in_view(lse, "lse"), go = in_view(grad_out, "grad_out");
+            const ConstTensorView o = in_view(out, "out"), l = in_view(lse, "lse"),
+                                  go = in_view(grad_out, "grad_out");
             nb::gil_scoped_release release;
             attention_backward(c, in, o, l, go, g);
           },
-          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"), nb::arg("positions"),
-          nb::arg("tables"), nb::arg("grads"));
+          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
+          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"));
 }
 
 }  // namespace posenc::python

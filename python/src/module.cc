@@ -5,7 +5,8 @@
 
 NB_MODULE(_core, m) {
   namespace nb = nanobind;
-  m.doc() = "posenc's C++ library (use the functions of the posenc package, which check and convert arguments)";
+  m.doc() =
+      "posenc's C++ library (use the functions of the posenc package, which check and convert arguments)";
   nb::exception<posenc::Error>(m, "Error", PyExc_ValueError);
   // Objects still referenced at interpreter exit (e.g. by a torch autograd graph that holds an
   // Attention in its context) are not leaks of ours; nanobind would print a report for them.

@@ -37,7 +37,9 @@ void bind_rope(nb::module_& m) {
       .def_prop_rw(
           "rope_type", [](const RopeScaling& s) { return std::string(rope_scaling_name(s.type)); },
           [](RopeScaling& s, const std::string& v) {
-            s.type = parse_enum("rope_type", v, {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3}, rope_scaling_name);
+            s.type =
+                parse_enum("rope_type", v, {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3},
+                           rope_scaling_name);
           })
       .def_rw("factor", &RopeScaling::factor)
       .def_rw("original_max_position_embeddings", &RopeScaling::original_max_position_embeddings)
@@ -69,7 +71,8 @@ void bind_rope(nb::module_& m) {
       .def_prop_rw(
           "multimodal", [](const RopeConfig& c) { return std::string(rope_multimodal_name(c.multimodal)); },
           [](RopeConfig& c, const std::string& v) {
-            c.multimodal = parse_enum("multimodal", v, {M::none, M::mrope, M::mrope_interleaved, M::axial_2d}, rope_multimodal_name);
+            c.multimodal = parse_enum("multimodal", v, {M::none, M::mrope, M::mrope_interleaved, M::axial_2d},
+                                      rope_multimodal_name);
           })
       .def_rw("mrope_section", &RopeConfig::mrope_section)
       .def_prop_ro("effective_rotary_dim", &RopeConfig::effective_rotary_dim)
@@ -85,14 +88,17 @@ void bind_rope(nb::module_& m) {
           "frequencies",
           [](const Rope& r, int64_t seq_len) {
             const RopeFrequencies f = r.frequencies(seq_len);
-            return std::make_tuple(f.inv_freq, std::vector<int64_t>(f.stream.begin(), f.stream.end()), f.attention_factor);
+            return std::make_tuple(f.inv_freq, std::vector<int64_t>(f.stream.begin(), f.stream.end()),
+                                   f.attention_factor);
           },
           nb::arg("seq_len") = 0)
       .def(
           "forward",
-          [](const Rope& r, const InArray& x, const OutArray& out, const InArray& positions, std::optional<int64_t> seq_len) {
+          [](const Rope& r, const InArray& x, const OutArray& out, const InArray& positions,
+             std::optional<int64_t> seq_len) {
             nb::gil_scoped_release release;
-            r.forward(in_view(x, "x"), out_view(out, "out"), in_view(positions, "positions"), call_of(seq_len));
+            r.forward(in_view(x, "x"), out_view(out, "out"), in_view(positions, "positions"),
+                      call_of(seq_len));
           },
           nb::arg("x"), nb::arg("out"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
       .def(
@@ -104,15 +110,19 @@ void bind_rope(nb::module_& m) {
           nb::arg("x"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
       .def(
           "backward",
-          [](const Rope& r, const InArray& grad_out, const OutArray& grad_in, const InArray& positions, std::optional<int64_t> seq_len) {
+          [](const Rope& r, const InArray& grad_out, const OutArray& grad_in, const InArray& positions,
+             std::optional<int64_t> seq_len) {
             nb::gil_scoped_release release;
-            r.backward(in_view(grad_out, "grad"), out_view(grad_in, "grad_in"), in_view(positions, "positions"), call_of(seq_len));
+            r.backward(in_view(grad_out, "grad"), out_view(grad_in, "grad_in"),
+                       in_view(positions, "positions"), call_of(seq_len));
           },
           nb::arg("grad_out"), nb::arg("grad_in"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
       .def(
           "cos_sin",
-          [](const Rope& r, const InArray& positions, const OutArray& cos, const OutArray& sin, std::optional<int64_t> seq_len) {
-            r.cos_sin(in_view(positions, "positions"), out_view(cos, "cos"), out_view(sin, "sin"), call_of(seq_len));
+          [](const Rope& r, const InArray& positions, const OutArray& cos, const OutArray& sin,
+             std::optional<int64_t> seq_len) {
+            r.cos_sin(in_view(positions, "positions"), out_view(cos, "cos"), out_view(sin, "sin"),
+                      call_of(seq_len));
           },
           nb::arg("positions"), nb::arg("cos"), nb::arg("sin"), nb::arg("seq_len") = nb::none());
 }

@@ -30,8 +30,8 @@ void sinusoid_rows(const SinusoidalConfig& cfg, const std::vector<double>& w,
       for (int64_t t = 0; t < grid.tokens; ++t) rows.at(b, t)[cfg.dim - 1] = 0.0f;
 }
 
-void learned_rows(Strided<const float, 2> table, const std::vector<int64_t>& positions,
-                  Strided<float, 3> out, bool accumulate) {
+void learned_rows(Strided<const float, 2> table, const std::vector<int64_t>& positions, Strided<float, 3> out,
+                  bool accumulate) {
   const int64_t tokens = out.extent[1], dim = out.extent[2];
   parallel_chunks(out.extent[0] * tokens, dim, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)

@@ -15,8 +15,8 @@ void sinusoid_rows(const SinusoidalConfig& config, const std::vector<double>& w,
                    const std::vector<int64_t>& positions, Strided<float, 2> rows, bool accumulate);
 
 // out (B, T, E) = (or +=, when accumulate) table (L, E) [positions (B, T)].
-void learned_rows(Strided<const float, 2> table, const std::vector<int64_t>& positions,
-                  Strided<float, 3> out, bool accumulate);
+void learned_rows(Strided<const float, 2> table, const std::vector<int64_t>& positions, Strided<float, 3> out,
+                  bool accumulate);
 // grad_table (L, E) += scatter of grad_out (B, T, E) by positions (B, T), summed in row order.
 void learned_rows_backward(Strided<const float, 3> grad_out, const std::vector<int64_t>& positions,
                            Strided<float, 2> grad_table);

@@ -29,7 +29,7 @@ HWY_INLINE void RowAngles(const AngleTable& a, int64_t rows, int64_t n, float* H
   // 2*pi = kTwoPiHi + kTwoPiLo to ~2^-106: Cody-Waite reduction stays exact for |angle| < 2^40.
   constexpr double kTwoPiHi = 6.283185307179586;
   constexpr double kTwoPiLo = 2.4492935982947064e-16;
-  auto reduce = [&](double x) { // x - 2 pi round(x / 2 pi)
+  auto reduce = [&](double x) {  // x - 2 pi round(x / 2 pi)
     const double k = std::nearbyint(x * kInvTwoPi);
     return static_cast<float>((x - k * kTwoPiHi) - k * kTwoPiLo);
   };
@@ -38,7 +38,8 @@ HWY_INLINE void RowAngles(const AngleTable& a, int64_t rows, int64_t n, float* H
     for (int64_t j = 0; j < a.pairs; ++j) angle[j] = reduce(p * a.inv_freq[j]);
   } else {
     for (int64_t j = 0; j < a.pairs; ++j)
-      angle[j] = reduce(static_cast<double>(a.positions[a.stream[j] * rows + n] + a.position_offset) * a.inv_freq[j]);
+      angle[j] = reduce(static_cast<double>(a.positions[a.stream[j] * rows + n] + a.position_offset) *
+                        a.inv_freq[j]);
   }
   for (int64_t j = a.pairs; j < padded; ++j) angle[j] = 0.0f;
 }

@@ -4,7 +4,8 @@
 //   P = exp(S - m');  l = e^(m - m') l + rowsum P;  O = e^(m - m') O + P V
 //   (Shaw: Pb[i, r] = e^(m - m') Pb[i, r] + sum_{j: r_ij = r} P_ij, the probability per clipped
 //   distance, and O += Pb a_v at the end)
-// then out = O / l, lse = m + log l. Sinks (gpt-oss) start each row at m = sink_h, l = 1. Memory: O(block) per task, O(K * D) for the packed K^T.
+// then out = O / l, lse = m + log l. Sinks (gpt-oss) start each row at m = sink_h, l = 1. Memory: O(block)
+// per task, O(K * D) for the packed K^T.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/cpu/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -32,8 +33,8 @@ struct OnlineSoftmax {
 // Heads [h0, h1) of one key/value group advance through the key tiles in lockstep, so a tile of
 // K and V is read from memory once for all of them (decode with grouped-query attention); other
 // tasks have one head.
-void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt, int64_t problem, int64_t h0, int64_t h1,
-                 int64_t block) {
+void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt, int64_t problem,
+                 int64_t h0, int64_t h1, int64_t block) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -81,12 +82,14 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
         st.mrow[i] = m_new;
       }
-      TileGemm({m, D, n, S, kAttentionBlockK, 1, v + kt0 * p.v.stride[1], p.v.stride[1], st.O.data(), D, 1.0f, true});
+      TileGemm({m, D, n, S, kAttentionBlockK, 1, v + kt0 * p.v.stride[1], p.v.stride[1], st.O.data(), D, 1.0f,
+                true});
     }
   }
   for (OnlineSoftmax& st : heads) {
     const int64_t m = st.qb.m, h = st.qb.h;
-    if (shaw_values) TileGemm({m, D, rows, st.Pb.data(), rows, 1, p.shaw->a_v, D, st.O.data(), D, 1.0f, true});
+    if (shaw_values)
+      TileGemm({m, D, rows, st.Pb.data(), rows, 1, p.shaw->a_v, D, st.O.data(), D, 1.0f, true});
     for (int64_t i = 0; i < m; ++i) {
       const int64_t t = pr.q0 + st.qb.i0 + i;
       float* out = o.out.at(pr.b, t, h);
@@ -111,7 +114,8 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
   PackedTransposed packed;
   packed.offset.assign(p.problems.size() + 1, 0);
   for (size_t i = 0; i < p.problems.size(); ++i)
-    packed.offset[i + 1] = packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * p.D * p.problems[i].nk : 0);
+    packed.offset[i + 1] =
+        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * p.D * p.problems[i].nk : 0);
   packed.data.resize(static_cast<size_t>(packed.offset.back()));
   parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
     const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
@@ -129,7 +133,8 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
 std::vector<AttentionTask> attention_tasks(const AttentionPlan& p, int64_t heads, bool by_keys) {
   std::vector<AttentionTask> tasks;
   for (size_t i = 0; i < p.problems.size(); ++i) {
-    const int64_t n = by_keys ? p.problems[i].nk : p.problems[i].nq, block = by_keys ? kAttentionBlockK : kAttentionBlockQ;
+    const int64_t n = by_keys ? p.problems[i].nk : p.problems[i].nq,
+                  block = by_keys ? kAttentionBlockK : kAttentionBlockQ;
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t b = 0; b * block < n; ++b) tasks.push_back({static_cast<int64_t>(i), h, b});
   }
@@ -144,13 +149,16 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   std::vector<AttentionTask> tasks;
   for (const AttentionTask& t : attention_tasks(p, p.H, false)) {
     const bool decode = p.problems[t.problem].nq <= kRowDotQueries;
-    if (!decode) tasks.push_back(t);
-    else if (t.head % group == 0) tasks.push_back({t.problem, t.head, t.block, group});
+    if (!decode)
+      tasks.push_back(t);
+    else if (t.head % group == 0)
+      tasks.push_back({t.problem, t.head, t.block, group});
   }
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t t) {
     const AttentionTask& task = tasks[t];
-    HWY_DYNAMIC_DISPATCH(ForwardTask)(p, o, kt.head(p, task.problem, task.head / group), task.problem, task.head,
-                                      task.head + task.heads, task.block);
+    HWY_DYNAMIC_DISPATCH(ForwardTask)
+    (p, o, kt.head(p, task.problem, task.head / group), task.problem, task.head, task.head + task.heads,
+     task.block);
   });
 }
 

@@ -29,12 +29,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // What the backward of one query block needs beyond its logits.
 struct BlockGrad {
-  const float* dO;                 // rows of grad_out, stride io.grad_out.stride[1]
+  const float* dO;  // rows of grad_out, stride io.grad_out.stride[1]
   float lse[kAttentionBlockQ], delta[kAttentionBlockQ];
-  std::vector<float> doa;          // Shaw values: (m, rows) dO_i . a_v[r]
+  std::vector<float> doa;  // Shaw values: (m, rows) dO_i . a_v[r]
 };
 
-BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta, const QueryBlock& qb) {
+BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io,
+                        const std::vector<float>& delta, const QueryBlock& qb) {
   const AttentionProblem& pr = p.problems[qb.problem];
   BlockGrad bg;
   const int64_t t0 = pr.q0 + qb.i0;
@@ -45,7 +46,8 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, c
   }
   if (p.shaw && p.shaw->a_v) {
     bg.doa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
-    TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows, bg.doa.data(), p.shaw->rows, 1.0f, false});
+    TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows,
+              bg.doa.data(), p.shaw->rows, 1.0f, false});
   }
   return bg;
 }
@@ -53,14 +55,16 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io, c
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row
 // stride kAttentionBlockK. vt: V^T of the problem's key/value head, (D, nk).
 // dcap: the softcap's derivative per logit (with a softcap), for SoftcapGrad.
-void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb, const BlockGrad& bg, const float* kt,
-              const float* vt, int64_t nk, int64_t kt0, int64_t n, float* HWY_RESTRICT P, float* HWY_RESTRICT dS,
-              float* HWY_RESTRICT dcap, std::vector<float>& scratch) {
+void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb,
+              const BlockGrad& bg, const float* kt, const float* vt, int64_t nk, int64_t kt0, int64_t n,
+              float* HWY_RESTRICT P, float* HWY_RESTRICT dS, float* HWY_RESTRICT dcap,
+              std::vector<float>& scratch) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   TileLogits(p, qb, kt, nk, kt0, n, P, scratch, dcap);
   for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttentionBlockK, n, bg.lse[i]);
-  TileGemm({qb.m, n, p.D, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f, false});  // dP = dO V^T
+  TileGemm({qb.m, n, p.D, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f,
+            false});  // dP = dO V^T
   for (int64_t i = 0; i < qb.m; ++i) {
     float* ds = dS + i * kAttentionBlockK;
     const float* pr_i = P + i * kAttentionBlockK;
@@ -83,8 +87,8 @@ inline void SoftcapGrad(const AttentionPlan& p, int64_t m, int64_t n, const floa
 }
 
 // Pass 1: dK and dV of keys [kb * 64, kb * 64 + n) of one key/value head.
-void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta, const float* kt,
-                  const float* vt, int64_t problem, int64_t hk, int64_t kb) {
+void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta,
+                  const float* kt, const float* vt, int64_t problem, int64_t hk, int64_t kb) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D, kt0 = kb * kAttentionBlockK, n = std::min(kAttentionBlockK, pr.nk - kt0);
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
@@ -101,8 +105,10 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
       TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, dcap, scratch);
       SoftcapGrad(p, qb.m, n, dcap, dS);
-      TileGemm({n, D, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), D, 1.0f, true});       // dV += P^T dO
-      TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale, true});     // dK += s dS^T Q
+      TileGemm({n, D, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), D, 1.0f,
+                true});  // dV += P^T dO
+      TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale,
+                true});  // dK += s dS^T Q
     }
   for (int64_t j = 0; j < n; ++j) {
     const int64_t row = ((pr.b * p.K + pr.k0 + kt0 + j) * p.Hkv + hk) * D;
@@ -113,8 +119,8 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
 
 // Pass 2: dQ of one query block of one head, and its positional sums.
 void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta,
-                    const PackedTransposed& kt, const PackedTransposed& vt, int64_t problem, int64_t h, int64_t i0,
-                    const QuerySums& sums) {
+                    const PackedTransposed& kt, const PackedTransposed& vt, int64_t problem, int64_t h,
+                    int64_t i0, const QuerySums& sums) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D;
   QueryBlock qb = MakeQueryBlock(p, problem, h, i0);
@@ -128,8 +134,10 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dcap[kAttentionBlockQ * kAttentionBlockK];
-  std::vector<float> dQ(static_cast<size_t>(m * D), 0.0f), dQpos(p.transformer_xl ? static_cast<size_t>(m * D) : 0, 0.0f);
-  std::vector<float> gk(static_cast<size_t>(m * rows), 0.0f), pb(static_cast<size_t>(m * rows), 0.0f), g, scratch;
+  std::vector<float> dQ(static_cast<size_t>(m * D), 0.0f),
+      dQpos(p.transformer_xl ? static_cast<size_t>(m * D) : 0, 0.0f);
+  std::vector<float> gk(static_cast<size_t>(m * rows), 0.0f), pb(static_cast<size_t>(m * rows), 0.0f), g,
+      scratch;
   for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, pr.nk - kt0);
     if (!TileVisible(p, qb, kpos + kt0, n)) continue;
@@ -141,11 +149,13 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
         if (sums.row_lut) {
           for (int64_t j = 0; j < n; ++j) sums.relative[sums.row_lut[kpos[kt0 + j] - qp - p.lut_lo]] += ds[j];
         } else {
-          for (int64_t j = 0; j < n; ++j) sums.relative[relative_bias_row(*p.bias->rows_config, kpos[kt0 + j] - qp)] += ds[j];
+          for (int64_t j = 0; j < n; ++j)
+            sums.relative[relative_bias_row(*p.bias->rows_config, kpos[kt0 + j] - qp)] += ds[j];
         }
       }
     SoftcapGrad(p, m, n, dcap, dS);
-    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D, p.scale, true});  // dQ += s dS K
+    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D,
+              p.scale, true});  // dQ += s dS K
     if (p.shaw)
       for (int64_t i = 0; i < m; ++i) {
         const float* ds = dS + i * kAttentionBlockK;
@@ -160,11 +170,13 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
       const DeltaSpan span = TileDeltaSpan(xl, qb, kpos + kt0, n);
       g.assign(static_cast<size_t>(m * span.w), 0.0f);
       for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) g[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[kt0 + j]) - span.c0] += dS[i * kAttentionBlockK + j];
+        for (int64_t j = 0; j < n; ++j)
+          g[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[kt0 + j]) - span.c0] += dS[i * kAttentionBlockK + j];
       const float* rproj = xl.rproj + (qb.h * xl.n + span.c0) * D;
       TileGemm({m, D, span.w, g.data(), span.w, 1, rproj, D, dQpos.data(), D, p.scale, true});
       if (io.transformer_xl_rproj)
-        TileGemm({span.w, D, m, g.data(), 1, span.w, qb.qv, p.H * D, io.transformer_xl_rproj + (qb.h * xl.n + span.c0) * D, D, p.scale, true});
+        TileGemm({span.w, D, m, g.data(), 1, span.w, qb.qv, p.H * D,
+                  io.transformer_xl_rproj + (qb.h * xl.n + span.c0) * D, D, p.scale, true});
     }
   }
   if (p.transformer_xl) {  // du_h = sum_i dQ_i (content part), dv_h = sum_i dQpos_i
@@ -175,12 +187,15 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
         dQ[i * D + d] += dQpos[i * D + d];
       }
   }
-  if (p.shaw) TileGemm({m, D, rows, gk.data(), rows, 1, p.shaw->a_k, D, dQ.data(), D, p.scale, true});  // += s Gk a_k
+  if (p.shaw)
+    TileGemm({m, D, rows, gk.data(), rows, 1, p.shaw->a_k, D, dQ.data(), D, p.scale, true});  // += s Gk a_k
   for (int64_t i = 0; i < m; ++i) {
     const int64_t bt = pr.b * p.Q + pr.q0 + i0 + i;
     std::copy(dQ.begin() + i * D, dQ.begin() + (i + 1) * D, io.dq + (bt * p.H + h) * D);
-    if (sums.shaw_gk) std::copy(gk.begin() + i * rows, gk.begin() + (i + 1) * rows, sums.shaw_gk + (bt * p.H + h) * rows);
-    if (sums.shaw_pb) std::copy(pb.begin() + i * rows, pb.begin() + (i + 1) * rows, sums.shaw_pb + (bt * p.H + h) * rows);
+    if (sums.shaw_gk)
+      std::copy(gk.begin() + i * rows, gk.begin() + (i + 1) * rows, sums.shaw_gk + (bt * p.H + h) * rows);
+    if (sums.shaw_pb)
+      std::copy(pb.begin() + i * rows, pb.begin() + (i + 1) * rows, sums.shaw_pb + (bt * p.H + h) * rows);
   }
 }
 
@@ -250,8 +265,9 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
   std::fill(io.dv, io.dv + p.B * p.K * p.Hkv * p.D, 0.0f);
   parallel_for(static_cast<int64_t>(key_tasks.size()), [&](int64_t t) {
     const AttentionTask& task = key_tasks[t];
-    HWY_DYNAMIC_DISPATCH(KeyBlockTask)(p, io, delta, kt.head(p, task.problem, task.head), vt.head(p, task.problem, task.head),
-                                       task.problem, task.head, task.block);
+    HWY_DYNAMIC_DISPATCH(KeyBlockTask)
+    (p, io, delta, kt.head(p, task.problem, task.head), vt.head(p, task.problem, task.head), task.problem,
+     task.head, task.block);
   });
 
   // Pass 2: dQ and the per-query sums. Transformer-XL: one task per head (its d rproj is per head).
@@ -273,7 +289,8 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
     sums.shaw_pb = shaw_pb.empty() ? nullptr : shaw_pb.data();
     sums.relative = table_rows ? relative.data() + t * table_rows : nullptr;
     sums.row_lut = row_lut.empty() ? nullptr : row_lut.data();
-    HWY_DYNAMIC_DISPATCH(QueryBlockTask)(p, io, delta, kt, vt, task.problem, task.head, task.block * kAttentionBlockQ, sums);
+    HWY_DYNAMIC_DISPATCH(QueryBlockTask)
+    (p, io, delta, kt, vt, task.problem, task.head, task.block * kAttentionBlockQ, sums);
   };
   if (p.transformer_xl) {
     parallel_for(p.H, [&](int64_t h) {

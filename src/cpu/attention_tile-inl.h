@@ -32,8 +32,8 @@ struct QueryBlock {
   const float* q;          // content rows, stride p.q.stride[1]
   const int64_t* qpos;
   int64_t qmin, qmax;
-  const float* qv = nullptr;          // XL: rows of q + v_h (stride H * D)
-  std::vector<float> qa;              // Shaw: (m, rows) q_i . a_k[r], unscaled
+  const float* qv = nullptr;  // XL: rows of q + v_h (stride H * D)
+  std::vector<float> qa;      // Shaw: (m, rows) q_i . a_k[r], unscaled
 };
 
 inline QueryBlock MakeQueryBlock(const AttentionPlan& p, int64_t problem, int64_t h, int64_t i0) {
@@ -53,7 +53,8 @@ inline QueryBlock MakeQueryBlock(const AttentionPlan& p, int64_t problem, int64_
 inline void PrepareQueryBlock(const AttentionPlan& p, QueryBlock& qb) {
   if (!p.shaw) return;
   qb.qa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
-  TileGemm({qb.m, p.shaw->rows, p.D, qb.q, p.q.stride[1], 1, p.shaw->a_k_t, p.shaw->rows, qb.qa.data(), p.shaw->rows, 1.0f, false});
+  TileGemm({qb.m, p.shaw->rows, p.D, qb.q, p.q.stride[1], 1, p.shaw->a_k_t, p.shaw->rows, qb.qa.data(),
+            p.shaw->rows, 1.0f, false});
 }
 
 // Whether the mask leaves any pair of the block and the key positions kpos[0, n) visible.
@@ -90,15 +91,16 @@ HWY_INLINE void Softcap(float* HWY_RESTRICT s, int64_t n, float softcap, float* 
 struct DeltaSpan {
   int64_t c0 = 0, w = 0;
 };
-inline DeltaSpan TileDeltaSpan(const TransformerXLTerms& xl, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+inline DeltaSpan TileDeltaSpan(const TransformerXLTerms& xl, const QueryBlock& qb, const int64_t* kpos,
+                               int64_t n) {
   const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
   const int64_t c0 = (*xl.delta)(qb.qmin - *hi), c1 = (*xl.delta)(qb.qmax - *lo);
   return {c0, c1 - c0 + 1};
 }
 
 // S (m x n, ld) = scale q k^T from key rows (decode: a few queries, no packed K^T to build).
-inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const float* k, int64_t k_st, float scale,
-                    float* HWY_RESTRICT S, int64_t ld) {
+inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const float* k,
+                    int64_t k_st, float scale, float* HWY_RESTRICT S, int64_t ld) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -120,8 +122,9 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
 // kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots).
 // dcap (m x n, same stride): the softcap's derivative per logit, when non-null and softcap > 0.
 // scratch: reused across calls.
-inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0, int64_t n,
-                       float* HWY_RESTRICT S, std::vector<float>& scratch, float* HWY_RESTRICT dcap = nullptr) {
+inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0,
+                       int64_t n, float* HWY_RESTRICT S, std::vector<float>& scratch,
+                       float* HWY_RESTRICT dcap = nullptr) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   if (kt) {
@@ -134,10 +137,11 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
     const TransformerXLTerms& xl = *p.transformer_xl;
     const DeltaSpan span = TileDeltaSpan(xl, qb, kpos, n);
     scratch.resize(static_cast<size_t>(qb.m * span.w));
-    TileGemm({qb.m, span.w, p.D, qb.qv, p.H * p.D, 1, xl.rproj_t + qb.h * p.D * xl.n + span.c0, xl.n, scratch.data(),
-              span.w, p.scale, false});
+    TileGemm({qb.m, span.w, p.D, qb.qv, p.H * p.D, 1, xl.rproj_t + qb.h * p.D * xl.n + span.c0, xl.n,
+              scratch.data(), span.w, p.scale, false});
     for (int64_t i = 0; i < qb.m; ++i)
-      for (int64_t j = 0; j < n; ++j) S[i * kAttentionBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
+      for (int64_t j = 0; j < n; ++j)
+        S[i * kAttentionBlockK + j] += scratch[i * span.w + (*xl.delta)(qb.qpos[i] - kpos[j]) - span.c0];
   }
   // Ordinary positions make a tile's keys a unit run: the bias row is then a contiguous slice of
   // the lookup (a vector add); and a tile entirely inside the mask needs no per-pair test.
@@ -147,8 +151,8 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
   const bool all_visible =
       !(p.causal && *kmax > qb.qmin) &&
       !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window)) &&
-      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) || p.chunk_of(*kmin) != p.chunk_of(*kmax) ||
-                        p.chunk_of(*kmin) != p.chunk_of(qb.qmin)));
+      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) ||
+                        p.chunk_of(*kmin) != p.chunk_of(*kmax) || p.chunk_of(*kmin) != p.chunk_of(qb.qmin)));
   for (int64_t i = 0; i < qb.m; ++i) {
     float* HWY_RESTRICT s = S + i * kAttentionBlockK;
     const int64_t qp = qb.qpos[i];

@@ -47,7 +47,8 @@ void bias_block(const Bias& bias, const std::vector<int64_t>& q_pos, const std::
       const int64_t h = r / nq, i = r % nq;
       const int64_t base = h * range.size() - range.lo - q_pos[i];  // lut[base + k] = bias(k - q_i)
       float* o = out.at(h, i, 0);
-      if (contiguous) std::memcpy(o, lut.data() + (base + k_pos[0]), sizeof(float) * static_cast<size_t>(nk));
+      if (contiguous)
+        std::memcpy(o, lut.data() + (base + k_pos[0]), sizeof(float) * static_cast<size_t>(nk));
       else
         for (int64_t j = 0; j < nk; ++j) o[j * sk] = lut[base + k_pos[j]];
     }
@@ -63,8 +64,8 @@ void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int
   const DistanceRange range = distance_range(q_pos, k_pos);
   const int64_t rows = config.num_rows();
   // forward: out(h, i, j) = table[row(k_j - q_i), h], so each table row collects the gradients of
-  // the pairs mapped to it. One task per head: the head's column of grad_table is owned by it, sums run in (i, j) order
-  // in double, so the result does not depend on the number of threads.
+  // the pairs mapped to it. One task per head: the head's column of grad_table is owned by it, sums run in
+  // (i, j) order in double, so the result does not depend on the number of threads.
   parallel_for(config.heads, [&](int64_t h) {
     std::vector<double> per_row(rows, 0.0);
     if (range.use_lut) {
@@ -74,14 +75,14 @@ void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int
         const float* g = grad.at(h, i, 0);
         for (int64_t j = 0; j < nk; ++j) per_distance[base + k_pos[j]] += g[j * sk];
       }
-      for (int64_t d = range.lo; d <= range.hi; ++d) per_row[relative_bias_row(config, d)] += per_distance[d - range.lo];
+      for (int64_t d = range.lo; d <= range.hi; ++d)
+        per_row[relative_bias_row(config, d)] += per_distance[d - range.lo];
     } else {
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t j = 0; j < nk; ++j)
           per_row[relative_bias_row(config, k_pos[j] - q_pos[i])] += grad(h, i, j);
     }
-    for (int64_t r = 0; r < rows; ++r)
-      grad_table(r, h) += static_cast<float>(per_row[r]);
+    for (int64_t r = 0; r < rows; ++r) grad_table(r, h) += static_cast<float>(per_row[r]);
   });
 }
 

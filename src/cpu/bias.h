@@ -10,8 +10,8 @@
 
 namespace posenc::cpu {
 using detail::Bias;
-using detail::DistanceRange;
 using detail::distance_range;
+using detail::DistanceRange;
 
 // lut[h * range.size() + (d - range.lo)] = bias.value(d, h) for every distance of the range.
 std::vector<float> distance_lut(const Bias& bias, int64_t heads, const DistanceRange& range);

@@ -49,7 +49,8 @@ HWY_INLINE void RotateInterleaved(const float* HWY_RESTRICT cx, const float* HWY
   if (n >= 2) {  // a single-lane target cannot swap within a vector
     for (; e + n <= rotary_dim; e += n) {
       const auto x = hn::LoadU(d, in + e);
-      hn::StoreU(hn::MulAdd(hn::Reverse2(d, x), hn::Load(d, sx + e), hn::Mul(x, hn::Load(d, cx + e))), d, out + e);
+      hn::StoreU(hn::MulAdd(hn::Reverse2(d, x), hn::Load(d, sx + e), hn::Mul(x, hn::Load(d, cx + e))), d,
+                 out + e);
     }
   }
   for (; e < rotary_dim; e += 2) {  // scalar tail (see RotateHalf); rotary_dim - e is even
@@ -87,10 +88,13 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, RopeLayout layout, cons
       for (int64_t h = 0; h < x.in.extent[2]; ++h) {
         const float* in = x.in.at(b, t, h);
         float* out = x.out.at(b, t, h);
-        if (layout == RopeLayout::half) RotateHalf(cs, sn, pairs, in, out);
-        else RotateInterleaved(cx, sx, rotary_dim, in, out);
+        if (layout == RopeLayout::half)
+          RotateHalf(cs, sn, pairs, in, out);
+        else
+          RotateInterleaved(cx, sx, rotary_dim, in, out);
         if (out != in && x.dim > rotary_dim)
-          std::memcpy(out + rotary_dim, in + rotary_dim, sizeof(float) * static_cast<size_t>(x.dim - rotary_dim));
+          std::memcpy(out + rotary_dim, in + rotary_dim,
+                      sizeof(float) * static_cast<size_t>(x.dim - rotary_dim));
       }
     }
   }

@@ -14,7 +14,8 @@ inline int64_t row_of(const ShawShapes& sh, int64_t i, int64_t j) {
   return std::clamp(sh.k_pos[j] - sh.q_pos[i], -sh.max_distance, sh.max_distance) + sh.max_distance;
 }
 // Adds per-(b, h) partial tables (bh, rows, D) into the table, in bh order (deterministic).
-void reduce_partials(const std::vector<double>& partial, int64_t bh_count, int64_t rows, int64_t dim, Strided<float, 2> t) {
+void reduce_partials(const std::vector<double>& partial, int64_t bh_count, int64_t rows, int64_t dim,
+                     Strided<float, 2> t) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t d = 0; d < dim; ++d) {
       double acc = 0;
@@ -39,8 +40,7 @@ void shaw_key_logits(const ShawShapes& sh, Strided<const float, 2> a_k, Strided<
       }
     }
     for (int64_t i = 0; i < sh.nq; ++i)
-      for (int64_t j = 0; j < sh.nk; ++j)
-        out(b, h, i, j) = qa[i * rows + row_of(sh, i, j)];
+      for (int64_t j = 0; j < sh.nk; ++j) out(b, h, i, j) = qa[i * rows + row_of(sh, i, j)];
   });
 }
 
@@ -52,12 +52,11 @@ void shaw_key_logits_backward(const ShawShapes& sh, Strided<const float, 2> a_k,
   parallel_for(bhs, [&](int64_t bh) {
     const int64_t b = bh / sh.heads, h = bh % sh.heads;
     std::vector<double> g_row(rows);
-    // forward: logits_ij = Qa[i, r(i, j)] with Qa[i, r] = q_i . a_k[r]; so d Qa[i, r] = sum_{j: r(i,j) = r} g_ij,
-    // d q_i = sum_r d Qa[i, r] a_k[r] and d a_k[r] = sum_i d Qa[i, r] q_i.
+    // forward: logits_ij = Qa[i, r(i, j)] with Qa[i, r] = q_i . a_k[r]; so d Qa[i, r] = sum_{j: r(i,j) = r}
+    // g_ij, d q_i = sum_r d Qa[i, r] a_k[r] and d a_k[r] = sum_i d Qa[i, r] q_i.
     for (int64_t i = 0; i < sh.nq; ++i) {
       std::fill(g_row.begin(), g_row.end(), 0.0);
-      for (int64_t j = 0; j < sh.nk; ++j)
-        g_row[row_of(sh, i, j)] += grad(b, h, i, j);
+      for (int64_t j = 0; j < sh.nk; ++j) g_row[row_of(sh, i, j)] += grad(b, h, i, j);
       const float* qi = q.at(b, i, h, 0);
       float* gqi = grad_q.at(b, i, h, 0);
       for (int64_t d = 0; d < sh.dim; ++d) {
@@ -82,8 +81,7 @@ void shaw_value_output(const ShawShapes& sh, Strided<const float, 2> a_v, Stride
     std::vector<double> p_row(rows);
     for (int64_t i = 0; i < sh.nq; ++i) {
       std::fill(p_row.begin(), p_row.end(), 0.0);
-      for (int64_t j = 0; j < sh.nk; ++j)
-        p_row[row_of(sh, i, j)] += probs(b, h, i, j);
+      for (int64_t j = 0; j < sh.nk; ++j) p_row[row_of(sh, i, j)] += probs(b, h, i, j);
       float* oi = out.at(b, i, h, 0);
       for (int64_t d = 0; d < sh.dim; ++d) {
         double acc = 0;
@@ -94,9 +92,9 @@ void shaw_value_output(const ShawShapes& sh, Strided<const float, 2> a_v, Stride
   });
 }
 
-void shaw_value_output_backward(const ShawShapes& sh, Strided<const float, 2> a_v, Strided<const float, 4> probs,
-                                Strided<const float, 4> grad_out, Strided<float, 4> grad_probs,
-                                Strided<float, 2> grad_a_v) {
+void shaw_value_output_backward(const ShawShapes& sh, Strided<const float, 2> a_v,
+                                Strided<const float, 4> probs, Strided<const float, 4> grad_out,
+                                Strided<float, 4> grad_probs, Strided<float, 2> grad_a_v) {
   const int64_t rows = 2 * sh.max_distance + 1, bhs = sh.batch * sh.heads;
   std::vector<double> partial(static_cast<size_t>(bhs * rows * sh.dim), 0.0);
   parallel_for(bhs, [&](int64_t bh) {
@@ -109,14 +107,14 @@ void shaw_value_output_backward(const ShawShapes& sh, Strided<const float, 2> a_
       const float* go = grad_out.at(b, i, h, 0);
       for (int64_t r = 0; r < rows; ++r) {  // dv[r] = grad_out_i . a_v[r]
         double acc = 0;
-        for (int64_t d = 0; d < sh.dim; ++d) acc += static_cast<double>(go[d * grad_out.stride[3]]) * a_v(r, d);
+        for (int64_t d = 0; d < sh.dim; ++d)
+          acc += static_cast<double>(go[d * grad_out.stride[3]]) * a_v(r, d);
         dv[r] = acc;
       }
       std::fill(p_row.begin(), p_row.end(), 0.0);
       for (int64_t j = 0; j < sh.nk; ++j) {
         const int64_t r = row_of(sh, i, j);
-        grad_probs(b, h, i, j) +=
-            static_cast<float>(dv[r]);
+        grad_probs(b, h, i, j) += static_cast<float>(dv[r]);
         p_row[r] += probs(b, h, i, j);
       }
       for (int64_t r = 0; r < rows; ++r)

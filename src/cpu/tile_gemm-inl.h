@@ -24,7 +24,7 @@ struct GemmArgs {
   const float* a;
   int64_t a_row, a_col;  // element (i, l) at a[i * a_row + l * a_col]
   const float* b;
-  int64_t ldb;           // row l at b + l * ldb
+  int64_t ldb;  // row l at b + l * ldb
   float* c;
   int64_t ldc;
   float alpha;
@@ -80,10 +80,17 @@ HWY_INLINE void TileGemm(const GemmArgs& g) {
   int64_t i = 0;
   for (; i + 4 <= g.m; i += 4) GemmRows<4>(g, i);
   switch (g.m - i) {
-    case 3: GemmRows<3>(g, i); break;
-    case 2: GemmRows<2>(g, i); break;
-    case 1: GemmRows<1>(g, i); break;
-    default: break;
+    case 3:
+      GemmRows<3>(g, i);
+      break;
+    case 2:
+      GemmRows<2>(g, i);
+      break;
+    case 1:
+      GemmRows<1>(g, i);
+      break;
+    default:
+      break;
   }
 }
 

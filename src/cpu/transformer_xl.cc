@@ -28,49 +28,52 @@ void transformer_xl_sinusoid_rows(std::span<const int64_t> deltas, int64_t d_mod
     for (int64_t e = 0; e < d_model; ++e) out(m, e) = static_cast<float>(r[m * d_model + e]);
 }
 
-std::vector<double> transformer_xl_project(int64_t heads, int64_t dim, int64_t d_model, Strided<const float, 2> w_r,
-                                           const std::vector<double>& r, int64_t n) {
+std::vector<double> transformer_xl_project(int64_t heads, int64_t dim, int64_t d_model,
+                                           Strided<const float, 2> w_r, const std::vector<double>& r,
+                                           int64_t n) {
   std::vector<double> out(static_cast<size_t>(heads * n * dim));
   parallel_for(heads, [&](int64_t h) {
     for (int64_t m = 0; m < n; ++m)
       for (int64_t d = 0; d < dim; ++d) {
         double acc = 0;
-        for (int64_t e = 0; e < d_model; ++e) acc += static_cast<double>(w_r(h * dim + d, e)) * r[m * d_model + e];
+        for (int64_t e = 0; e < d_model; ++e)
+          acc += static_cast<double>(w_r(h * dim + d, e)) * r[m * d_model + e];
         out[(h * n + m) * dim + d] = acc;
       }
   });
   return out;
 }
 
-void transformer_xl_project_backward(int64_t heads, int64_t dim, int64_t d_model, const std::vector<float>& d_rproj,
-                                     const std::vector<double>& r, int64_t n, Strided<float, 2> grad_w_r) {
+void transformer_xl_project_backward(int64_t heads, int64_t dim, int64_t d_model,
+                                     const std::vector<float>& d_rproj, const std::vector<double>& r,
+                                     int64_t n, Strided<float, 2> grad_w_r) {
   parallel_for(heads * dim, [&](int64_t hd) {
     const int64_t h = hd / dim, d = hd % dim;
     for (int64_t e = 0; e < d_model; ++e) {
       double s = 0;
-      for (int64_t m = 0; m < n; ++m) s += static_cast<double>(d_rproj[(h * n + m) * dim + d]) * r[m * d_model + e];
+      for (int64_t m = 0; m < n; ++m)
+        s += static_cast<double>(d_rproj[(h * n + m) * dim + d]) * r[m * d_model + e];
       grad_w_r(hd, e) += static_cast<float>(s);
     }
   });
 }
 
-void transformer_xl_logits(const TransformerXLShapes& sh, const TransformerXLInputs& p, Strided<float, 4> out) {
+void transformer_xl_logits(const TransformerXLShapes& sh, const TransformerXLInputs& p,
+                           Strided<float, 4> out) {
   const DeltaIndex idx(sh.q_pos, sh.k_pos);
   const std::vector<double> r = transformer_xl_sinusoids(idx.deltas, sh.d_model, sh.base);
-  const std::vector<double> rproj = transformer_xl_project(sh.heads, sh.dim, sh.d_model, p.w_r, r, idx.size());
+  const std::vector<double> rproj =
+      transformer_xl_project(sh.heads, sh.dim, sh.d_model, p.w_r, r, idx.size());
   parallel_for(sh.batch * sh.heads, [&](int64_t bh) {
     const int64_t b = bh / sh.heads, h = bh % sh.heads;
     std::vector<double> uk(sh.nk), qv(sh.dim);
     for (int64_t j = 0; j < sh.nk; ++j) {
       double acc = 0;
-      for (int64_t d = 0; d < sh.dim; ++d)
-        acc += static_cast<double>(p.u(h, d)) * p.k(b, j, h, d);
+      for (int64_t d = 0; d < sh.dim; ++d) acc += static_cast<double>(p.u(h, d)) * p.k(b, j, h, d);
       uk[j] = acc;
     }
     for (int64_t i = 0; i < sh.nq; ++i) {
-      for (int64_t d = 0; d < sh.dim; ++d)
-        qv[d] = static_cast<double>(p.q(b, i, h, d)) +
-                p.v(h, d);
+      for (int64_t d = 0; d < sh.dim; ++d) qv[d] = static_cast<double>(p.q(b, i, h, d)) + p.v(h, d);
       for (int64_t j = 0; j < sh.nk; ++j) {
         const double* rp = rproj.data() + (h * idx.size() + idx(sh.q_pos[i] - sh.k_pos[j])) * sh.dim;
         double acc = uk[j];
@@ -89,7 +92,8 @@ void transformer_xl_logits_backward(const TransformerXLShapes& sh, const Transfo
   const std::vector<double> rproj = transformer_xl_project(sh.heads, sh.dim, sh.d_model, p.w_r, r, n);
   // One task per head: every gradient slice written belongs to that head.
   parallel_for(sh.heads, [&](int64_t h) {
-    std::vector<double> dr(static_cast<size_t>(n * sh.dim), 0.0), g_delta(n, 0.0), du(sh.dim, 0.0), dq(sh.dim), gk(sh.nk);
+    std::vector<double> dr(static_cast<size_t>(n * sh.dim), 0.0), g_delta(n, 0.0), du(sh.dim, 0.0),
+        dq(sh.dim), gk(sh.nk);
     for (int64_t b = 0; b < sh.batch; ++b) {
       std::fill(gk.begin(), gk.end(), 0.0);
       for (int64_t i = 0; i < sh.nq; ++i) {
@@ -103,7 +107,7 @@ void transformer_xl_logits_backward(const TransformerXLShapes& sh, const Transfo
           double* drm = dr.data() + m * sh.dim;
           // forward: logit_ij = (q_i + v_h) . rproj_h[m] + u_h . k_j
           for (int64_t d = 0; d < sh.dim; ++d) {
-            dq[d] += gij * rp[d];                                                       // d q_i
+            dq[d] += gij * rp[d];                                                      // d q_i
             drm[d] += gij * (static_cast<double>(qi[d * p.q.stride[3]]) + p.v(h, d));  // d rproj_h[m]
           }
           g_delta[m] += gij;  // d v_h = sum_m g_delta[m] rproj_h[m]
@@ -150,8 +154,8 @@ void transformer_xl_shift_queries(Strided<const float, 3> q, int64_t dim, Stride
   });
 }
 
-std::vector<float> transformer_xl_transpose_projection(const std::vector<float>& rproj, int64_t heads, int64_t n,
-                                                       int64_t dim) {
+std::vector<float> transformer_xl_transpose_projection(const std::vector<float>& rproj, int64_t heads,
+                                                       int64_t n, int64_t dim) {
   std::vector<float> t(rproj.size());
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t c = 0; c < n; ++c)

@@ -14,9 +14,12 @@ namespace {
 
 const char* mark_text(Verdict::Mark m) {
   switch (m) {
-    case Verdict::Mark::pass: return "✓";
-    case Verdict::Mark::fail: return "✗";
-    default: return "–";
+    case Verdict::Mark::pass:
+      return "✓";
+    case Verdict::Mark::fail:
+      return "✗";
+    default:
+      return "–";
   }
 }
 const char* mark_word(Verdict::Mark m) {

@@ -89,7 +89,9 @@ std::vector<double> solve(std::vector<double> A, std::vector<double> B, int64_t 
 }  // namespace
 
 double linear_map_residual(const Codes& c, int64_t k) {
-  if (k < 1 || k >= c.n) throw std::invalid_argument("linear_map_residual: offset k = " + std::to_string(k) + " must be in [1, n)");
+  if (k < 1 || k >= c.n)
+    throw std::invalid_argument("linear_map_residual: offset k = " + std::to_string(k) +
+                                " must be in [1, n)");
   const int64_t d = c.dim, rows = c.n - k;
   // Normal equations with X = C[0, rows), Y = C[k, k + rows): (X^T X) M^T = X^T Y.
   std::vector<double> xtx(d * d, 0.0), xty(d * d, 0.0);
@@ -124,7 +126,8 @@ Novelty novelty(const Codes& trained, const Codes& fresh) {
     double nearest = INFINITY;
     for (int64_t t = 0; t < trained.n; ++t) {
       double s = 0;
-      for (int64_t e = 0; e < fresh.dim; ++e) s += (fresh.row(f)[e] - trained.row(t)[e]) * (fresh.row(f)[e] - trained.row(t)[e]);
+      for (int64_t e = 0; e < fresh.dim; ++e)
+        s += (fresh.row(f)[e] - trained.row(t)[e]) * (fresh.row(f)[e] - trained.row(t)[e]);
       nearest = std::min(nearest, s);
     }
     const double ratio = adjacent > 0 ? std::sqrt(nearest) / adjacent : (nearest > 0 ? INFINITY : 0);
@@ -135,7 +138,8 @@ Novelty novelty(const Codes& trained, const Codes& fresh) {
   return r;
 }
 
-int64_t first_merged_distance(const std::function<int64_t(int64_t)>& code_of, int64_t limit, bool with_negatives) {
+int64_t first_merged_distance(const std::function<int64_t(int64_t)>& code_of, int64_t limit,
+                              bool with_negatives) {
   std::map<int64_t, int64_t> seen;  // code -> the distance that had it first
   for (int64_t d = 0; d < limit; ++d) {
     std::vector<int64_t> signed_d = {d};
@@ -168,7 +172,8 @@ double max_deviation_from_relative(const std::function<double(int64_t, int64_t)>
   double worst = 0;
   for (int64_t m = 0; m < n_pos; ++m)
     for (int64_t n = 0; n < n_pos; ++n)
-      worst = std::max(worst, std::abs(value[m * n_pos + n] - sum[m - n + n_pos] / static_cast<double>(count[m - n + n_pos])));
+      worst = std::max(worst, std::abs(value[m * n_pos + n] -
+                                       sum[m - n + n_pos] / static_cast<double>(count[m - n + n_pos])));
   return worst;
 }
 

@@ -91,13 +91,16 @@ TransformerXLConfig lab_transformer_xl(const LabModel& m) {
 void validate_transformer_xl(const LabModel& m) { validate(lab_transformer_xl(m)); }
 std::vector<LabTensor> transformer_xl_tensors(const LabModel& m) {
   const int64_t H = m.heads, D = m.head_dim;
-  return {{"attn.transformer_xl_u", {H, D}}, {"attn.transformer_xl_v", {H, D}}, {"attn.transformer_xl_w_r", {H * D, m.d_model}}};
+  return {{"attn.transformer_xl_u", {H, D}},
+          {"attn.transformer_xl_v", {H, D}},
+          {"attn.transformer_xl_w_r", {H * D, m.d_model}}};
 }
 void configure_transformer_xl(const LabModel& m, const TensorLookup& params, AttentionConfig& config) {
   const int64_t H = m.heads, D = m.head_dim;
-  config.transformer_xl = AttentionTransformerXL{lab_transformer_xl(m), view(params("attn.transformer_xl_u"), {H, D}),
-                                                 view(params("attn.transformer_xl_v"), {H, D}),
-                                                 view(params("attn.transformer_xl_w_r"), {H * D, m.d_model})};
+  config.transformer_xl =
+      AttentionTransformerXL{lab_transformer_xl(m), view(params("attn.transformer_xl_u"), {H, D}),
+                             view(params("attn.transformer_xl_v"), {H, D}),
+                             view(params("attn.transformer_xl_w_r"), {H * D, m.d_model})};
 }
 void transformer_xl_grads(const LabModel& m, const AttentionConfig&, const TensorLookup& grads,
                           AttentionGrads& out) {
