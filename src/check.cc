@@ -1,6 +1,9 @@
 // src/check.cc: argument validation shared by every front end (see check.h).
 #include "src/check.h"
 
+#include <sys/stat.h>
+
+#include <fstream>
 #include <sstream>
 
 namespace posenc {
@@ -98,5 +101,19 @@ void check_position_range(std::string_view op, const std::vector<int64_t>& posit
       fail(op, "position ", p, " (index ", i, ") is outside [-2^53, 2^53]");
   }
 }
+
+std::string read_text_file(std::string_view op, const std::string& path, int64_t max_bytes) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) fail(op, "cannot open config file '", path, "'");
+  if (!S_ISREG(st.st_mode)) fail(op, "config file '", path, "' is not a regular file");
+  if (st.st_size > max_bytes)
+    fail(op, "config file '", path, "' has ", st.st_size, " bytes, more than the limit of ", max_bytes);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(op, "cannot open config file '", path, "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 }  // namespace detail
 }  // namespace posenc

@@ -63,6 +63,11 @@ std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view n
 std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
                                       int64_t batch, int64_t tokens);
 
+// The whole text of a regular file of at most max_bytes (config files: no FIFO, device or
+// directory, nothing that would block or never end); errors name the path.
+std::string read_text_file(std::string_view op, const std::string& path,
+                           int64_t max_bytes = int64_t{16} << 20);
+
 // Positions beyond 2^53 cannot be represented exactly in the double math of the angles.
 inline constexpr int64_t kMaxAbsPosition = int64_t{1} << 53;
 void check_position_range(std::string_view op, const std::vector<int64_t>& positions, int64_t offset = 0);

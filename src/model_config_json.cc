@@ -459,11 +459,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 }
 
 ModelPositions model_positions_from_hf_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(kOp, "cannot open config file '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return model_positions_from_hf_json(ss.str());
+  return model_positions_from_hf_json(detail::read_text_file(kOp, path));
 }
 
 }  // namespace posenc

@@ -175,11 +175,7 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
 }
 
 RopeConfig rope_config_from_hf_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(kOp, "cannot open config file '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return rope_config_from_hf_json(ss.str());
+  return rope_config_from_hf_json(detail::read_text_file(kOp, path));
 }
 
 }  // namespace posenc

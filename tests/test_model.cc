@@ -9,6 +9,7 @@
 
 #include "posenc/error.h"
 #include "posenc/model.h"
+#include "posenc/rope.h"
 
 namespace posenc {
 namespace {
@@ -492,6 +493,26 @@ TEST(ModelForms, BadInput) {
   expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "llama3", "factor": 8})"), "low_freq_factor");
   expect_error(cfg("chatglm", ""), "model_type 'chatglm' is not supported");
   expect_error(cfg("some_new_model", ""), "model_type 'some_new_model' is not in posenc's model table");
+}
+
+TEST(ModelForms, ConfigFilesMustBeSmallRegularFiles) {
+  // A FIFO would block, /dev/zero never ends, a directory is no file: refused before any read.
+  auto expect_file_error = [](const std::string& path, const std::string& needle) {
+    for (int parser = 0; parser < 2; ++parser) {
+      try {
+        if (parser == 0)
+          model_positions_from_hf_file(path);
+        else
+          rope_config_from_hf_file(path);
+        ADD_FAILURE() << path;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    }
+  };
+  expect_file_error("/dev/zero", "is not a regular file");
+  expect_file_error("/tmp", "is not a regular file");
+  expect_file_error("/nonexistent/config.json", "cannot open config file");
 }
 
 }  // namespace
