@@ -39,11 +39,11 @@ double QueryTemperature::factor(int64_t p) const {
 }
 
 AttentionConfig LayerAttention::attention_config(const Rope* rope) const {
-  if (chunk > 0)
-    detail::fail("model", "chunk = ", chunk, " has no AttentionConfig form yet (chunked attention)");
   AttentionConfig c;
   c.causal = causal;
   c.window = window;  // HF w keys including the query's own == posenc's q_pos - k_pos >= window masked
+  c.chunk = chunk;
+  c.softcap = softcap.value_or(0.0);
   c.scale = softmax_scale;
   c.rope = rope;
   return c;

@@ -186,7 +186,8 @@ TEST(ModelFamilies, Llama4NoPEAndChunks) {
     const double inv = std::pow(5e5, -2.0 * static_cast<double>(j) / 128);
     EXPECT_DOUBLE_EQ(f.inv_freq[j], 2 * M_PI / inv > 8192 ? inv / 16 : inv) << j;
   }
-  EXPECT_THROW(m.layers[0].attention.attention_config(), Error);  // chunked: no AttentionConfig yet
+  EXPECT_EQ(m.layers[0].attention.attention_config().chunk, 8192);  // chunked layers hand over the chunk
+  EXPECT_EQ(m.layers[3].attention.attention_config().chunk, 0);     // the NoPE layer attends globally
 }
 
 // DeepSeek-V3: configuration_deepseek_v3.py head_dim = qk_rope_head_dim; the rope dims are the last

@@ -54,8 +54,10 @@ struct LayerAttention {
   std::optional<double> softcap;  // logits = softcap * tanh(logits / softcap)
   bool sinks = false;             // gpt-oss: one learned logit per head joins the softmax
   QueryTemperature temperature;
-  // The posenc AttentionConfig for this layer (window copied: same semantics; see above).
-  // Chunked attention has no AttentionConfig form yet: throws posenc::Error if chunk > 0.
+  // The posenc AttentionConfig for this layer: mask (causal, window copied: same semantics, see
+  // above; chunk), softmax scale and softcap. What the config alone cannot give stays with the
+  // caller: the learned sink logits (set AttentionConfig::sinks to the layer's (H) tensor when
+  // `sinks`) and the query temperature (multiply q by temperature.factor(position) first).
   AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 
