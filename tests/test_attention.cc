@@ -1,5 +1,7 @@
 // tests/test_attention.cc: the fused attention forward vs the naive double-precision reference,
 // for every supported encoding, mask, shape edge case, packed batches, and bad input.
+#include <omp.h>
+
 #include <cmath>
 
 #include "posenc/attention.h"
@@ -43,6 +45,38 @@ TEST(Attention, EverySimdTarget) {
     check_case({1, 67, 67, 2, 1, 40, false}, Enc::transformer_xl, target);
     check_case({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
   });
+}
+
+// Flash-decoding: a decode step against more than 2048 keys is split by keys (src/cpu/attention.cc
+// kSplitKeys) and merged by log-sum-exp: 5000 keys are three splits, the last one partial; a window
+// or chunk leaves whole splits fully masked; sinks belong to the first split only.
+TEST(Attention, DecodeAgainstALongCacheIsSplitAndMerged) {
+  for (Enc e : {Enc::none, Enc::rope_alibi, Enc::t5, Enc::transformer_xl}) {
+    check_case({1, 1, 5000, 4, 1, 16, true}, e);      // multi-query, one token
+    check_case({2, 3, 4500, 4, 2, 8, true}, e);       // GQA, three tokens, batch 2
+    check_case({1, 2, 5000, 2, 1, 8, true, 100}, e);  // a window: only the last split sees keys
+    Case c{1, 1, 5000, 2, 1, 8, false};
+    c.sinks = true, c.softcap = 3.0, c.chunk = 1000;  // chunk 4: keys 4000 .. 4999, splits 2 and 3
+    check_case(c, e);
+  }
+  check_case({1, 1, 5000, 2, 2, 8, true}, Enc::shaw);  // Shaw's value term: not split, still right
+  for_each_cpu_target([](const std::string& target) {
+    check_case({1, 1, 4100, 4, 1, 24, true}, Enc::rope_t5, target);
+  });
+}
+
+TEST(Attention, SplitDecodeGivesTheSameBitsForAnyThreadCount) {
+  const AttentionCase ac({1, 1, 9000, 8, 1, 32, true}, Enc::rope_alibi);
+  auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> out(8 * 32), lse(8);
+    attention_forward(ac.config(), ac.inputs(), view(out.data(), {1, 1, 8, 32}), view(lse.data(), {1, 8, 1}));
+    omp_set_num_threads(saved);
+    out.insert(out.end(), lse.begin(), lse.end());
+    return out;
+  };
+  EXPECT_EQ(run(1), run(3));
 }
 
 TEST(Attention, PackedSequencesDoNotAttendToEachOther) {

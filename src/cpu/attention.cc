@@ -32,9 +32,11 @@ struct OnlineSoftmax {
 
 // Heads [h0, h1) of one key/value group advance through the key tiles in lockstep, so a tile of
 // K and V is read from memory once for all of them (decode with grouped-query attention); other
-// tasks have one head.
+// tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
+// step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt, int64_t problem,
-                 int64_t h0, int64_t h1, int64_t block) {
+                 int64_t h0, int64_t h1, int64_t block, int64_t k_begin, int64_t k_end,
+                 const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -47,16 +49,18 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     PrepareQueryBlock(p, st.qb);
     st.O.assign(static_cast<size_t>(st.qb.m * D), 0.0f);
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
-    // A sink is one more softmax entry with no value: the running max starts at it, with weight 1.
-    std::fill(st.mrow, st.mrow + st.qb.m, p.sinks.empty() ? kNegInf : p.sinks[h]);
-    std::fill(st.lrow, st.lrow + st.qb.m, p.sinks.empty() ? 0.0f : 1.0f);
+    // A sink is one more softmax entry with no value: the running max starts at it, with weight 1
+    // (in the first split only).
+    const bool sink = !p.sinks.empty() && k_begin == 0;
+    std::fill(st.mrow, st.mrow + st.qb.m, sink ? p.sinks[h] : kNegInf);
+    std::fill(st.lrow, st.lrow + st.qb.m, sink ? 1.0f : 0.0f);
   }
   const float* v = p.v.at(pr.b, pr.k0, heads[0].qb.hk);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> scratch;
 
-  for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttentionBlockK) {
-    const int64_t n = std::min(kAttentionBlockK, pr.nk - kt0);
+  for (int64_t kt0 = k_begin; kt0 < k_end; kt0 += kAttentionBlockK) {
+    const int64_t n = std::min(kAttentionBlockK, k_end - kt0);
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
     for (OnlineSoftmax& st : heads) {
       const QueryBlock& qb = st.qb;
@@ -86,6 +90,16 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
                 true});
     }
   }
+  if (split) {  // shaw_values never splits (its Pb would need merging too)
+    for (const OnlineSoftmax& st : heads)
+      for (int64_t i = 0; i < st.qb.m; ++i) {
+        const int64_t row = (st.qb.h - h0) * st.qb.m + i;
+        std::copy(st.O.begin() + i * D, st.O.begin() + (i + 1) * D, split->O + row * D);
+        split->m[row] = st.mrow[i];
+        split->l[row] = st.lrow[i];
+      }
+    return;
+  }
   for (OnlineSoftmax& st : heads) {
     const int64_t m = st.qb.m, h = st.qb.h;
     if (shaw_values)
@@ -105,10 +119,13 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <limits>
+
 #include "src/cpu/parallel.h"
 
 namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
+constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t min_queries) {
   PackedTransposed packed;
@@ -141,24 +158,104 @@ std::vector<AttentionTask> attention_tasks(const AttentionPlan& p, int64_t heads
   return tasks;
 }
 
+// Flash-decoding (Dao et al. 2023): a decode step against a long cache with few key/value heads
+// has fewer tasks than cores, so its keys are cut into splits of kSplitKeys, each an independent
+// task; the partial softmaxes are merged by log-sum-exp in split order. The split size is fixed,
+// so results do not depend on the thread count.
+constexpr int64_t kSplitKeys = 2048;
+
+namespace {
+struct ForwardJob {
+  AttentionTask task;
+  int64_t k_begin, k_end;
+  int64_t merge = -1;  // index of its split group, or -1: writes the output itself
+};
+struct SplitGroup {
+  AttentionTask task;
+  int64_t first_job, splits, rows;  // rows = heads x queries of the block
+  size_t offset;                    // of its partials in the scratch (splits x rows)
+};
+
+// out, lse of one split group: m* = max_s m_s, l* = sum_s l_s e^(m_s - m*), O* = sum_s O_s e^(m_s - m*) / l*.
+void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const SplitGroup& g, const float* O,
+                  const float* m, const float* l) {
+  const AttentionProblem& pr = p.problems[g.task.problem];
+  const int64_t D = p.D, nq = g.rows / g.task.heads;
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int64_t row = 0; row < g.rows; ++row) {
+    const int64_t h = g.task.head + row / nq, t = pr.q0 + g.task.block * kAttentionBlockQ + row % nq;
+    float mx = kNegInfinity;
+    for (int64_t s = 0; s < g.splits; ++s) mx = std::max(mx, m[s * g.rows + row]);
+    float* out = o.out.at(pr.b, t, h);
+    if (mx == kNegInfinity) {  // fully masked row
+      std::fill(out, out + D, 0.0f);
+      if (!o.lse.empty()) o.lse(pr.b, h, t) = kNegInfinity;
+      continue;
+    }
+    double lsum = 0;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t s = 0; s < g.splits; ++s) {
+      const float ms = m[s * g.rows + row];
+      if (ms == kNegInfinity) continue;
+      const double w = std::exp(static_cast<double>(ms) - mx);
+      lsum += w * l[s * g.rows + row];
+      const float* Os = O + (s * g.rows + row) * D;
+      for (int64_t d = 0; d < D; ++d) acc[d] += w * Os[d];
+    }
+    for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d] / lsum);
+    if (!o.lse.empty()) o.lse(pr.b, h, t) = static_cast<float>(mx + std::log(lsum));
+  }
+}
+}  // namespace
+
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   const PackedTransposed kt = pack_transposed(p, p.k, kRowDotQueries);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
-  // takes the heads of a key/value group together instead.
+  // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
-  std::vector<AttentionTask> tasks;
+  const bool splittable = !(p.shaw && p.shaw->a_v);
+  std::vector<ForwardJob> jobs;
+  std::vector<SplitGroup> groups;
+  size_t scratch = 0;
   for (const AttentionTask& t : attention_tasks(p, p.H, false)) {
-    const bool decode = p.problems[t.problem].nq <= kRowDotQueries;
-    if (!decode)
-      tasks.push_back(t);
-    else if (t.head % group == 0)
-      tasks.push_back({t.problem, t.head, t.block, group});
+    const AttentionProblem& pr = p.problems[t.problem];
+    const bool decode = pr.nq <= kRowDotQueries;
+    if (!decode) {
+      jobs.push_back({t, 0, pr.nk});
+    } else if (t.head % group == 0) {
+      const AttentionTask task{t.problem, t.head, t.block, group};
+      const int64_t splits = splittable ? (pr.nk + kSplitKeys - 1) / kSplitKeys : 1;
+      if (splits <= 1) {
+        jobs.push_back({task, 0, pr.nk});
+        continue;
+      }
+      const int64_t rows = group * pr.nq;
+      groups.push_back({task, static_cast<int64_t>(jobs.size()), splits, rows, scratch});
+      scratch += static_cast<size_t>(splits * rows);
+      for (int64_t s = 0; s < splits; ++s)
+        jobs.push_back({task, s * kSplitKeys, std::min(pr.nk, (s + 1) * kSplitKeys),
+                        static_cast<int64_t>(groups.size()) - 1});
+    }
   }
-  parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t t) {
-    const AttentionTask& task = tasks[t];
+  std::vector<float> partial_O(scratch * static_cast<size_t>(p.D)), partial_m(scratch), partial_l(scratch);
+  parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
+    const ForwardJob& job = jobs[j];
+    const AttentionTask& task = job.task;
+    SplitPartial split{}, *splitp = nullptr;
+    if (job.merge >= 0) {
+      const SplitGroup& g = groups[job.merge];
+      const size_t at = g.offset + static_cast<size_t>((j - g.first_job) * g.rows);
+      split = {partial_O.data() + at * p.D, partial_m.data() + at, partial_l.data() + at};
+      splitp = &split;
+    }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), task.problem, task.head, task.head + task.heads,
-     task.block);
+     task.block, job.k_begin, job.k_end, splitp);
+  });
+  parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
+    const SplitGroup& g = groups[gi];
+    merge_splits(p, o, g, partial_O.data() + g.offset * p.D, partial_m.data() + g.offset,
+                 partial_l.data() + g.offset);
   });
 }
 

@@ -41,6 +41,14 @@ struct AttentionTask {
 };
 std::vector<AttentionTask> attention_tasks(const AttentionPlan& p, int64_t heads, bool by_keys);
 
+// The partial result of one split of the keys: rows ((h - h0) m + i) of O (unnormalized, D each),
+// m (running max) and l (sum of exp(s - m)).
+struct SplitPartial {
+  float* O;
+  float* m;
+  float* l;
+};
+
 struct AttentionForwardOut {
   Strided<float, 3> out;  // rows (B, Q, H) of D elements
   Strided<float, 3> lse;  // (B, H, Q), or empty
