@@ -10,10 +10,12 @@
 namespace {
 using namespace posenc::bench;
 
-// One token against a cache of range(0) tokens, 8 query heads over range(1) key/value heads, D 128,
-// RoPE + ALiBi (the most work per key of the scalar encodings).
+// One token against a cache of range(0) tokens, range(2) query heads over range(1) key/value heads,
+// D 128, RoPE + ALiBi (the most work per key of the scalar encodings), on range(3) threads (0: all).
 void BM_attention_decode(benchmark::State& state) {
-  const int64_t K = state.range(0), Hkv = state.range(1), H = 8, D = 128;
+  const int64_t K = state.range(0), Hkv = state.range(1), H = state.range(2), D = 128;
+  const int saved_threads = omp_get_max_threads();
+  if (state.range(3) > 0) omp_set_num_threads(static_cast<int>(state.range(3)));
   posenc::RopeConfig rc;
   rc.head_dim = D;
   const posenc::Rope rope(rc);
@@ -49,14 +51,17 @@ void BM_attention_decode(benchmark::State& state) {
   state.counters["GBps"] = bytes * n / attend_s / 1e9;
   state.counters["memcpy_GBps"] = 2 * bytes * n / memcpy_s / 1e9;  // read + write
   state.counters["vs_memcpy"] = (bytes * n / attend_s) / (2 * bytes * n / memcpy_s);
+  omp_set_num_threads(saved_threads);
 }
 
 }  // namespace
 
 BENCHMARK(BM_attention_decode)
-    ->ArgNames({"K", "Hkv"})
-    ->Args({32768, 8})
-    ->Args({32768, 2})
+    ->ArgNames({"K", "Hkv", "H", "threads"})
+    ->Args({32768, 8, 8, 0})
+    ->Args({32768, 2, 8, 0})
+    ->Args({32768, 1, 32, 1})  // multi-query, batch 1: flash-decoding splits the cache across threads
+    ->Args({32768, 1, 32, 2})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();
