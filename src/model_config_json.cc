@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "posenc/model.h"
+#include "src/config_json.h"
 #include "src/model_parse.h"
 
 namespace posenc {
@@ -98,13 +99,7 @@ double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m
 }  // namespace
 
 ModelPositions model_positions_from_hf_json(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(kOp, "malformed JSON: ", e.what());
-  }
-  if (!root.is_object()) fail(kOp, "the JSON document must be an object (a config.json)");
+  const json root = detail::parse_config_json(kOp, text);
   Obj top{root, "", {}};
   if (!top.has("model_type")) fail(kOp, "model_type is missing");
   const std::string outer_type = top.str("model_type");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "src/check.h"
+#include "src/config_json.h"
 #include "posenc/rope.h"
 
 namespace posenc {
@@ -114,13 +115,7 @@ void parse_scaling(const json& s, RopeConfig& c) {
 }  // namespace
 
 RopeConfig rope_config_from_hf_json(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(kOp, "malformed JSON: ", e.what());
-  }
-  if (!root.is_object()) fail(kOp, "the JSON document must be an object (a config.json)");
+  const json root = detail::parse_config_json(kOp, text);
   // Vision-language models keep the language model's keys under text_config.
   const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config"))
                       ? root.at("text_config")

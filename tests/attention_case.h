@@ -250,4 +250,17 @@ class AttentionCase {
   std::vector<int64_t> q_pos_, k_pos_, q_seq_, k_seq_;
 };
 
+// Runs posenc and the reference on one case: outputs and lse must match.
+inline void check_forward(const Case& c, Enc e, const std::string& target = "") {
+  const AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + " " + target);
+  const auto expected = ac.reference(ac.flat());
+  std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
+  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}),
+                    view(lse.data(), {c.B, c.H, c.Q}));
+  EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
+  EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
+  for (float x : out) ASSERT_FALSE(std::isnan(x));
+}
+
 }  // namespace posenc::test

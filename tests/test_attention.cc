@@ -11,19 +11,6 @@
 namespace posenc::test {
 namespace {
 
-// Runs posenc and the reference on one case: outputs and lse must match.
-void check_case(const Case& c, Enc e, const std::string& target = "") {
-  const AttentionCase ac(c, e);
-  SCOPED_TRACE(ac.describe() + " " + target);
-  const auto expected = ac.reference(ac.flat());
-  std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
-  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}),
-                    view(lse.data(), {c.B, c.H, c.Q}));
-  EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
-  EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
-  for (float x : out) ASSERT_FALSE(std::isnan(x));
-}
-
 TEST(Attention, EveryEncodingMatchesTheReference) {
   const std::vector<Case> cases = {
       {2, 70, 70, 4, 2, 40, true},     // prefill, K not a multiple of the 64-key tile, GQA 4/2
@@ -34,16 +21,16 @@ TEST(Attention, EveryEncodingMatchesTheReference) {
       {1, 67, 67, 2, 1, 64, true, 9},  // sliding window of 9
   };
   for (const Case& c : cases)
-    for (Enc e : all_encs()) check_case(c, e);
+    for (Enc e : all_encs()) check_forward(c, e);
 }
 
 TEST(Attention, EverySimdTarget) {
   for_each_cpu_target([](const std::string& target) {
-    check_case({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, target);
-    check_case({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
-    check_case({1, 70, 70, 2, 2, 40, true}, Enc::shaw, target);
-    check_case({1, 67, 67, 2, 1, 40, false}, Enc::transformer_xl, target);
-    check_case({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
+    check_forward({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, target);
+    check_forward({2, 3, 67, 2, 2, 66, false}, Enc::t5, target);
+    check_forward({1, 70, 70, 2, 2, 40, true}, Enc::shaw, target);
+    check_forward({1, 67, 67, 2, 1, 40, false}, Enc::transformer_xl, target);
+    check_forward({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
   });
 }
 
@@ -52,16 +39,16 @@ TEST(Attention, EverySimdTarget) {
 // or chunk leaves whole splits fully masked; sinks belong to the first split only.
 TEST(Attention, DecodeAgainstALongCacheIsSplitAndMerged) {
   for (Enc e : {Enc::none, Enc::rope_alibi, Enc::t5, Enc::transformer_xl}) {
-    check_case({1, 1, 5000, 4, 1, 16, true}, e);      // multi-query, one token
-    check_case({2, 3, 4500, 4, 2, 8, true}, e);       // GQA, three tokens, batch 2
-    check_case({1, 2, 5000, 2, 1, 8, true, 100}, e);  // a window: only the last split sees keys
+    check_forward({1, 1, 5000, 4, 1, 16, true}, e);      // multi-query, one token
+    check_forward({2, 3, 4500, 4, 2, 8, true}, e);       // GQA, three tokens, batch 2
+    check_forward({1, 2, 5000, 2, 1, 8, true, 100}, e);  // a window: only the last split sees keys
     Case c{1, 1, 5000, 2, 1, 8, false};
     c.sinks = true, c.softcap = 3.0, c.chunk = 1000;  // chunk 4: keys 4000 .. 4999, splits 2 and 3
-    check_case(c, e);
+    check_forward(c, e);
   }
-  check_case({1, 1, 5000, 2, 2, 8, true}, Enc::shaw);  // Shaw's value term: not split, still right
+  check_forward({1, 1, 5000, 2, 2, 8, true}, Enc::shaw);  // Shaw's value term: not split, still right
   for_each_cpu_target([](const std::string& target) {
-    check_case({1, 1, 4100, 4, 1, 24, true}, Enc::rope_t5, target);
+    check_forward({1, 1, 4100, 4, 1, 24, true}, Enc::rope_t5, target);
   });
 }
 
@@ -81,12 +68,12 @@ TEST(Attention, SplitDecodeGivesTheSameBitsForAnyThreadCount) {
 
 TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
   // Three sequences of 5, 70 and 1 tokens packed into one batch row; positions restart in each.
-  check_case({1, 76, 76, 2, 1, 64, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::t5_causal);
-  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::rope_alibi);
-  check_case({1, 76, 76, 2, 2, 40, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::shaw);
-  check_case({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::transformer_xl_t5);
+  check_forward({1, 76, 76, 2, 1, 64, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::t5_causal);
+  check_forward({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::rope_alibi);
+  check_forward({1, 76, 76, 2, 2, 40, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::shaw);
+  check_forward({1, 76, 76, 2, 2, 40, false, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, Enc::transformer_xl_t5);
   // Decode one token per sequence against caches of 9 and 66 keys.
-  check_case({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
+  check_forward({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
 }
 
 TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {

@@ -34,17 +34,6 @@ const std::vector<Enc>& encodings() {
   return encs;
 }
 
-void check_forward(const Case& c, Enc e, const std::string& target = "") {
-  const AttentionCase ac(c, e);
-  SCOPED_TRACE(ac.describe() + " " + target);
-  const auto expected = ac.reference(ac.flat());
-  std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
-  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}),
-                    view(lse.data(), {c.B, c.H, c.Q}));
-  EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
-  EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));
-}
-
 TEST(AttentionScores, ForwardMatchesTheReference) {
   const std::vector<Case> shapes = {
       {1, 70, 70, 2, 1, 40, true},     // prefill across two tiles, GQA

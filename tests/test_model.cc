@@ -535,6 +535,18 @@ TEST(ModelForms, BadInput) {
   expect_error(cfg("some_new_model", ""), "model_type 'some_new_model' is not in posenc's model table");
 }
 
+TEST(ModelForms, NumbersOutOfRangeAreMalformedJson) {
+  // nlohmann reports 1e400 as out_of_range, not parse_error: it escaped both parsers before.
+  const std::string text = R"({"model_type": "llama", "head_dim": 64, "rope_theta": 1e400})";
+  EXPECT_THROW(model_positions_from_hf_json(text), Error);
+  EXPECT_THROW(rope_config_from_hf_json(text), Error);
+  try {
+    rope_config_from_hf_json(text);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed JSON"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelForms, ConfigFilesMustBeSmallRegularFiles) {
   // A FIFO would block, /dev/zero never ends, a directory is no file: refused before any read.
   auto expect_file_error = [](const std::string& path, const std::string& needle) {
