@@ -1,7 +1,7 @@
-"""posenc for PyTorch: custom operators (torch.library: posenc::rope, posenc::attention and their
-backwards, with fake implementations and autograd, so torch.compile(fullgraph=True) and
-DistributedDataParallel work) and autograd Functions over the C++ forward and backward passes,
-and nn.Modules that can replace a model's own positional code.
+"""posenc for PyTorch: custom operators over the C++ forward and backward passes (torch.library:
+posenc::rope, posenc::attention, posenc::relative_bias, posenc::learned and their backwards, with
+fake implementations and autograd, so torch.compile(fullgraph=True) and DistributedDataParallel
+work), and nn.Modules that can replace a model's own positional code.
 
 CPU tensors only (the C++ library's CPU backend; tensors cross as numpy views, no copy for
 contiguous float32). The kernels compute in float32: float64 inputs are accepted and the results
@@ -54,8 +54,8 @@ def _tensor(a, like):
 
 # ---------------------------------------------------------------------------- custom operators
 #
-# rope and attention are torch.library custom operators (posenc::rope, posenc::rope_backward,
-# posenc::attention, posenc::attention_backward) with fake (shape-only) implementations and autograd
+# rope, attention, relative_bias and learned are torch.library custom operators (posenc::rope,
+# posenc::rope_backward, posenc::attention, posenc::attention_backward, ...) with fake (shape-only) implementations and autograd
 # formulas through the C++ backward passes, so torch.compile(fullgraph=True) traces them without a
 # graph break, and DistributedDataParallel (and anything else built on the dispatcher) sees plain
 # aten-like ops. Settings that are not tensors or numbers (rope arguments, a RopeConfig, alibi's
@@ -243,36 +243,63 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     return out
 
 
-class _RelativeBiasFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, table, q_positions, k_positions, options):
-        ctx.saved = (q_positions, k_positions, options)
-        t = _np("table", table)
-        if options["bucketing"] == "t5":
-            out = _bias.t5_bias(t, q_positions, k_positions, bidirectional=options["bidirectional"],
-                                num_buckets=options["num_buckets"], max_distance=options["max_distance"])
-        else:
-            out = _bias.relative_bias(t, q_positions, k_positions, max_distance=options["max_distance"])
-        return _tensor(out, table)
+@torch.library.custom_op("posenc::relative_bias", mutates_args=())
+def _relative_bias_op(table: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
+                      bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    t, qp, kp = _np("table", table), _positions("q_positions", q_positions), _positions("k_positions", k_positions)
+    if bucketing == "t5":
+        out = _bias.t5_bias(t, qp, kp, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    else:
+        out = _bias.relative_bias(t, qp, kp, max_distance=max_distance)
+    return _tensor(out, table)
 
-    @staticmethod
-    def backward(ctx, grad):
-        q_positions, k_positions, o = ctx.saved
-        g = _bias.relative_bias_backward(_np("grad", grad), q_positions, k_positions, bucketing=o["bucketing"],
-                                         num_buckets=o["num_buckets"], max_distance=o["max_distance"], bidirectional=o["bidirectional"])
-        return _tensor(g, grad), None, None, None
+
+@_relative_bias_op.register_fake
+def _(table, q_positions, k_positions, *options):
+    return table.new_empty((table.shape[1], q_positions.shape[0], k_positions.shape[0]))
+
+
+@torch.library.custom_op("posenc::relative_bias_backward", mutates_args=())
+def _relative_bias_backward_op(grad: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
+                               bidirectional: bool, num_buckets: int, max_distance: int, rows: int) -> torch.Tensor:
+    g = _bias.relative_bias_backward(_np("grad", grad), _positions("q_positions", q_positions), _positions("k_positions", k_positions),
+                                     bucketing=bucketing, num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+    if g.shape[0] != rows:
+        fail(f"table: {rows} rows, but this bucketing has {g.shape[0]}")
+    return _tensor(g, grad)
+
+
+@_relative_bias_backward_op.register_fake
+def _(grad, q_positions, k_positions, bucketing, bidirectional, num_buckets, max_distance, rows):
+    return grad.new_empty((rows, grad.shape[0]))
+
+
+def _relative_bias_setup(ctx, inputs, output):
+    table, *ctx.args = inputs
+    ctx.rows = table.shape[0]
+
+
+def _relative_bias_grad(ctx, grad):
+    return (_relative_bias_backward_op(grad.contiguous(), *ctx.args, ctx.rows),) + (None,) * 6
+
+
+_relative_bias_op.register_autograd(_relative_bias_grad, setup_context=_relative_bias_setup)
+
+
+def _bias_positions(name, p):
+    return _position_tensor(name, p if isinstance(p, torch.Tensor) else np.asarray(p))
 
 
 def t5_bias(table, q_positions, k_positions, *, bidirectional=True, num_buckets=32, max_distance=128):
     """posenc.t5_bias as [heads, Q, K], differentiable in table [num_buckets, heads]."""
-    options = {"bucketing": "t5", "bidirectional": bidirectional, "num_buckets": num_buckets, "max_distance": max_distance}
-    return _RelativeBiasFunction.apply(table, _positions("q_positions", q_positions), _positions("k_positions", k_positions), options)
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "t5",
+                             bool(bidirectional), int(num_buckets), int(max_distance))
 
 
 def relative_bias(table, q_positions, k_positions, *, max_distance):
     """posenc.relative_bias (clipped distances) as [heads, Q, K], differentiable in table."""
-    options = {"bucketing": "clipped", "bidirectional": True, "num_buckets": 32, "max_distance": max_distance}
-    return _RelativeBiasFunction.apply(table, _positions("q_positions", q_positions), _positions("k_positions", k_positions), options)
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "clipped",
+                             True, 32, int(max_distance))
 
 
 def alibi_bias(n_heads, q_positions, k_positions, causal=True, **kwargs):
@@ -281,20 +308,38 @@ def alibi_bias(n_heads, q_positions, k_positions, causal=True, **kwargs):
                                              causal, **kwargs))
 
 
-class _LearnedFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, table, positions):
-        ctx.positions, ctx.rows = positions, table.shape[0]
-        return _tensor(_absolute.learned(_np("table", table), positions), table)
+@torch.library.custom_op("posenc::learned", mutates_args=())
+def _learned_op(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    return _tensor(_absolute.learned(_np("table", table), _positions("positions", positions)), table)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _tensor(_absolute.learned_backward(_np("grad", grad), ctx.positions, ctx.rows), grad), None
+
+@_learned_op.register_fake
+def _(table, positions):
+    return table.new_empty((positions.shape[0], table.shape[1]))
+
+
+@torch.library.custom_op("posenc::learned_backward", mutates_args=())
+def _learned_backward_op(grad: torch.Tensor, positions: torch.Tensor, rows: int) -> torch.Tensor:
+    return _tensor(_absolute.learned_backward(_np("grad", grad), _positions("positions", positions), rows), grad)
+
+
+@_learned_backward_op.register_fake
+def _(grad, positions, rows):
+    return grad.new_empty((rows, grad.shape[1]))
+
+
+def _learned_setup(ctx, inputs, output):
+    table, ctx.positions = inputs
+    ctx.rows = table.shape[0]
+
+
+_learned_op.register_autograd(lambda ctx, grad: (_learned_backward_op(grad.contiguous(), ctx.positions, ctx.rows), None),
+                              setup_context=_learned_setup)
 
 
 def learned(table, positions):
     """table[positions] ([N, dim]), differentiable in table; a position past the table is an error."""
-    return _LearnedFunction.apply(table, _positions("positions", positions))
+    return _learned_op(table, _bias_positions("positions", positions))
 
 
 def sinusoidal(positions, dim, base=10000.0, layout="interleaved", **kwargs):

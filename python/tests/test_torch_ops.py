@@ -35,7 +35,7 @@ def test_attention_options_gradcheck(options):
     def f(q, k, v, sinks=None):
         return pt.attention(q, k, v, causal=True, sinks=sinks, **options)
 
-    assert torch.autograd.gradcheck(f, tuple(inputs), **GRADCHECK)
+    assert torch.autograd.gradcheck(f, tuple(inputs), fast_mode=True, **GRADCHECK)
 
 
 class _Stub(torch.nn.Module):
@@ -111,6 +111,13 @@ def test_opcheck_every_operator():
     torch.library.opcheck(torch.ops.posenc.rope.default, (x, pos, key))
     torch.library.opcheck(torch.ops.posenc.rope_backward.default, (x.detach(), pos, key))
     torch.library.opcheck(torch.ops.posenc.rope.default, (x, None, ""))
+    table, qp, kp = randn(32, 3, seed=5), torch.arange(3, 7), torch.arange(7)
+    for bucketing, rows, num_buckets, max_distance in (("t5", 32, 32, 64), ("clipped", 5, 32, 2)):
+        torch.library.opcheck(torch.ops.posenc.relative_bias.default, (table[:rows].detach().requires_grad_(), qp, kp, bucketing, False, num_buckets, max_distance))
+        grad = torch.randn(3, 4, 7)
+        torch.library.opcheck(torch.ops.posenc.relative_bias_backward.default, (grad, qp, kp, bucketing, False, num_buckets, max_distance, rows))
+    torch.library.opcheck(torch.ops.posenc.learned.default, (randn(6, 4, seed=6), torch.tensor([5, 0, 5, 2])))
+    torch.library.opcheck(torch.ops.posenc.learned_backward.default, (torch.randn(4, 4), torch.tensor([5, 0, 5, 2]), 6))
     q, k, v = _qkv(1, 6, 4, 2, 8, 3)
     none7 = (None,) * 7
     sinks = randn(4, seed=9)
@@ -118,7 +125,7 @@ def test_opcheck_every_operator():
     for tables, options in (
             (none7, (True, None, "", 0, 0.0, 0, "")),
             ((None,) * 6 + (sinks,), (True, 0.3, "rope", 3, 2.0, 4, "")),
-            ((table,) + (None,) * 5 + (sinks,), (False, None, "t5", 0, 0.0, 0, pt._settings_key({"max_distance": 16})))):
+            ((table,) + (None,) * 5 + (sinks,), (False, None, "t5", 0, 0.0, 0, pt._settings_key({"max_distance": 64})))):
         args = (q, k, v, *tables, None, None, None, None, *options)
         torch.library.opcheck(torch.ops.posenc.attention.default, args)
         out, lse = torch.ops.posenc.attention(*args)
