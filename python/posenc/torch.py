@@ -76,10 +76,13 @@ def _fingerprint(value):
     return ("object", id(value))  # the registry keeps the object alive, so its id stays unique
 
 
-def _settings_key(settings: dict) -> str:
-    """The registry key of a dict of settings ("" for none)."""
-    if not settings:
+@torch.compiler.assume_constant_result
+def _settings_key(*items) -> str:
+    """The registry key of a dict of settings ("" for none). Under torch.compile this runs while
+    tracing (assume_constant_result), so the key is in the registry before the graph runs."""
+    if not items:
         return ""
+    settings = dict(items)
     fp = _fingerprint(settings)
     key = _KEYS.get(fp)
     if key is None:
@@ -139,7 +142,7 @@ def _position_tensor(name, p):
 def rope(x, positions, **kwargs):
     """posenc.rope for a tensor x [batch, seq, heads, head_dim], differentiable in x (the custom
     operator posenc::rope)."""
-    return _rope_op(x, _position_tensor("positions", positions), _settings_key(kwargs))
+    return _rope_op(x, _position_tensor("positions", positions), _settings_key(*kwargs.items()))
 
 
 _ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r", "sinks")
@@ -239,7 +242,7 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     if scale is not None and not isinstance(scale, torch.Tensor):
         scale = float(scale)
     out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", int(window),
-                           float(softcap or 0.0), int(chunk or 0), _settings_key(params))
+                           float(softcap or 0.0), int(chunk or 0), _settings_key(*params.items()))
     return out
 
 
@@ -362,14 +365,14 @@ class RotaryEmbedding(torch.nn.Module):
         super().__init__()
         self.config = rope_config(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, rope_scaling=rope_scaling,
                                         max_position_embeddings=max_position_embeddings, mrope_section=mrope_section)
-        self._key = _settings_key({"config": self.config})
+        self._key = _settings_key(("config", self.config))
 
     @classmethod
     def from_hf(cls, config):
         module = cls.__new__(cls)
         torch.nn.Module.__init__(module)
         module.config = RopeConfig.from_hf(config)
-        module._key = _settings_key({"config": module.config})
+        module._key = _settings_key(("config", module.config))
         return module
 
     def forward(self, q, k, positions=None):

@@ -103,11 +103,65 @@ def test_chunk_matches_llama4_chunked_causal_mask():
     _compare(ours, theirs, (q, k, v))
 
 
+def _hf_attention_layer(family, layer_type):
+    """A tiny attention layer of transformers 5 built from its config class (random weights, eager
+    attention) and its rotary embedding."""
+    import importlib
+    mod = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    cfg = importlib.import_module(f"transformers.models.{family}.configuration_{family}")
+    Config, Attention, Rotary = {"gpt_oss": ("GptOssConfig", "GptOssAttention", "GptOssRotaryEmbedding"),
+                                 "gemma2": ("Gemma2Config", "Gemma2Attention", "Gemma2RotaryEmbedding")}[family]
+    extra = {"attn_logit_softcapping": 1.5, "query_pre_attn_scalar": 16} if family == "gemma2" else {}
+    config = getattr(cfg, Config)(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  num_hidden_layers=2, layer_types=[layer_type, layer_type], sliding_window=4, vocab_size=64, **extra)
+    config._attn_implementation = "eager"
+    torch.manual_seed(7)
+    layer = getattr(mod, Attention)(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.copy_(torch.randn_like(p) * (0.5 if p.ndim > 1 else 1.0))
+    return mod, config, layer, getattr(mod, Rotary)(config)
+
+
+@pytest.mark.parametrize("family,layer_type", [("gpt_oss", "sliding_attention"), ("gpt_oss", "full_attention"),
+                                               ("gemma2", "sliding_attention"), ("gemma2", "full_attention")])
+def test_hf_attention_layers_with_sinks_softcap_and_window(family, layer_type):
+    """gpt-oss's GptOssAttention (learned sinks, sliding window) and Gemma 2's Gemma2Attention
+    (attn_logit_softcapping, query_pre_attn_scalar, sliding window), run eagerly by transformers,
+    against the same projections and rotation with posenc's fused attention: outputs and the
+    gradients of every parameter (the sinks included) and of the input."""
+    from transformers import masking_utils as mu
+    mod, config, layer, rotary = _hf_attention_layer(family, layer_type)
+    B, T, H, D = 2, 9, 4, 8
+    x = torch.randn(B, T, 32, requires_grad=True)
+    cos, sin = rotary(x, torch.arange(T)[None].expand(B, T))
+    window = config.sliding_window if layer_type == "sliding_attention" else 0
+    mask_fn = mu.sliding_window_causal_mask_function(window) if window else mu.causal_mask_function
+    theirs, _ = layer(x, (cos, sin), _additive(mask_fn, T, T))
+
+    def ours_fn(x):
+        q = layer.q_proj(x).view(B, T, -1, D).transpose(1, 2)
+        k = layer.k_proj(x).view(B, T, -1, D).transpose(1, 2)
+        v = layer.v_proj(x).view(B, T, -1, D)
+        q, k = mod.apply_rotary_pos_emb(q, k, cos, sin)
+        options = {"sinks": layer.sinks} if family == "gpt_oss" else {"softcap": config.attn_logit_softcapping}
+        out = pt.attention(q.transpose(1, 2), k.transpose(1, 2), v, causal=True, window=window, scale=layer.scaling, **options)
+        return layer.o_proj(out.reshape(B, T, H * D))
+
+    ours = ours_fn(x)
+    params = [x] + list(layer.parameters())
+    torch.testing.assert_close(ours, theirs, atol=5e-5, rtol=5e-5)
+    g = torch.randn_like(ours)
+    for name, a, b in zip(["x"] + [n for n, _ in layer.named_parameters()], torch.autograd.grad(ours, params, g),
+                          torch.autograd.grad(theirs, params, g)):
+        torch.testing.assert_close(a, b, atol=2e-4, rtol=2e-4, msg=lambda m, name=name: f"{name}: {m}")
+
+
 # ---------------------------------------------------------------------------------------- opcheck
 
 def test_opcheck_every_operator():
     x, pos = randn(2, 5, 3, 8, seed=1), torch.tensor([[0, 3, 4, 9, 12], [1, 2, 3, 4, 5]])
-    key = pt._settings_key({"rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    key = pt._settings_key(("rope_scaling", {"rope_type": "linear", "factor": 2.0}))
     torch.library.opcheck(torch.ops.posenc.rope.default, (x, pos, key))
     torch.library.opcheck(torch.ops.posenc.rope_backward.default, (x.detach(), pos, key))
     torch.library.opcheck(torch.ops.posenc.rope.default, (x, None, ""))
@@ -125,7 +179,7 @@ def test_opcheck_every_operator():
     for tables, options in (
             (none7, (True, None, "", 0, 0.0, 0, "")),
             ((None,) * 6 + (sinks,), (True, 0.3, "rope", 3, 2.0, 4, "")),
-            ((table,) + (None,) * 5 + (sinks,), (False, None, "t5", 0, 0.0, 0, pt._settings_key({"max_distance": 64})))):
+            ((table,) + (None,) * 5 + (sinks,), (False, None, "t5", 0, 0.0, 0, pt._settings_key(("max_distance", 64))))):
         args = (q, k, v, *tables, None, None, None, None, *options)
         torch.library.opcheck(torch.ops.posenc.attention.default, args)
         out, lse = torch.ops.posenc.attention(*args)
@@ -146,13 +200,17 @@ class TinyBlock(torch.nn.Module):
         self.o = torch.nn.Linear(dim, dim)
         self.rotary = pt.RotaryEmbedding(self.head_dim, rope_scaling={"rope_type": "linear", "factor": 2.0})
         self.sinks = torch.nn.Parameter(torch.zeros(heads))
+        self.positions = pt.LearnedPositional(16, dim)
+        self.t5 = pt.T5RelativeBias(heads, num_buckets=8, max_distance=16)
 
     def forward(self, x):
         B, T, _ = x.shape
+        x = x + self.positions(T)
         q = self.q(x).view(B, T, self.heads, self.head_dim)
         k, v = self.kv(x).view(B, T, 2, self.kv_heads, self.head_dim).unbind(2)
         q, k = self.rotary(q, k)
-        out = pt.attention(q, k, v, causal=True, window=5, softcap=20.0, sinks=self.sinks)
+        out = pt.attention(q, k, v, causal=True, window=5, softcap=20.0, sinks=self.sinks, encoding="t5",
+                           relative_table=self.t5.weight, max_distance=16, bidirectional=False)
         return x + self.o(out.reshape(B, T, -1))
 
 
