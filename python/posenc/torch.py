@@ -17,7 +17,7 @@ import torch
 
 from . import absolute as _absolute
 from . import bias as _bias
-from ._checks import fail
+from ._checks import fail, integer, real
 from .attention import AttentionCall, canonical_params
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config
 
@@ -239,10 +239,12 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
         if t is not None and not isinstance(t, torch.Tensor):
             fail(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     positions = [_position_tensor(name, p) for name, p in zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k))]
-    if scale is not None and not isinstance(scale, torch.Tensor):
-        scale = float(scale)
-    out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", int(window),
-                           float(softcap or 0.0), int(chunk or 0), _settings_key(*params.items()))
+    # checked here as posenc.attention checks them (int() or float() would let 2.5 or "1" through)
+    scale = None if scale is None else real("scale", scale, positive=True)
+    window, chunk = integer("window", window, 0), integer("chunk", 0 if chunk is None else chunk, 0)
+    softcap = 0.0 if softcap is None else real("softcap", softcap)
+    out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", window, softcap, chunk,
+                           _settings_key(*params.items()))
     return out
 
 

@@ -38,6 +38,15 @@ def test_attention_options_gradcheck(options):
     assert torch.autograd.gradcheck(f, tuple(inputs), fast_mode=True, **GRADCHECK)
 
 
+def test_bad_options_are_named():
+    q = torch.randn(1, 3, 2, 4)
+    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"chunk": 1.5}, "chunk"), ({"window": 2.5}, "window"),
+                         ({"window": "1"}, "window"), ({"scale": -1.0}, "scale"), ({"sinks": torch.zeros(3)}, "sinks"),
+                         ({"sinks": [0.0, 0.0]}, "sinks"), ({"sinks": torch.tensor([0.0, float("nan")])}, "sinks")):
+        with pytest.raises(ValueError, match=name):
+            pt.attention(q, q, q, **kwargs)
+
+
 class _Stub(torch.nn.Module):
     """What transformers' eager_attention_forward reads from its module."""
 
