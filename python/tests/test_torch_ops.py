@@ -3,7 +3,6 @@ graph break, DistributedDataParallel on 2 CPU processes (gloo), and the attentio
 sinks and chunk against transformers 5's own eager attention code (gpt-oss, Gemma 2, Llama 4's
 chunked mask)."""
 import os
-import socket
 import tempfile
 import time
 
@@ -241,12 +240,6 @@ def test_torch_compile_fullgraph_matches_eager():
 
 # ------------------------------------------------------------------------------------------- DDP
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _train(model, batches, steps=2):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(steps):
@@ -255,10 +248,12 @@ def _train(model, batches, steps=2):
         opt.step()
 
 
-def _ddp_worker(rank, world, port, state, data, result_dir):
+def _ddp_worker(rank, world, state, data, result_dir):
     import torch.distributed as dist
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    if os.path.exists("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback interface only
+    dist.init_process_group("gloo", init_method=f"file://{os.path.join(result_dir, 'rendezvous')}", rank=rank, world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=60))
     try:
         model = TinyBlock()
@@ -278,7 +273,7 @@ def test_distributed_data_parallel_two_processes():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     data = torch.randn(2, 4, 6, 16)  # steps, batch, seq, dim
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_ddp_worker, args=(2, _free_port(), state, data, tmp), nprocs=2, join=False, start_method="spawn")
+        ctx = mp.start_processes(_ddp_worker, args=(2, state, data, tmp), nprocs=2, join=False, start_method="spawn")
         deadline = time.monotonic() + 120
         while not ctx.join(timeout=1):  # raises if a worker failed
             if time.monotonic() > deadline:
