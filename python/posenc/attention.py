@@ -60,7 +60,7 @@ def canonical_params(params: dict) -> dict:
 class AttentionCall:
     """One attention configuration, checked once, run forward and backward (posenc.torch uses it)."""
 
-    def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, **params):
+    def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, softcap=0.0, sinks=None, chunk=0, **params):
         if len(q_shape) != 4:
             fail(f"q: rank {len(q_shape)} is invalid: expected [batch, seq, heads, head_dim]")
         self.parts = parse_encoding(encoding)
@@ -116,13 +116,22 @@ class AttentionCall:
             transformer_xl_d_model = self.tables["transformer_xl_w_r"].shape[1]
         if scale is not None:
             scale = real("scale", scale, positive=True)
+        softcap = 0.0 if softcap is None else real("softcap", softcap)
+        if softcap < 0:
+            fail(f"softcap = {softcap} is invalid: must be >= 0 (0: no softcapping)")
+        chunk = integer("chunk", 0 if chunk is None else chunk, 0)
+        if sinks is not None:
+            self.tables["sinks"] = float32("sinks", sinks, (1,), finite=True)
+            if self.tables["sinks"].shape[0] != heads:
+                fail(f"sinks: shape {list(self.tables['sinks'].shape)} is invalid: expected [heads] = [{heads}]")
         self.core = _core.Attention(
             causal=bool(causal), window=integer("window", window, 0), scale=scale, rope=rope, bias=bias, heads=heads,
             alibi_slopes=choice("slopes", params.get("slopes", "bloom"), ("bloom", "mpt")),
             alibi_bias_max=real("alibi_bias_max", params.get("alibi_bias_max", 8.0), positive=True),
             alibi_symmetric=bool(params.get("symmetric", not causal)), bucketing=bucketing, num_buckets=num_buckets,
             max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim,
-            transformer_xl_d_model=transformer_xl_d_model, transformer_xl_base=real("transformer_xl_base", params.get("transformer_xl_base", 10000.0), positive=True))
+            transformer_xl_d_model=transformer_xl_d_model, transformer_xl_base=real("transformer_xl_base", params.get("transformer_xl_base", 10000.0), positive=True),
+            chunk=chunk, softcap=softcap)
 
     @staticmethod
     def positions(q_positions=None, k_positions=None, cu_seqlens_q=None, cu_seqlens_k=None) -> dict:
@@ -150,7 +159,7 @@ class AttentionCall:
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, **encoding_params):
+              cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, softcap=0.0, sinks=None, chunk=0, **encoding_params):
     """softmax(scale * q k^T + bias) v with the encoding applied inside the fused kernel.
 
     Default positions: keys 0..K-1, queries aligned to the end (K-Q..K-1), as a KV cache. scale
@@ -160,19 +169,28 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     [2 * max_distance + 1, heads]), shaw (shaw_a_k, shaw_a_v [2 * max_distance + 1, head_dim]), xl
     (transformer_xl_u, transformer_xl_v [heads, head_dim], transformer_xl_w_r [heads * head_dim, d_model], transformer_xl_base). Packed sequences
     (batch 1): cu_seqlens_q, cu_seqlens_k, the int64 cumulative lengths [N + 1].
+    softcap > 0: logit softcapping (Gemma 2): the scaled content logit x becomes softcap * tanh(x /
+    softcap) before the bias and the mask. sinks [H] float32: learned attention sinks (gpt-oss), one
+    unscaled logit per head that joins each row's softmax denominator without a value. chunk > 0:
+    chunked attention (Llama 4's attention_chunk_size): a query sees only keys with
+    k_pos // chunk == q_pos // chunk.
     Returns out [B, Q, H, D] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
     """
-    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
+    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
+                         chunk=chunk, **encoding_params)
     out, lse = call.forward(q, k, v, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                             cu_seqlens_k=cu_seqlens_k)
     return (out, lse) if return_lse else out
 
 
 def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
-                       k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, **encoding_params) -> dict:
+                       k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0,
+                       **encoding_params) -> dict:
     """Gradients of attention: a dict with q, k, v and the encoding's tables that were given
-    (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r)."""
-    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, **encoding_params)
+    (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r),
+    and sinks when given."""
+    call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
+                         chunk=chunk, **encoding_params)
     return call.backward(q, k, v, out, lse, grad_out, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k)
 

@@ -1,5 +1,7 @@
-"""posenc for PyTorch: autograd Functions over the C++ forward and backward passes, and nn.Modules
-that can replace a model's own positional code.
+"""posenc for PyTorch: custom operators over the C++ forward and backward passes (torch.library:
+posenc::rope, posenc::attention, posenc::relative_bias, posenc::learned and their backwards, with
+fake implementations and autograd, so torch.compile(fullgraph=True) and DistributedDataParallel
+work), and nn.Modules that can replace a model's own positional code.
 
 CPU tensors only (the C++ library's CPU backend; tensors cross as numpy views, no copy for
 contiguous float32). The kernels compute in float32: float64 inputs are accepted and the results
@@ -15,7 +17,7 @@ import torch
 
 from . import absolute as _absolute
 from . import bias as _bias
-from ._checks import fail
+from ._checks import fail, integer, real
 from .attention import AttentionCall, canonical_params
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config
 
@@ -50,88 +52,259 @@ def _tensor(a, like):
     return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
 
 
-class _RopeFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, positions, kwargs):
-        ctx.positions, ctx.kwargs = positions, kwargs
-        return _tensor(_rope_np(_np("x", x), positions, **kwargs), x)
+# ---------------------------------------------------------------------------- custom operators
+#
+# rope, attention, relative_bias and learned are torch.library custom operators (posenc::rope,
+# posenc::rope_backward, posenc::attention, posenc::attention_backward, ...) with fake (shape-only) implementations and autograd
+# formulas through the C++ backward passes, so torch.compile(fullgraph=True) traces them without a
+# graph break, and DistributedDataParallel (and anything else built on the dispatcher) sees plain
+# aten-like ops. Settings that are not tensors or numbers (rope arguments, a RopeConfig, alibi's
+# slopes, ...) travel as a string key into _SETTINGS, a per-process registry; the key is made once
+# per distinct setting (RotaryEmbedding makes its key when it is built).
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _tensor(_rope_backward_np(_np("grad", grad), ctx.positions, **ctx.kwargs), grad), None, None
+_SETTINGS: dict = {}
+_KEYS: dict = {}
+
+
+def _fingerprint(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return ("dict",) + tuple(sorted((k, _fingerprint(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("seq",) + tuple(_fingerprint(v) for v in value)
+    return ("object", id(value))  # the registry keeps the object alive, so its id stays unique
+
+
+@torch.compiler.assume_constant_result
+def _settings_key(*items) -> str:
+    """The registry key of a dict of settings ("" for none). Under torch.compile this runs while
+    tracing (assume_constant_result), so the key is in the registry before the graph runs."""
+    if not items:
+        return ""
+    settings = dict(items)
+    fp = _fingerprint(settings)
+    key = _KEYS.get(fp)
+    if key is None:
+        key = _KEYS[fp] = f"s{len(_SETTINGS)}"
+        _SETTINGS[key] = dict(settings)
+    return key
+
+
+def _settings(key: str) -> dict:
+    return _SETTINGS[key] if key else {}
+
+
+def _rope_positions(positions, x):
+    """None: 0 .. seq-1."""
+    return np.arange(x.shape[1], dtype=np.int64) if positions is None else _positions("positions", positions)
+
+
+@torch.library.custom_op("posenc::rope", mutates_args=())
+def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
+    return _tensor(_rope_np(_np("x", x), _rope_positions(positions, x), **_settings(settings)), x)
+
+
+@_rope_op.register_fake
+def _(x, positions, settings):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("posenc::rope_backward", mutates_args=())
+def _rope_backward_op(grad: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
+    return _tensor(_rope_backward_np(_np("grad", grad), _rope_positions(positions, grad), **_settings(settings)), grad)
+
+
+@_rope_backward_op.register_fake
+def _(grad, positions, settings):
+    return torch.empty_like(grad, memory_format=torch.contiguous_format)
+
+
+def _rope_setup(ctx, inputs, output):
+    _, ctx.positions, ctx.settings = inputs
+
+
+def _rope_grad(ctx, grad):
+    return _rope_backward_op(grad, ctx.positions, ctx.settings), None, None
+
+
+_rope_op.register_autograd(_rope_grad, setup_context=_rope_setup)
+
+
+def _position_tensor(name, p):
+    if p is None or isinstance(p, torch.Tensor):
+        if p is not None and p.is_floating_point():
+            fail(f"{name}: dtype {p.dtype} is not an integer type")
+        return p
+    return torch.as_tensor(_positions(name, p))
 
 
 def rope(x, positions, **kwargs):
-    """posenc.rope for a tensor x [batch, seq, heads, head_dim], differentiable in x."""
-    return _RopeFunction.apply(x, _positions("positions", positions), kwargs)
+    """posenc.rope for a tensor x [batch, seq, heads, head_dim], differentiable in x (the custom
+    operator posenc::rope)."""
+    return _rope_op(x, _position_tensor("positions", positions), _settings_key(*kwargs.items()))
 
 
-_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r")
+_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r", "sinks")
+_POSITIONS = ("q_positions", "k_positions", "cu_seqlens_q", "cu_seqlens_k")
 
 
-class _AttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, options, q, k, v, *tables):
-        params = dict(options["params"])
-        given = [name for name, t in zip(_ATTENTION_TABLES, tables) if t is not None]
-        params.update({name: _np(name, t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None})
-        call = AttentionCall(tuple(q.shape), causal=options["causal"], scale=options["scale"], encoding=options["encoding"],
-                             window=options["window"], **params)
-        arrays = (_np("q", q), _np("k", k), _np("v", v))
-        out, lse = call.forward(*arrays, **options["positions"])
-        ctx.call, ctx.arrays, ctx.out, ctx.lse, ctx.options, ctx.given = call, arrays, out, lse, options, given
-        return _tensor(out, q)
+def _attention_call(q_shape, causal, scale, encoding, window, softcap, chunk, settings, tables):
+    params = dict(_settings(settings))
+    params.update({name: _np(name, t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None})
+    return AttentionCall(tuple(q_shape), causal=causal, scale=scale, encoding=encoding or None, window=window, softcap=softcap,
+                         chunk=chunk, **params)
 
-    @staticmethod
-    def backward(ctx, grad):
-        g = ctx.call.backward(*ctx.arrays, ctx.out, ctx.lse, _np("grad", grad), **ctx.options["positions"])
-        tables = [_tensor(g[name], grad) if name in ctx.given else None for name in _ATTENTION_TABLES]
-        return (None, _tensor(g["q"], grad), _tensor(g["k"], grad), _tensor(g["v"], grad), *tables)
+
+def _positions_dict(positions):
+    return {name: _positions(name, p) for name, p in zip(_POSITIONS, positions) if p is not None}
+
+
+@torch.library.custom_op("posenc::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, relative_table: torch.Tensor | None,
+                  shaw_a_k: torch.Tensor | None, shaw_a_v: torch.Tensor | None, transformer_xl_u: torch.Tensor | None,
+                  transformer_xl_v: torch.Tensor | None, transformer_xl_w_r: torch.Tensor | None, sinks: torch.Tensor | None,
+                  q_positions: torch.Tensor | None, k_positions: torch.Tensor | None, cu_seqlens_q: torch.Tensor | None,
+                  cu_seqlens_k: torch.Tensor | None, causal: bool, scale: float | None, encoding: str, window: int,
+                  softcap: float, chunk: int, settings: str) -> tuple[torch.Tensor, torch.Tensor]:
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
+    out, lse = call.forward(_np("q", q), _np("k", k), _np("v", v),
+                            **_positions_dict((q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)))
+    return _tensor(out, q), torch.from_numpy(lse)
+
+
+@_attention_op.register_fake
+def _(q, k, v, *rest):
+    return q.new_empty(q.shape[:3] + v.shape[3:]), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+@torch.library.custom_op("posenc::attention_backward", mutates_args=())
+def _attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+                           grad: torch.Tensor, relative_table: torch.Tensor | None, shaw_a_k: torch.Tensor | None,
+                           shaw_a_v: torch.Tensor | None, transformer_xl_u: torch.Tensor | None,
+                           transformer_xl_v: torch.Tensor | None, transformer_xl_w_r: torch.Tensor | None,
+                           sinks: torch.Tensor | None, q_positions: torch.Tensor | None, k_positions: torch.Tensor | None,
+                           cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None, causal: bool,
+                           scale: float | None, encoding: str, window: int, softcap: float, chunk: int,
+                           settings: str) -> list[torch.Tensor]:
+    """[grad q, grad k, grad v] and the gradients of the tables given, in _ATTENTION_TABLES order."""
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
+    g = call.backward(_np("q", q), _np("k", k), _np("v", v), _np("out", out), _np("lse", lse), _np("grad", grad),
+                      **_positions_dict((q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)))
+    return [_tensor(g["q"], q), _tensor(g["k"], k), _tensor(g["v"], v)] + [
+        _tensor(g[name], t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None]
+
+
+@_attention_backward_op.register_fake
+def _(q, k, v, out, lse, grad, *rest):
+    tables = rest[:len(_ATTENTION_TABLES)]
+    return [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)] + [
+        torch.empty_like(t, memory_format=torch.contiguous_format) for t in tables if t is not None]
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    tables = inputs[3:3 + len(_ATTENTION_TABLES)]
+    rest = inputs[3 + len(_ATTENTION_TABLES):]
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, *tables, *rest[:len(_POSITIONS)])
+    ctx.n_tables = len(_ATTENTION_TABLES)
+    ctx.options = rest[len(_POSITIONS):]
+
+
+def _attention_grad(ctx, grad, grad_lse):
+    q, k, v, out, lse, *saved = ctx.saved_tensors
+    tables, positions = saved[:ctx.n_tables], saved[ctx.n_tables:]
+    g = _attention_backward_op(q, k, v, out, lse, grad.contiguous(), *tables, *positions, *ctx.options)
+    it = iter(g[3:])
+    table_grads = [next(it) if t is not None else None for t in tables]
+    return (g[0], g[1], g[2], *table_grads) + (None,) * (len(_POSITIONS) + len(ctx.options))
+
+
+_attention_op.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              cu_seqlens_q=None, cu_seqlens_k=None, **params):
-    """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v
-    and the encoding's tables (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
-    transformer_xl_w_r; the xl_* names are accepted too)."""
+              cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0, **params):
+    """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v,
+    the encoding's tables (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
+    transformer_xl_w_r; the xl_* names are accepted too) and sinks [H] (the custom operator
+    posenc::attention). softcap > 0: Gemma 2's logit softcapping; sinks: gpt-oss's learned sink
+    logits; chunk > 0: Llama 4's chunked attention (see posenc.attention)."""
     params = canonical_params(params)
-    tables = [params.pop(name, None) for name in _ATTENTION_TABLES]
-    positions = {name: _positions(name, value) for name, value in (("q_positions", q_positions), ("k_positions", k_positions),
-                                                                   ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k))}
-    options = {"causal": causal, "scale": scale, "encoding": encoding, "window": window, "params": params, "positions": positions}
-    return _AttentionFunction.apply(options, q, k, v, *tables)
+    tables = [params.pop(name, None) for name in _ATTENTION_TABLES[:-1]] + [sinks]
+    for name, t in zip(_ATTENTION_TABLES, tables):
+        if t is not None and not isinstance(t, torch.Tensor):
+            fail(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    positions = [_position_tensor(name, p) for name, p in zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k))]
+    # checked here as posenc.attention checks them (int() or float() would let 2.5 or "1" through)
+    scale = None if scale is None else real("scale", scale, positive=True)
+    window, chunk = integer("window", window, 0), integer("chunk", 0 if chunk is None else chunk, 0)
+    softcap = 0.0 if softcap is None else real("softcap", softcap)
+    out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", window, softcap, chunk,
+                           _settings_key(*params.items()))
+    return out
 
 
-class _RelativeBiasFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, table, q_positions, k_positions, options):
-        ctx.saved = (q_positions, k_positions, options)
-        t = _np("table", table)
-        if options["bucketing"] == "t5":
-            out = _bias.t5_bias(t, q_positions, k_positions, bidirectional=options["bidirectional"],
-                                num_buckets=options["num_buckets"], max_distance=options["max_distance"])
-        else:
-            out = _bias.relative_bias(t, q_positions, k_positions, max_distance=options["max_distance"])
-        return _tensor(out, table)
+@torch.library.custom_op("posenc::relative_bias", mutates_args=())
+def _relative_bias_op(table: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
+                      bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    t, qp, kp = _np("table", table), _positions("q_positions", q_positions), _positions("k_positions", k_positions)
+    if bucketing == "t5":
+        out = _bias.t5_bias(t, qp, kp, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    else:
+        out = _bias.relative_bias(t, qp, kp, max_distance=max_distance)
+    return _tensor(out, table)
 
-    @staticmethod
-    def backward(ctx, grad):
-        q_positions, k_positions, o = ctx.saved
-        g = _bias.relative_bias_backward(_np("grad", grad), q_positions, k_positions, bucketing=o["bucketing"],
-                                         num_buckets=o["num_buckets"], max_distance=o["max_distance"], bidirectional=o["bidirectional"])
-        return _tensor(g, grad), None, None, None
+
+@_relative_bias_op.register_fake
+def _(table, q_positions, k_positions, *options):
+    return table.new_empty((table.shape[1], q_positions.shape[0], k_positions.shape[0]))
+
+
+@torch.library.custom_op("posenc::relative_bias_backward", mutates_args=())
+def _relative_bias_backward_op(grad: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
+                               bidirectional: bool, num_buckets: int, max_distance: int, rows: int) -> torch.Tensor:
+    g = _bias.relative_bias_backward(_np("grad", grad), _positions("q_positions", q_positions), _positions("k_positions", k_positions),
+                                     bucketing=bucketing, num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+    if g.shape[0] != rows:
+        fail(f"table: {rows} rows, but this bucketing has {g.shape[0]}")
+    return _tensor(g, grad)
+
+
+@_relative_bias_backward_op.register_fake
+def _(grad, q_positions, k_positions, bucketing, bidirectional, num_buckets, max_distance, rows):
+    return grad.new_empty((rows, grad.shape[0]))
+
+
+def _relative_bias_setup(ctx, inputs, output):
+    table, *ctx.args = inputs
+    ctx.rows = table.shape[0]
+
+
+def _relative_bias_grad(ctx, grad):
+    return (_relative_bias_backward_op(grad.contiguous(), *ctx.args, ctx.rows),) + (None,) * 6
+
+
+_relative_bias_op.register_autograd(_relative_bias_grad, setup_context=_relative_bias_setup)
+
+
+def _bias_positions(name, p):
+    return _position_tensor(name, p if isinstance(p, torch.Tensor) else np.asarray(p))
 
 
 def t5_bias(table, q_positions, k_positions, *, bidirectional=True, num_buckets=32, max_distance=128):
     """posenc.t5_bias as [heads, Q, K], differentiable in table [num_buckets, heads]."""
-    options = {"bucketing": "t5", "bidirectional": bidirectional, "num_buckets": num_buckets, "max_distance": max_distance}
-    return _RelativeBiasFunction.apply(table, _positions("q_positions", q_positions), _positions("k_positions", k_positions), options)
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "t5",
+                             bool(bidirectional), int(num_buckets), int(max_distance))
 
 
 def relative_bias(table, q_positions, k_positions, *, max_distance):
     """posenc.relative_bias (clipped distances) as [heads, Q, K], differentiable in table."""
-    options = {"bucketing": "clipped", "bidirectional": True, "num_buckets": 32, "max_distance": max_distance}
-    return _RelativeBiasFunction.apply(table, _positions("q_positions", q_positions), _positions("k_positions", k_positions), options)
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "clipped",
+                             True, 32, int(max_distance))
 
 
 def alibi_bias(n_heads, q_positions, k_positions, causal=True, **kwargs):
@@ -140,20 +313,38 @@ def alibi_bias(n_heads, q_positions, k_positions, causal=True, **kwargs):
                                              causal, **kwargs))
 
 
-class _LearnedFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, table, positions):
-        ctx.positions, ctx.rows = positions, table.shape[0]
-        return _tensor(_absolute.learned(_np("table", table), positions), table)
+@torch.library.custom_op("posenc::learned", mutates_args=())
+def _learned_op(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    return _tensor(_absolute.learned(_np("table", table), _positions("positions", positions)), table)
 
-    @staticmethod
-    def backward(ctx, grad):
-        return _tensor(_absolute.learned_backward(_np("grad", grad), ctx.positions, ctx.rows), grad), None
+
+@_learned_op.register_fake
+def _(table, positions):
+    return table.new_empty((positions.shape[0], table.shape[1]))
+
+
+@torch.library.custom_op("posenc::learned_backward", mutates_args=())
+def _learned_backward_op(grad: torch.Tensor, positions: torch.Tensor, rows: int) -> torch.Tensor:
+    return _tensor(_absolute.learned_backward(_np("grad", grad), _positions("positions", positions), rows), grad)
+
+
+@_learned_backward_op.register_fake
+def _(grad, positions, rows):
+    return grad.new_empty((rows, grad.shape[1]))
+
+
+def _learned_setup(ctx, inputs, output):
+    table, ctx.positions = inputs
+    ctx.rows = table.shape[0]
+
+
+_learned_op.register_autograd(lambda ctx, grad: (_learned_backward_op(grad.contiguous(), ctx.positions, ctx.rows), None),
+                              setup_context=_learned_setup)
 
 
 def learned(table, positions):
     """table[positions] ([N, dim]), differentiable in table; a position past the table is an error."""
-    return _LearnedFunction.apply(table, _positions("positions", positions))
+    return _learned_op(table, _bias_positions("positions", positions))
 
 
 def sinusoidal(positions, dim, base=10000.0, layout="interleaved", **kwargs):
@@ -176,18 +367,21 @@ class RotaryEmbedding(torch.nn.Module):
         super().__init__()
         self.config = rope_config(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, rope_scaling=rope_scaling,
                                         max_position_embeddings=max_position_embeddings, mrope_section=mrope_section)
+        self._key = _settings_key(("config", self.config))
 
     @classmethod
     def from_hf(cls, config):
         module = cls.__new__(cls)
         torch.nn.Module.__init__(module)
         module.config = RopeConfig.from_hf(config)
+        module._key = _settings_key(("config", module.config))
         return module
 
     def forward(self, q, k, positions=None):
         if positions is None:
             positions = _arange(q.shape[1])
-        return rope(q, positions, config=self.config), rope(k, positions, config=self.config)
+        positions = _position_tensor("positions", positions)
+        return _rope_op(q, positions, self._key), _rope_op(k, positions, self._key)
 
 
 class ALiBi(torch.nn.Module):

@@ -1,7 +1,8 @@
 // python/src/attention.cc: the fused attention (posenc/attention.h) forward and backward. One
 // Attention object holds the configuration (encoding and its parameters) that both passes need;
 // the encoding's tables and their gradients come per call in dicts keyed by the Python names
-// (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r).
+// (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
+// sinks).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -26,6 +27,7 @@ std::optional<Array> entry(const nb::dict& d, const char* key) {
 AttentionConfig with_tables(const Attention& a, const nb::dict& tables) {
   AttentionConfig c = a.config;
   c.bias.relative_table = in_view(entry<InArray>(tables, "relative_table"), "relative_table");
+  c.sinks = in_view(entry<InArray>(tables, "sinks"), "sinks");
   if (c.shaw) {
     c.shaw->a_k = in_view(entry<InArray>(tables, "shaw_a_k"), "shaw_a_k");
     c.shaw->a_v = in_view(entry<InArray>(tables, "shaw_a_v"), "shaw_a_v");
@@ -58,11 +60,13 @@ void bind_attention(nb::module_& m) {
              const std::string& alibi_slopes, double alibi_bias_max, bool alibi_symmetric,
              const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional,
              int64_t shaw_max_distance, int64_t head_dim, int64_t transformer_xl_d_model,
-             double transformer_xl_base) {
+             double transformer_xl_base, int64_t chunk, double softcap) {
             new (self) Attention();
             AttentionConfig& c = self->config;
             c.causal = causal;
             c.window = window;
+            c.chunk = chunk;
+            c.softcap = softcap;
             c.scale = scale;
             if (rope) self->rope.emplace(*rope);
             c.rope = self->rope ? &*self->rope : nullptr;
@@ -89,7 +93,8 @@ void bind_attention(nb::module_& m) {
           nb::arg("bias"), nb::arg("heads"), nb::arg("alibi_slopes"), nb::arg("alibi_bias_max"),
           nb::arg("alibi_symmetric"), nb::arg("bucketing"), nb::arg("num_buckets"), nb::arg("max_distance"),
           nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"),
-          nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"))
+          nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"), nb::arg("chunk") = 0,
+          nb::arg("softcap") = 0.0)
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
@@ -119,6 +124,7 @@ void bind_attention(nb::module_& m) {
             g.transformer_xl_u = out_view(entry<OutArray>(grads, "transformer_xl_u"), "grad_xl_u");
             g.transformer_xl_v = out_view(entry<OutArray>(grads, "transformer_xl_v"), "grad_xl_v");
             g.transformer_xl_w_r = out_view(entry<OutArray>(grads, "transformer_xl_w_r"), "grad_xl_w_r");
+            g.sinks = out_view(entry<OutArray>(grads, "sinks"), "grad_sinks");
             const ConstTensorView o = in_view(out, "out"), l = in_view(lse, "lse"),
                                   go = in_view(grad_out, "grad_out");
             nb::gil_scoped_release release;

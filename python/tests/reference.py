@@ -42,10 +42,13 @@ def rope(x, positions, inv_freq, layout="half", attention_factor=1.0):
 
 
 def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=None, shaw_a_k=None, shaw_a_v=None,
-              extra_logits=None):
+              extra_logits=None, softcap=0.0, sinks=None, chunk=0, window=0):
     """Materialised softmax attention in double. bias [H, Q, K] added after scaling; Shaw's terms
     with r = clip(k - q) rows; extra_logits [B, H, Q, K] (e.g. Transformer-XL's terms) scaled with
-    q . k; GQA by repeating k/v heads."""
+    q . k; GQA by repeating k/v heads. softcap: tanh(x / cap) * cap on the scaled logits before the
+    bias and the mask (Gemma 2's eager attention); sinks [H]: a logit column joined to each row's
+    softmax, then dropped (gpt-oss's eager attention); chunk: keys of the query's chunk only
+    (floor(q / chunk) == floor(k / chunk), Llama 4); window: |q - k| < window."""
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     B, Q, H, D = q.shape
     K, Hkv = k.shape[1], k.shape[2]
@@ -63,12 +66,22 @@ def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=N
             if extra_logits is not None:
                 logits = logits + extra_logits[b, h]
             logits = logits * scale
+            if softcap:
+                logits = np.tanh(logits / softcap) * softcap
             if bias is not None:
                 logits = logits + bias[h]
             if causal:
                 logits = np.where(kp[None, :] <= qp[:, None], logits, -np.inf)
+            if chunk:
+                logits = np.where(kp[None, :] // chunk == qp[:, None] // chunk, logits, -np.inf)
+            if window:
+                logits = np.where(np.abs(qp[:, None] - kp[None, :]) < window, logits, -np.inf)
+            if sinks is not None:
+                logits = np.concatenate([logits, np.full((Q, 1), float(sinks[h]))], axis=1)
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
+            if sinks is not None:
+                p = p[:, :-1]
             out[b, :, h] = p @ v[b, :, g]
             if shaw_a_v is not None:
                 kmax = (shaw_a_v.shape[0] - 1) // 2

@@ -75,17 +75,21 @@ def test_t5_buckets(num_buckets, max_distance, bidirectional, rel):
 @SETTINGS
 @given(shapes=st.lists(st.tuples(st.integers(1, 2), st.integers(1, 5), st.integers(1, 4), st.integers(1, 9)), min_size=3, max_size=3),
        encoding=st.sampled_from([None, "rope", "alibi", "t5", "relative", "shaw", "rope+alibi", "alibi+t5", "rope+rope", "sinusoidal"]),
-       causal=st.booleans(), table_rows=st.integers(0, 40), scale=st.one_of(st.none(), numbers), window=st.integers(-1, 3))
-def test_attention(shapes, encoding, causal, table_rows, scale, window):
+       causal=st.booleans(), table_rows=st.integers(0, 40), scale=st.one_of(st.none(), numbers), window=st.integers(-1, 3),
+       softcap=st.one_of(st.just(0.0), numbers), chunk=st.integers(-1, 4), sinks=st.one_of(st.none(), st.integers(0, 5)))
+def test_attention(shapes, encoding, causal, table_rows, scale, window, softcap, chunk, sinks):
     q, k, v = (np.ones(s, dtype=np.float32) for s in shapes)
     params = {}
     if encoding in ("t5", "relative"):
         params["relative_table"] = np.zeros((table_rows, shapes[0][2]), dtype=np.float32)
     if encoding == "shaw":
         params["shaw_a_k"] = np.zeros((table_rows, shapes[0][3]), dtype=np.float32)
-    out = raises_named(lambda: posenc.attention(q, k, v, causal=causal, encoding=encoding, scale=scale, window=window, **params),
+    if sinks is not None:
+        params["sinks"] = np.zeros(sinks, dtype=np.float32)
+    out = raises_named(lambda: posenc.attention(q, k, v, causal=causal, encoding=encoding, scale=scale, window=window, softcap=softcap,
+                                                chunk=chunk, **params),
                        "q", "k", "v", "encoding", "relative_table", "shaw", "scale", "window", "max_distance", "num_buckets", "heads",
-                       "head_dim", "rotary_dim")
+                       "head_dim", "rotary_dim", "softcap", "chunk", "sinks")
     if out is not None:
         assert out.shape == shapes[0][:3] + (shapes[2][3],) and np.all(np.isfinite(out))
 

@@ -200,3 +200,51 @@ def test_packed_sequences_do_not_attend_to_each_other(rng):
     for a, b in zip(cu[:-1], cu[1:]):
         alone = posenc.attention(q[:, a:b], k[:, a:b], v[:, a:b], causal=True, encoding="rope+alibi")
         np.testing.assert_allclose(packed[:, a:b], alone, rtol=1e-5, atol=1e-6)
+
+
+SOFTCAP_SINKS_CHUNK = [
+    # (B, Q, K, H, Hkv, D, causal, options)
+    (1, 5, 5, 2, 1, 8, True, {"softcap": 1.5}),
+    (2, 6, 6, 4, 2, 6, False, {"softcap": 0.7}),
+    (1, 7, 7, 2, 2, 8, True, {"sinks": True}),
+    (2, 3, 9, 4, 1, 8, True, {"sinks": True, "window": 4}),  # a decode-like tail of a KV cache
+    (1, 9, 9, 2, 1, 8, True, {"chunk": 4}),
+    (1, 9, 9, 2, 1, 8, False, {"chunk": 3}),
+    (2, 8, 8, 2, 1, 4, True, {"softcap": 2.0, "sinks": True, "chunk": 3}),
+]
+
+
+@pytest.mark.parametrize("B,Q,K,H,Hkv,D,causal,options", SOFTCAP_SINKS_CHUNK)
+def test_attention_softcap_sinks_chunk_match_the_reference(rng, B, Q, K, H, Hkv, D, causal, options):
+    q, k, v = (rng.standard_normal((B, n, h, D)).astype(np.float32) * 2 for n, h in ((Q, H), (K, Hkv), (K, Hkv)))
+    options = dict(options)
+    if options.pop("sinks", False):
+        options["sinks"] = rng.standard_normal(H).astype(np.float32)
+    out = posenc.attention(q, k, v, causal=causal, **options)
+    np.testing.assert_allclose(out, ref.attention(q, k, v, causal, 1 / math.sqrt(D), **options), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{"softcap": 1.2, "sinks": True}, {"sinks": True, "chunk": 2}])
+def test_sink_and_softcap_gradients_match_finite_differences(rng, options):
+    B, Q, K, H, Hkv, D = 1, 4, 5, 2, 1, 6
+    q, k, v = (rng.standard_normal((B, n, h, D)).astype(np.float32) for n, h in ((Q, H), (K, Hkv), (K, Hkv)))
+    sinks = rng.standard_normal(H).astype(np.float32)
+    options = {key: value for key, value in options.items() if key != "sinks"}
+    out, lse = posenc.attention(q, k, v, causal=True, sinks=sinks, return_lse=True, **options)
+    g = rng.standard_normal(out.shape)
+    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=True, sinks=sinks, **options)
+    inputs = {"q": q, "k": k, "v": v, "sinks": sinks}
+    for name, value in inputs.items():
+        def f(x, name=name):
+            args = {**inputs, name: x}
+            return ref.attention(args["q"], args["k"], args["v"], True, 1 / math.sqrt(D), sinks=args["sinks"], **options)
+        np.testing.assert_allclose(grads[name], ref.finite_difference(f, value, g), rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def test_softcap_sinks_chunk_bad_values_are_named(rng):
+    q = rng.standard_normal((1, 3, 2, 4)).astype(np.float32)
+    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"softcap": float("nan")}, "softcap"), ({"chunk": -2}, "chunk"),
+                         ({"chunk": 1.5}, "chunk"), ({"sinks": np.zeros(3)}, "sinks"), ({"sinks": np.zeros((2, 1))}, "sinks"),
+                         ({"sinks": np.array([0.0, np.inf])}, "sinks")):
+        with pytest.raises(ValueError, match=name):
+            posenc.attention(q, q, q, **kwargs)
