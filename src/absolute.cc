@@ -20,6 +20,10 @@ void validate(const SinusoidalConfig& c) {
   if (c.layout == SinusoidalLayout::interleaved && c.dim % 2 != 0)
     fail_arg(op, "dim", c.dim, "must be even for the interleaved layout (odd dims: use the split layout)");
   check_positive(op, "base", c.base);
+  // Frequencies are base^(-e) with e in [0, 1]: within [1e-300, 1e300] every one is finite and > 0.
+  if (c.base < 1e-300 || c.base > 1e300)
+    fail_arg(op, "base", c.base,
+             "must lie in [1e-300, 1e300] (every frequency base^(-e), 0 <= e <= 1, finite and > 0)");
   if (c.frequencies == SinusoidalFrequencies::half_dim_minus_one && c.dim / 2 < 2)
     fail_arg(op, "dim", c.dim, "must be >= 4 for frequencies 'half_dim_minus_one' (divides by dim/2 - 1)");
   if (c.position_offset > detail::kMaxAbsPosition || c.position_offset < -detail::kMaxAbsPosition)

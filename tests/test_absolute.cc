@@ -97,6 +97,13 @@ TEST(Sinusoidal, BadInput) {
   c.dim = 4;
   c.base = 0;
   EXPECT_THROW(validate(c), Error);
+  c.base = 5e-324;  // 1 / base overflows: the frequencies would be inf (found by hypothesis)
+  expect_error([&] { validate(c); }, "base");
+  expect_error([&] { validate(c); }, "1e-300");
+  c.base = 1e301;
+  EXPECT_THROW(validate(c), Error);
+  c.base = 1e-300;  // the bound itself: every frequency finite and > 0
+  for (double w : sinusoidal_frequencies(c)) EXPECT_TRUE(std::isfinite(w) && w > 0) << w;
   c.base = 10000;
   EXPECT_THROW(sinusoidal_table(c, view(pos.data(), {1}), view(out.data(), {1, 5})), Error);  // wrong dim
 }
