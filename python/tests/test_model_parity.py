@@ -307,11 +307,13 @@ def test_deepseek_v3_yarn_and_softmax_scale_against_the_authors_code():
 
 
 def test_gemma3_local_base_against_the_authors_code():
-    """google-deepmind/gemma gemma/gm/nn/_modules.py (Gemma 3: local layers use
-    rope_base_frequency 10_000, global layers 1_000_000 with rope_scale_factor 8 for the 4B+ models;
-    _config.py Gemma3 presets local_base_frequency / global_base_frequency / global_scale_factor).
-    transformers 5 reads rope_local_base_freq (default 10000) for sliding layers and the legacy
-    rope_scaling (linear 8) for full-attention layers only: the same as the authors' values."""
+    """google-deepmind/gemma: gemma/gm/nn/_config.py (the Gemma 3 4B/12B/27B presets:
+    local_base_frequency=10_000, global_base_frequency=1_000_000, global_scale_factor=8.0,
+    GEMMA3_ATTENTION_PATTERN = five local sliding layers, then one global) and
+    gemma/gm/nn/_modules.py Attention (rope_base_frequency / rope_scale_factor per layer type; the
+    angle is position / base^(2i/D) / scale_factor, i.e. linear scaling on the global layers only).
+    transformers 5 reads rope_local_base_freq (default 10000) for the sliding layers and the legacy
+    rope_scaling (linear 8) for the full-attention layers only: it agrees with the authors here."""
     for name in ("gemma3__gemma-3-4b-it", "gemma3__gemma-3-27b-it"):
         m = plan(name)
         for layer in m.layers:
