@@ -40,9 +40,11 @@ void bind_model(nb::module_& m) {
   nb::class_<LayerPlan>(m, "LayerPlan")
       .def_ro("layer", &LayerPlan::layer)
       .def_ro("layer_type", &LayerPlan::layer_type)
-      .def_prop_ro("position", [](const LayerPlan& l) { return std::string(position_method_name(l.position)); })
+      .def_prop_ro("position",
+                   [](const LayerPlan& l) { return std::string(position_method_name(l.position)); })
       .def_ro("rope", &LayerPlan::rope)
-      .def_prop_ro("rotary_dims", [](const LayerPlan& l) { return std::make_tuple(l.rotary_lo, l.rotary_hi); })
+      .def_prop_ro("rotary_dims",
+                   [](const LayerPlan& l) { return std::make_tuple(l.rotary_lo, l.rotary_hi); })
       .def_ro("qk_head_dim", &LayerPlan::qk_head_dim)
       .def_ro("attention", &LayerPlan::attention);
 
