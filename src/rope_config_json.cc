@@ -147,6 +147,8 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
     c.base = get_number(j, "rope_theta", "");
   else if (scaling && scaling->is_object() && has(*scaling, "rope_theta"))
     c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
+  if (!(c.base > 0 && std::isfinite(c.base)))  // name the config's key, not RopeConfig's base
+    fail(kOp, "rope_theta = ", c.base, " is invalid: must be finite and > 0");
   if (has(j, "max_position_embeddings"))
     c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
   double partial = 1.0;

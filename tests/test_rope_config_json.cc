@@ -109,6 +109,7 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
                "low_freq_factor");
   expect_error(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "partial_rotary_factor = 1.5");
   expect_error(R"({"head_dim": 63})", "must be even");
+  expect_error(R"({"head_dim": 2, "rope_theta": 0})", "rope_theta = 0");  // found by hypothesis
   expect_error(R"({"head_dim": 64, "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 2}})",
                "partial_rotary_factor = 2");
   EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
