@@ -423,3 +423,36 @@ def test_dict_and_path_agree_and_layer_api():
     x = np.random.default_rng(0).standard_normal((1, 4, 2, 256)).astype(np.float32)
     assert posenc.rope(x, np.arange(4), config=layer.rope).shape == x.shape
     assert "LayerPlan(layer=5" in repr(layer)
+
+
+@pytest.mark.parametrize("name", ["ministral3__Devstral-2-123B-Instruct", "mistral3__Devstral-Small-2-24B-Instruct"])
+def test_ministral3_query_temperature_against_transformers(name):
+    """Ministral3Attention.forward: query *= get_llama_4_attn_scale(position_ids, beta,
+    rope_parameters["original_max_position_embeddings"]), after RoPE (modeling_ministral3.py)."""
+    from transformers.models.ministral3.modeling_ministral3 import get_llama_4_attn_scale
+
+    m = plan(name)
+    _, text, _ = hf(name)
+    beta = text.rope_parameters["llama_4_scaling_beta"]
+    orig = text.rope_parameters["original_max_position_embeddings"]
+    positions = torch.tensor([[0, 1, orig - 1, orig, 3 * orig + 5, m.max_position_embeddings - 1]])
+    want = get_llama_4_attn_scale(positions, beta, orig).flatten().double().numpy()
+    for layer in m.layers:
+        t = layer.attention.temperature
+        assert t.kind == "ministral3" and t.scale == beta and t.floor_scale == orig
+        got = np.array([t.factor(int(p)) for p in positions.flatten()])
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_llama4_temperature_against_transformers_formula():
+    """Llama4TextAttention.forward (NoPE layers): attn_scales = log1p(floor((p + 1) / floor_scale))
+    * attn_scale + 1, computed in float32 there; p = cache position."""
+    for name in [f for f in FILES if f.startswith("llama4__")]:
+        m = plan(name)
+        _, text, _ = hf(name)
+        p = torch.tensor([0, 1, 8190, 8191, 8192, 10**6, 10**7], dtype=torch.float32)
+        want = (torch.log1p(torch.floor((p + 1.0) / text.floor_scale)) * text.attn_scale + 1.0).double().numpy()
+        for layer in m.layers:
+            if layer.position == "none":
+                got = np.array([layer.attention.temperature.factor(int(x)) for x in p])
+                np.testing.assert_allclose(got, want, rtol=1e-6)
