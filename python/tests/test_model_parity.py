@@ -456,3 +456,21 @@ def test_llama4_temperature_against_transformers_formula():
             if layer.position == "none":
                 got = np.array([layer.attention.temperature.factor(int(x)) for x in p])
                 np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_proportional_rope_type_against_transformers():
+    """Gemma 4's p-RoPE (modeling_rope_utils.py _compute_proportional_rope_parameters), reachable
+    from Python through RopeScaling.rope_type = "proportional" and .proportion."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=64,
+                         rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    want, want_factor = ROPE_INIT_FUNCTIONS["proportional"](config, "cpu")
+    rc = posenc.rope_config(16, base=10000.0)
+    s = rc.scaling
+    s.rope_type, s.proportion = "proportional", 0.5
+    rc.scaling = s
+    got, factor = posenc.rope_inv_freq(config=rc)
+    np.testing.assert_allclose(got, want.double().numpy(), rtol=1e-6)
+    assert factor == want_factor
