@@ -20,6 +20,13 @@ void validate(const SinusoidalConfig& c) {
   if (c.layout == SinusoidalLayout::interleaved && c.dim % 2 != 0)
     fail_arg(op, "dim", c.dim, "must be even for the interleaved layout (odd dims: use the split layout)");
   check_positive(op, "base", c.base);
+  // Frequencies are base^(-e) with e in [0, 1]. base >= 2^-16 keeps them <= 2^16, so every angle
+  // position * frequency (|position| <= 2^53) stays within 2^69, where the angle reduction and the
+  // fp32 sin/cos still give values in [-1, 1] (base = 5e-324 gave inf; 2^-126 gave |sin| > 1 at
+  // position 2^20); base <= 2^126 keeps the smallest one a normal float32 > 0.
+  if (c.base < 0x1p-16 || c.base > 0x1p126)
+    fail_arg(op, "base", c.base,
+             "must lie in [2^-16, 2^126] (frequencies base^(-e), 0 <= e <= 1, in [2^-126, 2^16])");
   if (c.frequencies == SinusoidalFrequencies::half_dim_minus_one && c.dim / 2 < 2)
     fail_arg(op, "dim", c.dim, "must be >= 4 for frequencies 'half_dim_minus_one' (divides by dim/2 - 1)");
   if (c.position_offset > detail::kMaxAbsPosition || c.position_offset < -detail::kMaxAbsPosition)

@@ -19,7 +19,13 @@ using detail::fail_arg;
 void validate(const AlibiConfig& c) {
   if (c.heads <= 0) fail_arg("alibi", "heads", c.heads, "must be > 0");
   if (c.heads > (int64_t{1} << 20)) fail_arg("alibi", "heads", c.heads, "must be <= 2^20");
-  if (c.slopes == AlibiSlopes::mpt) check_positive("alibi", "alibi_bias_max", c.alibi_bias_max);
+  if (c.slopes == AlibiSlopes::mpt) {
+    check_positive("alibi", "alibi_bias_max", c.alibi_bias_max);
+    // The smallest slope is 2^-alibi_bias_max: at most 126 keeps every slope a normal float32 (> 0).
+    if (c.alibi_bias_max > 126)
+      fail_arg("alibi", "alibi_bias_max", c.alibi_bias_max,
+               "must be <= 126 (the smallest slope 2^-alibi_bias_max stays a normal float32 > 0)");
+  }
 }
 
 std::vector<double> alibi_slopes(const AlibiConfig& c) {

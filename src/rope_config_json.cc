@@ -142,10 +142,16 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
     c.base = get_number(j, "rope_theta", "");
   else if (scaling && scaling->is_object() && has(*scaling, "rope_theta"))
     c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
+  if (!(c.base > 0 && std::isfinite(c.base)))  // name the config's key, not RopeConfig's base
+    fail(kOp, "rope_theta = ", c.base, " is invalid: must be finite and > 0");
   if (has(j, "max_position_embeddings"))
     c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
   double partial = 1.0;
-  if (has(j, "partial_rotary_factor"))
+  // transformers 5 writes partial_rotary_factor inside rope_parameters; a value there wins over the
+  // top-level key (convert_rope_params_to_dict: setdefault of the top-level value into the dict).
+  if (scaling && scaling->is_object() && has(*scaling, "partial_rotary_factor"))
+    partial = get_number(*scaling, "partial_rotary_factor", "rope_parameters.");
+  else if (has(j, "partial_rotary_factor"))
     partial = get_number(j, "partial_rotary_factor", "");
   else if (has(j, "rotary_pct"))
     partial = get_number(j, "rotary_pct", "");  // GPT-NeoX

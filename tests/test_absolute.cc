@@ -97,6 +97,32 @@ TEST(Sinusoidal, BadInput) {
   c.dim = 4;
   c.base = 0;
   EXPECT_THROW(validate(c), Error);
+  c.base = 5e-324;  // 1 / base overflows: the frequencies would be inf (found by hypothesis)
+  expect_error([&] { validate(c); }, "base");
+  expect_error([&] { validate(c); }, "2^-16");
+  c.base = 0x1p-17;
+  EXPECT_THROW(validate(c), Error);
+  c.base = 0x1p127;
+  EXPECT_THROW(validate(c), Error);
+  for (double base : {0x1p-16, 0x1p126}) {  // the bounds themselves: frequencies and table finite
+    c.base = base;
+    for (double w : sinusoidal_frequencies(c))
+      EXPECT_TRUE(std::isfinite(w) && static_cast<float>(w) > 0) << w;
+    std::vector<int64_t> far = {-(int64_t{1} << 53), 1, (int64_t{1} << 53) - 12345};
+    std::vector<float> table(3 * 4);
+    sinusoidal_table(c, view(far.data(), {3}), view(table.data(), {3, 4}));
+    for (float v : table) EXPECT_TRUE(std::isfinite(v) && std::abs(v) <= 1.0f) << base;
+  }
+  // |sin|, |cos| <= 1 exactly on every target (Highway's fp32 polynomials returned 1 + 2^-23)
+  for_each_cpu_target([&](const std::string& target) {
+    SinusoidalConfig wide;
+    wide.dim = 64;
+    std::vector<int64_t> many(4096);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i) * 7919 + 291;
+    std::vector<float> t(many.size() * 64);
+    sinusoidal_table(wide, view(many.data(), {4096}), view(t.data(), {4096, 64}));
+    for (float v : t) ASSERT_LE(std::abs(v), 1.0f) << target;
+  });
   c.base = 10000;
   EXPECT_THROW(sinusoidal_table(c, view(pos.data(), {1}), view(out.data(), {1, 5})), Error);  // wrong dim
 }

@@ -243,6 +243,11 @@ TEST(Alibi, BadInput) {
   c.slopes = AlibiSlopes::mpt;
   c.alibi_bias_max = -1;
   EXPECT_THROW(alibi_slopes(c), Error);
+  c.heads = 1;
+  c.alibi_bias_max = 1075;  // 2^-1075 underflows to a slope of 0 (found by hypothesis)
+  expect_error([&] { alibi_slopes(c); }, "alibi_bias_max");
+  c.alibi_bias_max = 126;  // the bound: the smallest slope is a normal float32
+  for (double s : alibi_slopes(c)) EXPECT_GT(static_cast<float>(s), 0.0f);
 }
 
 }  // namespace

@@ -64,6 +64,24 @@ TEST(RopeConfigJson, Qwen2VlMropeAndPartialRotaryAndGptJ) {
   EXPECT_EQ(c.scaling.type, RopeScalingType::yarn);
 }
 
+// transformers 5 writes partial_rotary_factor inside rope_parameters only (Qwen3.5-9B's
+// text_config: head_dim 256, partial_rotary_factor 0.25 -> 64 rotated dims). It used to be ignored.
+TEST(RopeConfigJson, PartialRotaryFactorInsideRopeParametersRealQwen35) {
+  const RopeConfig c =
+      rope_config_from_hf_file(std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/qwen3.5__Qwen3.5-9B.json");
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.effective_rotary_dim(), 64);
+  EXPECT_EQ(c.base, 1e7);
+  // The value inside the dict wins over a top-level one (transformers: setdefault into the dict).
+  const RopeConfig both = rope_config_from_hf_json(
+      R"({"head_dim": 64, "partial_rotary_factor": 1.0,
+          "rope_parameters": {"rope_type": "default", "rope_theta": 10000, "partial_rotary_factor": 0.5}})");
+  EXPECT_EQ(both.effective_rotary_dim(), 32);
+  EXPECT_EQ(
+      rope_config_from_hf_json(R"({"head_dim": 64, "partial_rotary_factor": 0.25})").effective_rotary_dim(),
+      16);
+}
+
 TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   auto expect_error = [](const std::string& json, const std::string& needle) {
     try {
@@ -91,6 +109,9 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
                "low_freq_factor");
   expect_error(R"({"head_dim": 64, "partial_rotary_factor": 1.5})", "partial_rotary_factor = 1.5");
   expect_error(R"({"head_dim": 63})", "must be even");
+  expect_error(R"({"head_dim": 2, "rope_theta": 0})", "rope_theta = 0");  // found by hypothesis
+  expect_error(R"({"head_dim": 64, "rope_parameters": {"rope_theta": 10000, "partial_rotary_factor": 2}})",
+               "partial_rotary_factor = 2");
   EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
 }
 

@@ -38,7 +38,8 @@ void bind_rope(nb::module_& m) {
           "rope_type", [](const RopeScaling& s) { return std::string(rope_scaling_name(s.type)); },
           [](RopeScaling& s, const std::string& v) {
             s.type =
-                parse_enum("rope_type", v, {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3},
+                parse_enum("rope_type", v,
+                           {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3, T::proportional},
                            rope_scaling_name);
           })
       .def_rw("factor", &RopeScaling::factor)
@@ -52,7 +53,8 @@ void bind_rope(nb::module_& m) {
       .def_rw("short_factor", &RopeScaling::short_factor)
       .def_rw("long_factor", &RopeScaling::long_factor)
       .def_rw("low_freq_factor", &RopeScaling::low_freq_factor)
-      .def_rw("high_freq_factor", &RopeScaling::high_freq_factor);
+      .def_rw("high_freq_factor", &RopeScaling::high_freq_factor)
+      .def_rw("proportion", &RopeScaling::proportion);
 
   using M = RopeMultimodal;
   nb::class_<RopeConfig>(m, "RopeConfig")

@@ -125,3 +125,19 @@ def test_named_errors():
     with pytest.raises(ValueError):
         posenc.rope_(y, [0, 1], rotary_dim=3)
     assert np.all(y == 1)
+
+
+def test_hypothesis_found_cases_are_errors_naming_the_argument():
+    """Two cases hypothesis found: sinusoidal(base=5e-324) returned inf (1 / base overflows) and
+    MPT slopes with alibi_bias_max = 1075 underflowed to 0 (2^-1075). Both are now errors naming
+    the argument and its bound; the bounds themselves still work."""
+    with pytest.raises(posenc.Error, match=r"base.*2\^-16"):
+        posenc.sinusoidal([0, 1, 2], 8, base=5e-324)
+    positions = np.random.default_rng(0).integers(-2**53, 2**53, 1000)
+    for base in (2.0 ** -16, 2.0 ** 126):  # the bounds: every value in [-1, 1] up to position 2^53
+        for frequencies in ("model_dim", "half_dim_minus_one"):
+            table = posenc.sinusoidal(positions, 8, base=base, frequencies=frequencies)
+            assert (np.abs(table) <= 1 + 1e-6).all()
+    with pytest.raises(posenc.Error, match=r"alibi_bias_max.*126"):
+        posenc.alibi_slopes(1, slopes="mpt", alibi_bias_max=1075)
+    assert (posenc.alibi_slopes(4, slopes="mpt", alibi_bias_max=126) > 0).all()

@@ -50,10 +50,15 @@ HWY_INLINE void SinCos(const float* HWY_RESTRICT angle, int64_t padded, float sc
   const hn::ScalableTag<float> d;
   const auto vscale = hn::Set(d, scale);
   const auto vsin_scale = hn::Set(d, inverse ? -scale : scale);
+  // Highway's fp32 Sin/Cos can return 1 + 2^-23 near the extrema (e.g. sinusoidal position 291,
+  // found by hypothesis): clamped to [-1, 1], two ops beside the polynomials.
+  const auto one = hn::Set(d, 1.0f), minus_one = hn::Set(d, -1.0f);
   for (int64_t j = 0; j < padded; j += static_cast<int64_t>(hn::Lanes(d))) {
     const auto x = hn::Load(d, angle + j);
-    hn::Store(hn::Mul(hn::Sin(d, x), vsin_scale), d, sin_out + j);
-    hn::Store(hn::Mul(hn::Cos(d, x), vscale), d, cos_out + j);
+    const auto s = hn::Min(hn::Max(hn::Sin(d, x), minus_one), one);
+    const auto c = hn::Min(hn::Max(hn::Cos(d, x), minus_one), one);
+    hn::Store(hn::Mul(s, vsin_scale), d, sin_out + j);
+    hn::Store(hn::Mul(c, vscale), d, cos_out + j);
   }
 }
 

@@ -1,0 +1,64 @@
+// python/src/model.cc: a real model's positional setup per layer (posenc/model.h), read from a HF
+// config.json with transformers 5's semantics. Plain data objects; the Python layer
+// (posenc/model.py) adds from_hf (dict or path), warnings.warn and inv_freq per layer.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "arrays.h"
+#include "posenc/model.h"
+
+namespace posenc::python {
+
+void bind_model(nb::module_& m) {
+  nb::class_<QueryTemperature>(m, "QueryTemperature")
+      .def_prop_ro("kind",
+                   [](const QueryTemperature& t) -> std::string {
+                     switch (t.kind) {
+                       case QueryTemperature::Kind::llama4:
+                         return "llama4";
+                       case QueryTemperature::Kind::ministral3:
+                         return "ministral3";
+                       default:
+                         return "none";
+                     }
+                   })
+      .def_ro("scale", &QueryTemperature::scale)
+      .def_ro("floor_scale", &QueryTemperature::floor_scale)
+      .def("factor", &QueryTemperature::factor, nb::arg("position"));
+
+  nb::class_<LayerAttention>(m, "LayerAttention")
+      .def_ro("causal", &LayerAttention::causal)
+      .def_ro("window", &LayerAttention::window)
+      .def_ro("chunk", &LayerAttention::chunk)
+      .def_ro("softmax_scale", &LayerAttention::softmax_scale)
+      .def_ro("softcap", &LayerAttention::softcap)
+      .def_ro("sinks", &LayerAttention::sinks)
+      .def_ro("temperature", &LayerAttention::temperature);
+
+  nb::class_<LayerPlan>(m, "LayerPlan")
+      .def_ro("layer", &LayerPlan::layer)
+      .def_ro("layer_type", &LayerPlan::layer_type)
+      .def_prop_ro("position",
+                   [](const LayerPlan& l) { return std::string(position_method_name(l.position)); })
+      .def_ro("rope", &LayerPlan::rope)
+      .def_prop_ro("rotary_dims",
+                   [](const LayerPlan& l) { return std::make_tuple(l.rotary_lo, l.rotary_hi); })
+      .def_ro("qk_head_dim", &LayerPlan::qk_head_dim)
+      .def_ro("attention", &LayerPlan::attention);
+
+  nb::class_<ModelPositions>(m, "ModelPositions")
+      .def_ro("model_type", &ModelPositions::model_type)
+      .def_ro("num_layers", &ModelPositions::num_layers)
+      .def_ro("num_heads", &ModelPositions::num_heads)
+      .def_ro("max_position_embeddings", &ModelPositions::max_position_embeddings)
+      .def_ro("t5_num_buckets", &ModelPositions::t5_num_buckets)
+      .def_ro("t5_max_distance", &ModelPositions::t5_max_distance)
+      .def_ro("layers", &ModelPositions::layers)
+      .def_ro("warnings", &ModelPositions::warnings);
+
+  m.def("model_positions_from_hf_json", &model_positions_from_hf_json, nb::arg("json_text"));
+}
+
+}  // namespace posenc::python

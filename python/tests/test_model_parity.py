@@ -1,0 +1,476 @@
+"""posenc.ModelPositions (a real model's per-layer plan from its config.json) against transformers
+5.23's own code, built from the REAL configs in tests/data/hf_configs (SOURCES.md): each family's
+config class reads the file, its rotary module (model.model.rotary_emb's class, per layer type
+where the family has one) gives inv_freq and the attention factor, its apply_rotary_pos_emb the
+applied rotation, and its attention modules the softmax scale, sliding window and sinks.
+
+No weights: the rotary modules are built on the CPU from the full config (they hold only inv_freq);
+the whole model is built on the meta device (shapes only, no memory), at its real size, for its
+attention modules' attributes.
+
+Where transformers differs from the authors' code, a test against the authors' formula, written
+out here with its citation (DeepSeek-V3's yarn; Phi-3's longrope switch; Gemma 3's local base).
+"""
+import glob
+import importlib
+import json
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+import posenc
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs")
+FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*.json")))
+# remote-code families (their code lives in the model's repository, not in transformers): posenc
+# refuses chatglm and qwen (a RopeConfig must be given); minicpmv's longrope is checked against
+# Phi-3's classes below.
+REMOTE = {"chatglm", "qwen", "minicpmv"}
+# in transformers but refused by posenc (positional code posenc does not model yet): deepseek_v4's
+# compressed attention (compress_rope_theta, compress_ratios).
+# laguna's per-layer head counts (num_attention_heads_per_layer).
+REFUSED = {"deepseek_v4", "laguna"}
+ABSOLUTE = {"gpt2", "bert", "t5"}
+
+
+def load(name):
+    with open(os.path.join(DATA, name + ".json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def plan(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", posenc.PositionWarning)
+        return posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
+
+
+_HF = {}
+
+
+def hf(name):
+    """(config, text config, meta-device model) of transformers 5 for a real config file."""
+    if name not in _HF:
+        d = load(name)
+        if d["model_type"] in REMOTE:
+            pytest.skip(f"{d['model_type']}: remote code, not in transformers")
+        try:
+            config = AutoConfig.for_model(**d)
+        except ValueError as exc:  # model_type unknown to transformers 5.23
+            pytest.skip(f"{d['model_type']}: {exc}")
+        config._attn_implementation = "eager"
+        with torch.device("meta"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = AutoModel.from_config(config)
+        _HF[name] = (config, config.get_text_config(), model)
+    return _HF[name]
+
+
+def text_rotary(model):
+    """The text model's rotary module (on meta) and the family's modeling module."""
+    for mod in model.modules():
+        cls = type(mod).__name__
+        if cls.endswith("RotaryEmbedding") and "Vision" not in cls:
+            return mod, importlib.import_module(type(mod).__module__)
+    return None, None
+
+
+def cpu_rotary(meta_rotary):
+    return type(meta_rotary)(config=meta_rotary.config)
+
+
+def hf_frequencies(rotary, layer_type, seq_len, streams):
+    """(inv_freq, attention_scaling) after a forward call whose largest position is seq_len - 1
+    (dynamic_rope_update picks longrope's short/long factors, or grows dynamic's base, from it)."""
+    x = torch.zeros(1, 1, 8)
+    pos = torch.tensor([[seq_len - 1]])
+    if streams == 3:
+        pos = pos[None].expand(3, 1, 1)
+    per_type = hasattr(rotary, "layer_types") and isinstance(getattr(rotary, "rope_type", None), dict)
+    if per_type:
+        rotary(x, pos, layer_type)
+        return getattr(rotary, f"{layer_type}_inv_freq"), getattr(rotary, f"{layer_type}_attention_scaling")
+    rotary(x, pos)
+    return rotary.inv_freq, rotary.attention_scaling
+
+
+def rope_files():
+    out = []
+    for name in FILES:
+        d = load(name)
+        if d["model_type"] not in REMOTE | ABSOLUTE | REFUSED:
+            out.append(name)
+    return out
+
+
+def seq_lens(m, layer):
+    s = layer.rope.scaling
+    original = s.original_max_position_embeddings or m.max_position_embeddings
+    return sorted({1, original, 2 * original, m.max_position_embeddings})
+
+
+@pytest.mark.parametrize("name", rope_files())
+def test_inv_freq_and_attention_factor_per_layer(name):
+    m = plan(name)
+    config, text, model = hf(name)
+    meta_rotary, _ = text_rotary(model)
+    assert meta_rotary is not None, f"{name}: no rotary module in transformers' model"
+    rotary = cpu_rotary(meta_rotary)
+    rope_layers = [layer for layer in m.layers if layer.position == "rope"]
+    assert rope_layers, name
+    checked = set()
+    for layer in rope_layers:
+        key = (layer.layer_type, layer.rope.base, layer.rope.scaling.rope_type)
+        if key in checked:  # layers of one type share the rotary module's frequencies
+            continue
+        checked.add(key)
+        for seq_len in seq_lens(m, layer):
+            want, want_factor = hf_frequencies(rotary, layer.layer_type, seq_len, layer.rope.num_position_streams)
+            got, got_factor = layer.inv_freq(seq_len)
+            assert got.shape == tuple(want.shape), (name, layer.layer, seq_len)
+            np.testing.assert_allclose(got, want.double().numpy(), rtol=2e-6, err_msg=f"{name} layer {layer.layer} seq_len {seq_len}")
+            assert got_factor == pytest.approx(float(want_factor), rel=1e-6), (name, layer.layer, seq_len)
+
+
+def hf_attention_modules(model):
+    out = {}
+    for mod in model.modules():
+        cls = type(mod).__name__
+        if cls.endswith("Attention") and "Vision" not in cls and hasattr(mod, "scaling") and hasattr(mod, "layer_idx"):
+            out.setdefault(mod.layer_idx, mod)
+    return out
+
+
+def hf_window(attn, text, i):
+    if hasattr(attn, "is_sliding"):  # exaone4
+        return (attn.sliding_window or 0) if attn.is_sliding else 0
+    if hasattr(attn, "sliding_window"):
+        return attn.sliding_window or 0
+    layer_types = getattr(text, "layer_types", None)
+    if layer_types is not None:
+        return (text.sliding_window or 0) if layer_types[i] == "sliding_attention" else 0
+    return getattr(text, "sliding_window", None) or 0
+
+
+@pytest.mark.parametrize("name", rope_files())
+def test_attention_scale_window_sinks_layer_types(name):
+    m = plan(name)
+    config, text, model = hf(name)
+    attns = hf_attention_modules(model)
+    assert m.num_layers == text.num_hidden_layers
+    layer_types = getattr(text, "layer_types", None)
+    for layer in m.layers:
+        if layer_types is not None:
+            assert layer.layer_type == layer_types[layer.layer], (name, layer.layer)
+        attn = attns.get(layer.layer)
+        if attn is None:  # linear-attention / convolution layers (qwen3_next, lfm2): no softmax attention
+            assert layer.position == "none", (name, layer.layer, layer.layer_type)
+            continue
+        a = layer.attention
+        assert a.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), (name, layer.layer)
+        assert a.window == hf_window(attn, text, layer.layer), (name, layer.layer)
+        assert a.sinks == hasattr(attn, "sinks"), (name, layer.layer)
+        # cross-attention (mllama) sees the vision tokens without a causal mask
+        causal = False if "CrossAttention" in type(attn).__name__ else getattr(attn, "is_causal", True)
+        assert a.causal == causal, (name, layer.layer)
+
+
+def test_llama4_nope_layers_chunks_and_temperature():
+    for name in [f for f in FILES if f.startswith("llama4__")]:
+        m = plan(name)
+        _, text, _ = hf(name)
+        for layer in m.layers:
+            uses_rope = bool(text.no_rope_layers[layer.layer])  # 1 = RoPE (modeling_llama4.py)
+            assert (layer.position == "rope") == uses_rope, (name, layer.layer)
+            assert layer.attention.chunk == (text.attention_chunk_size if uses_rope else 0)
+            t = layer.attention.temperature
+            if not uses_rope and text.attn_temperature_tuning:
+                assert t.kind == "llama4" and t.scale == text.attn_scale and t.floor_scale == text.floor_scale
+                p = 123456
+                assert t.factor(p) == pytest.approx(1 + text.attn_scale * math.log(1 + math.floor((p + 1) / text.floor_scale)))
+
+
+# ---------------------------------------------------------------- the applied rotation
+
+ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-v3__DeepSeek-V3",
+            "cohere__c4ai-command-r-v01", "gpt-oss__gpt-oss-120b", "qwen2-vl__Qwen2-VL-2B-Instruct-AWQ",
+            "qwen2.5-vl__Qwen2.5-VL-7B-Instruct", "glm4-moe__GLM-4.5", "phi2__phi-2", "olmo3__Olmo-3.1-32B-Instruct",
+            "exaone4__EXAONE-4.0-32B", "mistral3__Devstral-Small-2-24B-Instruct"]
+
+
+def layers_to_rotate(m):
+    """One layer per distinct RoPE setup (gemma3: local and global)."""
+    seen, out = set(), []
+    for layer in m.layers:
+        if layer.position == "rope" and layer.layer_type not in seen:
+            seen.add(layer.layer_type)
+            out.append(layer)
+    return out
+
+
+@pytest.mark.parametrize("name", ROTATION)
+def test_applied_rotation(name):
+    m = plan(name)
+    config, text, model = hf(name)
+    meta_rotary, family = text_rotary(model)
+    rotary = cpu_rotary(meta_rotary)
+    torch.manual_seed(0)
+    for layer in layers_to_rotate(m):
+        rc = layer.rope
+        lo, hi = layer.rotary_dims
+        D = rc.head_dim  # the RopeConfig's head: the rotated range and the pass-through dims after it
+        B, H, T = 2, 3, 24
+        q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+        pos = torch.sort(torch.randint(0, min(m.max_position_embeddings, 8192), (B, T)), dim=1).values
+        seq_len = int(pos.max()) + 1
+        if rc.num_position_streams == 3:  # mrope: temporal, height, width streams differ
+            pos3 = torch.stack([pos, pos // 2, pos // 3])
+            hf_pos, pe_pos = pos3, pos3.numpy()
+        else:
+            hf_pos, pe_pos = pos, pos.numpy()
+        x = torch.zeros(1, 1, 8)
+        per_type = isinstance(getattr(rotary, "rope_type", None), dict)
+        cos, sin = rotary(x, hf_pos, layer.layer_type) if per_type else rotary(x, hf_pos)
+        R = rc.effective_rotary_dim
+        # gpt_oss's rotary returns cos/sin of R / 2 (its _apply_rotary_emb splits halves), others of R
+        assert cos.shape[-1] in (R, R // 2), (name, layer.layer)
+        interleave_v3 = text.model_type == "deepseek_v3" and getattr(text, "rope_interleave", True)
+        apply = family.apply_rotary_pos_emb_interleave if interleave_v3 else family.apply_rotary_pos_emb
+        if text.model_type in ("glm4_moe", "phi"):  # partial rotary: the models pass the first R dims
+            q_hf, k_hf = apply(q[..., :R], k[..., :R], cos, sin)
+            q_hf, k_hf = torch.cat([q_hf, q[..., R:]], -1), torch.cat([k_hf, k[..., R:]], -1)
+        else:
+            q_hf, k_hf = apply(q, k, cos, sin)
+        q_pe = posenc.rope(q.transpose(1, 2).numpy(), pe_pos, config=rc, seq_len=seq_len)
+        k_pe = posenc.rope(k.transpose(1, 2).numpy(), pe_pos, config=rc, seq_len=seq_len)
+        q_pe, k_pe = torch.from_numpy(q_pe).transpose(1, 2), torch.from_numpy(k_pe).transpose(1, 2)
+        if interleave_v3:
+            # V3 writes the rotated pairs back de-interleaved, [x_even' | x_odd'] (include/posenc/model.h):
+            # the q.k products agree with posenc's interleaved layout as they are ...
+            torch.testing.assert_close(q_pe @ k_pe.transpose(-1, -2), q_hf @ k_hf.transpose(-1, -2), atol=2e-3, rtol=1e-4)
+            # ... and the tensors after that permutation.
+            q_pe = torch.cat([q_pe[..., 0::2], q_pe[..., 1::2]], -1)
+            k_pe = torch.cat([k_pe[..., 0::2], k_pe[..., 1::2]], -1)
+        # HF: fp32 angles position * inv_freq (errors ~ position * 2^-24 rad at position 8192)
+        torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4, msg=f"{name} layer {layer.layer}")
+        torch.testing.assert_close(k_pe, k_hf, atol=2e-3, rtol=1e-4, msg=f"{name} layer {layer.layer}")
+        assert lo + R <= hi or lo + rc.effective_rotary_dim == hi
+
+
+def test_deepseek_v3_rotates_the_last_64_dims_of_192():
+    m = plan("deepseek-v3__DeepSeek-V3")
+    d = load("deepseek-v3__DeepSeek-V3")
+    for layer in m.layers:
+        assert layer.rotary_dims == (d["qk_nope_head_dim"], d["qk_nope_head_dim"] + d["qk_rope_head_dim"])
+        assert layer.qk_head_dim == 192 and layer.rope.head_dim == 64 and layer.rope.layout == "interleaved"
+
+
+# ---------------------------------------------------------------- the authors' formulas
+
+def test_deepseek_v3_yarn_and_softmax_scale_against_the_authors_code():
+    """deepseek-ai/DeepSeek-V3 inference/model.py (commit 1ea5a1a7): precompute_freqs_cis and
+    MLA.__init__, written out. The authors apply yarn and the mscale^2 softmax factor only when the
+    run's max_seq_len > original_seq_len (4096; ModelArgs default max_seq_len 16384), with
+    mscale = 0.1 * mscale * ln(factor) + 1 and cos/sin unscaled; transformers 5 always applies
+    them (DeepseekV3Attention: yarn_apply_mscale with mscale_all_dim; the rotary's attention factor
+    get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) = 1 for this config). posenc follows
+    transformers; the two agree whenever the authors' run is longer than 4096 tokens."""
+    d = load("deepseek-v3__DeepSeek-V3")
+    s = d["rope_scaling"]
+    dim, base, factor = d["qk_rope_head_dim"], d["rope_theta"], s["factor"]
+    beta_fast, beta_slow, orig = s["beta_fast"], s["beta_slow"], s["original_max_position_embeddings"]
+
+    def find_correction_dim(num_rotations):
+        return dim * math.log(orig / (num_rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(find_correction_dim(beta_fast)), 0)
+    high = min(math.ceil(find_correction_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    smooth = 1 - ramp
+    freqs = freqs / factor * (1 - smooth) + freqs * smooth
+    qk_head_dim = d["qk_nope_head_dim"] + d["qk_rope_head_dim"]
+    mscale = 0.1 * s["mscale_all_dim"] * math.log(factor) + 1.0  # ModelArgs.mscale = the config's (1.0)
+    softmax_scale = qk_head_dim ** -0.5 * mscale * mscale
+
+    layer = plan("deepseek-v3__DeepSeek-V3").layers[0]
+    got, attention_factor = layer.inv_freq()
+    np.testing.assert_allclose(got, freqs.double().numpy(), rtol=2e-6)
+    assert attention_factor == 1.0  # the authors' freqs_cis = polar(1, angle)
+    assert layer.attention.softmax_scale == pytest.approx(softmax_scale, rel=1e-12)
+
+
+def test_gemma3_local_base_against_the_authors_code():
+    """google-deepmind/gemma: gemma/gm/nn/_config.py (the Gemma 3 4B/12B/27B presets:
+    local_base_frequency=10_000, global_base_frequency=1_000_000, global_scale_factor=8.0,
+    GEMMA3_ATTENTION_PATTERN = five local sliding layers, then one global) and
+    gemma/gm/nn/_modules.py Attention (rope_base_frequency / rope_scale_factor per layer type; the
+    angle is position / base^(2i/D) / scale_factor, i.e. linear scaling on the global layers only).
+    transformers 5 reads rope_local_base_freq (default 10000) for the sliding layers and the legacy
+    rope_scaling (linear 8) for the full-attention layers only: it agrees with the authors here."""
+    for name in ("gemma3__gemma-3-4b-it", "gemma3__gemma-3-27b-it"):
+        m = plan(name)
+        for layer in m.layers:
+            rc = layer.rope
+            D = rc.head_dim
+            j = np.arange(0, D, 2) / D
+            if layer.layer_type == "sliding_attention":
+                want = 1.0 / 10_000.0 ** j
+            else:
+                want = 1.0 / 1_000_000.0 ** j / 8.0
+            np.testing.assert_allclose(layer.inv_freq()[0], want, rtol=1e-6, err_msg=f"{name} layer {layer.layer}")
+            # pattern: every 6th layer global (layer i sliding iff (i + 1) % 6 != 0)
+            assert (layer.layer_type == "sliding_attention") == ((layer.layer + 1) % 6 != 0)
+
+
+def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
+    """A real longrope config (openbmb/MiniCPM-V-4: remote code, MiniCPM's LongRoPE) through
+    transformers 5's Phi-3 classes, and the switch of Microsoft's Phi-3 reference
+    (microsoft/Phi-3-mini-128k-instruct modeling_phi3.py Phi3LongRoPEScaledRotaryEmbedding.forward:
+    seq_len = max(position_ids) + 1; long factors iff seq_len > original_max_position_embeddings;
+    scaling_factor = sqrt(1 + ln(max_position_embeddings / original) / ln(original)), 1 if the
+    ratio <= 1). transformers 5 switches the same way per forward call; posenc by seq_len.
+    MiniCPM-V-4's original (32786) exceeds max_position_embeddings (32768): the short factors at
+    every length and an attention factor of 1."""
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    d = load("minicpmv__MiniCPM-V-4")
+    s = d["rope_scaling"]
+    head_dim = d["head_dim"]
+    config = Phi3Config(hidden_size=head_dim * d["num_attention_heads"], num_attention_heads=d["num_attention_heads"],
+                        num_key_value_heads=d["num_key_value_heads"], max_position_embeddings=d["max_position_embeddings"],
+                        original_max_position_embeddings=s["original_max_position_embeddings"],
+                        rope_parameters={"rope_type": "longrope", "short_factor": s["short_factor"], "long_factor": s["long_factor"],
+                                         "rope_theta": d["rope_theta"]})
+    rotary = Phi3RotaryEmbedding(config=config)
+    rc = posenc.RopeConfig.from_hf(d)
+    orig, maxpos = s["original_max_position_embeddings"], d["max_position_embeddings"]
+    base = 1.0 / d["rope_theta"] ** (np.arange(0, head_dim, 2) / head_dim)
+    ratio = maxpos / orig
+    ref_factor = 1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(orig))
+    for seq_len in (1, 4096, maxpos, 2 * orig):
+        rotary(torch.zeros(1, 1, 8), torch.tensor([[seq_len - 1]]))
+        got, factor = posenc.rope_inv_freq(config=rc, seq_len=seq_len)
+        np.testing.assert_allclose(got, rotary.inv_freq.double().numpy(), rtol=2e-6)
+        assert factor == pytest.approx(rotary.attention_scaling, rel=1e-6)
+        ext = np.asarray(s["long_factor"] if seq_len > orig else s["short_factor"])
+        np.testing.assert_allclose(got, base / ext, rtol=2e-6)  # Microsoft's reference
+        assert factor == pytest.approx(ref_factor)
+
+
+# ---------------------------------------------------------------- absolute families, refusals, API
+
+@pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
+                                           ("t5__t5-small", "t5")])
+def test_absolute_and_t5_families(name, position):
+    m = plan(name)
+    d = load(name)
+    config, text, model = hf(name)
+    assert {layer.position for layer in m.layers} == {position}
+    if position == "learned":
+        assert m.max_position_embeddings == getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
+    else:
+        assert m.t5_num_buckets == text.relative_attention_num_buckets
+        assert m.t5_max_distance == text.relative_attention_max_distance
+    if position == "t5":  # encoder layers, then decoder layers (bidirectional, then causal)
+        assert m.num_layers == text.num_layers + text.num_decoder_layers
+        assert [layer.attention.causal for layer in m.layers] == [False] * text.num_layers + [True] * text.num_decoder_layers
+        assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
+    else:
+        assert m.num_layers == d.get("num_hidden_layers", d.get("n_layer"))
+
+
+def test_refused_family_raises_posenc_error_with_the_library_message():
+    with pytest.raises(posenc.Error, match="deepseek_v4.*compress"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, "deepseek-v4__DeepSeek-V4-Flash-NVFP4.json"))
+    with pytest.raises(posenc.Error, match="laguna"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, "laguna__Laguna-XS.2-FP8.json"))
+    with pytest.raises(posenc.Error, match="chatglm"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, "chatglm__chatglm2-6b.json"))
+    with pytest.raises(posenc.Error):
+        posenc.ModelPositions.from_hf({"model_type": "llama", "hidden_size": "big"})
+    with pytest.raises(posenc.Error, match="cannot read"):
+        posenc.ModelPositions.from_hf("/nonexistent/config.json")
+
+
+def test_warnings_are_emitted_one_per_key():
+    d = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+         "max_position_embeddings": 128, "rope_theta": 10000.0, "rope_magic_knob": 3}
+    with pytest.warns(posenc.PositionWarning) as record:
+        m = posenc.ModelPositions.from_hf(d)
+    assert m.warnings and len(record) == len(m.warnings)
+    assert all("rope_magic_knob" in str(r.message) for r in record)
+
+
+def test_dict_and_path_agree_and_layer_api():
+    name = "gemma3__gemma-3-4b-it"
+    a, b = plan(name), posenc.ModelPositions.from_hf(load(name))
+    assert a.model_type == b.model_type == "gemma3_text" and a.num_layers == b.num_layers == 34
+    layer = a.layers[5]
+    assert layer.layer == 5 and layer.layer_type == "full_attention" and layer.position == "rope"
+    assert layer.rotary_dims == (0, 256) and layer.qk_head_dim == 256
+    assert layer.attention.window == 0 and a.layers[0].attention.window == 1024
+    assert layer.attention.softmax_scale == 256 ** -0.5 and layer.attention.softcap is None
+    assert layer.attention_factor() == 1.0
+    # the RopeConfig works with posenc.rope
+    x = np.random.default_rng(0).standard_normal((1, 4, 2, 256)).astype(np.float32)
+    assert posenc.rope(x, np.arange(4), config=layer.rope).shape == x.shape
+    assert "LayerPlan(layer=5" in repr(layer)
+
+
+@pytest.mark.parametrize("name", ["ministral3__Devstral-2-123B-Instruct", "mistral3__Devstral-Small-2-24B-Instruct"])
+def test_ministral3_query_temperature_against_transformers(name):
+    """Ministral3Attention.forward: query *= get_llama_4_attn_scale(position_ids, beta,
+    rope_parameters["original_max_position_embeddings"]), after RoPE (modeling_ministral3.py)."""
+    from transformers.models.ministral3.modeling_ministral3 import get_llama_4_attn_scale
+
+    m = plan(name)
+    _, text, _ = hf(name)
+    beta = text.rope_parameters["llama_4_scaling_beta"]
+    orig = text.rope_parameters["original_max_position_embeddings"]
+    positions = torch.tensor([[0, 1, orig - 1, orig, 3 * orig + 5, m.max_position_embeddings - 1]])
+    want = get_llama_4_attn_scale(positions, beta, orig).flatten().double().numpy()
+    for layer in m.layers:
+        t = layer.attention.temperature
+        assert t.kind == "ministral3" and t.scale == beta and t.floor_scale == orig
+        got = np.array([t.factor(int(p)) for p in positions.flatten()])
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_llama4_temperature_against_transformers_formula():
+    """Llama4TextAttention.forward (NoPE layers): attn_scales = log1p(floor((p + 1) / floor_scale))
+    * attn_scale + 1, computed in float32 there; p = cache position."""
+    for name in [f for f in FILES if f.startswith("llama4__")]:
+        m = plan(name)
+        _, text, _ = hf(name)
+        p = torch.tensor([0, 1, 8190, 8191, 8192, 10**6, 10**7], dtype=torch.float32)
+        want = (torch.log1p(torch.floor((p + 1.0) / text.floor_scale)) * text.attn_scale + 1.0).double().numpy()
+        for layer in m.layers:
+            if layer.position == "none":
+                got = np.array([layer.attention.temperature.factor(int(x)) for x in p])
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_proportional_rope_type_against_transformers():
+    """Gemma 4's p-RoPE (modeling_rope_utils.py _compute_proportional_rope_parameters), reachable
+    from Python through RopeScaling.rope_type = "proportional" and .proportion."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=64,
+                         rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    want, want_factor = ROPE_INIT_FUNCTIONS["proportional"](config, "cpu")
+    rc = posenc.rope_config(16, base=10000.0)
+    s = rc.scaling
+    s.rope_type, s.proportion = "proportional", 0.5
+    rc.scaling = s
+    got, factor = posenc.rope_inv_freq(config=rc)
+    np.testing.assert_allclose(got, want.double().numpy(), rtol=1e-6)
+    assert factor == want_factor
