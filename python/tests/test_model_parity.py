@@ -35,7 +35,10 @@ REMOTE = {"chatglm", "qwen", "minicpmv"}
 # compressed attention (compress_rope_theta, compress_ratios).
 # laguna's per-layer head counts (num_attention_heads_per_layer).
 REFUSED = {"deepseek_v4", "laguna"}
-ABSOLUTE = {"gpt2", "bert", "t5"}
+# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope), and
+# an old gpt_neo-format fork of GPT-J whose rotary keys transformers' GPT-Neo ignores.
+UNMODELED = {"glm4v", "gpt_neo"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom"}
 
 
 def load(name):
@@ -102,7 +105,7 @@ def rope_files():
     out = []
     for name in FILES:
         d = load(name)
-        if d["model_type"] not in REMOTE | ABSOLUTE | REFUSED:
+        if d["model_type"] not in REMOTE | ABSOLUTE | REFUSED | UNMODELED:
             out.append(name)
     return out
 
@@ -385,6 +388,27 @@ def test_absolute_and_t5_families(name, position):
         assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
     else:
         assert m.num_layers == d.get("num_hidden_layers", d.get("n_layer"))
+
+
+def test_bloom_alibi_slopes_and_scale():
+    """BLOOM (modeling_bloom.py build_alibi_tensor; BloomAttention.inv_norm_factor = head_dim^-0.5)."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    m = plan("bloom__bloom-3b")
+    config, text, model = hf("bloom__bloom-3b")
+    assert {layer.position for layer in m.layers} == {"alibi"}
+    assert m.num_layers == text.n_layer
+    head_dim = text.hidden_size // text.n_head
+    assert all(layer.attention.softmax_scale == pytest.approx(head_dim ** -0.5) for layer in m.layers)
+    mask = torch.ones(1, 3)
+    # (batch * heads, 1, T) = slope_h * position: the slopes at position 1
+    hf_slopes = build_alibi_tensor(mask, text.n_head, torch.float32)[:, 0, 1].double().numpy()
+    np.testing.assert_allclose(posenc.alibi_slopes(text.n_head), hf_slopes, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking", "gpt-neo__gpt-j-6B-rotary-fork"])
+def test_unmodeled_families_are_refused_by_name(name):
+    with pytest.raises(posenc.Error, match=f"model_type '{load(name)['model_type']}' is not in posenc's model table"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
 
 
 def test_refused_family_raises_posenc_error_with_the_library_message():
