@@ -43,12 +43,13 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-enum Encoding : int64_t { kNone, kRope, kAlibi, kT5 };
+// kSoftcap: Gemma 2's logit softcap (50) alone; kSinks: gpt-oss's learned sinks alone.
+enum Encoding : int64_t { kNone, kRope, kAlibi, kT5, kSoftcap, kSinks };
 
 // A causal config with one encoding; the Rope and the T5 table live in the fixture.
 struct Fixture {
   int64_t S, D, H = 8;
-  std::vector<float> q, k, v, out, lse, table;
+  std::vector<float> q, k, v, out, lse, table, sinks;
   posenc::Rope rope;
   posenc::AttentionConfig cfg;
   Fixture(int64_t S_, int64_t D_, int64_t enc)
@@ -60,6 +61,7 @@ struct Fixture {
         out(S * H * D),
         lse(S * H),
         table(random_floats(32 * H, 6)),
+        sinks(random_floats(H, 7)),
         rope([&] {
           posenc::RopeConfig rc;
           rc.head_dim = D_;
@@ -71,6 +73,8 @@ struct Fixture {
       cfg.bias.kind = posenc::AttentionBias::Kind::alibi;
       cfg.bias.alibi.heads = H;
     }
+    if (enc == kSoftcap) cfg.softcap = 50.0;
+    if (enc == kSinks) cfg.sinks = posenc::view(sinks.data(), {H});
     if (enc == kT5) {
       cfg.bias.kind = posenc::AttentionBias::Kind::relative;
       cfg.bias.relative = posenc::RelativeBiasConfig::t5(H, 32, 128, false);
@@ -159,6 +163,8 @@ BENCHMARK(BM_attention_forward)
     ->Args({4096, 128, kRope})
     ->Args({4096, 128, kAlibi})
     ->Args({4096, 128, kT5})
+    ->Args({4096, 128, kSoftcap})
+    ->Args({4096, 128, kSinks})
     ->Args({16384, 128, kNone})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
@@ -172,6 +178,8 @@ BENCHMARK(BM_attention_backward)
     ->Args({4096, 128, kRope})
     ->Args({4096, 128, kAlibi})
     ->Args({4096, 128, kT5})
+    ->Args({4096, 128, kSoftcap})
+    ->Args({4096, 128, kSinks})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
