@@ -122,4 +122,66 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
   detail::attention_forward_planned(detail::AttentionPlan(inner, in), out, lse);
 }
 
+namespace {
+// Rotates every cached key of a head-major store (B, Hkv, capacity, D) by `plan` (positions
+// (B, size)), in place.
+void rotate_store(const detail::RopePlan& plan, std::vector<float>& store, int64_t batch, int64_t heads,
+                  int64_t dim, int64_t size, int64_t capacity, bool inverse) {
+  const Strided<float, 3> rows{
+      store.data(), {batch, size, heads}, {heads * capacity * dim, dim, capacity * dim}};
+  const detail::HeadRows keys{rows, rows, dim};
+  detail::rope_apply(plan, {batch, size}, &keys, 1, inverse);
+}
+}  // namespace
+
+void KVCache::shift_positions(int64_t delta) {
+  if (delta < -detail::kMaxAbsPosition || delta > detail::kMaxAbsPosition)
+    detail::fail_arg(kOp, "delta", delta, "must lie in [-2^53, 2^53]");
+  std::vector<int64_t> shifted(static_cast<size_t>(batch_ * size_));
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < size_; ++t) shifted[b * size_ + t] = pos_[b * capacity_ + t] + delta;
+  detail::check_position_range(kOp, shifted);  // before anything changes
+  if (rope_) {
+    const RopeScalingType type = rope_->config().scaling.type;
+    if (type == RopeScalingType::dynamic || type == RopeScalingType::longrope)
+      fail(kOp, "shift_positions with rope_scaling '", rope_scaling_name(type),
+           "': its keys may carry tables of different lengths; use rerotate");
+    if (rope_->config().num_position_streams() != 1) fail(kOp, "shift_positions needs a one-stream rope");
+    // R(delta) for every key: the rotation alone, without the attention factor the keys already carry.
+    detail::RopePlan plan = detail::plan_rope(
+        *rope_, std::vector<int64_t>(static_cast<size_t>(batch_ * size_), delta), int64_t{0});
+    plan.freq.attention_factor = 1.0;
+    rotate_store(plan, k_, batch_, kv_heads_, head_dim_, size_, capacity_, false);
+  }
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < size_; ++t) pos_[b * capacity_ + t] = shifted[b * size_ + t];
+}
+
+void KVCache::erase_front(int64_t n) {
+  if (n < 0 || n > size_)
+    detail::fail_arg(kOp, "n", n, "must be in [0, size = " + std::to_string(size_) + "]");
+  for (std::vector<float>* store : {&k_, &v_})
+    cpu::kv_cache_erase_front(*store, batch_ * kv_heads_, head_dim_, capacity_, size_, n);
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy(pos_.begin() + b * capacity_ + n, pos_.begin() + b * capacity_ + size_,
+              pos_.begin() + b * capacity_);
+  size_ -= n;
+}
+
+void KVCache::rerotate(int64_t from_seq_len, int64_t to_seq_len) {
+  if (!rope_) fail(kOp, "rerotate needs a cache with a rope");
+  if (from_seq_len < 0) detail::fail_arg(kOp, "from_seq_len", from_seq_len, "must be >= 0");
+  if (to_seq_len < 0) detail::fail_arg(kOp, "to_seq_len", to_seq_len, "must be >= 0");
+  if (rope_->config().num_position_streams() != 1) fail(kOp, "rerotate needs a one-stream rope");
+  std::vector<int64_t> positions(static_cast<size_t>(batch_ * size_));
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy_n(pos_.begin() + b * capacity_, size_, positions.begin() + b * size_);
+  // forward: k = a_from R_from(p) k0  ->  k0 = R_from(p)^T k / a_from, then k' = a_to R_to(p) k0.
+  detail::RopePlan from = detail::plan_rope(*rope_, positions, from_seq_len);
+  const detail::RopePlan to = detail::plan_rope(*rope_, std::move(positions), to_seq_len);
+  from.freq.attention_factor = 1.0 / from.freq.attention_factor;
+  rotate_store(from, k_, batch_, kv_heads_, head_dim_, size_, capacity_, true);
+  rotate_store(to, k_, batch_, kv_heads_, head_dim_, size_, capacity_, false);
+}
+
 }  // namespace posenc

@@ -35,6 +35,20 @@ class KVCache {
   void attend(const AttentionConfig& config, ConstTensorView q, TensorView out,
               ConstTensorView q_positions = {}, TensorView lse = {}) const;
 
+  // Context shift (llama.cpp's llama_kv_cache_seq_add): every cached position += delta, and every
+  // cached key re-rotated in place by R(delta), since R(p + delta) = R(delta) R(p): no keys are
+  // recomputed from the model. Exact when the rope's frequencies do not depend on the length;
+  // dynamic and longrope are refused (their keys may carry different tables: use rerotate).
+  void shift_positions(int64_t delta);
+  // Drops the oldest n tokens of every batch row (the positions of the rest are kept; follow with
+  // shift_positions(-n) to re-number them from 0, as a context shift does).
+  void erase_front(int64_t n);
+  // Re-rotates every cached key from the frequency table of length `from_seq_len` to that of
+  // `to_seq_len` (both Rope::frequencies of the cache's rope): k <- a_to R_to(p) R_from(p)^T k / a_from.
+  // LongRoPE's switch from short to long factors once a sequence crosses the original context,
+  // without recomputing the keys. Later appends rotate with their own length's table as before.
+  void rerotate(int64_t from_seq_len, int64_t to_seq_len);
+
   int64_t size() const { return size_; }  // tokens per batch row
   void reserve(int64_t tokens);
   void clear() { size_ = 0; }

@@ -28,4 +28,12 @@ std::vector<float> kv_cache_regrow(const std::vector<float>& store, int64_t batc
   return grown;
 }
 
+void kv_cache_erase_front(std::vector<float>& store, int64_t batch_heads, int64_t dim, int64_t capacity,
+                          int64_t size, int64_t n) {
+  for (int64_t bh = 0; bh < batch_heads; ++bh) {
+    float* head = store.data() + bh * capacity * dim;
+    std::copy(head + n * dim, head + size * dim, head);
+  }
+}
+
 }  // namespace posenc::cpu

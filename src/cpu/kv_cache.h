@@ -16,4 +16,8 @@ void kv_cache_store(Strided<const float, 4> rows, float* store, int64_t capacity
 std::vector<float> kv_cache_regrow(const std::vector<float>& store, int64_t batch, int64_t heads, int64_t dim,
                                    int64_t size, int64_t from_capacity, int64_t to_capacity);
 
+// Drops the first n of `size` tokens of every (b, h) of the store: tokens [n, size) move to [0, size - n).
+void kv_cache_erase_front(std::vector<float>& store, int64_t batch_heads, int64_t dim, int64_t capacity,
+                          int64_t size, int64_t n);
+
 }  // namespace posenc::cpu
