@@ -3,6 +3,8 @@
 // back onto the caller's views.
 #include "posenc/attention.h"
 
+#include <cmath>
+
 #include "src/attention_plan.h"
 #include "src/check.h"
 #include "src/cpu/attention.h"
@@ -10,6 +12,20 @@
 
 namespace posenc {
 using detail::check_view;
+
+double QueryTemperature::factor(int64_t p) const {
+  const double pos = static_cast<double>(p);
+  switch (kind) {
+    case Kind::none:
+      return 1.0;
+    case Kind::llama4:
+      return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
+    case Kind::ministral3:
+      return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
+  }
+  return 1.0;
+}
+
 using detail::fail;
 
 namespace {
@@ -95,6 +111,12 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   if (want_sinks) io.sinks = d_sinks.data();
   cpu::attention_backward(p, io);
 
+  // forward: q_t = factor(q_pos) q_rot  ->  dq_rot = factor dq_t (a scalar per row).
+  if (!p.q_temperature.empty()) {
+    std::vector<float> scaled(dq.size());
+    cpu::scale_query_rows({dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, D, p.q_temperature, scaled.data());
+    dq = std::move(scaled);
+  }
   // Back through RoPE: the gradient w.r.t. the unrotated q and k is the rotation by -theta.
   if (p.rope_q) {
     const detail::HeadRows q_rows{

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "src/check.h"
+#include "src/cpu/attention.h"
 #include "src/cpu/bias.h"
 #include "src/cpu/rope.h"
 #include "src/cpu/shaw.h"
@@ -28,6 +29,7 @@ std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int
 
 AttentionPlan::AttentionPlan(const AttentionConfig& cfg, const AttentionInputs& in) : config(cfg) {
   set_inputs(in);
+  set_query_temperature();
   set_scores();
   set_bias();
   if (cfg.shaw && cfg.transformer_xl) fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
@@ -100,6 +102,26 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
     q = {q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
     k = {k_buf_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
   }
+}
+
+void AttentionPlan::set_query_temperature() {
+  const QueryTemperature& t = config.query_temperature;
+  if (t.kind == QueryTemperature::Kind::none) return;
+  if (config.transformer_xl) fail(kOp, "query_temperature and transformer_xl do not combine");
+  if (!std::isfinite(t.scale) || std::abs(t.scale) > 1e6)
+    fail_arg(kOp, "query_temperature.scale", t.scale, "must be finite, |scale| <= 1e6");
+  if (!std::isfinite(t.floor_scale) || !(t.floor_scale >= 1))
+    fail_arg(kOp, "query_temperature.floor_scale", t.floor_scale, "must be finite and >= 1");
+  q_temperature.resize(q_pos.size());
+  for (size_t i = 0; i < q_pos.size(); ++i) {
+    const double f = t.factor(q_pos[i]);
+    if (!std::isfinite(f)) fail(kOp, "query temperature at position ", q_pos[i], " is ", f, ": not finite");
+    q_temperature[i] = static_cast<float>(f);
+  }
+  std::vector<float> scaled(static_cast<size_t>(B * Q * H * D));
+  cpu::scale_query_rows(q, D, q_temperature, scaled.data());
+  q_buf_ = std::move(scaled);
+  q = {q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
 }
 
 void AttentionPlan::set_scores() {

@@ -81,6 +81,8 @@ class AttentionPlan {
   const TransformerXLTerms* transformer_xl = nullptr;
   // RoPE's rotation of q and k (the backward rotates their gradients back).
   std::optional<RopePlan> rope_q, rope_k;
+  // (B, Q) query temperature factors (the plan's q is scaled by them), or empty.
+  std::vector<float> q_temperature;
 
   bool masked(int64_t q_position, int64_t k_position) const {
     return (causal && k_position > q_position) ||
@@ -94,6 +96,7 @@ class AttentionPlan {
  private:
   void set_inputs(const AttentionInputs& in);
   void set_scores();
+  void set_query_temperature();
   void set_bias();
   void set_shaw();
   void set_transformer_xl();

@@ -25,25 +25,13 @@ const char* position_method_name(PositionMethod method) {
   return "?";
 }
 
-double QueryTemperature::factor(int64_t p) const {
-  const double pos = static_cast<double>(p);
-  switch (kind) {
-    case Kind::none:
-      return 1.0;
-    case Kind::llama4:
-      return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
-    case Kind::ministral3:
-      return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
-  }
-  return 1.0;
-}
-
 AttentionConfig LayerAttention::attention_config(const Rope* rope) const {
   AttentionConfig c;
   c.causal = causal;
   c.window = window;  // HF w keys including the query's own == posenc's q_pos - k_pos >= window masked
   c.chunk = chunk;
   c.softcap = softcap.value_or(0.0);
+  c.query_temperature = temperature;
   c.scale = softmax_scale;
   c.rope = rope;
   return c;

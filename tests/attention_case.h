@@ -55,6 +55,9 @@ struct Case {
   double softcap = 0;  // logit softcap (Gemma 2)
   bool sinks = false;  // learned sinks, one per head (gpt-oss)
   int64_t chunk = 0;   // chunked attention (Llama 4)
+  // Query temperature: 0 none, 1 Llama 4's (attn_scale 0.1, floor_scale 8), 2 Ministral 3's
+  // (beta 0.3, original context 16): small floors so that the test lengths cross several steps.
+  int temperature = 0;
 };
 
 // The parameters in one flat vector: q | k | v | relative table | a_k | a_v | u | v_xl | w_r | sinks.
@@ -130,7 +133,8 @@ class AttentionCase {
        << " D" << c_.D << (c_.causal ? " causal" : "") << " window " << c_.window
        << (c_.cu_q.empty() ? "" : " packed")
        << (c_.softcap > 0 ? " softcap " + std::to_string(c_.softcap) : "") << (c_.sinks ? " sinks" : "")
-       << (c_.chunk > 0 ? " chunk " + std::to_string(c_.chunk) : "");
+       << (c_.chunk > 0 ? " chunk " + std::to_string(c_.chunk) : "")
+       << (c_.temperature ? " temperature " + std::to_string(c_.temperature) : "");
     return os.str();
   }
 
@@ -139,6 +143,7 @@ class AttentionCase {
     cfg.causal = c_.causal;
     cfg.window = c_.window;
     cfg.chunk = c_.chunk;
+    cfg.query_temperature = temperature();
     cfg.softcap = c_.softcap;
     if (c_.sinks) cfg.sinks = view(parts_[Params::sinks].data(), {c_.H});
     cfg.rope = rope_.get();
@@ -223,13 +228,28 @@ class AttentionCase {
     return p;
   }
 
-  // q (part q) or k (part k) as the reference attention sees it: rotated when the case uses RoPE.
-  // inverse = true applies the transposed rotation (the backward: gradients w.r.t. the unrotated).
+  QueryTemperature temperature() const {
+    if (c_.temperature == 1) return {QueryTemperature::Kind::llama4, 0.1, 8};
+    if (c_.temperature == 2) return {QueryTemperature::Kind::ministral3, 0.3, 16};
+    return {};
+  }
+
+  // q (part q) or k (part k) as the reference attention sees it: rotated when the case uses RoPE,
+  // and q times its temperature factor. inverse = true applies the transposed map (the backward:
+  // gradients w.r.t. the unrotated, unscaled inputs; the factor is a scalar per row).
   std::vector<double> rotated(const std::vector<double>& x, Params::Part part, bool inverse = false) const {
-    if (!uses_rope()) return x;
     const bool is_q = part == Params::q;
-    return ref::rope<double>(rope_->frequencies(), rc_.layout, c_.D, x, is_q ? q_pos_ : k_pos_, c_.B,
-                             is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
+    std::vector<double> y = x;
+    if (uses_rope())
+      y = ref::rope<double>(rope_->frequencies(), rc_.layout, c_.D, x, is_q ? q_pos_ : k_pos_, c_.B,
+                            is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
+    if (is_q && c_.temperature != 0) {
+      const QueryTemperature t = temperature();
+      const int64_t row = c_.H * c_.D;
+      for (size_t bt = 0; bt < q_pos_.size(); ++bt)
+        for (int64_t e = 0; e < row; ++e) y[bt * row + e] *= t.factor(q_pos_[bt]);
+    }
+    return y;
   }
 
   // The reference forward (double) at the parameters `f` (layout of flat()).

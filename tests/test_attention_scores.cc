@@ -92,6 +92,28 @@ TEST(AttentionScores, LibraryBackwardMatchesTheReferenceBackward) {
       }
 }
 
+// The query temperature of Llama 4 (NoPE layers) and Ministral 3 (after RoPE): q scaled per
+// position, forward and backward, alone and with the other mechanisms.
+TEST(AttentionScores, QueryTemperature) {
+  for (int temperature : {1, 2}) {
+    for (Enc e : {Enc::none, Enc::rope, Enc::rope_alibi, Enc::t5, Enc::shaw}) {
+      Case c{1, 70, 70, 2, 1, 24, true};
+      c.temperature = temperature;
+      check_forward(c, e);
+      check_library_against_reference(c, e);
+      c.chunk = 16, c.sinks = true;
+      check_forward(c, e);
+      check_library_against_reference(c, e);
+      Case small{1, 5, 40, 2, 1, 4, true};  // queries at 35..39: past the first floors
+      small.temperature = temperature;
+      check_reference_against_finite_differences(small, e);
+    }
+    Case decode{1, 1, 5000, 4, 1, 16, true};  // a split decode step
+    decode.temperature = temperature;
+    check_forward(decode, Enc::rope);
+  }
+}
+
 TEST(AttentionScores, ChunksAreFlooredForNegativePositions) {
   // Keys at -5 .. 4, chunk 4: chunks [-8, -4), [-4, 0), [0, 4), [4, 8) (floor, not truncation).
   const int64_t K = 10, D = 8;
@@ -198,6 +220,12 @@ TEST(AttentionScores, BadInputIsRejectedAndNothingIsWritten) {
   sinks[1] = INFINITY;
   cfg.sinks = view(sinks.data(), {H});
   expect(cfg, "sinks[1] = inf");
+  cfg.sinks = {};
+  cfg.query_temperature = {QueryTemperature::Kind::llama4, 0.1, 0};
+  expect(cfg, "query_temperature.floor_scale = 0");
+  cfg.query_temperature = {QueryTemperature::Kind::ministral3, NAN, 8};
+  expect(cfg, "query_temperature.scale = nan");
+  cfg.query_temperature = {};
   // A sinks gradient without sinks in the config.
   cfg.sinks = {};
   std::vector<float> gq(q.size()), gk(k.size()), gv(v.size()), gs(H, 3.0f), lse(H * 3);

@@ -57,6 +57,19 @@ struct AttentionTransformerXL {
   ConstTensorView w_r;   // (H * D, d_model)
 };
 
+// A multiplier on the query after RoPE that grows with the position (applied per token).
+struct QueryTemperature {
+  enum class Kind : uint8_t { none, llama4, ministral3 };
+  Kind kind = Kind::none;
+  // llama4 (modeling_llama4.py Llama4TextAttention.forward, NoPE layers only), p = cache index:
+  //   q *= 1 + attn_scale * log(1 + floor((p + 1) / floor_scale))
+  // ministral3 (modeling_ministral3.py get_llama_4_attn_scale), p = position id:
+  //   q *= 1 + beta * log(1 + floor(p / original_max_position_embeddings))
+  double scale = 0;        // attn_scale or llama_4_scaling_beta
+  double floor_scale = 0;  // floor_scale or original_max_position_embeddings
+  double factor(int64_t p) const;
+};
+
 struct AttentionConfig {
   bool causal = false;
   // > 0: a sliding window; keys with |q_pos - k_pos| >= window are masked (with causal, the last
@@ -80,6 +93,10 @@ struct AttentionConfig {
   // denominator without a value (transformers modeling_gpt_oss eager_attention_forward: the sink
   // column is concatenated to the logits, softmaxed, then dropped). Not scaled. Empty: none.
   ConstTensorView sinks;
+  // Position-dependent query temperature (Llama 4's attn_temperature_tuning on NoPE layers,
+  // Ministral 3's llama_4_scaling_beta): q_i *= temperature.factor(q_pos_i), after RoPE, before
+  // every score term; its gradient scales dq by the same factor. Not with transformer_xl.
+  QueryTemperature query_temperature;
 };
 
 struct AttentionInputs {

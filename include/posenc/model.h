@@ -33,19 +33,6 @@ namespace posenc {
 enum class PositionMethod : uint8_t { rope, none, alibi, t5, learned, sinusoidal };
 const char* position_method_name(PositionMethod method);
 
-// A multiplier on the query after RoPE that grows with the position (applied per token).
-struct QueryTemperature {
-  enum class Kind : uint8_t { none, llama4, ministral3 };
-  Kind kind = Kind::none;
-  // llama4 (modeling_llama4.py Llama4TextAttention.forward, NoPE layers only), p = cache index:
-  //   q *= 1 + attn_scale * log(1 + floor((p + 1) / floor_scale))
-  // ministral3 (modeling_ministral3.py get_llama_4_attn_scale), p = position id:
-  //   q *= 1 + beta * log(1 + floor(p / original_max_position_embeddings))
-  double scale = 0;        // attn_scale or llama_4_scaling_beta
-  double floor_scale = 0;  // floor_scale or original_max_position_embeddings
-  double factor(int64_t p) const;
-};
-
 struct LayerAttention {
   bool causal = true;
   int64_t window = 0;  // HF sliding_window (w keys including the current one); 0 = none
@@ -55,9 +42,9 @@ struct LayerAttention {
   bool sinks = false;             // gpt-oss: one learned logit per head joins the softmax
   QueryTemperature temperature;
   // The posenc AttentionConfig for this layer: mask (causal, window copied: same semantics, see
-  // above; chunk), softmax scale and softcap. What the config alone cannot give stays with the
-  // caller: the learned sink logits (set AttentionConfig::sinks to the layer's (H) tensor when
-  // `sinks`) and the query temperature (multiply q by temperature.factor(position) first).
+  // above; chunk), softmax scale, softcap and query temperature. What the config alone cannot
+  // give stays with the caller: the learned sink logits (set AttentionConfig::sinks to the layer's
+  // (H) tensor when `sinks`).
   AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 

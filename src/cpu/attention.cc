@@ -259,6 +259,17 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   });
 }
 
+void scale_query_rows(Strided<const float, 3> q, int64_t dim, const std::vector<float>& factor, float* out) {
+  const int64_t B = q.extent[0], Q = q.extent[1], H = q.extent[2];
+  parallel_chunks(B * Q, H * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end; ++bt)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* row = q.at(bt / Q, bt % Q, h);
+        for (int64_t d = 0; d < dim; ++d) out[(bt * H + h) * dim + d] = row[d] * factor[bt];
+      }
+  });
+}
+
 void accumulate_into(Strided<float, 4> dst, const float* src) {
   const auto [n0, n1, n2, n3] = dst.extent;
   parallel_chunks(n0 * n1, n2 * n3, [&](int64_t begin, int64_t end) {

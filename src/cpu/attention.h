@@ -85,6 +85,9 @@ struct QuerySums {
   const int32_t* row_lut = nullptr;  // table row of distance lut_lo + x, or null: computed
 };
 
+// out (B, Q, H, D) contiguous = rows q (B, Q, H) of D elements, each times factor[b * Q + t].
+void scale_query_rows(Strided<const float, 3> q, int64_t dim, const std::vector<float>& factor, float* out);
+
 // dst (A, B, C, D), any strides, += src of the same extents, contiguous: how the front end adds the
 // backward's contiguous gradients into the caller's views.
 void accumulate_into(Strided<float, 4> dst, const float* src);
