@@ -139,6 +139,11 @@ void BM_attention_memory(benchmark::State& state) {
   state.counters["one_SxS_fp32_MiB"] = static_cast<double>(f.S) * f.S * sizeof(float) / (1 << 20);
 }
 
+// The encodings and score mechanisms side by side at the reference shape, S 4096, D 128.
+void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
+  for (int64_t enc : {kNone, kRope, kAlibi, kT5, kSoftcap, kSinks}) b->Args({4096, 128, enc});
+}
+
 }  // namespace
 
 BENCHMARK(BM_attention_memory)
@@ -159,12 +164,7 @@ BENCHMARK(BM_attention_forward)
     ->Args({4096, 64, kRope})
     ->Args({4096, 64, kAlibi})
     ->Args({4096, 64, kT5})
-    ->Args({4096, 128, kNone})
-    ->Args({4096, 128, kRope})
-    ->Args({4096, 128, kAlibi})
-    ->Args({4096, 128, kT5})
-    ->Args({4096, 128, kSoftcap})
-    ->Args({4096, 128, kSinks})
+    ->Apply(every_encoding_at_4096_by_128)
     ->Args({16384, 128, kNone})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
@@ -174,12 +174,7 @@ BENCHMARK(BM_attention_backward)
     ->Args({512, 64, kNone})
     ->Args({4096, 64, kNone})
     ->Args({2048, 128, kNone})
-    ->Args({4096, 128, kNone})
-    ->Args({4096, 128, kRope})
-    ->Args({4096, 128, kAlibi})
-    ->Args({4096, 128, kT5})
-    ->Args({4096, 128, kSoftcap})
-    ->Args({4096, 128, kSinks})
+    ->Apply(every_encoding_at_4096_by_128)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
