@@ -5,7 +5,8 @@
 //   p_ij = exp(logit_ij) / (sum_j' exp(logit_ij') + exp(sink_h))   (sink: none when sinks is empty)
 //   out_i = sum_j p_ij (v_j + shaw: a_v[r])
 //   masked: causal, window, chunk (floor(q_pos / chunk) != floor(k_pos / chunk)), packed segments
-//   q (B, Q, H, D), k and v (B, K, Hkv, D), out (B, Q, H, D), lse (B, H, Q)
+//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, Dv), out (B, Q, H, Dv), lse (B, H, Q);
+//   Dv = D unless set (multi-head latent attention: q/k heads 192, v heads 128)
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -22,6 +23,7 @@ namespace posenc::ref {
 template <typename T>
 struct AttentionProblem {
   int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0;
+  int64_t Dv = 0;  // 0: D
   bool causal = false;
   int64_t window = 0;
   double scale = 1.0;
@@ -41,6 +43,7 @@ struct AttentionProblem {
   std::vector<T> sinks;  // (H) learned sink logits (gpt-oss), or empty
   int64_t chunk = 0;     // > 0: chunked attention (Llama 4)
 
+  int64_t value_dim() const { return Dv > 0 ? Dv : D; }
   T cap(T content) const {
     return softcap > 0 ? static_cast<T>(softcap) * std::tanh(content / static_cast<T>(softcap)) : content;
   }
@@ -66,8 +69,8 @@ struct AttentionResult {
 template <typename T>
 AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>& q, const std::vector<T>& k,
                              const std::vector<T>& v) {
-  const int64_t group = p.H / p.Hkv;
-  AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * p.D, T(0)), std::vector<T>(p.B * p.H * p.Q)};
+  const int64_t group = p.H / p.Hkv, Dv = p.value_dim();
+  AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * Dv, T(0)), std::vector<T>(p.B * p.H * p.Q)};
   std::vector<T> logit(p.K);
   std::map<int64_t, std::vector<T>> transformer_xl_r;  // R_delta by delta
   auto sinusoid = [&](int64_t delta) -> const std::vector<T>& {
@@ -118,7 +121,7 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
           m = std::max(m, logit[j]);
         }
         if (!p.sinks.empty()) m = std::max(m, p.sinks[h]);
-        T* out = &r.out[((b * p.Q + i) * p.H + h) * p.D];
+        T* out = &r.out[((b * p.Q + i) * p.H + h) * Dv];
         if (m == -std::numeric_limits<T>::infinity()) {  // fully masked: zeros, lse = -inf
           r.lse[(b * p.H + h) * p.Q + i] = m;
           continue;
@@ -128,12 +131,12 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
         for (int64_t j = 0; j < p.K; ++j) {
           if (logit[j] == -std::numeric_limits<T>::infinity()) continue;
           const T prob = std::exp(logit[j] - m) / sum;
-          const T* vj = &v[((b * p.K + j) * p.Hkv + hk) * p.D];
-          for (int64_t d = 0; d < p.D; ++d) out[d] += prob * vj[d];
+          const T* vj = &v[((b * p.K + j) * p.Hkv + hk) * Dv];
+          for (int64_t d = 0; d < Dv; ++d) out[d] += prob * vj[d];
           if (p.shaw_max_distance >= 0 && !p.shaw_a_v.empty()) {
             const T* a =
-                &p.shaw_a_v[shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]) * p.D];
-            for (int64_t d = 0; d < p.D; ++d) out[d] += prob * a[d];
+                &p.shaw_a_v[shaw_row(p.shaw_max_distance, p.q_pos[b * p.Q + i], p.k_pos[b * p.K + j]) * Dv];
+            for (int64_t d = 0; d < Dv; ++d) out[d] += prob * a[d];
           }
         }
         r.lse[(b * p.H + h) * p.Q + i] = m + std::log(sum);

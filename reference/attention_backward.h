@@ -2,8 +2,8 @@
 // T (double for the oracle): plain loops, scores materialised row by row, every gradient derived
 // by hand from the forward. Each step quotes the forward line it differentiates.
 //
-//   q (B, Q, H, D), k and v (B, K, Hkv, D), grad_out (B, Q, H, D), as the forward.
-//   Returns dq (B, Q, H, D), dk and dv (B, K, Hkv, D), and the positional parameters' gradients
+//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, Dv), grad_out (B, Q, H, Dv), as the forward.
+//   Returns dq (B, Q, H, D), dk (B, K, Hkv, D), dv (B, K, Hkv, Dv), and the positional parameters' gradients
 //   in the layouts of AttentionProblem: relative_table (rows, H); shaw_a_k, shaw_a_v (rows, D);
 //   transformer_xl_u, transformer_xl_v (H, D); transformer_xl_w_r (H * D, d_model). A gradient whose
 //   parameter is absent is empty.
@@ -38,7 +38,7 @@ template <typename T>
 AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std::vector<T>& q,
                                          const std::vector<T>& k, const std::vector<T>& v,
                                          const std::vector<T>& grad_out) {
-  const int64_t group = p.H / p.Hkv, D = p.D;
+  const int64_t group = p.H / p.Hkv, D = p.D, Dv = p.value_dim();
   const bool shaw = p.shaw_max_distance >= 0, shaw_values = shaw && !p.shaw_a_v.empty(),
              xl = p.transformer_xl_d_model > 0;
   const T neg_inf = -std::numeric_limits<T>::infinity();
@@ -73,7 +73,7 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
         const int64_t hk = h / group;
         const int64_t row_i = ((b * p.Q + i) * p.H + h) * D;
         const T* qi = &q[row_i];
-        const T* dout = &grad_out[row_i];
+        const T* dout = &grad_out[((b * p.Q + i) * p.H + h) * Dv];
         T* dqi = &g.q[row_i];
         auto wr = [&](int64_t d, int64_t e) -> int64_t { return (h * D + d) * p.transformer_xl_d_model + e; };
         // rp_d = sum_e W_R[h D + d, e] R_delta[e]: the forward's inner sum, recomputed.
@@ -127,14 +127,14 @@ AttentionGradients<T> attention_backward(const AttentionProblem<T>& p, const std
         for (int64_t j = 0; j < p.K; ++j) {
           dprob[j] = 0;
           if (logit[j] == neg_inf) continue;  // forward: masked keys add nothing to out
-          const int64_t row_j = ((b * p.K + j) * p.Hkv + hk) * D;
-          for (int64_t d = 0; d < D; ++d) {
+          const int64_t row_j = ((b * p.K + j) * p.Hkv + hk) * Dv;
+          for (int64_t d = 0; d < Dv; ++d) {
             dprob[j] += dout[d] * v[row_j + d];
             g.v[row_j + d] += prob[j] * dout[d];
           }
           if (shaw_values) {
-            const int64_t r = shaw_r(b, i, j) * D;
-            for (int64_t d = 0; d < D; ++d) {
+            const int64_t r = shaw_r(b, i, j) * Dv;
+            for (int64_t d = 0; d < Dv; ++d) {
               dprob[j] += dout[d] * p.shaw_a_v[r + d];
               g.shaw_a_v[r + d] += prob[j] * dout[d];
             }

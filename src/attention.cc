@@ -52,7 +52,7 @@ Strided<float, 4> as_rank4(const TensorView& v) {
 }  // namespace
 
 void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse) {
-  check_view(kOp, "out", out, DType::f32, {plan.B, plan.Q, plan.H, plan.D});
+  check_view(kOp, "out", out, DType::f32, {plan.B, plan.Q, plan.H, plan.Dv});
   detail::check_unit_last_stride(kOp, "out", out);
   if (lse.data != nullptr) check_view(kOp, "lse", lse, DType::f32, {plan.B, plan.H, plan.Q});
   cpu::AttentionForwardOut o;
@@ -69,13 +69,13 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& in,
 void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
   const detail::AttentionPlan p(config, in);
-  const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D;
-  check_view(kOp, "out", out, DType::f32, {B, Q, H, D});
+  const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D, Dv = p.Dv;
+  check_view(kOp, "out", out, DType::f32, {B, Q, H, Dv});
   check_view(kOp, "lse", lse, DType::f32, {B, H, Q});
-  check_view(kOp, "grad_out", grad_out, DType::f32, {B, Q, H, D});
+  check_view(kOp, "grad_out", grad_out, DType::f32, {B, Q, H, Dv});
   check_view(kOp, "grads.q", grads.q, DType::f32, {B, Q, H, D});
   check_view(kOp, "grads.k", grads.k, DType::f32, {B, K, Hkv, D});
-  check_view(kOp, "grads.v", grads.v, DType::f32, {B, K, Hkv, D});
+  check_view(kOp, "grads.v", grads.v, DType::f32, {B, K, Hkv, Dv});
   detail::check_unit_last_stride(kOp, "out", out);
   detail::check_unit_last_stride(kOp, "grad_out", grad_out);
   const bool relative = config.bias.kind == AttentionBias::Kind::relative;
@@ -94,7 +94,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
 
   const int64_t n = xl ? p.transformer_xl->n : 0;
   std::vector<float> dq(static_cast<size_t>(B * Q * H * D)), dk(static_cast<size_t>(B * K * Hkv * D)),
-      dv(dk.size());
+      dv(static_cast<size_t>(B * K * Hkv * Dv));
   std::vector<float> d_table(static_cast<size_t>(table_rows * H), 0.0f);
   std::vector<float> d_a_k(static_cast<size_t>(shaw_rows * D), 0.0f), d_a_v(d_a_k.size(), 0.0f);
   std::vector<float> d_rproj(want_w_r ? static_cast<size_t>(H * n * D) : 0, 0.0f);
@@ -118,12 +118,12 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     dq = std::move(scaled);
   }
   // Back through RoPE: the gradient w.r.t. the unrotated q and k is the rotation by -theta.
-  if (p.rope_q) {
-    const detail::HeadRows q_rows{
-        {dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, {dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}, D};
-    const detail::HeadRows k_rows{{dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}},
-                                  {dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}},
-                                  D};
+  if (p.rope_q) {  // dims [rope_offset, rope_offset + rope_dim) only
+    const Strided<float, 3> dq_rows =
+        Strided<float, 3>{dq.data(), {B, Q, H}, {Q * H * D, H * D, D}}.columns_from(p.rope_offset);
+    const Strided<float, 3> dk_rows =
+        Strided<float, 3>{dk.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}}.columns_from(p.rope_offset);
+    const detail::HeadRows q_rows{dq_rows, dq_rows, p.rope_dim}, k_rows{dk_rows, dk_rows, p.rope_dim};
     detail::rope_apply(*p.rope_q, {B, Q}, &q_rows, 1, true);
     detail::rope_apply(*p.rope_k, {B, K}, &k_rows, 1, true);
   }

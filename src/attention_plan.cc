@@ -42,10 +42,12 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
   B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
   check_view(kOp, "k", in.k, DType::f32, {B, -1, -1, D});
   K = in.k.shape[1], Hkv = in.k.shape[2];
-  check_view(kOp, "v", in.v, DType::f32, {B, K, Hkv, D});
+  check_view(kOp, "v", in.v, DType::f32, {B, K, Hkv, -1});
+  Dv = in.v.shape[3];
   for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
     check_unit_last_stride(kOp, name, *v);
   if (D == 0) fail(kOp, "q has shape ", in.q.shape_string(), ": head_dim must be > 0");
+  if (Dv == 0) fail(kOp, "v has shape ", in.v.shape_string(), ": its head_dim must be > 0");
   if (Hkv == 0 || H % Hkv != 0)
     fail(kOp, "q has ", H, " heads and k has ", Hkv,
          ": the query heads must be a multiple of the key/value heads");
@@ -85,23 +87,36 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
   if (in.k_positions.data != nullptr) k_pos = gather_positions(kOp, in.k_positions, 1, B, K);
 
   q = strided<3>(in.q), k = strided<3>(in.k), v = strided<3>(in.v);
-  if (config.rope) {  // rotate copies of q and k once
-    const RopeConfig& rc = config.rope->config();
-    if (rc.num_position_streams() != 1)
-      fail(kOp, "rope is multimodal (", rope_multimodal_name(rc.multimodal),
-           "): apply it with Rope::forward_qk before attention, whose positions are one stream");
-    if (rc.head_dim != D) fail(kOp, "rope.head_dim = ", rc.head_dim, " differs from the head_dim of q, ", D);
-    q_buf_.resize(B * Q * H * D);
-    k_buf_.resize(B * K * Hkv * D);
-    rope_q = plan_rope(*config.rope, q_pos, std::nullopt);
-    rope_k = plan_rope(*config.rope, k_pos, std::nullopt);
-    const HeadRows q_rows{q, {q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}}, D};
-    const HeadRows k_rows{k, {k_buf_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}}, D};
-    rope_apply(*rope_q, {B, Q}, &q_rows, 1, false);
-    rope_apply(*rope_k, {B, K}, &k_rows, 1, false);
-    q = {q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
-    k = {k_buf_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
+  if (config.rope) set_rope();
+}
+
+// Copies of q and k with dims [rope_offset, rope_offset + rope.head_dim) of every head rotated.
+void AttentionPlan::set_rope() {
+  const RopeConfig& rc = config.rope->config();
+  if (rc.num_position_streams() != 1)
+    fail(kOp, "rope is multimodal (", rope_multimodal_name(rc.multimodal),
+         "): apply it with Rope::forward_qk before attention, whose positions are one stream");
+  if (config.rope_offset < 0 || config.rope_offset > D - rc.head_dim)
+    fail(kOp, "rope_offset = ", config.rope_offset, " and rope.head_dim = ", rc.head_dim,
+         " do not fit the head_dim of q, ", D, ": need 0 <= rope_offset <= ", D, " - ", rc.head_dim);
+  rope_offset = config.rope_offset, rope_dim = rc.head_dim;
+  rope_q = plan_rope(*config.rope, q_pos, std::nullopt);
+  rope_k = plan_rope(*config.rope, k_pos, std::nullopt);
+  q_buf_.resize(B * Q * H * D);
+  k_buf_.resize(B * K * Hkv * D);
+  const Strided<float, 3> q_rot{q_buf_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
+  const Strided<float, 3> k_rot{k_buf_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
+  if (rope_dim != D) {  // the dims that pass, copied; then the range rotated in place
+    cpu::copy_rows(q, D, q_buf_.data());
+    cpu::copy_rows(k, D, k_buf_.data());
   }
+  const HeadRows q_rows{rope_dim == D ? q : q_rot.columns_from(rope_offset), q_rot.columns_from(rope_offset),
+                        rope_dim};
+  const HeadRows k_rows{rope_dim == D ? k : k_rot.columns_from(rope_offset), k_rot.columns_from(rope_offset),
+                        rope_dim};
+  rope_apply(*rope_q, {B, Q}, &q_rows, 1, false);
+  rope_apply(*rope_k, {B, K}, &k_rows, 1, false);
+  q = q_rot, k = k_rot;
 }
 
 void AttentionPlan::set_query_temperature() {
@@ -175,7 +190,10 @@ void AttentionPlan::set_shaw() {
     fail(kOp, "shaw.config.head_dim = ", s.config.head_dim, " differs from the head_dim of q, ", D);
   const int64_t rows = s.config.num_rows();
   check_view(kOp, "shaw.a_k", s.a_k, DType::f32, {rows, D});
-  if (s.a_v.data != nullptr) check_view(kOp, "shaw.a_v", s.a_v, DType::f32, {rows, D});
+  if (s.a_v.data != nullptr) {
+    if (Dv != D) fail(kOp, "shaw.a_v needs value heads of the q/k head_dim ", D, ", v has ", Dv);
+    check_view(kOp, "shaw.a_v", s.a_v, DType::f32, {rows, D});
+  }
   shaw_tables_.resize(static_cast<size_t>(4 * rows * D));
   float* t = shaw_tables_.data();
   cpu::shaw_pack_table(strided<2>(s.a_k), t, t + rows * D);

@@ -60,6 +60,7 @@ class AttentionPlan {
 
   const AttentionConfig& config;
   int64_t B = 0, H = 0, Hkv = 0, D = 0, Q = 0, K = 0;  // Q, K: tokens per batch row
+  int64_t Dv = 0;                                      // value (and output) head dim
   float scale = 1;
   bool causal = false;
   int64_t window = 0;
@@ -69,7 +70,7 @@ class AttentionPlan {
   std::vector<int64_t> q_pos, k_pos;  // (B, Q), (B, K)
   std::vector<AttentionProblem> problems;
   // Rows of D contiguous elements: q (B, Q, H) is the content query (rotated for RoPE, + u for
-  // Transformer-XL); k, v (B, K, Hkv).
+  // Transformer-XL); k (B, K, Hkv); v (B, K, Hkv) rows of Dv.
   Strided<const float, 3> q, k, v;
   // Scalar bias b_h(k_pos - q_pos): a per-head lookup over [lut_lo, lut_lo + lut_size) when the
   // distances are an ordinary range, else `bias->value` per pair. Null bias: none.
@@ -79,8 +80,10 @@ class AttentionPlan {
   bool lut_dense = false;
   const ShawTerms* shaw = nullptr;
   const TransformerXLTerms* transformer_xl = nullptr;
-  // RoPE's rotation of q and k (the backward rotates their gradients back).
+  // RoPE's rotation of dims [rope_offset, rope_offset + rope_dim) of q and k (the backward rotates
+  // their gradients back).
   std::optional<RopePlan> rope_q, rope_k;
+  int64_t rope_offset = 0, rope_dim = 0;
   // (B, Q) query temperature factors (the plan's q is scaled by them), or empty.
   std::vector<float> q_temperature;
 
@@ -95,6 +98,7 @@ class AttentionPlan {
 
  private:
   void set_inputs(const AttentionInputs& in);
+  void set_rope();
   void set_scores();
   void set_query_temperature();
   void set_bias();

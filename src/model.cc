@@ -37,4 +37,16 @@ AttentionConfig LayerAttention::attention_config(const Rope* rope) const {
   return c;
 }
 
+AttentionConfig LayerPlan::attention_config(const Rope* rope_for_layer) const {
+  if (rope_for_layer != nullptr && position != PositionMethod::rope)
+    detail::fail("model", "layer ", layer, " has no RoPE (", position_method_name(position),
+                 "): attention_config takes no rope");
+  if (rope_for_layer != nullptr && rope_for_layer->config().head_dim != rope->head_dim)
+    detail::fail("model", "layer ", layer, ": the rope has head_dim ", rope_for_layer->config().head_dim,
+                 ", the layer's RopeConfig ", rope->head_dim, " (build it from layer.rope)");
+  AttentionConfig c = attention.attention_config(rope_for_layer);
+  if (rope_for_layer != nullptr) c.rope_offset = rotary_lo;
+  return c;
+}
+
 }  // namespace posenc

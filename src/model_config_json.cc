@@ -135,11 +135,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
   // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3";
-  int64_t qk_head_dim = 0;
+  int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
     m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
     m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" ? 64 : 128);
-    j.read.insert("v_head_dim");
+    // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
+    v_head_dim = j.has("v_head_dim") ? j.integer("v_head_dim") : type == "minicpm3" ? 0 : 128;
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
   } else if (t5) {
@@ -154,7 +155,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
   }
   if (m.head_dim <= 0) fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be > 0");
-  if (!mla) qk_head_dim = m.head_dim;
+  if (!mla) qk_head_dim = v_head_dim = m.head_dim;
+  if (v_head_dim == 0) {  // MiniCPM3 without v_head_dim
+    if (m.hidden % m.heads != 0)
+      fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
+    v_head_dim = m.hidden / m.heads;
+  }
+  if (v_head_dim <= 0) fail(kOp, j.where, "v_head_dim = ", v_head_dim, " is invalid: must be > 0");
   out.model_type = type;
   out.num_layers = m.layers;
   out.num_heads = m.heads;
@@ -390,6 +397,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     LayerPlan p;
     p.layer = i;
     p.qk_head_dim = qk_head_dim;
+    p.v_head_dim = v_head_dim;
     p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
     LayerAttention& a = p.attention;
     a.causal = !(bidirectional || (t5 && i < m.layers));

@@ -31,6 +31,8 @@ struct Strided {
     return *at(index...);
   }
   bool empty() const { return data == nullptr; }
+  // The same rows from their element `first` on (a sub-range of each row, e.g. RoPE's dims).
+  Strided columns_from(int64_t first) const { return {data + first, extent, stride}; }
   // A writable view reads as a read-only one.
   operator Strided<const T, N>() const  // NOLINT(google-explicit-constructor)
       requires(!std::is_const_v<T>) {

@@ -58,6 +58,12 @@ struct Case {
   // Query temperature: 0 none, 1 Llama 4's (attn_scale 0.1, floor_scale 8), 2 Ministral 3's
   // (beta 0.3, original context 16): small floors so that the test lengths cross several steps.
   int temperature = 0;
+  // Multi-head latent attention shapes (DeepSeek-V2/V3): value heads of Dv (0: D), and RoPE on dims
+  // [rope_offset, D) of the q/k head, in rope_layout.
+  int64_t Dv = 0;
+  int64_t rope_offset = 0;
+  RopeLayout rope_layout = RopeLayout::half;
+  int64_t dv() const { return Dv > 0 ? Dv : D; }
 };
 
 // The parameters in one flat vector: q | k | v | relative table | a_k | a_v | u | v_xl | w_r | sinks.
@@ -71,8 +77,9 @@ class AttentionCase {
     const int64_t nq = c.B * c.Q * c.H * c.D, nkv = c.B * c.K * c.Hkv * c.D;
     parts_[Params::q] = random_floats(nq, seed);
     parts_[Params::k] = random_floats(nkv, seed + 1);
-    parts_[Params::v] = random_floats(nkv, seed + 2);
-    rc_.head_dim = c.D;
+    parts_[Params::v] = random_floats(c.B * c.K * c.Hkv * c.dv(), seed + 2);
+    rc_.head_dim = c.D - c.rope_offset;
+    rc_.layout = c.rope_layout;
     rc_.base = 500;  // small base: every pair turns visibly within these lengths
     if (uses_rope()) rope_ = std::make_unique<Rope>(rc_);
     if (e == Enc::alibi || e == Enc::alibi_symmetric || e == Enc::rope_alibi) {
@@ -134,7 +141,10 @@ class AttentionCase {
        << (c_.cu_q.empty() ? "" : " packed")
        << (c_.softcap > 0 ? " softcap " + std::to_string(c_.softcap) : "") << (c_.sinks ? " sinks" : "")
        << (c_.chunk > 0 ? " chunk " + std::to_string(c_.chunk) : "")
-       << (c_.temperature ? " temperature " + std::to_string(c_.temperature) : "");
+       << (c_.temperature ? " temperature " + std::to_string(c_.temperature) : "")
+       << (c_.Dv > 0 ? " Dv " + std::to_string(c_.Dv) : "")
+       << (c_.rope_offset > 0 ? " rope from " + std::to_string(c_.rope_offset) : "")
+       << (c_.rope_layout == RopeLayout::interleaved ? " interleaved" : "");
     return os.str();
   }
 
@@ -147,6 +157,7 @@ class AttentionCase {
     cfg.softcap = c_.softcap;
     if (c_.sinks) cfg.sinks = view(parts_[Params::sinks].data(), {c_.H});
     cfg.rope = rope_.get();
+    cfg.rope_offset = c_.rope_offset;
     cfg.bias = bias_;
     if (bias_.kind == AttentionBias::Kind::relative)
       cfg.bias.relative_table = view(parts_[Params::table].data(), {bias_.relative.num_rows(), c_.H});
@@ -170,7 +181,7 @@ class AttentionCase {
   AttentionInputs inputs() const {
     AttentionInputs in = qkv(view(parts_[Params::q].data(), {c_.B, c_.Q, c_.H, c_.D}),
                              view(parts_[Params::k].data(), {c_.B, c_.K, c_.Hkv, c_.D}),
-                             view(parts_[Params::v].data(), {c_.B, c_.K, c_.Hkv, c_.D}));
+                             view(parts_[Params::v].data(), {c_.B, c_.K, c_.Hkv, c_.dv()}));
     if (!c_.cu_q.empty()) {
       in.cu_seqlens_q = view(c_.cu_q.data(), {static_cast<int64_t>(c_.cu_q.size())});
       in.cu_seqlens_k = view(c_.cu_k.data(), {static_cast<int64_t>(c_.cu_k.size())});
@@ -198,7 +209,7 @@ class AttentionCase {
   // The reference problem (double) at the parameters `f`: everything but q, k, v.
   ref::AttentionProblem<double> reference_problem(const std::vector<double>& f) const {
     ref::AttentionProblem<double> p;
-    p.B = c_.B, p.Q = c_.Q, p.K = c_.K, p.H = c_.H, p.Hkv = c_.Hkv, p.D = c_.D;
+    p.B = c_.B, p.Q = c_.Q, p.K = c_.K, p.H = c_.H, p.Hkv = c_.Hkv, p.D = c_.D, p.Dv = c_.dv();
     p.causal = c_.causal;
     p.window = c_.window;
     p.chunk = c_.chunk;
@@ -240,9 +251,16 @@ class AttentionCase {
   std::vector<double> rotated(const std::vector<double>& x, Params::Part part, bool inverse = false) const {
     const bool is_q = part == Params::q;
     std::vector<double> y = x;
-    if (uses_rope())
-      y = ref::rope<double>(rope_->frequencies(), rc_.layout, c_.D, x, is_q ? q_pos_ : k_pos_, c_.B,
-                            is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
+    if (uses_rope()) {  // dims [rope_offset, D) of each head, gathered, rotated and put back
+      const int64_t lo = c_.rope_offset, R = c_.D - lo, rows = static_cast<int64_t>(x.size()) / c_.D;
+      std::vector<double> sub(static_cast<size_t>(rows * R));
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(x.begin() + r * c_.D + lo, x.begin() + (r + 1) * c_.D, sub.begin() + r * R);
+      sub = ref::rope<double>(rope_->frequencies(), rc_.layout, R, sub, is_q ? q_pos_ : k_pos_, c_.B,
+                              is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy(sub.begin() + r * R, sub.begin() + (r + 1) * R, y.begin() + r * c_.D + lo);
+    }
     if (is_q && c_.temperature != 0) {
       const QueryTemperature t = temperature();
       const int64_t row = c_.H * c_.D;
@@ -275,8 +293,8 @@ inline void check_forward(const Case& c, Enc e, const std::string& target = "") 
   const AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe() + " " + target);
   const auto expected = ac.reference(ac.flat());
-  std::vector<float> out(c.B * c.Q * c.H * c.D, 99.0f), lse(c.B * c.H * c.Q, 99.0f);
-  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.D}),
+  std::vector<float> out(c.B * c.Q * c.H * c.dv(), 99.0f), lse(c.B * c.H * c.Q, 99.0f);
+  attention_forward(ac.config(), ac.inputs(), view(out.data(), {c.B, c.Q, c.H, c.dv()}),
                     view(lse.data(), {c.B, c.H, c.Q}));
   EXPECT_TRUE(all_close(out, expected.out, kF32Reduction));
   EXPECT_TRUE(all_close(lse, expected.lse, kF32Reduction));

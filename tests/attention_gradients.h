@@ -52,7 +52,7 @@ constexpr Tolerance kF64Gradient{2e-9, 1e-8};
 inline void check_reference_against_finite_differences(const Case& c, Enc e) {
   const AttentionCase ac(c, e, 29);
   SCOPED_TRACE(ac.describe());
-  const std::vector<double> w = to_double(random_floats(c.B * c.Q * c.H * c.D, 93));
+  const std::vector<double> w = to_double(random_floats(c.B * c.Q * c.H * c.dv(), 93));
   const std::vector<double> f = ac.flat();
   const std::vector<double> analytic = reference_gradients(ac, f, w);
   const auto loss = [&](const std::vector<double>& x) { return dot(ac.reference(x).out, w); };
@@ -100,16 +100,17 @@ inline PartTolerance part_tolerance(Params::Part p) {
 
 inline std::vector<float> library_gradients(const AttentionCase& ac, const std::vector<float>& w) {
   const Case& c = ac.shape();
-  std::vector<float> out(c.B * c.Q * c.H * c.D), lse(c.B * c.H * c.Q);
+  const int64_t Dv = c.dv();
+  std::vector<float> out(c.B * c.Q * c.H * Dv), lse(c.B * c.H * c.Q);
   const AttentionConfig cfg = ac.config();
   const AttentionInputs in = ac.inputs();
-  attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, Dv}), view(lse.data(), {c.B, c.H, c.Q}));
   std::vector<float> flat(ac.flat().size(), 0.0f);
   auto at = [&](Params::Part p) { return flat.data() + ac.offset(p); };
   AttentionGrads ag;
   ag.q = view(at(Params::q), {c.B, c.Q, c.H, c.D});
   ag.k = view(at(Params::k), {c.B, c.K, c.Hkv, c.D});
-  ag.v = view(at(Params::v), {c.B, c.K, c.Hkv, c.D});
+  ag.v = view(at(Params::v), {c.B, c.K, c.Hkv, Dv});
   if (cfg.bias.kind == AttentionBias::Kind::relative)
     ag.relative_table = view(at(Params::table), {cfg.bias.relative.num_rows(), c.H});
   if (cfg.shaw) {
@@ -123,15 +124,15 @@ inline std::vector<float> library_gradients(const AttentionCase& ac, const std::
     ag.transformer_xl_w_r = view(at(Params::w_r), {c.H * c.D, cfg.transformer_xl->config.d_model});
   }
   if (cfg.sinks.data) ag.sinks = view(at(Params::sinks), {c.H});
-  attention_backward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}),
-                     view(w.data(), {c.B, c.Q, c.H, c.D}), ag);
+  attention_backward(cfg, in, view(out.data(), {c.B, c.Q, c.H, Dv}), view(lse.data(), {c.B, c.H, c.Q}),
+                     view(w.data(), {c.B, c.Q, c.H, Dv}), ag);
   return flat;
 }
 
 inline void check_library_against_reference(const Case& c, Enc e) {
   const AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe());
-  const std::vector<float> w = random_floats(c.B * c.Q * c.H * c.D, 91);
+  const std::vector<float> w = random_floats(c.B * c.Q * c.H * c.dv(), 91);
   const std::vector<double> expected = reference_gradients(ac, ac.flat(), to_double(w));
   const std::vector<float> actual = library_gradients(ac, w);
   for (int p = 0; p < Params::count; ++p) {

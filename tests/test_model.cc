@@ -227,6 +227,10 @@ TEST(ModelFamilies, Llama4NoPEAndChunks) {
   }
   EXPECT_EQ(m.layers[0].attention.attention_config().chunk, 8192);  // chunked layers hand over the chunk
   EXPECT_EQ(m.layers[3].attention.attention_config().chunk, 0);     // the NoPE layer attends globally
+  const Rope rope(*m.layers[0].rope);
+  EXPECT_EQ(m.layers[0].attention_config(&rope).rope_offset, 0);
+  EXPECT_THROW(m.layers[3].attention_config(&rope), Error);  // a NoPE layer takes no rope
+  EXPECT_EQ(m.layers[3].attention_config().rope, nullptr);
 }
 
 // DeepSeek-V3: configuration_deepseek_v3.py head_dim = qk_rope_head_dim; the rope dims are the last
@@ -246,6 +250,22 @@ TEST(ModelFamilies, DeepSeekV3) {
   EXPECT_DOUBLE_EQ(l.attention.softmax_scale, ms * ms / std::sqrt(192.0));
   EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);           // notes/hf5_semantics.md
   EXPECT_DOUBLE_EQ(rope_frequencies(*l.rope).attention_factor, 1.0);  // mscale / mscale_all_dim
+  EXPECT_EQ(l.v_head_dim, 128);  // configuration_deepseek_v3.py v_head_dim
+  // The layer's attention config puts RoPE on [128, 192) and runs q/k heads of 192, v heads of 128.
+  const Rope rope(*l.rope);
+  const AttentionConfig c = l.attention_config(&rope);
+  EXPECT_EQ(c.rope, &rope);
+  EXPECT_EQ(c.rope_offset, 128);
+  EXPECT_DOUBLE_EQ(*c.scale, l.attention.softmax_scale);
+  std::vector<float> q(2 * 2 * 192, 0.5f), k(2 * 192, 0.25f), v(2 * 128, 1.0f), out(2 * 2 * 128, 0.0f);
+  attention_forward(
+      c, qkv(view(q.data(), {1, 2, 2, 192}), view(k.data(), {1, 2, 1, 192}), view(v.data(), {1, 2, 1, 128})),
+      view(out.data(), {1, 2, 2, 128}), TensorView{});
+  for (float x : out) EXPECT_FLOAT_EQ(x, 1.0f);  // every value row is 1
+  RopeConfig other = *l.rope;
+  other.head_dim = other.rotary_dim = 32;
+  const Rope wrong(other);
+  EXPECT_THROW(l.attention_config(&wrong), Error);
 }
 
 // gpt-oss: configuration_gpt_oss.py layer i sliding iff (i + 1) % 2 (window 128), sinks in every

@@ -62,6 +62,8 @@ json attention_json(const LayerPlan& l) {
   if (const char* name = temperature_name(a.temperature.kind))
     t = {{"rule", name}, {"scale", a.temperature.scale}, {"floor_scale", a.temperature.floor_scale}};
   return {{"causal", a.causal},
+          {"qk_head_dim", l.qk_head_dim},
+          {"v_head_dim", l.v_head_dim},
           {"window", a.window > 0 ? json(a.window) : json(nullptr)},
           {"chunk", a.chunk > 0 ? json(a.chunk) : json(nullptr)},
           {"softmax_scale", a.softmax_scale},
@@ -90,6 +92,7 @@ std::string describe(const LayerPlan& l) {
   if (!has_softmax(l)) return s;
   const LayerAttention& a = l.attention;
   s += a.causal ? ", causal" : ", bidirectional";
+  if (l.v_head_dim != l.qk_head_dim) s += ", v head " + std::to_string(l.v_head_dim);
   if (a.window > 0) s += ", window " + std::to_string(a.window);
   if (a.chunk > 0) s += ", chunk " + std::to_string(a.chunk);
   s += ", scale " + short_number(a.softmax_scale);

@@ -16,12 +16,15 @@
 // Shaw and Transformer-XL are alternatives (not combined with each other); either combines with
 // RoPE and a bias. Tables are gathered per tile: no S x S matrix in the forward or the backward.
 //
-// Shapes: q (B, Q, H, D); k, v (B, K, Hkv, D) with H a multiple of Hkv (grouped-query and
-// multi-query attention); out (B, Q, H, D); lse (B, H, Q), the log-sum-exp of each row's logits.
-// Any strides with a unit stride on D. Positions are int64 and decide masking: causal means
-// k_pos <= q_pos, so a decode step, a chunked prefill and packed sequences all work.
-// Fully masked rows (e.g. a window that excludes every key) give out = 0 and lse = -inf (with
-// sinks: lse = sink_h, the only entry left in the row's softmax).
+// Shapes: q (B, Q, H, D); k (B, K, Hkv, D); v (B, K, Hkv, Dv) with H a multiple of Hkv (grouped-query
+// and multi-query attention); out (B, Q, H, Dv); lse (B, H, Q), the log-sum-exp of each row's logits.
+// Any strides with a unit stride on the last dimension. Dv may differ from D: DeepSeek-V2/V3's
+// multi-head latent attention has q/k heads of 192 (128 without position + 64 rotated) and value
+// heads of 128; its absorbed form (FlashMLA) has one key head of 576 whose first 512 dims are the
+// value: pass v as a view of k (same data and strides, shape (B, K, 1, 512)), nothing is copied. Positions
+// are int64 and decide masking: causal means k_pos <= q_pos, so a decode step, a chunked prefill and packed
+// sequences all work. Fully masked rows (e.g. a window that excludes every key) give out = 0 and lse = -inf
+// (with sinks: lse = sink_h, the only entry left in the row's softmax).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -43,7 +46,7 @@ struct AttentionBias {
   ConstTensorView relative_table;  //   (rows, H)
 };
 
-// Shaw et al. (2018): tables shared by the heads. config.head_dim must equal D.
+// Shaw et al. (2018): tables shared by the heads. config.head_dim must equal D (and Dv, with a_v).
 struct AttentionShaw {
   ShawConfig config;
   ConstTensorView a_k;  // (rows, D)
@@ -77,6 +80,10 @@ struct AttentionConfig {
   int64_t window = 0;
   std::optional<double> scale;  // default 1 / sqrt(D)
   const Rope* rope = nullptr;   // optional rotary encoding of q and k
+  // RoPE rotates dims [rope_offset, rope_offset + rope.head_dim) of every q/k head; the others pass.
+  // 0 with rope.head_dim == D rotates the whole head. DeepSeek-V2/V3: the last qk_rope_head_dim = 64
+  // of 192 (rope_offset 128, interleaved layout); absorbed MLA: [512, 576).
+  int64_t rope_offset = 0;
   AttentionBias bias;
   std::optional<AttentionShaw> shaw;
   std::optional<AttentionTransformerXL> transformer_xl;
@@ -118,7 +125,7 @@ inline AttentionInputs qkv(ConstTensorView q, ConstTensorView k, ConstTensorView
   return in;
 }
 
-// out (B, Q, H, D) f32; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
+// out (B, Q, H, Dv) f32; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
 void attention_forward(const AttentionConfig& config, const AttentionInputs& inputs, TensorView out,
                        TensorView lse);
 
@@ -134,7 +141,7 @@ struct AttentionGrads {
 };
 
 // The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,
-// only the row log-sum-exp is kept). grad_out (B, Q, H, D). RoPE's rotation is differentiated
+// only the row log-sum-exp is kept). grad_out (B, Q, H, Dv). RoPE's rotation is differentiated
 // too: grads.q and grads.k are w.r.t. the unrotated q and k. Deterministic for any thread count.
 void attention_backward(const AttentionConfig& config, const AttentionInputs& inputs, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads);

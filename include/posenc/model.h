@@ -55,7 +55,12 @@ struct LayerPlan {
   std::optional<RopeConfig> rope;        // position == rope
   int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the q/k head (rope only)
   int64_t qk_head_dim = 0;               // the q/k head the range refers to
+  int64_t v_head_dim = 0;                // the value (and attention output) head: DeepSeek 128 of 192
   LayerAttention attention;
+  // attention.attention_config(rope) with RoPE on this layer's range: rope_offset = rotary_lo. rope
+  // must be built from `this->rope` (or null for a layer without RoPE); q/k heads of qk_head_dim,
+  // v heads of v_head_dim.
+  AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 
 struct ModelPositions {

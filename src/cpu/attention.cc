@@ -23,7 +23,7 @@ namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The running state of one query block of one head: O (m x D), Shaw's Pb (m x rows), m and l.
+// The running state of one query block of one head: O (m x Dv), Shaw's Pb (m x rows), m and l.
 struct OnlineSoftmax {
   QueryBlock qb;
   std::vector<float> O, Pb;
@@ -38,7 +38,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
                  int64_t h0, int64_t h1, int64_t block, int64_t k_begin, int64_t k_end,
                  const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
-  const int64_t D = p.D;
+  const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   const bool shaw_values = p.shaw && p.shaw->a_v;
@@ -47,7 +47,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     OnlineSoftmax& st = heads[h - h0];
     st.qb = MakeQueryBlock(p, problem, h, block * kAttentionBlockQ);
     PrepareQueryBlock(p, st.qb);
-    st.O.assign(static_cast<size_t>(st.qb.m * D), 0.0f);
+    st.O.assign(static_cast<size_t>(st.qb.m * Dv), 0.0f);
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
     // A sink is one more softmax entry with no value: the running max starts at it, with weight 1
     // (in the first split only).
@@ -78,7 +78,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
         const float alpha = st.mrow[i] == kNegInf ? 0.0f : std::exp(st.mrow[i] - m_new);
         st.lrow[i] = alpha * st.lrow[i] + ExpShiftSum(s, n, m_new);
         if (alpha != 1.0f) {
-          for (int64_t d = 0; d < D; ++d) st.O[i * D + d] *= alpha;
+          for (int64_t d = 0; d < Dv; ++d) st.O[i * Dv + d] *= alpha;
           if (shaw_values)
             for (int64_t r = 0; r < rows; ++r) st.Pb[i * rows + r] *= alpha;
         }
@@ -86,15 +86,15 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
         st.mrow[i] = m_new;
       }
-      TileGemm({m, D, n, S, kAttentionBlockK, 1, v + kt0 * p.v.stride[1], p.v.stride[1], st.O.data(), D, 1.0f,
-                true});
+      TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v + kt0 * p.v.stride[1], p.v.stride[1], st.O.data(), Dv,
+                1.0f, true});
     }
   }
   if (split) {  // shaw_values never splits (its Pb would need merging too)
     for (const OnlineSoftmax& st : heads)
       for (int64_t i = 0; i < st.qb.m; ++i) {
         const int64_t row = (st.qb.h - h0) * st.qb.m + i;
-        std::copy(st.O.begin() + i * D, st.O.begin() + (i + 1) * D, split->O + row * D);
+        std::copy(st.O.begin() + i * Dv, st.O.begin() + (i + 1) * Dv, split->O + row * Dv);
         split->m[row] = st.mrow[i];
         split->l[row] = st.lrow[i];
       }
@@ -103,12 +103,12 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   for (OnlineSoftmax& st : heads) {
     const int64_t m = st.qb.m, h = st.qb.h;
     if (shaw_values)
-      TileGemm({m, D, rows, st.Pb.data(), rows, 1, p.shaw->a_v, D, st.O.data(), D, 1.0f, true});
+      TileGemm({m, Dv, rows, st.Pb.data(), rows, 1, p.shaw->a_v, Dv, st.O.data(), Dv, 1.0f, true});
     for (int64_t i = 0; i < m; ++i) {
       const int64_t t = pr.q0 + st.qb.i0 + i;
       float* out = o.out.at(pr.b, t, h);
       const float inv = st.lrow[i] > 0 ? 1.0f / st.lrow[i] : 0.0f;  // fully masked rows: zeros
-      for (int64_t d = 0; d < D; ++d) out[d] = st.O[i * D + d] * inv;
+      for (int64_t d = 0; d < Dv; ++d) out[d] = st.O[i * Dv + d] * inv;
       if (!o.lse.empty()) o.lse(pr.b, h, t) = st.lrow[i] > 0 ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
     }
   }
@@ -127,21 +127,23 @@ namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
-PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t min_queries) {
+PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
+                                 int64_t min_queries) {
   PackedTransposed packed;
+  packed.dim = dim;
   packed.offset.assign(p.problems.size() + 1, 0);
   for (size_t i = 0; i < p.problems.size(); ++i)
     packed.offset[i + 1] =
-        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * p.D * p.problems[i].nk : 0);
+        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * dim * p.problems[i].nk : 0);
   packed.data.resize(static_cast<size_t>(packed.offset.back()));
   parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
     const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
     const AttentionProblem& pr = p.problems[problem];
     if (packed.offset[problem + 1] == packed.offset[problem]) return;
-    float* dst = packed.data.data() + packed.offset[problem] + hk * p.D * pr.nk;
+    float* dst = packed.data.data() + packed.offset[problem] + hk * dim * pr.nk;
     for (int64_t j = 0; j < pr.nk; ++j) {
       const float* src = x.at(pr.b, pr.k0 + j, hk);
-      for (int64_t d = 0; d < p.D; ++d) dst[d * pr.nk + j] = src[d];
+      for (int64_t d = 0; d < dim; ++d) dst[d * pr.nk + j] = src[d];
     }
   });
   return packed;
@@ -180,15 +182,15 @@ struct SplitGroup {
 void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const SplitGroup& g, const float* O,
                   const float* m, const float* l) {
   const AttentionProblem& pr = p.problems[g.task.problem];
-  const int64_t D = p.D, nq = g.rows / g.task.heads;
-  std::vector<double> acc(static_cast<size_t>(D));
+  const int64_t Dv = p.Dv, nq = g.rows / g.task.heads;
+  std::vector<double> acc(static_cast<size_t>(Dv));
   for (int64_t row = 0; row < g.rows; ++row) {
     const int64_t h = g.task.head + row / nq, t = pr.q0 + g.task.block * kAttentionBlockQ + row % nq;
     float mx = kNegInfinity;
     for (int64_t s = 0; s < g.splits; ++s) mx = std::max(mx, m[s * g.rows + row]);
     float* out = o.out.at(pr.b, t, h);
     if (mx == kNegInfinity) {  // fully masked row
-      std::fill(out, out + D, 0.0f);
+      std::fill(out, out + Dv, 0.0f);
       if (!o.lse.empty()) o.lse(pr.b, h, t) = kNegInfinity;
       continue;
     }
@@ -199,17 +201,17 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
       if (ms == kNegInfinity) continue;
       const double w = std::exp(static_cast<double>(ms) - mx);
       lsum += w * l[s * g.rows + row];
-      const float* Os = O + (s * g.rows + row) * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] += w * Os[d];
+      const float* Os = O + (s * g.rows + row) * Dv;
+      for (int64_t d = 0; d < Dv; ++d) acc[d] += w * Os[d];
     }
-    for (int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[d] / lsum);
+    for (int64_t d = 0; d < Dv; ++d) out[d] = static_cast<float>(acc[d] / lsum);
     if (!o.lse.empty()) o.lse(pr.b, h, t) = static_cast<float>(mx + std::log(lsum));
   }
 }
 }  // namespace
 
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
-  const PackedTransposed kt = pack_transposed(p, p.k, kRowDotQueries);
+  const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
@@ -237,7 +239,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
                         static_cast<int64_t>(groups.size()) - 1});
     }
   }
-  std::vector<float> partial_O(scratch * static_cast<size_t>(p.D)), partial_m(scratch), partial_l(scratch);
+  std::vector<float> partial_O(scratch * static_cast<size_t>(p.Dv)), partial_m(scratch), partial_l(scratch);
   parallel_for(static_cast<int64_t>(jobs.size()), [&](int64_t j) {
     const ForwardJob& job = jobs[j];
     const AttentionTask& task = job.task;
@@ -245,7 +247,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     if (job.merge >= 0) {
       const SplitGroup& g = groups[job.merge];
       const size_t at = g.offset + static_cast<size_t>((j - g.first_job) * g.rows);
-      split = {partial_O.data() + at * p.D, partial_m.data() + at, partial_l.data() + at};
+      split = {partial_O.data() + at * p.Dv, partial_m.data() + at, partial_l.data() + at};
       splitp = &split;
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
@@ -254,7 +256,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];
-    merge_splits(p, o, g, partial_O.data() + g.offset * p.D, partial_m.data() + g.offset,
+    merge_splits(p, o, g, partial_O.data() + g.offset * p.Dv, partial_m.data() + g.offset,
                  partial_l.data() + g.offset);
   });
 }
@@ -266,6 +268,17 @@ void scale_query_rows(Strided<const float, 3> q, int64_t dim, const std::vector<
       for (int64_t h = 0; h < H; ++h) {
         const float* row = q.at(bt / Q, bt % Q, h);
         for (int64_t d = 0; d < dim; ++d) out[(bt * H + h) * dim + d] = row[d] * factor[bt];
+      }
+  });
+}
+
+void copy_rows(Strided<const float, 3> x, int64_t dim, float* out) {
+  const int64_t B = x.extent[0], T = x.extent[1], H = x.extent[2];
+  parallel_chunks(B * T, H * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end; ++bt)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* row = x.at(bt / T, bt % T, h);
+        std::copy(row, row + dim, out + (bt * H + h) * dim);
       }
   });
 }

@@ -16,20 +16,22 @@ using detail::kAttentionBlockQ;
 using detail::ShawTerms;
 using detail::TransformerXLTerms;
 
-// A key or value tensor transposed per (problem, kv head): (D, nk) at offset[problem] + hk * D * nk,
-// so a tile of 64 keys is D contiguous runs for the tile products.
+// A key or value tensor transposed per (problem, kv head): (dim, nk) at offset[problem] +
+// hk * dim * nk, so a tile of 64 keys is `dim` contiguous runs for the tile products.
 struct PackedTransposed {
   std::vector<int64_t> offset;
   std::vector<float> data;
+  int64_t dim = 0;
   const float* head(const AttentionPlan& p, int64_t problem, int64_t hk) const {
     if (offset[problem + 1] == offset[problem]) return nullptr;
-    return data.data() + offset[problem] + hk * p.D * p.problems[problem].nk;
+    return data.data() + offset[problem] + hk * dim * p.problems[problem].nk;
   }
 };
-// x: rows (B, K, Hkv). Problems with at most `min_queries` queries are left out (head() is null: the
-// kernels read key rows directly, which a decode step against a long cache needs, instead of
-// repacking it).
-PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t min_queries = 0);
+// x: rows (B, K, Hkv) of `dim` (the plan's D for keys, Dv for values). Problems with at most `min_queries`
+// queries are left out (head() is null: the kernels read key rows directly, which a decode step against a
+// long cache needs, instead of repacking it).
+PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
+                                 int64_t min_queries = 0);
 // Up to this many queries, the forward reads key rows instead of packing K^T.
 constexpr int64_t kRowDotQueries = 4;
 
@@ -41,7 +43,7 @@ struct AttentionTask {
 };
 std::vector<AttentionTask> attention_tasks(const AttentionPlan& p, int64_t heads, bool by_keys);
 
-// The partial result of one split of the keys: rows ((h - h0) m + i) of O (unnormalized, D each),
+// The partial result of one split of the keys: rows ((h - h0) m + i) of O (unnormalized, Dv each),
 // m (running max) and l (sum of exp(s - m)).
 struct SplitPartial {
   float* O;
@@ -50,7 +52,7 @@ struct SplitPartial {
 };
 
 struct AttentionForwardOut {
-  Strided<float, 3> out;  // rows (B, Q, H) of D elements
+  Strided<float, 3> out;  // rows (B, Q, H) of Dv elements
   Strided<float, 3> lse;  // (B, H, Q), or empty
 };
 void attention_forward(const AttentionPlan& plan, const AttentionForwardOut& out);
@@ -59,10 +61,11 @@ void attention_forward(const AttentionPlan& plan, const AttentionForwardOut& out
 // dK and dV; per query block, dQ and the positional parameter gradients. Tiles are recomputed
 // from lse; nothing S x S is stored.
 struct AttentionBackwardIO {
-  Strided<const float, 3> out;       // rows (B, Q, H)
+  Strided<const float, 3> out;       // rows (B, Q, H) of Dv
   Strided<const float, 3> lse;       // (B, H, Q)
-  Strided<const float, 3> grad_out;  // rows (B, Q, H)
-  // Outputs, contiguous, overwritten: dq (B, Q, H, D) w.r.t. the plan's q; dk, dv (B, K, Hkv, D).
+  Strided<const float, 3> grad_out;  // rows (B, Q, H) of Dv
+  // Outputs, contiguous, overwritten: dq (B, Q, H, D) w.r.t. the plan's q; dk (B, K, Hkv, D);
+  // dv (B, K, Hkv, Dv).
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
@@ -85,8 +88,10 @@ struct QuerySums {
   const int32_t* row_lut = nullptr;  // table row of distance lut_lo + x, or null: computed
 };
 
-// out (B, Q, H, D) contiguous = rows q (B, Q, H) of D elements, each times factor[b * Q + t].
+// out (B, Q, H, dim) contiguous = rows q (B, Q, H) of dim elements, each times factor[b * Q + t].
 void scale_query_rows(Strided<const float, 3> q, int64_t dim, const std::vector<float>& factor, float* out);
+// out (B, T, H, dim) contiguous = rows x (B, T, H) of dim elements.
+void copy_rows(Strided<const float, 3> x, int64_t dim, float* out);
 
 // dst (A, B, C, D), any strides, += src of the same extents, contiguous: how the front end adds the
 // backward's contiguous gradients into the caller's views.

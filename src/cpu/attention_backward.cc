@@ -46,14 +46,14 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io,
   }
   if (p.shaw && p.shaw->a_v) {
     bg.doa.resize(static_cast<size_t>(qb.m * p.shaw->rows));
-    TileGemm({qb.m, p.shaw->rows, p.D, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows,
+    TileGemm({qb.m, p.shaw->rows, p.Dv, bg.dO, io.grad_out.stride[1], 1, p.shaw->a_v_t, p.shaw->rows,
               bg.doa.data(), p.shaw->rows, 1.0f, false});
   }
   return bg;
 }
 
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row
-// stride kAttentionBlockK. vt: V^T of the problem's key/value head, (D, nk).
+// stride kAttentionBlockK. vt: V^T of the problem's key/value head, (Dv, nk).
 // dcap: the softcap's derivative per logit (with a softcap), for SoftcapGrad.
 void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb,
               const BlockGrad& bg, const float* kt, const float* vt, int64_t nk, int64_t kt0, int64_t n,
@@ -63,7 +63,7 @@ void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const Query
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   TileLogits(p, qb, kt, nk, kt0, n, P, scratch, dcap);
   for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttentionBlockK, n, bg.lse[i]);
-  TileGemm({qb.m, n, p.D, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f,
+  TileGemm({qb.m, n, p.Dv, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f,
             false});  // dP = dO V^T
   for (int64_t i = 0; i < qb.m; ++i) {
     float* ds = dS + i * kAttentionBlockK;
@@ -90,12 +90,12 @@ inline void SoftcapGrad(const AttentionPlan& p, int64_t m, int64_t n, const floa
 void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta,
                   const float* kt, const float* vt, int64_t problem, int64_t hk, int64_t kb) {
   const AttentionProblem& pr = p.problems[problem];
-  const int64_t D = p.D, kt0 = kb * kAttentionBlockK, n = std::min(kAttentionBlockK, pr.nk - kt0);
+  const int64_t D = p.D, Dv = p.Dv, kt0 = kb * kAttentionBlockK, n = std::min(kAttentionBlockK, pr.nk - kt0);
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dcap[kAttentionBlockQ * kAttentionBlockK];
-  std::vector<float> dK(static_cast<size_t>(n * D), 0.0f), dV(static_cast<size_t>(n * D), 0.0f), scratch;
+  std::vector<float> dK(static_cast<size_t>(n * D), 0.0f), dV(static_cast<size_t>(n * Dv), 0.0f), scratch;
   const int64_t group = p.H / p.Hkv;
   for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
     for (int64_t i0 = 0; i0 < pr.nq; i0 += kAttentionBlockQ) {
@@ -105,15 +105,15 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
       TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, dcap, scratch);
       SoftcapGrad(p, qb.m, n, dcap, dS);
-      TileGemm({n, D, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), D, 1.0f,
+      TileGemm({n, Dv, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), Dv, 1.0f,
                 true});  // dV += P^T dO
       TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale,
                 true});  // dK += s dS^T Q
     }
   for (int64_t j = 0; j < n; ++j) {
-    const int64_t row = ((pr.b * p.K + pr.k0 + kt0 + j) * p.Hkv + hk) * D;
-    std::copy(dK.begin() + j * D, dK.begin() + (j + 1) * D, io.dk + row);
-    std::copy(dV.begin() + j * D, dV.begin() + (j + 1) * D, io.dv + row);
+    const int64_t row = (pr.b * p.K + pr.k0 + kt0 + j) * p.Hkv + hk;
+    std::copy(dK.begin() + j * D, dK.begin() + (j + 1) * D, io.dk + row * D);
+    std::copy(dV.begin() + j * Dv, dV.begin() + (j + 1) * Dv, io.dv + row * Dv);
   }
 }
 
@@ -214,14 +214,14 @@ namespace {
 // delta (B, H, Q) = rowsum(dO * out).
 std::vector<float> output_dots(const AttentionPlan& p, const AttentionBackwardIO& io) {
   std::vector<float> delta(static_cast<size_t>(p.B * p.H * p.Q));
-  parallel_chunks(p.B * p.Q, p.H * p.D, [&](int64_t begin, int64_t end) {
+  parallel_chunks(p.B * p.Q, p.H * p.Dv, [&](int64_t begin, int64_t end) {
     for (int64_t bt = begin; bt < end; ++bt) {
       const int64_t b = bt / p.Q, t = bt % p.Q;
       for (int64_t h = 0; h < p.H; ++h) {
         const float* o = io.out.at(b, t, h);
         const float* g = io.grad_out.at(b, t, h);
         double s = 0;
-        for (int64_t d = 0; d < p.D; ++d) s += static_cast<double>(o[d]) * g[d];
+        for (int64_t d = 0; d < p.Dv; ++d) s += static_cast<double>(o[d]) * g[d];
         delta[(b * p.H + h) * p.Q + t] = static_cast<float>(s);
       }
     }
@@ -256,13 +256,13 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
           s += std::exp(static_cast<double>(p.sinks[h]) - io.lse(b, h, t)) * delta[(b * p.H + h) * p.Q + t];
       io.sinks[h] -= s;
     }
-  const PackedTransposed kt = pack_transposed(p, p.k);
-  const PackedTransposed vt = pack_transposed(p, p.v);
+  const PackedTransposed kt = pack_transposed(p, p.k, p.D);
+  const PackedTransposed vt = pack_transposed(p, p.v, p.Dv);
 
   // Pass 1: dK, dV, per (problem, key/value head, key block).
   const std::vector<AttentionTask> key_tasks = attention_tasks(p, p.Hkv, true);
   std::fill(io.dk, io.dk + p.B * p.K * p.Hkv * p.D, 0.0f);  // keys outside every problem stay 0
-  std::fill(io.dv, io.dv + p.B * p.K * p.Hkv * p.D, 0.0f);
+  std::fill(io.dv, io.dv + p.B * p.K * p.Hkv * p.Dv, 0.0f);
   parallel_for(static_cast<int64_t>(key_tasks.size()), [&](int64_t t) {
     const AttentionTask& task = key_tasks[t];
     HWY_DYNAMIC_DISPATCH(KeyBlockTask)
