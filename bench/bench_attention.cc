@@ -3,7 +3,8 @@
 //   forward, backward: compute-bound; limit = OpenBLAS sgemm of the QK^T shape ((S x D)(D x S)).
 //     effective FLOP = 4 S^2 D heads for the forward (QK^T and PV), 2.5x that for the backward
 //     (QK^T, dP = dO V^T, dV, dK, dQ), halved for causal. vs_sgemm = GFLOP/s / sgemm GFLOP/s.
-//   (decode against a long KV cache: bench/bench_kv_cache.cc)
+//   (decode against a long KV cache: bench/bench_kv_cache.cc; MLA's decode here, against keys and
+//   values in plain tensors, since the KV cache stores one head size)
 //   memory: the process's peak RSS after forwards at growing S (registered first, so nothing
 //     else has run): it must grow with S D, not S^2.
 #include <benchmark/benchmark.h>
@@ -139,6 +140,75 @@ void BM_attention_memory(benchmark::State& state) {
   state.counters["one_SxS_fp32_MiB"] = static_cast<double>(f.S) * f.S * sizeof(float) / (1 << 20);
 }
 
+// Multi-head latent attention (DeepSeek-V3, modeling_deepseek_v3.py): kMlaHeads, 16 heads with q/k
+// heads of 192 (RoPE on the last 64, interleaved) and v heads of 128; kMlaAbsorbed, the absorbed form
+// FlashMLA runs: 16 query heads of 576 over one key head of 576 whose first 512 dims are the value
+// (a view of the keys, nothing copied), RoPE on [512, 576).
+enum MlaForm : int64_t { kMlaHeads, kMlaAbsorbed };
+struct MlaFixture {
+  int64_t Q, K, H = 16, Hkv, D, Dv;
+  std::vector<float> q, k, v, out, lse;
+  posenc::Rope rope;
+  posenc::AttentionConfig cfg;
+  MlaFixture(int64_t Q_, int64_t K_, int64_t form, bool with_rope)
+      : Q(Q_),
+        K(K_),
+        Hkv(form == kMlaHeads ? 16 : 1),
+        D(form == kMlaHeads ? 192 : 576),
+        Dv(form == kMlaHeads ? 128 : 512),
+        q(random_floats(Q * H * D, 3)),
+        k(random_floats(K * Hkv * D, 4)),
+        v(form == kMlaHeads ? random_floats(K * Hkv * Dv, 5) : std::vector<float>{}),
+        out(Q * H * Dv),
+        lse(Q * H),
+        rope([] {
+          posenc::RopeConfig rc;
+          rc.head_dim = 64;
+          rc.layout = posenc::RopeLayout::interleaved;
+          return rc;
+        }()) {
+    cfg.causal = true;
+    if (with_rope) cfg.rope = &rope, cfg.rope_offset = D - 64;
+  }
+  posenc::AttentionInputs inputs() const {
+    const posenc::ConstTensorView values =
+        v.empty() ? posenc::strided_view(k.data(), {1, K, 1, Dv}, {K * D, D, D, 1})
+                  : posenc::view(v.data(), {1, K, Hkv, Dv});
+    return posenc::qkv(posenc::view(q.data(), {1, Q, H, D}), posenc::view(k.data(), {1, K, Hkv, D}), values);
+  }
+  void forward() {
+    posenc::attention_forward(cfg, inputs(), posenc::view(out.data(), {1, Q, H, Dv}),
+                              posenc::view(lse.data(), {1, H, Q}));
+  }
+};
+
+// Prefill, causal, RoPE on the sub-range: FLOP = 2 Q K H (D + Dv) / 2 (q.k over D, p.v over Dv).
+// range(0): S, range(1): form.
+void BM_attention_mla_forward(benchmark::State& state) {
+  MlaFixture f(state.range(0), state.range(0), state.range(1), true);
+  const double t0 = omp_get_wtime();
+  for (auto _ : state) {
+    f.forward();
+    benchmark::ClobberMemory();
+  }
+  report_vs_sgemm(state, 1.0 * f.Q * f.K * f.H * (f.D + f.Dv), omp_get_wtime() - t0, f.Q, f.D);
+}
+
+// Decode, one token against a cache of range(0) tokens whose keys are stored rotated (as an engine's
+// cache: no RoPE in the step): bandwidth-bound, limit = a memcpy of the cache's bytes (keys and
+// values; the absorbed form reads one 576-dim row per token for both).
+void BM_attention_mla_decode(benchmark::State& state) {
+  MlaFixture f(1, state.range(0), state.range(1), false);
+  const double bytes = 4.0 * f.K * f.Hkv * (f.D + (f.v.empty() ? 0 : f.Dv));
+  const posenc::bench::LoopTimer timer;
+  for (auto _ : state) {
+    f.forward();
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = static_cast<double>(state.iterations()) / timer.seconds();
+  posenc::bench::report_vs_memcpy(state, timer, bytes, static_cast<size_t>(bytes) / 2);
+}
+
 // The encodings and score mechanisms side by side at the reference shape, S 4096, D 128.
 void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
   for (int64_t enc : {kNone, kRope, kAlibi, kT5, kSoftcap, kSinks}) b->Args({4096, 128, enc});
@@ -178,6 +248,19 @@ BENCHMARK(BM_attention_backward)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
+BENCHMARK(BM_attention_mla_forward)
+    ->ArgNames({"S", "form"})
+    ->Args({4096, kMlaHeads})
+    ->Args({4096, kMlaAbsorbed})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2);
+BENCHMARK(BM_attention_mla_decode)
+    ->ArgNames({"K", "form"})
+    ->Args({32768, kMlaHeads})
+    ->Args({32768, kMlaAbsorbed})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_attention_backward)
     ->ArgNames({"S", "D", "enc"})
     ->Args({16384, 128, kNone})

@@ -22,19 +22,19 @@ Case mla(Case c, int64_t Dv, int64_t rope_offset) {
 }
 
 const std::vector<Enc>& encodings() {
-  static const std::vector<Enc> encs = {Enc::none, Enc::rope, Enc::rope_alibi, Enc::rope_t5, Enc::t5,
-                                        Enc::transformer_xl};
+  static const std::vector<Enc> encs = {Enc::none,    Enc::rope, Enc::rope_alibi,
+                                        Enc::rope_t5, Enc::t5,   Enc::transformer_xl};
   return encs;
 }
 
 TEST(AttentionMla, ForwardMatchesTheReference) {
   const std::vector<Case> shapes = {
-      mla({1, 70, 70, 4, 1, 24, true}, 16, 16),     // prefill across two tiles, MQA, v smaller
-      mla({2, 3, 67, 2, 2, 20, false}, 36, 12),     // bidirectional, v larger, odd tails
-      mla({1, 1, 130, 4, 1, 40, true}, 32, 32),     // decode: key rows, heads of a group in lockstep
-      mla({1, 67, 67, 2, 1, 12, true, 9}, 8, 8),    // sliding window, D 12 = 8 + 4, Dv 8
+      mla({1, 70, 70, 4, 1, 24, true}, 16, 16),   // prefill across two tiles, MQA, v smaller
+      mla({2, 3, 67, 2, 2, 20, false}, 36, 12),   // bidirectional, v larger, odd tails
+      mla({1, 1, 130, 4, 1, 40, true}, 32, 32),   // decode: key rows, heads of a group in lockstep
+      mla({1, 67, 67, 2, 1, 12, true, 9}, 8, 8),  // sliding window, D 12 = 8 + 4, Dv 8
       mla({1, 76, 76, 2, 2, 10, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}}, 6, 4),  // packed
-      mla({1, 70, 70, 2, 1, 24, true}, 16, 0),      // RoPE on the first 24 of 24, v 16
+      mla({1, 70, 70, 2, 1, 24, true}, 16, 0),  // RoPE on the first 24 of 24, v 16
   };
   for (const Case& c : shapes)
     for (Enc e : encodings()) {
@@ -108,9 +108,10 @@ TEST(AttentionMla, AbsorbedFormSharesTheKeyBuffer) {
   const ConstTensorView qv = view(q.data(), {1, Q, H, D}), kview = view(kv.data(), {1, K, 1, D});
   const ConstTensorView shared = strided_view(kv.data(), {1, K, 1, Dv}, {K * D, D, D, 1});
   std::vector<float> out(Q * H * Dv), lse(H * Q), out_copy(out.size()), lse_copy(lse.size());
-  attention_forward(cfg, qkv(qv, kview, shared), view(out.data(), {1, Q, H, Dv}), view(lse.data(), {1, H, Q}));
-  attention_forward(cfg, qkv(qv, kview, view(v_copy.data(), {1, K, 1, Dv})), view(out_copy.data(), {1, Q, H, Dv}),
-                    view(lse_copy.data(), {1, H, Q}));
+  attention_forward(cfg, qkv(qv, kview, shared), view(out.data(), {1, Q, H, Dv}),
+                    view(lse.data(), {1, H, Q}));
+  attention_forward(cfg, qkv(qv, kview, view(v_copy.data(), {1, K, 1, Dv})),
+                    view(out_copy.data(), {1, Q, H, Dv}), view(lse_copy.data(), {1, H, Q}));
   EXPECT_EQ(out, out_copy);
   EXPECT_EQ(lse, lse_copy);
 
@@ -121,8 +122,8 @@ TEST(AttentionMla, AbsorbedFormSharesTheKeyBuffer) {
   g.q = view(gq.data(), {1, Q, H, D});
   g.k = view(gkv.data(), {1, K, 1, D});
   g.v = strided_view(gkv.data(), {1, K, 1, Dv}, {K * D, D, D, 1});  // accumulates into the same rows
-  attention_backward(cfg, qkv(qv, kview, shared), view(out.data(), {1, Q, H, Dv}), view(lse.data(), {1, H, Q}),
-                     view(go.data(), {1, Q, H, Dv}), g);
+  attention_backward(cfg, qkv(qv, kview, shared), view(out.data(), {1, Q, H, Dv}),
+                     view(lse.data(), {1, H, Q}), view(go.data(), {1, Q, H, Dv}), g);
   AttentionGrads g2;
   g2.q = view(gq2.data(), {1, Q, H, D});
   g2.k = view(gk2.data(), {1, K, 1, D});

@@ -2,8 +2,10 @@
 softmax: no [Q, K] score matrix is built), forward and backward.
 
 encoding: None, or '+'-joined parts: "rope", at most one bias of "alibi", "t5", "relative", and
-one of "shaw" or "transformer_xl" (also accepted as "xl") (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k and v
-[B, K, Hkv, D] with H a multiple of Hkv (grouped-query attention); out [B, Q, H, D].
+one of "shaw" or "transformer_xl" (also accepted as "xl") (e.g. "rope+alibi", "rope+t5", "rope+shaw"). Shapes: q [B, Q, H, D], k
+[B, K, Hkv, D], v [B, K, Hkv, Dv] with H a multiple of Hkv (grouped-query attention); out [B, Q, H, Dv]. Dv may
+differ from D (DeepSeek's multi-head latent attention: q/k heads 192, v heads 128), and rope_offset puts RoPE on
+dims [rope_offset, rope_offset + rotary dims) of the q/k head (DeepSeek: the last 64 of 192).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ _PARTS = ("rope", "alibi", "t5", "relative", "shaw", "transformer_xl")
 _PART_ALIASES = {"xl": "transformer_xl"}
 _PARAM_ALIASES = {f"xl_{n}": f"transformer_xl_{n}" for n in ("u", "v", "w_r", "base")}
 _PARAMS = {
-    "rope": {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config"},
+    "rope": {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config", "rope_offset"},
     "alibi": {"slopes", "alibi_bias_max", "symmetric"},
     "t5": {"relative_table", "num_buckets", "max_distance", "bidirectional"},
     "relative": {"relative_table", "max_distance"},
@@ -60,7 +62,8 @@ def canonical_params(params: dict) -> dict:
 class AttentionCall:
     """One attention configuration, checked once, run forward and backward (posenc.torch uses it)."""
 
-    def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, softcap=0.0, sinks=None, chunk=0, **params):
+    def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, softcap=0.0, sinks=None, chunk=0,
+                 query_temperature=None, **params):
         if len(q_shape) != 4:
             fail(f"q: rank {len(q_shape)} is invalid: expected [batch, seq, heads, head_dim]")
         self.parts = parse_encoding(encoding)
@@ -71,16 +74,20 @@ class AttentionCall:
                 fail(f"{key}: not a parameter of encoding {encoding!r} (its parameters: {', '.join(sorted(allowed)) or 'none'})")
         heads, head_dim = int(q_shape[2]), int(q_shape[3])
         self.params = params
-        rope = None
+        rope, rope_offset = None, 0
         if "rope" in self.parts:
+            rope_offset = integer("rope_offset", params.get("rope_offset", 0), 0)
             rope = params.get("rope_config")
             if rope is not None:
                 if not isinstance(rope, RopeConfig):
                     fail(f"rope_config: expected a posenc.RopeConfig, got {type(rope).__name__}")
-                if len(params.keys() & (_PARAMS["rope"] - {"rope_config"})):
+                if len(params.keys() & (_PARAMS["rope"] - {"rope_config", "rope_offset"})):
                     fail("rope_config: given together with other rope arguments; pass one or the other")
-            else:
-                rope = rope_config(head_dim, **{k: v for k, v in params.items() if k in _PARAMS["rope"]})
+            else:  # RoPE on [rope_offset, head_dim)
+                if rope_offset >= head_dim:
+                    fail(f"rope_offset = {rope_offset} is invalid: must be < head_dim = {head_dim}")
+                rope = rope_config(head_dim - rope_offset,
+                                   **{k: v for k, v in params.items() if k in _PARAMS["rope"] - {"rope_offset"}})
         bias, bucketing, num_buckets, max_distance, bidirectional = "none", "t5", 32, 128, not causal
         self.tables = {}
         if "alibi" in self.parts:
@@ -124,6 +131,7 @@ class AttentionCall:
             self.tables["sinks"] = float32("sinks", sinks, (1,), finite=True)
             if self.tables["sinks"].shape[0] != heads:
                 fail(f"sinks: shape {list(self.tables['sinks'].shape)} is invalid: expected [heads] = [{heads}]")
+        rule, t_scale, t_floor = _query_temperature(query_temperature)
         self.core = _core.Attention(
             causal=bool(causal), window=integer("window", window, 0), scale=scale, rope=rope, bias=bias, heads=heads,
             alibi_slopes=choice("slopes", params.get("slopes", "bloom"), ("bloom", "mpt")),
@@ -131,7 +139,8 @@ class AttentionCall:
             alibi_symmetric=bool(params.get("symmetric", not causal)), bucketing=bucketing, num_buckets=num_buckets,
             max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim,
             transformer_xl_d_model=transformer_xl_d_model, transformer_xl_base=real("transformer_xl_base", params.get("transformer_xl_base", 10000.0), positive=True),
-            chunk=chunk, softcap=softcap)
+            chunk=chunk, softcap=softcap, rope_offset=rope_offset, temperature_rule=rule, temperature_scale=t_scale,
+            temperature_floor_scale=t_floor)
 
     @staticmethod
     def positions(q_positions=None, k_positions=None, cu_seqlens_q=None, cu_seqlens_k=None) -> dict:
@@ -158,8 +167,27 @@ class AttentionCall:
         return grads
 
 
+def _query_temperature(value) -> tuple[str, float, float]:
+    """(rule, scale, floor_scale) of None, a LayerPlan's attention.temperature, a (rule, scale, floor_scale)
+    tuple or a dict with those keys."""
+    if value is None:
+        return "none", 0.0, 0.0
+    if isinstance(value, _core.QueryTemperature):
+        return value.kind, value.scale, value.floor_scale
+    if isinstance(value, dict):
+        unknown = value.keys() - {"rule", "scale", "floor_scale"}
+        if unknown:
+            fail(f"query_temperature: unknown keys {sorted(unknown)} (expected rule, scale, floor_scale)")
+        value = (value.get("rule"), value.get("scale"), value.get("floor_scale"))
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        fail(f"query_temperature = {value!r} is invalid: expected (rule, scale, floor_scale), e.g. ('llama4', 0.1, 8192)")
+    rule = choice("query_temperature rule", value[0], ("none", "llama4", "ministral3"))
+    return rule, real("query_temperature scale", value[1]), real("query_temperature floor_scale", value[2])
+
+
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, softcap=0.0, sinks=None, chunk=0, **encoding_params):
+              cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, softcap=0.0, sinks=None, chunk=0,
+              query_temperature=None, **encoding_params):
     """softmax(scale * q k^T + bias) v with the encoding applied inside the fused kernel.
 
     Default positions: keys 0..K-1, queries aligned to the end (K-Q..K-1), as a KV cache. scale
@@ -173,11 +201,15 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     softcap) before the bias and the mask. sinks [H] float32: learned attention sinks (gpt-oss), one
     unscaled logit per head that joins each row's softmax denominator without a value. chunk > 0:
     chunked attention (Llama 4's attention_chunk_size): a query sees only keys with
-    k_pos // chunk == q_pos // chunk.
-    Returns out [B, Q, H, D] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
+    k_pos // chunk == q_pos // chunk. query_temperature: q scaled per position after RoPE, ("llama4", attn_scale,
+    floor_scale): 1 + attn_scale log(1 + floor((pos + 1) / floor_scale)) (Llama 4's NoPE layers), or
+    ("ministral3", beta, original_max_position_embeddings): 1 + beta log(1 + floor(pos / original)); a LayerPlan's
+    attention.temperature is accepted as is. rope_offset (with "rope"): RoPE on dims [rope_offset, ...) of the q/k
+    head. A real model's layer: posenc.attention(q, k, v, **layer.attention_config()).
+    Returns out [B, Q, H, Dv] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
     """
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
-                         chunk=chunk, **encoding_params)
+                         chunk=chunk, query_temperature=query_temperature, **encoding_params)
     out, lse = call.forward(q, k, v, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                             cu_seqlens_k=cu_seqlens_k)
     return (out, lse) if return_lse else out
@@ -185,12 +217,12 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
 
 def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
                        k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0,
-                       **encoding_params) -> dict:
+                       query_temperature=None, **encoding_params) -> dict:
     """Gradients of attention: a dict with q, k, v and the encoding's tables that were given
     (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r),
     and sinks when given."""
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
-                         chunk=chunk, **encoding_params)
+                         chunk=chunk, query_temperature=query_temperature, **encoding_params)
     return call.backward(q, k, v, out, lse, grad_out, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k)
 

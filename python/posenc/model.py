@@ -8,6 +8,7 @@ semantics: config class defaults, aliases, legacy keys, per-layer types; posenc/
         layer.rotary_dims       # (lo, hi): the rotated dims of the qk_head_dim-dim q/k head
         layer.attention         # causal, window, chunk, softmax_scale, softcap, sinks, temperature
         layer.inv_freq(seq_len) # (inv_freq float64 [rotary_dim // 2], attention_factor)
+        posenc.attention(q, k, v, **layer.attention_config())   # or posenc.torch.attention
 
 Every key that looks positional and that posenc does not understand is in m.warnings and is also
 emitted with warnings.warn (one per warning, naming the key). Families whose positional code
@@ -72,12 +73,34 @@ def _attention_factor(layer, seq_len=None) -> float:
     return _inv_freq(layer, seq_len)[1]
 
 
+def _attention_config(layer, rope=True) -> dict:
+    """The keyword arguments of posenc.attention / posenc.torch.attention for this layer (as the C++
+    LayerPlan::attention_config): causal, window, chunk, scale (with any mscale correction), softcap, the query
+    temperature, and for RoPE layers encoding="rope" with the layer's RopeConfig on dims [lo, hi) of the q/k
+    head (rope_offset = lo; q/k heads of qk_head_dim, v heads of v_head_dim). What the config alone cannot give
+    stays with the caller: gpt-oss's learned sink logits (sinks=[H], when layer.attention.sinks), and the bias of
+    alibi and t5 layers (add encoding="alibi"/"t5" with the model's slopes or relative_table).
+    rope=False leaves RoPE out, for q and k the caller has rotated already; a multimodal RoPE (mrope, whose
+    positions are 3 streams) needs that: posenc.rope(x, positions [3, ...], config=layer.rope) first."""
+    a = layer.attention
+    kwargs = {"causal": a.causal, "window": a.window, "chunk": a.chunk, "scale": a.softmax_scale,
+              "softcap": 0.0 if a.softcap is None else a.softcap}
+    if a.temperature.kind != "none":
+        kwargs["query_temperature"] = a.temperature
+    if layer.position == "rope" and rope:
+        if layer.rope.multimodal != "none":
+            fail(f"layer {layer.layer}: its RoPE is multimodal ({layer.rope.multimodal}, positions of 3 streams): rotate q "
+                 "and k with posenc.rope(x, positions, config=layer.rope) first, then attention_config(rope=False)")
+        kwargs.update(encoding="rope", rope_config=layer.rope, rope_offset=layer.rotary_dims[0])
+    return kwargs
+
+
 def _layer_repr(layer):
     lo, hi = layer.rotary_dims
     a = layer.attention
     extra = f" rope[{lo},{hi})" if layer.position == "rope" else ""
     return (f"LayerPlan(layer={layer.layer}, type={layer.layer_type!r}, position={layer.position!r}{extra}, "
-            f"qk_head_dim={layer.qk_head_dim}, window={a.window}, chunk={a.chunk}, scale={a.softmax_scale:.6g})")
+            f"qk_head_dim={layer.qk_head_dim}, v_head_dim={layer.v_head_dim}, window={a.window}, chunk={a.chunk}, scale={a.softmax_scale:.6g})")
 
 
 def _model_repr(m):
@@ -88,5 +111,6 @@ def _model_repr(m):
 ModelPositions.from_hf = staticmethod(_from_hf)
 LayerPlan.inv_freq = _inv_freq
 LayerPlan.attention_factor = _attention_factor
+LayerPlan.attention_config = _attention_config
 LayerPlan.__repr__ = _layer_repr
 ModelPositions.__repr__ = _model_repr

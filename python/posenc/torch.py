@@ -227,13 +227,16 @@ _attention_op.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0, **params):
+              cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
     """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v,
     the encoding's tables (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
     transformer_xl_w_r; the xl_* names are accepted too) and sinks [H] (the custom operator
     posenc::attention). softcap > 0: Gemma 2's logit softcapping; sinks: gpt-oss's learned sink
-    logits; chunk > 0: Llama 4's chunked attention (see posenc.attention)."""
+    logits; chunk > 0: Llama 4's chunked attention; query_temperature, rope_offset and v heads of
+    another size than q/k's: as posenc.attention. A real model's layer: **layer.attention_config()."""
     params = canonical_params(params)
+    if query_temperature is not None:  # a setting (not a tensor): it travels in the settings key
+        params["query_temperature"] = query_temperature
     tables = [params.pop(name, None) for name in _ATTENTION_TABLES[:-1]] + [sinks]
     for name, t in zip(_ATTENTION_TABLES, tables):
         if t is not None and not isinstance(t, torch.Tensor):

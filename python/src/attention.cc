@@ -60,7 +60,8 @@ void bind_attention(nb::module_& m) {
              const std::string& alibi_slopes, double alibi_bias_max, bool alibi_symmetric,
              const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional,
              int64_t shaw_max_distance, int64_t head_dim, int64_t transformer_xl_d_model,
-             double transformer_xl_base, int64_t chunk, double softcap) {
+             double transformer_xl_base, int64_t chunk, double softcap, int64_t rope_offset,
+             const std::string& temperature_rule, double temperature_scale, double temperature_floor_scale) {
             new (self) Attention();
             AttentionConfig& c = self->config;
             c.causal = causal;
@@ -70,6 +71,16 @@ void bind_attention(nb::module_& m) {
             c.scale = scale;
             if (rope) self->rope.emplace(*rope);
             c.rope = self->rope ? &*self->rope : nullptr;
+            c.rope_offset = rope_offset;
+            if (temperature_rule == "llama4" || temperature_rule == "ministral3") {
+              c.query_temperature.kind = temperature_rule == "llama4" ? QueryTemperature::Kind::llama4
+                                                                      : QueryTemperature::Kind::ministral3;
+              c.query_temperature.scale = temperature_scale;
+              c.query_temperature.floor_scale = temperature_floor_scale;
+            } else if (temperature_rule != "none") {
+              throw Error("attention: query_temperature rule = '" + temperature_rule +
+                          "' is invalid: expected 'none', 'llama4' or 'ministral3'");
+            }
             if (bias == "alibi") {
               c.bias.kind = AttentionBias::Kind::alibi;
               c.bias.alibi = alibi_config(heads, alibi_slopes, alibi_bias_max, alibi_symmetric);
@@ -94,7 +105,8 @@ void bind_attention(nb::module_& m) {
           nb::arg("alibi_symmetric"), nb::arg("bucketing"), nb::arg("num_buckets"), nb::arg("max_distance"),
           nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"),
           nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"), nb::arg("chunk") = 0,
-          nb::arg("softcap") = 0.0)
+          nb::arg("softcap") = 0.0, nb::arg("rope_offset") = 0, nb::arg("temperature_rule") = "none",
+          nb::arg("temperature_scale") = 0.0, nb::arg("temperature_floor_scale") = 0.0)
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,

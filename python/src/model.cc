@@ -46,6 +46,7 @@ void bind_model(nb::module_& m) {
       .def_prop_ro("rotary_dims",
                    [](const LayerPlan& l) { return std::make_tuple(l.rotary_lo, l.rotary_hi); })
       .def_ro("qk_head_dim", &LayerPlan::qk_head_dim)
+      .def_ro("v_head_dim", &LayerPlan::v_head_dim)
       .def_ro("attention", &LayerPlan::attention);
 
   nb::class_<ModelPositions>(m, "ModelPositions")
