@@ -88,6 +88,9 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
                      ConstTensorView q_positions, TensorView lse) const {
   if (config.rope != nullptr && config.rope != rope_)
     fail(kOp, "config.rope differs from the cache's rope (keys are stored rotated by the cache's rope)");
+  if (config.rope_offset != 0)
+    fail(kOp, "config.rope_offset = ", config.rope_offset,
+         " is invalid here: the cache's rope rotates whole heads");
   if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
   check_view(kOp, "q", q, DType::f32, {batch_, -1, -1, head_dim_});
   const int64_t T = q.shape[1], H = q.shape[2];

@@ -6,24 +6,10 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
-#include "arrays.h"
-#include "posenc/attention.h"
+#include "attention.h"
 
 namespace posenc::python {
-namespace {
 
-struct Attention {
-  AttentionConfig config;
-  std::optional<Rope> rope;
-};
-
-template <typename Array>
-std::optional<Array> entry(const nb::dict& d, const char* key) {
-  if (!d.contains(key) || d[key].is_none()) return std::nullopt;
-  return nb::cast<Array>(d[key]);
-}
-
-// The configuration with this call's tables viewed in it.
 AttentionConfig with_tables(const Attention& a, const nb::dict& tables) {
   AttentionConfig c = a.config;
   c.bias.relative_table = in_view(entry<InArray>(tables, "relative_table"), "relative_table");
@@ -39,6 +25,8 @@ AttentionConfig with_tables(const Attention& a, const nb::dict& tables) {
   }
   return c;
 }
+
+namespace {
 
 AttentionInputs inputs_of(const InArray& q, const InArray& k, const InArray& v, const nb::dict& positions) {
   AttentionInputs in = qkv(in_view(q, "q"), in_view(k, "k"), in_view(v, "v"));

@@ -1,0 +1,100 @@
+"""A key/value cache for incremental decoding (posenc/kv_cache.h): keys are stored rotated by the cache's
+RoPE once, at append; attend runs the fused attention of new queries against every cached token, with
+any bias, mask or score option of posenc.attention, and splits a long cache across threads
+(flash-decoding). Decoding token by token equals one full forward.
+
+    cache = posenc.KVCache(batch=1, kv_heads=8, head_dim=128, rope=layer.rope)   # rope: a RopeConfig or None
+    cache.append(k, v)                        # k, v [B, T, Hkv, D] float32; positions continue (or positions=)
+    out = cache.attend(q, causal=True)        # q [B, T, H, D]: the last T appended tokens' queries
+    cache.shift_positions(-n)                 # context shift: positions += delta, keys re-rotated in place
+    cache.erase_front(n)                      # drop the oldest n tokens
+    cache.rerotate(from_seq_len, to_seq_len)  # LongRoPE's short -> long switch without recomputing keys
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._checks import fail, float32, integer
+from ._checks import positions as checked_positions
+from .attention import AttentionCall, canonical_params, parse_encoding
+from .rope import RopeConfig
+
+_ROPE_PARAMS = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config", "rope_offset"}
+
+
+class KVCache:
+    """Keys, values and positions of past tokens, per batch row: [B, size, Hkv, D]."""
+
+    def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None):
+        if rope is not None and not isinstance(rope, RopeConfig):
+            fail(f"rope: expected a posenc.RopeConfig or None, got {type(rope).__name__}")
+        self._rope = rope
+        self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1), integer("head_dim", head_dim, 1))
+        self._core = _core.KVCache(*self._shape, rope)
+
+    @property
+    def size(self) -> int:
+        """Tokens per batch row."""
+        return self._core.size
+
+    def append(self, k, v, positions=None) -> None:
+        """k, v [B, T, Hkv, D] float32; positions [T] or [B, T] int64 (default: each row continues after its
+        last position, 0, 1, 2, ... from empty)."""
+        k, v = float32("k", k, (4,)), float32("v", v, (4,))
+        p = None if positions is None else checked_positions("positions", positions, (1, 2))
+        self._core.append(k, v, p)
+
+    def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None, window=0,
+               softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
+        """Attention of q [B, T, H, D] over every cached token, as posenc.attention (causal, scale, window,
+        chunk, softcap, sinks, query_temperature, a bias encoding "alibi", "t5", "relative" with its
+        parameters). RoPE is the cache's: "rope" in encoding is accepted only with the cache's own
+        rope_config (as layer.attention_config() gives it), and adds nothing. q_positions default to the
+        positions of the last T appended tokens. Returns out [B, T, H, D] (and lse [B, H, T])."""
+        q = float32("q", q, (4,))
+        params = canonical_params(params)
+        parts = parse_encoding(encoding)
+        if "rope" in parts:
+            given = params.get("rope_config")
+            if given is None or given is not self._rope or params.get("rope_offset", 0) != 0 or \
+                    len(params.keys() & (_ROPE_PARAMS - {"rope_config", "rope_offset"})):
+                fail("encoding: 'rope' is the cache's own (keys are stored rotated by the rope given to KVCache); "
+                     "leave it out, or pass the cache's rope_config unchanged")
+            parts.remove("rope")
+            params = {k: v for k, v in params.items() if k not in _ROPE_PARAMS}
+        call = AttentionCall(q.shape, causal=causal, scale=scale, encoding="+".join(parts) or None, window=window,
+                             softcap=softcap, sinks=sinks, chunk=chunk, query_temperature=query_temperature, **params)
+        B, T, H = q.shape[:3]
+        out = np.empty((B, T, H, self._shape[2]), np.float32)
+        lse = np.empty((B, H, T), np.float32)
+        qp = None if q_positions is None else checked_positions("q_positions", q_positions, (1, 2))
+        self._core.attend(call.core, call.tables, q, out, qp, lse)
+        return (out, lse) if return_lse else out
+
+    def shift_positions(self, delta: int) -> None:
+        """Every cached position += delta; keys re-rotated in place by R(delta) (a context shift)."""
+        self._core.shift_positions(integer("delta", delta))
+
+    def erase_front(self, n: int) -> None:
+        """Drops the oldest n tokens of every batch row (positions of the rest kept)."""
+        self._core.erase_front(integer("n", n, 0))
+
+    def rerotate(self, from_seq_len: int, to_seq_len: int) -> None:
+        """Re-rotates every cached key from the frequencies at from_seq_len to those at to_seq_len (LongRoPE)."""
+        self._core.rerotate(integer("from_seq_len", from_seq_len, 1), integer("to_seq_len", to_seq_len, 1))
+
+    def clear(self) -> None:
+        self._core.clear()
+
+    def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of the stored keys (rotated) and values [B, size, Hkv, D] and positions [B, size]."""
+        B, Hkv, D = self._shape
+        keys = np.empty((B, self.size, Hkv, D), np.float32)
+        values = np.empty_like(keys)
+        pos = np.empty((B, self.size), np.int64)
+        self._core.copy_state(keys, values, pos)
+        return keys, values, pos
+
+
+__all__ = ["KVCache"]
