@@ -55,9 +55,33 @@ detail::RopePlan plan_call(const Rope& rope, const ConstTensorView& positions, i
       call.seq_len);
 }
 
+// f32, bf16 or fp16 rows (B, T, H, head_dim).
 void check_heads_view(const RopeConfig& cfg, std::string_view name, const ViewShape& v, const void* data) {
-  check_view(kOp, name, v, DType::f32, {-1, -1, -1, cfg.head_dim}, data);
+  const DType dtype = v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+  check_view(kOp, name, v, dtype, {-1, -1, -1, cfg.head_dim}, data);
   detail::check_unit_last_stride(kOp, name, v);
+}
+
+Strided<const uint16_t, 3> rows16(const ConstTensorView& v) {
+  return {
+      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
+}
+Strided<uint16_t, 3> rows16(const TensorView& v) {
+  return {
+      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
+}
+
+// The rows of a checked view, in its storage type.
+detail::HeadRows head_rows(const ConstTensorView& in, const TensorView& out, int64_t dim) {
+  detail::HeadRows rows;
+  rows.dim = dim;
+  rows.dtype = in.dtype;
+  if (in.dtype == DType::f32) {
+    rows.in = strided<3>(in), rows.out = strided<3>(out);
+  } else {
+    rows.in16 = rows16(in), rows.out16 = rows16(out);
+  }
+  return rows;
 }
 
 void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView positions, const RopeCall& call,
@@ -67,8 +91,10 @@ void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView po
   check_heads_view(cfg, "out", out, out.data);
   if (out.shape != x.shape)
     fail(kOp, "out has shape ", out.shape_string(), ", expected the shape of x ", x.shape_string());
+  if (out.dtype != x.dtype)
+    fail(kOp, "out has dtype ", dtype_name(out.dtype), ", expected the dtype of x, ", dtype_name(x.dtype));
   const detail::RopePlan plan = plan_call(rope, positions, x.shape[0], x.shape[1], call);
-  const detail::HeadRows rows{strided<3>(x), strided<3>(out), cfg.head_dim};
+  const detail::HeadRows rows = head_rows(x, out, cfg.head_dim);
   detail::rope_apply(plan, {x.shape[0], x.shape[1]}, &rows, 1, inverse);
 }
 }  // namespace
@@ -116,8 +142,7 @@ void Rope::forward_qk(TensorView q, TensorView k, ConstTensorView positions, Rop
     fail(kOp, "q has shape ", q.shape_string(), " and k has shape ", k.shape_string(),
          ": batch and sequence dimensions must match");
   const detail::RopePlan plan = plan_call(*this, positions, q.shape[0], q.shape[1], call);
-  const detail::HeadRows rows[2] = {{strided<3>(q), strided<3>(q), config_.head_dim},
-                                    {strided<3>(k), strided<3>(k), config_.head_dim}};
+  const detail::HeadRows rows[2] = {head_rows(q, q, config_.head_dim), head_rows(k, k, config_.head_dim)};
   detail::rope_apply(plan, {q.shape[0], q.shape[1]}, rows, 2, false);
 }
 

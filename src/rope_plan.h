@@ -29,10 +29,15 @@ struct AngleTable {
 };
 
 // One tensor to rotate: rows (B, T, H) of `dim` contiguous elements; `in` may equal `out` (in place).
+// fp32 rows are in/out; bf16 or fp16 storage (dtype) is in16/out16: widened to fp32, rotated in fp32
+// and rounded once to the storage type (pass-through dims are copied bit for bit).
 struct HeadRows {
   Strided<const float, 3> in;
   Strided<float, 3> out;
   int64_t dim = 0;
+  DType dtype = DType::f32;
+  Strided<const uint16_t, 3> in16;
+  Strided<uint16_t, 3> out16;
 };
 
 struct RopePlan {

@@ -3,8 +3,8 @@
 // A view is (pointer, dtype, device, shape, strides in elements). posenc never allocates or
 // frees the memory behind a view. Shapes are written in the docs of each op in one vocabulary:
 //   B batch, T (or Q/K) sequence length, H heads, D head_dim, N a flat number of positions.
-// Today the CPU backend computes on f32 data and i64 positions; the dtype and device tags leave
-// room for bf16/fp16 storage and a CUDA backend without changing any signature.
+// The CPU backend computes on f32 data and i64 positions; RoPE also takes bf16 and fp16 storage
+// (bf16_t, f16_t below). The device tag leaves room for a CUDA backend without changing any signature.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -36,6 +36,24 @@ constexpr DType dtype_of<double>() {
 template <>
 constexpr DType dtype_of<int64_t>() {
   return DType::i64;
+}
+
+// 16-bit storage: the bits of a bfloat16 (the top half of an fp32) or an IEEE binary16 value.
+// Views of these are accepted where an op says so; posenc widens them to fp32 to compute and
+// rounds once (to nearest even) when it stores.
+struct bf16_t {
+  uint16_t bits;
+};
+struct f16_t {
+  uint16_t bits;
+};
+template <>
+constexpr DType dtype_of<bf16_t>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<f16_t>() {
+  return DType::f16;
 }
 
 namespace detail {

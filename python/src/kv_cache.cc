@@ -23,7 +23,8 @@ struct Cache {
 // dst (same shape and element type as src, any strides) = src, element by element (rank <= 4).
 template <typename T>
 void copy_into(const ConstTensorView& src, const TensorView& dst, const char* name) {
-  if (dst.rank != src.rank || !std::equal(src.shape.begin(), src.shape.begin() + src.rank, dst.shape.begin()) ||
+  if (dst.rank != src.rank ||
+      !std::equal(src.shape.begin(), src.shape.begin() + src.rank, dst.shape.begin()) ||
       dst.dtype != src.dtype)
     throw Error(std::string("kv_cache: ") + name + " has shape " + dst.shape_string() + ", expected " +
                 src.shape_string());
@@ -56,15 +57,16 @@ void bind_kv_cache(nb::module_& m) {
       .def(
           "append",
           [](Cache& c, const InArray& k, const InArray& v, const OptInArray& positions) {
-            const ConstTensorView kv = in_view(k, "k"), vv = in_view(v, "v"), p = in_view(positions, "positions");
+            const ConstTensorView kv = in_view(k, "k"), vv = in_view(v, "v"),
+                                  p = in_view(positions, "positions");
             nb::gil_scoped_release release;
             c.cache->append(kv, vv, p);
           },
           nb::arg("k"), nb::arg("v"), nb::arg("positions").none())
       .def(
           "attend",
-          [](const Cache& c, const Attention& a, const nb::dict& tables, const InArray& q, const OutArray& out,
-             const OptInArray& q_positions, const OutArray& lse) {
+          [](const Cache& c, const Attention& a, const nb::dict& tables, const InArray& q,
+             const OutArray& out, const OptInArray& q_positions, const OutArray& lse) {
             AttentionConfig config = with_tables(a, tables);
             config.rope = c.rope.get();
             const ConstTensorView qv = in_view(q, "q"), qp = in_view(q_positions, "q_positions");
@@ -72,14 +74,18 @@ void bind_kv_cache(nb::module_& m) {
             nb::gil_scoped_release release;
             c.cache->attend(config, qv, o, qp, l);
           },
-          nb::arg("attention"), nb::arg("tables"), nb::arg("q"), nb::arg("out"), nb::arg("q_positions").none(),
-          nb::arg("lse"))
-      .def("shift_positions", [](Cache& c, int64_t delta) { c.cache->shift_positions(delta); }, nb::arg("delta"))
-      .def("erase_front", [](Cache& c, int64_t n) { c.cache->erase_front(n); }, nb::arg("n"))
+          nb::arg("attention"), nb::arg("tables"), nb::arg("q"), nb::arg("out"),
+          nb::arg("q_positions").none(), nb::arg("lse"))
+      .def(
+          "shift_positions", [](Cache& c, int64_t delta) { c.cache->shift_positions(delta); },
+          nb::arg("delta"))
+      .def(
+          "erase_front", [](Cache& c, int64_t n) { c.cache->erase_front(n); }, nb::arg("n"))
       .def(
           "rerotate", [](Cache& c, int64_t from, int64_t to) { c.cache->rerotate(from, to); },
           nb::arg("from_seq_len"), nb::arg("to_seq_len"))
-      .def("reserve", [](Cache& c, int64_t tokens) { c.cache->reserve(tokens); }, nb::arg("tokens"))
+      .def(
+          "reserve", [](Cache& c, int64_t tokens) { c.cache->reserve(tokens); }, nb::arg("tokens"))
       .def("clear", [](Cache& c) { c.cache->clear(); })
       .def_prop_ro("size", [](const Cache& c) { return c.cache->size(); })
       // Copies (B, size, Hkv, D) / (B, size) of the stored tensors into arrays the caller allocated.

@@ -1,5 +1,6 @@
 // src/cpu/rope.cc: RoPE rotation and sin/cos rows with Highway, dispatched per chunk of rows.
-//   tensors: (B, T, H, D) f32 with a unit stride on D; rotary_dim = 2 * pairs <= D.
+//   tensors: (B, T, H, D) f32, bf16 or fp16 with a unit stride on D; rotary_dim = 2 * pairs <= D.
+//   16-bit rows are widened into an fp32 row, rotated there and rounded once on the way back.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/cpu/rope.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -7,6 +8,7 @@
 #include "hwy/aligned_allocator.h"
 #include "src/cpu/angles-inl.h"
 #include "src/cpu/rope.h"
+#include "src/cpu/half-inl.h"
 
 #include <cstring>
 
@@ -71,6 +73,9 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, RopeLayout layout, cons
   float* sn = cs + padded;
   float* cx = sn + padded;
   float* sx = cx + 2 * padded;
+  hwy::AlignedFreeUniquePtr<float[]> wide;  // one widened 16-bit row
+  for (int i = 0; i < num_tensors; ++i)
+    if (tensors[i].dtype != DType::f32 && !wide) wide = hwy::AllocateAligned<float>(2 * padded);
   for (int64_t r = row_begin; r < row_end; ++r) {
     RowAngles(a, grid.rows(), r, angle, padded);
     SinCos(angle, padded, static_cast<float>(a.scale), a.inverse, sn, cs);
@@ -85,6 +90,22 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, RopeLayout layout, cons
     const int64_t b = r / grid.tokens, t = r % grid.tokens;
     for (int i = 0; i < num_tensors; ++i) {
       const HeadRows& x = tensors[i];
+      if (x.dtype != DType::f32) {
+        for (int64_t h = 0; h < x.in16.extent[2]; ++h) {
+          const uint16_t* in = x.in16.at(b, t, h);
+          uint16_t* out = x.out16.at(b, t, h);
+          WidenRow(x.dtype, in, rotary_dim, wide.get());
+          if (layout == RopeLayout::half)
+            RotateHalf(cs, sn, pairs, wide.get(), wide.get());
+          else
+            RotateInterleaved(cx, sx, rotary_dim, wide.get(), wide.get());
+          NarrowRow(x.dtype, wide.get(), rotary_dim, out);
+          if (out != in && x.dim > rotary_dim)
+            std::memcpy(out + rotary_dim, in + rotary_dim,
+                        sizeof(uint16_t) * static_cast<size_t>(x.dim - rotary_dim));
+        }
+        continue;
+      }
       for (int64_t h = 0; h < x.in.extent[2]; ++h) {
         const float* in = x.in.at(b, t, h);
         float* out = x.out.at(b, t, h);
@@ -141,7 +162,9 @@ HWY_EXPORT(SinCosRowsImpl);
 void rope_rotate(const AngleTable& angles, TokenGrid grid, RopeLayout layout, const HeadRows* tensors,
                  int num_tensors) {
   int64_t work_per_row = 0;
-  for (int i = 0; i < num_tensors; ++i) work_per_row += tensors[i].in.extent[2] * tensors[i].dim;
+  for (int i = 0; i < num_tensors; ++i)
+    work_per_row += (tensors[i].dtype == DType::f32 ? tensors[i].in.extent[2] : tensors[i].in16.extent[2]) *
+                    tensors[i].dim;
   parallel_chunks(grid.rows(), work_per_row, [&](int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(RopeRotateRows)(angles, grid, layout, tensors, num_tensors, begin, end);
   });
