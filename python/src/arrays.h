@@ -75,5 +75,6 @@ void bind_rope(nb::module_& m);
 void bind_bias(nb::module_& m);
 void bind_attention(nb::module_& m);
 void bind_model(nb::module_& m);
+void bind_mrope(nb::module_& m);
 
 }  // namespace posenc::python

@@ -16,4 +16,5 @@ NB_MODULE(_core, m) {
   posenc::python::bind_bias(m);
   posenc::python::bind_attention(m);
   posenc::python::bind_model(m);
+  posenc::python::bind_mrope(m);
 }
