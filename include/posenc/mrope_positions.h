@@ -12,7 +12,9 @@
 //   vision run, grid (T, H, W) of patches, m = spatial_merge_size: one token per merged patch,
 //     (T, H/m, W/m) of them in (t, h, w) row-major order, token (k, i, j) at
 //       t = p + floor(k * interval), h = p + i, w = p + j;                    then p += max(H, W)/m
-//     (the temporal extent does not advance p; transformers 5 does exactly this).
+//     The temporal extent does not advance p (transformers 5.23). transformers 4.x and Qwen's own code
+//     (huggingface/transformers PR 35569's example) start the next text at the run's max + 1 instead:
+//     the two differ when floor((T - 1) * interval) + 1 > max(H, W)/m (long videos; Qwen3-VL splits them).
 // Padding tokens get 0 on the three rows. delta[b] = max over the row's positions + 1 - (number of
 // non-padding tokens): the offset that the following text tokens (decoding) add to their index.
 //
