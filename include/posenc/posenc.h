@@ -3,6 +3,7 @@
 #include "posenc/absolute.h"
 #include "posenc/attention.h"
 #include "posenc/kv_cache.h"
+#include "posenc/mrope_positions.h"
 #include "posenc/bias.h"
 #include "posenc/encodings.h"
 #include "posenc/error.h"

@@ -76,5 +76,6 @@ void bind_bias(nb::module_& m);
 void bind_attention(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_kv_cache(nb::module_& m);
+void bind_mrope(nb::module_& m);
 
 }  // namespace posenc::python

@@ -17,4 +17,5 @@ NB_MODULE(_core, m) {
   posenc::python::bind_attention(m);
   posenc::python::bind_model(m);
   posenc::python::bind_kv_cache(m);
+  posenc::python::bind_mrope(m);
 }
