@@ -304,6 +304,23 @@ TEST(ModelForms, GptNeoXAliases) {
   EXPECT_EQ(d.layers[0].rotary_hi, 16);  // default rotary_pct 0.25
 }
 
+// configuration_gpt_neox.py convert_rope_params_to_dict: top-level partial_rotary_factor is inert too
+// (rotary_pct, default 0.25, wins); qwen2 has no rotary_emb_base (Qwen2Config keeps it inert:
+// rope_theta or the default 1e4 decides), so it is reported.
+TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
+  const ModelPositions nx =
+      model_positions_from_hf_json(cfg("gpt_neox", R"("partial_rotary_factor": 0.5, "rope_theta": 5e5)"));
+  EXPECT_EQ(nx.layers[0].rotary_hi, 16);  // int(64 * 0.25)
+  EXPECT_EQ(nx.layers[0].rope->base, 1e4);
+  EXPECT_TRUE(has_warning(nx, "partial_rotary_factor is ignored by gpt_neox"));
+  const ModelPositions q =
+      model_positions_from_hf_json(cfg("qwen2", R"("rotary_emb_base": 5, "rotary_pct": 0.5)"));
+  EXPECT_EQ(q.layers[0].rope->base, 1e4);
+  EXPECT_EQ(q.layers[0].rotary_hi, 64);
+  EXPECT_TRUE(has_warning(q, "key 'rotary_emb_base' is not understood by posenc for model_type 'qwen2'"));
+  EXPECT_TRUE(has_warning(q, "key 'rotary_pct' is not understood"));
+}
+
 // GPT-J: configuration_gptj.py attribute_map (n_embd, n_head, n_layer, n_positions), rotary_dim,
 // rotate_every_two (interleaved).
 TEST(ModelForms, GptJ) {
