@@ -320,8 +320,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5
   j.read.insert("rope_interleave");
-  j.read.insert("rotary_emb_base");
-  j.read.insert("rotary_pct");
+  // rotary_emb_base / rotary_pct are read by gpt_neox only (above); in any other family
+  // transformers 5 keeps them as inert attributes (CodeQwen1.5's qwen2 config has
+  // rotary_emb_base), so they are reported as ignored.
 
   // Softmax scale (the `scaling` each family's attention passes to the kernel).
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));

@@ -99,8 +99,14 @@ const Family* find_family(const std::string& model_type) {
 
 std::string refusal_reason(const std::string& t) {
   // Not in transformers 5.23.0 (remote code: the repository's own modeling file defines the rotation).
-  for (const char* remote : {"chatglm", "internlm", "internlm2", "baichuan", "qwen", "minicpmv", "minicpm"})
+  for (const char* remote :
+       {"chatglm", "internlm", "internlm2", "baichuan", "qwen", "minicpmv", "minicpm", "stablelm_epoch"})
     if (t == remote) return "its positional code is remote code (trust_remote_code), not in transformers 5";
+  // Falcon's first releases (configuration_RW.py / modelling_RW.py); transformers 5's falcon
+  // reads model_type "falcon" and has no alias for these.
+  if (t == "RefinedWeb" || t == "RefinedWebModel")
+    return "it is Falcon's legacy remote-code type (configuration_RW.py), which transformers 5 does not map "
+           "to falcon";
   if (t == "deepseek_v4")
     return "its compressed attention (compress_rope_theta, compress_ratios) is not modeled by posenc yet";
   if (t == "laguna")

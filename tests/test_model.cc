@@ -103,6 +103,26 @@ const RealCase kReal[] = {
   {"bloom__bloom-3b.json", "bloom", 30, "alibi", 0, 0, 0, 0, 0, "key 'offset_alibi' is not understood"},
   {"glm4v__GLM-4.1V-9B-Thinking.json", "glm4v", 0, "", 0, 0, 0, 0, 0, ""},
   {"gpt-neo__gpt-j-6B-rotary-fork.json", "gpt_neo", 0, "", 0, 0, 0, 0, 0, ""},
+  // Second collection. gptj: configuration_gptj.py has no `rotary` field (an inert key).
+  {"gpt-j__gpt-j-6b.json", "gptj", 28, "rope", 1e4, 0, 64, 0, 0, "key 'rotary' is not understood"},
+  {"gpt-neox__gpt-neox-20b.json", "gpt_neox", 44, "rope", 1e4, 0, 24, 0, 0, ""},  // 96 * rotary_pct 0.25
+  {"gpt-neox__pythia-410m-chatbot.json", "gpt_neox", 24, "rope", 1e4, 0, 16, 0, 0,
+   "partial_rotary_factor is ignored by gpt_neox"},  // rotary_pct wins (configuration_gpt_neox.py)
+  {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
+  {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
+  {"mpt__mpt-7b-instruct.json", "mpt", 32, "alibi", 0, 0, 0, 0, 0, ""},
+  {"phi3__Phi-3-mini-128k-instruct.json", "phi3", 32, "rope", 1e4, 0, 96, 262144, 0, ""},
+  {"deepseek-v2__DeepSeek-V2-Lite.json", "deepseek_v2", 27, "rope", 1e4, 128, 192, 0, 0, ""},
+  {"minicpm3__MiniCPM3-4B.json", "minicpm3", 62, "rope", 1e4, 64, 96, 0, 0, ""},
+  {"stablelm__stable-code-3b.json", "stablelm_epoch", 0, "", 0, 0, 0, 0, 0, ""},
+  {"gemma__gemma-2b-it-prerelease.json", "gemma", 18, "rope", 1e4, 0, 256, 0, 0, ""},
+  {"gemma__codegemma-7b-it.json", "gemma", 28, "rope", 1e4, 0, 256, 0, 0, ""},  // head_dim 256, not 3072 / 16
+  {"internlm2__internlm2-chat-1_8b.json", "internlm2", 0, "", 0, 0, 0, 0, 0, ""},
+  {"internlm2__internlm2-chat-7b-rev-2292b86.json", "internlm", 0, "", 0, 0, 0, 0, 0, ""},
+  {"internlm2__internlm2-chat-7b-rev-03da3f2.json", "internlm", 0, "", 0, 0, 0, 0, 0, ""},
+  {"qwen1.5__CodeQwen1.5-7B.json", "qwen2", 32, "rope", 1e6, 0, 128, 0, 0,
+   "key 'rotary_emb_base' is not understood"},  // inert in Qwen2Config; use_sliding_window false
+  {"qwen3-vl__Qwen3-VL-Embedding-8B.json", "qwen3_vl", 36, "rope", 5e6, 0, 128, 0, 0, ""},
 };
 // clang-format on
 
@@ -306,6 +326,99 @@ TEST(ModelFamilies, CohereInterleavedAndMultimodal) {
   EXPECT_DOUBLE_EQ(t.factor(8192), 1 + 0.1 * std::log(2.0));  // get_llama_4_attn_scale, L = 8192
 }
 
+// DeepSeek-V2-Lite: configuration_deepseek_v2.py head_dim = qk_rope_head_dim (64) after the 128 nope
+// dims; modeling_deepseek_v2.py apply_rotary_emb (complex pairs: interleaved, kept interleaved);
+// yarn_apply_mscale: scale = 192^-0.5 * (0.1 * 0.707 * ln(40) + 1)^2; the rotary's attention factor
+// get_mscale(40, 0.707) / get_mscale(40, 0.707) = 1 (modeling_rope_utils.py _compute_yarn_parameters).
+TEST(ModelFamilies, DeepSeekV2Lite) {
+  const ModelPositions m = load("deepseek-v2__DeepSeek-V2-Lite.json");
+  EXPECT_EQ(m.max_position_embeddings, 163840);
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    EXPECT_EQ(l.qk_head_dim, 192);
+    EXPECT_EQ(l.rope->head_dim, 64);
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
+    EXPECT_EQ(l.rope->scaling.factor, 40);
+    EXPECT_EQ(l.rope->scaling.original_max_position_embeddings, 4096);
+    const double ms = 0.1 * 0.707 * std::log(40.0) + 1;
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, ms * ms / std::sqrt(192.0));
+  }
+  EXPECT_DOUBLE_EQ(rope_frequencies(*m.layers[0].rope).attention_factor, 1.0);
+}
+
+// MiniCPM3: configuration_minicpm3.py head_dim = qk_rope_head_dim (32), the last 32 of 96 q/k dims;
+// modeling_minicpm3.py apply_rotary_pos_emb (rotate_half); longrope with original = max = 32768:
+// factor 1, attention_factor 1, short factors up to 32768; no mscale_all_dim: scale 96^-0.5.
+TEST(ModelFamilies, MiniCPM3) {
+  const ModelPositions m = load("minicpm3__MiniCPM3-4B.json");
+  const LayerPlan& l = m.layers[61];
+  EXPECT_EQ(l.rotary_lo, 64);
+  EXPECT_EQ(l.rotary_hi, 96);
+  EXPECT_EQ(l.rope->layout, RopeLayout::half);
+  EXPECT_EQ(l.rope->scaling.type, RopeScalingType::longrope);
+  EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(96.0));
+  const RopeFrequencies f = rope_frequencies(*l.rope, 32768);
+  ASSERT_EQ(f.inv_freq.size(), 16u);
+  EXPECT_DOUBLE_EQ(f.attention_factor, 1.0);
+  EXPECT_NEAR(f.inv_freq[1], std::pow(1e4, -2.0 / 32) / 1.1241891283591912, 1e-15);  // short_factor[1]
+}
+
+// Phi-3-mini-128k: configuration_phi3.py (top-level original_max_position_embeddings 4096, legacy
+// "longrope" type, 48 = 96 / 2 factors); modeling_phi3.py: the sliding mask on every layer once
+// sliding_window is set (262144 here, above the maximum: never binding).
+TEST(ModelFamilies, Phi3Mini128k) {
+  const ModelPositions m = load("phi3__Phi-3-mini-128k-instruct.json");
+  for (const LayerPlan& l : m.layers) EXPECT_EQ(l.attention.window, 262144) << l.layer;
+  const RopeConfig& c = *m.layers[0].rope;
+  EXPECT_EQ(c.scaling.original_max_position_embeddings, 4096);
+  const RopeFrequencies shrt = rope_frequencies(c, 4096), lng = rope_frequencies(c, 4097);
+  ASSERT_EQ(shrt.inv_freq.size(), 48u);
+  EXPECT_NEAR(shrt.attention_factor, 1.190238071, 1e-9);      // sqrt(1 + ln(32) / ln(4096))
+  EXPECT_DOUBLE_EQ(shrt.inv_freq[0], 1 / 1.1);                // short_factor[0]
+  EXPECT_DOUBLE_EQ(lng.inv_freq[0], 1 / 1.0700000524520874);  // long_factor[0]
+}
+
+// GPT-J 6B, GPT-NeoX 20B, Gemma 1, MPT, Qwen3-VL: the layouts and scales of their modeling files.
+TEST(ModelFamilies, SecondCollectionLayoutsAndScales) {
+  const ModelPositions gj = load("gpt-j__gpt-j-6b.json");  // rotate_every_two; attn / sqrt(head_dim)
+  EXPECT_EQ(gj.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(gj.layers[0].qk_head_dim, 256);
+  EXPECT_DOUBLE_EQ(gj.layers[0].attention.softmax_scale, 1.0 / 16);
+  EXPECT_EQ(gj.max_position_embeddings, 2048);                    // n_positions
+  const ModelPositions nx = load("gpt-neox__gpt-neox-20b.json");  // partial rotate_half
+  EXPECT_EQ(nx.layers[0].rope->layout, RopeLayout::half);
+  EXPECT_DOUBLE_EQ(nx.layers[0].attention.softmax_scale, 1.0 / std::sqrt(96.0));
+  const ModelPositions cg = load("gemma__codegemma-7b-it.json");  // head_dim 256 with 16 heads of 3072
+  EXPECT_EQ(cg.layers[0].qk_head_dim, 256);
+  EXPECT_DOUBLE_EQ(cg.layers[0].attention.softmax_scale, 1.0 / 16);
+  const ModelPositions mpt = load("mpt__mpt-7b-instruct.json");  // max_seq_len; softmax_scale null
+  EXPECT_EQ(mpt.max_position_embeddings, 2048);
+  for (const LayerPlan& l : mpt.layers) {
+    EXPECT_EQ(l.position, PositionMethod::alibi);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(128.0));
+  }
+  const ModelPositions vl = load("qwen3-vl__Qwen3-VL-Embedding-8B.json");  // text_config, interleaved mRoPE
+  EXPECT_EQ(vl.layers[0].rope->multimodal, RopeMultimodal::mrope_interleaved);
+  EXPECT_EQ(vl.layers[0].rope->mrope_section, (std::vector<int64_t>{24, 20, 20}));
+}
+
+// Remote-code model types (not in transformers 5.23's CONFIG_MAPPING): refused as remote code,
+// Falcon's legacy RefinedWeb / RefinedWebModel included (transformers 5's falcon reads "falcon").
+TEST(ModelFamilies, RemoteCodeTypesAreRefusedAsSuch) {
+  for (const char* file : {"falcon__falcon-40b-RefinedWeb.json", "stablelm__stable-code-3b.json",
+                           "internlm2__internlm2-chat-1_8b.json"}) {
+    try {
+      load(file);
+      ADD_FAILURE() << file;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("remote"), std::string::npos) << e.what();
+    }
+  }
+  expect_error(R"({"model_type": "RefinedWebModel", "hidden_size": 4544, "n_head": 71, "n_layer": 32})",
+               "model_type 'RefinedWebModel' is not supported: it is Falcon's legacy");
+}
+
 // Small fixtures: the forms no collected file shows. Base keys of a tiny llama-like model.
 std::string cfg(const std::string& type, const std::string& extra) {
   return R"({"model_type": ")" + type + R"(", "hidden_size": 256, "num_attention_heads": 4,
@@ -326,6 +439,23 @@ TEST(ModelForms, GptNeoXAliases) {
 
 // GPT-J: configuration_gptj.py attribute_map (n_embd, n_head, n_layer, n_positions), rotary_dim,
 // rotate_every_two (interleaved).
+// configuration_gpt_neox.py convert_rope_params_to_dict: top-level partial_rotary_factor is inert too
+// (rotary_pct, default 0.25, wins); qwen2 has no rotary_emb_base (Qwen2Config keeps it inert:
+// rope_theta or the default 1e4 decides), so it is reported.
+TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
+  const ModelPositions nx =
+      model_positions_from_hf_json(cfg("gpt_neox", R"("partial_rotary_factor": 0.5, "rope_theta": 5e5)"));
+  EXPECT_EQ(nx.layers[0].rotary_hi, 16);  // int(64 * 0.25)
+  EXPECT_EQ(nx.layers[0].rope->base, 1e4);
+  EXPECT_TRUE(has_warning(nx, "partial_rotary_factor is ignored by gpt_neox"));
+  const ModelPositions q =
+      model_positions_from_hf_json(cfg("qwen2", R"("rotary_emb_base": 5, "rotary_pct": 0.5)"));
+  EXPECT_EQ(q.layers[0].rope->base, 1e4);
+  EXPECT_EQ(q.layers[0].rotary_hi, 64);
+  EXPECT_TRUE(has_warning(q, "key 'rotary_emb_base' is not understood by posenc for model_type 'qwen2'"));
+  EXPECT_TRUE(has_warning(q, "key 'rotary_pct' is not understood"));
+}
+
 TEST(ModelForms, GptJ) {
   const ModelPositions m = model_positions_from_hf_json(
       R"({"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_layer": 2, "n_positions": 1024,

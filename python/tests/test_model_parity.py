@@ -27,10 +27,12 @@ import posenc
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs")
 FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*.json")))
-# remote-code families (their code lives in the model's repository, not in transformers): posenc
-# refuses chatglm and qwen (a RopeConfig must be given); minicpmv's longrope is checked against
-# Phi-3's classes below.
-REMOTE = {"chatglm", "qwen", "minicpmv"}
+# remote-code families (their code lives in the model's repository, not in transformers 5.23's
+# CONFIG_MAPPING): posenc refuses them (a RopeConfig must be given); minicpmv's longrope is checked
+# against Phi-3's classes below. internlm / internlm2 (InternLM2's early and current types),
+# stablelm_epoch (stable-code-3b) and RefinedWeb (Falcon's first releases; transformers 5's falcon
+# reads model_type "falcon") are refused as remote code too.
+REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb"}
 # in transformers but refused by posenc (positional code posenc does not model yet): deepseek_v4's
 # compressed attention (compress_rope_theta, compress_ratios).
 # laguna's per-layer head counts (num_attention_heads_per_layer).
@@ -38,7 +40,7 @@ REFUSED = {"deepseek_v4", "laguna"}
 # not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope), and
 # an old gpt_neo-format fork of GPT-J whose rotary keys transformers' GPT-Neo ignores.
 UNMODELED = {"glm4v", "gpt_neo"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt"}
 
 
 def load(name):
@@ -120,6 +122,8 @@ def seq_lens(m, layer):
 def test_inv_freq_and_attention_factor_per_layer(name):
     m = plan(name)
     config, text, model = hf(name)
+    if text.model_type == "gptj":  # no rotary module: a fixed sin/cos table, checked in test_gptj_*
+        pytest.skip("gptj: create_sinusoidal_positions table, see test_gptj_sincos_table_and_rotation")
     meta_rotary, _ = text_rotary(model)
     assert meta_rotary is not None, f"{name}: no rotary module in transformers' model"
     rotary = cpu_rotary(meta_rotary)
@@ -143,9 +147,14 @@ def hf_attention_modules(model):
     out = {}
     for mod in model.modules():
         cls = type(mod).__name__
-        if cls.endswith("Attention") and "Vision" not in cls and hasattr(mod, "scaling") and hasattr(mod, "layer_idx"):
+        scaled = hasattr(mod, "scaling") or hasattr(mod, "scale_attn")  # gptj divides by scale_attn
+        if cls.endswith("Attention") and "Vision" not in cls and scaled and hasattr(mod, "layer_idx"):
             out.setdefault(mod.layer_idx, mod)
     return out
+
+
+def hf_scaling(attn):
+    return attn.scaling if hasattr(attn, "scaling") else 1.0 / attn.scale_attn  # modeling_gptj.py _attn
 
 
 def hf_window(attn, text, i):
@@ -174,7 +183,7 @@ def test_attention_scale_window_sinks_layer_types(name):
             assert layer.position == "none", (name, layer.layer, layer.layer_type)
             continue
         a = layer.attention
-        assert a.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), (name, layer.layer)
+        assert a.softmax_scale == pytest.approx(hf_scaling(attn), rel=1e-12), (name, layer.layer)
         assert a.window == hf_window(attn, text, layer.layer), (name, layer.layer)
         assert a.sinks == hasattr(attn, "sinks"), (name, layer.layer)
         # cross-attention (mllama) sees the vision tokens without a causal mask
@@ -202,7 +211,10 @@ def test_llama4_nope_layers_chunks_and_temperature():
 ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-v3__DeepSeek-V3",
             "cohere__c4ai-command-r-v01", "gpt-oss__gpt-oss-120b", "qwen2-vl__Qwen2-VL-2B-Instruct-AWQ",
             "qwen2.5-vl__Qwen2.5-VL-7B-Instruct", "glm4-moe__GLM-4.5", "phi2__phi-2", "olmo3__Olmo-3.1-32B-Instruct",
-            "exaone4__EXAONE-4.0-32B", "mistral3__Devstral-Small-2-24B-Instruct"]
+            "exaone4__EXAONE-4.0-32B", "mistral3__Devstral-Small-2-24B-Instruct",
+            "gpt-neox__gpt-neox-20b", "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite",
+            "minicpm3__MiniCPM3-4B", "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B",
+            "qwen1.5__CodeQwen1.5-7B"]
 
 
 def layers_to_rotate(m):
@@ -237,8 +249,19 @@ def test_applied_rotation(name):
             hf_pos, pe_pos = pos, pos.numpy()
         x = torch.zeros(1, 1, 8)
         per_type = isinstance(getattr(rotary, "rope_type", None), dict)
-        cos, sin = rotary(x, hf_pos, layer.layer_type) if per_type else rotary(x, hf_pos)
         R = rc.effective_rotary_dim
+        if text.model_type == "deepseek_v2":
+            # modeling_deepseek_v2.py: the rotary returns freqs_cis (complex, R / 2), apply_rotary_emb
+            # multiplies the (2j, 2j + 1) pairs as complex numbers and keeps them interleaved
+            freqs_cis = rotary(x, hf_pos)
+            assert freqs_cis.shape[-1] == R // 2, (name, layer.layer)
+            q_hf, k_hf = family.apply_rotary_emb(q, k, freqs_cis)
+            q_pe = posenc.rope(q.transpose(1, 2).numpy(), pe_pos, config=rc, seq_len=seq_len)
+            k_pe = posenc.rope(k.transpose(1, 2).numpy(), pe_pos, config=rc, seq_len=seq_len)
+            torch.testing.assert_close(torch.from_numpy(q_pe).transpose(1, 2), q_hf, atol=2e-3, rtol=1e-4)
+            torch.testing.assert_close(torch.from_numpy(k_pe).transpose(1, 2), k_hf, atol=2e-3, rtol=1e-4)
+            continue
+        cos, sin = rotary(x, hf_pos, layer.layer_type) if per_type else rotary(x, hf_pos)
         # gpt_oss's rotary returns cos/sin of R / 2 (its _apply_rotary_emb splits halves), others of R
         assert cos.shape[-1] in (R, R // 2), (name, layer.layer)
         interleave_v3 = text.model_type == "deepseek_v3" and getattr(text, "rope_interleave", True)
@@ -262,6 +285,65 @@ def test_applied_rotation(name):
         torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4, msg=f"{name} layer {layer.layer}")
         torch.testing.assert_close(k_pe, k_hf, atol=2e-3, rtol=1e-4, msg=f"{name} layer {layer.layer}")
         assert lo + R <= hi or lo + rc.effective_rotary_dim == hi
+
+
+def test_gptj_sincos_table_and_rotation():
+    """GPT-J (modeling_gptj.py): create_sinusoidal_positions(n_positions, rotary_dim) is the fp32
+    table [sin | cos] of position * 10000^(-2i/64), gathered by position; apply_rotary_pos_emb with
+    rotate_every_two rotates the (2j, 2j + 1) pairs of the first rotary_dim dims of (B, S, H, D)."""
+    from transformers.models.gptj import modeling_gptj as gptj
+
+    name = "gpt-j__gpt-j-6b"
+    m = plan(name)
+    _, text, model = hf(name)
+    layer = m.layers[0]
+    rc = layer.rope
+    R = text.rotary_dim
+    assert layer.rotary_dims == (0, R) and rc.layout == "interleaved" and rc.effective_rotary_dim == R
+    table = gptj.create_sinusoidal_positions(text.n_positions, R).double().numpy()
+    inv_freq, factor = layer.inv_freq()
+    assert factor == 1.0
+    angles = np.arange(text.n_positions)[:, None] * inv_freq[None, :]
+    # fp32 angles in the table: error ~ position * 2^-24 rad at position 2047
+    np.testing.assert_allclose(table, np.concatenate([np.sin(angles), np.cos(angles)], 1), atol=2e-4, rtol=0)
+    torch.manual_seed(0)
+    B, T, H, D = 2, 24, 3, text.n_embd // text.n_head
+    q = torch.randn(B, T, H, D)
+    pos = torch.sort(torch.randint(0, text.n_positions, (B, T)), dim=1).values
+    sincos = torch.from_numpy(table).float()[pos]  # (B, T, 2 * R / 2)
+    sin, cos = torch.split(sincos, R // 2, dim=-1)
+    q_hf = torch.cat([gptj.apply_rotary_pos_emb(q[..., :R], sin, cos), q[..., R:]], -1)
+    q_pe = torch.from_numpy(posenc.rope(q.numpy(), pos.numpy(), config=rc))
+    torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4)
+
+
+def test_mpt_alibi_slopes_and_scale():
+    """MPT (modeling_mpt.py build_mpt_alibi_tensor(num_heads, max_seq_len, alibi_bias_max=8): the
+    bias slope_h * (j - (L - 1)), added after softmax_scale = 1/sqrt(d_model / n_heads); the config's
+    attn_config.alibi_bias_max is not passed). posenc's slopes for 32 heads equal it (MPT's
+    gen_slopes at alibi_bias_max 8 = BLOOM's rule)."""
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    name = "mpt__mpt-7b-instruct"
+    m = plan(name)
+    _, text, model = hf(name)
+    assert {layer.position for layer in m.layers} == {"alibi"}
+    assert m.num_layers == text.n_layers and m.max_position_embeddings == text.max_seq_len
+    scale = 1 / math.sqrt(text.d_model / text.n_heads)
+    assert all(layer.attention.softmax_scale == pytest.approx(scale, rel=1e-12) for layer in m.layers)
+    bias = build_mpt_alibi_tensor(text.n_heads, 3).double().numpy()  # (H, 1, 3): slope * [-2, -1, 0]
+    np.testing.assert_allclose(posenc.alibi_slopes(text.n_heads), -bias[:, 0, 1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if load(f)["model_type"] in REMOTE - {"chatglm", "qwen", "minicpmv"}])
+def test_remote_code_types_are_refused_by_name(name):
+    """internlm / internlm2 / stablelm_epoch / RefinedWeb: not in transformers 5.23 (AutoConfig
+    raises "Unrecognized model identifier"); posenc refuses them naming the type."""
+    t = load(name)["model_type"]
+    with pytest.raises(ValueError, match="Unrecognized model identifier"):
+        AutoConfig.for_model(**load(name))
+    with pytest.raises(posenc.Error, match=f"model_type '{t}' is not supported: .*remote"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
 
 
 def test_deepseek_v3_rotates_the_last_64_dims_of_192():
