@@ -1,5 +1,6 @@
 // bench/bench_rope.cc: RoPE against a same-run memcpy (bandwidth-bound).
 //   rope_qk     [1, 4096, 32, 128] q and k in place (read + write each), and one decode step
+//   rope_qk_16bit  the same in bf16 and fp16 storage
 //   rope_case   every configuration of tests/rope_cases.h (the tests' grid) at [1, 4096, 32, D]
 #include "bench_limits.h"
 #include "posenc/posenc.h"
@@ -26,6 +27,35 @@ void BM_rope_qk(benchmark::State& state) {
   const size_t tensor_bytes = static_cast<size_t>(B * T * H * D) * sizeof(float);
   report_vs_memcpy(state, timer, 2.0 * 2.0 * static_cast<double>(tensor_bytes),
                    2 * tensor_bytes);  // q and k, read + write
+}
+
+// q and k [1, 4096, 32, 128] in place in bf16 (range(0) = 0) or fp16 (1) storage: widened to fp32,
+// rotated, rounded once; half the bytes of fp32 for the same work (issue 15: >= 0.8 of memcpy).
+void BM_rope_qk_16bit(benchmark::State& state) {
+  const int64_t B = 1, T = 4096, H = 32, D = 128;
+  const posenc::DType dtype = state.range(0) == 0 ? posenc::DType::bf16 : posenc::DType::f16;
+  state.SetLabel(dtype == posenc::DType::bf16 ? "bf16" : "f16");
+  posenc::RopeConfig c;
+  c.head_dim = D;
+  c.base = 500000;
+  const posenc::Rope rope(c);
+  const std::vector<float> init = random_floats(B * T * H * D);
+  std::vector<uint16_t> q(init.size()), k(init.size());
+  for (size_t i = 0; i < init.size(); ++i) q[i] = k[i] = static_cast<uint16_t>(init[i] * 1000) & 0x3bff;
+  std::vector<int64_t> pos(T);
+  for (int64_t t = 0; t < T; ++t) pos[t] = t;
+  auto view16 = [&](std::vector<uint16_t>& x) {
+    posenc::TensorView v = posenc::view(reinterpret_cast<float*>(x.data()), {B, T, H, D});
+    v.dtype = dtype;
+    return v;
+  };
+  const LoopTimer timer;
+  for (auto _ : state) {
+    rope.forward_qk(view16(q), view16(k), posenc::view(pos.data(), {T}));
+    benchmark::ClobberMemory();
+  }
+  const size_t tensor_bytes = static_cast<size_t>(B * T * H * D) * sizeof(uint16_t);
+  report_vs_memcpy(state, timer, 2.0 * 2.0 * static_cast<double>(tensor_bytes), 2 * tensor_bytes);
 }
 
 // The tests' RoPE cases (real model configurations) at full size: q and k [1, 4096, 32, D].
@@ -56,6 +86,7 @@ BENCHMARK(BM_rope_qk)
     ->Args({1, 32768})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_rope_qk_16bit)->ArgName("f16")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_rope_case)
     ->ArgName("case")
     ->DenseRange(0, static_cast<int>(posenc::test::rope_cases().size()) - 1)

@@ -24,7 +24,8 @@ inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t
 
 inline uint16_t f32_to_bf16(float f) {
   const uint32_t b = f32_bits(f);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);  // NaN stays a quiet NaN
+  if ((b & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((b >> 16) | 0x40u);                     // NaN stays a quiet NaN
   return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);  // ties to even; overflow gives inf
 }
 

@@ -37,11 +37,29 @@ double round_to_bf16(float x) { return round_to_format(x, 7, -126, 3.38953138925
 
 // fp32 values: random magnitudes over the whole exponent range, and the edges of each format.
 std::vector<float> sweep() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f, 2.9802322e-8f,
-                          5.9604645e-8f, 8.940697e-8f, 6.1035156e-5f, 6.097555e-5f, 3.4e38f, -3.4e38f,
-                          std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
-                          std::numeric_limits<float>::denorm_min(), 1.0f + 1.0f / 256, 1.0f + 3.0f / 256,
-                          1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.99f,
+                          65520.0f,
+                          65536.0f,
+                          1e-8f,
+                          2.9802322e-8f,
+                          5.9604645e-8f,
+                          8.940697e-8f,
+                          6.1035156e-5f,
+                          6.097555e-5f,
+                          3.4e38f,
+                          -3.4e38f,
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::denorm_min(),
+                          1.0f + 1.0f / 256,
+                          1.0f + 3.0f / 256,
+                          1.0f + 1.0f / 2048,
+                          1.0f + 3.0f / 2048};
   std::mt19937 rng(5);
   std::uniform_int_distribution<uint32_t> bits(0, 0xffffffffu);
   for (int i = 0; i < 200000; ++i) {
@@ -66,8 +84,9 @@ TEST(Half, EveryFp16ValueWidensExactly) {
       if (mant == 0) EXPECT_EQ(f, sign * std::numeric_limits<float>::infinity());
       continue;
     }
-    const double expected = exp == 0 ? sign * mant * std::ldexp(1.0, -24)
-                                     : sign * (1.0 + mant / 1024.0) * std::ldexp(1.0, static_cast<int>(exp) - 15);
+    const double expected = exp == 0
+                                ? sign * mant * std::ldexp(1.0, -24)
+                                : sign * (1.0 + mant / 1024.0) * std::ldexp(1.0, static_cast<int>(exp) - 15);
     ASSERT_EQ(static_cast<double>(f), expected) << h;
     ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << h;
     ASSERT_EQ(f32_to_f16(f), h) << "round trip " << h;  // every fp16 value survives fp32
@@ -85,7 +104,8 @@ TEST(Half, NarrowingRoundsToNearestEven) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(nan))));
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(nan))));
-  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(detail::f32_from_bits(0x7f800001u)))));  // not rounded to inf
+  EXPECT_TRUE(
+      std::isnan(bf16_to_f32(f32_to_bf16(detail::f32_from_bits(0x7f800001u)))));  // not rounded to inf
 }
 
 TEST(Half, VectorConversionsEqualTheScalarOnesOnEveryTarget) {
@@ -101,7 +121,8 @@ TEST(Half, VectorConversionsEqualTheScalarOnesOnEveryTarget) {
         for (int64_t offset : {0, 1, 3}) {  // misaligned rows
           const float* src = values.data() + (offset + 53 * n) % 4000;
           std::vector<uint16_t> narrow(n + 1, 0xabcd), expected(n);
-          for (int64_t i = 0; i < n; ++i) expected[i] = dtype == DType::bf16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+          for (int64_t i = 0; i < n; ++i)
+            expected[i] = dtype == DType::bf16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
           cpu::narrow_row(dtype, src, n, narrow.data());
           for (int64_t i = 0; i < n; ++i) {
             const bool nan = std::isnan(src[i]);

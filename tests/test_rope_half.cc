@@ -23,10 +23,15 @@ struct Storage {
   DType dtype;
   double unit_roundoff;
   const char* name;
-  uint16_t round(float x) const { return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x); }
-  double value(uint16_t h) const { return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h); }
+  uint16_t round(float x) const {
+    return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
+  }
+  double value(uint16_t h) const {
+    return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
+  }
 };
-const Storage kStorages[] = {{DType::bf16, std::ldexp(1.0, -8), "bf16"}, {DType::f16, std::ldexp(1.0, -11), "f16"}};
+const Storage kStorages[] = {{DType::bf16, std::ldexp(1.0, -8), "bf16"},
+                             {DType::f16, std::ldexp(1.0, -11), "f16"}};
 
 TensorView view16(std::vector<uint16_t>& x, DType dtype, std::initializer_list<int64_t> shape) {
   TensorView v = view(reinterpret_cast<float*>(x.data()), shape);  // shape and contiguous strides
@@ -135,7 +140,8 @@ TEST(RopeHalf, StridedViewsOfAFusedQkvBuffer) {
     if (which < 2) rope.forward(view16(expected, DType::bf16, {1, T, H, D}), view(pos.data(), {T}));
     for (int64_t t = 0; t < T; ++t)
       for (int64_t e = 0; e < H * D; ++e)
-        ASSERT_EQ(fused[(t * 3 + which) * H * D + e], expected[t * H * D + e]) << which << " " << t << " " << e;
+        ASSERT_EQ(fused[(t * 3 + which) * H * D + e], expected[t * H * D + e])
+            << which << " " << t << " " << e;
   }
 }
 
@@ -147,10 +153,12 @@ TEST(RopeHalf, MixedOrUnsupportedDtypesAreRejectedAndNothingIsWritten) {
   std::vector<float> out32(8, 7.0f);
   std::vector<int64_t> pos = {3};
   try {
-    rope.forward(view16(x, DType::f16, {1, 1, 1, 8}), view(out32.data(), {1, 1, 1, 8}), view(pos.data(), {1}));
+    rope.forward(view16(x, DType::f16, {1, 1, 1, 8}), view(out32.data(), {1, 1, 1, 8}),
+                 view(pos.data(), {1}));
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out has dtype f32, expected the dtype of x, f16"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("out has dtype f32, expected the dtype of x, f16"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(out32, std::vector<float>(8, 7.0f));

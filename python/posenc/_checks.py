@@ -52,6 +52,34 @@ def float32(name: str, value, ndims=None, finite=False) -> np.ndarray:
     return arr
 
 
+# 16-bit storage kept as is by the activation ops (RoPE): numpy float16 and ml_dtypes' bfloat16.
+_STORAGE = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def activation(name: str, value, ndims=None) -> np.ndarray:
+    """Activation data in its own storage when posenc computes on it directly (float32, float16, and
+    bfloat16 from the ml_dtypes package), else converted to float32; a unit stride on the last axis
+    (a copy only when needed). Results come back in the same dtype."""
+    arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    if arr.dtype.name in _STORAGE:
+        if ndims is not None and arr.ndim not in ndims:
+            fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+        if arr.ndim and arr.shape[-1] > 1 and arr.strides[-1] != arr.itemsize:
+            arr = np.ascontiguousarray(arr)
+        return arr
+    return float32(name, value, ndims)
+
+
+def storage(arr: np.ndarray) -> str:
+    """The storage name the C++ binding takes with bits(arr): "f32", "bf16" or "f16"."""
+    return _STORAGE.get(arr.dtype.name, "f32")
+
+
+def bits(arr: np.ndarray) -> np.ndarray:
+    """A 16-bit float array as its uint16 bits (a view), for the binding; other arrays unchanged."""
+    return arr.view(np.uint16) if arr.dtype.name in _STORAGE else arr
+
+
 def integer(name: str, value, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         fail(f"{name} = {value!r} is invalid: expected an integer")

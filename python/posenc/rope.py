@@ -10,7 +10,7 @@ import os
 import numpy as np
 
 from . import _core
-from ._checks import choice, fail, float32, integer, positions, real
+from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
 
 RopeConfig = _core.RopeConfig
 RopeScaling = _core.RopeScaling
@@ -101,9 +101,9 @@ def _split_kwargs(kwargs):
 
 
 def _prepare(name, x, positions_, kwargs):
-    """(float32 x, int64 positions, the Rope, seq_len) for one call."""
+    """(x as float32, float16 or bfloat16, int64 positions, the Rope, seq_len) for one call."""
     config, seq_len, kw = _split_kwargs(dict(kwargs))
-    x = float32(name, x, (4,))
+    x = activation(name, x, (4,))
     r = _rope_of(config, x.shape[3], kw)
     streams = r.config.num_position_streams
     pos = positions("positions", positions_, (1, 2) if streams == 1 else (2, 3))
@@ -117,26 +117,30 @@ def rope(x, positions_, **kwargs) -> np.ndarray:
     Keyword arguments: base, rotary_dim, layout ("half" = GPT-NeoX/Llama rotate_half,
     "interleaved" = GPT-J/RoFormer), rope_scaling (HF dict), max_position_embeddings,
     mrope_section, seq_len (dynamic/longrope; default max(position) + 1), or config (a RopeConfig).
+    float16 and bfloat16 (ml_dtypes) arrays are rotated in fp32 and rounded once, and returned in their
+    dtype; other types are computed and returned as float32.
     """
     x, pos, r, seq_len = _prepare("x", x, positions_, kwargs)
-    out = np.empty(x.shape, dtype=np.float32)
-    r.forward(x, out, pos, seq_len)
+    out = np.empty(x.shape, dtype=x.dtype)
+    r.forward(bits(x), bits(out), pos, seq_len, storage(x))
     return out
 
 
 def rope_(x, positions_, **kwargs) -> np.ndarray:
-    """rope, in place: x must be a writable float32 array with a unit last stride; returns x."""
-    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 4 or not x.flags.writeable or \
-            (x.shape[-1] > 1 and x.strides[-1] != x.itemsize):
-        fail("x: rope_ needs a writable float32 numpy array [batch, seq, heads, head_dim] with a unit last stride")
+    """rope, in place: x must be a writable float32, float16 or bfloat16 array with a unit last stride;
+    returns x."""
+    if not isinstance(x, np.ndarray) or x.dtype.name not in ("float32", "float16", "bfloat16") or x.ndim != 4 or \
+            not x.flags.writeable or (x.shape[-1] > 1 and x.strides[-1] != x.itemsize):
+        fail("x: rope_ needs a writable float32, float16 or bfloat16 numpy array [batch, seq, heads, head_dim] "
+             "with a unit last stride")
     _, pos, r, seq_len = _prepare("x", x, positions_, kwargs)
-    r.forward_(x, pos, seq_len)
+    r.forward_(bits(x), pos, seq_len, storage(x))
     return x
 
 
 def rope_backward(grad, positions_, **kwargs) -> np.ndarray:
     """d loss / d x of rope: the inverse rotation applied to grad (same arguments as rope)."""
     grad, pos, r, seq_len = _prepare("grad", grad, positions_, kwargs)
-    out = np.empty(grad.shape, dtype=np.float32)
-    r.backward(grad, out, pos, seq_len)
+    out = np.empty(grad.shape, dtype=grad.dtype)
+    r.backward(bits(grad), bits(out), pos, seq_len, storage(grad))
     return out

@@ -52,6 +52,25 @@ def _tensor(a, like):
     return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
 
 
+def _np_activation(name, t):
+    """A numpy view of a CPU activation tensor in its own storage (float16; bfloat16 as ml_dtypes'
+    bfloat16, through its int16 bits: no copy), or _np's float32 for other dtypes."""
+    if isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) and t.device.type == "cpu":
+        t = t.detach()
+        if t.dtype == torch.float16:
+            return t.numpy()
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return _np(name, t)
+
+
+def _tensor_activation(a, like):
+    """A result of _np_activation's input back as a tensor of like's dtype (bfloat16 through its bits)."""
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+    return _tensor(a, like)
+
+
 # ---------------------------------------------------------------------------- custom operators
 #
 # rope, attention, relative_bias and learned are torch.library custom operators (posenc::rope,
@@ -102,7 +121,7 @@ def _rope_positions(positions, x):
 
 @torch.library.custom_op("posenc::rope", mutates_args=())
 def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
-    return _tensor(_rope_np(_np("x", x), _rope_positions(positions, x), **_settings(settings)), x)
+    return _tensor_activation(_rope_np(_np_activation("x", x), _rope_positions(positions, x), **_settings(settings)), x)
 
 
 @_rope_op.register_fake
@@ -112,7 +131,8 @@ def _(x, positions, settings):
 
 @torch.library.custom_op("posenc::rope_backward", mutates_args=())
 def _rope_backward_op(grad: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
-    return _tensor(_rope_backward_np(_np("grad", grad), _rope_positions(positions, grad), **_settings(settings)), grad)
+    return _tensor_activation(_rope_backward_np(_np_activation("grad", grad), _rope_positions(positions, grad),
+                                                **_settings(settings)), grad)
 
 
 @_rope_backward_op.register_fake

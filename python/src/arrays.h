@@ -22,8 +22,10 @@ using OutArray = nb::ndarray<nb::device::cpu>;         // writable output
 using OptInArray = std::optional<InArray>;
 using OptOutArray = std::optional<OutArray>;
 
+// storage16: the dtype of a uint16 array that holds bf16 or fp16 bits (the Python layer passes
+// x.view(np.uint16) and the storage's name); f32 = a uint16 array is an error.
 template <typename Array>
-void fill_shape(const Array& a, const char* name, ViewShape& v) {
+void fill_shape(const Array& a, const char* name, ViewShape& v, DType storage16 = DType::f32) {
   if (a.ndim() > static_cast<size_t>(kMaxRank))
     throw Error(std::string(name) + ": rank " + std::to_string(a.ndim()) + " is not supported (at most " +
                 std::to_string(kMaxRank) + ")");
@@ -34,6 +36,8 @@ void fill_shape(const Array& a, const char* name, ViewShape& v) {
     v.dtype = DType::f64;
   else if (t == nb::dtype<int64_t>())
     v.dtype = DType::i64;
+  else if (t == nb::dtype<uint16_t>() && storage16 != DType::f32)
+    v.dtype = storage16;
   else
     throw Error(std::string(name) + ": dtype (code " + std::to_string(t.code) + ", " +
                 std::to_string(t.bits) + " bits) is not float32, float64 or int64");
@@ -44,9 +48,9 @@ void fill_shape(const Array& a, const char* name, ViewShape& v) {
   }
 }
 
-inline ConstTensorView in_view(const InArray& a, const char* name) {
+inline ConstTensorView in_view(const InArray& a, const char* name, DType storage16 = DType::f32) {
   ConstTensorView v;
-  fill_shape(a, name, v);
+  fill_shape(a, name, v, storage16);
   v.data = a.data();
   return v;
 }
@@ -54,14 +58,22 @@ inline ConstTensorView in_view(const OptInArray& a, const char* name) {
   return a ? in_view(*a, name) : ConstTensorView{};
 }
 
-inline TensorView out_view(const OutArray& a, const char* name) {
+inline TensorView out_view(const OutArray& a, const char* name, DType storage16 = DType::f32) {
   TensorView v;
-  fill_shape(a, name, v);
+  fill_shape(a, name, v, storage16);
   v.data = a.data();
   return v;
 }
 inline TensorView out_view(const OptOutArray& a, const char* name) {
   return a ? out_view(*a, name) : TensorView{};
+}
+
+// "f32", "bf16" or "f16": the storage of an activation array (python/posenc/_checks.py storage()).
+inline DType storage_dtype(const std::string& storage) {
+  if (storage == "bf16") return DType::bf16;
+  if (storage == "f16") return DType::f16;
+  if (storage == "f32") return DType::f32;
+  throw Error("storage = '" + storage + "' is invalid: expected f32, bf16 or f16");
 }
 
 // Configurations shared by several parts (validated; errors name the field).

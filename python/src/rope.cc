@@ -97,28 +97,37 @@ void bind_rope(nb::module_& m) {
       .def(
           "forward",
           [](const Rope& r, const InArray& x, const OutArray& out, const InArray& positions,
-             std::optional<int64_t> seq_len) {
+             std::optional<int64_t> seq_len, const std::string& storage) {
+            const DType s = storage_dtype(storage);
+            const ConstTensorView xv = in_view(x, "x", s), p = in_view(positions, "positions");
+            const TensorView o = out_view(out, "out", s);
             nb::gil_scoped_release release;
-            r.forward(in_view(x, "x"), out_view(out, "out"), in_view(positions, "positions"),
-                      call_of(seq_len));
+            r.forward(xv, o, p, call_of(seq_len));
           },
-          nb::arg("x"), nb::arg("out"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
+          nb::arg("x"), nb::arg("out"), nb::arg("positions"), nb::arg("seq_len") = nb::none(),
+          nb::arg("storage") = "f32")
       .def(
           "forward_",
-          [](const Rope& r, const OutArray& x, const InArray& positions, std::optional<int64_t> seq_len) {
+          [](const Rope& r, const OutArray& x, const InArray& positions, std::optional<int64_t> seq_len,
+             const std::string& storage) {
+            const TensorView xv = out_view(x, "x", storage_dtype(storage));
+            const ConstTensorView p = in_view(positions, "positions");
             nb::gil_scoped_release release;
-            r.forward(out_view(x, "x"), in_view(positions, "positions"), call_of(seq_len));
+            r.forward(xv, p, call_of(seq_len));
           },
-          nb::arg("x"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
+          nb::arg("x"), nb::arg("positions"), nb::arg("seq_len") = nb::none(), nb::arg("storage") = "f32")
       .def(
           "backward",
           [](const Rope& r, const InArray& grad_out, const OutArray& grad_in, const InArray& positions,
-             std::optional<int64_t> seq_len) {
+             std::optional<int64_t> seq_len, const std::string& storage) {
+            const DType s = storage_dtype(storage);
+            const ConstTensorView g = in_view(grad_out, "grad", s), p = in_view(positions, "positions");
+            const TensorView gi = out_view(grad_in, "grad_in", s);
             nb::gil_scoped_release release;
-            r.backward(in_view(grad_out, "grad"), out_view(grad_in, "grad_in"),
-                       in_view(positions, "positions"), call_of(seq_len));
+            r.backward(g, gi, p, call_of(seq_len));
           },
-          nb::arg("grad_out"), nb::arg("grad_in"), nb::arg("positions"), nb::arg("seq_len") = nb::none())
+          nb::arg("grad_out"), nb::arg("grad_in"), nb::arg("positions"), nb::arg("seq_len") = nb::none(),
+          nb::arg("storage") = "f32")
       .def(
           "cos_sin",
           [](const Rope& r, const InArray& positions, const OutArray& cos, const OutArray& sin,

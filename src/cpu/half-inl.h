@@ -37,7 +37,8 @@ HWY_INLINE void WidenRow(DType dtype, const uint16_t* HWY_RESTRICT src, int64_t 
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   if (dtype == DType::bf16) {
     for (; i + N <= n; i += N)
-      hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)))), df, dst + i);
+      hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)))), df,
+                 dst + i);
   }
 #if HWY_TARGET <= HWY_AVX2
   if (dtype == DType::f16) {
@@ -68,7 +69,8 @@ HWY_INLINE void NarrowRow(DType dtype, const float* HWY_RESTRICT src, int64_t n,
     for (; i + N <= n; i += N) {
       const auto v = hn::LoadU(df, src + i);
       const auto bits = hn::BitCast(du32, v);
-      const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, hn::And(hn::ShiftRight<16>(bits), one))));
+      const auto rounded =
+          hn::ShiftRight<16>(hn::Add(bits, hn::Add(bias, hn::And(hn::ShiftRight<16>(bits), one))));
       const auto nan = hn::Or(hn::ShiftRight<16>(bits), quiet);
       const auto out = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), nan, rounded);
       hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, out)), du16, dst + i);  // < 2^16: no saturation
@@ -78,7 +80,8 @@ HWY_INLINE void NarrowRow(DType dtype, const float* HWY_RESTRICT src, int64_t n,
   if (dtype == DType::f16) {
     const hn::Rebind<hwy::float16_t, decltype(df)> df16;
     for (; i + N <= n; i += N)
-      hn::StoreU(hn::DemoteTo(df16, hn::LoadU(df, src + i)), df16, reinterpret_cast<hwy::float16_t*>(dst + i));
+      hn::StoreU(hn::DemoteTo(df16, hn::LoadU(df, src + i)), df16,
+                 reinterpret_cast<hwy::float16_t*>(dst + i));
   }
 #endif
 #endif

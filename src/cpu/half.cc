@@ -10,7 +10,9 @@ HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 void WidenRowEntry(DType dtype, const uint16_t* src, int64_t n, float* dst) { WidenRow(dtype, src, n, dst); }
-void NarrowRowEntry(DType dtype, const float* src, int64_t n, uint16_t* dst) { NarrowRow(dtype, src, n, dst); }
+void NarrowRowEntry(DType dtype, const float* src, int64_t n, uint16_t* dst) {
+  NarrowRow(dtype, src, n, dst);
+}
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc::cpu
 HWY_AFTER_NAMESPACE();
