@@ -5,6 +5,7 @@
 #include "bench_limits.h"
 #include "posenc/posenc.h"
 #include "rope_cases.h"
+#include "src/half.h"
 
 namespace {
 using namespace posenc::bench;
@@ -41,7 +42,9 @@ void BM_rope_qk_16bit(benchmark::State& state) {
   const posenc::Rope rope(c);
   const std::vector<float> init = random_floats(B * T * H * D);
   std::vector<uint16_t> q(init.size()), k(init.size());
-  for (size_t i = 0; i < init.size(); ++i) q[i] = k[i] = static_cast<uint16_t>(init[i] * 1000) & 0x3bff;
+  for (size_t i = 0; i < init.size(); ++i)  // values in [-1, 1] (no subnormals: fp32 assists would dominate)
+    q[i] = k[i] = dtype == posenc::DType::bf16 ? posenc::detail::f32_to_bf16(init[i])
+                                               : posenc::detail::f32_to_f16(init[i]);
   std::vector<int64_t> pos(T);
   for (int64_t t = 0; t < T; ++t) pos[t] = t;
   auto view16 = [&](std::vector<uint16_t>& x) {
