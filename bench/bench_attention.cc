@@ -1,6 +1,7 @@
 // bench/bench_attention.cc: fused attention next to the machine's own limits, measured in the
 // same run on the same thread count:
-//   forward, backward: compute-bound; limit = OpenBLAS sgemm of the QK^T shape ((S x D)(D x S)).
+//   forward, backward: compute-bound; limits = OpenBLAS sgemm of the QK^T shape ((S x D)(D x S)) and
+//     the fp32 FMA peak of the same threads (compute_peak.h), both measured after each benchmark.
 //     effective FLOP = 4 S^2 D heads for the forward (QK^T and PV), 2.5x that for the backward
 //     (QK^T, dP = dO V^T, dV, dK, dQ), halved for causal. vs_sgemm = GFLOP/s / sgemm GFLOP/s.
 //   (decode against a long KV cache: bench/bench_kv_cache.cc; MLA's decode here, against keys and
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "bench_limits.h"
+#include "compute_peak.h"
 #include "posenc/attention.h"
 
 namespace {
@@ -93,12 +95,27 @@ struct Fixture {
   double causal_flops() const { return 4.0 * S * S * D * H / 2; }
 };
 
+// Compute-bound figures next to two same-run limits: OpenBLAS sgemm of the QK^T shape, and the
+// fp32 FMA peak of the same threads (bench/compute_peak.h; sgemm itself reaches only part of it
+// with the OPENBLAS_CORETYPE this environment sets).
 void report_vs_sgemm(benchmark::State& state, double flops, double seconds, int64_t S, int64_t D) {
   const double gflops = flops * static_cast<double>(state.iterations()) / seconds / 1e9;
   const double sgemm = sgemm_gflops(S, D);
+  const double fma = posenc::bench::fma_peak_gflops();
   state.counters["GFLOPs"] = gflops;
   state.counters["sgemm_GFLOPs"] = sgemm;
   state.counters["vs_sgemm"] = gflops / sgemm;
+  state.counters["fma_peak_GFLOPs"] = fma;
+  state.counters["vs_fma_peak"] = gflops / fma;
+}
+
+// The arithmetic limits alone: fp32 FMA and bf16 dot-product peaks on the benchmark's threads.
+void BM_compute_peak(benchmark::State& state) {
+  double fma = 0, bf16 = 0;
+  for (auto _ : state) fma = posenc::bench::fma_peak_gflops(), bf16 = posenc::bench::bf16_dot_peak_gflops();
+  state.counters["fma_GFLOPs"] = fma;
+  state.counters["bf16_dot_GFLOPs"] = bf16;
+  state.counters["threads"] = omp_get_max_threads();
 }
 
 // range(0): S, range(1): D, range(2): encoding
@@ -216,6 +233,7 @@ void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
+BENCHMARK(BM_compute_peak)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_memory)
     ->ArgNames({"S"})
     ->Arg(4096)
