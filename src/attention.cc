@@ -52,11 +52,18 @@ Strided<float, 4> as_rank4(const TensorView& v) {
 }  // namespace
 
 void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse) {
-  check_view(kOp, "out", out, DType::f32, {plan.B, plan.Q, plan.H, plan.Dv});
+  const DType out_dtype = out.dtype == DType::bf16 || out.dtype == DType::f16 ? out.dtype : DType::f32;
+  check_view(kOp, "out", out, out_dtype, {plan.B, plan.Q, plan.H, plan.Dv});
   detail::check_unit_last_stride(kOp, "out", out);
   if (lse.data != nullptr) check_view(kOp, "lse", lse, DType::f32, {plan.B, plan.H, plan.Q});
   cpu::AttentionForwardOut o;
-  o.out = strided<3>(out);
+  o.out_dtype = out_dtype;
+  if (out_dtype == DType::f32)
+    o.out = strided<3>(out);
+  else
+    o.out16 = {out.ptr<uint16_t>(),
+               {out.shape[0], out.shape[1], out.shape[2]},
+               {out.strides[0], out.strides[1], out.strides[2]}};
   if (lse.data != nullptr) o.lse = strided<3>(lse);
   cpu::attention_forward(plan, o);
 }
@@ -68,6 +75,10 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& in,
 
 void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
+  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
+    if (v->dtype == DType::bf16 || v->dtype == DType::f16)
+      fail(kOp, name, " has dtype ", dtype_name(v->dtype),
+           ": the backward takes fp32 inputs (bf16 / fp16 storage is forward-only for now)");
   const detail::AttentionPlan p(config, in);
   const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D, Dv = p.Dv;
   check_view(kOp, "out", out, DType::f32, {B, Q, H, Dv});

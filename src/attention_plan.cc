@@ -15,6 +15,15 @@ namespace posenc::detail {
 namespace {
 constexpr const char* kOp = "attention";
 
+// The dtype a q/k/v view is checked against: its own when attention takes it (fp32, bf16, fp16).
+DType storage_of(const ViewShape& v) {
+  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+}
+Strided<const uint16_t, 3> rows16(const ConstTensorView& v) {
+  return {
+      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
+}
+
 std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int64_t total) {
   if (cu.rank != 1 || cu.shape[0] < 2)
     fail(kOp, name, " has shape ", cu.shape_string(), ", expected (N + 1) with N >= 1");
@@ -38,11 +47,11 @@ AttentionPlan::AttentionPlan(const AttentionConfig& cfg, const AttentionInputs& 
 }
 
 void AttentionPlan::set_inputs(const AttentionInputs& in) {
-  check_view(kOp, "q", in.q, DType::f32, {-1, -1, -1, -1});
+  check_view(kOp, "q", in.q, storage_of(in.q), {-1, -1, -1, -1});
   B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
-  check_view(kOp, "k", in.k, DType::f32, {B, -1, -1, D});
+  check_view(kOp, "k", in.k, storage_of(in.k), {B, -1, -1, D});
   K = in.k.shape[1], Hkv = in.k.shape[2];
-  check_view(kOp, "v", in.v, DType::f32, {B, K, Hkv, -1});
+  check_view(kOp, "v", in.v, in.k.dtype, {B, K, Hkv, -1});
   Dv = in.v.shape[3];
   for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
     check_unit_last_stride(kOp, name, *v);
@@ -86,8 +95,33 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
   if (in.q_positions.data != nullptr) q_pos = gather_positions(kOp, in.q_positions, 1, B, Q);
   if (in.k_positions.data != nullptr) k_pos = gather_positions(kOp, in.k_positions, 1, B, K);
 
-  q = strided<3>(in.q), k = strided<3>(in.k), v = strided<3>(in.v);
+  set_storage(in);
   if (config.rope) set_rope();
+}
+
+// fp32 rows of q (a widened copy for 16-bit storage); 16-bit keys and values stay as they are, read
+// in tiles by the backend (widened there), unless RoPE needs rotated fp32 copies of the keys anyway.
+void AttentionPlan::set_storage(const AttentionInputs& in) {
+  storage = in.k.dtype;
+  if (in.q.dtype == DType::f32) {
+    q = strided<3>(in.q);
+  } else {
+    q_wide_.resize(static_cast<size_t>(B * Q * H * D));
+    cpu::widen_rows(rows16(in.q), in.q.dtype, D, q_wide_.data());
+    q = {q_wide_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
+  }
+  if (storage == DType::f32) {
+    k = strided<3>(in.k), v = strided<3>(in.v);
+    return;
+  }
+  v16 = rows16(in.v);
+  if (config.rope) {
+    k_wide_.resize(static_cast<size_t>(B * K * Hkv * D));
+    cpu::widen_rows(rows16(in.k), storage, D, k_wide_.data());
+    k = {k_wide_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
+  } else {
+    k16 = rows16(in.k);
+  }
 }
 
 // Copies of q and k with dims [rope_offset, rope_offset + rope.head_dim) of every head rotated.

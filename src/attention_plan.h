@@ -72,6 +72,11 @@ class AttentionPlan {
   // Rows of D contiguous elements: q (B, Q, H) is the content query (rotated for RoPE, + u for
   // Transformer-XL); k (B, K, Hkv); v (B, K, Hkv) rows of Dv.
   Strided<const float, 3> q, k, v;
+  // bf16 / fp16 storage of k and v (storage != f32): k16 and v16 hold the rows instead of k and v
+  // (k16 empty when RoPE made fp32 copies of the keys). The backend widens them a tile at a time, so
+  // a long cache is never widened whole. q is always fp32 here (a widened copy of a 16-bit q).
+  DType storage = DType::f32;
+  Strided<const uint16_t, 3> k16, v16;
   // Scalar bias b_h(k_pos - q_pos): a per-head lookup over [lut_lo, lut_lo + lut_size) when the
   // distances are an ordinary range, else `bias->value` per pair. Null bias: none.
   const Bias* bias = nullptr;
@@ -98,6 +103,7 @@ class AttentionPlan {
 
  private:
   void set_inputs(const AttentionInputs& in);
+  void set_storage(const AttentionInputs& in);
   void set_rope();
   void set_scores();
   void set_query_temperature();
@@ -105,7 +111,8 @@ class AttentionPlan {
   void set_shaw();
   void set_transformer_xl();
 
-  std::vector<float> q_buf_, k_buf_;  // rotated (and + u) copies when needed
+  std::vector<float> q_buf_, k_buf_;    // rotated (and + u) copies when needed
+  std::vector<float> q_wide_, k_wide_;  // fp32 copies of 16-bit q (and of k, for RoPE)
   Bias bias_;
   std::vector<double> slopes_;
   ShawTerms shaw_;

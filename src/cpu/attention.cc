@@ -13,6 +13,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "src/cpu/attention.h"
 #include "src/cpu/attention_tile-inl.h"
+#include "src/cpu/half-inl.h"
 #include "src/cpu/softmax-inl.h"
 
 #include <algorithm>
@@ -55,17 +56,28 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     std::fill(st.mrow, st.mrow + st.qb.m, sink ? p.sinks[h] : kNegInf);
     std::fill(st.lrow, st.lrow + st.qb.m, sink ? 1.0f : 0.0f);
   }
-  const float* v = p.v.at(pr.b, pr.k0, heads[0].qb.hk);
+  const int64_t hk = heads[0].qb.hk;
+  // fp32 value rows, or (16-bit storage) each tile's rows widened once for all heads of the group;
+  // likewise the key rows that a decode step reads without K^T.
+  const float* v = p.v16.data ? nullptr : p.v.at(pr.b, pr.k0, hk);
+  std::vector<float> v_tile(p.v16.data ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
+  std::vector<float> k_tile(p.k16.data && !kt ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> scratch;
 
   for (int64_t kt0 = k_begin; kt0 < k_end; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, k_end - kt0);
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
+    const float* v_rows = v ? v + kt0 * p.v.stride[1] : v_tile.data();
+    const int64_t v_stride = v ? p.v.stride[1] : Dv;
+    for (int64_t j = 0; j < n && !v; ++j)
+      WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
+    for (int64_t j = 0; j < n && !k_tile.empty(); ++j)
+      WidenRow(p.storage, p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D, k_tile.data() + j * p.D);
     for (OnlineSoftmax& st : heads) {
       const QueryBlock& qb = st.qb;
       const int64_t m = qb.m;
-      TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch);
+      TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch, nullptr, k_tile.empty() ? nullptr : k_tile.data());
       for (int64_t i = 0; i < m; ++i) {
         float* s = S + i * kAttentionBlockK;
         float mx = kNegInf;
@@ -86,8 +98,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
         st.mrow[i] = m_new;
       }
-      TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v + kt0 * p.v.stride[1], p.v.stride[1], st.O.data(), Dv,
-                1.0f, true});
+      TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v_rows, v_stride, st.O.data(), Dv, 1.0f, true});
     }
   }
   if (split) {  // shaw_values never splits (its Pb would need merging too)
@@ -104,11 +115,13 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     const int64_t m = st.qb.m, h = st.qb.h;
     if (shaw_values)
       TileGemm({m, Dv, rows, st.Pb.data(), rows, 1, p.shaw->a_v, Dv, st.O.data(), Dv, 1.0f, true});
+    std::vector<float> row(o.out_dtype == DType::f32 ? 0 : static_cast<size_t>(Dv));
     for (int64_t i = 0; i < m; ++i) {
       const int64_t t = pr.q0 + st.qb.i0 + i;
-      float* out = o.out.at(pr.b, t, h);
+      float* out = row.empty() ? o.out.at(pr.b, t, h) : row.data();
       const float inv = st.lrow[i] > 0 ? 1.0f / st.lrow[i] : 0.0f;  // fully masked rows: zeros
       for (int64_t d = 0; d < Dv; ++d) out[d] = st.O[i * Dv + d] * inv;
+      if (!row.empty()) NarrowRow(o.out_dtype, row.data(), Dv, o.out16.at(pr.b, t, h));  // one rounding
       if (!o.lse.empty()) o.lse(pr.b, h, t) = st.lrow[i] > 0 ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
     }
   }
@@ -121,6 +134,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <limits>
 
+#include "src/cpu/half.h"
 #include "src/cpu/parallel.h"
 
 namespace posenc::cpu {
@@ -128,7 +142,7 @@ HWY_EXPORT(ForwardTask);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
-                                 int64_t min_queries) {
+                                 int64_t min_queries, Strided<const uint16_t, 3> x16) {
   PackedTransposed packed;
   packed.dim = dim;
   packed.offset.assign(p.problems.size() + 1, 0);
@@ -141,8 +155,10 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
     const AttentionProblem& pr = p.problems[problem];
     if (packed.offset[problem + 1] == packed.offset[problem]) return;
     float* dst = packed.data.data() + packed.offset[problem] + hk * dim * pr.nk;
+    std::vector<float> wide(x16.data ? static_cast<size_t>(dim) : 0);
     for (int64_t j = 0; j < pr.nk; ++j) {
-      const float* src = x.at(pr.b, pr.k0 + j, hk);
+      const float* src = x16.data ? wide.data() : x.at(pr.b, pr.k0 + j, hk);
+      if (x16.data) widen_row(p.storage, x16.at(pr.b, pr.k0 + j, hk), dim, wide.data());
       for (int64_t d = 0; d < dim; ++d) dst[d * pr.nk + j] = src[d];
     }
   });
@@ -184,14 +200,16 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
   const AttentionProblem& pr = p.problems[g.task.problem];
   const int64_t Dv = p.Dv, nq = g.rows / g.task.heads;
   std::vector<double> acc(static_cast<size_t>(Dv));
+  std::vector<float> wide(static_cast<size_t>(Dv));  // a 16-bit output row before its rounding
   for (int64_t row = 0; row < g.rows; ++row) {
     const int64_t h = g.task.head + row / nq, t = pr.q0 + g.task.block * kAttentionBlockQ + row % nq;
     float mx = kNegInfinity;
     for (int64_t s = 0; s < g.splits; ++s) mx = std::max(mx, m[s * g.rows + row]);
-    float* out = o.out.at(pr.b, t, h);
+    float* out = o.out_dtype == DType::f32 ? o.out.at(pr.b, t, h) : wide.data();
     if (mx == kNegInfinity) {  // fully masked row
       std::fill(out, out + Dv, 0.0f);
       if (!o.lse.empty()) o.lse(pr.b, h, t) = kNegInfinity;
+      if (o.out_dtype != DType::f32) narrow_row(o.out_dtype, out, Dv, o.out16.at(pr.b, t, h));
       continue;
     }
     double lsum = 0;
@@ -205,13 +223,14 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
       for (int64_t d = 0; d < Dv; ++d) acc[d] += w * Os[d];
     }
     for (int64_t d = 0; d < Dv; ++d) out[d] = static_cast<float>(acc[d] / lsum);
+    if (o.out_dtype != DType::f32) narrow_row(o.out_dtype, out, Dv, o.out16.at(pr.b, t, h));  // one rounding
     if (!o.lse.empty()) o.lse(pr.b, h, t) = static_cast<float>(mx + std::log(lsum));
   }
 }
 }  // namespace
 
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
-  const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries);
+  const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
@@ -280,6 +299,15 @@ void copy_rows(Strided<const float, 3> x, int64_t dim, float* out) {
         const float* row = x.at(bt / T, bt % T, h);
         std::copy(row, row + dim, out + (bt * H + h) * dim);
       }
+  });
+}
+
+void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* out) {
+  const int64_t B = x.extent[0], T = x.extent[1], H = x.extent[2];
+  parallel_chunks(B * T, H * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end; ++bt)
+      for (int64_t h = 0; h < H; ++h)
+        widen_row(dtype, x.at(bt / T, bt % T, h), dim, out + (bt * H + h) * dim);
   });
 }
 

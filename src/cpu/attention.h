@@ -30,8 +30,9 @@ struct PackedTransposed {
 // x: rows (B, K, Hkv) of `dim` (the plan's D for keys, Dv for values). Problems with at most `min_queries`
 // queries are left out (head() is null: the kernels read key rows directly, which a decode step against a
 // long cache needs, instead of repacking it).
+// x16 (non-empty): the rows in the plan's 16-bit storage instead of x, widened while packed.
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
-                                 int64_t min_queries = 0);
+                                 int64_t min_queries = 0, Strided<const uint16_t, 3> x16 = {});
 // Up to this many queries, the forward reads key rows instead of packing K^T.
 constexpr int64_t kRowDotQueries = 4;
 
@@ -52,7 +53,9 @@ struct SplitPartial {
 };
 
 struct AttentionForwardOut {
-  Strided<float, 3> out;  // rows (B, Q, H) of Dv elements
+  Strided<float, 3> out;       // rows (B, Q, H) of Dv elements (fp32 out)
+  Strided<uint16_t, 3> out16;  // the same rows in bf16 / fp16 storage (out_dtype), rounded once
+  DType out_dtype = DType::f32;
   Strided<float, 3> lse;  // (B, H, Q), or empty
 };
 void attention_forward(const AttentionPlan& plan, const AttentionForwardOut& out);
@@ -92,6 +95,8 @@ struct QuerySums {
 void scale_query_rows(Strided<const float, 3> q, int64_t dim, const std::vector<float>& factor, float* out);
 // out (B, T, H, dim) contiguous = rows x (B, T, H) of dim elements.
 void copy_rows(Strided<const float, 3> x, int64_t dim, float* out);
+// out (B, T, H, dim) contiguous fp32 = rows x (B, T, H) of dim bf16 or fp16 elements, widened.
+void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* out);
 
 // dst (A, B, C, D), any strides, += src of the same extents, contiguous: how the front end adds the
 // backward's contiguous gradients into the caller's views.
