@@ -65,11 +65,19 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
 }
 }  // namespace
 namespace {
-const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},       {"llama4", "llama4_text"},
-                                 {"mllama", "mllama_text_model"}, {"qwen3_5_text", "qwen3_5"},
-                                 {"qwen3_vl_text", "qwen3_vl"},   {"qwen2_5_vl_text", "qwen2_5_vl"},
-                                 {"qwen2_vl_text", "qwen2_vl"},   {"lfm2_vl", "lfm2"},
-                                 {"exaone4_5_text", "exaone4"}};  // configuration_exaone4_5.py L80-81
+const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
+                                 {"llama4", "llama4_text"},
+                                 {"mllama", "mllama_text_model"},
+                                 {"qwen3_5_text", "qwen3_5"},
+                                 {"qwen3_vl_text", "qwen3_vl"},
+                                 {"qwen2_5_vl_text", "qwen2_5_vl"},
+                                 {"qwen2_vl_text", "qwen2_vl"},
+                                 {"lfm2_vl", "lfm2"},
+                                 {"exaone4_5_text", "exaone4"},  // configuration_exaone4_5.py L80-81
+                                 // MoE text models whose config classes carry their dense twins'
+                                 // positional defaults (test_model_families.py checks them)
+                                 {"qwen3_vl_moe_text", "qwen3_vl"},
+                                 {"qwen3_5_moe_text", "qwen3_5"}};
 
 std::string canonical_type(std::string t) {
   for (auto& a : kTextAliases)
@@ -328,7 +336,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));
   if (type == "gemma2" || type == "gemma3_text")
     scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
-  if (type == "granite") scale = j.num_or("attention_multiplier", 1.0);
+  // granite, granitemoe(shared), hyperclovax: self.scaling = config.attention_multiplier
+  // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190).
+  if (type == "granite" || type == "granitemoe" || type == "granitemoeshared" || type == "hyperclovax")
+    scale = j.num_or("attention_multiplier", 1.0);
   if (t5) scale = 1.0;  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {

@@ -25,7 +25,9 @@ constexpr Family kFamilies[] = {
   {"qwen2",          R,      1e4,     32768,   0,       0,    false, H},
   {"qwen2_moe",      R,      1e4,     32768,   0,       0,    false, H},
   {"qwen3",          R,      1e4,     32768,   128,     0,    false, H},
-  {"qwen3_moe",      R,      1e4,     32768,   128,     0,    false, H},
+  // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: hidden / heads
+  // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181: getattr(config, "head_dim", hidden // heads)).
+  {"qwen3_moe",      R,      1e4,     32768,   0,       0,    false, H},
   {"qwen2_vl",       R,      1e6,     32768,   0,       0,    false, H},
   {"qwen2_5_vl",     R,      1e6,     32768,   0,       0,    false, H},
   {"qwen3_vl",       R,      5e5,     128000,  128,     0,    false, H},
@@ -47,7 +49,7 @@ constexpr Family kFamilies[] = {
   {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
-  {"glm4_moe",       R,      1e4,     131072,  128,     0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
+  {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
   {"starcoder2",     R,      1e4,     4096,    0,       0,    false, H},
   {"olmo2",          R,      1e4,     2048,    0,       0,    false, H},
   {"olmo3",          R,      5e5,     2048,    0,       0,    false, H},
@@ -60,6 +62,20 @@ constexpr Family kFamilies[] = {
   {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
   {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
   {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
+  // Llama-like families added with python/tests/test_model_families.py (class defaults checked there).
+  {"arcee",          R,      1e4,     4096,    80,      0,    false, H},
+  {"helium",         R,      1e5,     4096,    128,     0,    false, I},  // repeat_interleave cos, pairs (2j, 2j + 1)
+  {"olmo",           R,      1e4,     2048,    0,       0,    false, H},
+  {"olmoe",          R,      1e4,     4096,    0,       0,    false, H},
+  {"flex_olmo",      R,      5e5,     4096,    0,       0,    false, H},
+  {"granitemoe",     R,      1e4,     2048,    0,       0,    false, H},
+  {"granitemoeshared", R,    1e4,     2048,    0,       0,    false, H},
+  {"ernie4_5",       R,      5e5,     131072,  128,     0,    false, I},  // as helium
+  {"ernie4_5_moe",   R,      5e5,     131072,  0,       0,    false, I},
+  {"seed_oss",       R,      1e4,     524288,  128,     0,    false, H},
+  {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
+  {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
+  {"hyperclovax",    R,      1e4,     2048,    128,     0,    false, H},
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},

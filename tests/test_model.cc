@@ -658,6 +658,72 @@ TEST(ModelForms, MoreFamilies) {
   EXPECT_EQ(mpt.layers[1].attention.softmax_scale, 0.5);
 }
 
+// Class defaults found wrong by python/tests/test_model_families.py (transformers 5.23 class
+// defaults against each family's own model).
+TEST(ModelFamilies, ClassDefaultHeadDimOfQwen3MoeAndGlm4Moe) {
+  // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: the attention takes hidden / heads
+  // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181), here 256 / 4 = 64, not Qwen3's 128.
+  const ModelPositions q = model_positions_from_hf_json(cfg("qwen3_moe", ""));
+  EXPECT_EQ(q.layers[0].qk_head_dim, 64);
+  EXPECT_EQ(q.layers[0].rotary_hi, 64);
+  EXPECT_DOUBLE_EQ(q.layers[0].attention.softmax_scale, 1.0 / 8);
+  // glm4_moe: partial_rotary_factor 0.5 of the 64-dim head, rotate_half.
+  const ModelPositions g = model_positions_from_hf_json(cfg("glm4_moe", ""));
+  EXPECT_EQ(g.layers[0].qk_head_dim, 64);
+  EXPECT_EQ(g.layers[0].rotary_hi, 32);
+  EXPECT_EQ(g.layers[0].rope->layout, RopeLayout::half);
+  // A real config's head_dim still wins (GLM-4.5, Qwen3-30B-A3B: 128).
+  EXPECT_EQ(model_positions_from_hf_json(cfg("qwen3_moe", R"("head_dim": 128)")).layers[0].rotary_hi, 128);
+}
+
+TEST(ModelFamilies, AddedLlamaLikeFamilies) {
+  // Class defaults (configuration_<type>.py): default_theta and head_dim. Layout: rotate_half, except
+  // helium and ernie4_5(_moe), whose apply_rotary_pos_emb repeat_interleaves cos/sin and rotates
+  // pairs (2j, 2j + 1) (modeling_helium.py L192-193, modeling_ernie4_5.py L176-177).
+  struct Case {
+    const char* type;
+    double theta;
+    int64_t head_dim;
+    RopeLayout layout;
+  };
+  const RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
+  for (const Case& c :
+       {Case{"arcee", 1e4, 80, H}, Case{"helium", 1e5, 128, I}, Case{"olmo", 1e4, 64, H},
+        Case{"olmoe", 1e4, 64, H}, Case{"flex_olmo", 5e5, 64, H}, Case{"ernie4_5", 5e5, 128, I},
+        Case{"ernie4_5_moe", 5e5, 64, I}, Case{"seed_oss", 1e4, 128, H}, Case{"bitnet", 5e5, 64, H},
+        Case{"solar_open", 1e6, 128, H}, Case{"granitemoe", 1e4, 64, H}}) {
+    const ModelPositions m = model_positions_from_hf_json(cfg(c.type, ""));
+    EXPECT_EQ(m.layers[0].rope->base, c.theta) << c.type;
+    EXPECT_EQ(m.layers[0].rotary_hi, c.head_dim) << c.type;
+    EXPECT_EQ(m.layers[0].rope->layout, c.layout) << c.type;
+  }
+  // granitemoe, granitemoeshared, hyperclovax: self.scaling = config.attention_multiplier
+  // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default.
+  for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
+    EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
+    EXPECT_EQ(model_positions_from_hf_json(cfg(t, R"("attention_multiplier": 0.015625)"))
+                  .layers[0]
+                  .attention.softmax_scale,
+              0.015625)
+        << t;
+  }
+  // The MoE text models of Qwen3-VL and Qwen3.5 read as their dense twins (same class defaults).
+  EXPECT_EQ(model_positions_from_hf_json(cfg("qwen3_vl_moe_text", "")).model_type, "qwen3_vl");
+  EXPECT_EQ(model_positions_from_hf_json(cfg("qwen3_5_moe_text", "")).layers[3].rotary_hi,
+            64);  // 0.25 of 256
+}
+
+TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
+  // json.dumps writes NaN / Infinity bare (Mamba-2's time_step_limit [0.0, Infinity]): the
+  // model_type decides, and a positional key holding one is named.
+  expect_error(R"({"model_type": "mamba2", "time_step_limit": [0.0, Infinity], "x": NaN})",
+               "model_type 'mamba2' is not in posenc's model table");
+  expect_error(cfg("llama", R"("rope_theta": -Infinity, "note": "Infinity \" NaN")"),
+               "rope_theta = \"-Infinity\"");
+  const ModelPositions m = model_positions_from_hf_json(cfg("llama", R"("unused_limit": [0.0, Infinity])"));
+  EXPECT_EQ(m.layers[0].rope->base, 1e4);
+}
+
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,

@@ -1,0 +1,531 @@
+"""posenc.ModelPositions for EVERY decoder text family of transformers 5.23, from each config
+class's defaults: posenc's per-layer plan must equal what transformers' own model does, or posenc
+must refuse the model_type by name (posenc.Error). A wrong number is worse than an error.
+
+The families: every model_type of MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and
+MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, by the model_type of its text config (multimodal
+wrappers: get_text_config(); each wrapper's own dict must then give the plan of its text config).
+Each family's config is its class default with the sizes shrunk (6 layers, 4 heads, 2 kv heads,
+small MLP / experts / vocabulary; head_dim and every positional field left at the default), and a
+second variant with rope_type "yarn" (factor 4) where the config has rope_parameters.
+
+What is compared, per layer, with a tiny CPU model built from that config (eager attention):
+- inv_freq and attention_scaling of the family's own rotary module (per layer type, or per layer
+  where the attention owns it) after calls whose largest position is 0, original - 1, 2 original - 1;
+- the applied rotation: the q/k the family's attention hands to its attention function, against
+  posenc.rope applied to the same layer's q/k without rotation (the layer run again with cos = 1,
+  sin = 0), on posenc's rotated range [lo, hi) with its layout; NoPE layers must be unrotated;
+- the attention function's arguments: scaling, sliding_window, softcap; the attention mask
+  (causal / bidirectional); layer_types; sinks.
+"""
+import importlib
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from transformers.models.auto import configuration_auto, modeling_auto
+
+import posenc
+
+transformers.utils.logging.set_verbosity_error()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one intra-op thread is fastest (and fair on a shared 2-core machine)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+LAYERS, HEADS, KV_HEADS, T = 6, 4, 2, 8
+
+
+def _families():
+    """text model_type -> (text config class, the model_types whose text config it is)."""
+    types = sorted(set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+                   | set(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+    out, skipped = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for mt in types:
+            try:
+                text = configuration_auto.CONFIG_MAPPING[mt]().get_text_config()
+            except Exception as exc:  # e.g. musicgen: two text configs (text_encoder, decoder)
+                skipped[mt] = repr(exc)
+                continue
+            out.setdefault(text.model_type, (type(text), []))[1].append(mt)
+    return out, skipped
+
+
+FAMILIES, NO_TEXT_CONFIG = _families()
+WRAPPERS = sorted((mt, text) for text, (_, wrappers) in FAMILIES.items() for mt in wrappers if mt != text)
+
+# Text model_types posenc models (checked in full below); every other family must be refused by name.
+SUPPORTED = {
+    "arcee", "helium", "olmo", "olmoe", "flex_olmo", "granitemoe", "granitemoeshared", "ernie4_5", "ernie4_5_moe",
+    "seed_oss", "bitnet", "solar_open", "hyperclovax", "qwen3_vl_moe_text", "qwen3_5_moe_text",
+    "llama", "mistral", "ministral", "ministral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+    "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_next", "qwen3_5_text", "phi", "phi3",
+    "deepseek_v2", "deepseek_v3", "minicpm3", "gemma", "gemma2", "gemma3_text", "gptj", "gpt_neox", "falcon",
+    "stablelm", "cohere", "cohere2", "glm", "glm4", "glm4_moe", "starcoder2", "olmo2", "olmo3", "smollm3",
+    "exaone4", "granite", "nemotron", "persimmon", "gpt_oss", "llama4_text", "mllama_text_model", "lfm2",
+    "internlm3", "bloom", "mpt", "gpt2", "bert",
+}
+
+# Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
+# head_dim is 4096 // 96 = 42, int(42 * 0.5) = 21 rotary dims; transformers then rotates 22 dims with
+# 11 frequencies of exponent 2i / 21 (modeling_glm4_moe.py L74-76). Real GLM-4.5 configs give head_dim
+# 128 (test_model_parity.py).
+ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid"}
+
+# ------------------------------------------------------------------ configs and models
+
+
+def _shrunk_kwargs(text_cls):
+    """Class defaults with the sizes shrunk; head_dim and the positional fields untouched."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = text_cls()
+    hidden = getattr(c, "hidden_size", None)
+    heads = getattr(c, "num_attention_heads", None)
+    head_dim = getattr(c, "head_dim", None) or (hidden // heads if hidden and heads else None)
+    kw = {}
+
+    def put(name, value):
+        if hasattr(c, name) and getattr(c, name) is not None:
+            kw[name] = value
+
+    put("num_hidden_layers", LAYERS)
+    put("num_attention_heads", HEADS)
+    if hasattr(c, "num_key_value_heads"):  # (None in Nemotron's class defaults: the model needs it)
+        kv = getattr(c, "num_key_value_heads", None)
+        kw["num_key_value_heads"] = HEADS if kv is None or kv == heads else KV_HEADS
+    if head_dim:
+        put("hidden_size", HEADS * head_dim)
+        if getattr(c, "head_dim", None) is None and hasattr(c, "head_dim"):
+            kw["head_dim"] = head_dim  # derived before: keep it as the class had it
+    for name in ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
+                 "ffn_hidden_size", "n_inner", "expert_intermediate_size"):
+        put(name, 32)
+    for name in ("q_lora_rank", "kv_lora_rank"):
+        put(name, 32)
+    for name, value in vars(c).items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > 4 and \
+                ("expert" in name and "per_tok" not in name or name in ("n_group", "topk_group")):
+            kw[name] = 4 if "expert" in name else 1
+    if hasattr(c, "num_experts_per_tok"):
+        kw["num_experts_per_tok"] = 2
+    put("n_group", 1)
+    put("topk_group", 1)
+    put("vocab_size", 256)
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        put(name, 0)
+    return kw
+
+
+def _yarn(rope_parameters, max_pos):
+    """The default rope dict(s) with rope_type yarn, factor 4, original context max / 4 (per layer
+    type: the full-attention one)."""
+    if not isinstance(rope_parameters, dict) or not max_pos:
+        return None
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": max_pos // 4}
+    if "rope_type" in rope_parameters:
+        return {**rope_parameters, **yarn}
+    if isinstance(rope_parameters.get("full_attention"), dict):
+        return {**rope_parameters, "full_attention": {**rope_parameters["full_attention"], **yarn}}
+    return None
+
+
+_CONFIGS = {}
+
+
+def family_config(model_type, variant):
+    key = (model_type, variant)
+    if key not in _CONFIGS:
+        text_cls, _ = FAMILIES[model_type]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                kw = _shrunk_kwargs(text_cls)
+                config = text_cls(**kw)
+            except Exception:  # the class rejects the shrunk sizes: its defaults (a refused family)
+                kw, config = {}, text_cls()
+            if variant == "yarn":
+                rp = _yarn(getattr(config, "rope_parameters", None), getattr(config, "max_position_embeddings", None))
+                try:
+                    config = None if rp is None else text_cls(**kw, rope_parameters=rp)
+                except Exception as exc:  # e.g. phi3: yarn becomes longrope, which needs factor lists
+                    config = f"transformers rejects the yarn variant: {exc!r:.200}"
+        _CONFIGS[key] = config
+    return _CONFIGS[key]
+
+
+def _model_class(config):
+    name = modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
+    if name:
+        return getattr(transformers, name)
+    module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+    for obj in vars(module).values():  # e.g. MllamaTextModel: a text model without an auto mapping
+        if isinstance(obj, type) and issubclass(obj, transformers.PreTrainedModel) and \
+                getattr(obj, "config_class", None) is type(config) and obj.__name__.endswith("Model"):
+            return obj
+    raise LookupError(f"{config.model_type}: no model class")
+
+
+def build(config):
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = _model_class(config)(config)
+    return model.eval()
+
+
+def plan(d):
+    return posenc.ModelPositions.from_hf(d, warn=False)
+
+
+def layer_index(name):
+    parts = name.split(".")
+    for a, b in zip(parts, parts[1:]):
+        if a in ("layers", "layer", "h", "blocks") and b.isdigit():
+            return int(b)
+    return None
+
+
+# ------------------------------------------------------------------ capturing the attention calls
+
+
+class Capture:
+    """Wraps every attention module's eager_attention_forward: records, per layer, the q and k it
+    receives (after RoPE), the mask and its keyword arguments."""
+
+    def __init__(self, model):
+        self.model = model
+        self.names = {mod: name for name, mod in model.named_modules()}
+        self.calls = {}
+        self.modules = {}
+        for name, mod in model.named_modules():
+            cls = type(mod).__name__
+            if cls.endswith("Attention") and "Vision" not in cls and layer_index(name) is not None:
+                self.modules.setdefault(layer_index(name), mod)
+        self.patched = []
+        for mod in {sys.modules[type(m).__module__] for m in self.modules.values()}:
+            orig = getattr(mod, "eager_attention_forward", None)
+            if orig is not None:
+                self.patched.append((mod, orig))
+                mod.eager_attention_forward = self._wrap(orig)
+
+    def _wrap(self, orig):
+        def wrapper(module, query, key, value, attention_mask, *args, **kwargs):
+            i = layer_index(self.names.get(module, ""))
+            self.calls[i] = dict(query=query.detach().clone(), key=key.detach().clone(),
+                                 mask=None if attention_mask is None else attention_mask.detach().clone(),
+                                 kwargs={k: v for k, v in kwargs.items() if not torch.is_tensor(v)})
+            return orig(module, query, key, value, attention_mask, *args, **kwargs)
+        return wrapper
+
+    def close(self):
+        for mod, orig in self.patched:
+            mod.eager_attention_forward = orig
+
+
+class ApplyCapture:
+    """For families whose attention has no eager_attention_forward (gptj, falcon, bloom, mpt): the
+    inputs and outputs of the family's apply_rotary_pos_emb, per layer."""
+
+    def __init__(self, modules):
+        self.layer, self.calls, self.patched, self.hooks = None, {}, [], []
+        for i, mod in modules.items():
+            self.hooks.append(mod.register_forward_pre_hook(lambda *_, i=i: setattr(self, "layer", i)))
+        for mod in {sys.modules[type(m).__module__] for m in modules.values()}:
+            orig = getattr(mod, "apply_rotary_pos_emb", None)
+            if orig is not None:
+                self.patched.append((mod, orig))
+                mod.apply_rotary_pos_emb = self._wrap(orig)
+
+    def _wrap(self, orig):
+        def wrapper(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            pairs = zip(args[:2], out) if isinstance(out, tuple) else [(args[0], out)]
+            self.calls.setdefault(self.layer, []).extend((a.detach().clone(), b.detach().clone()) for a, b in pairs)
+            return out
+        return wrapper
+
+    def close(self):
+        for mod, orig in self.patched:
+            mod.apply_rotary_pos_emb = orig
+        for h in self.hooks:
+            h.remove()
+
+
+def check_legacy(model_type, m, model, ids, pos, modules):
+    """Scale from the attention module's attribute; the rotation from apply_rotary_pos_emb's
+    inputs and outputs (its input is the rotated slice [0, R) the attention cut: checked to be
+    posenc's width)."""
+    cap = ApplyCapture(modules)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model(input_ids=ids, position_ids=pos, use_cache=False)
+    finally:
+        cap.close()
+    for layer in m.layers:
+        where = f"{model_type} layer {layer.layer}"
+        attn = modules[layer.layer]
+        scale = next((float(getattr(attn, n)) for n in ("scaling", "inv_norm_factor", "softmax_scale")
+                      if getattr(attn, n, None) is not None), None)
+        if scale is None:
+            scale = 1 / float(attn.scale_attn)  # gptj: _attn divides by sqrt(head_dim)
+        assert layer.attention.softmax_scale == pytest.approx(scale, rel=1e-6), where
+        calls = cap.calls.get(layer.layer, [])
+        if layer.position != "rope":
+            assert not calls, f"{where}: rotated in transformers"
+            continue
+        assert calls, f"{where}: no apply_rotary_pos_emb call"
+        lo, hi = layer.rotary_dims
+        for x, y in calls:
+            if x.shape[1] == T and x.shape[2] != T:  # gptj: (B, T, H, R)
+                x, y = x.transpose(1, 2), y.transpose(1, 2)
+            assert lo == 0 and x.shape[-1] == hi - lo, where
+            full = torch.zeros(*x.shape[:-1], layer.rope.head_dim)
+            full[..., :x.shape[-1]] = x
+            want = expected_rotation(full, layer, pos.numpy(), int(pos.max()) + 1)[..., :x.shape[-1]]
+            torch.testing.assert_close(y.float(), want.float(), atol=2e-3 * max(1.0, float(x.abs().max())), rtol=1e-4,
+                                       msg=lambda msg: f"{where}: {msg}")
+
+
+def identity_rope_hook(module, args, kwargs):
+    """Forward pre-hook: this layer's position_embeddings become cos = 1, sin = 0 (no rotation)."""
+    pe = kwargs.get("position_embeddings")
+    if pe is None:
+        raise AssertionError(f"{type(module).__name__}: no position_embeddings keyword to neutralize")
+    if torch.is_tensor(pe):  # complex freqs_cis (llama4): e^(i angle) -> 1
+        kwargs["position_embeddings"] = torch.ones_like(pe)
+    else:
+        cos, sin = pe
+        kwargs["position_embeddings"] = (torch.ones_like(cos), torch.zeros_like(sin))
+    return args, kwargs
+
+
+def run(model, ids, pos, identity_layer=None, capture=None):
+    handle = None
+    if identity_layer is not None:
+        handle = capture.modules[identity_layer].register_forward_pre_hook(identity_rope_hook, with_kwargs=True)
+    try:
+        capture.calls = {}
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model(input_ids=ids, position_ids=pos, use_cache=False)
+        return capture.calls
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+# ------------------------------------------------------------------ transformers' rotary modules
+
+
+def rotary_modules(model):
+    out = {}
+    for name, mod in model.named_modules():
+        cls = type(mod).__name__
+        if cls.endswith("RotaryEmbedding") and not any(s in cls for s in ("Vision", "Audio", "Vit")):
+            out[name] = mod
+    return out
+
+
+def rotary_for_layer(rotaries, i):
+    own = [m for n, m in rotaries.items() if layer_index(n) == i]
+    shared = [m for n, m in rotaries.items() if layer_index(n) is None]
+    return (own or shared or [None])[0]
+
+
+def hf_frequencies(rotary, layer_type, seq_len, streams):
+    x = torch.zeros(1, 1, 8)
+    pos = torch.tensor([[seq_len - 1]])
+    if streams == 3:
+        pos = pos[None].expand(3, 1, 1)
+    if isinstance(getattr(rotary, "rope_type", None), dict):  # one set of buffers per layer type
+        rotary(x, pos, layer_type)
+        return getattr(rotary, f"{layer_type}_inv_freq"), getattr(rotary, f"{layer_type}_attention_scaling")
+    rotary(x, pos)
+    return rotary.inv_freq, rotary.attention_scaling
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def expected_rotation(x, layer, pos, seq_len):
+    """x: (B, H, T, D) torch, unrotated -> posenc's rotation of the layer's range, (B, H, T, D)."""
+    rc = layer.rope
+    lo = layer.rotary_dims[0]
+    width = rc.head_dim  # the RopeConfig's head: the rotated range (and pass-through dims after it)
+    xs = x.transpose(1, 2).double().numpy().astype(np.float32)
+    out = xs.copy()
+    positions = np.stack([pos] * 3) if rc.num_position_streams == 3 else pos
+    out[..., lo:lo + width] = posenc.rope(np.ascontiguousarray(xs[..., lo:lo + width]), positions, config=rc, seq_len=seq_len)
+    return torch.from_numpy(out).transpose(1, 2)
+
+
+def assert_rotation(name, got, pre, layer, pos, seq_len, permuted, l2_after):
+    if layer.position != "rope":
+        torch.testing.assert_close(got, pre, atol=1e-6, rtol=1e-6, msg=f"{name}: no RoPE in posenc, rotated in transformers")
+        return
+    lo, hi = layer.rotary_dims
+    if permuted:
+        # DeepSeek-V3's apply_rotary_pos_emb_interleave reads pairs (2j, 2j + 1) and writes
+        # [x_even' | x_odd'] (include/posenc/model.h): with cos = 1, sin = 0 it still permutes, so
+        # the unrotated run gave [x_even | x_odd]; posenc's interleaved rotation, then that permutation.
+        r = pre[..., lo:hi]
+        half = (hi - lo) // 2
+        pre = torch.cat([pre[..., :lo], torch.stack([r[..., :half], r[..., half:]], -1).flatten(-2), pre[..., hi:]], -1)
+    want = expected_rotation(pre, layer, pos, seq_len)
+    if permuted:
+        r = want[..., lo:hi]
+        want = torch.cat([want[..., :lo], r[..., 0::2], r[..., 1::2], want[..., hi:]], -1)
+    if l2_after:  # llama4 use_qk_norm: an L2 norm after RoPE (it cancels any attention factor)
+        want = want * torch.rsqrt(want.pow(2).mean(-1, keepdim=True) + 1e-6)
+    tol = dict(atol=2e-3 * max(1.0, float(pre.abs().max())), rtol=1e-4)
+    torch.testing.assert_close(got.float(), want.float(), **tol, msg=lambda m: f"{name}: {m}")
+
+
+def allowed_mask(mask, t):
+    """HF's 4-D attention mask (float, -inf/min where masked; or bool) -> (t, t) bool, True = attends."""
+    if mask is None:
+        return None
+    m = mask[0, 0, -t:, -t:]
+    return m if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
+
+
+def posenc_mask(a, t):
+    i = np.arange(t)[:, None]
+    j = np.arange(t)[None, :]
+    ok = np.ones((t, t), bool)
+    if a.causal:
+        ok &= j <= i
+    if a.window:
+        ok &= i - j < a.window
+    if a.chunk:
+        ok &= i // a.chunk == j // a.chunk
+    return torch.from_numpy(ok)
+
+
+PERMUTED_WRITE_BACK = {"deepseek_v3"}
+
+
+def check_family(model_type, config):
+    d = config.to_dict()
+    m = plan(d)
+    text = config
+    model = build(config)
+    capture = Capture(model)
+    try:
+        torch.manual_seed(1)
+        ids = torch.randint(1, config.vocab_size, (1, T))
+        # positions: consecutive (gaps would read as packed sequences in transformers' masks), from a
+        # few thousand (fp32 angles stay exact to ~1e-4)
+        pos = min(m.max_position_embeddings - T, 3001) + torch.arange(T)[None]
+        seq_len = int(pos.max()) + 1
+        rotated = run(model, ids, pos, capture=capture)
+        assert m.num_layers == text.num_hidden_layers
+        if not rotated:  # no eager_attention_forward in this family's modeling file
+            return check_legacy(model_type, m, model, ids, pos, capture.modules)
+        layer_types = getattr(text, "layer_types", None)
+        rotaries = rotary_modules(model)
+        seen = set()  # the rotation and frequencies: once per distinct plan (layers of a type share code)
+        for layer in m.layers:
+            i = layer.layer
+            where = f"{model_type} layer {i} ({layer.layer_type})"
+            if layer_types is not None:
+                assert layer.layer_type == layer_types[i], where
+            call = rotated.get(i)
+            if call is None:  # linear attention, convolution: no softmax attention in transformers
+                assert layer.position == "none", f"{where}: transformers calls no attention here"
+                continue
+            a = layer.attention
+            kw = call["kwargs"]
+            attn = capture.modules[i]
+            scaling = kw.get("scaling", getattr(attn, "scaling", None))
+            assert a.softmax_scale == pytest.approx(scaling, rel=1e-12), where
+            assert (a.softcap or None) == kw.get("softcap"), where
+            if "sliding_window" in kw:
+                assert a.window == (kw["sliding_window"] or 0), where
+            assert a.sinks == hasattr(attn, "sinks"), where
+            hf_mask = allowed_mask(call["mask"], T)
+            if hf_mask is not None:
+                assert torch.equal(hf_mask, posenc_mask(a, T)), f"{where}: mask"
+            else:  # no mask tensor: eager attention attends to every key (bert without is_decoder)
+                assert not a.causal and not a.window and not a.chunk, f"{where}: no mask in transformers"
+            if layer.position in ("learned", "alibi", "t5", "sinusoidal"):
+                continue  # no rotation
+            key = (layer.layer_type, layer.position, repr(layer.rope), layer.rotary_dims)
+            if key in seen:
+                continue
+            seen.add(key)
+            # the rotation: this layer once more, without RoPE
+            plain = run(model, ids, pos, identity_layer=i, capture=capture)[i]
+            permuted = model_type in PERMUTED_WRITE_BACK and getattr(text, "rope_interleave", True)
+            l2_after = model_type == "llama4_text" and text.use_qk_norm
+            for t in ("query", "key"):
+                assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted, l2_after)
+            # the frequencies of the family's rotary module at several lengths
+            if layer.position == "rope":
+                rotary = rotary_for_layer(rotaries, i)
+                assert rotary is not None, f"{where}: no rotary module in transformers"
+                s = layer.rope.scaling
+                original = s.original_max_position_embeddings or m.max_position_embeddings
+                for n in sorted({1, original, 2 * original}):
+                    want, want_factor = hf_frequencies(rotary, layer.layer_type, n, layer.rope.num_position_streams)
+                    got, got_factor = layer.inv_freq(n)
+                    assert got.shape == tuple(want.shape), f"{where} seq_len {n}"
+                    np.testing.assert_allclose(got, want.double().numpy(), rtol=2e-6, err_msg=f"{where} seq_len {n}")
+                    assert got_factor == pytest.approx(float(want_factor), rel=1e-6), f"{where} seq_len {n}"
+    finally:
+        capture.close()
+
+
+@pytest.mark.parametrize("variant", ["default", "yarn"])
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_family_matches_transformers_or_is_refused(model_type, variant):
+    config = family_config(model_type, variant)
+    if config is None:
+        pytest.skip(f"{model_type}: no rope_parameters to scale")
+    if isinstance(config, str):
+        pytest.skip(f"{model_type}: {config}")
+    try:
+        plan(config.to_dict())
+    except posenc.Error as exc:
+        assert f"'{model_type}'" in str(exc), str(exc)
+        if model_type in SUPPORTED:
+            assert model_type in ILL_FORMED_DEFAULTS and ILL_FORMED_DEFAULTS[model_type] in str(exc), \
+                f"{model_type} ({variant}) refused: {exc}"
+        return
+    assert model_type in SUPPORTED, f"{model_type} is accepted: add it to SUPPORTED"
+    check_family(model_type, config)
+
+
+@pytest.mark.parametrize("wrapper,text_type", WRAPPERS)
+def test_wrapper_gives_its_text_config_plan(wrapper, text_type):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = configuration_auto.CONFIG_MAPPING[wrapper]()
+    outer, inner = config.to_dict(), config.get_text_config().to_dict()
+    try:
+        want = plan(inner)
+    except posenc.Error:
+        with pytest.raises(posenc.Error, match=f"'({text_type}|{wrapper})'"):
+            plan(outer)
+        return
+    try:
+        got = plan(outer)
+    except posenc.Error as exc:  # a wrapper without text_config (vision-encoder-decoder): refused by name
+        assert f"'{wrapper}'" in str(exc), str(exc)
+        return
+    assert got.model_type == want.model_type and got.num_layers == want.num_layers
+    assert [repr(a) for a in got.layers] == [repr(b) for b in want.layers]
