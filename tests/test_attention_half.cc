@@ -19,8 +19,12 @@ struct Storage {
   DType dtype;
   double u;
   const char* name;
-  uint16_t round(float x) const { return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x); }
-  float value(uint16_t h) const { return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h); }
+  uint16_t round(float x) const {
+    return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
+  }
+  float value(uint16_t h) const {
+    return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
+  }
 };
 const Storage kBf16{DType::bf16, std::ldexp(1.0, -8), "bf16"}, kF16{DType::f16, std::ldexp(1.0, -11), "f16"};
 
@@ -32,8 +36,8 @@ TensorView view16(std::vector<T>& x, DType dtype, std::initializer_list<int64_t>
 }
 
 // One case with q / k,v / out each in fp32 or a 16-bit storage (nullptr: fp32).
-void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_storage, const Storage* out_storage,
-           const std::string& target = "") {
+void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_storage,
+           const Storage* out_storage, const std::string& target = "") {
   AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe() + " " + target + " q " + (q_storage ? q_storage->name : "f32") + " kv " +
                (kv_storage ? kv_storage->name : "f32") + " out " + (out_storage ? out_storage->name : "f32"));
@@ -65,7 +69,8 @@ void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_sto
   for (size_t i = 0; i < n; ++i) {
     const double exact = expected.out[i];
     const double got = out_storage ? out_storage->value(out16[i]) : out32[i];
-    const double bound = (out_storage ? out_storage->u * std::abs(exact) : 0.0) + 1e-5 * (1 + std::abs(exact));
+    const double bound =
+        (out_storage ? out_storage->u * std::abs(exact) : 0.0) + 1e-5 * (1 + std::abs(exact));
     worst = std::max(worst, std::abs(got - exact) / bound);
     ASSERT_LE(std::abs(got - exact), bound) << "element " << i;
   }
@@ -73,8 +78,8 @@ void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_sto
 }
 
 const std::vector<Enc>& encodings() {
-  static const std::vector<Enc> encs = {Enc::none, Enc::rope, Enc::rope_alibi, Enc::t5, Enc::shaw,
-                                        Enc::transformer_xl};
+  static const std::vector<Enc> encs = {Enc::none, Enc::rope, Enc::rope_alibi,
+                                        Enc::t5,   Enc::shaw, Enc::transformer_xl};
   return encs;
 }
 
@@ -88,7 +93,8 @@ TEST(AttentionHalf, EveryPathAndEncoding) {
       {2, 3, 67, 4, 2, 24, false},                                    // decode: key rows widened per tile
       {1, 1, 130, 8, 1, 16, true},                                    // multi-query decode, group in lockstep
       {1, 76, 76, 2, 2, 8, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}},  // packed sequences
-      capped, mla};
+      capped,
+      mla};
   for (const Case& c : shapes)
     for (Enc e : encodings()) {
       if (e == Enc::shaw && c.Dv > 0) continue;  // Shaw's values need Dv == D
@@ -124,7 +130,8 @@ TEST(AttentionHalf, EverySimdTarget) {
 TEST(AttentionHalf, BadStorageIsRejectedAndNothingIsWritten) {
   const int64_t D = 8, H = 2, K = 3;
   std::vector<uint16_t> q(H * D, 0x3c00), k(K * D, 0x3c00), v(K * D, 0x3c00);
-  std::vector<float> out(H * D, 7.0f), lse(H, 7.0f), gq(q.size(), 5.0f), gk(k.size(), 5.0f), gv(v.size(), 5.0f);
+  std::vector<float> out(H * D, 7.0f), lse(H, 7.0f), gq(q.size(), 5.0f), gk(k.size(), 5.0f),
+      gv(v.size(), 5.0f);
   AttentionInputs in = qkv(view16(q, DType::bf16, {1, 1, H, D}), view16(k, DType::bf16, {1, K, 1, D}),
                            view16(v, DType::f16, {1, K, 1, D}));
   try {
@@ -144,7 +151,8 @@ TEST(AttentionHalf, BadStorageIsRejectedAndNothingIsWritten) {
                        view(out.data(), {1, 1, H, D}), g);
     ADD_FAILURE() << "16-bit backward";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q has dtype bf16: the backward takes fp32 inputs"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("q has dtype bf16: the backward takes fp32 inputs"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(gq, std::vector<float>(gq.size(), 5.0f));

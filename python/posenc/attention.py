@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import choice, fail, float32, integer, positions, real
+from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
 from .rope import RopeConfig, rope_config
 
 _PARTS = ("rope", "alibi", "t5", "relative", "shaw", "transformer_xl")
@@ -152,10 +152,15 @@ class AttentionCall:
         return out
 
     def forward(self, q, k, v, **positions_):
-        q, k, v = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v)))
-        out = np.empty(q.shape[:3] + (v.shape[3],), dtype=np.float32)
+        """out in q's dtype (float32, float16 or bfloat16: 16-bit inputs are read without a conversion
+        copy and computed in fp32), lse float32. k and v share one dtype."""
+        q, k, v = (activation(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v)))
+        if storage(k) != storage(v):
+            fail(f"v: dtype {v.dtype} differs from k's {k.dtype}: keys and values share one storage")
+        out = np.empty(q.shape[:3] + (v.shape[3],), dtype=q.dtype)
         lse = np.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=np.float32)
-        self.core.forward(q, k, v, out, lse, self.positions(**positions_), self.tables)
+        self.core.forward(bits(q), bits(k), bits(v), bits(out), lse, self.positions(**positions_), self.tables,
+                          storage(q), storage(k))
         return out, lse
 
     def backward(self, q, k, v, out, lse, grad_out, **positions_) -> dict:
@@ -206,7 +211,10 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     ("ministral3", beta, original_max_position_embeddings): 1 + beta log(1 + floor(pos / original)); a LayerPlan's
     attention.temperature is accepted as is. rope_offset (with "rope"): RoPE on dims [rope_offset, ...) of the q/k
     head. A real model's layer: posenc.attention(q, k, v, **layer.attention_config()).
-    Returns out [B, Q, H, Dv] float32, and the row log-sum-exp [B, H, Q] with return_lse=True.
+    float16 and bfloat16 (ml_dtypes) q, k, v are read as they are (16-bit tiles widened inside the kernel, fp32
+    products and softmax, out rounded once); k and v share a dtype, q may differ (fp32 q against a 16-bit cache).
+    Returns out [B, Q, H, Dv] in q's dtype (float32 for other types), and the row log-sum-exp [B, H, Q] float32
+    with return_lse=True. attention_backward computes in float32 (16-bit inputs are converted there).
     """
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
                          chunk=chunk, query_temperature=query_temperature, **encoding_params)

@@ -28,8 +28,12 @@ AttentionConfig with_tables(const Attention& a, const nb::dict& tables) {
 
 namespace {
 
-AttentionInputs inputs_of(const InArray& q, const InArray& k, const InArray& v, const nb::dict& positions) {
-  AttentionInputs in = qkv(in_view(q, "q"), in_view(k, "k"), in_view(v, "v"));
+// q, k, v: fp32, or the uint16 bits of 16-bit storage ("bf16" / "f16" in storage: q, then k and v).
+AttentionInputs inputs_of(const InArray& q, const InArray& k, const InArray& v, const nb::dict& positions,
+                          const std::string& q_storage = "f32", const std::string& kv_storage = "f32") {
+  const DType kv = storage_dtype(kv_storage);
+  AttentionInputs in =
+      qkv(in_view(q, "q", storage_dtype(q_storage)), in_view(k, "k", kv), in_view(v, "v", kv));
   in.q_positions = in_view(entry<InArray>(positions, "q_positions"), "q_positions");
   in.k_positions = in_view(entry<InArray>(positions, "k_positions"), "k_positions");
   in.cu_seqlens_q = in_view(entry<InArray>(positions, "cu_seqlens_q"), "cu_seqlens_q");
@@ -98,15 +102,16 @@ void bind_attention(nb::module_& m) {
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
-             const OutArray& lse, const nb::dict& positions, const nb::dict& tables) {
+             const OutArray& lse, const nb::dict& positions, const nb::dict& tables,
+             const std::string& q_storage, const std::string& kv_storage) {
             const AttentionConfig c = with_tables(a, tables);
-            const AttentionInputs in = inputs_of(q, k, v, positions);
-            const TensorView o = out_view(out, "out"), l = out_view(lse, "lse");
+            const AttentionInputs in = inputs_of(q, k, v, positions, q_storage, kv_storage);
+            const TensorView o = out_view(out, "out", storage_dtype(q_storage)), l = out_view(lse, "lse");
             nb::gil_scoped_release release;
             attention_forward(c, in, o, l);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
-          nb::arg("tables"))
+          nb::arg("tables"), nb::arg("q_storage") = "f32", nb::arg("kv_storage") = "f32")
       .def(
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,

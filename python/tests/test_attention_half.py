@@ -1,0 +1,45 @@
+"""posenc.attention on float16 and ml_dtypes bfloat16 arrays: read without a conversion copy, widened a tile
+at a time inside the kernel and computed in fp32, so the result is bit for bit the float32 attention of the
+same values rounded once to q's dtype (the C++ tests bound both against double precision,
+tests/test_attention_half.cc)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import posenc
+
+DTYPES = [np.float16, ml_dtypes.bfloat16]
+
+
+def randn(shape, dtype, seed):
+    return np.random.default_rng(seed).uniform(-1.5, 1.5, shape).astype(np.float32).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,options", [
+    ((1, 70, 70, 4, 2, 32), {"causal": True, "encoding": "rope+alibi"}),          # prefill
+    ((2, 1, 300, 8, 1, 32), {"causal": True, "encoding": "rope"}),                 # decode, multi-query
+    ((1, 1, 4500, 8, 2, 16), {"causal": True, "softcap": 2.0, "window": 4000}),   # split decode
+    ((1, 40, 40, 2, 1, 24), {"causal": True, "encoding": "rope", "rope_offset": 8, "layout": "interleaved"}),
+])
+def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options):
+    B, Q, K, H, Hkv, D = shape
+    q, k, v = randn((B, Q, H, D), dtype, 1), randn((B, K, Hkv, D), dtype, 2), randn((B, K, Hkv, D), dtype, 3)
+    out, lse = posenc.attention(q, k, v, return_lse=True, **options)
+    assert out.dtype == q.dtype and lse.dtype == np.float32
+    ref, ref_lse = posenc.attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), return_lse=True,
+                                    **options)
+    assert np.array_equal(out.view(np.uint16), ref.astype(dtype).view(np.uint16))
+    assert np.array_equal(lse, ref_lse)
+    # float32 queries against a 16-bit cache: float32 out, the same numbers unrounded
+    mixed = posenc.attention(q.astype(np.float32), k, v, **options)
+    assert mixed.dtype == np.float32 and np.array_equal(mixed, ref)
+
+
+def test_keys_and_values_share_a_dtype_and_the_backward_computes_in_float32():
+    q = randn((1, 4, 2, 8), np.float16, 4)
+    with pytest.raises(posenc.Error, match="keys and values share one storage"):
+        posenc.attention(q, q.astype(ml_dtypes.bfloat16), q, causal=True)
+    out, lse = posenc.attention(q, q, q, causal=True, return_lse=True)
+    grads = posenc.attention_backward(q, q, q, out, lse, np.ones_like(out), causal=True)
+    assert grads["q"].dtype == np.float32 and np.isfinite(grads["q"]).all()
