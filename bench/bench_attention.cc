@@ -21,6 +21,7 @@
 #include "bench_limits.h"
 #include "compute_peak.h"
 #include "posenc/attention.h"
+#include "src/half.h"
 
 namespace {
 using posenc::bench::random_floats;
@@ -226,6 +227,38 @@ void BM_attention_mla_decode(benchmark::State& state) {
   posenc::bench::report_vs_memcpy(state, timer, bytes, static_cast<size_t>(bytes) / 2);
 }
 
+// Decode, one token (8 query heads, D 128) against keys and values of range(0) tokens and range(1)
+// kv heads stored in fp32 (range(2) = 0) or bf16 (1): half the bytes, widened a tile at a time.
+void BM_attention_decode_storage(benchmark::State& state) {
+  const int64_t K = state.range(0), Hkv = state.range(1), H = 8, D = 128;
+  const bool bf16 = state.range(2) == 1;
+  state.SetLabel(bf16 ? "bf16 cache" : "fp32 cache");
+  const std::vector<float> k = random_floats(K * Hkv * D, 8), v = random_floats(K * Hkv * D, 9);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i)
+    k16[i] = posenc::detail::f32_to_bf16(k[i]), v16[i] = posenc::detail::f32_to_bf16(v[i]);
+  const std::vector<float> q = random_floats(H * D, 10);
+  std::vector<float> out(H * D);
+  posenc::AttentionConfig cfg;
+  cfg.causal = true;
+  auto kv_view = [&](const std::vector<float>& x, const std::vector<uint16_t>& x16) {
+    posenc::ConstTensorView view =
+        posenc::view(bf16 ? reinterpret_cast<const float*>(x16.data()) : x.data(), {1, K, Hkv, D});
+    if (bf16) view.dtype = posenc::DType::bf16;
+    return view;
+  };
+  const posenc::AttentionInputs in =
+      posenc::qkv(posenc::view(q.data(), {1, 1, H, D}), kv_view(k, k16), kv_view(v, v16));
+  const double bytes = 2.0 * K * Hkv * D * (bf16 ? 2 : 4);
+  const posenc::bench::LoopTimer timer;
+  for (auto _ : state) {
+    posenc::attention_forward(cfg, in, posenc::view(out.data(), {1, 1, H, D}), posenc::TensorView{});
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = static_cast<double>(state.iterations()) / timer.seconds();
+  posenc::bench::report_vs_memcpy(state, timer, bytes, static_cast<size_t>(bytes) / 2);
+}
+
 // The encodings and score mechanisms side by side at the reference shape, S 4096, D 128.
 void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
   for (int64_t enc : {kNone, kRope, kAlibi, kT5, kSoftcap, kSinks}) b->Args({4096, 128, enc});
@@ -277,6 +310,14 @@ BENCHMARK(BM_attention_mla_decode)
     ->ArgNames({"K", "form"})
     ->Args({32768, kMlaHeads})
     ->Args({32768, kMlaAbsorbed})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_attention_decode_storage)
+    ->ArgNames({"K", "Hkv", "bf16"})
+    ->Args({32768, 8, 0})
+    ->Args({32768, 8, 1})
+    ->Args({32768, 2, 0})
+    ->Args({32768, 2, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_attention_backward)
