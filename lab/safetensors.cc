@@ -1,12 +1,16 @@
 // lab/safetensors.cc: see safetensors.h.
 #include "safetensors.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +20,9 @@ namespace posenc::lab {
 namespace {
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
+// A header nests 3 levels ({"name": {"shape": [..]}}); nlohmann's dump() and copies recurse once
+// per level, so a 100,000-deep value would overflow the stack. Checked before parsing.
+constexpr int kMaxHeaderDepth = 16;
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw Error(origin + ": " + what);
@@ -27,11 +34,47 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-uint64_t element_count(const std::vector<int64_t>& shape) {
+// The product of the dimensions, or nullopt when it (or its size in bytes) exceeds 2^62.
+std::optional<uint64_t> element_count(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > (uint64_t{1} << 60) / static_cast<uint64_t>(d)) return std::nullopt;
+    n *= static_cast<uint64_t>(d);
+  }
   return n;
 }
+
+// Nesting deeper than max_depth (brackets in strings do not count); malformed text is left to the parser.
+bool nests_deeper_than(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      if (++depth > max_depth) return true;
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// Text for an error message, cut to max_chars characters.
+std::string cut(std::string s, size_t max_chars) {
+  return s.size() > max_chars ? s.substr(0, max_chars) + "... (" + std::to_string(s.size()) + " characters)"
+                              : s;
+}
+// A JSON value for an error message, cut to 80 characters.
+std::string excerpt(const nlohmann::json& value) { return cut(value.dump(), 80); }
 
 }  // namespace
 
@@ -58,7 +101,11 @@ std::string encode_safetensors(const Checkpoint& c) {
       if (d < 0)
         throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) +
                     " with a negative dimension");
-    if (element_count(t.shape) != t.data.size())
+    const std::optional<uint64_t> count = element_count(t.shape);
+    if (!count)
+      throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) +
+                  ", more than 2^60 elements");
+    if (*count != t.data.size())
       throw Error("save_safetensors: tensor '" + t.name + "' has shape " + shape_text(t.shape) + " but " +
                   std::to_string(t.data.size()) + " values");
     const uint64_t bytes = t.data.size() * sizeof(float);
@@ -92,11 +139,14 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
                      std::to_string(bytes.size()) + " bytes)");
   const std::string_view text(bytes.data() + 8, n);
   if (text.empty() || text.front() != '{') fail(origin, "header does not start with '{'");
+  if (nests_deeper_than(text, kMaxHeaderDepth))
+    fail(origin,
+         "header nests objects and arrays more than " + std::to_string(kMaxHeaderDepth) + " levels deep");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(origin, std::string("header is not valid JSON: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
+    fail(origin, "header is not valid JSON: " + cut(e.what(), 200));  // nlohmann quotes whole tokens
   }
   if (!header.is_object()) fail(origin, "header is not a JSON object");
   const uint64_t buffer = bytes.size() - 8 - n;
@@ -110,7 +160,7 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
   std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(origin, "__metadata__ is not an object");
+      if (!entry.is_object()) fail(origin, "__metadata__ = " + excerpt(entry) + " is not an object");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string()) fail(origin, "__metadata__['" + k + "'] is not a string");
         c.metadata[k] = v.get<std::string>();
@@ -118,33 +168,38 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
       continue;
     }
     const std::string where = "tensor '" + name + "'";
-    if (!entry.is_object()) fail(origin, where + " is not an object");
+    // The writer's rule (encode_safetensors): a checkpoint read here can be saved again.
+    if (name.empty()) fail(origin, "a tensor has the empty name ''");
+    if (!entry.is_object()) fail(origin, where + " = " + excerpt(entry) + " is not an object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(key)) fail(origin, where + " has no '" + key + "'");
-    if (!entry["dtype"].is_string()) fail(origin, where + ": dtype is not a string");
+    if (!entry["dtype"].is_string())
+      fail(origin, where + ": dtype " + excerpt(entry["dtype"]) + " is not a string");
     const std::string dtype = entry["dtype"].get<std::string>();
     if (dtype != "F32") fail(origin, where + ": dtype " + dtype + " is not supported (the lab stores F32)");
     NamedTensor t;
     t.name = name;
-    if (!entry["shape"].is_array()) fail(origin, where + ": shape is not an array");
+    if (!entry["shape"].is_array())
+      fail(origin, where + ": shape " + excerpt(entry["shape"]) + " is not an array");
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(origin, where + ": shape " + entry["shape"].dump() + " is invalid");
+      // Unsigned values above INT64_MAX would wrap to negative ones.
+      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 62)) ||
+          d.get<int64_t>() < 0)
+        fail(origin, where + ": shape " + excerpt(entry["shape"]) + " is invalid");
       t.shape.push_back(d.get<int64_t>());
     }
     const auto& off = entry["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(origin, where + ": data_offsets " + off.dump() + " is not [begin, end]");
+      fail(origin, where + ": data_offsets " + excerpt(off) + " is not [begin, end]");
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (begin > end || end > buffer)
       fail(origin, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                        "] outside the " + std::to_string(buffer) + "-byte data buffer");
-    uint64_t elements = 1;
-    for (int64_t d : t.shape) {
-      if (d != 0 && elements > (uint64_t{1} << 62) / static_cast<uint64_t>(d))
-        fail(origin, where + ": shape is too large");
-      elements *= static_cast<uint64_t>(d);
-    }
+    // elements * 4 must not wrap: [2^62] with empty offsets once wrapped to 0 bytes, passed, and
+    // threw std::length_error from the resize below.
+    const std::optional<uint64_t> count = element_count(t.shape);
+    if (!count) fail(origin, where + ": shape " + shape_text(t.shape) + " has more than 2^60 elements");
+    const uint64_t elements = *count;
     if (end - begin != elements * sizeof(float))
       fail(origin, where + ": shape " + shape_text(t.shape) + " needs " +
                        std::to_string(elements * sizeof(float)) + " bytes, data_offsets give " +
@@ -195,6 +250,10 @@ void save_safetensors(const std::string& path, const Checkpoint& checkpoint) {
 }
 
 Checkpoint load_safetensors(const std::string& path) {
+  // A FIFO would block and /dev/zero never end: only regular files (their size is known).
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw Error("load_safetensors: cannot open '" + path + "'");
+  if (!S_ISREG(st.st_mode)) throw Error("load_safetensors: '" + path + "' is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("load_safetensors: cannot open '" + path + "'");
   std::ostringstream ss;

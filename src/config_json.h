@@ -1,6 +1,7 @@
 // src/config_json.h: reading a HuggingFace config.json document, shared by the RoPE parser
 // (src/rope_config_json.cc) and the model plan (src/model_config_json.cc).
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -43,14 +44,61 @@ inline std::string quote_non_finite_tokens(const std::string& text) {
   return out;
 }
 
+// Bounds checked before parsing. A real config.json is a few KiB and nests 4 levels deep
+// (text_config.rope_parameters.<layer type>.<key>); nlohmann's dump(), copies and comparisons
+// recurse once per level, so a 100,000-deep value (200 KB of '[') would overflow the stack.
+inline constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;  // read_text_file's default limit too
+inline constexpr int kMaxJsonDepth = 64;
+
+// The deepest nesting of objects and arrays in `text` (brackets inside strings do not count);
+// fails as soon as it exceeds max_depth. Malformed text is left to the parser.
+inline void check_json_depth(std::string_view op, std::string_view what, std::string_view text,
+                             int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      if (++depth > max_depth)
+        fail(op, what, " nests objects and arrays more than ", max_depth, " levels deep (at byte ", i, ")");
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    }
+  }
+}
+
+// Text for an error message, cut to `max_chars` characters (nlohmann's own messages quote a whole
+// numeric token: 10,000 digits of an overflowing number).
+inline std::string excerpt(std::string s, size_t max_chars = 80) {
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "... (" + std::to_string(s.size()) + " characters)";
+  return s;
+}
+// A JSON value for an error message: its dump(), cut to `max_chars` characters.
+inline std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80) {
+  return excerpt(value.dump(), max_chars);
+}
+
 // The document as a JSON object. Every nlohmann error (syntax, and numbers out of range such as
-// 1e400, which nlohmann reports as out_of_range) becomes a posenc::Error naming `op`.
+// 1e400, which nlohmann reports as out_of_range) becomes a posenc::Error naming `op`, and so do
+// documents over kMaxConfigBytes or nested deeper than kMaxJsonDepth.
 inline nlohmann::json parse_config_json(std::string_view op, const std::string& text) {
+  if (static_cast<int64_t>(text.size()) > kMaxConfigBytes)
+    fail(op, "the config is ", text.size(), " bytes, more than the limit of ", kMaxConfigBytes);
+  check_json_depth(op, "the config", text, kMaxJsonDepth);
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(quote_non_finite_tokens(text));
   } catch (const nlohmann::json::exception& e) {
-    fail(op, "malformed JSON: ", e.what());
+    fail(op, "malformed JSON: ", excerpt(e.what(), 200));
   }
   if (!root.is_object()) fail(op, "the JSON document must be an object (a config.json)");
   return root;

@@ -1,7 +1,9 @@
 // src/rope_config_json.cc: RopeConfig from a HuggingFace config.json, with HF's keys and defaults
 // (transformers/modeling_rope_utils.py and the model configs that use them).
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -11,6 +13,7 @@
 
 namespace posenc {
 using detail::fail;
+using detail::json_excerpt;
 using json = nlohmann::json;
 
 namespace {
@@ -20,9 +23,9 @@ bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).
 
 double get_number(const json& j, const char* key, const char* where) {
   const json& v = j.at(key);
-  if (!v.is_number()) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be a number");
+  if (!v.is_number()) fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be a number");
   const double d = v.get<double>();
-  if (!std::isfinite(d)) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be finite");
+  if (!std::isfinite(d)) fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be finite");
   return d;
 }
 
@@ -33,17 +36,21 @@ int64_t get_int(const json& j, const char* key, const char* where) {
     if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
         std::abs(v.get<double>()) < 9e15)
       return static_cast<int64_t>(v.get<double>());
-    fail(kOp, where, key, " = ", v.dump(), " is invalid: must be an integer");
+    fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be an integer");
   }
+  // Unsigned values above INT64_MAX would wrap to negative numbers (and the message quote those).
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be at most 2^63 - 1");
   return v.get<int64_t>();
 }
 
 std::vector<double> get_number_list(const json& j, const char* key, const char* where) {
   const json& v = j.at(key);
-  if (!v.is_array()) fail(kOp, where, key, " = ", v.dump(), " is invalid: must be a list of numbers");
+  if (!v.is_array()) fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be a list of numbers");
   std::vector<double> out;
   for (const json& e : v) {
-    if (!e.is_number()) fail(kOp, where, key, " contains ", e.dump(), ": must be a list of numbers");
+    if (!e.is_number()) fail(kOp, where, key, " contains ", json_excerpt(e), ": must be a list of numbers");
     out.push_back(e.get<double>());
   }
   return out;
@@ -62,12 +69,12 @@ RopeScalingType parse_type(const std::string& name) {
 
 void parse_scaling(const json& s, RopeConfig& c) {
   const char* w = "rope_scaling.";
-  if (!s.is_object()) fail(kOp, "rope_scaling = ", s.dump(), " is invalid: must be an object or null");
+  if (!s.is_object()) fail(kOp, "rope_scaling = ", json_excerpt(s), " is invalid: must be an object or null");
   std::string type = "default";
   const char* type_key = has(s, "rope_type") ? "rope_type" : (has(s, "type") ? "type" : nullptr);
   if (type_key) {
     if (!s.at(type_key).is_string())
-      fail(kOp, w, type_key, " = ", s.at(type_key).dump(), " is invalid: must be a string");
+      fail(kOp, w, type_key, " = ", json_excerpt(s.at(type_key)), " is invalid: must be a string");
     type = s.at(type_key).get<std::string>();
   }
   RopeScaling& r = c.scaling;
@@ -103,7 +110,10 @@ void parse_scaling(const json& s, RopeConfig& c) {
   }
   if (has(s, "mrope_section")) {
     for (double v : get_number_list(s, "mrope_section", w)) {
-      if (v != std::floor(v)) fail(kOp, "rope_scaling.mrope_section must hold integers");
+      // Range first: converting 1e300 to int64 is undefined. validate() checks the sum.
+      if (!(v >= 0 && v <= kMaxRopeHeadDim) || v != std::floor(v))
+        fail(kOp, "rope_scaling.mrope_section = ", json_excerpt(s.at("mrope_section")), " contains ", v,
+             ": must hold integers in [0, ", kMaxRopeHeadDim, "]");
       c.mrope_section.push_back(static_cast<int64_t>(v));
     }
     c.multimodal = RopeMultimodal::mrope;
@@ -125,12 +135,18 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
   RopeConfig c;
   if (has(j, "head_dim")) {
     c.head_dim = get_int(j, "head_dim", "");
+    if (c.head_dim <= 0 || c.head_dim > kMaxRopeHeadDim)
+      fail(kOp, "head_dim = ", c.head_dim, " is invalid: must be in [1, ", kMaxRopeHeadDim, "]");
   } else if (has(j, "hidden_size") && has(j, "num_attention_heads")) {
     const int64_t hidden = get_int(j, "hidden_size", ""), heads = get_int(j, "num_attention_heads", "");
     if (heads <= 0) fail(kOp, "num_attention_heads = ", heads, " is invalid: must be > 0");
+    if (hidden <= 0) fail(kOp, "hidden_size = ", hidden, " is invalid: must be > 0");
     if (hidden % heads != 0)
       fail(kOp, "hidden_size = ", hidden, " is not divisible by num_attention_heads = ", heads);
     c.head_dim = hidden / heads;
+    if (c.head_dim > kMaxRopeHeadDim)
+      fail(kOp, "hidden_size = ", hidden, " / num_attention_heads = ", heads,
+           " gives head_dim = ", c.head_dim, ", which is invalid: must be at most ", kMaxRopeHeadDim);
   } else {
     fail(kOp, "missing head_dim, or hidden_size and num_attention_heads");
   }
@@ -142,8 +158,8 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
     c.base = get_number(j, "rope_theta", "");
   else if (scaling && scaling->is_object() && has(*scaling, "rope_theta"))
     c.base = get_number(*scaling, "rope_theta", "rope_parameters.");
-  if (!(c.base > 0 && std::isfinite(c.base)))  // name the config's key, not RopeConfig's base
-    fail(kOp, "rope_theta = ", c.base, " is invalid: must be finite and > 0");
+  if (!(c.base >= kMinRopeBase && c.base <= kMaxRopeBase))  // name the config's key, not RopeConfig's base
+    fail(kOp, "rope_theta = ", c.base, " is invalid: must be in [2^-16, 2^126]");
   if (has(j, "max_position_embeddings"))
     c.max_position_embeddings = get_int(j, "max_position_embeddings", "");
   double partial = 1.0;

@@ -3,14 +3,16 @@
 // table and stay branch-free.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "posenc/rope.h"
 #include "src/check.h"
 
 namespace posenc {
-using detail::check_finite;
-using detail::check_positive;
 using detail::fail;
 using detail::fail_arg;
 
@@ -62,18 +64,58 @@ int64_t RopeConfig::num_position_streams() const {
 }
 
 namespace {
+// A multiplicative scale parameter within [2^-16, 2^16] (kMinRopeScale, kMaxRopeScale): with the
+// base bounds, every frequency stays within 2^-142 .. 2^48 and every angle finite.
+void check_scale(const char* op, std::string_view name, double v) {
+  if (!(v >= kMinRopeScale && v <= kMaxRopeScale)) fail_arg(op, name, v, "must be in [2^-16, 2^16]");
+}
+
 void validate_factor_list(const char* name, const std::vector<double>& v, int64_t pairs) {
   if (static_cast<int64_t>(v.size()) != pairs)
     fail("rope", "rope_scaling.", name, " has ", v.size(), " values, expected rotary_dim/2 = ", pairs);
   for (size_t i = 0; i < v.size(); ++i)
-    if (!(std::isfinite(v[i]) && v[i] > 0))
-      fail("rope", "rope_scaling.", name, "[", i, "] = ", v[i], " is invalid: must be finite and > 0");
+    if (!(v[i] >= kMinRopeScale && v[i] <= kMaxRopeScale))
+      fail("rope", "rope_scaling.", name, "[", i, "] = ", v[i], " is invalid: must be in [2^-16, 2^16]");
+}
+
+void check_context(const char* op, const char* name, int64_t v) {
+  if (v < 0 || v > kMaxRopeContext) fail_arg(op, name, v, "must be in [0, 2^53] (0 = not given)");
+}
+
+double yarn_mscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+// The multiplier on cos and sin (HF attention_factor / attention_scaling): given, or derived by
+// yarn (from factor and mscale) and longrope (from the context lengths).
+double attention_factor_of(const RopeConfig& c) {
+  const RopeScaling& s = c.scaling;
+  if (s.type == RopeScalingType::yarn) {
+    if (s.attention_factor) return *s.attention_factor;
+    if (s.mscale && s.mscale_all_dim && *s.mscale != 0 && *s.mscale_all_dim != 0) {
+      const double den = yarn_mscale(s.factor, *s.mscale_all_dim);  // 0 for mscale_all_dim = -10 / ln(factor)
+      return den != 0 ? yarn_mscale(s.factor, *s.mscale) / den : std::numeric_limits<double>::quiet_NaN();
+    }
+    return yarn_mscale(s.factor, 1.0);
+  }
+  if (s.type == RopeScalingType::longrope) {
+    // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
+    // and the factor is max_position_embeddings / original.
+    if (s.attention_factor) return *s.attention_factor;
+    const int64_t original = c.original_context();
+    const double factor = s.original_max_position_embeddings > 0
+                              ? static_cast<double>(c.max_position_embeddings) / static_cast<double>(original)
+                              : s.factor;
+    return factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
+  }
+  return 1.0;
 }
 }  // namespace
 
 void validate(const RopeConfig& c) {
   const char* op = "rope";
-  if (c.head_dim <= 0) fail_arg(op, "head_dim", c.head_dim, "must be > 0");
+  if (c.head_dim <= 0 || c.head_dim > kMaxRopeHeadDim)
+    fail_arg(op, "head_dim", c.head_dim, "must be in [1, " + std::to_string(kMaxRopeHeadDim) + "]");
   if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim)
     fail_arg(op, "rotary_dim", c.rotary_dim,
              "must be in [0, head_dim = " + std::to_string(c.head_dim) + "] (0 = head_dim)");
@@ -81,15 +123,14 @@ void validate(const RopeConfig& c) {
   if (r % 2 != 0)
     fail_arg(op, c.rotary_dim == 0 ? "head_dim (used as rotary_dim)" : "rotary_dim", r, "must be even");
   const int64_t pairs = r / 2;
-  check_positive(op, "base", c.base);
-  if (c.max_position_embeddings < 0)
-    fail_arg(op, "max_position_embeddings", c.max_position_embeddings, "must be >= 0 (0 = not given)");
+  // As sinusoidal's base: 1 / base must not overflow (1e-310 gave inf frequencies, NaN cos/sin).
+  if (!(c.base >= kMinRopeBase && c.base <= kMaxRopeBase))
+    fail_arg(op, "base", c.base, "must be in [2^-16, 2^126]");
+  check_context(op, "max_position_embeddings", c.max_position_embeddings);
   const RopeScaling& s = c.scaling;
-  if (s.original_max_position_embeddings < 0)
-    fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
-             "must be >= 0");
-  if (s.type != RopeScalingType::none) check_positive(op, "rope_scaling.factor", s.factor);
-  if (s.attention_factor) check_positive(op, "rope_scaling.attention_factor", *s.attention_factor);
+  check_context(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings);
+  if (s.type != RopeScalingType::none) check_scale(op, "rope_scaling.factor", s.factor);
+  if (s.attention_factor) check_scale(op, "rope_scaling.attention_factor", *s.attention_factor);
   switch (s.type) {
     case RopeScalingType::none:
     case RopeScalingType::linear:
@@ -107,10 +148,11 @@ void validate(const RopeConfig& c) {
         fail(op, "rope_scaling 'yarn' needs original_max_position_embeddings or max_position_embeddings > 0");
       if (!(c.base > 1))
         fail_arg(op, "base", c.base, "must be > 1 for rope_scaling 'yarn' (it takes log(base))");
-      check_positive(op, "rope_scaling.beta_fast", s.beta_fast);
-      check_positive(op, "rope_scaling.beta_slow", s.beta_slow);
-      if (s.mscale) check_finite(op, "rope_scaling.mscale", *s.mscale);
-      if (s.mscale_all_dim) check_finite(op, "rope_scaling.mscale_all_dim", *s.mscale_all_dim);
+      check_scale(op, "rope_scaling.beta_fast", s.beta_fast);
+      check_scale(op, "rope_scaling.beta_slow", s.beta_slow);
+      for (const auto& [name, m] : {std::pair{"rope_scaling.mscale", s.mscale},
+                                    std::pair{"rope_scaling.mscale_all_dim", s.mscale_all_dim}})
+        if (m && !(std::abs(*m) <= kMaxRopeScale)) fail_arg(op, name, *m, "must be in [-2^16, 2^16]");
       break;
     case RopeScalingType::longrope:
       validate_factor_list("short_factor", s.short_factor, pairs);
@@ -125,8 +167,8 @@ void validate(const RopeConfig& c) {
             "(HF takes factor = max_position_embeddings / original_max_position_embeddings)");
       break;
     case RopeScalingType::llama3:
-      check_positive(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
-      check_positive(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
+      check_scale(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
+      check_scale(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
       // Equal factors (Llama 4 Scout: 1, 1): transformers only warns (modeling_rope_utils.py
       // _validate_llama3_parameters); the smooth band is then empty, a hard switch.
       if (!(s.high_freq_factor >= s.low_freq_factor))
@@ -144,9 +186,9 @@ void validate(const RopeConfig& c) {
       fail(op, "frequency_divisors has ", c.frequency_divisors.size(),
            " values, expected rotary_dim/2 = ", pairs);
     for (size_t i = 0; i < c.frequency_divisors.size(); ++i)
-      if (!(std::isfinite(c.frequency_divisors[i]) && c.frequency_divisors[i] > 0))
+      if (!(c.frequency_divisors[i] >= kMinRopeScale && c.frequency_divisors[i] <= kMaxRopeScale))
         fail(op, "frequency_divisors[", i, "] = ", c.frequency_divisors[i],
-             " is invalid: must be finite and > 0");
+             " is invalid: must be in [2^-16, 2^16]");
   }
   switch (c.multimodal) {
     case RopeMultimodal::none:
@@ -159,9 +201,9 @@ void validate(const RopeConfig& c) {
              " is invalid: needs 3 values {t, h, w}");
       int64_t sum = 0;
       for (int64_t v : c.mrope_section) {
-        if (v < 0)
+        if (v < 0 || v > pairs)  // bounded before summing: three INT64_MAX would overflow
           fail(op, "mrope_section = ", detail::to_string(c.mrope_section),
-               " is invalid: values must be >= 0");
+               " is invalid: values must be in [0, ", pairs, "] (rotary_dim/2)");
         sum += v;
       }
       if (sum != pairs)
@@ -178,6 +220,18 @@ void validate(const RopeConfig& c) {
       if (!c.mrope_section.empty()) fail(op, "mrope_section is set but multimodal is 'axial_2d'");
       break;
   }
+  // What yarn and longrope derive from valid parameters can still leave the range (an mscale
+  // ratio with a vanishing denominator, or one below 0): the kernels multiply cos and sin by it.
+  const double af = attention_factor_of(c);
+  if (!(af >= kMinRopeScale && af <= kMaxRopeScale)) {
+    std::ostringstream from;
+    from.precision(17);
+    from << "factor = " << s.factor;
+    if (s.mscale) from << ", mscale = " << *s.mscale;
+    if (s.mscale_all_dim) from << ", mscale_all_dim = " << *s.mscale_all_dim;
+    fail(op, "the attention factor rope_scaling '", rope_scaling_name(s.type), "' derives (", from.str(),
+         ") is ", af, ", which is invalid: must be in [2^-16, 2^16]");
+  }
 }
 
 namespace {
@@ -189,10 +243,6 @@ std::vector<double> default_ladder(double base, int64_t dim) {
   return f;
 }
 
-double yarn_mscale(double scale, double mscale) {
-  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
-
 // YaRN (Peng et al., arXiv 2309.00071) as HF computes it: dimensions rotating fewer than beta_slow
 // times over the original context are interpolated (divided by factor), more than beta_fast times
 // extrapolated (kept), with a linear ramp between.
@@ -200,13 +250,7 @@ void apply_yarn(const RopeConfig& c, int64_t dim, std::vector<double>& inv_freq,
   const RopeScaling& s = c.scaling;
   const double factor = s.factor;
   const double original = static_cast<double>(c.original_context());
-  if (s.attention_factor) {
-    attention_factor = *s.attention_factor;
-  } else if (s.mscale && s.mscale_all_dim && *s.mscale != 0 && *s.mscale_all_dim != 0) {
-    attention_factor = yarn_mscale(factor, *s.mscale) / yarn_mscale(factor, *s.mscale_all_dim);
-  } else {
-    attention_factor = yarn_mscale(factor, 1.0);
-  }
+  attention_factor = attention_factor_of(c);
   auto correction_dim = [&](double rotations) {
     return (static_cast<double>(dim) * std::log(original / (rotations * 2 * std::numbers::pi))) /
            (2 * std::log(c.base));
@@ -285,17 +329,10 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       apply_yarn(c, r, out.inv_freq, out.attention_factor);
       break;
     case RopeScalingType::longrope: {
-      // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
-      // and the factor is max_position_embeddings / original.
-      double factor = s.factor;
+      // HF switches to the long factors past the original context (attention factor: see
+      // attention_factor_of).
       const int64_t original = c.original_context();
-      if (s.original_max_position_embeddings > 0)
-        factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(original);
-      if (s.attention_factor)
-        out.attention_factor = *s.attention_factor;
-      else
-        out.attention_factor =
-            factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original)));
+      out.attention_factor = attention_factor_of(c);
       const std::vector<double>& ext = seq_len > original ? s.long_factor : s.short_factor;
       for (int64_t j = 0; j < pairs; ++j) out.inv_freq[j] /= ext[j];
       break;
@@ -311,6 +348,12 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
     }
   }
   for (size_t j = 0; j < c.frequency_divisors.size(); ++j) out.inv_freq[j] /= c.frequency_divisors[j];
+  // validate()'s bounds keep every frequency finite; this guard names the table if a path misses one.
+  for (size_t j = 0; j < out.inv_freq.size(); ++j)
+    if (!(std::isfinite(out.inv_freq[j]) && out.inv_freq[j] >= 0))
+      fail("rope", "rope_scaling '", rope_scaling_name(s.type), "' gives inv_freq[", j,
+           "] = ", out.inv_freq[j], " at seq_len ", seq_len,
+           ": the config is outside the range posenc supports");
 
   if (c.multimodal == RopeMultimodal::mrope) {
     // Qwen2-VL: consecutive sections of pairs take the t, h, w streams.

@@ -115,6 +115,18 @@ check attention_bad_seq 2 "$posenc" attention --seq 0
 expect_in attention_bad_seq "$tmp/err" "--seq = 0"
 check attention_check_too_big 2 "$posenc" attention --seq 8192 --check
 expect_in attention_check_too_big "$tmp/err" "too large"
+# Issue 16: a base whose inverse overflows printed "mean |out| nan" and exit 0; a 100,000-deep
+# config.json overflowed the stack (SIGSEGV). Both are one-line errors naming the bound.
+# Ranges at the int64 limits: end - start and p += step overflowed (UB, caught by ubsan-clang).
+check positions_int64_span 2 "$posenc" encode sinusoidal -p -9223372036854775808:9223372036854775807
+expect_in positions_int64_span "$tmp/err" "--positions = '-9223372036854775808:9223372036854775807' is invalid"
+check positions_int64_end 2 "$posenc" encode sinusoidal -p 9223372036854775800:9223372036854775807:5
+expect_in positions_int64_end "$tmp/err" "9223372036854775800"
+check attention_tiny_base 2 "$posenc" attention -e rope --seq 8 --base 1e-310
+expect_in attention_tiny_base "$tmp/err" "must be in [2^-16, 2^126]"
+python3 -c 'print("{\"head_dim\": 64, \"rope_theta\": " + "[" * 100000 + "]" * 100000 + "}")' >"$tmp/deep.json"
+check config_deep 2 "$posenc" encode rope --config "$tmp/deep.json" -p 0:3
+expect_in config_deep "$tmp/err" "more than 64 levels deep"
 
 # posenc analyze: every encoding, three formats; bad flags.
 check analyze_help 0 "$posenc" analyze --help

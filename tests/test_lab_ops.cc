@@ -83,8 +83,9 @@ struct Shape {
 };
 class LabOps : public ::testing::TestWithParam<Shape> {};
 
+// Named copies of the shape, not structured bindings: clang < 16 cannot capture bindings in lambdas.
 TEST_P(LabOps, MatmulForwardAndBackward) {
-  const auto [N, C, OC] = GetParam();
+  const int64_t N = GetParam().N, C = GetParam().C, OC = GetParam().OC;
   const auto inp = random_floats(static_cast<size_t>(N * C), 1),
              w = random_floats(static_cast<size_t>(OC * C), 2);
   const auto bias = random_floats(static_cast<size_t>(OC), 3),
@@ -113,7 +114,7 @@ TEST_P(LabOps, MatmulForwardAndBackward) {
 }
 
 TEST_P(LabOps, NormsForwardAndBackward) {
-  const auto [N, C, OC] = GetParam();
+  const int64_t N = GetParam().N, C = GetParam().C, OC = GetParam().OC;
   (void)OC;
   for (Norm norm : {Norm::layer, Norm::rms}) {
     SCOPED_TRACE(norm == Norm::layer ? "layer" : "rms");
@@ -142,7 +143,7 @@ TEST_P(LabOps, NormsForwardAndBackward) {
 }
 
 TEST_P(LabOps, GeluCrossEntropyEmbedding) {
-  const auto [N, C, V] = GetParam();
+  const int64_t N = GetParam().N, C = GetParam().C, V = GetParam().OC;
   // GELU
   const auto x = random_floats(static_cast<size_t>(N * C), 9, -4, 4), dy = random_floats(x.size(), 10);
   std::vector<float> y(x.size()), dx(x.size(), 0.25f);

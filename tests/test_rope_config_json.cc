@@ -115,5 +115,85 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
 }
 
+// Issue 16, found by fuzzing (fuzz/fuzz_config_json.cc; the inputs are in fuzz/corpus/config_json):
+// each was undefined behaviour, a crash or a config accepted that gave NaN/inf; now an Error naming
+// the key, its value and the bound.
+TEST(RopeConfigJson, HostileConfigsAreErrorsNamingTheKeyAndTheBound) {
+  auto expect_error = [](const std::string& json, const std::string& needle) {
+    try {
+      rope_config_from_hf_json(json);
+      ADD_FAILURE() << "no error for " << json.substr(0, 200);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u) << "messages quote at most an excerpt of a value";
+    }
+  };
+  // 100,000 nested lists: dump() in the error message recursed once per level (stack overflow).
+  const std::string deep =
+      R"({"head_dim": 64, "rope_theta": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_error(deep, "nests objects and arrays more than 64 levels deep");
+  // Brackets inside strings do not nest.
+  EXPECT_EQ(
+      rope_config_from_hf_json(R"({"head_dim": 64, "note": ")" + std::string(100, '[') + R"("})").head_dim,
+      64);
+  // A long value is quoted as an excerpt; so is nlohmann's message, which quotes a whole number.
+  std::string ones = "[1";
+  for (int i = 0; i < 5000; ++i) ones += ",1";
+  expect_error(R"({"head_dim": 64, "rope_theta": )" + ones + "]}", "rope_theta = [1,1,1,");
+  expect_error(R"({"head_dim": 64, "rope_theta": )" + ones + "]}",
+               "(10003 characters) is invalid: must be a number");
+  expect_error(R"({"head_dim": 64, "rope_theta": )" + std::string(10000, '1') + "}",
+               "number overflow parsing");
+  // float -> int64 casts out of range (UB): head_dim * partial_rotary_factor, mrope_section 1e300.
+  expect_error(R"({"head_dim": 9223372036854775807})",
+               "head_dim = 9223372036854775807 is invalid: must be in [1, 65536]");
+  expect_error(R"({"head_dim": 18446744073709551615})",
+               "head_dim = 18446744073709551615 is invalid: must be at most 2^63 - 1");
+  expect_error(R"({"head_dim": 1000000000})", "must be in [1, 65536]");  // 4 GB per table before
+  expect_error(R"({"hidden_size": -9223372036854775808, "num_attention_heads": 1})",
+               "hidden_size = -9223372036854775808");
+  expect_error(R"({"hidden_size": 4294967296, "num_attention_heads": 2})", "gives head_dim = 2147483648");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "mrope", "mrope_section": [1e300, 16, 16]}})",
+               "contains 1.0000000000000001e+300: must hold integers in [0, 65536]");
+  // signed overflow summing mrope_section; original_context() + 1 at INT64_MAX.
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "mrope",
+                   "mrope_section": [9223372036854775807, 9223372036854775807, 2]}})",
+               "must hold integers in [0, 65536]");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "mrope", "mrope_section": [60000, 60000, 2]}})",
+               "values must be in [0, 32]");
+  expect_error(R"({"head_dim": 4, "max_position_embeddings": 9223372036854775807,
+                   "rope_scaling": {"type": "longrope", "short_factor": [1, 1], "long_factor": [1, 1]}})",
+               "max_position_embeddings = 9223372036854775807 is invalid: must be in [0, 2^53]");
+  // Scale parameters that made an accepted config produce NaN or inf.
+  expect_error(R"({"head_dim": 64, "rope_theta": 1e-310})",
+               "rope_theta = 9.9999999999999694e-311 is invalid: must be in [2^-16, 2^126]");
+  expect_error(R"({"head_dim": 64, "rope_scaling": {"type": "linear", "factor": 1e-310}})",
+               "rope_scaling.factor = 9.9999999999999694e-311 is invalid: must be in [2^-16, 2^16]");
+  expect_error(R"({"head_dim": 64, "max_position_embeddings": 4096,
+                   "rope_scaling": {"type": "yarn", "factor": 4, "beta_fast": 1e-307}})",
+               "rope_scaling.beta_fast = 9.9999999999999991e-308 is invalid: must be in [2^-16, 2^16]");
+  expect_error(R"({"head_dim": 64, "max_position_embeddings": 4096,
+                   "rope_scaling": {"type": "yarn", "factor": 4, "attention_factor": 1e39}})",
+               "rope_scaling.attention_factor = 9.9999999999999994e+38 is invalid: must be in [2^-16, 2^16]");
+  // Derived attention factor: 0.1 * mscale * ln(4) + 1 < 0.
+  expect_error(
+      R"({"head_dim": 64, "max_position_embeddings": 4096,
+                   "rope_scaling": {"type": "yarn", "factor": 4, "mscale": -100, "mscale_all_dim": 1}})",
+      "the attention factor rope_scaling 'yarn' derives (factor = 4, mscale = -100, mscale_all_dim = 1) "
+      "is -11.");
+  expect_error(R"({"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"type": "yarn",
+                   "factor": 4, "mscale": 1, "mscale_all_dim": -7.2134752044448169}})",
+               "must be in [2^-16, 2^16]");
+  // The bounds themselves are accepted, and their frequencies finite.
+  for (const char* ok :
+       {R"({"head_dim": 64, "rope_theta": 1.52587890625e-05})",
+        R"({"head_dim": 64, "rope_theta": 8.507059173023462e+37,
+                             "rope_scaling": {"type": "linear", "factor": 65536}})",
+        R"({"head_dim": 65536, "rope_scaling": {"type": "linear", "factor": 1.52587890625e-05}})"}) {
+    const Rope rope(rope_config_from_hf_json(ok));
+    for (double f : rope.frequencies(0).inv_freq) ASSERT_TRUE(std::isfinite(f)) << ok;
+  }
+}
+
 }  // namespace
 }  // namespace posenc::test

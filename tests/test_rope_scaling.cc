@@ -1,5 +1,6 @@
 // tests/test_rope_scaling.cc: host-side RoPE frequency math for every HF rope_scaling type.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "posenc/error.h"
@@ -163,6 +164,52 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
     EXPECT_DOUBLE_EQ(f.inv_freq[j], std::pow(100.0, -4.0 * j / 16));
     EXPECT_EQ(f.inv_freq[j + 4], f.inv_freq[j]);
   }
+}
+
+// Issue 16: the bounds validate() now holds a RopeConfig to (posenc/rope.h), on configs built in
+// C++ (the JSON forms are in test_rope_config_json.cc). Signed overflow (mrope_section sum,
+// original_context() + 1) and configs whose frequencies were inf are errors naming the bound.
+TEST(RopeFrequencies, BoundsKeepEveryAcceptedConfigFinite) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  RopeConfig c = base_config(64);
+  c.multimodal = RopeMultimodal::mrope;
+  c.mrope_section = {big, big, 2};  // summed to 0 (mod 2^64) before
+  expect_error([&] { validate(c); }, "values must be in [0, 32] (rotary_dim/2)");
+  c = base_config(4);
+  c.scaling.type = RopeScalingType::longrope;
+  c.scaling.short_factor = c.scaling.long_factor = {1, 1};
+  c.max_position_embeddings = big;  // Rope's constructor computed original_context() + 1
+  expect_error([&] { Rope{c}; },
+               "max_position_embeddings = 9223372036854775807 is invalid: must be in [0, 2^53]");
+  c.max_position_embeddings = kMaxRopeContext;
+  const Rope at_bound(c);
+  for (double f : at_bound.frequencies(kMaxRopeContext).inv_freq) EXPECT_TRUE(std::isfinite(f));
+  c.scaling.short_factor = {1, 1e-310};
+  expect_error([&] { validate(c); },
+               "short_factor[1] = 9.9999999999999694e-311 is invalid: must be in [2^-16, 2^16]");
+  c = base_config(8);
+  c.frequency_divisors = {1, 2, 1e-300, 4};
+  expect_error([&] { validate(c); }, "frequency_divisors[2] = 1e-300 is invalid");
+  c = base_config(8);
+  c.head_dim = kMaxRopeHeadDim + 2;
+  expect_error([&] { validate(c); }, "head_dim = 65538 is invalid: must be in [1, 65536]");
+  c = base_config(8, 1e-310);
+  expect_error([&] { validate(c); }, "base = 9.9999999999999694e-311 is invalid: must be in [2^-16, 2^126]");
+  c = base_config(8, 1e300);
+  expect_error([&] { validate(c); }, "must be in [2^-16, 2^126]");
+  c = base_config(8);
+  c.scaling.type = RopeScalingType::llama3;
+  c.scaling.original_max_position_embeddings = 8192;
+  c.scaling.low_freq_factor = 1e-320;
+  expect_error([&] { validate(c); }, "rope_scaling.low_freq_factor");
+  c = base_config(8);
+  c.scaling.type = RopeScalingType::yarn;
+  c.max_position_embeddings = 4096;
+  c.scaling.factor = 4;
+  c.scaling.mscale = 1e300;
+  c.scaling.mscale_all_dim = 1;
+  expect_error([&] { validate(c); },
+               "rope_scaling.mscale = 1.0000000000000001e+300 is invalid: must be in [-2^16, 2^16]");
 }
 
 }  // namespace

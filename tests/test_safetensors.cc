@@ -117,6 +117,56 @@ TEST(Safetensors, CorruptFilesGiveClearErrors) {
                "cannot open '/nonexistent/x.safetensors'");
 }
 
+// Issue 16, found by fuzzing (fuzz/fuzz_safetensors.cc; the inputs are in fuzz/corpus/safetensors):
+// each escaped as another exception type, overflowed the stack or wrapped a size; now an Error.
+TEST(Safetensors, HostileHeadersAreErrors) {
+  const std::string data = floats({1, 2});
+  // nlohmann reports 1e400 as out_of_range, which escaped the catch of parse_error.
+  expect_error(
+      [&] {
+        decode_safetensors(by_hand(R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,8]}})", data));
+      },
+      "header is not valid JSON");
+  // 100,000 nested lists: dump() in the error message recursed once per level.
+  const std::string deep = R"({"a":{"dtype":"F32","shape":)" + std::string(100000, '[') +
+                           std::string(100000, ']') + R"(,"data_offsets":[0,8]}})";
+  expect_error([&] { decode_safetensors(by_hand(deep, data)); },
+               "nests objects and arrays more than 16 levels");
+  // [2^62] with empty offsets: elements * 4 wrapped to 0 bytes, passed, then resize threw length_error.
+  expect_error(
+      [&] {
+        decode_safetensors(
+            by_hand(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", ""));
+      },
+      "tensor 'a': shape [4611686018427387904] has more than 2^60 elements");
+  expect_error(
+      [&] {
+        decode_safetensors(
+            by_hand(R"({"a":{"dtype":"F32","shape":[2147483648,2147483648,4],"data_offsets":[0,0]}})", ""));
+      },
+      "has more than 2^60 elements");
+  expect_error(
+      [&] {
+        decode_safetensors(
+            by_hand(R"({"a":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", data));
+      },
+      "shape [18446744073709551615] is invalid");
+  // A tensor named "" loaded but could not be saved again.
+  expect_error(
+      [&] { decode_safetensors(by_hand(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data)); },
+      "a tensor has the empty name ''");
+  // Long values are quoted as an excerpt.
+  expect_error(
+      [&] {
+        decode_safetensors(by_hand(
+            R"({"a":{"dtype":"F32","shape":")" + std::string(5000, 'x') + R"(","data_offsets":[0,8]}})",
+            data));
+      },
+      "characters) is not an array");
+  // A directory (or a FIFO, or /dev/zero) is not read: only regular files.
+  expect_error([] { load_safetensors(::testing::TempDir()); }, "is not a regular file");
+}
+
 TEST(Safetensors, BadCheckpointsAreNotWritten) {
   const std::string path = ::testing::TempDir() + "/posenc_bad.safetensors";
   std::remove(path.c_str());
@@ -128,6 +178,12 @@ TEST(Safetensors, BadCheckpointsAreNotWritten) {
   c = sample();
   c.tensors.push_back(c.tensors[0]);
   expect_error([&] { save_safetensors(path, c); }, "appears twice");
+  // 2^32 x 2^32 elements wrapped to 0 = data.size(): the header was written, and refused on loading.
+  c = sample();
+  c.tensors.push_back({"huge", {int64_t{1} << 32, int64_t{1} << 32}, {}});
+  expect_error([&] { save_safetensors(path, c); },
+               "tensor 'huge' has shape [4294967296, 4294967296], more than 2^60");
+  EXPECT_FALSE(std::ifstream(path).good());
 }
 
 }  // namespace

@@ -37,8 +37,13 @@ std::vector<int64_t> parse_positions(const std::string& spec, const char* flag) 
       std::getline(ss, b, ':');
       std::getline(ss, c, ':');
       const int64_t start = std::stoll(a), end = std::stoll(b), step = c.empty() ? 1 : std::stoll(c);
-      if (step <= 0 || end < start || (end - start) / step > 1000000) return bad();
-      for (int64_t p = start; p < end; p += step) out.push_back(p);
+      if (step <= 0 || end < start) return bad();
+      // In uint64: end - start and p += step overflowed int64 for ranges near the int64 limits.
+      const uint64_t span = static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
+      const uint64_t count = span / static_cast<uint64_t>(step) + (span % static_cast<uint64_t>(step) != 0);
+      if (count > 1000000) return bad();
+      for (uint64_t i = 0; i < count; ++i)
+        out.push_back(static_cast<int64_t>(static_cast<uint64_t>(start) + i * static_cast<uint64_t>(step)));
     } else {
       std::stringstream ss(spec);
       std::string item;

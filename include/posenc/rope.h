@@ -51,6 +51,17 @@ struct RopeScaling {
   double proportion = 1.0;  // proportional: partial_rotary_factor (rotated fraction of the pairs)
 };
 
+// The bounds validate() holds every RopeConfig to, so that an accepted config gives finite
+// frequencies, cos/sin and outputs at every position in [-2^53, 2^53] (and never allocates more
+// than a few head_dim-sized tables). Errors state them.
+inline constexpr int64_t kMaxRopeHeadDim = int64_t{1} << 16;             // head_dim
+inline constexpr double kMinRopeBase = 0x1p-16, kMaxRopeBase = 0x1p126;  // base (rope_theta), as sinusoidal's
+// Every multiplicative scale parameter: rope_scaling.factor, attention_factor (also the one yarn or
+// longrope derive), beta_fast, beta_slow, low/high_freq_factor, short/long_factor entries,
+// frequency_divisors; |mscale| and |mscale_all_dim| at most kMaxRopeScale.
+inline constexpr double kMinRopeScale = 0x1p-16, kMaxRopeScale = 0x1p16;
+inline constexpr int64_t kMaxRopeContext = int64_t{1} << 53;  // (original_)max_position_embeddings
+
 struct RopeConfig {
   int64_t head_dim = 0;
   int64_t rotary_dim = 0;  // 0 means head_dim; < head_dim is partial rotary (the rest passes)

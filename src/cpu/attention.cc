@@ -312,7 +312,8 @@ void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* o
 }
 
 void accumulate_into(Strided<float, 4> dst, const float* src) {
-  const auto [n0, n1, n2, n3] = dst.extent;
+  // Named copies, not a structured binding: clang 14 cannot capture those in the lambda below.
+  const int64_t n0 = dst.extent[0], n1 = dst.extent[1], n2 = dst.extent[2], n3 = dst.extent[3];
   parallel_chunks(n0 * n1, n2 * n3, [&](int64_t begin, int64_t end) {
     for (int64_t ab = begin; ab < end; ++ab)
       for (int64_t c = 0; c < n2; ++c)

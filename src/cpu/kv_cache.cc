@@ -8,7 +8,8 @@
 namespace posenc::cpu {
 
 void kv_cache_store(Strided<const float, 4> rows, float* store, int64_t capacity, int64_t offset) {
-  const auto [B, T, H, D] = rows.extent;
+  // Named copies, not a structured binding: clang 14 cannot capture those in a lambda.
+  const int64_t B = rows.extent[0], T = rows.extent[1], H = rows.extent[2], D = rows.extent[3];
   parallel_chunks(B * T, H * D, [&](int64_t begin, int64_t end) {
     for (int64_t bt = begin; bt < end; ++bt) {
       const int64_t b = bt / T, t = bt % T;
