@@ -47,8 +47,8 @@ struct AttentionProblem {
   T cap(T content) const {
     return softcap > 0 ? static_cast<T>(softcap) * std::tanh(content / static_cast<T>(softcap)) : content;
   }
-  static int64_t chunk_of(int64_t position, int64_t size) {  // floor division
-    return position >= 0 ? position / size : -((-position + size - 1) / size);
+  static int64_t chunk_of(int64_t position, int64_t size) {  // floor division, no overflow at the int64 ends
+    return position >= 0 ? position / size : -1 - (-(position + 1)) / size;
   }
 
   bool allowed(int64_t b, int64_t i, int64_t j) const {

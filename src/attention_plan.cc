@@ -176,8 +176,10 @@ void AttentionPlan::set_query_temperature() {
 void AttentionPlan::set_scores() {
   if (config.chunk < 0) fail_arg(kOp, "chunk", config.chunk, "must be >= 0 (0 = no chunking)");
   chunk = config.chunk;
-  if (!std::isfinite(config.softcap) || config.softcap < 0 || config.softcap > 1e30)
-    fail_arg(kOp, "softcap", config.softcap, "must be finite, in [0, 1e30] (0 = no softcap)");
+  // Bounded below too: a softcap of 1e-45 would be 0 in fp32 (no softcap) while meaning a huge one.
+  if (!std::isfinite(config.softcap) || config.softcap < 0 || (config.softcap > 0 && config.softcap < 1e-6) ||
+      config.softcap > 1e30)
+    fail_arg(kOp, "softcap", config.softcap, "must be 0 (no softcap) or in [1e-6, 1e30]");
   softcap = static_cast<float>(config.softcap);
   if (config.sinks.data != nullptr) {
     check_view(kOp, "sinks", config.sinks, DType::f32, {H});

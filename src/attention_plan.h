@@ -97,8 +97,8 @@ class AttentionPlan {
            (window > 0 && (q_position - k_position >= window || k_position - q_position >= window)) ||
            (chunk > 0 && chunk_of(q_position) != chunk_of(k_position));
   }
-  int64_t chunk_of(int64_t position) const {  // floor(position / chunk)
-    return position >= 0 ? position / chunk : -((-position + chunk - 1) / chunk);
+  int64_t chunk_of(int64_t position) const {  // floor(position / chunk), without overflow at the int64 ends
+    return position >= 0 ? position / chunk : -1 - (-(position + 1)) / chunk;
   }
 
  private:

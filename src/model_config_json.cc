@@ -16,6 +16,8 @@
 namespace posenc {
 using detail::fail;
 using detail::has;
+using detail::kMaxModelHeadDim;
+using detail::kMaxModelLayers;
 using detail::kOp;
 using detail::Model;
 using detail::Obj;
@@ -134,7 +136,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, g3 ? 8 : 0, !g3);
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, g3 ? 26 : 0, !g3);
   if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
-  if (m.layers <= 0) fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be > 0");
+  if (m.layers <= 0 || m.layers > kMaxModelLayers)
+    fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
+         "]");
   m.max_pos =
       first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
   if (j.has("original_max_position_embeddings"))
@@ -162,14 +166,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       m.head_dim = m.hidden / m.heads;
     }
   }
-  if (m.head_dim <= 0) fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be > 0");
+  if (m.head_dim <= 0 || m.head_dim > kMaxModelHeadDim)
+    fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
+  if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
+    fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
   if (!mla) qk_head_dim = v_head_dim = m.head_dim;
   if (v_head_dim == 0) {  // MiniCPM3 without v_head_dim
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
     v_head_dim = m.hidden / m.heads;
   }
-  if (v_head_dim <= 0) fail(kOp, j.where, "v_head_dim = ", v_head_dim, " is invalid: must be > 0");
+  if (v_head_dim <= 0 || v_head_dim > kMaxModelHeadDim)
+    fail(kOp, j.where, "v_head_dim = ", v_head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
   out.model_type = type;
   out.num_layers = m.layers;
   out.num_heads = m.heads;
@@ -382,12 +390,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       fail(kOp, j.where,
            "rope_parameters.llama_4_scaling_beta is missing: ministral3 applies it to "
            "every query (modeling_ministral3.py get_llama_4_attn_scale)");
-    ministral_temp = {QueryTemperature::Kind::ministral3, *beta,
-                      static_cast<double>(flat ? flat->scaling.original_max_position_embeddings : 0)};
+    const int64_t original = flat ? flat->scaling.original_max_position_embeddings : 0;
+    if (original <= 0)  // transformers reads it unconditionally (get_llama_4_attn_scale's floor divisor)
+      fail(kOp, j.where,
+           "rope_parameters.original_max_position_embeddings is missing: ministral3's "
+           "llama_4_scaling_beta divides positions by it (modeling_ministral3.py get_llama_4_attn_scale)");
+    ministral_temp = {QueryTemperature::Kind::ministral3, *beta, static_cast<double>(original)};
   }
   std::set<int64_t> cross;
   if (type == "mllama_text_model" && j.has("cross_attention_layers"))
-    for (double v : j.numbers("cross_attention_layers")) cross.insert(static_cast<int64_t>(v));
+    for (int64_t v : j.integers("cross_attention_layers", 0, kMaxModelLayers)) cross.insert(v);
   bool bidirectional = type == "bert";
   if (j.bool_or("use_bidirectional_attention", false))
     out.warnings.push_back(
@@ -404,6 +416,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 
   // Per layer. T5: the encoder's num_layers, then the decoder's num_decoder_layers.
   const int64_t decoder_layers = t5 ? j.int_or("num_decoder_layers", m.layers) : 0;
+  if (decoder_layers < 0 || decoder_layers > kMaxModelLayers)
+    fail(kOp, j.where, "num_decoder_layers = ", decoder_layers, " is invalid: must be in [0, ",
+         kMaxModelLayers, "]");
   out.num_layers = m.layers + decoder_layers;
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;

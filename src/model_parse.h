@@ -3,6 +3,7 @@
 // facts the rope dicts need.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -22,6 +23,11 @@ inline bool has(const json& j, const std::string& key) {
 }
 
 // A JSON object whose reads are recorded, so that unread keys can be reported.
+// Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any
+// allocation or cast: a config beyond them is refused, not allocated.
+inline constexpr int64_t kMaxModelLayers = 65536;
+inline constexpr int64_t kMaxModelHeadDim = 65536;
+
 struct Obj {
   const json& j;
   std::string where;  // "" or "text_config." or "rope_parameters.full_attention."
@@ -42,6 +48,8 @@ struct Obj {
   }
   int64_t integer(const std::string& k) {
     const json& v = at(k);
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      fail(kOp, where, k, " = ", v.get<uint64_t>(), " is invalid: larger than the int64 range");
     if (v.is_number_integer()) return v.get<int64_t>();
     if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
         std::abs(v.get<double>()) < 9e15)
@@ -68,6 +76,16 @@ struct Obj {
     for (const json& e : v) {
       if (!e.is_number()) fail(kOp, where, k, " contains ", e.dump(), ": must be a list of numbers");
       out.push_back(e.get<double>());
+    }
+    return out;
+  }
+  // A list of integers, each in [lo, hi] (checked before any conversion: 1e300 is an error, not a cast).
+  std::vector<int64_t> integers(const std::string& k, int64_t lo, int64_t hi) {
+    std::vector<int64_t> out;
+    for (double x : numbers(k)) {
+      if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || std::floor(x) != x)
+        fail(kOp, where, k, " contains ", x, ": must be integers in [", lo, ", ", hi, "]");
+      out.push_back(static_cast<int64_t>(x));
     }
     return out;
   }

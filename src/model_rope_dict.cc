@@ -60,6 +60,8 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " + m.type +
                           "'s default RoPE in transformers 5 (all head dims rotate)");
   }
+  if (!(used_prf > 0 && used_prf <= 1))  // checked before the cast (a float -> int64 past the range is UB)
+    fail(kOp, d.where, "partial_rotary_factor = ", used_prf, " is invalid: must be in (0, 1]");
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * used_prf);
   if (s.type != RopeScalingType::none) {
     const bool factor_required =
@@ -110,7 +112,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
           ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
   }
   if (d.has("mrope_section")) {
-    for (double v : d.numbers("mrope_section")) c.mrope_section.push_back(static_cast<int64_t>(v));
+    c.mrope_section = d.integers("mrope_section", 0, kMaxModelHeadDim);
     // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope).
     const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" || d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;

@@ -4,6 +4,7 @@
 // against finite differences, the library's backward against the reference backward, every SIMD
 // target, the KV cache, fully masked rows and bad input.
 #include <cmath>
+#include <limits>
 
 #include "attention_gradients.h"
 #include "posenc/error.h"
@@ -137,6 +138,59 @@ TEST(AttentionScores, ChunksAreFlooredForNegativePositions) {
   for (int64_t d = 0; d < D; ++d) EXPECT_NEAR(out[1 * D + d], v[1 * D + d], 1e-6);
 }
 
+// Found by fuzz/fuzz_attention.cc (inputs kept in fuzz/corpus/attention/), checked by clang's UBSan
+// in the ubsan-clang preset: no key at all with several batch rows and kv heads (no pointer offset
+// on the empty views), ALiBi at positions near 2^53 (the lookup's index is formed before the
+// pointer), and chunk = INT64_MAX with negative positions (chunk_of without overflow).
+TEST(AttentionScores, ExtremeShapesAndPositions) {
+  {
+    const int64_t B = 2, Q = 3, H = 3, D = 4;
+    std::vector<float> q = random_floats(B * Q * H * D, 1), kv, out(B * Q * H * D, 9.0f), lse(B * H * Q);
+    AttentionConfig cfg;
+    cfg.causal = true;
+    const AttentionInputs in =
+        qkv(view(q.data(), {B, Q, H, D}), view(kv.data(), {B, 0, H, D}), view(kv.data(), {B, 0, H, D}));
+    attention_forward(cfg, in, view(out.data(), {B, Q, H, D}), view(lse.data(), {B, H, Q}));
+    EXPECT_EQ(out, std::vector<float>(out.size(), 0.0f));  // fully masked rows
+    std::vector<float> gq(q.size(), 0.0f);
+    AttentionGrads g;
+    g.q = view(gq.data(), {B, Q, H, D});
+    g.k = view(kv.data(), {B, 0, H, D});
+    g.v = view(kv.data(), {B, 0, H, D});
+    attention_backward(cfg, in, view(out.data(), {B, Q, H, D}), view(lse.data(), {B, H, Q}),
+                       view(out.data(), {B, Q, H, D}), g);
+    EXPECT_EQ(gq, std::vector<float>(gq.size(), 0.0f));
+  }
+  {  // ALiBi is translation invariant: positions near 2^53 give the outputs of positions near 0.
+    const int64_t T = 5, H = 2, D = 8;
+    const std::vector<float> q = random_floats(T * H * D, 2), k = random_floats(T * D, 3),
+                             v = random_floats(T * D, 4);
+    AttentionConfig cfg;
+    cfg.causal = true;
+    cfg.bias.kind = AttentionBias::Kind::alibi;
+    cfg.bias.alibi.heads = H;
+    std::vector<int64_t> near0 = {0, 1, 2, 3, 4}, far(T);
+    for (int64_t t = 0; t < T; ++t) far[t] = (int64_t{1} << 53) - 8 + t;
+    std::vector<float> out0(T * H * D), out1(T * H * D);
+    for (auto [pos, out] : {std::pair{&near0, &out0}, std::pair{&far, &out1}}) {
+      AttentionInputs in =
+          qkv(view(q.data(), {1, T, H, D}), view(k.data(), {1, T, 1, D}), view(v.data(), {1, T, 1, D}));
+      in.q_positions = view(pos->data(), {T});
+      in.k_positions = view(pos->data(), {T});
+      attention_forward(cfg, in, view(out->data(), {1, T, H, D}), TensorView{});
+    }
+    EXPECT_TRUE(all_close(out1, to_double(out0), kF32Reduction));
+  }
+  {  // chunk INT64_MAX: negative positions in chunk -1, the others in chunk 0 (as chunk 2^40)
+    Case c{1, 6, 3, 2, 1, 8, false};  // default positions -3 .. 2 for the queries: Q > K
+    c.chunk = std::numeric_limits<int64_t>::max();
+    const AttentionCase ac(c, Enc::none);
+    std::vector<float> out(c.Q * c.H * c.D, 9.0f);
+    attention_forward(ac.config(), ac.inputs(), view(out.data(), {1, c.Q, c.H, c.D}), TensorView{});
+    EXPECT_TRUE(all_close(out, ac.reference(ac.flat()).out, kF32Reduction));  // rows at -3 .. -1: no keys, 0
+  }
+}
+
 TEST(AttentionScores, SinksAloneInAFullyMaskedRow) {
   // With a sink, a row whose keys are all masked keeps the sink: out = 0, lse = sink, and the
   // sink's gradient from that row is 0 (no value, out = 0).
@@ -214,6 +268,8 @@ TEST(AttentionScores, BadInputIsRejectedAndNothingIsWritten) {
   expect(cfg, "softcap = nan");
   cfg.softcap = -1;
   expect(cfg, "softcap = -1");
+  cfg.softcap = 1e-300;  // would become the fp32 0, "no softcap" (found by fuzz/fuzz_attention.cc)
+  expect(cfg, "softcap = 1e-300");
   cfg.softcap = 0;
   cfg.sinks = view(sinks.data(), {3});
   expect(cfg, "sinks has shape [3], expected [2]");

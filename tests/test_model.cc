@@ -724,6 +724,32 @@ TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
   EXPECT_EQ(m.layers[0].rope->base, 1e4);
 }
 
+// Hostile numbers found by fuzz/fuzz_config_json.cc (inputs kept in fuzz/corpus/config_json/): each is
+// an error naming the key before any cast, sum or allocation (clang's UBSan checks the casts).
+TEST(ModelForms, HostileSizesAreRefusedBeforeAnyCastOrAllocation) {
+  expect_error(cfg("llama", R"("head_dim": 9223372036854775807)"),
+               "head_dim = 9223372036854775807 is invalid");
+  expect_error(cfg("llama", R"("head_dim": 18446744073709551615)"), "larger than the int64 range");
+  expect_error(cfg("llama", R"("partial_rotary_factor": 1e300,
+                               "rope_scaling": {"rope_type": "linear", "factor": 2})"),
+               "partial_rotary_factor = 1.0000000000000001e+300 is invalid: must be in (0, 1]");
+  expect_error(cfg("qwen2_vl", R"("rope_scaling": {"type": "mrope", "mrope_section": [1e300, 24, 24]})"),
+               "mrope_section contains 1.0000000000000001e+300: must be integers in [0, 65536]");
+  expect_error(
+      R"({"model_type": "mllama", "text_config": {"model_type": "mllama_text_model", "hidden_size": 64,
+                   "num_attention_heads": 4, "num_hidden_layers": 4, "cross_attention_layers": [1e300]}})",
+      "cross_attention_layers contains 1.0000000000000001e+300");
+  expect_error(cfg("llama", R"("num_hidden_layers": 100000000)"), "num_hidden_layers = 100000000 is invalid");
+  expect_error(R"({"model_type": "t5", "d_model": 64, "num_heads": 4, "num_layers": 2,
+                   "num_decoder_layers": 9223372036854775807})",
+               "num_decoder_layers = 9223372036854775807 is invalid");
+  // ministral3's llama_4_scaling_beta divides positions by the original context: required.
+  expect_error(R"({"model_type": "ministral3", "hidden_size": 64, "num_attention_heads": 4,
+                   "num_hidden_layers": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
+                   "llama_4_scaling_beta": 0.1}})",
+               "original_max_position_embeddings is missing");
+}
+
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,

@@ -59,7 +59,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   const int64_t hk = heads[0].qb.hk;
   // fp32 value rows, or (16-bit storage) each tile's rows widened once for all heads of the group;
   // likewise the key rows that a decode step reads without K^T.
-  const float* v = p.v16.data ? nullptr : p.v.at(pr.b, pr.k0, hk);
+  const float* v = p.v16.data || pr.nk == 0 ? nullptr : p.v.at(pr.b, pr.k0, hk);  // no offset on empty views
   std::vector<float> v_tile(p.v16.data ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
   std::vector<float> k_tile(p.k16.data && !kt ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];

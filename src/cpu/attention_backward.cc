@@ -129,7 +129,7 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
   const int64_t m = qb.m, rows = p.shaw ? p.shaw->rows : 0;
   const float* kt_h = kt.head(p, problem, qb.hk);
   const float* vt_h = vt.head(p, problem, qb.hk);
-  const float* krows = p.k.at(pr.b, pr.k0, qb.hk);
+  const float* krows = pr.nk > 0 ? p.k.at(pr.b, pr.k0, qb.hk) : nullptr;  // no offset on empty views
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];

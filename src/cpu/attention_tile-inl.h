@@ -168,7 +168,8 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
       if (p.lut_dense) {
         const int64_t base = qb.h * p.lut_size - p.lut_lo - qp;  // lut[base + kp] = b_h(kp - qp)
         if (unit_run) {
-          const float* HWY_RESTRICT row = p.lut.data() + base + kpos[0];
+          const float* HWY_RESTRICT row =
+              p.lut.data() + (base + kpos[0]);  // the index first: no wrapped pointer
           for (int64_t j = 0; j < n; ++j) s[j] += row[j];
         } else {
           for (int64_t j = 0; j < n; ++j) s[j] += p.lut[base + kpos[j]];
