@@ -10,30 +10,10 @@
 
 #include "attention_case.h"
 #include "posenc/error.h"
-#include "src/half.h"
+#include "half_storage.h"
 
 namespace posenc::test {
 namespace {
-
-struct Storage {
-  DType dtype;
-  double u;
-  const char* name;
-  uint16_t round(float x) const {
-    return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
-  }
-  float value(uint16_t h) const {
-    return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
-  }
-};
-const Storage kBf16{DType::bf16, std::ldexp(1.0, -8), "bf16"}, kF16{DType::f16, std::ldexp(1.0, -11), "f16"};
-
-template <typename T>
-TensorView view16(std::vector<T>& x, DType dtype, std::initializer_list<int64_t> shape) {
-  TensorView v = view(reinterpret_cast<float*>(x.data()), shape);
-  v.dtype = dtype;
-  return v;
-}
 
 // One case with q / k,v / out each in fp32 or a 16-bit storage (nullptr: fp32).
 void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_storage,
@@ -70,7 +50,7 @@ void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_sto
     const double exact = expected.out[i];
     const double got = out_storage ? out_storage->value(out16[i]) : out32[i];
     const double bound =
-        (out_storage ? out_storage->u * std::abs(exact) : 0.0) + 1e-5 * (1 + std::abs(exact));
+        (out_storage ? out_storage->unit_roundoff * std::abs(exact) : 0.0) + 1e-5 * (1 + std::abs(exact));
     worst = std::max(worst, std::abs(got - exact) / bound);
     ASSERT_LE(std::abs(got - exact), bound) << "element " << i;
   }

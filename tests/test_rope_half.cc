@@ -13,31 +13,13 @@
 #include "posenc/rope.h"
 #include "reference/rope.h"
 #include "rope_cases.h"
-#include "src/half.h"
+#include "half_storage.h"
 #include "test_util.h"
 
 namespace posenc::test {
 namespace {
 
-struct Storage {
-  DType dtype;
-  double unit_roundoff;
-  const char* name;
-  uint16_t round(float x) const {
-    return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
-  }
-  double value(uint16_t h) const {
-    return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
-  }
-};
-const Storage kStorages[] = {{DType::bf16, std::ldexp(1.0, -8), "bf16"},
-                             {DType::f16, std::ldexp(1.0, -11), "f16"}};
-
-TensorView view16(std::vector<uint16_t>& x, DType dtype, std::initializer_list<int64_t> shape) {
-  TensorView v = view(reinterpret_cast<float*>(x.data()), shape);  // shape and contiguous strides
-  v.dtype = dtype;
-  return v;
-}
+const Storage kStorages[] = {kBf16, kF16};
 
 std::vector<int64_t> positions_of(const RopeCase& c) {
   const int64_t streams = c.config.num_position_streams();
