@@ -4,7 +4,7 @@ any bias, mask or score option of posenc.attention, and splits a long cache acro
 (flash-decoding). Decoding token by token equals one full forward.
 
     cache = posenc.KVCache(batch=1, kv_heads=8, head_dim=128, rope=layer.rope)   # rope: a RopeConfig or None
-    cache.append(k, v)                        # k, v [B, T, Hkv, D] float32; positions continue (or positions=)
+    cache.append(k, v)                        # k, v [B, T, Hkv, D] float32; positions continue
     out = cache.attend(q, causal=True)        # q [B, T, H, D]: the last T appended tokens' queries
     cache.shift_positions(-n)                 # context shift: positions += delta, keys re-rotated in place
     cache.erase_front(n)                      # drop the oldest n tokens
@@ -20,7 +20,8 @@ from ._checks import positions as checked_positions
 from .attention import AttentionCall, canonical_params, parse_encoding
 from .rope import RopeConfig
 
-_ROPE_PARAMS = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config", "rope_offset"}
+_ROPE_PARAMS = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "rope_config",
+                "rope_offset"}
 
 
 class KVCache:
@@ -30,7 +31,8 @@ class KVCache:
         if rope is not None and not isinstance(rope, RopeConfig):
             fail(f"rope: expected a posenc.RopeConfig or None, got {type(rope).__name__}")
         self._rope = rope
-        self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1), integer("head_dim", head_dim, 1))
+        self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1),
+                       integer("head_dim", head_dim, 1))
         self._core = _core.KVCache(*self._shape, rope)
 
     @property
@@ -45,8 +47,8 @@ class KVCache:
         p = None if positions is None else checked_positions("positions", positions, (1, 2))
         self._core.append(k, v, p)
 
-    def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None, window=0,
-               softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
+    def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None,
+               window=0, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
         """Attention of q [B, T, H, D] over every cached token, as posenc.attention (causal, scale, window,
         chunk, softcap, sinks, query_temperature, a bias encoding "alibi", "t5", "relative" with its
         parameters). RoPE is the cache's: "rope" in encoding is accepted only with the cache's own
@@ -59,12 +61,14 @@ class KVCache:
             given = params.get("rope_config")
             if given is None or given is not self._rope or params.get("rope_offset", 0) != 0 or \
                     len(params.keys() & (_ROPE_PARAMS - {"rope_config", "rope_offset"})):
-                fail("encoding: 'rope' is the cache's own (keys are stored rotated by the rope given to KVCache); "
+                fail("encoding: 'rope' is the cache's own (keys are stored rotated by the rope given to "
+                     "KVCache); "
                      "leave it out, or pass the cache's rope_config unchanged")
             parts.remove("rope")
             params = {k: v for k, v in params.items() if k not in _ROPE_PARAMS}
-        call = AttentionCall(q.shape, causal=causal, scale=scale, encoding="+".join(parts) or None, window=window,
-                             softcap=softcap, sinks=sinks, chunk=chunk, query_temperature=query_temperature, **params)
+        call = AttentionCall(q.shape, causal=causal, scale=scale, encoding="+".join(parts) or None,
+                             window=window, softcap=softcap, sinks=sinks, chunk=chunk,
+                             query_temperature=query_temperature, **params)
         B, T, H = q.shape[:3]
         out = np.empty((B, T, H, self._shape[2]), np.float32)
         lse = np.empty((B, H, T), np.float32)
@@ -81,7 +85,8 @@ class KVCache:
         self._core.erase_front(integer("n", n, 0))
 
     def rerotate(self, from_seq_len: int, to_seq_len: int) -> None:
-        """Re-rotates every cached key from the frequencies at from_seq_len to those at to_seq_len (LongRoPE)."""
+        """Re-rotates every cached key from the frequencies at from_seq_len to those at to_seq_len
+        (LongRoPE)."""
         self._core.rerotate(integer("from_seq_len", from_seq_len, 1), integer("to_seq_len", to_seq_len, 1))
 
     def clear(self) -> None:

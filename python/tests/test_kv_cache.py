@@ -24,7 +24,8 @@ def test_decode_token_by_token_equals_the_full_forward(options):
     if options.get("encoding") == "t5":
         options["relative_table"] = randn(32, H, seed=5)
     enc = options.pop("encoding", None)
-    full = posenc.attention(q, k, v, causal=True, encoding="rope" + (f"+{enc}" if enc else ""), rope_config=rope, **options)
+    encoding = "rope" + (f"+{enc}" if enc else "")
+    full = posenc.attention(q, k, v, causal=True, encoding=encoding, rope_config=rope, **options)
     cache = posenc.KVCache(B, Hkv, D, rope=rope)
     for t in range(T):
         cache.append(k[:, t:t + 1], v[:, t:t + 1])
@@ -47,16 +48,19 @@ def test_long_multi_query_decode_is_split_and_equal():
 
 
 def test_layer_attention_config_splats_into_attend():
-    """A real layer plan's kwargs (encoding "rope" with the layer's own RopeConfig) work on a cache built with it."""
+    """A real layer plan's kwargs (encoding "rope" with the layer's own RopeConfig) work on a cache built
+    with it."""
     import os
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs", "gemma3__gemma-3-4b-it.json")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs",
+                        "gemma3__gemma-3-4b-it.json")
     layer = posenc.ModelPositions.from_hf(path).layers[0]
     D = layer.qk_head_dim
     cache = posenc.KVCache(1, 1, D, rope=layer.rope)
     k, v, q = randn(1, 6, 1, D, seed=9), randn(1, 6, 1, D, seed=10), randn(1, 6, 2, D, seed=11)
     cache.append(k, v)
     ours = cache.attend(q, **layer.attention_config())
-    np.testing.assert_allclose(ours, posenc.attention(q, k, v, **layer.attention_config()), atol=2e-5, rtol=2e-5)
+    expected = posenc.attention(q, k, v, **layer.attention_config())
+    np.testing.assert_allclose(ours, expected, atol=2e-5, rtol=2e-5)
 
 
 def test_context_shift_equals_a_cache_filled_at_the_new_positions():
@@ -79,7 +83,8 @@ def test_context_shift_equals_a_cache_filled_at_the_new_positions():
 def test_rerotate_to_the_long_factors_of_longrope():
     D, orig = 16, 32
     scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": orig,
-               "short_factor": [1.0 + 0.1 * j for j in range(D // 2)], "long_factor": [2.0 + 0.5 * j for j in range(D // 2)]}
+               "short_factor": [1.0 + 0.1 * j for j in range(D // 2)],
+               "long_factor": [2.0 + 0.5 * j for j in range(D // 2)]}
     rope = posenc.rope_config(D, rope_scaling=scaling, max_position_embeddings=4 * orig)
     k, v = randn(1, 20, 1, D, seed=15), randn(1, 20, 1, D, seed=16)
     cache = posenc.KVCache(1, 1, D, rope=rope)

@@ -43,8 +43,10 @@ def _compare(ours, theirs, x, module, atol=5e-5, grad_atol=2e-4):
     params = [x] + list(module.parameters())
     names = ["x"] + [n for n, _ in module.named_parameters()]
     g = torch.randn_like(ours)
-    for name, a, b in zip(names, torch.autograd.grad(ours, params, g), torch.autograd.grad(theirs, params, g)):
-        torch.testing.assert_close(a, b, atol=grad_atol, rtol=grad_atol, msg=lambda m, name=name: f"{name}: {m}")
+    ga, gb = torch.autograd.grad(ours, params, g), torch.autograd.grad(theirs, params, g)
+    for name, a, b in zip(names, ga, gb):
+        torch.testing.assert_close(a, b, atol=grad_atol, rtol=grad_atol,
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 # --------------------------------------------------------------------------------------- DeepSeek-V3
@@ -56,10 +58,12 @@ def test_deepseek_v3_mla_attention_layer(mscale):
     from transformers import masking_utils as mu
     H, nope, rope, v_dim, T, B = 4, 8, 4, 6, 11, 2
     config = DeepseekV3Config(
-        hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_attention_heads=H, num_key_value_heads=H,
+        hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_attention_heads=H,
+        num_key_value_heads=H,
         num_hidden_layers=1, q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=nope, qk_rope_head_dim=rope,
         v_head_dim=v_dim, vocab_size=64, max_position_embeddings=64,
-        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 16,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 16,
                          "beta_fast": 32, "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mscale})
     config._attn_implementation = "eager"
     layer = _randomize(mod.DeepseekV3Attention(config, layer_idx=0), 3)
@@ -69,7 +73,8 @@ def test_deepseek_v3_mla_attention_layer(mscale):
     theirs, _ = layer(x, rotary(x, positions), _additive(mu.causal_mask_function, T))
 
     plan = _layer_plan(config, 0)
-    assert plan.rotary_dims == (nope, nope + rope) and plan.qk_head_dim == nope + rope and plan.v_head_dim == v_dim
+    assert plan.rotary_dims == (nope, nope + rope)
+    assert plan.qk_head_dim == nope + rope and plan.v_head_dim == v_dim
     assert plan.attention.softmax_scale == pytest.approx(layer.scaling, rel=1e-12)
 
     def ours_fn(x):  # the module's projections, then posenc's attention with RoPE on [nope, nope + rope)
@@ -90,9 +95,10 @@ def test_deepseek_v3_mla_attention_layer(mscale):
 def _llama4(chunk, floor_scale):
     from transformers.models.llama4.configuration_llama4 import Llama4TextConfig
     config = Llama4TextConfig(
-        hidden_size=32, intermediate_size=64, intermediate_size_mlp=64, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=8, num_hidden_layers=2, no_rope_layers=[1, 0], attention_chunk_size=chunk, floor_scale=floor_scale,
-        attn_scale=0.1, attn_temperature_tuning=True, use_qk_norm=True, vocab_size=64, max_position_embeddings=64,
+        hidden_size=32, intermediate_size=64, intermediate_size_mlp=64, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, no_rope_layers=[1, 0],
+        attention_chunk_size=chunk, floor_scale=floor_scale, attn_scale=0.1, attn_temperature_tuning=True,
+        use_qk_norm=True, vocab_size=64, max_position_embeddings=64,
         rope_parameters={"rope_type": "default", "rope_theta": 500.0})
     config._attn_implementation = "eager"
     return config
@@ -108,7 +114,8 @@ def test_llama4_attention_layer(layer_idx):
     x = torch.randn(B, T, 32, requires_grad=True)
     freqs = mod.Llama4TextRotaryEmbedding(config)(x, torch.arange(T)[None].expand(B, T))
     use_rope = bool(config.no_rope_layers[layer_idx])
-    mask_fn = mu.chunked_causal_mask_function(4, torch.zeros(1, dtype=torch.int64)) if use_rope else mu.causal_mask_function
+    chunked = mu.chunked_causal_mask_function(4, torch.zeros(1, dtype=torch.int64))
+    mask_fn = chunked if use_rope else mu.causal_mask_function
     theirs, _ = layer(x, freqs, _additive(mask_fn, T))
 
     plan = _layer_plan(config, layer_idx)

@@ -27,12 +27,13 @@ def test_rounded_once_bit_for_bit(dtype, kwargs):
     pos = np.array([[0, 1, 2, 3, 4, 5, 6], [1000, 1001, 1002, 1003, 1004, 1005, 1 << 20]])
     out = posenc.rope(x, pos, **kwargs)
     assert out.dtype == x.dtype and out.shape == x.shape
-    expected = posenc.rope(x.astype(np.float32), pos, **kwargs).astype(dtype)  # numpy/ml_dtypes round to nearest even
+    # numpy and ml_dtypes round to nearest even
+    expected = posenc.rope(x.astype(np.float32), pos, **kwargs).astype(dtype)
     assert np.array_equal(out.view(np.uint16), expected.view(np.uint16))
     back = posenc.rope_backward(out, pos, **kwargs)
     assert back.dtype == x.dtype
-    assert np.array_equal(back.view(np.uint16),
-                          posenc.rope_backward(out.astype(np.float32), pos, **kwargs).astype(dtype).view(np.uint16))
+    expected_back = posenc.rope_backward(out.astype(np.float32), pos, **kwargs).astype(dtype)
+    assert np.array_equal(back.view(np.uint16), expected_back.view(np.uint16))
     y = x.copy()
     assert posenc.rope_(y, pos, **kwargs) is y
     assert np.array_equal(y.view(np.uint16), out.view(np.uint16))
@@ -43,7 +44,8 @@ def test_strided_16_bit_views_are_used_in_place():
     q = fused[:, :, 0]
     before = fused.copy()
     posenc.rope_(q, np.arange(5))
-    assert np.array_equal(fused[:, :, 0].view(np.uint16), posenc.rope(before[:, :, 0], np.arange(5)).view(np.uint16))
+    expected = posenc.rope(before[:, :, 0], np.arange(5))
+    assert np.array_equal(fused[:, :, 0].view(np.uint16), expected.view(np.uint16))
     assert np.array_equal(fused[:, :, 1:].view(np.uint16), before[:, :, 1:].view(np.uint16))
 
 
@@ -56,7 +58,8 @@ def test_torch_16_bit_tensors_and_gradients(dtype):
     assert out.dtype == dtype
     np_dtype = np.float16 if dtype == torch.float16 else ml_dtypes.bfloat16
     x_np = x.detach().float().numpy().astype(np_dtype)
-    assert torch.equal(out.detach().float(), torch.from_numpy(posenc.rope(x_np, pos.numpy(), base=500.0).astype(np.float32)))
+    expected = posenc.rope(x_np, pos.numpy(), base=500.0).astype(np.float32)
+    assert torch.equal(out.detach().float(), torch.from_numpy(expected))
     grad_out = (torch.rand(out.shape, generator=g) - 0.5).to(dtype)
     (gx,) = torch.autograd.grad(out, x, grad_out)
     assert gx.dtype == dtype
