@@ -126,4 +126,20 @@ inline std::vector<RopeCase> rope_cases() {
   return cases;
 }
 
+// Positions (S, B, T): streams differ (t, h, w patterns), batches differ by an offset.
+inline std::vector<int64_t> case_positions(const RopeCase& c) {
+  const int64_t s_count = c.config.num_position_streams();
+  std::vector<int64_t> p(s_count * c.batch * c.tokens);
+  for (int64_t s = 0; s < s_count; ++s)
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t t = 0; t < c.tokens; ++t)
+        p[(s * c.batch + b) * c.tokens + t] = c.first_position + 3 * b + (s == 0 ? t : (t * (s + 1)) % 5);
+  return p;
+}
+
+inline ConstTensorView positions_view(const RopeCase& c, const std::vector<int64_t>& p) {
+  if (c.config.num_position_streams() == 1) return view(p.data(), {c.batch, c.tokens});
+  return view(p.data(), {c.config.num_position_streams(), c.batch, c.tokens});
+}
+
 }  // namespace posenc::test

@@ -21,21 +21,6 @@ namespace {
 
 const Storage kStorages[] = {kBf16, kF16};
 
-std::vector<int64_t> positions_of(const RopeCase& c) {
-  const int64_t streams = c.config.num_position_streams();
-  std::vector<int64_t> p(streams * c.batch * c.tokens);
-  for (int64_t s = 0; s < streams; ++s)
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t t = 0; t < c.tokens; ++t)
-        p[(s * c.batch + b) * c.tokens + t] = c.first_position + 5 * b + (s == 0 ? t : (t * (s + 2)) % 7);
-  return p;
-}
-
-ConstTensorView positions_view(const RopeCase& c, const std::vector<int64_t>& p) {
-  if (c.config.num_position_streams() == 1) return view(p.data(), {c.batch, c.tokens});
-  return view(p.data(), {c.config.num_position_streams(), c.batch, c.tokens});
-}
-
 // Every element within the bound of the file comment; the pass-through dims equal to the input bits.
 void expect_rounded_once(const Storage& s, const RopeConfig& cfg, const std::vector<uint16_t>& in,
                          const std::vector<uint16_t>& out, const std::vector<double>& exact, double factor) {
@@ -64,7 +49,7 @@ TEST(RopeHalf, EveryCaseEveryTargetRoundsOnce) {
     SCOPED_TRACE(c.name);
     const Rope rope(c.config);
     const int64_t D = c.config.head_dim;
-    const std::vector<int64_t> pos = positions_of(c);
+    const std::vector<int64_t> pos = case_positions(c);
     const RopeFrequencies f = rope.frequencies(*std::max_element(pos.begin(), pos.end()) + 1);
     const std::vector<float> q0 = random_floats(c.batch * c.tokens * c.heads * D, 3);
     const std::vector<float> k0 = random_floats(c.batch * c.tokens * c.kv_heads * D, 4);
