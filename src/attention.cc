@@ -61,9 +61,7 @@ void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out
   if (out_dtype == DType::f32)
     o.out = strided<3>(out);
   else
-    o.out16 = {out.ptr<uint16_t>(),
-               {out.shape[0], out.shape[1], out.shape[2]},
-               {out.strides[0], out.strides[1], out.strides[2]}};
+    o.out16 = strided16<3>(out);
   if (lse.data != nullptr) o.lse = strided<3>(lse);
   cpu::attention_forward(plan, o);
 }

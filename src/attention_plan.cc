@@ -19,11 +19,6 @@ constexpr const char* kOp = "attention";
 DType storage_of(const ViewShape& v) {
   return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
 }
-Strided<const uint16_t, 3> rows16(const ConstTensorView& v) {
-  return {
-      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
-}
-
 std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int64_t total) {
   if (cu.rank != 1 || cu.shape[0] < 2)
     fail(kOp, name, " has shape ", cu.shape_string(), ", expected (N + 1) with N >= 1");
@@ -107,20 +102,20 @@ void AttentionPlan::set_storage(const AttentionInputs& in) {
     q = strided<3>(in.q);
   } else {
     q_wide_.resize(static_cast<size_t>(B * Q * H * D));
-    cpu::widen_rows(rows16(in.q), in.q.dtype, D, q_wide_.data());
+    cpu::widen_rows(strided16<3>(in.q), in.q.dtype, D, q_wide_.data());
     q = {q_wide_.data(), {B, Q, H}, {Q * H * D, H * D, D}};
   }
   if (storage == DType::f32) {
     k = strided<3>(in.k), v = strided<3>(in.v);
     return;
   }
-  v16 = rows16(in.v);
+  v16 = strided16<3>(in.v);
   if (config.rope) {
     k_wide_.resize(static_cast<size_t>(B * K * Hkv * D));
-    cpu::widen_rows(rows16(in.k), storage, D, k_wide_.data());
+    cpu::widen_rows(strided16<3>(in.k), storage, D, k_wide_.data());
     k = {k_wide_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
   } else {
-    k16 = rows16(in.k);
+    k16 = strided16<3>(in.k);
   }
 }
 

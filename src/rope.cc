@@ -62,15 +62,6 @@ void check_heads_view(const RopeConfig& cfg, std::string_view name, const ViewSh
   detail::check_unit_last_stride(kOp, name, v);
 }
 
-Strided<const uint16_t, 3> rows16(const ConstTensorView& v) {
-  return {
-      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
-}
-Strided<uint16_t, 3> rows16(const TensorView& v) {
-  return {
-      v.ptr<uint16_t>(), {v.shape[0], v.shape[1], v.shape[2]}, {v.strides[0], v.strides[1], v.strides[2]}};
-}
-
 // The rows of a checked view, in its storage type.
 detail::HeadRows head_rows(const ConstTensorView& in, const TensorView& out, int64_t dim) {
   detail::HeadRows rows;
@@ -79,7 +70,7 @@ detail::HeadRows head_rows(const ConstTensorView& in, const TensorView& out, int
   if (in.dtype == DType::f32) {
     rows.in = strided<3>(in), rows.out = strided<3>(out);
   } else {
-    rows.in16 = rows16(in), rows.out16 = rows16(out);
+    rows.in16 = strided16<3>(in), rows.out16 = strided16<3>(out);
   }
   return rows;
 }

@@ -55,6 +55,21 @@ Strided<float, N> strided(const TensorView& v) {
   for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
   return s;
 }
+// The same for a view of 16-bit storage (bf16 / fp16 bits; the view's dtype says which).
+template <int N>
+Strided<const uint16_t, N> strided16(const ConstTensorView& v) {
+  Strided<const uint16_t, N> s;
+  s.data = v.ptr<uint16_t>();
+  for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
+  return s;
+}
+template <int N>
+Strided<uint16_t, N> strided16(const TensorView& v) {
+  Strided<uint16_t, N> s;
+  s.data = v.ptr<uint16_t>();
+  for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
+  return s;
+}
 // A contiguous row-major buffer of the given extents.
 template <typename T, int N>
 Strided<T, N> contiguous(T* data, std::array<int64_t, N> extent) {
