@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 #include "posenc/error.h"
+#include "files.h"
 
 namespace posenc::lab {
 namespace {
@@ -129,17 +129,15 @@ Corpus make_corpus(const std::string& utf8_text, double test_fraction, const std
 }
 
 Corpus load_corpus(const std::string& path, double test_fraction) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // exists() stats without opening: opening a FIFO to probe it would block.
+  std::error_code ignored;
+  if (!std::filesystem::exists(path, ignored))
     throw Error("corpus: cannot open '" + path + "'" +
                 (path == kDefaultCorpus
                      ? ": prepare the default corpus with ./scripts/prepare_corpus.sh (installs Debian's "
-                       "bible-kjv-text and "
-                       "bible-kjv and writes data/kjv.txt), or pass --corpus PATH to any UTF-8 text file"
+                       "bible-kjv-text and writes data/kjv.txt), or pass --corpus PATH to any UTF-8 text file"
                      : ": pass --corpus PATH to a readable UTF-8 text file"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return make_corpus(text.str(), test_fraction, path);
+  return make_corpus(read_regular_file("corpus", path, kMaxCorpusBytes), test_fraction, path);
 }
 
 }  // namespace posenc::lab

@@ -26,11 +26,14 @@ struct Corpus {
 // Tokenizes UTF-8 text (malformed UTF-8 is an error naming the byte offset). test_fraction in
 // (0, 1): the share of characters that goes to the test split, moved forward to a line end.
 Corpus make_corpus(const std::string& utf8_text, double test_fraction, const std::string& origin);
-// Reads a file; a missing file's error says how to prepare the default corpus.
+// Reads a regular file of at most kMaxCorpusBytes; a missing file's error says how to prepare the
+// default corpus.
 Corpus load_corpus(const std::string& path, double test_fraction);
 
 // The default corpus: the King James Bible prepared by scripts/prepare_corpus.sh from Debian's
 // bible-kjv-text (31,102 verses, one per line, about 4.1 MB).
 inline constexpr const char* kDefaultCorpus = "data/kjv.txt";
+// 64 times the default corpus; tokenized, each byte costs up to 8 more (code points and ids).
+inline constexpr int64_t kMaxCorpusBytes = int64_t{256} << 20;
 
 }  // namespace posenc::lab

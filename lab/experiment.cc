@@ -29,6 +29,20 @@ void validate(const ExperimentConfig& c) {
   }
 }
 
+double estimated_memory_bytes(const ExperimentConfig& c) {
+  double longest = 1;
+  for (int64_t L : c.eval.lengths) longest = std::max(longest, static_cast<double>(L));
+  const double tokens = std::max(static_cast<double>(c.train.batch) * static_cast<double>(c.model.train_len),
+                                 std::max(static_cast<double>(c.eval.batch_tokens), longest));
+  double most = 0;
+  for (const EncodingSpec& e : c.encodings) {
+    ModelConfig m = c.model;
+    m.encoding = e;
+    most = std::max(most, estimated_memory_bytes(m, tokens));
+  }
+  return most;
+}
+
 namespace {
 
 // What differs between the text comparison and a task: the vocabulary, the training batches,

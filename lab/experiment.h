@@ -30,6 +30,9 @@ struct ExperimentConfig {
   int64_t task_samples = 128;
 };
 void validate(const ExperimentConfig& config);
+// The most memory one run of the experiment holds (lab/model.h's estimate, for the largest
+// model of its encodings at the larger of a training step and an evaluation forward).
+double estimated_memory_bytes(const ExperimentConfig& config);
 
 struct RunResult {
   std::string label;  // "rope", "rope (yarn)"

@@ -175,6 +175,33 @@ std::vector<ParamSlice> model_layout(const ModelConfig& c) {
   return out;
 }
 
+double estimated_memory_bytes(const ModelConfig& c, double tokens) {
+  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.mlp),
+               V = static_cast<double>(c.vocab_size), H = static_cast<double>(c.heads),
+               L = static_cast<double>(c.layers);
+  const registry::LabModel shape = lab_model(c);
+  auto encoding_floats = [&](auto hook) {
+    double n = 0;
+    for (const registry::Entry* e : c.encoding.entries())
+      if (e->lab.*hook)
+        for (const registry::LabTensor& t : (e->lab.*hook)(shape)) {
+          double size = 1;
+          for (int64_t d : t.shape) size *= static_cast<double>(d);
+          n += size;
+        }
+    return n;
+  };
+  // model_layout's tensors: embeddings, per layer qkv + proj + two MLP matrices, biases and norms.
+  const double params =
+      V * C + encoding_floats(&registry::LabHooks::model_tensors) + 3 * C +
+      L * (4 * C * C + 2 * C * F + 9 * C + F + encoding_floats(&registry::LabHooks::layer_tensors));
+  // Per token: each layer's norm1, qkv, atty, res2, norm2, res3 (10 C), fc and gelu (2 F), the
+  // statistics and lse (4 + H); then x0, normf and the probabilities (2 C + V); the backward's
+  // dres, dnorm, dqkv, datty (6 C), dfch, dfch_gelu (2 F) and dlogits (V).
+  const double per_token = L * (10 * C + 2 * F + 4 + H) + 2 * C + V + 3 + 6 * C + 2 * F + V;
+  return 4 * (4 * params + tokens * per_token);
+}
+
 Checkpoint Model::to_checkpoint(const std::map<std::string, std::string>& metadata) const {
   Checkpoint ck;
   ck.metadata = metadata;

@@ -103,4 +103,10 @@ class Model {
 // The parameter layout a configuration implies (names, shapes, offsets, initialisation).
 std::vector<ParamSlice> model_layout(const ModelConfig& config);
 
+// The bytes a model of this configuration holds while training on `tokens` tokens per step: the
+// parameters with their gradients and AdamW's two moments, and the activations the forward keeps
+// for the backward plus the backward's buffers (model_passes.cc), counted in double from the
+// configuration alone, so that a size no machine has is refused before anything is allocated.
+double estimated_memory_bytes(const ModelConfig& config, double tokens);
+
 }  // namespace posenc::lab

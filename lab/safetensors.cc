@@ -1,20 +1,16 @@
 // lab/safetensors.cc: see safetensors.h.
 #include "safetensors.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "posenc/error.h"
+#include "files.h"
 
 namespace posenc::lab {
 namespace {
@@ -232,33 +228,12 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
 }
 
 void save_safetensors(const std::string& path, const Checkpoint& checkpoint) {
-  const std::string bytes = encode_safetensors(checkpoint);  // validates before touching the disk
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("save_safetensors: cannot write '" + tmp + "'");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error("save_safetensors: writing '" + tmp + "' failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error("save_safetensors: cannot rename '" + tmp + "' to '" + path + "'");
-  }
+  write_file("save_safetensors", path, encode_safetensors(checkpoint));  // validates before the disk
 }
 
 Checkpoint load_safetensors(const std::string& path) {
-  // A FIFO would block and /dev/zero never end: only regular files (their size is known).
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) throw Error("load_safetensors: cannot open '" + path + "'");
-  if (!S_ISREG(st.st_mode)) throw Error("load_safetensors: '" + path + "' is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("load_safetensors: cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return decode_safetensors(ss.str(), "load_safetensors '" + path + "'");
+  const std::string origin = "load_safetensors '" + path + "'";
+  return decode_safetensors(read_regular_file("load_safetensors", path, kMaxSafetensorsBytes), origin);
 }
 
 }  // namespace posenc::lab

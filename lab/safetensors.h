@@ -31,7 +31,9 @@ struct Checkpoint {
 };
 
 void save_safetensors(const std::string& path, const Checkpoint& checkpoint);
+// Reads a regular file of at most kMaxSafetensorsBytes (the lab's checkpoints are below 100 MB).
 Checkpoint load_safetensors(const std::string& path);
+inline constexpr int64_t kMaxSafetensorsBytes = int64_t{4} << 30;
 // The same on bytes in memory (what the file functions use; handy for tests).
 std::string encode_safetensors(const Checkpoint& checkpoint);
 Checkpoint decode_safetensors(const std::string& bytes, const std::string& origin = "safetensors");

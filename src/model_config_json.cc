@@ -2,6 +2,7 @@
 // reads it: PreTrainedConfig.convert_rope_params_to_dict + standardize_rope_params
 // (modeling_rope_utils.py L775-866), each family's config class defaults and layer_types, and the
 // per-layer choices of its modeling file (see notes/hf5_semantics.md for line numbers).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -29,6 +30,12 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
                                              int64_t window) {
   const std::string& t = m.type;
   std::vector<std::string> types(m.layers, "full_attention");
+  // Python's `(i + 1) % p` raises ZeroDivisionError at 0; a period below 1 means nothing.
+  auto period = [&](const char* key, int64_t fallback) {
+    const int64_t p = j.int_or(key, fallback);
+    if (p < 1) fail(kOp, key, " = ", p, " is invalid: must be >= 1");
+    return p;
+  };
   auto pattern = [&](int64_t p) {
     for (int64_t i = 0; i < m.layers; ++i)
       types[i] = (i + 1) % p != 0 ? "sliding_attention" : "full_attention";
@@ -36,12 +43,12 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   if (t == "gemma2" || t == "gpt_oss")
     pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
   else if (t == "gemma3_text")
-    pattern(j.int_or("sliding_window_pattern", 6));
+    pattern(period("sliding_window_pattern", 6));
   else if (t == "cohere2" || t == "exaone4") {
     if (j.has("sliding_window_pattern") && !j.at("sliding_window_pattern").is_number())
       fail(kOp, "sliding_window_pattern = ", j.at("sliding_window_pattern").dump(),
            " needs layer_types (posenc reads an integer pattern only)");
-    pattern(j.int_or("sliding_window_pattern", 4));
+    pattern(period("sliding_window_pattern", 4));
   } else if (t == "olmo3")
     pattern(4);
   else if (t == "llama4_text")
@@ -55,9 +62,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     // sliding_window = sw if use_sliding_window else None; sliding iff i >= max_window_layers.
     const int64_t mwl = j.int_or("max_window_layers", t == "qwen2_vl" || t == "qwen2_5_vl" ? 80 : 28);
     if (j.bool_or("use_sliding_window", false) && window > 0)
-      for (int64_t i = mwl; i < m.layers; ++i) types[i] = "sliding_attention";
+      for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
   } else if (t == "qwen3_next" || t == "qwen3_5") {
-    const int64_t every = j.int_or("full_attention_interval", 4);
+    const int64_t every = period("full_attention_interval", 4);
     for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
   } else if (window > 0 &&
              (t == "mistral" || t == "ministral" || t == "mixtral" || t == "phi3" || t == "starcoder2")) {
@@ -207,6 +214,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   std::vector<int> use_rope(m.layers, 1);
   if (type == "llama4_text" || type == "smollm3") {
     const int64_t interval = j.int_or("no_rope_layer_interval", 4);
+    if (interval < 1) fail(kOp, j.where, "no_rope_layer_interval = ", interval, " is invalid: must be >= 1");
     std::vector<double> given = j.has("no_rope_layers") ? j.numbers("no_rope_layers") : std::vector<double>{};
     if (!given.empty() && static_cast<int64_t>(given.size()) != m.layers)
       fail(kOp, j.where, "no_rope_layers has ", given.size(),

@@ -119,11 +119,29 @@ expect_in attention_check_too_big "$tmp/err" "too large"
 # config.json overflowed the stack (SIGSEGV). Both are one-line errors naming the bound.
 # Ranges at the int64 limits: end - start and p += step overflowed (UB, caught by ubsan-clang).
 check positions_int64_span 2 "$posenc" encode sinusoidal -p -9223372036854775808:9223372036854775807
-expect_in positions_int64_span "$tmp/err" "--positions = '-9223372036854775808:9223372036854775807' is invalid"
+expect_in positions_int64_span "$tmp/err" \
+  "--positions = '-9223372036854775808:9223372036854775807' has 18446744073709551615 positions, more than the limit"
 check positions_int64_end 2 "$posenc" encode sinusoidal -p 9223372036854775800:9223372036854775807:5
 expect_in positions_int64_end "$tmp/err" "9223372036854775800"
 check attention_tiny_base 2 "$posenc" attention -e rope --seq 8 --base 1e-310
 expect_in attention_tiny_base "$tmp/err" "must be in [2^-16, 2^126]"
+# Sizes beyond the machine's memory: refused by name before allocating (was "internal error:
+# std::bad_alloc"); write errors: one line, nothing left half-written (was exit 0): status 2 when
+# --output names the file, 1 for standard output.
+for args in "--seq 100000000" "--dim 2000000000" "--heads 1000000000" "--batch 100000 --seq 100000"; do
+  # shellcheck disable=SC2086
+  check "attention_huge_${args// /_}" 2 "$posenc" attention $args
+  expect_in "attention_huge_${args// /_}" "$tmp/err" "GiB of memory"
+done
+check positions_too_many 2 "$posenc" encode sinusoidal -p 0:1000001
+expect_in positions_too_many "$tmp/err" "has 1000001 positions, more than the limit of 1000000"
+check output_dev_full 2 "$posenc" encode sinusoidal -p 0:4 -o /dev/full
+expect_in output_dev_full "$tmp/err" "--output: writing '/dev/full' failed: No space left on device"
+"$posenc" encode sinusoidal -p 0:4 >/dev/full 2>"$tmp/err"
+[ $? -eq 1 ] || { echo "FAIL stdout_dev_full: exit status"; failures=$((failures + 1)); }
+expect_in stdout_dev_full "$tmp/err" "writing to standard output failed: No space left on device"
+check output_missing_dir 2 "$posenc" encode sinusoidal -p 0:4 -o "$tmp/no/such/dir.csv"
+[ ! -e "$tmp/no/such/dir.csv.tmp" ] || { echo "FAIL output_missing_dir: .tmp left"; failures=$((failures + 1)); }
 python3 -c 'print("{\"head_dim\": 64, \"rope_theta\": " + "[" * 100000 + "]" * 100000 + "}")' >"$tmp/deep.json"
 check config_deep 2 "$posenc" encode rope --config "$tmp/deep.json" -p 0:3
 expect_in config_deep "$tmp/err" "more than 64 levels deep"
@@ -191,6 +209,19 @@ check lab_bad_norm 2 "$posenc" lab "${lab_small[@]}" --d-model 16 --norm batch
 expect_in lab_bad_norm "$tmp/err" "--norm = 'batch'"
 check lab_bad_length 2 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings none --eval-lengths 8,100000
 expect_in lab_bad_length "$tmp/err" "fewer than the longest evaluation length"
+lab_sizes=(--steps 3 --batch 2 --train-len 8 --eval-lengths 8,16 --eval-tokens 64 --progress none)
+check lab_corpus_dev_zero 2 "$posenc" lab "${lab_sizes[@]}" --corpus /dev/zero
+expect_in lab_corpus_dev_zero "$tmp/err" "corpus: '/dev/zero' is not a regular file"
+mkfifo "$tmp/fifo"
+check lab_corpus_fifo 2 timeout 10 "$posenc" lab "${lab_sizes[@]}" --corpus "$tmp/fifo"
+expect_in lab_corpus_fifo "$tmp/err" "is not a regular file"
+for args in "--batch 1000000000" "--layers 1000000" "--mlp 1000000000"; do
+  # shellcheck disable=SC2086
+  check "lab_huge_${args// /_}" 2 "$posenc" lab --corpus "$tmp/corpus.txt" --progress none $args
+  expect_in "lab_huge_${args// /_}" "$tmp/err" "GiB of memory"
+done
+check lab_threads 2 "$posenc" lab "${lab_small[@]}" --threads 10000000000
+expect_in lab_threads "$tmp/err" "--threads = 10000000000 is invalid: must be in [0, 1024]"
 check lab_bad_width 2 "$posenc" lab "${lab_small[@]}" --d-model 15
 expect_in lab_bad_width "$tmp/err" "divide d_model = 15"
 

@@ -748,6 +748,19 @@ TEST(ModelForms, HostileSizesAreRefusedBeforeAnyCastOrAllocation) {
                    "num_hidden_layers": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
                    "llama_4_scaling_beta": 0.1}})",
                "original_max_position_embeddings is missing");
+  // Layer-type periods of 0 divide by zero in Python (ZeroDivisionError) and did in C++ (found by
+  // fuzz_config_json; the input is kept in fuzz/corpus/config_json).
+  expect_error(cfg("qwen3_next", R"("full_attention_interval": 0)"),
+               "full_attention_interval = 0 is invalid: must be >= 1");
+  expect_error(cfg("gemma3_text", R"("sliding_window_pattern": 0, "sliding_window": 512)"),
+               "sliding_window_pattern = 0 is invalid: must be >= 1");
+  expect_error(cfg("cohere2", R"("sliding_window_pattern": -4, "sliding_window": 512)"),
+               "sliding_window_pattern = -4 is invalid: must be >= 1");
+  expect_error(cfg("smollm3", R"("no_rope_layer_interval": 0)"), "no_rope_layer_interval = 0 is invalid");
+  // max_window_layers below 0: every layer slides, as `i >= max_window_layers` makes it in Python.
+  const ModelPositions qwen2 = model_positions_from_hf_json(
+      cfg("qwen2", R"("max_window_layers": -3, "use_sliding_window": true, "sliding_window": 512)"));
+  for (const LayerPlan& layer : qwen2.layers) EXPECT_EQ(layer.attention.window, 512) << layer.layer;
 }
 
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {

@@ -3,6 +3,7 @@
 // against the naive double-precision reference (reference/attention.h, the tests' oracle).
 #include "attention_cmd.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memory.h"
 #include "posenc/posenc.h"
 #include "reference/attention.h"
 #include "reference/rope.h"
@@ -42,6 +44,22 @@ struct Problem {
   AttentionConfig config;
 };
 
+// Every buffer run_attention allocates, counted in double so that no product of arguments overflows:
+// q, out, k, v and lse in fp32; the encoding's parameters; the backward's grad_out, dq, dk, dv; and
+// --check's double copies of q, k, v, out.
+double problem_bytes(const AttentionOptions& o, const Problem& p) {
+  const double q = static_cast<double>(p.B) * p.Q * p.H * p.D,
+               kv = static_cast<double>(p.B) * p.K * p.Hkv * p.D;
+  double floats = 2 * q + 2 * kv + static_cast<double>(p.B) * p.H * p.Q;
+  if (o.encoding == "shaw") floats += 2.0 * (2.0 * o.shaw_max_distance + 1) * p.D;
+  if (o.encoding == "transformer_xl" || o.encoding == "xl")
+    floats += static_cast<double>(p.H) * p.D * (o.d_model > 0 ? o.d_model : static_cast<double>(p.H) * p.D);
+  if (o.backward) floats += 2 * q + 2 * kv;
+  double bytes = 4 * floats;
+  if (o.check) bytes += 8 * (2 * q + 2 * kv);
+  return bytes;
+}
+
 Problem make_problem(const AttentionOptions& o) {
   Problem p{o.batch,
             o.seq,
@@ -69,6 +87,10 @@ Problem make_problem(const AttentionOptions& o) {
                              {"--repeat", o.repeat}})
     if (value <= 0)
       throw Error(std::string(name) + " = " + std::to_string(value) + " is invalid: must be > 0");
+  require_memory("posenc attention with --batch " + std::to_string(p.B) + " --seq " + std::to_string(p.Q) +
+                     " --kv-len " + std::to_string(p.K) + " --heads " + std::to_string(p.H) + " --kv-heads " +
+                     std::to_string(p.Hkv) + " --dim " + std::to_string(p.D),
+                 problem_bytes(o, p));
   std::mt19937 rng(o.seed);
   p.q = random_vector(p.B * p.Q * p.H * p.D, rng, 1.0f);
   p.k = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
@@ -189,12 +211,18 @@ void run_attention(const AttentionOptions& o) {
                    lse_view = view(lse.data(), {p.B, p.H, p.Q});
   const double fwd = best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
   // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k and for p.v).
+  // Query i sits at K - Q + i and sees the keys kp with qp - window < kp < qp + window (when
+  // windowed) and kp <= qp (when causal): one interval of [0, K) per query.
   double pairs = 0;
   for (int64_t i = 0; i < p.Q; ++i) {
     const int64_t qp = p.K - p.Q + i;
-    for (int64_t kp = 0; kp < p.K; ++kp)
-      if (!((o.causal && kp > qp) || (o.window > 0 && (qp - kp >= o.window || kp - qp >= o.window))))
-        pairs += 1;
+    int64_t lo = 0, hi = p.K - 1;
+    if (o.window > 0) {  // compared, not added: --window may be near the int64 limit
+      if (qp >= o.window) lo = qp - o.window + 1;
+      if (o.window - 1 < p.K - 1 - qp) hi = qp + o.window - 1;
+    }
+    if (o.causal) hi = std::min(hi, qp);
+    pairs += static_cast<double>(std::max<int64_t>(0, hi - lo + 1));
   }
   const double flops = 4.0 * pairs * p.D * p.H * p.B;
   nlohmann::json j;

@@ -4,11 +4,11 @@
 // sees.
 #include "encode.h"
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "files.h"
 #include "output.h"
 #include "posenc/error.h"
 #include "registry/registry.h"
@@ -22,7 +22,9 @@ struct EncodeOptions {
   registry::TableOptions table;
 };
 
-// "a:b[:step]" or "p0,p1,...".
+// "a:b[:step]" or "p0,p1,...", at most kMaxPositions of them (a table of a million rows is
+// already more than anyone reads; the limit keeps 0:2^63 from exhausting memory).
+constexpr uint64_t kMaxPositions = 1000000;
 std::vector<int64_t> parse_positions(const std::string& spec, const char* flag) {
   std::vector<int64_t> out;
   auto bad = [&]() -> std::vector<int64_t> {
@@ -41,7 +43,9 @@ std::vector<int64_t> parse_positions(const std::string& spec, const char* flag) 
       // In uint64: end - start and p += step overflowed int64 for ranges near the int64 limits.
       const uint64_t span = static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
       const uint64_t count = span / static_cast<uint64_t>(step) + (span % static_cast<uint64_t>(step) != 0);
-      if (count > 1000000) return bad();
+      if (count > kMaxPositions)
+        throw Error(std::string(flag) + " = '" + spec + "' has " + std::to_string(count) +
+                    " positions, more than the limit of " + std::to_string(kMaxPositions));
       for (uint64_t i = 0; i < count; ++i)
         out.push_back(static_cast<int64_t>(static_cast<uint64_t>(start) + i * static_cast<uint64_t>(step)));
     } else {
@@ -53,6 +57,8 @@ std::vector<int64_t> parse_positions(const std::string& spec, const char* flag) 
         if (used != item.size()) return bad();
       }
     }
+  } catch (const Error&) {
+    throw;
   } catch (const std::logic_error&) {  // stoll: invalid_argument / out_of_range
     return bad();
   }
@@ -71,9 +77,9 @@ void run_encode(const EncodeOptions& o) {
     write(a, format, std::cout);
     return;
   }
-  std::ofstream out(o.output, std::ios::binary);
-  if (!out) throw Error("--output = '" + o.output + "' cannot be opened for writing");
-  write(a, format, out);
+  std::ostringstream bytes;
+  write(a, format, bytes);
+  lab::write_file("--output", o.output, bytes.str());
 }
 }  // namespace
 

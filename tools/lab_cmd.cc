@@ -14,6 +14,7 @@
 #include "lab/experiment.h"
 #include "lab/ops.h"
 #include "lab_report.h"
+#include "memory.h"
 #include "posenc/error.h"
 
 namespace posenc::tools {
@@ -132,12 +133,17 @@ lab::ExperimentConfig experiment_config(const LabOptions& o, const lab::Corpus& 
   if (o.task_samples < 1)
     throw Error("--task-samples = " + std::to_string(o.task_samples) + " is invalid: must be >= 1");
   lab::validate(c);
+  require_memory("posenc lab with --layers " + std::to_string(o.layers) + " --d-model " +
+                     std::to_string(o.d_model) + " --mlp " + std::to_string(o.mlp) + " --batch " +
+                     std::to_string(o.batch) + " --train-len " + std::to_string(o.train_len),
+                 lab::estimated_memory_bytes(c));
   return c;
 }
 
 void run_lab(const LabOptions& o) {
-  if (o.threads < 0)
-    throw Error("--threads = " + std::to_string(o.threads) + " is invalid: must be >= 0 (0: all cores)");
+  if (o.threads < 0 || o.threads > 1024)
+    throw Error("--threads = " + std::to_string(o.threads) +
+                " is invalid: must be in [0, 1024] (0: all cores)");
   if (o.threads > 0) lab::ops::set_threads(static_cast<int>(o.threads));
   const auto t0 = std::chrono::steady_clock::now();
   const bool task = !o.task.empty();

@@ -8,10 +8,12 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "files.h"
 #include "posenc/error.h"
 
 namespace posenc::tools {
@@ -105,21 +107,18 @@ Json summary_json(const std::vector<std::pair<std::string, const MetricTable*>>&
   return out;
 }
 
-std::ofstream open_for_writing(const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error("--out: cannot write '" + path + "'");
-  return out;
-}
-
-// <out>/results.json and <out>/results.csv (nothing without --out).
+// <out>/results.json and <out>/results.csv (nothing without --out), each whole or not at all.
 void write_results(std::ostream& os, const std::string& out_dir, const Json& json,
                    const std::function<void(std::ostream&)>& write_csv) {
   if (out_dir.empty()) return;
-  std::filesystem::create_directories(out_dir);
+  std::error_code error;
+  std::filesystem::create_directories(out_dir, error);
+  if (error) throw Error("--out: cannot create the directory '" + out_dir + "': " + error.message());
   const std::string json_path = out_dir + "/results.json", csv_path = out_dir + "/results.csv";
-  open_for_writing(json_path) << json.dump(2) << "\n";
-  std::ofstream csv = open_for_writing(csv_path);
+  std::ostringstream csv;
   write_csv(csv);
+  lab::write_file("--out", json_path, json.dump(2) + "\n");
+  lab::write_file("--out", csv_path, csv.str());
   os << "wrote " << json_path << " and " << csv_path << "\n";
 }
 

@@ -5,8 +5,14 @@
 //   posenc analyze [...]             the four conditions of a good positional encoding (uniqueness,
 //                                    neighbours, composability, generalization), for every encoding
 //   posenc lab [...]                 train a small transformer per encoding, measure extrapolation
-// Bad arguments print one line naming the argument and exit with status 2.
+// Bad arguments print one line naming the argument and exit with status 2 (a file that cannot be
+// read or written, --output /dev/full, included); a failed write to standard output prints one
+// line and exits with status 1.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
 #include <iostream>
 
 #include "analyze/analyze_cmd.h"
@@ -40,8 +46,18 @@ int main(int argc, char** argv) {
   } catch (const posenc::Error& e) {
     std::cerr << "posenc: error: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {  // a safety net: the commands check sizes against the memory first
+    std::cerr << "posenc: error: out of memory: the arguments ask for more memory than is free\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "posenc: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  // std::cout shares stdout's buffer (sync_with_stdio): a full disk or a closed pipe shows up here.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    std::cerr << "posenc: error: writing to standard output failed"
+              << (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
     return 1;
   }
   return 0;
