@@ -21,6 +21,7 @@
 #include "bench_limits.h"
 #include "compute_peak.h"
 #include "posenc/attention.h"
+#include "posenc/threads.h"
 #include "src/half.h"
 
 namespace {
@@ -116,7 +117,7 @@ void BM_compute_peak(benchmark::State& state) {
   for (auto _ : state) fma = posenc::bench::fma_peak_gflops(), bf16 = posenc::bench::bf16_dot_peak_gflops();
   state.counters["fma_GFLOPs"] = fma;
   state.counters["bf16_dot_GFLOPs"] = bf16;
-  state.counters["threads"] = omp_get_max_threads();
+  state.counters["threads"] = posenc::num_threads();
 }
 
 // range(0): S, range(1): D, range(2): encoding

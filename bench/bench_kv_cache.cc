@@ -6,6 +6,7 @@
 #include "bench_limits.h"
 #include "posenc/attention.h"
 #include "posenc/kv_cache.h"
+#include "posenc/threads.h"
 
 namespace {
 using namespace posenc::bench;
@@ -14,8 +15,11 @@ using namespace posenc::bench;
 // D 128, RoPE + ALiBi (the most work per key of the scalar encodings), on range(3) threads (0: all).
 void BM_attention_decode(benchmark::State& state) {
   const int64_t K = state.range(0), Hkv = state.range(1), H = state.range(2), D = 128;
-  const int saved_threads = omp_get_max_threads();
-  if (state.range(3) > 0) omp_set_num_threads(static_cast<int>(state.range(3)));
+  const int saved_omp_threads = omp_get_max_threads();
+  if (state.range(3) > 0) {  // posenc's pool for the attention, OpenMP for the memcpy limit
+    posenc::set_num_threads(static_cast<int>(state.range(3)));
+    omp_set_num_threads(static_cast<int>(state.range(3)));
+  }
   posenc::RopeConfig rc;
   rc.head_dim = D;
   const posenc::Rope rope(rc);
@@ -51,7 +55,8 @@ void BM_attention_decode(benchmark::State& state) {
   state.counters["GBps"] = bytes * n / attend_s / 1e9;
   state.counters["memcpy_GBps"] = 2 * bytes * n / memcpy_s / 1e9;  // read + write
   state.counters["vs_memcpy"] = (bytes * n / attend_s) / (2 * bytes * n / memcpy_s);
-  omp_set_num_threads(saved_threads);
+  posenc::set_num_threads(0);
+  omp_set_num_threads(saved_omp_threads);
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ std::string read_regular_file(const std::string& what, const std::string& path, 
   if (stat(path.c_str(), &st) != 0) throw Error(what + ": cannot open '" + path + "'");
   if (!S_ISREG(st.st_mode)) throw Error(what + ": '" + path + "' is not a regular file");
   if (st.st_size > max_bytes)
-    throw Error(what + ": '" + path + "' has " + std::to_string(st.st_size) + " bytes, more than the limit of " +
-                std::to_string(max_bytes));
+    throw Error(what + ": '" + path + "' has " + std::to_string(st.st_size) +
+                " bytes, more than the limit of " + std::to_string(max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(what + ": cannot open '" + path + "'");
   std::ostringstream text;

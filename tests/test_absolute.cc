@@ -1,11 +1,11 @@
 // tests/test_absolute.cc: sinusoidal, learned and binary encodings vs references, the seeds'
 // claims, gradients and bad input.
-#include <omp.h>
 
 #include <cmath>
 
 #include "posenc/absolute.h"
 #include "posenc/error.h"
+#include "posenc/threads.h"
 #include "reference/absolute.h"
 #include "test_util.h"
 
@@ -151,10 +151,11 @@ TEST(Learned, LookupAddAndBackwardMatchReference) {
   const std::vector<float> big_w = random_floats(4000 * D, 25);
   std::vector<int64_t> big_pos(4000);
   for (int i = 0; i < 4000; ++i) big_pos[i] = (i * 7) % L;
-  omp_set_num_threads(1);
+  set_num_threads(1);
   learned_backward(view(big_w.data(), {4000, D}), view(big_pos.data(), {4000}), view(g1.data(), {L, D}));
-  omp_set_num_threads(omp_get_num_procs());
+  set_num_threads(4);
   learned_backward(view(big_w.data(), {4000, D}), view(big_pos.data(), {4000}), view(g2.data(), {L, D}));
+  set_num_threads(0);
   EXPECT_EQ(g1, g2);
   const auto expected = ref::learned_backward(to_double(big_w), L, D, big_pos);
   std::vector<double> expected_plus_one(expected.size());

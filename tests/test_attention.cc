@@ -1,11 +1,11 @@
 // tests/test_attention.cc: the fused attention forward vs the naive double-precision reference,
 // for every supported encoding, mask, shape edge case, packed batches, and bad input.
-#include <omp.h>
 
 #include <cmath>
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
+#include "posenc/threads.h"
 #include "attention_case.h"
 
 namespace posenc::test {
@@ -55,11 +55,11 @@ TEST(Attention, DecodeAgainstALongCacheIsSplitAndMerged) {
 TEST(Attention, SplitDecodeGivesTheSameBitsForAnyThreadCount) {
   const AttentionCase ac({1, 1, 9000, 8, 1, 32, true}, Enc::rope_alibi);
   auto run = [&](int threads) {
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(threads);
+    const int saved = num_threads();
+    set_num_threads(threads);
     std::vector<float> out(8 * 32), lse(8);
     attention_forward(ac.config(), ac.inputs(), view(out.data(), {1, 1, 8, 32}), view(lse.data(), {1, 8, 1}));
-    omp_set_num_threads(saved);
+    set_num_threads(saved);
     out.insert(out.end(), lse.begin(), lse.end());
     return out;
   };

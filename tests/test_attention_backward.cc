@@ -1,12 +1,12 @@
 // tests/test_attention_backward.cc: the fused attention backward against central finite
 // differences of the double-precision reference forward, for every encoding and its parameters,
 // across tile edges, GQA, decode shapes, windows and packed sequences; plus determinism.
-#include <omp.h>
 
 #include <cmath>
 
 #include "attention_case.h"
 #include "posenc/error.h"
+#include "posenc/threads.h"
 
 namespace posenc::test {
 namespace {
@@ -128,12 +128,12 @@ TEST(AttentionBackward, SameBitsForAnyThreadCount) {
   for (Enc e : {Enc::rope_t5, Enc::shaw, Enc::transformer_xl}) {
     const AttentionCase ac({2, 130, 130, 4, 2, 16, true}, e);
     const std::vector<float> w = random_floats(2 * 130 * 4 * 16, 3);
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
+    const int saved = num_threads();
+    set_num_threads(1);
     const Grads one = run_backward(ac, w);
-    omp_set_num_threads(3);
+    set_num_threads(3);
     const Grads three = run_backward(ac, w);
-    omp_set_num_threads(saved);
+    set_num_threads(saved);
     for (int p = 0; p < Params::count; ++p)
       EXPECT_EQ(one.part[p], three.part[p]) << enc_name(e) << " part " << p;
   }

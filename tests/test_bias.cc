@@ -1,11 +1,11 @@
 // tests/test_bias.cc: T5 buckets, clipped relative bias, ALiBi: vs references, hand-computed
 // values, gradients, thread-count independence and bad input.
-#include <omp.h>
 
 #include <cmath>
 
 #include "posenc/bias.h"
 #include "posenc/error.h"
+#include "posenc/threads.h"
 #include "reference/bias.h"
 #include "test_util.h"
 
@@ -118,12 +118,13 @@ TEST(RelativeBias, BackwardMatchesFiniteDifferencesAndIsThreadCountIndependent) 
   for (int i = 0; i < S; ++i) pos[i] = i;
   const std::vector<float> w = random_floats(4 * S * S, 34);
   std::vector<float> g1(32 * 4, 0.0f), g2(32 * 4, 0.0f);
-  omp_set_num_threads(1);
+  set_num_threads(1);
   relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}),
                          view(g1.data(), {32, 4}));
-  omp_set_num_threads(omp_get_num_procs());
+  set_num_threads(4);
   relative_bias_backward(c, view(w.data(), {4, S, S}), view(pos.data(), {S}), view(pos.data(), {S}),
                          view(g2.data(), {32, 4}));
+  set_num_threads(0);
   EXPECT_EQ(g1, g2);
   EXPECT_TRUE(all_close(g1, ref::relative_bias_backward(c, to_double(w), pos, pos), kF32Reduction));
 }

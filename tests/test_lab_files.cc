@@ -21,13 +21,15 @@ TEST(LabFiles, ReadsRegularFilesWithinTheCap) {
   const std::string path = temp_path("ten");
   write_file("test", path, "0123456789");
   EXPECT_EQ(read_regular_file("test", path, 10), "0123456789");
-  expect_error([&] { read_regular_file("test", path, 9); }, "test: '" + path + "' has 10 bytes, more than the limit of 9");
+  expect_error([&] { read_regular_file("test", path, 9); },
+               "test: '" + path + "' has 10 bytes, more than the limit of 9");
   std::remove(path.c_str());
   expect_error([&] { read_regular_file("test", path, 9); }, "test: cannot open '" + path + "'");
 }
 
 TEST(LabFiles, RefusesSpecialFiles) {
-  expect_error([] { read_regular_file("corpus", "/dev/zero", 1 << 20); }, "'/dev/zero' is not a regular file");
+  expect_error([] { read_regular_file("corpus", "/dev/zero", 1 << 20); },
+               "'/dev/zero' is not a regular file");
   expect_error([] { read_regular_file("corpus", ::testing::TempDir(), 1 << 20); }, "is not a regular file");
   // A FIFO: opening it to read would block until a writer came.
   const std::string fifo = temp_path("fifo");
@@ -44,7 +46,8 @@ TEST(LabFiles, WriteErrorsAreReportedAndLeaveNothing) {
   expect_error([] { write_file("--output", "/dev/full", std::string(100, 'x')); },
                "--output: writing '/dev/full' failed: No space left on device");
   const std::string missing_dir = temp_path("no_such_dir") + "/out.json";
-  expect_error([&] { write_file("--out", missing_dir, "{}"); }, "--out: writing '" + missing_dir + "' failed");
+  expect_error([&] { write_file("--out", missing_dir, "{}"); },
+               "--out: writing '" + missing_dir + "' failed");
   EXPECT_FALSE(std::ifstream(missing_dir + ".tmp").good());
 }
 

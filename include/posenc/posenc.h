@@ -10,4 +10,5 @@
 #include "posenc/rope.h"
 #include "posenc/shaw.h"
 #include "posenc/tensor.h"
+#include "posenc/threads.h"
 #include "posenc/transformer_xl.h"

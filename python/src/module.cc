@@ -2,6 +2,7 @@
 // already shaped and typed by the Python layer and calls the library; posenc::Error becomes
 // posenc.Error, a subclass of ValueError, with the library's message (argument and value named).
 #include "arrays.h"
+#include "posenc/threads.h"
 
 NB_MODULE(_core, m) {
   namespace nb = nanobind;
@@ -18,4 +19,8 @@ NB_MODULE(_core, m) {
   posenc::python::bind_model(m);
   posenc::python::bind_kv_cache(m);
   posenc::python::bind_mrope(m);
+  m.def("set_num_threads", &posenc::set_num_threads, nb::arg("n"),
+        "Threads of posenc's CPU kernels, the caller included (0: POSENC_NUM_THREADS, else "
+        "OMP_NUM_THREADS, else the CPUs this process may use). Results do not depend on it.");
+  m.def("num_threads", &posenc::num_threads, "Threads posenc's CPU kernels use (set_num_threads).");
 }
