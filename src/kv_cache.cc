@@ -5,8 +5,11 @@
 #include "posenc/kv_cache.h"
 
 #include <algorithm>
+#include <array>
 #include "src/attention_plan.h"
 #include "src/check.h"
+#include "src/cpu/attention.h"
+#include "src/cpu/half.h"
 #include "src/cpu/kv_cache.h"
 #include "src/rope_plan.h"
 
@@ -17,8 +20,10 @@ namespace {
 constexpr const char* kOp = "KVCache";
 }
 
-KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope)
-    : batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), rope_(rope) {
+KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope, DType dtype)
+    : batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), rope_(rope), dtype_(dtype) {
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    fail(kOp, "dtype = ", dtype_name(dtype), " is invalid: the cache stores f32, bf16 or f16");
   if (batch <= 0) detail::fail_arg(kOp, "batch", batch, "must be > 0");
   if (kv_heads <= 0) detail::fail_arg(kOp, "kv_heads", kv_heads, "must be > 0");
   if (head_dim <= 0) detail::fail_arg(kOp, "head_dim", head_dim, "must be > 0");
@@ -28,8 +33,13 @@ KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* 
 
 void KVCache::reserve(int64_t tokens) {
   if (tokens <= capacity_) return;
-  k_ = cpu::kv_cache_regrow(k_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
-  v_ = cpu::kv_cache_regrow(v_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+  if (dtype_ == DType::f32) {
+    k_ = cpu::kv_cache_regrow(k_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+    v_ = cpu::kv_cache_regrow(v_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+  } else {
+    k16_ = cpu::kv_cache_regrow(k16_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+    v16_ = cpu::kv_cache_regrow(v16_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
+  }
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * tokens));
   for (int64_t b = 0; b < batch_; ++b)
     std::copy_n(pos_.begin() + b * capacity_, size_, pos.begin() + b * tokens);
@@ -38,9 +48,13 @@ void KVCache::reserve(int64_t tokens) {
 }
 
 void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView positions) {
-  check_view(kOp, "k", k, DType::f32, {batch_, -1, kv_heads_, head_dim_});
+  const DType in_dtype = k.dtype == dtype_ ? dtype_ : DType::f32;
+  if (k.dtype != in_dtype)
+    fail(kOp, "k has dtype ", dtype_name(k.dtype), ": the cache stores ", dtype_name(dtype_),
+         ", give f32 or ", dtype_name(dtype_));
+  check_view(kOp, "k", k, in_dtype, {batch_, -1, kv_heads_, head_dim_});
   const int64_t T = k.shape[1];
-  check_view(kOp, "v", v, DType::f32, {batch_, T, kv_heads_, head_dim_});
+  check_view(kOp, "v", v, in_dtype, {batch_, T, kv_heads_, head_dim_});
   std::vector<int64_t> pos(static_cast<size_t>(batch_ * T));
   if (positions.data != nullptr) {
     pos = detail::gather_positions(kOp, positions, 1, batch_, T);
@@ -49,36 +63,74 @@ void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView posit
       for (int64_t t = 0; t < T; ++t)
         pos[b * T + t] = (size_ > 0 ? pos_[b * capacity_ + size_ - 1] + 1 : 0) + t;
   }
-  // Everything is validated before the cache changes: a failure leaves it as it was.
-  Strided<const float, 4> keys = strided<4>(k);
+  // Everything is validated before the cache changes: a failure leaves it as it was. Keys are
+  // stored rotated: fp32 keys are rotated into an fp32 copy (rounded once when stored), 16-bit
+  // keys into a 16-bit copy (widened, rotated in fp32, rounded once by the rotation).
+  const int64_t n = batch_ * T * kv_heads_ * head_dim_;
+  const std::array<int64_t, 3> rotated_strides = {T * kv_heads_ * head_dim_, kv_heads_ * head_dim_,
+                                                  head_dim_};
   std::vector<float> rotated;
-  if (rope_) {  // keys are stored rotated
+  std::vector<uint16_t> rotated16;
+  Strided<const float, 4> keys;
+  Strided<const uint16_t, 4> keys16;
+  if (in_dtype == DType::f32)
+    keys = strided<4>(k);
+  else
+    keys16 = strided16<4>(k);
+  if (rope_) {
     detail::check_unit_last_stride(kOp, "k", k);
     const detail::RopePlan plan = detail::plan_rope(*rope_, pos, std::nullopt);
-    rotated.resize(static_cast<size_t>(batch_ * T * kv_heads_ * head_dim_));
-    keys = contiguous<const float, 4>(rotated.data(), {batch_, T, kv_heads_, head_dim_});
-    const detail::HeadRows rows{strided<3>(k),
-                                {rotated.data(),
-                                 {batch_, T, kv_heads_},
-                                 {T * kv_heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_}},
-                                head_dim_};
+    detail::HeadRows rows;
+    rows.dim = head_dim_;
+    rows.dtype = in_dtype;
+    if (in_dtype == DType::f32) {
+      rotated.resize(static_cast<size_t>(n));
+      rows.in = strided<3>(k);
+      rows.out = {rotated.data(), {batch_, T, kv_heads_}, rotated_strides};
+      keys = contiguous<const float, 4>(rotated.data(), {batch_, T, kv_heads_, head_dim_});
+    } else {
+      rotated16.resize(static_cast<size_t>(n));
+      rows.in16 = strided16<3>(k);
+      rows.out16 = {rotated16.data(), {batch_, T, kv_heads_}, rotated_strides};
+      keys16 = contiguous<const uint16_t, 4>(rotated16.data(), {batch_, T, kv_heads_, head_dim_});
+    }
     detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
   }
   if (size_ + T > capacity_) reserve(std::max(size_ + T, 2 * capacity_));
-  cpu::kv_cache_store(keys, k_.data(), capacity_, size_);
-  cpu::kv_cache_store(strided<4>(v), v_.data(), capacity_, size_);
+  if (dtype_ == DType::f32) {
+    cpu::kv_cache_store(keys, k_.data(), capacity_, size_);
+    cpu::kv_cache_store(strided<4>(v), v_.data(), capacity_, size_);
+  } else if (in_dtype == DType::f32) {
+    cpu::kv_cache_store(keys, dtype_, k16_.data(), capacity_, size_);
+    cpu::kv_cache_store(strided<4>(v), dtype_, v16_.data(), capacity_, size_);
+  } else {
+    cpu::kv_cache_store(keys16, k16_.data(), capacity_, size_);
+    cpu::kv_cache_store(strided16<4>(v), v16_.data(), capacity_, size_);
+  }
   for (int64_t b = 0; b < batch_; ++b)
     std::copy_n(pos.begin() + b * T, T, pos_.begin() + b * capacity_ + size_);
   size_ += T;
 }
 
+namespace {
+// A (B, size, Hkv, D) view of a head-major store in its dtype.
+ConstTensorView store_view(const void* data, DType dtype, int64_t B, int64_t size, int64_t H, int64_t D,
+                           int64_t capacity) {
+  const std::initializer_list<int64_t> shape = {B, size, H, D},
+                                       strides = {H * capacity * D, D, capacity * D, 1};
+  if (dtype == DType::bf16) return strided_view(static_cast<const bf16_t*>(data), shape, strides);
+  if (dtype == DType::f16) return strided_view(static_cast<const f16_t*>(data), shape, strides);
+  return strided_view(static_cast<const float*>(data), shape, strides);
+}
+}  // namespace
+
 ConstTensorView KVCache::keys() const {
-  return strided_view(k_.data(), {batch_, size_, kv_heads_, head_dim_},
-                      {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
+  const void* data = dtype_ == DType::f32 ? static_cast<const void*>(k_.data()) : k16_.data();
+  return store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
 }
 ConstTensorView KVCache::values() const {
-  return strided_view(v_.data(), {batch_, size_, kv_heads_, head_dim_},
-                      {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1});
+  const void* data = dtype_ == DType::f32 ? static_cast<const void*>(v_.data()) : v16_.data();
+  return store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
 }
 ConstTensorView KVCache::positions() const {
   return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1});
@@ -92,7 +144,8 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
     fail(kOp, "config.rope_offset = ", config.rope_offset,
          " is invalid here: the cache's rope rotates whole heads");
   if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
-  check_view(kOp, "q", q, DType::f32, {batch_, -1, -1, head_dim_});
+  const DType q_dtype = q.dtype == DType::bf16 || q.dtype == DType::f16 ? q.dtype : DType::f32;
+  check_view(kOp, "q", q, q_dtype, {batch_, -1, -1, head_dim_});
   const int64_t T = q.shape[1], H = q.shape[2];
   std::vector<int64_t> qpos(static_cast<size_t>(batch_ * T));
   if (q_positions.data != nullptr) {
@@ -107,13 +160,21 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
     std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
   std::vector<float> q_rot;
   ConstTensorView q_used = q;
-  if (rope_) {  // the cache's keys are rotated: rotate q the same way
+  if (rope_) {  // the cache's keys are rotated: rotate q the same way (16-bit q: widened first)
     detail::check_unit_last_stride(kOp, "q", q);
     const detail::RopePlan plan = detail::plan_rope(*rope_, qpos, std::nullopt);
     q_rot.resize(static_cast<size_t>(batch_ * T * H * head_dim_));
-    const detail::HeadRows rows{strided<3>(q),
-                                {q_rot.data(), {batch_, T, H}, {T * H * head_dim_, H * head_dim_, head_dim_}},
-                                head_dim_};
+    const Strided<float, 3> q_rows = {
+        q_rot.data(), {batch_, T, H}, {T * H * head_dim_, H * head_dim_, head_dim_}};
+    detail::HeadRows rows;
+    rows.dim = head_dim_;
+    rows.out = q_rows;
+    if (q_dtype == DType::f32) {
+      rows.in = strided<3>(q);
+    } else {
+      cpu::widen_rows(strided16<3>(q), q_dtype, head_dim_, q_rot.data());
+      rows.in = q_rows;
+    }
     detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
     q_used = view(q_rot.data(), {batch_, T, H, head_dim_});
   }
@@ -126,16 +187,44 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
 }
 
 namespace {
-// Rotates every cached key of a head-major store (B, Hkv, capacity, D) by `plan` (positions
-// (B, size)), in place.
-void rotate_store(const detail::RopePlan& plan, std::vector<float>& store, int64_t batch, int64_t heads,
-                  int64_t dim, int64_t size, int64_t capacity, bool inverse) {
-  const Strided<float, 3> rows{
-      store.data(), {batch, size, heads}, {heads * capacity * dim, dim, capacity * dim}};
-  const detail::HeadRows keys{rows, rows, dim};
-  detail::rope_apply(plan, {batch, size}, &keys, 1, inverse);
+// The rows (B, size, Hkv) of a head-major store (B, Hkv, capacity, D), in place.
+detail::HeadRows store_rows(float* f32, uint16_t* half, DType dtype, int64_t batch, int64_t heads,
+                            int64_t dim, int64_t size, int64_t capacity) {
+  const std::array<int64_t, 3> extent = {batch, size, heads},
+                               stride = {heads * capacity * dim, dim, capacity * dim};
+  detail::HeadRows rows;
+  rows.dim = dim;
+  rows.dtype = dtype;
+  if (dtype == DType::f32)
+    rows.in = rows.out = Strided<float, 3>{f32, extent, stride};
+  else
+    rows.in16 = rows.out16 = Strided<uint16_t, 3>{half, extent, stride};
+  return rows;
 }
 }  // namespace
+
+void KVCache::rotate_keys(const detail::RopePlan* first, bool first_inverse, const detail::RopePlan* second) {
+  const detail::TokenGrid grid{batch_, size_};
+  if (dtype_ == DType::f32 || second == nullptr) {  // one rotation: one rounding of 16-bit keys
+    const detail::HeadRows rows =
+        store_rows(k_.data(), k16_.data(), dtype_, batch_, kv_heads_, head_dim_, size_, capacity_);
+    detail::rope_apply(*first, grid, &rows, 1, first_inverse);
+    if (second) detail::rope_apply(*second, grid, &rows, 1, false);
+    return;
+  }
+  // Two rotations of 16-bit keys: through an fp32 copy, rounded once at the end.
+  std::vector<float> wide(static_cast<size_t>(batch_ * kv_heads_ * capacity_ * head_dim_));
+  for (int64_t bh = 0; bh < batch_ * kv_heads_; ++bh)
+    cpu::widen_row(dtype_, k16_.data() + bh * capacity_ * head_dim_, size_ * head_dim_,
+                   wide.data() + bh * capacity_ * head_dim_);
+  const detail::HeadRows rows =
+      store_rows(wide.data(), nullptr, DType::f32, batch_, kv_heads_, head_dim_, size_, capacity_);
+  detail::rope_apply(*first, grid, &rows, 1, first_inverse);
+  detail::rope_apply(*second, grid, &rows, 1, false);
+  for (int64_t bh = 0; bh < batch_ * kv_heads_; ++bh)
+    cpu::narrow_row(dtype_, wide.data() + bh * capacity_ * head_dim_, size_ * head_dim_,
+                    k16_.data() + bh * capacity_ * head_dim_);
+}
 
 void KVCache::shift_positions(int64_t delta) {
   if (delta < -detail::kMaxAbsPosition || delta > detail::kMaxAbsPosition)
@@ -154,7 +243,7 @@ void KVCache::shift_positions(int64_t delta) {
     detail::RopePlan plan = detail::plan_rope(
         *rope_, std::vector<int64_t>(static_cast<size_t>(batch_ * size_), delta), int64_t{0});
     plan.freq.attention_factor = 1.0;
-    rotate_store(plan, k_, batch_, kv_heads_, head_dim_, size_, capacity_, false);
+    rotate_keys(&plan, false, nullptr);
   }
   for (int64_t b = 0; b < batch_; ++b)
     for (int64_t t = 0; t < size_; ++t) pos_[b * capacity_ + t] = shifted[b * size_ + t];
@@ -163,8 +252,12 @@ void KVCache::shift_positions(int64_t delta) {
 void KVCache::erase_front(int64_t n) {
   if (n < 0 || n > size_)
     detail::fail_arg(kOp, "n", n, "must be in [0, size = " + std::to_string(size_) + "]");
-  for (std::vector<float>* store : {&k_, &v_})
-    cpu::kv_cache_erase_front(*store, batch_ * kv_heads_, head_dim_, capacity_, size_, n);
+  if (size_ > 0 && dtype_ == DType::f32)
+    for (std::vector<float>* store : {&k_, &v_})
+      cpu::kv_cache_erase_front(*store, batch_ * kv_heads_, head_dim_, capacity_, size_, n);
+  if (size_ > 0 && dtype_ != DType::f32)
+    for (std::vector<uint16_t>* store : {&k16_, &v16_})
+      cpu::kv_cache_erase_front(*store, batch_ * kv_heads_, head_dim_, capacity_, size_, n);
   for (int64_t b = 0; b < batch_; ++b)
     std::copy(pos_.begin() + b * capacity_ + n, pos_.begin() + b * capacity_ + size_,
               pos_.begin() + b * capacity_);
@@ -183,8 +276,7 @@ void KVCache::rerotate(int64_t from_seq_len, int64_t to_seq_len) {
   detail::RopePlan from = detail::plan_rope(*rope_, positions, from_seq_len);
   const detail::RopePlan to = detail::plan_rope(*rope_, std::move(positions), to_seq_len);
   from.freq.attention_factor = 1.0 / from.freq.attention_factor;
-  rotate_store(from, k_, batch_, kv_heads_, head_dim_, size_, capacity_, true);
-  rotate_store(to, k_, batch_, kv_heads_, head_dim_, size_, capacity_, false);
+  rotate_keys(&from, true, &to);
 }
 
 }  // namespace posenc

@@ -10,6 +10,14 @@
 // gives the outputs of one causal forward over the whole sequence (tested for every encoding).
 // Dynamic-NTK RoPE (rope_scaling "dynamic") rotates each key with the frequencies of its own
 // step, as HuggingFace's cache does, so past its limit it differs from a full forward.
+//
+// Storage: fp32, or bf16 / fp16 as engines keep their caches (half the bytes a decode step reads).
+// append() takes k and v in fp32 (rounded once into the store) or in the cache's own dtype (copied
+// bit for bit; with a rope, widened, rotated in fp32 and rounded once). attend() reads the 16-bit
+// keys and values where they are (the attention widens one tile at a time, accumulating in fp32);
+// q and out may be fp32 or 16-bit, lse is fp32. shift_positions() rounds each key once per call,
+// rerotate() once for both of its rotations. A 16-bit cache agrees with an fp32 one to the storage
+// type's rounding of k and v (tests/test_kv_cache.cc states the bound).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,17 +27,23 @@
 #include "posenc/tensor.h"
 
 namespace posenc {
+namespace detail {
+struct RopePlan;
+}
 
 class KVCache {
  public:
   // rope: applied to keys at append() and queries at attend(); must outlive the cache.
-  KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope = nullptr);
+  // dtype: the storage of keys and values, f32, bf16 or f16.
+  KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope = nullptr,
+          DType dtype = DType::f32);
 
-  // k, v (B, T, Hkv, D) f32. positions (T) or (B, T) int64; default: each batch row continues
-  // after its last position (0, 1, 2, ... from empty).
+  // k, v (B, T, Hkv, D) f32 or the cache's dtype (both the same). positions (T) or (B, T) int64;
+  // default: each batch row continues after its last position (0, 1, 2, ... from empty).
   void append(ConstTensorView k, ConstTensorView v, ConstTensorView positions = {});
 
-  // out (B, T, H, D) = attention of q (B, T, H, D) over every cached token. q_positions default
+  // out (B, T, H, D) = attention of q (B, T, H, D) over every cached token (q and out: f32, bf16
+  // or f16, each its own). q_positions default
   // to the positions of the last T appended tokens (append, then attend the same tokens).
   // config.rope must be null or the cache's rope (keys are already rotated).
   void attend(const AttentionConfig& config, ConstTensorView q, TensorView out,
@@ -50,20 +64,26 @@ class KVCache {
   void rerotate(int64_t from_seq_len, int64_t to_seq_len);
 
   int64_t size() const { return size_; }  // tokens per batch row
+  DType dtype() const { return dtype_; }
   void reserve(int64_t tokens);
   void clear() { size_ = 0; }
-  // (B, size, Hkv, D) views (head-major strides) of the stored (rotated) keys and the values;
-  // (B, size) positions.
+  // (B, size, Hkv, D) views (head-major strides, the cache's dtype) of the stored (rotated) keys
+  // and the values; (B, size) positions.
   ConstTensorView keys() const;
   ConstTensorView values() const;
   ConstTensorView positions() const;
 
  private:
+  // Rotates every cached key by `first` (transposed when first_inverse), then by `second` if given.
+  void rotate_keys(const detail::RopePlan* first, bool first_inverse, const detail::RopePlan* second);
+
   int64_t batch_, kv_heads_, head_dim_;
   const Rope* rope_;
+  DType dtype_;
   int64_t size_ = 0, capacity_ = 0;
-  std::vector<float> k_, v_;  // (B, Hkv, capacity, D): each head's tokens contiguous
-  std::vector<int64_t> pos_;  // (B, capacity)
+  std::vector<float> k_, v_;         // (B, Hkv, capacity, D): each head's tokens contiguous (f32)
+  std::vector<uint16_t> k16_, v16_;  // the same for bf16 / fp16 storage
+  std::vector<int64_t> pos_;         // (B, capacity)
 };
 
 }  // namespace posenc
