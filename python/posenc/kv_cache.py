@@ -4,7 +4,8 @@ any bias, mask or score option of posenc.attention, and splits a long cache acro
 (flash-decoding). Decoding token by token equals one full forward.
 
     cache = posenc.KVCache(batch=1, kv_heads=8, head_dim=128, rope=layer.rope)   # rope: a RopeConfig or None
-    cache.append(k, v)                        # k, v [B, T, Hkv, D] float32; positions continue
+    cache = posenc.KVCache(1, 8, 128, rope=layer.rope, dtype="bfloat16")           # bf16 / fp16 storage
+    cache.append(k, v)                        # k, v [B, T, Hkv, D] float32 or the cache's dtype
     out = cache.attend(q, causal=True)        # q [B, T, H, D]: the last T appended tokens' queries
     cache.shift_positions(-n)                 # context shift: positions += delta, keys re-rotated in place
     cache.erase_front(n)                      # drop the oldest n tokens
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import fail, float32, integer
+from ._checks import activation, bits, fail, integer, storage
 from ._checks import positions as checked_positions
 from .attention import AttentionCall, canonical_params, parse_encoding
 from .rope import RopeConfig
@@ -27,13 +28,36 @@ _ROPE_PARAMS = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_em
 class KVCache:
     """Keys, values and positions of past tokens, per batch row: [B, size, Hkv, D]."""
 
-    def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None):
+    def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None,
+                 dtype="float32"):
+        """dtype: the storage of keys and values, float32, float16 or bfloat16 (a name, a numpy dtype, or
+        ml_dtypes.bfloat16): 16-bit caches hold half the bytes a decode step reads; keys are rotated in
+        fp32 and rounded once."""
         if rope is not None and not isinstance(rope, RopeConfig):
             fail(f"rope: expected a posenc.RopeConfig or None, got {type(rope).__name__}")
+        try:
+            name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        except TypeError:
+            name = None
+        if name not in ("float32", "float16", "bfloat16"):
+            fail(f"dtype = {dtype!r} is invalid: expected float32, float16 or bfloat16")
+        if name == "bfloat16":
+            try:
+                import ml_dtypes  # numpy's bfloat16, as JAX uses it
+            except ImportError:
+                fail("dtype = 'bfloat16' needs the ml_dtypes package (pip install ml_dtypes)")
+            self._dtype = np.dtype(ml_dtypes.bfloat16)
+        else:
+            self._dtype = np.dtype(name)
         self._rope = rope
         self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1),
                        integer("head_dim", head_dim, 1))
-        self._core = _core.KVCache(*self._shape, rope)
+        self._core = _core.KVCache(*self._shape, rope, storage(np.empty(0, self._dtype)))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage of keys and values."""
+        return self._dtype
 
     @property
     def size(self) -> int:
@@ -41,11 +65,17 @@ class KVCache:
         return self._core.size
 
     def append(self, k, v, positions=None) -> None:
-        """k, v [B, T, Hkv, D] float32; positions [T] or [B, T] int64 (default: each row continues after its
-        last position, 0, 1, 2, ... from empty)."""
-        k, v = float32("k", k, (4,)), float32("v", v, (4,))
+        """k, v [B, T, Hkv, D], both float32 (rounded once into a 16-bit cache) or both the cache's dtype;
+        positions [T] or [B, T] int64 (default: each row continues after its last position, 0, 1, 2, ...
+        from empty)."""
+        k, v = activation("k", k, (4,)), activation("v", v, (4,))
+        for name, a in (("k", k), ("v", v)):
+            if a.dtype != np.float32 and a.dtype != self._dtype:
+                fail(f"{name}: dtype {a.dtype} is invalid for a {self._dtype} cache: give float32 or {self._dtype}")
+        if k.dtype != v.dtype:
+            fail(f"v: dtype {v.dtype} differs from k's {k.dtype}: give both in one dtype")
         p = None if positions is None else checked_positions("positions", positions, (1, 2))
-        self._core.append(k, v, p)
+        self._core.append(bits(k), bits(v), p, storage(k))
 
     def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None,
                window=0, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
@@ -53,8 +83,9 @@ class KVCache:
         chunk, softcap, sinks, query_temperature, a bias encoding "alibi", "t5", "relative" with its
         parameters). RoPE is the cache's: "rope" in encoding is accepted only with the cache's own
         rope_config (as layer.attention_config() gives it), and adds nothing. q_positions default to the
-        positions of the last T appended tokens. Returns out [B, T, H, D] (and lse [B, H, T])."""
-        q = float32("q", q, (4,))
+        positions of the last T appended tokens. q float32, float16 or bfloat16 (whatever the cache's
+        dtype). Returns out [B, T, H, D] in q's dtype (and lse [B, H, T] float32)."""
+        q = activation("q", q, (4,))
         params = canonical_params(params)
         parts = parse_encoding(encoding)
         if "rope" in parts:
@@ -70,10 +101,10 @@ class KVCache:
                              window=window, softcap=softcap, sinks=sinks, chunk=chunk,
                              query_temperature=query_temperature, **params)
         B, T, H = q.shape[:3]
-        out = np.empty((B, T, H, self._shape[2]), np.float32)
+        out = np.empty((B, T, H, self._shape[2]), q.dtype)
         lse = np.empty((B, H, T), np.float32)
         qp = None if q_positions is None else checked_positions("q_positions", q_positions, (1, 2))
-        self._core.attend(call.core, call.tables, q, out, qp, lse)
+        self._core.attend(call.core, call.tables, bits(q), bits(out), qp, lse, storage(q))
         return (out, lse) if return_lse else out
 
     def shift_positions(self, delta: int) -> None:
@@ -93,12 +124,13 @@ class KVCache:
         self._core.clear()
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Copies of the stored keys (rotated) and values [B, size, Hkv, D] and positions [B, size]."""
+        """Copies of the stored keys (rotated) and values [B, size, Hkv, D] in the cache's dtype, and
+        positions [B, size]."""
         B, Hkv, D = self._shape
-        keys = np.empty((B, self.size, Hkv, D), np.float32)
+        keys = np.empty((B, self.size, Hkv, D), self._dtype)
         values = np.empty_like(keys)
         pos = np.empty((B, self.size), np.int64)
-        self._core.copy_state(keys, values, pos)
+        self._core.copy_state(bits(keys), bits(values), pos)
         return keys, values, pos
 
 

@@ -2,6 +2,7 @@
 // (python/posenc/kv_cache.py): append, attend with any Attention configuration (its rope is the
 // cache's), the context shift and the re-rotation, and copies of the stored keys, values, positions.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 
 #include <algorithm>
@@ -48,34 +49,41 @@ void bind_kv_cache(nb::module_& m) {
   nb::class_<Cache>(m, "KVCache")
       .def(
           "__init__",
-          [](Cache* self, int64_t batch, int64_t kv_heads, int64_t head_dim, std::optional<RopeConfig> rope) {
+          [](Cache* self, int64_t batch, int64_t kv_heads, int64_t head_dim, std::optional<RopeConfig> rope,
+             const std::string& storage) {
             new (self) Cache();
             if (rope) self->rope = std::make_unique<Rope>(*rope);
-            self->cache = std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get());
+            self->cache =
+                std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get(), storage_dtype(storage));
           },
-          nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"), nb::arg("rope").none())
+          nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"), nb::arg("rope").none(), nb::arg("storage"))
+      // k, v: fp32, or the uint16 bits of the cache's 16-bit storage (storage names which).
       .def(
           "append",
-          [](Cache& c, const InArray& k, const InArray& v, const OptInArray& positions) {
-            const ConstTensorView kv = in_view(k, "k"), vv = in_view(v, "v"),
+          [](Cache& c, const InArray& k, const InArray& v, const OptInArray& positions,
+             const std::string& storage) {
+            const DType dtype = storage_dtype(storage);
+            const ConstTensorView kv = in_view(k, "k", dtype), vv = in_view(v, "v", dtype),
                                   p = in_view(positions, "positions");
             nb::gil_scoped_release release;
             c.cache->append(kv, vv, p);
           },
-          nb::arg("k"), nb::arg("v"), nb::arg("positions").none())
+          nb::arg("k"), nb::arg("v"), nb::arg("positions").none(), nb::arg("storage"))
       .def(
           "attend",
           [](const Cache& c, const Attention& a, const nb::dict& tables, const InArray& q,
-             const OutArray& out, const OptInArray& q_positions, const OutArray& lse) {
+             const OutArray& out, const OptInArray& q_positions, const OutArray& lse,
+             const std::string& q_storage) {
             AttentionConfig config = with_tables(a, tables);
             config.rope = c.rope.get();
-            const ConstTensorView qv = in_view(q, "q"), qp = in_view(q_positions, "q_positions");
-            const TensorView o = out_view(out, "out"), l = out_view(lse, "lse");
+            const DType dtype = storage_dtype(q_storage);
+            const ConstTensorView qv = in_view(q, "q", dtype), qp = in_view(q_positions, "q_positions");
+            const TensorView o = out_view(out, "out", dtype), l = out_view(lse, "lse");
             nb::gil_scoped_release release;
             c.cache->attend(config, qv, o, qp, l);
           },
           nb::arg("attention"), nb::arg("tables"), nb::arg("q"), nb::arg("out"),
-          nb::arg("q_positions").none(), nb::arg("lse"))
+          nb::arg("q_positions").none(), nb::arg("lse"), nb::arg("q_storage"))
       .def(
           "shift_positions", [](Cache& c, int64_t delta) { c.cache->shift_positions(delta); },
           nb::arg("delta"))
@@ -92,8 +100,14 @@ void bind_kv_cache(nb::module_& m) {
       .def(
           "copy_state",
           [](const Cache& c, const OutArray& keys, const OutArray& values, const OutArray& positions) {
-            copy_into<float>(c.cache->keys(), out_view(keys, "keys"), "keys");
-            copy_into<float>(c.cache->values(), out_view(values, "values"), "values");
+            const DType dtype = c.cache->dtype();
+            if (dtype == DType::f32) {
+              copy_into<float>(c.cache->keys(), out_view(keys, "keys"), "keys");
+              copy_into<float>(c.cache->values(), out_view(values, "values"), "values");
+            } else {  // keys and values are the uint16 bits of the cache's storage
+              copy_into<uint16_t>(c.cache->keys(), out_view(keys, "keys", dtype), "keys");
+              copy_into<uint16_t>(c.cache->values(), out_view(values, "values", dtype), "values");
+            }
             copy_into<int64_t>(c.cache->positions(), out_view(positions, "positions"), "positions");
           },
           nb::arg("keys"), nb::arg("values"), nb::arg("positions"));

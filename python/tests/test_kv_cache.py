@@ -115,3 +115,51 @@ def test_bad_use_is_named():
     with pytest.raises(ValueError, match="batch"):
         posenc.KVCache(0, 1, 8)
     assert cache.size == 3  # nothing half-written
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("inputs_16bit", [False, True])
+def test_a_16bit_cache_stores_the_rounded_fp32_cache_and_reads_it(dtype, inputs_16bit):
+    """A float16 / bfloat16 cache holds the fp32 cache's rotated keys and values rounded once, and attends
+    as posenc.attention over exactly those numbers; out comes back in q's dtype."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    storage = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    B, T, H, Hkv, D = 2, 19, 4, 2, 16
+    rope = posenc.rope_config(D, base=500.0)
+    q, k, v = randn(B, T, H, D, seed=11), randn(B, T, Hkv, D, seed=12), randn(B, T, Hkv, D, seed=13)
+    if inputs_16bit:
+        k, v = k.astype(storage), v.astype(storage)
+    half = posenc.KVCache(B, Hkv, D, rope=rope, dtype=dtype)
+    full = posenc.KVCache(B, Hkv, D, rope=rope)
+    assert half.dtype == storage
+    for t0, n in ((0, 5), (5, 1), (6, 13)):
+        half.append(k[:, t0:t0 + n], v[:, t0:t0 + n])
+        full.append(k[:, t0:t0 + n].astype(np.float32), v[:, t0:t0 + n].astype(np.float32))
+        keys16, values16, pos = half.state()
+        keys32, values32, _ = full.state()
+        assert keys16.dtype == storage and values16.dtype == storage
+        np.testing.assert_array_equal(keys16.view(np.uint16), keys32.astype(storage).view(np.uint16))
+        np.testing.assert_array_equal(values16.view(np.uint16), values32.astype(storage).view(np.uint16))
+        out = half.attend(q[:, t0:t0 + n], causal=True, encoding="alibi")
+        assert out.dtype == np.float32
+        # the same attention over the stored numbers: q rotated by the same rope, keys already rotated
+        q_rot = posenc.rope(q[:, t0:t0 + n], pos[:, -n:], config=rope)
+        expected = posenc.attention(q_rot, keys16.astype(np.float32), values16.astype(np.float32), causal=True,
+                                    encoding="alibi", q_positions=pos[:, -n:], k_positions=pos)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+        out16 = half.attend(q[:, t0:t0 + n].astype(storage), causal=True)
+        assert out16.dtype == storage
+
+
+def test_16bit_cache_bad_dtypes_are_named():
+    pytest.importorskip("ml_dtypes")
+    with pytest.raises(posenc.Error, match="dtype = 'int8' is invalid: expected float32, float16 or bfloat16"):
+        posenc.KVCache(1, 1, 8, dtype="int8")
+    cache = posenc.KVCache(1, 1, 8, dtype=np.float16)
+    x = np.zeros((1, 2, 1, 8), np.float32)
+    with pytest.raises(posenc.Error, match="k: dtype bfloat16 is invalid for a float16 cache"):
+        import ml_dtypes
+        cache.append(x.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16))
+    with pytest.raises(posenc.Error, match="v: dtype float16 differs from k's float32"):
+        cache.append(x, x.astype(np.float16))
+    assert cache.size == 0
