@@ -19,10 +19,10 @@ namespace {
 
 // Tokens [t0, t0 + n) of a (B, T, heads, D) tensor, as a strided view.
 template <typename T>
-ConstTensorView time_slice(const std::vector<T>& x, DType dtype, int64_t B, int64_t T_, int64_t heads, int64_t D,
-                           int64_t t0, int64_t n) {
-  ConstTensorView v = strided_view(reinterpret_cast<const float*>(x.data() + t0 * heads * D), {B, n, heads, D},
-                                   {T_ * heads * D, heads * D, D, 1});
+ConstTensorView time_slice(const std::vector<T>& x, DType dtype, int64_t B, int64_t T_, int64_t heads,
+                           int64_t D, int64_t t0, int64_t n) {
+  ConstTensorView v = strided_view(reinterpret_cast<const float*>(x.data() + t0 * heads * D),
+                                   {B, n, heads, D}, {T_ * heads * D, heads * D, D, 1});
   v.dtype = dtype;
   return v;
 }
@@ -72,7 +72,8 @@ void check_decode(Enc e, const Storage& s, bool half_inputs, const std::vector<i
     const ConstTensorView k32 = time_slice(ac.part(Params::k), DType::f32, B, T, Hkv, D, t0, n),
                           v32 = time_slice(ac.part(Params::v), DType::f32, B, T, Hkv, D, t0, n);
     if (half_inputs)
-      cache16.append(time_slice(k16, s.dtype, B, T, Hkv, D, t0, n), time_slice(v16, s.dtype, B, T, Hkv, D, t0, n));
+      cache16.append(time_slice(k16, s.dtype, B, T, Hkv, D, t0, n),
+                     time_slice(v16, s.dtype, B, T, Hkv, D, t0, n));
     else
       cache16.append(k32, v32);
     cache32.append(k32, v32);
@@ -88,11 +89,13 @@ void check_decode(Enc e, const Storage& s, bool half_inputs, const std::vector<i
     const ConstTensorView q = time_slice(ac.part(Params::q), DType::f32, B, T, H, D, t0, n);
     std::vector<float> out(B * n * H * D), expected(out.size());
     cache16.attend(cfg, q, view(out.data(), {B, n, H, D}));
-    const std::vector<float> k_stored = contents(cache16.keys(), &s), v_stored = contents(cache16.values(), &s);
+    const std::vector<float> k_stored = contents(cache16.keys(), &s),
+                             v_stored = contents(cache16.values(), &s);
     const ConstTensorView pos = cache16.positions();
     std::vector<int64_t> positions;
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < cache16.size(); ++t) positions.push_back(pos.ptr<int64_t>()[b * pos.strides[0] + t]);
+      for (int64_t t = 0; t < cache16.size(); ++t)
+        positions.push_back(pos.ptr<int64_t>()[b * pos.strides[0] + t]);
     const int64_t size = cache16.size();
     KVCache plain(B, Hkv, D);
     plain.append(view(k_stored.data(), {B, size, Hkv, D}), view(v_stored.data(), {B, size, Hkv, D}),
@@ -220,10 +223,16 @@ TEST(KVCacheHalf, BadInputIsRefusedByName) {
   expect_error([] { KVCache(1, 1, 8, nullptr, DType::i64); },
                "KVCache: dtype = i64 is invalid: the cache stores f32, bf16 or f16");
   KVCache cache(1, 1, 8, nullptr, DType::f16);
-  expect_error([&] { cache.append(view16(k, DType::bf16, {1, 2, 1, 8}), view16(v, DType::bf16, {1, 2, 1, 8})); },
-               "k has dtype bf16: the cache stores f16, give f32 or f16");
-  expect_error([&] { cache.append(view(k32.data(), {1, 2, 1, 8}), view16(v, DType::f16, {1, 2, 1, 8})); },
-               "v has dtype f16");
+  expect_error(
+      [&] {
+        cache.append(view16(k, DType::bf16, {1, 2, 1, 8}), view16(v, DType::bf16, {1, 2, 1, 8}));
+      },
+      "k has dtype bf16: the cache stores f16, give f32 or f16");
+  expect_error(
+      [&] {
+        cache.append(view(k32.data(), {1, 2, 1, 8}), view16(v, DType::f16, {1, 2, 1, 8}));
+      },
+      "v has dtype f16");
   EXPECT_EQ(cache.size(), 0);
   cache.append(view16(k, DType::f16, {1, 2, 1, 8}), view16(v, DType::f16, {1, 2, 1, 8}));
   EXPECT_EQ(cache.keys().dtype, DType::f16);

@@ -53,10 +53,11 @@ void bind_kv_cache(nb::module_& m) {
              const std::string& storage) {
             new (self) Cache();
             if (rope) self->rope = std::make_unique<Rope>(*rope);
-            self->cache =
-                std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get(), storage_dtype(storage));
+            self->cache = std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get(),
+                                                    storage_dtype(storage));
           },
-          nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"), nb::arg("rope").none(), nb::arg("storage"))
+          nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"), nb::arg("rope").none(),
+          nb::arg("storage"))
       // k, v: fp32, or the uint16 bits of the cache's 16-bit storage (storage names which).
       .def(
           "append",
