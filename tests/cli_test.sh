@@ -113,6 +113,22 @@ check attention_bad_heads 2 "$posenc" attention --heads 3 --kv-heads 2
 expect_in attention_bad_heads "$tmp/err" "multiple of the key/value heads"
 check attention_bad_seq 2 "$posenc" attention --seq 0
 expect_in attention_bad_seq "$tmp/err" "--seq = 0"
+# --dtype: 16-bit q, k, v, out; --check against the reference on the rounded inputs: within the
+# out's own rounding (2^-8 |out| for bf16, |out| < 4 here) plus fp32 noise, far above fp32's 1e-6.
+for dtype in bf16 fp16; do
+  check "attention_$dtype" 0 "$posenc" attention --seq 70 --causal -e rope+alibi --check --dtype $dtype --format json
+  python3 - "$tmp/out" "$dtype" <<'PY' || { echo "FAIL attention_$dtype"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["dtype"] == {"bf16": "bf16", "fp16": "f16"}[sys.argv[2]], r
+bound = {"bf16": 4 * 2 ** -8, "fp16": 4 * 2 ** -11}[sys.argv[2]] + 1e-5
+assert 0 < r["max_abs_error_vs_reference"] <= bound, r
+PY
+done
+check attention_dtype_backward 2 "$posenc" attention --dtype bf16 --backward
+expect_in attention_dtype_backward "$tmp/err" "--backward needs --dtype fp32"
+check attention_bad_dtype 2 "$posenc" attention --dtype int8
+expect_in attention_bad_dtype "$tmp/err" "--dtype = 'int8' is invalid"
 check attention_check_too_big 2 "$posenc" attention --seq 8192 --check
 expect_in attention_check_too_big "$tmp/err" "too large"
 # Issue 16: a base whose inverse overflows printed "mean |out| nan" and exit 0; a 100,000-deep

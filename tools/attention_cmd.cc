@@ -16,12 +16,13 @@
 #include "posenc/posenc.h"
 #include "reference/attention.h"
 #include "reference/rope.h"
+#include "src/half.h"
 
 namespace posenc::tools {
 namespace {
 
 struct AttentionOptions {
-  std::string encoding = "rope", format = "table";
+  std::string encoding = "rope", format = "table", dtype = "fp32";
   int64_t batch = 1, seq = 512, kv_len = 0, heads = 8, kv_heads = 0, dim = 64, window = 0, repeat = 3;
   int64_t num_buckets = 32, max_distance = 128, shaw_max_distance = 16, d_model = 0;
   double base = 10000;
@@ -146,6 +147,25 @@ Problem make_problem(const AttentionOptions& o) {
   return p;
 }
 
+DType parse_dtype(const std::string& name) {
+  if (name == "fp32" || name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "fp16" || name == "f16") return DType::f16;
+  throw Error("--dtype = '" + name + "' is invalid: expected fp32, bf16 or fp16");
+}
+uint16_t round16(DType dtype, float x) {
+  return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
+}
+float widen16(DType dtype, uint16_t h) {
+  return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
+}
+// A contiguous view of 16-bit bits tagged with their storage.
+TensorView view16(std::vector<uint16_t>& bits, DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v = view(reinterpret_cast<float*>(bits.data()), shape);
+  v.dtype = dtype;
+  return v;
+}
+
 // The largest |fused - reference| over out, with the reference in double.
 double check_against_reference(const Problem& p, const std::vector<float>& out) {
   ref::AttentionProblem<double> r;
@@ -203,13 +223,34 @@ void run_attention(const AttentionOptions& o) {
   if (o.check && static_cast<double>(p.B) * p.Q * p.K * p.H > 1 << 24)
     throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
                 " is too large for the naive reference (limit 2^24)");
-  const AttentionInputs in =
-      qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
-          view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
+  const DType dtype = parse_dtype(o.dtype);
+  if (dtype != DType::f32 && o.backward)
+    throw Error(
+        "--backward needs --dtype fp32: the backward takes fp32 storage (16-bit is forward-only for now)");
+  AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
+                           view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
   std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
-  const TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D}),
-                   lse_view = view(lse.data(), {p.B, p.H, p.Q});
+  TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D});
+  const TensorView lse_view = view(lse.data(), {p.B, p.H, p.Q});
+  // 16-bit storage: q, k, v rounded once (and the fp32 copies replaced by their exact values, so
+  // --check's reference sees the same inputs); out in the same storage, widened for the summary.
+  std::vector<uint16_t> q16, k16, v16, out16;
+  if (dtype != DType::f32) {
+    auto to16 = [&](std::vector<float>& x, std::vector<uint16_t>& bits,
+                    std::initializer_list<int64_t> shape) {
+      bits.resize(x.size());
+      for (size_t i = 0; i < x.size(); ++i) bits[i] = round16(dtype, x[i]), x[i] = widen16(dtype, bits[i]);
+      return view16(bits, dtype, shape);
+    };
+    in.q = to16(p.q, q16, {p.B, p.Q, p.H, p.D});
+    in.k = to16(p.k, k16, {p.B, p.K, p.Hkv, p.D});
+    in.v = to16(p.v, v16, {p.B, p.K, p.Hkv, p.D});
+    out16.resize(out.size());
+    out_view = view16(out16, dtype, {p.B, p.Q, p.H, p.D});
+  }
   const double fwd = best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
+  if (dtype != DType::f32)
+    for (size_t i = 0; i < out.size(); ++i) out[i] = widen16(dtype, out16[i]);
   // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k and for p.v).
   // Query i sits at K - Q + i and sees the keys kp with qp - window < kp < qp + window (when
   // windowed) and kp <= qp (when causal): one interval of [0, K) per query.
@@ -229,6 +270,7 @@ void run_attention(const AttentionOptions& o) {
   j["shape"] = {{"batch", p.B}, {"q_len", p.Q},      {"kv_len", p.K},
                 {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
   j["encoding"] = o.encoding;
+  j["dtype"] = dtype_name(dtype);
   j["causal"] = o.causal;
   j["window"] = o.window;
   j["forward_ms"] = fwd * 1e3;
@@ -255,9 +297,9 @@ void run_attention(const AttentionOptions& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ": batch " << p.B
-            << ", q_len " << p.Q << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim "
-            << p.D << "\n";
+  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ", "
+            << dtype_name(dtype) << ": batch " << p.B << ", q_len " << p.Q << ", kv_len " << p.K << ", heads "
+            << p.H << "/" << p.Hkv << ", head_dim " << p.D << "\n";
   std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>()
             << " GFLOP/s\n";
   if (o.backward)
@@ -266,7 +308,8 @@ void run_attention(const AttentionOptions& o) {
   std::cout << "  mean |out| " << j["mean_abs_out"].get<double>() << "\n";
   if (o.check)
     std::cout << "  max |out - reference| " << j["max_abs_error_vs_reference"].get<double>()
-              << " (double reference)\n";
+              << " (double reference"
+              << (dtype == DType::f32 ? ")" : " on the rounded inputs; out itself is rounded once)") << "\n";
 }
 
 }  // namespace
@@ -293,6 +336,9 @@ void add_attention_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--d-model", o->d_model,
                   "transformer_xl: width of the relative sinusoid (default heads * dim)");
+  cmd->add_option("--dtype", o->dtype,
+                  "storage of q, k, v and out: fp32, bf16 or fp16 (accumulation is fp32)")
+      ->capture_default_str();
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();
