@@ -49,6 +49,28 @@ Strided<float, 4> as_rank4(const TensorView& v) {
     s.extent[4 - v.rank + i] = v.shape[i], s.stride[4 - v.rank + i] = v.strides[i];
   return s;
 }
+DType storage_of(const ViewShape& v) {
+  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+}
+
+// fp32 rows (B, Q, H) of a checked (B, Q, H, dim) view: its own for fp32, else widened into `wide`.
+Strided<const float, 3> rows_f32(const ConstTensorView& x, int64_t dim, std::vector<float>& wide) {
+  if (storage_of(x) == DType::f32) return strided<3>(x);
+  const int64_t B = x.shape[0], T = x.shape[1], H = x.shape[2];
+  wide.resize(static_cast<size_t>(B * T * H * dim));
+  cpu::widen_rows(strided16<3>(x), x.dtype, dim, wide.data());
+  return {wide.data(), {B, T, H}, {T * H * dim, H * dim, dim}};
+}
+
+// grad (rank 4, fp32 or 16-bit) += g (contiguous fp32).
+void accumulate_gradient(const TensorView& grad, const float* g) {
+  if (storage_of(grad) == DType::f32) {
+    cpu::accumulate_into(as_rank4(grad), g);
+    return;
+  }
+  Strided<uint16_t, 4> s = strided16<4>(grad);
+  cpu::accumulate_into(s, grad.dtype, g);
+}
 }  // namespace
 
 void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse) {
@@ -73,20 +95,28 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& in,
 
 void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
-  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
-    if (v->dtype == DType::bf16 || v->dtype == DType::f16)
-      fail(kOp, name, " has dtype ", dtype_name(v->dtype),
-           ": the backward takes fp32 inputs (bf16 / fp16 storage is forward-only for now)");
-  const detail::AttentionPlan p(config, in);
+  // 16-bit storage (any of q, k and v, out, grad_out, and each of grads.q, grads.k, grads.v): the
+  // inputs are widened once to fp32 (the backward is compute-bound and reads them several times),
+  // the gradients computed in fp32 and rounded once as they are added into 16-bit views.
+  detail::AttentionPlan p(config, in);
+  p.widen_keys_and_values();
   const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D, Dv = p.Dv;
-  check_view(kOp, "out", out, DType::f32, {B, Q, H, Dv});
+  check_view(kOp, "out", out, storage_of(out), {B, Q, H, Dv});
   check_view(kOp, "lse", lse, DType::f32, {B, H, Q});
-  check_view(kOp, "grad_out", grad_out, DType::f32, {B, Q, H, Dv});
-  check_view(kOp, "grads.q", grads.q, DType::f32, {B, Q, H, D});
-  check_view(kOp, "grads.k", grads.k, DType::f32, {B, K, Hkv, D});
-  check_view(kOp, "grads.v", grads.v, DType::f32, {B, K, Hkv, Dv});
-  detail::check_unit_last_stride(kOp, "out", out);
-  detail::check_unit_last_stride(kOp, "grad_out", grad_out);
+  check_view(kOp, "grad_out", grad_out, storage_of(grad_out), {B, Q, H, Dv});
+  check_view(kOp, "grads.q", grads.q, storage_of(grads.q), {B, Q, H, D});
+  check_view(kOp, "grads.k", grads.k, storage_of(grads.k), {B, K, Hkv, D});
+  check_view(kOp, "grads.v", grads.v, storage_of(grads.v), {B, K, Hkv, Dv});
+  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"out", &out},
+                         {"grad_out", &grad_out},
+                         {"grads.q", &grads.q},
+                         {"grads.k", &grads.k},
+                         {"grads.v", &grads.v}})
+    if (storage_of(*v) != DType::f32 || v == &out || v == &grad_out)
+      detail::check_unit_last_stride(kOp, name, *v);
+  std::vector<float> out_wide, grad_out_wide;
+  const Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),
+                                grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);
   const bool relative = config.bias.kind == AttentionBias::Kind::relative;
   const int64_t table_rows = relative ? config.bias.relative.num_rows() : 0;
   const int64_t shaw_rows = config.shaw ? config.shaw->config.num_rows() : 0;
@@ -110,7 +140,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   std::vector<double> d_u(xl ? static_cast<size_t>(H * D) : 0, 0.0), d_v(d_u.size(), 0.0);
   std::vector<double> d_sinks(want_sinks ? static_cast<size_t>(H) : 0, 0.0);
   cpu::AttentionBackwardIO io;
-  io.out = strided<3>(out), io.lse = strided<3>(lse), io.grad_out = strided<3>(grad_out);
+  io.out = out_rows, io.lse = strided<3>(lse), io.grad_out = grad_out_rows;
   io.dq = dq.data(), io.dk = dk.data(), io.dv = dv.data();
   if (want_table) io.relative_table = d_table.data();
   if (want_a_k) io.shaw_a_k = d_a_k.data();
@@ -136,9 +166,9 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     detail::rope_apply(*p.rope_q, {B, Q}, &q_rows, 1, true);
     detail::rope_apply(*p.rope_k, {B, K}, &k_rows, 1, true);
   }
-  cpu::accumulate_into(as_rank4(grads.q), dq.data());
-  cpu::accumulate_into(as_rank4(grads.k), dk.data());
-  cpu::accumulate_into(as_rank4(grads.v), dv.data());
+  accumulate_gradient(grads.q, dq.data());
+  accumulate_gradient(grads.k, dk.data());
+  accumulate_gradient(grads.v, dv.data());
   if (want_table) cpu::accumulate_into(as_rank4(grads.relative_table), d_table.data());
   if (want_a_k) cpu::accumulate_into(as_rank4(grads.shaw_a_k), d_a_k.data());
   if (want_a_v) cpu::accumulate_into(as_rank4(grads.shaw_a_v), d_a_v.data());

@@ -119,6 +119,20 @@ void AttentionPlan::set_storage(const AttentionInputs& in) {
   }
 }
 
+void AttentionPlan::widen_keys_and_values() {
+  if (storage == DType::f32) return;
+  if (!k16.empty()) {
+    k_wide_.resize(static_cast<size_t>(B * K * Hkv * D));
+    cpu::widen_rows(k16, storage, D, k_wide_.data());
+    k = {k_wide_.data(), {B, K, Hkv}, {K * Hkv * D, Hkv * D, D}};
+  }
+  v_wide_.resize(static_cast<size_t>(B * K * Hkv * Dv));
+  cpu::widen_rows(v16, storage, Dv, v_wide_.data());
+  v = {v_wide_.data(), {B, K, Hkv}, {K * Hkv * Dv, Hkv * Dv, Dv}};
+  k16 = {}, v16 = {};
+  storage = DType::f32;
+}
+
 // Copies of q and k with dims [rope_offset, rope_offset + rope.head_dim) of every head rotated.
 void AttentionPlan::set_rope() {
   const RopeConfig& rc = config.rope->config();

@@ -101,6 +101,10 @@ class AttentionPlan {
     return position >= 0 ? position / chunk : -1 - (-(position + 1)) / chunk;
   }
 
+  // fp32 copies of 16-bit keys and values, for the backward (which reads k and v whole, several
+  // times, and is compute-bound): afterwards storage is f32 and k16, v16 are empty.
+  void widen_keys_and_values();
+
  private:
   void set_inputs(const AttentionInputs& in);
   void set_storage(const AttentionInputs& in);
@@ -111,8 +115,9 @@ class AttentionPlan {
   void set_shaw();
   void set_transformer_xl();
 
-  std::vector<float> q_buf_, k_buf_;    // rotated (and + u) copies when needed
-  std::vector<float> q_wide_, k_wide_;  // fp32 copies of 16-bit q (and of k, for RoPE)
+  std::vector<float> q_buf_, k_buf_;             // rotated (and + u) copies when needed
+  std::vector<float> q_wide_, k_wide_, v_wide_;  // fp32 copies of 16-bit q (and of k for RoPE, of v
+                                                 // for the backward)
   Bias bias_;
   std::vector<double> slopes_;
   ShawTerms shaw_;

@@ -5,7 +5,8 @@
 //   |out - exact| <= u |exact| + 1e-5 (1 + |exact|),   u = 2^-8 (bf16), 2^-11 (fp16).
 // Paths: prefill (K^T packed from 16-bit rows), decode (key rows widened per tile, heads of a group
 // sharing the tile), a long decode split across threads and merged, RoPE (keys widened once and
-// rotated), every bias and score mechanism, value heads of another size, mixed q / out dtypes.
+// rotated), every bias and score mechanism, value heads of another size, mixed q / out dtypes; the
+// backward (inputs widened once, each gradient rounded once).
 #include <cmath>
 
 #include "attention_case.h"
@@ -107,6 +108,86 @@ TEST(AttentionHalf, EverySimdTarget) {
   });
 }
 
+// The backward on 16-bit storage widens its inputs once and rounds each gradient once: with q, k,
+// v, out and grad_out in a 16-bit storage, fp32 gradients equal bit for bit those of the fp32
+// backward on the same (widened) numbers, and 16-bit gradients are exactly those rounded once
+// (accumulated into zeros: round(0 + g)). The fp32 backward itself is checked against the double
+// reference and finite differences (test_attention_reference_backward.cc).
+void check_backward(const Case& c, Enc e, const Storage& s) {
+  AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + " " + s.name);
+  const int64_t Dv = c.dv();
+  std::vector<uint16_t> bits[3];
+  const Params::Part parts[3] = {Params::q, Params::k, Params::v};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float>& x = ac.part(parts[i]);
+    for (float& xi : x) bits[i].push_back(s.round(xi)), xi = s.value(bits[i].back());
+  }
+  const AttentionConfig cfg = ac.config();
+  AttentionInputs in16 = ac.inputs();
+  in16.q = view16(bits[0], s.dtype, {c.B, c.Q, c.H, c.D});
+  in16.k = view16(bits[1], s.dtype, {c.B, c.K, c.Hkv, c.D});
+  in16.v = view16(bits[2], s.dtype, {c.B, c.K, c.Hkv, Dv});
+  const size_t n_out = static_cast<size_t>(c.B * c.Q * c.H * Dv);
+  std::vector<uint16_t> out16(n_out), w16;
+  std::vector<float> lse(c.B * c.H * c.Q), out_wide(n_out), w_wide;
+  attention_forward(cfg, in16, view16(out16, s.dtype, {c.B, c.Q, c.H, Dv}),
+                    view(lse.data(), {c.B, c.H, c.Q}));
+  for (size_t i = 0; i < n_out; ++i) out_wide[i] = s.value(out16[i]);
+  for (float w : random_floats(n_out, 92)) w16.push_back(s.round(w)), w_wide.push_back(s.value(w16.back()));
+  // Parameter gradients stay fp32 in both runs.
+  auto param_grads = [&](std::vector<float>& flat) {
+    AttentionGrads g;
+    auto at = [&](Params::Part p) { return flat.data() + ac.offset(p); };
+    if (cfg.bias.kind == AttentionBias::Kind::relative)
+      g.relative_table = view(at(Params::table), {cfg.bias.relative.num_rows(), c.H});
+    if (cfg.shaw) g.shaw_a_k = view(at(Params::a_k), {cfg.shaw->config.num_rows(), c.D});
+    if (cfg.sinks.data) g.sinks = view(at(Params::sinks), {c.H});
+    return g;
+  };
+  std::vector<float> expected(ac.flat().size(), 0.0f), actual(expected.size(), 0.0f);
+  AttentionGrads g32 = param_grads(expected);
+  g32.q = view(expected.data() + ac.offset(Params::q), {c.B, c.Q, c.H, c.D});
+  g32.k = view(expected.data() + ac.offset(Params::k), {c.B, c.K, c.Hkv, c.D});
+  g32.v = view(expected.data() + ac.offset(Params::v), {c.B, c.K, c.Hkv, Dv});
+  attention_backward(cfg, ac.inputs(), view(out_wide.data(), {c.B, c.Q, c.H, Dv}),
+                     view(lse.data(), {c.B, c.H, c.Q}), view(w_wide.data(), {c.B, c.Q, c.H, Dv}), g32);
+  std::vector<uint16_t> gq16(bits[0].size(), 0), gk16(bits[1].size(), 0), gv16(bits[2].size(), 0);
+  AttentionGrads g16 = param_grads(actual);
+  g16.q = view16(gq16, s.dtype, {c.B, c.Q, c.H, c.D});
+  g16.k = view16(gk16, s.dtype, {c.B, c.K, c.Hkv, c.D});
+  g16.v = view16(gv16, s.dtype, {c.B, c.K, c.Hkv, Dv});
+  attention_backward(cfg, in16, view16(out16, s.dtype, {c.B, c.Q, c.H, Dv}),
+                     view(lse.data(), {c.B, c.H, c.Q}), view16(w16, s.dtype, {c.B, c.Q, c.H, Dv}), g16);
+  const std::vector<uint16_t>* got[3] = {&gq16, &gk16, &gv16};
+  for (int i = 0; i < 3; ++i)
+    for (size_t j = 0; j < got[i]->size(); ++j)
+      ASSERT_EQ((*got[i])[j], s.round(expected[ac.offset(parts[i]) + j])) << "part " << i << " element " << j;
+  for (Params::Part p : {Params::table, Params::a_k, Params::sinks})
+    for (size_t j = 0; j < ac.part(p).size(); ++j)
+      ASSERT_EQ(actual[ac.offset(p) + j], expected[ac.offset(p) + j]) << "part " << p << " element " << j;
+  // fp32 gradients of 16-bit inputs: the fp32 backward's, bit for bit, added to what was there.
+  std::vector<float> gq32(bits[0].size(), 0.5f);
+  AttentionGrads mixed = param_grads(actual);
+  mixed.q = view(gq32.data(), {c.B, c.Q, c.H, c.D});
+  mixed.k = view16(gk16, s.dtype, {c.B, c.K, c.Hkv, c.D});
+  mixed.v = view16(gv16, s.dtype, {c.B, c.K, c.Hkv, Dv});
+  attention_backward(cfg, in16, view(out_wide.data(), {c.B, c.Q, c.H, Dv}), view(lse.data(), {c.B, c.H, c.Q}),
+                     view16(w16, s.dtype, {c.B, c.Q, c.H, Dv}), mixed);
+  for (size_t j = 0; j < gq32.size(); ++j) ASSERT_EQ(gq32[j], 0.5f + expected[ac.offset(Params::q) + j]) << j;
+}
+
+TEST(AttentionHalf, BackwardWidensOnceAndRoundsEachGradientOnce) {
+  Case capped{1, 70, 70, 4, 2, 24, true};
+  capped.softcap = 2.0, capped.sinks = true;
+  Case mla{1, 67, 67, 4, 1, 20, true};
+  mla.Dv = 12, mla.rope_offset = 8, mla.rope_layout = RopeLayout::interleaved;
+  for (const Storage* s : {&kBf16, &kF16})
+    for (const Case& c : {Case{2, 70, 70, 4, 2, 40, true}, Case{1, 3, 67, 2, 1, 24, false}, capped, mla})
+      for (Enc e : {Enc::none, Enc::rope, Enc::rope_alibi, Enc::t5, Enc::shaw})
+        if (!(e == Enc::shaw && c.Dv > 0)) check_backward(c, e, *s);
+}
+
 TEST(AttentionHalf, BadStorageIsRejectedAndNothingIsWritten) {
   const int64_t D = 8, H = 2, K = 3;
   std::vector<uint16_t> q(H * D, 0x3c00), k(K * D, 0x3c00), v(K * D, 0x3c00);
@@ -126,13 +207,14 @@ TEST(AttentionHalf, BadStorageIsRejectedAndNothingIsWritten) {
   g.q = view(gq.data(), {1, 1, H, D});
   g.k = view(gk.data(), {1, K, 1, D});
   g.v = view(gv.data(), {1, K, 1, D});
+  std::vector<double> gk64(k.size(), 5.0);  // a gradient storage the backward does not write
+  g.k = view(gk64.data(), {1, K, 1, D});
   try {
     attention_backward({}, in, view(out.data(), {1, 1, H, D}), view(lse.data(), {1, H, 1}),
                        view(out.data(), {1, 1, H, D}), g);
-    ADD_FAILURE() << "16-bit backward";
+    ADD_FAILURE() << "an f64 gradient";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("q has dtype bf16: the backward takes fp32 inputs"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("grads.k has dtype f64, expected f32"), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(gq, std::vector<float>(gq.size(), 5.0f));

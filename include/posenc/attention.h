@@ -106,6 +106,9 @@ struct AttentionConfig {
   QueryTemperature query_temperature;
 };
 
+// Storage: q, k, v in f32, bf16 or f16 (k and v share one; q may differ, e.g. f32 q against a
+// bf16 cache). 16-bit keys and values are widened a tile at a time in the forward; products,
+// softmax and every accumulation are fp32, and a 16-bit out is rounded once.
 struct AttentionInputs {
   ConstTensorView q, k, v;
   // (Q) or (B, Q) and (K) or (B, K). Default: keys at 0 .. K-1 and queries aligned to the end,
@@ -125,7 +128,7 @@ inline AttentionInputs qkv(ConstTensorView q, ConstTensorView k, ConstTensorView
   return in;
 }
 
-// out (B, Q, H, Dv) f32; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
+// out (B, Q, H, Dv) f32, bf16 or f16; lse (B, H, Q) f32, or an empty view (data == nullptr) to skip it.
 void attention_forward(const AttentionConfig& config, const AttentionInputs& inputs, TensorView out,
                        TensorView lse);
 
@@ -143,6 +146,9 @@ struct AttentionGrads {
 // The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,
 // only the row log-sum-exp is kept). grad_out (B, Q, H, Dv). RoPE's rotation is differentiated
 // too: grads.q and grads.k are w.r.t. the unrotated q and k. Deterministic for any thread count.
+// 16-bit storage: out, grad_out and each of grads.q, grads.k, grads.v may be bf16 or f16 too (the
+// inputs are widened once to fp32; each gradient element is computed and added in fp32 and rounded
+// once); lse and the parameter gradients are f32.
 void attention_backward(const AttentionConfig& config, const AttentionInputs& inputs, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads);
 

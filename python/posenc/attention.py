@@ -164,11 +164,17 @@ class AttentionCall:
         return out, lse
 
     def backward(self, q, k, v, out, lse, grad_out, **positions_) -> dict:
-        q, k, v, out, grad_out = (float32(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("grad_out", grad_out)))
+        """Gradients of q, k, v in their own dtypes (16-bit inputs are widened once inside, each gradient
+        computed in fp32 and rounded once); the tables' gradients float32."""
+        q, k, v, out, grad_out = (activation(n, a, (4,)) for n, a in (("q", q), ("k", k), ("v", v), ("out", out), ("grad_out", grad_out)))
+        if storage(k) != storage(v):
+            fail(f"v: dtype {v.dtype} differs from k's {k.dtype}: keys and values share one storage")
         lse = float32("lse", lse, (3,))
-        grads = {"q": np.zeros(q.shape, np.float32), "k": np.zeros(k.shape, np.float32), "v": np.zeros(v.shape, np.float32)}
+        grads = {"q": np.zeros(q.shape, q.dtype), "k": np.zeros(k.shape, k.dtype), "v": np.zeros(v.shape, v.dtype)}
         grads.update({name: np.zeros(t.shape, np.float32) for name, t in self.tables.items()})
-        self.core.backward(q, k, v, out, lse, grad_out, self.positions(**positions_), self.tables, grads)
+        core_grads = {name: bits(g) for name, g in grads.items()}
+        self.core.backward(bits(q), bits(k), bits(v), bits(out), lse, bits(grad_out), self.positions(**positions_),
+                           self.tables, core_grads, storage(q), storage(k), storage(out), storage(grad_out))
         return grads
 
 

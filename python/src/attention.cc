@@ -116,13 +116,15 @@ void bind_attention(nb::module_& m) {
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,
              const InArray& lse, const InArray& grad_out, const nb::dict& positions, const nb::dict& tables,
-             const nb::dict& grads) {
+             const nb::dict& grads, const std::string& q_storage, const std::string& kv_storage,
+             const std::string& out_storage, const std::string& grad_out_storage) {
             const AttentionConfig c = with_tables(a, tables);
-            const AttentionInputs in = inputs_of(q, k, v, positions);
+            const AttentionInputs in = inputs_of(q, k, v, positions, q_storage, kv_storage);
+            // grads of q, k and v in their inputs' storage; the tables' in fp32.
             AttentionGrads g;
-            g.q = out_view(entry<OutArray>(grads, "q"), "grad_q");
-            g.k = out_view(entry<OutArray>(grads, "k"), "grad_k");
-            g.v = out_view(entry<OutArray>(grads, "v"), "grad_v");
+            g.q = out_view(*entry<OutArray>(grads, "q"), "grad_q", storage_dtype(q_storage));
+            g.k = out_view(*entry<OutArray>(grads, "k"), "grad_k", storage_dtype(kv_storage));
+            g.v = out_view(*entry<OutArray>(grads, "v"), "grad_v", storage_dtype(kv_storage));
             g.relative_table = out_view(entry<OutArray>(grads, "relative_table"), "grad_relative_table");
             g.shaw_a_k = out_view(entry<OutArray>(grads, "shaw_a_k"), "grad_shaw_a_k");
             g.shaw_a_v = out_view(entry<OutArray>(grads, "shaw_a_v"), "grad_shaw_a_v");
@@ -130,13 +132,15 @@ void bind_attention(nb::module_& m) {
             g.transformer_xl_v = out_view(entry<OutArray>(grads, "transformer_xl_v"), "grad_xl_v");
             g.transformer_xl_w_r = out_view(entry<OutArray>(grads, "transformer_xl_w_r"), "grad_xl_w_r");
             g.sinks = out_view(entry<OutArray>(grads, "sinks"), "grad_sinks");
-            const ConstTensorView o = in_view(out, "out"), l = in_view(lse, "lse"),
-                                  go = in_view(grad_out, "grad_out");
+            const ConstTensorView o = in_view(out, "out", storage_dtype(out_storage)),
+                                  l = in_view(lse, "lse"),
+                                  go = in_view(grad_out, "grad_out", storage_dtype(grad_out_storage));
             nb::gil_scoped_release release;
             attention_backward(c, in, o, l, go, g);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
-          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"));
+          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"), nb::arg("q_storage") = "f32",
+          nb::arg("kv_storage") = "f32", nb::arg("out_storage") = "f32", nb::arg("grad_out_storage") = "f32");
 }
 
 }  // namespace posenc::python

@@ -320,5 +320,19 @@ void accumulate_into(Strided<float, 4> dst, const float* src) {
         for (int64_t d = 0; d < n3; ++d) dst(ab / n1, ab % n1, c, d) += src[(ab * n2 + c) * n3 + d];
   });
 }
+
+void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src) {
+  const int64_t n0 = dst.extent[0], n1 = dst.extent[1], n2 = dst.extent[2], n3 = dst.extent[3];
+  parallel_chunks(n0 * n1, n2 * n3, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(n3));
+    for (int64_t ab = begin; ab < end; ++ab)
+      for (int64_t c = 0; c < n2; ++c) {
+        uint16_t* x = dst.at(ab / n1, ab % n1, c, 0);  // unit stride: checked by the front end
+        widen_row(dtype, x, n3, row.data());
+        for (int64_t d = 0; d < n3; ++d) row[d] += src[(ab * n2 + c) * n3 + d];
+        narrow_row(dtype, row.data(), n3, x);
+      }
+  });
+}
 }  // namespace posenc::cpu
 #endif  // HWY_ONCE

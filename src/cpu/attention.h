@@ -101,5 +101,7 @@ void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* o
 // dst (A, B, C, D), any strides, += src of the same extents, contiguous: how the front end adds the
 // backward's contiguous gradients into the caller's views.
 void accumulate_into(Strided<float, 4> dst, const float* src);
+// The same into bf16 / fp16 storage: each element widened, added to in fp32, rounded once.
+void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src);
 
 }  // namespace posenc::cpu
