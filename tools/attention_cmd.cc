@@ -224,9 +224,6 @@ void run_attention(const AttentionOptions& o) {
     throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
                 " is too large for the naive reference (limit 2^24)");
   const DType dtype = parse_dtype(o.dtype);
-  if (dtype != DType::f32 && o.backward)
-    throw Error(
-        "--backward needs --dtype fp32: the backward takes fp32 storage (16-bit is forward-only for now)");
   AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
                            view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
   std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
@@ -279,14 +276,24 @@ void run_attention(const AttentionOptions& o) {
   for (float x : out) sum_abs += std::abs(x);
   j["mean_abs_out"] = sum_abs / static_cast<double>(out.size());
   if (o.backward) {
+    // grad_out and the gradients of q, k, v in the same storage as the inputs (16-bit: the backward
+    // widens once and rounds each gradient once).
     std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()),
         gk(p.k.size()), gv(p.v.size());
+    std::vector<uint16_t> grad_out16, gq16, gk16, gv16;
+    TensorView grad_out_view = view(grad_out.data(), {p.B, p.Q, p.H, p.D});
     AttentionGrads g;
     g.q = view(gq.data(), {p.B, p.Q, p.H, p.D}), g.k = view(gk.data(), {p.B, p.K, p.Hkv, p.D}),
     g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.D});
-    const double bwd = best_seconds(o.repeat, [&] {
-      attention_backward(p.config, in, out_view, lse_view, view(grad_out.data(), {p.B, p.Q, p.H, p.D}), g);
-    });
+    if (dtype != DType::f32) {
+      grad_out16.assign(grad_out.size(), round16(dtype, grad_out[0]));
+      gq16.resize(gq.size()), gk16.resize(gk.size()), gv16.resize(gv.size());
+      grad_out_view = view16(grad_out16, dtype, {p.B, p.Q, p.H, p.D});
+      g.q = view16(gq16, dtype, {p.B, p.Q, p.H, p.D}), g.k = view16(gk16, dtype, {p.B, p.K, p.Hkv, p.D}),
+      g.v = view16(gv16, dtype, {p.B, p.K, p.Hkv, p.D});
+    }
+    const double bwd = best_seconds(
+        o.repeat, [&] { attention_backward(p.config, in, out_view, lse_view, grad_out_view, g); });
     j["backward_ms"] = bwd * 1e3;
     j["backward_gflops"] = 2.5 * flops / bwd * 1e-9;  // dV, dP, dS, dK, dQ: 5 products vs the forward's 2
   }
