@@ -36,7 +36,7 @@ run() {
       rm -rf "$tmp/lab"
       "$posenc" lab --encodings rope --rope-eval none --steps 40 --eval-lengths 64 --eval-tokens 2048 \
         --threads "$threads" --progress none --out "$tmp/lab" >/dev/null
-      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.0f" % r["runs"][0]["train"]["tokens_per_second"])' \
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.0f" % r["runs"][0]["train_tokens_per_second"])' \
         "$tmp/lab/results.json" ;;
     attention)
       "$posenc" attention --seq 2048 --dim 64 --heads 8 --causal --backward --repeat 5 --format json |
