@@ -10,7 +10,6 @@
 //     else has run): it must grow with S D, not S^2.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <cmath>
@@ -28,16 +27,16 @@ namespace {
 using posenc::bench::random_floats;
 
 double sgemm_gflops(int64_t S, int64_t D) {
-  openblas_set_num_threads(omp_get_max_threads());
+  openblas_set_num_threads(posenc::num_threads());
   const std::vector<float> a = random_floats(S * D, 1), b = random_floats(S * D, 2);
   std::vector<float> c(S * S);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    const double t0 = omp_get_wtime();
+    const double t0 = posenc::bench::now_seconds();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(S), static_cast<int>(S),
                 static_cast<int>(D), 1.0f, a.data(), static_cast<int>(D), b.data(), static_cast<int>(D), 0.0f,
                 c.data(), static_cast<int>(S));
-    best = std::max(best, 2.0 * S * S * D / (omp_get_wtime() - t0) / 1e9);
+    best = std::max(best, 2.0 * S * S * D / (posenc::bench::now_seconds() - t0) / 1e9);
   }
   return best;
 }
@@ -123,12 +122,12 @@ void BM_compute_peak(benchmark::State& state) {
 // range(0): S, range(1): D, range(2): encoding
 void BM_attention_forward(benchmark::State& state) {
   Fixture f(state.range(0), state.range(1), state.range(2));
-  const double t0 = omp_get_wtime();
+  const double t0 = posenc::bench::now_seconds();
   for (auto _ : state) {
     f.forward();
     benchmark::ClobberMemory();
   }
-  report_vs_sgemm(state, f.causal_flops(), omp_get_wtime() - t0, f.S, f.D);
+  report_vs_sgemm(state, f.causal_flops(), posenc::bench::now_seconds() - t0, f.S, f.D);
 }
 
 void BM_attention_backward(benchmark::State& state) {
@@ -140,14 +139,14 @@ void BM_attention_backward(benchmark::State& state) {
   g.q = posenc::view(gq.data(), {1, f.S, f.H, f.D});
   g.k = posenc::view(gk.data(), {1, f.S, f.H, f.D});
   g.v = posenc::view(gv.data(), {1, f.S, f.H, f.D});
-  const double t0 = omp_get_wtime();
+  const double t0 = posenc::bench::now_seconds();
   for (auto _ : state) {
     posenc::attention_backward(f.cfg, f.inputs(), posenc::view(f.out.data(), {1, f.S, f.H, f.D}),
                                posenc::view(f.lse.data(), {1, f.H, f.S}),
                                posenc::view(grad_out.data(), {1, f.S, f.H, f.D}), g);
     benchmark::ClobberMemory();
   }
-  report_vs_sgemm(state, 2.5 * f.causal_flops(), omp_get_wtime() - t0, f.S, f.D);
+  report_vs_sgemm(state, 2.5 * f.causal_flops(), posenc::bench::now_seconds() - t0, f.S, f.D);
 }
 
 // Peak RSS after one forward at S (none, D = 128).
@@ -205,12 +204,12 @@ struct MlaFixture {
 // range(0): S, range(1): form.
 void BM_attention_mla_forward(benchmark::State& state) {
   MlaFixture f(state.range(0), state.range(0), state.range(1), true);
-  const double t0 = omp_get_wtime();
+  const double t0 = posenc::bench::now_seconds();
   for (auto _ : state) {
     f.forward();
     benchmark::ClobberMemory();
   }
-  report_vs_sgemm(state, 1.0 * f.Q * f.K * f.H * (f.D + f.Dv), omp_get_wtime() - t0, f.Q, f.D);
+  report_vs_sgemm(state, 1.0 * f.Q * f.K * f.H * (f.D + f.Dv), posenc::bench::now_seconds() - t0, f.Q, f.D);
 }
 
 // Decode, one token against a cache of range(0) tokens whose keys are stored rotated (as an engine's

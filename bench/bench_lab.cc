@@ -6,7 +6,7 @@
 // 2.5x that backward). vs_sgemm = GFLOP/s / sgemm GFLOP/s.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <omp.h>
+#include "bench_limits.h"
 
 #include <random>
 #include <vector>
@@ -19,16 +19,16 @@ namespace {
 using posenc::lab::EncodingSpec;
 
 double sgemm_gflops(int64_t M, int64_t N, int64_t K) {
-  openblas_set_num_threads(omp_get_max_threads());
+  openblas_set_num_threads(posenc::num_threads());
   std::vector<float> a(static_cast<size_t>(M * K), 0.5f), b(static_cast<size_t>(N * K), 0.25f),
       c(static_cast<size_t>(M * N));
   double best = 0;
   for (int rep = 0; rep < 200; ++rep) {  // best of many: OpenBLAS's threads take a while to wake
-    const double t0 = omp_get_wtime();
+    const double t0 = posenc::bench::now_seconds();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N),
                 static_cast<int>(K), 1.0f, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0f,
                 c.data(), static_cast<int>(N));
-    best = std::max(best, 2.0 * static_cast<double>(M * N * K) / (omp_get_wtime() - t0) / 1e9);
+    best = std::max(best, 2.0 * static_cast<double>(M * N * K) / (posenc::bench::now_seconds() - t0) / 1e9);
   }
   openblas_set_num_threads(1);  // as the lab runs it
   return best;
@@ -49,12 +49,12 @@ void BM_lab_train_step(benchmark::State& state) {
   posenc::lab::AdamW optimizer({});
   double seconds = 0;
   for (auto _ : state) {
-    const double t0 = omp_get_wtime();
+    const double t0 = posenc::bench::now_seconds();
     model.forward(tokens.data(), targets.data(), B, T);
     model.zero_grad();
     model.backward();
     optimizer.step(model, 1e-4);
-    seconds += omp_get_wtime() - t0;
+    seconds += posenc::bench::now_seconds() - t0;
   }
   const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.mlp),
                L = static_cast<double>(c.layers);

@@ -1,28 +1,34 @@
 // bench/bench_limits.h: the machine's own limits, measured in the same run as each kernel, and the
 // helpers every benchmark shares. Bandwidth-bound kernels report `vs_memcpy` = their bytes/s over
-// a memcpy's bytes/s for that size, split across the same threads (OpenMP). Ratios survive a
-// noisy or different machine; raw GB/s do not.
+// a memcpy's bytes/s for that size, split across the same threads (posenc's pool: an OpenMP team
+// here would spin after each copy on the cores the next kernel run needs). Ratios survive a noisy
+// or different machine; raw GB/s do not.
 #pragma once
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "posenc/threads.h"
+
 namespace posenc::bench {
 
-// A memcpy of `bytes` split into one contiguous chunk per thread.
+// Seconds on a monotonic clock.
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A memcpy of `bytes` split into one contiguous chunk per thread of posenc's pool.
 inline void parallel_memcpy(char* dst, const char* src, size_t bytes) {
-#pragma omp parallel
-  {
-    const size_t n = static_cast<size_t>(omp_get_num_threads()),
-                 t = static_cast<size_t>(omp_get_thread_num());
-    const size_t begin = bytes * t / n, end = bytes * (t + 1) / n;
+  const auto n = static_cast<size_t>(posenc::num_threads());
+  posenc::parallel_for(static_cast<int64_t>(n), [&](int64_t t) {
+    const size_t begin = bytes * static_cast<size_t>(t) / n, end = bytes * (static_cast<size_t>(t) + 1) / n;
     std::memcpy(dst + begin, src + begin, end - begin);
-  }
+  });
 }
 
 // The memcpy rate for `bytes` (best of 5, counting reads + writes), measured right after each
@@ -33,12 +39,12 @@ inline double measure_memcpy_rate(size_t bytes) {
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const int iters = bytes > (1 << 24) ? 3 : 200;
-    const double t0 = omp_get_wtime();
+    const double t0 = now_seconds();
     for (int i = 0; i < iters; ++i) {
       parallel_memcpy(dst.data(), src.data(), bytes);
       benchmark::DoNotOptimize(dst.data());
     }
-    const double rate = 2.0 * static_cast<double>(bytes) * iters / (omp_get_wtime() - t0);
+    const double rate = 2.0 * static_cast<double>(bytes) * iters / (now_seconds() - t0);
     best = std::max(best, rate);
   }
   return best;
@@ -48,8 +54,8 @@ inline double measure_memcpy_rate(size_t bytes) {
 // only known after the function returns).
 class LoopTimer {
  public:
-  LoopTimer() : start_(omp_get_wtime()) {}
-  double seconds() const { return omp_get_wtime() - start_; }
+  LoopTimer() : start_(now_seconds()) {}
+  double seconds() const { return now_seconds() - start_; }
 
  private:
   double start_;

@@ -1,12 +1,15 @@
 // bench/compute_peak.h: the machine's arithmetic limits, measured in the same run as the kernels
 // they rate (as bench_limits.h does for memory): fp32 FMA and bf16 dot-product throughput on the
-// OpenMP threads, each thread running independent register accumulators (enough to cover the FMA
-// latency) with no memory traffic. On x86 with AVX-512: vfmadd231ps zmm and vdpbf16ps zmm (2
+// threads of posenc's pool (the kernels' own), each thread running independent register accumulators (enough
+// to cover the FMA latency) with no memory traffic. On x86 with AVX-512: vfmadd231ps zmm and vdpbf16ps zmm (2
 // multiply-adds per lane pair, 32 bf16 products per instruction); AVX2 + FMA otherwise; bf16 0 when the
 // CPU lacks avx512_bf16. GFLOP/s count a multiply-add as 2.
 #pragma once
 #include <immintrin.h>
-#include <omp.h>
+#include <chrono>
+#include <vector>
+
+#include "posenc/threads.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -59,20 +62,23 @@ template <typename Loop>
 double rate(Loop loop, double flops_per_iteration) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    float sink = 0;
-    const double t0 = omp_get_wtime();
-#pragma omp parallel reduction(+ : sink)
-    sink += loop(static_cast<float>(omp_get_thread_num()));
-    const double seconds = omp_get_wtime() - t0;
-    volatile float keep = sink;  // the loops' results are used
+    // One loop per thread of posenc's pool (the kernels' threads); each runs for milliseconds, so
+    // every worker has claimed its own long before the caller could take a second one.
+    const int threads = posenc::num_threads();
+    std::vector<float> sinks(static_cast<size_t>(threads));
+    const auto t0 = std::chrono::steady_clock::now();
+    posenc::parallel_for(threads,
+                         [&](int64_t t) { sinks[static_cast<size_t>(t)] = loop(static_cast<float>(t)); });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    volatile float keep = sinks[0];  // the loops' results are used
     (void)keep;
-    best = std::max(best, flops_per_iteration * kIterations * omp_get_max_threads() / seconds / 1e9);
+    best = std::max(best, flops_per_iteration * kIterations * threads / seconds / 1e9);
   }
   return best;
 }
 }  // namespace peak_detail
 
-// fp32 FMA peak, GFLOP/s on all OpenMP threads (12 accumulators x 16 lanes x 2 flops per iteration).
+// fp32 FMA peak, GFLOP/s on all of the pool's threads (12 accumulators x 16 lanes x 2 flops per iteration).
 inline double fma_peak_gflops() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) return peak_detail::rate(peak_detail::fma_loop_avx512, 12 * 16 * 2);

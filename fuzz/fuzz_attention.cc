@@ -341,7 +341,8 @@ double largest_alibi_bias(const Problem& p) {
   for (double s : alibi_slopes(p.config.bias.alibi)) slope = std::max(slope, std::abs(s));
   double distance = 0;
   for (int64_t q : p.q_pos)
-    for (int64_t k : p.k_pos) distance = std::max(distance, std::abs(static_cast<double>(q) - static_cast<double>(k)));
+    for (int64_t k : p.k_pos)
+      distance = std::max(distance, std::abs(static_cast<double>(q) - static_cast<double>(k)));
   return slope * distance;
 }
 

@@ -7,8 +7,8 @@ packages=(
   g++ cmake ninja-build pkg-config python3   # toolchain; python3 checks .npy output in the CLI test
   clang-format                                # the formatting check (scripts/check_format.sh)
   # clang 14: the ubsan-clang preset (checks g++'s UBSan lacks) and the libFuzzer targets (fuzz/);
-  # libclang-rt-14-dev holds the sanitizer and libFuzzer runtimes, libomp-14-dev clang's OpenMP.
-  clang-14 libclang-rt-14-dev libomp-14-dev
+  # libclang-rt-14-dev holds the sanitizer and libFuzzer runtimes.
+  clang-14 libclang-rt-14-dev
   libhwy-dev                                  # Google Highway: portable SIMD, runtime dispatch, Sin/Cos
   libgtest-dev libbenchmark-dev               # tests, benchmarks
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing
