@@ -4,7 +4,9 @@ fake implementations and autograd, so torch.compile(fullgraph=True) and Distribu
 work), and nn.Modules that can replace a model's own positional code.
 
 CPU tensors only (the C++ library's CPU backend; tensors cross as numpy views, no copy for
-contiguous float32). The kernels compute in float32: float64 inputs are accepted and the results
+contiguous float32). float16 and bfloat16 q, k, v (attention) and x (rope) cross in their own storage
+and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
+gradients are float32. The kernels compute in float32: float64 inputs are accepted and the results
 come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and
 atol/rtol ~1e-3 rather than its double-precision defaults).
 """
@@ -189,9 +191,10 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, relative_ta
                   softcap: float, chunk: int, settings: str) -> tuple[torch.Tensor, torch.Tensor]:
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
     call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
-    out, lse = call.forward(_np("q", q), _np("k", k), _np("v", v),
+    # float16 / bfloat16 q, k, v are read in their storage (no conversion copy); out in q's dtype.
+    out, lse = call.forward(_np_activation("q", q), _np_activation("k", k), _np_activation("v", v),
                             **_positions_dict((q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)))
-    return _tensor(out, q), torch.from_numpy(lse)
+    return _tensor_activation(out, q), torch.from_numpy(lse)
 
 
 @_attention_op.register_fake
@@ -211,9 +214,11 @@ def _attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ou
     """[grad q, grad k, grad v] and the gradients of the tables given, in _ATTENTION_TABLES order."""
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
     call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
-    g = call.backward(_np("q", q), _np("k", k), _np("v", v), _np("out", out), _np("lse", lse), _np("grad", grad),
+    # 16-bit tensors in their storage; their gradients come back in the same dtype (rounded once).
+    g = call.backward(_np_activation("q", q), _np_activation("k", k), _np_activation("v", v),
+                      _np_activation("out", out), _np("lse", lse), _np_activation("grad", grad),
                       **_positions_dict((q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)))
-    return [_tensor(g["q"], q), _tensor(g["k"], k), _tensor(g["v"], v)] + [
+    return [_tensor_activation(g["q"], q), _tensor_activation(g["k"], k), _tensor_activation(g["v"], v)] + [
         _tensor(g[name], t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None]
 
 

@@ -65,3 +65,32 @@ def test_backward_gradients_are_the_float32_ones_rounded_once(dtype, options):
         assert np.array_equal(grads[name].view(np.uint16), ref[name].astype(dtype).view(np.uint16)), name
     for name in set(grads) - {"q", "k", "v"}:
         assert grads[name].dtype == np.float32 and np.array_equal(grads[name], ref[name]), name
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_16bit_attention_and_its_gradients(dtype):
+    """posenc.torch.attention on float16 / bfloat16 tensors: out and the gradients of q, k, v in the tensors'
+    dtype, bit for bit posenc.attention / attention_backward on the same 16-bit numpy arrays."""
+    torch = pytest.importorskip("torch")
+    import posenc.torch as pt
+    tdtype = getattr(torch, dtype)
+    np_dtype = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    g = torch.Generator().manual_seed(9)
+    q, k, v = ((torch.rand(shape, generator=g) * 3 - 1.5).to(tdtype).requires_grad_()
+               for shape in ((1, 21, 4, 16), (1, 21, 2, 16), (1, 21, 2, 16)))
+    out = pt.attention(q, k, v, causal=True, encoding="alibi")
+    assert out.dtype == tdtype
+    grad = (torch.rand(out.shape, generator=g) - 0.5).to(tdtype)
+    out.backward(grad)
+
+    def as_np(t):
+        t = t.detach()
+        return t.numpy() if t.dtype == torch.float16 else t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+
+    ref_out, lse = posenc.attention(as_np(q), as_np(k), as_np(v), causal=True, encoding="alibi", return_lse=True)
+    assert np.array_equal(as_np(out).view(np.uint16), ref_out.view(np.uint16))
+    ref = posenc.attention_backward(as_np(q), as_np(k), as_np(v), ref_out, lse, as_np(grad), causal=True,
+                                    encoding="alibi")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        assert t.grad.dtype == tdtype
+        assert np.array_equal(as_np(t.grad).view(np.uint16), ref[name].astype(np_dtype).view(np.uint16)), name
