@@ -64,13 +64,17 @@ struct AttentionProblem {
 template <typename T>
 struct AttentionResult {
   std::vector<T> out, lse;
+  // The conditioning of the logits: the largest |scale| x (sum of |products| of the content and
+  // position terms) + |bias| over visible pairs. An fp32 kernel's logit is off by about
+  // 2^-24 times this (before softcap); the fuzzer compares with fp32 results only where it is small.
+  T largest_logit_terms = 0;
 };
 
 template <typename T>
 AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>& q, const std::vector<T>& k,
                              const std::vector<T>& v) {
   const int64_t group = p.H / p.Hkv, Dv = p.value_dim();
-  AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * Dv, T(0)), std::vector<T>(p.B * p.H * p.Q)};
+  AttentionResult<T> r{std::vector<T>(p.B * p.Q * p.H * Dv, T(0)), std::vector<T>(p.B * p.H * p.Q), T(0)};
   std::vector<T> logit(p.K);
   std::map<int64_t, std::vector<T>> transformer_xl_r;  // R_delta by delta
   auto sinusoid = [&](int64_t delta) -> const std::vector<T>& {
@@ -91,11 +95,11 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
           }
           const T* kj = &k[((b * p.K + j) * p.Hkv + hk) * p.D];
           const int64_t qp = p.q_pos[b * p.Q + i], kp = p.k_pos[b * p.K + j];
-          T dot = 0, bias = 0;
-          for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * kj[d];
+          T dot = 0, bias = 0, terms = 0;
+          for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * kj[d], terms += std::abs(qi[d] * kj[d]);
           if (p.shaw_max_distance >= 0) {
             const T* a = &p.shaw_a_k[shaw_row(p.shaw_max_distance, qp, kp) * p.D];
-            for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * a[d];
+            for (int64_t d = 0; d < p.D; ++d) dot += qi[d] * a[d], terms += std::abs(qi[d] * a[d]);
           }
           if (p.transformer_xl_d_model > 0) {
             const std::vector<T>& R = sinusoid(qp - kp);
@@ -104,6 +108,8 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
               for (int64_t e = 0; e < p.transformer_xl_d_model; ++e)
                 rp += p.transformer_xl_w_r[(h * p.D + d) * p.transformer_xl_d_model + e] * R[e];
               dot += (qi[d] + p.transformer_xl_v[h * p.D + d]) * rp + p.transformer_xl_u[h * p.D + d] * kj[d];
+              terms += std::abs((qi[d] + p.transformer_xl_v[h * p.D + d]) * rp) +
+                       std::abs(p.transformer_xl_u[h * p.D + d] * kj[d]);
             }
           }
           switch (p.kind) {
@@ -118,6 +124,8 @@ AttentionResult<T> attention(const AttentionProblem<T>& p, const std::vector<T>&
               break;
           }
           logit[j] = p.cap(static_cast<T>(p.scale) * dot) + bias;
+          r.largest_logit_terms =
+              std::max(r.largest_logit_terms, std::abs(static_cast<T>(p.scale)) * terms + std::abs(bias));
           m = std::max(m, logit[j]);
         }
         if (!p.sinks.empty()) m = std::max(m, p.sinks[h]);

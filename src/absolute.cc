@@ -2,6 +2,7 @@
 // and the frequencies in double; the loops are in src/cpu/absolute.cc.
 #include "posenc/absolute.h"
 
+#include <array>
 #include <cmath>
 
 #include "src/check.h"
@@ -44,26 +45,42 @@ std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
   return w;
 }
 
+namespace {
+// The storage an activation view is checked against: its own when it is 16-bit, else fp32.
+DType activation_dtype(const ViewShape& v) {
+  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+}
+}  // namespace
+
 void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView out) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
-  check_view("sinusoidal", "out", out, DType::f32, {n, cfg.dim});
+  const DType dtype = activation_dtype(out);
+  check_view("sinusoidal", "out", out, dtype, {n, cfg.dim});
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("sinusoidal", "positions", positions, out.shape[0]);
   detail::check_position_range("sinusoidal", pos, cfg.position_offset);
   if (out.strides[1] != 1) fail("sinusoidal", "out must have a unit stride on its last dimension");
   // Rows (1, N): the batch stride is never used.
-  cpu::sinusoid_rows(cfg, w, pos, {out.ptr<float>(), {1, out.shape[0]}, {0, out.strides[0]}}, false);
+  if (dtype == DType::f32)
+    cpu::sinusoid_rows(cfg, w, pos, {out.ptr<float>(), {1, out.shape[0]}, {0, out.strides[0]}}, false);
+  else
+    cpu::sinusoid_rows16(cfg, w, pos, {out.ptr<uint16_t>(), {1, out.shape[0]}, {0, out.strides[0]}}, dtype,
+                         false);
 }
 
 void sinusoidal_add(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView x) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
-  check_view("sinusoidal", "x", x, DType::f32, {-1, -1, cfg.dim});
+  const DType dtype = activation_dtype(x);
+  check_view("sinusoidal", "x", x, dtype, {-1, -1, cfg.dim});
   detail::check_unit_last_stride("sinusoidal", "x", x);
   const std::vector<int64_t> pos =
       detail::gather_positions("sinusoidal", positions, 1, x.shape[0], x.shape[1]);
   detail::check_position_range("sinusoidal", pos, cfg.position_offset);
-  cpu::sinusoid_rows(cfg, w, pos, strided<2>(x), true);
+  if (dtype == DType::f32)
+    cpu::sinusoid_rows(cfg, w, pos, strided<2>(x), true);
+  else
+    cpu::sinusoid_rows16(cfg, w, pos, strided16<2>(x), dtype, true);
 }
 
 // ---------------------------------------------------------------- learned
@@ -80,10 +97,18 @@ void check_learned_positions(const std::vector<int64_t>& pos, int64_t max_len) {
 void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView out) {
   check_view("learned", "table", table, DType::f32, {-1, -1});
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
-  check_view("learned", "out", out, DType::f32, {n, table.shape[1]});
+  const DType dtype = activation_dtype(out);
+  check_view("learned", "out", out, dtype, {n, table.shape[1]});
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("learned", "positions", positions, out.shape[0]);
   check_learned_positions(pos, table.shape[0]);
+  if (dtype != DType::f32) {  // the fp32 table's rows, rounded once
+    detail::check_unit_last_stride("learned", "out", out);
+    const Strided<uint16_t, 3> rows{
+        out.ptr<uint16_t>(), {1, out.shape[0], table.shape[1]}, {0, out.strides[0], out.strides[1]}};
+    cpu::learned_rows16(strided<2>(table), pos, rows, dtype, false);
+    return;
+  }
   const Strided<float, 3> rows{
       out.ptr<float>(), {1, out.shape[0], table.shape[1]}, {0, out.strides[0], out.strides[1]}};
   cpu::learned_rows(strided<2>(table), pos, rows, false);
@@ -91,28 +116,44 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
 
 void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x) {
   check_view("learned", "table", table, DType::f32, {-1, -1});
-  check_view("learned", "x", x, DType::f32, {-1, -1, table.shape[1]});
+  const DType dtype = activation_dtype(x);
+  check_view("learned", "x", x, dtype, {-1, -1, table.shape[1]});
   const std::vector<int64_t> pos = detail::gather_positions("learned", positions, 1, x.shape[0], x.shape[1]);
   check_learned_positions(pos, table.shape[0]);
+  if (dtype != DType::f32) {
+    detail::check_unit_last_stride("learned", "x", x);
+    cpu::learned_rows16(strided<2>(table), pos, strided16<3>(x), dtype, true);
+    return;
+  }
   cpu::learned_rows(strided<2>(table), pos, strided<3>(x), true);
 }
 
 void learned_backward(ConstTensorView grad_out, ConstTensorView positions, TensorView grad_table) {
   check_view("learned", "grad_table", grad_table, DType::f32, {-1, -1});
   const int64_t dim = grad_table.shape[1];
+  const DType dtype = activation_dtype(grad_out);  // 16-bit grad_out: widened; grad_table stays fp32
   Strided<const float, 3> grad;
+  Strided<const uint16_t, 3> grad16;
   std::vector<int64_t> pos;
   if (grad_out.rank == 2) {  // (T, E): one batch row
-    check_view("learned", "grad_out", grad_out, DType::f32, {-1, dim});
-    grad = {
-        grad_out.ptr<float>(), {1, grad_out.shape[0], dim}, {0, grad_out.strides[0], grad_out.strides[1]}};
+    check_view("learned", "grad_out", grad_out, dtype, {-1, dim});
+    const std::array<int64_t, 3> extent = {1, grad_out.shape[0], dim},
+                                 stride = {0, grad_out.strides[0], grad_out.strides[1]};
+    grad = {grad_out.ptr<float>(), extent, stride};
+    grad16 = {grad_out.ptr<uint16_t>(), extent, stride};
     pos = detail::gather_positions_1d("learned", "positions", positions, grad_out.shape[0]);
   } else {
-    check_view("learned", "grad_out", grad_out, DType::f32, {-1, -1, dim});
+    check_view("learned", "grad_out", grad_out, dtype, {-1, -1, dim});
     grad = strided<3>(grad_out);
+    grad16 = strided16<3>(grad_out);
     pos = detail::gather_positions("learned", positions, 1, grad_out.shape[0], grad_out.shape[1]);
   }
   check_learned_positions(pos, grad_table.shape[0]);
+  if (dtype != DType::f32) {
+    detail::check_unit_last_stride("learned", "grad_out", grad_out);
+    cpu::learned_rows_backward16(grad16, dtype, pos, strided<2>(grad_table));
+    return;
+  }
   cpu::learned_rows_backward(grad, pos, strided<2>(grad_table));
 }
 
