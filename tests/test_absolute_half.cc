@@ -62,7 +62,8 @@ TEST(AbsoluteHalf, LearnedLookupAddAndBackward) {
   for (const Storage* s : {&kBf16, &kF16}) {
     SCOPED_TRACE(s->name);
     std::vector<uint16_t> out16(B * T * E);
-    learned_lookup(view(table.data(), {L, E}), view(pos.data(), {B * T}), view16(out16, s->dtype, {B * T, E}));
+    learned_lookup(view(table.data(), {L, E}), view(pos.data(), {B * T}),
+                   view16(out16, s->dtype, {B * T, E}));
     for (int64_t r = 0; r < B * T; ++r)
       for (int64_t e = 0; e < E; ++e) ASSERT_EQ(out16[r * E + e], s->round(table[pos[r] * E + e]));
     const std::vector<float> x = random_floats(B * T * E, 8);
@@ -88,8 +89,11 @@ TEST(AbsoluteHalf, BadStorageIsRefused) {
   cfg.dim = 8;
   std::vector<int64_t> pos = {0, 1};
   std::vector<double> out64(16);
-  expect_error([&] { sinusoidal_table(cfg, view(pos.data(), {2}), view(out64.data(), {2, 8})); },
-               "out has dtype f64, expected f32");
+  expect_error(
+      [&] {
+        sinusoidal_table(cfg, view(pos.data(), {2}), view(out64.data(), {2, 8}));
+      },
+      "out has dtype f64, expected f32");
   std::vector<uint16_t> x(2 * 16);
   const TensorView strided16 = [&] {  // every other element: not a unit stride
     TensorView v = strided_view(reinterpret_cast<float*>(x.data()), {1, 2, 8}, {32, 16, 2});
