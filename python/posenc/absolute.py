@@ -5,11 +5,30 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import choice, float32, integer, positions, real
+from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
 
 
-def sinusoidal(positions_, dim, base=10000.0, layout="interleaved", *, frequencies="model_dim", offset=0) -> np.ndarray:
-    """PE(positions) as a float32 [N, dim] array.
+def _storage_dtype(dtype) -> np.dtype:
+    """float32, float16 or bfloat16 (ml_dtypes) from a name or a numpy dtype."""
+    try:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            fail("dtype = 'bfloat16' needs the ml_dtypes package (pip install ml_dtypes)")
+        return np.dtype(ml_dtypes.bfloat16)
+    if name not in ("float32", "float16"):
+        fail(f"dtype = {dtype!r} is invalid: expected float32, float16 or bfloat16")
+    return np.dtype(name)
+
+
+def sinusoidal(positions_, dim, base=10000.0, layout="interleaved", *, frequencies="model_dim", offset=0,
+               dtype="float32") -> np.ndarray:
+    """PE(positions) as a [N, dim] array of dtype float32, float16 or bfloat16 (computed in fp32, rounded
+    once).
 
     layout "interleaved" is the paper's [sin w0, cos w0, sin w1, ...]; "split" is [sin ... | cos ...]
     (tensor2tensor, fairseq). frequencies "model_dim" is w_i = base^(-2i/dim); "half_dim_minus_one"
@@ -20,8 +39,9 @@ def sinusoidal(positions_, dim, base=10000.0, layout="interleaved", *, frequenci
     dim = integer("dim", dim, 1)
     layout = choice("layout", layout, ("interleaved", "split"))
     frequencies = choice("frequencies", frequencies, ("model_dim", "half_dim_minus_one"))
-    out = np.empty((pos.shape[0], dim), dtype=np.float32)
-    _core.sinusoidal_table(pos, out, dim, real("base", base, positive=True), layout, frequencies, integer("offset", offset))
+    out = np.empty((pos.shape[0], dim), dtype=_storage_dtype(dtype))
+    _core.sinusoidal_table(pos, bits(out), dim, real("base", base, positive=True), layout, frequencies,
+                           integer("offset", offset), storage(out))
     return out
 
 
@@ -42,19 +62,21 @@ def binary(positions_, bits, *, signed=False) -> np.ndarray:
     return out
 
 
-def learned(table, positions_) -> np.ndarray:
-    """table[positions]: [N, dim]. A position outside [0, max_len) is an error, never a clamp."""
+def learned(table, positions_, *, dtype="float32") -> np.ndarray:
+    """table[positions]: [N, dim], in dtype float32, float16 or bfloat16 (the float32 table's rows rounded
+    once). A position outside [0, max_len) is an error, never a clamp."""
     table = float32("table", table, (2,), finite=True)
     pos = positions("positions", positions_)
-    out = np.empty((pos.shape[0], table.shape[1]), dtype=np.float32)
-    _core.learned_lookup(table, pos, out)
+    out = np.empty((pos.shape[0], table.shape[1]), dtype=_storage_dtype(dtype))
+    _core.learned_lookup(table, pos, bits(out), storage(out))
     return out
 
 
 def learned_backward(grad, positions_, max_len) -> np.ndarray:
-    """d loss / d table for `learned`: grad [N, dim] scattered into [max_len, dim] rows."""
-    grad = float32("grad", grad, (2,))
+    """d loss / d table for `learned`: grad [N, dim] (float32, float16 or bfloat16) scattered into
+    [max_len, dim] float32 rows."""
+    grad = activation("grad", grad, (2,))
     pos = positions("positions", positions_)
     out = np.zeros((integer("max_len", max_len, 1), grad.shape[1]), dtype=np.float32)
-    _core.learned_backward(grad, pos, out)
+    _core.learned_backward(bits(grad), pos, out, storage(grad))
     return out

@@ -38,22 +38,34 @@ void bind_absolute(nb::module_& m) {
         [](int64_t dim, double base, const std::string& layout, const std::string& frequencies) {
           return sinusoidal_frequencies(sinusoidal_config(dim, base, layout, frequencies, 0));
         });
-  m.def("sinusoidal_table", [](const InArray& positions, const OutArray& out, int64_t dim, double base,
-                               const std::string& layout, const std::string& frequencies, int64_t offset) {
-    sinusoidal_table(sinusoidal_config(dim, base, layout, frequencies, offset),
-                     in_view(positions, "positions"), out_view(out, "out"));
-  });
+  // out (and grad_out below): fp32, or the uint16 bits of bf16 / fp16 storage named by `storage`.
+  m.def(
+      "sinusoidal_table",
+      [](const InArray& positions, const OutArray& out, int64_t dim, double base, const std::string& layout,
+         const std::string& frequencies, int64_t offset, const std::string& storage) {
+        sinusoidal_table(sinusoidal_config(dim, base, layout, frequencies, offset),
+                         in_view(positions, "positions"), out_view(out, "out", storage_dtype(storage)));
+      },
+      nb::arg("positions"), nb::arg("out"), nb::arg("dim"), nb::arg("base"), nb::arg("layout"),
+      nb::arg("frequencies"), nb::arg("offset"), nb::arg("storage") = "f32");
   m.def("binary_table", [](const InArray& positions, const OutArray& out, int64_t bits, bool signed_values) {
     binary_table(BinaryConfig{bits, signed_values}, in_view(positions, "positions"), out_view(out, "out"));
   });
-  m.def("learned_lookup", [](const InArray& table, const InArray& positions, const OutArray& out) {
-    learned_lookup(in_view(table, "table"), in_view(positions, "positions"), out_view(out, "out"));
-  });
-  m.def("learned_backward",
-        [](const InArray& grad_out, const InArray& positions, const OutArray& grad_table) {
-          learned_backward(in_view(grad_out, "grad_out"), in_view(positions, "positions"),
-                           out_view(grad_table, "grad_table"));
-        });
+  m.def(
+      "learned_lookup",
+      [](const InArray& table, const InArray& positions, const OutArray& out, const std::string& storage) {
+        learned_lookup(in_view(table, "table"), in_view(positions, "positions"),
+                       out_view(out, "out", storage_dtype(storage)));
+      },
+      nb::arg("table"), nb::arg("positions"), nb::arg("out"), nb::arg("storage") = "f32");
+  m.def(
+      "learned_backward",
+      [](const InArray& grad_out, const InArray& positions, const OutArray& grad_table,
+         const std::string& storage) {
+        learned_backward(in_view(grad_out, "grad_out", storage_dtype(storage)),
+                         in_view(positions, "positions"), out_view(grad_table, "grad_table"));
+      },
+      nb::arg("grad_out"), nb::arg("positions"), nb::arg("grad_table"), nb::arg("storage") = "f32");
 }
 
 }  // namespace posenc::python

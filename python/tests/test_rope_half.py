@@ -72,3 +72,4 @@ def test_other_dtypes_still_compute_in_float32():
     assert posenc.rope(x, np.arange(7)).dtype == np.float32
     with pytest.raises(posenc.Error, match="rope_ needs a writable float32, float16 or bfloat16"):
         posenc.rope_(x, np.arange(7))
+
