@@ -162,11 +162,16 @@ struct Block {
   std::vector<int64_t> q, k;
 };
 // The positions of a (H, Q, K) block of logits (bias values or their gradient).
+// The storage of a block: its own when bf16 / fp16 (then with a unit stride on K), else fp32.
+DType block_dtype(const ViewShape& v) {
+  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+}
 Block gather_block(const char* op, ConstTensorView q_positions, ConstTensorView k_positions,
                    const ViewShape& v, const void* data, const char* name, int64_t heads) {
   const int64_t nq = q_positions.rank == 1 ? q_positions.shape[0] : -1;
   const int64_t nk = k_positions.rank == 1 ? k_positions.shape[0] : -1;
-  check_view(op, name, v, DType::f32, {heads, nq, nk}, data);
+  check_view(op, name, v, block_dtype(v), {heads, nq, nk}, data);
+  if (block_dtype(v) != DType::f32) detail::check_unit_last_stride(op, name, v);
   return {detail::gather_positions_1d(op, "q_positions", q_positions, v.shape[1]),
           detail::gather_positions_1d(op, "k_positions", k_positions, v.shape[2])};
 }
@@ -181,7 +186,10 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
   cpu::Bias bias;
   bias.rows_config = &config;
   bias.table = strided<2>(table);
-  cpu::bias_block(bias, b.q, b.k, strided<3>(out));
+  if (block_dtype(out) != DType::f32)
+    cpu::bias_block16(bias, b.q, b.k, strided16<3>(out), out.dtype);
+  else
+    cpu::bias_block(bias, b.q, b.k, strided<3>(out));
 }
 
 void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView grad_out,
@@ -191,7 +199,11 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
   check_view(op, "grad_table", grad_table, DType::f32, {config.num_rows(), config.heads});
   const Block b =
       gather_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
-  cpu::bias_block_backward(config, b.q, b.k, strided<3>(grad_out), strided<2>(grad_table));
+  if (block_dtype(grad_out) != DType::f32)
+    cpu::bias_block_backward(config, b.q, b.k, strided16<3>(grad_out), grad_out.dtype,
+                             strided<2>(grad_table));
+  else
+    cpu::bias_block_backward(config, b.q, b.k, strided<3>(grad_out), strided<2>(grad_table));
 }
 
 void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTensorView k_positions,
@@ -201,7 +213,10 @@ void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTen
   cpu::Bias bias;
   bias.slopes = slopes.data();
   bias.symmetric = config.symmetric;
-  cpu::bias_block(bias, b.q, b.k, strided<3>(out));
+  if (block_dtype(out) != DType::f32)
+    cpu::bias_block16(bias, b.q, b.k, strided16<3>(out), out.dtype);
+  else
+    cpu::bias_block(bias, b.q, b.k, strided<3>(out));
 }
 
 }  // namespace posenc

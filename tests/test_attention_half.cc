@@ -55,7 +55,9 @@ void check(const Case& c, Enc e, const Storage* q_storage, const Storage* kv_sto
     worst = std::max(worst, std::abs(got - exact) / bound);
     ASSERT_LE(std::abs(got - exact), bound) << "element " << i;
   }
-  if (out_storage) EXPECT_GT(worst, 0.05) << "no rounding visible: is out really 16-bit?";
+  if (out_storage) {
+    EXPECT_GT(worst, 0.05) << "no rounding visible: is out really 16-bit?";
+  }
 }
 
 const std::vector<Enc>& encodings() {

@@ -81,7 +81,9 @@ TEST(Half, EveryFp16ValueWidensExactly) {
     const float f = f16_to_f32(static_cast<uint16_t>(h));
     if (exp == 31) {
       EXPECT_EQ(std::isnan(f), mant != 0) << h;
-      if (mant == 0) EXPECT_EQ(f, sign * std::numeric_limits<float>::infinity());
+      if (mant == 0) {
+        EXPECT_EQ(f, sign * std::numeric_limits<float>::infinity());
+      }
       continue;
     }
     const double expected = exp == 0

@@ -38,7 +38,8 @@ int64_t t5_bucket(int64_t relative_position, bool bidirectional, int64_t num_buc
 int64_t relative_bias_row(const RelativeBiasConfig& config, int64_t relative_position);
 
 // table (rows, H) as in nn.Embedding(rows, heads) (HF T5's relative_attention_bias.weight).
-// out (H, Q, K) = table[row(k_pos[j] - q_pos[i]), h]
+// out (H, Q, K) = table[row(k_pos[j] - q_pos[i]), h]. out (and grad_out, and alibi_bias's out) may
+// be bf16 or fp16 with a unit stride on K: fp32 values rounded once; tables and their gradients fp32.
 void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, ConstTensorView q_positions,
                    ConstTensorView k_positions, TensorView out);
 // grad_table (rows, H) += sum over (i, j) mapped to each row of grad_out (H, Q, K). Deterministic.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/cpu/half.h"
 #include "src/cpu/parallel.h"
+#include "src/half.h"
 
 namespace posenc::cpu {
 
@@ -55,10 +57,11 @@ void bias_block(const Bias& bias, const std::vector<int64_t>& q_pos, const std::
   });
 }
 
-void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
-                         const std::vector<int64_t>& k_pos, Strided<const float, 3> grad,
-                         Strided<float, 2> grad_table) {
-  const int64_t sk = grad.stride[2];
+namespace {
+// grad(h, i, j) as a float: load(h, i, j).
+template <typename Load>
+void backward_rows(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                   const std::vector<int64_t>& k_pos, Load load, Strided<float, 2> grad_table) {
   const int64_t nq = static_cast<int64_t>(q_pos.size()), nk = static_cast<int64_t>(k_pos.size());
   if (nq == 0 || nk == 0) return;
   const DistanceRange range = distance_range(q_pos, k_pos);
@@ -72,17 +75,59 @@ void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int
       std::vector<double> per_distance(range.size(), 0.0);
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t base = -range.lo - q_pos[i];  // per_distance[base + k] sums distance k - q_i
-        const float* g = grad.at(h, i, 0);
-        for (int64_t j = 0; j < nk; ++j) per_distance[base + k_pos[j]] += g[j * sk];
+        for (int64_t j = 0; j < nk; ++j) per_distance[base + k_pos[j]] += load(h, i, j);
       }
       for (int64_t d = range.lo; d <= range.hi; ++d)
         per_row[relative_bias_row(config, d)] += per_distance[d - range.lo];
     } else {
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t j = 0; j < nk; ++j)
-          per_row[relative_bias_row(config, k_pos[j] - q_pos[i])] += grad(h, i, j);
+          per_row[relative_bias_row(config, k_pos[j] - q_pos[i])] += load(h, i, j);
     }
     for (int64_t r = 0; r < rows; ++r) grad_table(r, h) += static_cast<float>(per_row[r]);
+  });
+}
+}  // namespace
+
+void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                         const std::vector<int64_t>& k_pos, Strided<const float, 3> grad,
+                         Strided<float, 2> grad_table) {
+  backward_rows(
+      config, q_pos, k_pos, [&](int64_t h, int64_t i, int64_t j) { return grad(h, i, j); }, grad_table);
+}
+
+void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                         const std::vector<int64_t>& k_pos, Strided<const uint16_t, 3> grad, DType dtype,
+                         Strided<float, 2> grad_table) {
+  const bool bf16 = dtype == DType::bf16;
+  backward_rows(
+      config, q_pos, k_pos,
+      [&](int64_t h, int64_t i, int64_t j) {
+        const uint16_t x = grad(h, i, j);
+        return bf16 ? detail::bf16_to_f32(x) : detail::f16_to_f32(x);
+      },
+      grad_table);
+}
+
+void bias_block16(const Bias& bias, const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos,
+                  Strided<uint16_t, 3> out, DType dtype) {
+  const int64_t heads = out.extent[0];
+  const int64_t nq = static_cast<int64_t>(q_pos.size()), nk = static_cast<int64_t>(k_pos.size());
+  if (nq == 0 || nk == 0) return;
+  const DistanceRange range = distance_range(q_pos, k_pos);
+  const std::vector<float> lut = range.use_lut ? distance_lut(bias, heads, range) : std::vector<float>{};
+  parallel_chunks(heads * nq, nk, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(nk));  // the fp32 values of one row, rounded once
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t h = r / nq, i = r % nq;
+      if (range.use_lut) {
+        const int64_t base = h * range.size() - range.lo - q_pos[i];
+        for (int64_t j = 0; j < nk; ++j) row[j] = lut[base + k_pos[j]];
+      } else {
+        for (int64_t j = 0; j < nk; ++j) row[j] = bias.value(k_pos[j] - q_pos[i], h);
+      }
+      narrow_row(dtype, row.data(), nk, out.at(h, i, 0));
+    }
   });
 }
 

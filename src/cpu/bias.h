@@ -20,10 +20,17 @@ std::vector<float> distance_lut(const Bias& bias, int64_t heads, const DistanceR
 void bias_block(const Bias& bias, const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos,
                 Strided<float, 3> out);
 
+// The same into bf16 / fp16 out (unit stride on K): each row's fp32 values rounded once.
+void bias_block16(const Bias& bias, const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos,
+                  Strided<uint16_t, 3> out, DType dtype);
+
 // grad_table (rows, H) += the sum of grad (H, Q, K) over pairs mapped to each row; per head in a
-// fixed order, so thread-count independent.
+// fixed order, so thread-count independent. grad in fp32, or bf16 / fp16 (widened exactly).
 void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
                          const std::vector<int64_t>& k_pos, Strided<const float, 3> grad,
+                         Strided<float, 2> grad_table);
+void bias_block_backward(const RelativeBiasConfig& config, const std::vector<int64_t>& q_pos,
+                         const std::vector<int64_t>& k_pos, Strided<const uint16_t, 3> grad, DType dtype,
                          Strided<float, 2> grad_table);
 
 }  // namespace posenc::cpu
