@@ -3,6 +3,7 @@
 
 #include "src/check.h"
 #include "src/cpu/shaw.h"
+#include "src/widened.h"
 
 namespace posenc {
 using detail::check_view;
@@ -52,15 +53,23 @@ void validate(const ShawConfig& c) {
 
 void shaw_key_logits(const ShawConfig& c, ConstTensorView a_k, ConstTensorView q, ConstTensorView q_positions,
                      ConstTensorView k_positions, TensorView logits) {
+  // bf16 / fp16 q and logits: widened / rounded once around the fp32 loops (src/widened.h).
+  const detail::WidenedInput q32(kOp, "q", q);
+  const detail::WidenedOutput logits32(kOp, "logits", logits, false);
+  q = q32.view(), logits = logits32.view();
   validate(c);
   check_table(c, "a_k", a_k, a_k.data);
   const Positions pos = gather(c, q, q.data, "q", logits, logits.data, "logits", q_positions, k_positions);
   cpu::shaw_key_logits(shapes(c, q, pos), strided<2>(a_k), strided<4>(q), strided<4>(logits));
+  logits32.store();
 }
 
 void shaw_key_logits_backward(const ShawConfig& c, ConstTensorView a_k, ConstTensorView q,
                               ConstTensorView q_positions, ConstTensorView k_positions,
                               ConstTensorView grad_logits, TensorView grad_q, TensorView grad_a_k) {
+  const detail::WidenedInput q32(kOp, "q", q), grad_logits32(kOp, "grad_logits", grad_logits);
+  const detail::WidenedOutput grad_q32(kOp, "grad_q", grad_q, true);
+  q = q32.view(), grad_logits = grad_logits32.view(), grad_q = grad_q32.view();
   validate(c);
   check_table(c, "a_k", a_k, a_k.data);
   check_table(c, "grad_a_k", grad_a_k, grad_a_k.data);
@@ -69,19 +78,27 @@ void shaw_key_logits_backward(const ShawConfig& c, ConstTensorView a_k, ConstTen
   check_view(kOp, "grad_q", grad_q, DType::f32, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
   cpu::shaw_key_logits_backward(shapes(c, q, pos), strided<2>(a_k), strided<4>(q), strided<4>(grad_logits),
                                 strided<4>(grad_q), strided<2>(grad_a_k));
+  grad_q32.store();
 }
 
 void shaw_value_output(const ShawConfig& c, ConstTensorView a_v, ConstTensorView probs,
                        ConstTensorView q_positions, ConstTensorView k_positions, TensorView out) {
+  const detail::WidenedInput probs32(kOp, "probs", probs);
+  const detail::WidenedOutput out32(kOp, "out", out, true);
+  probs = probs32.view(), out = out32.view();
   validate(c);
   check_table(c, "a_v", a_v, a_v.data);
   const Positions pos = gather(c, out, out.data, "out", probs, probs.data, "probs", q_positions, k_positions);
   cpu::shaw_value_output(shapes(c, out, pos), strided<2>(a_v), strided<4>(probs), strided<4>(out));
+  out32.store();
 }
 
 void shaw_value_output_backward(const ShawConfig& c, ConstTensorView a_v, ConstTensorView probs,
                                 ConstTensorView q_positions, ConstTensorView k_positions,
                                 ConstTensorView grad_out, TensorView grad_probs, TensorView grad_a_v) {
+  const detail::WidenedInput probs32(kOp, "probs", probs), grad_out32(kOp, "grad_out", grad_out);
+  const detail::WidenedOutput grad_probs32(kOp, "grad_probs", grad_probs, true);
+  probs = probs32.view(), grad_out = grad_out32.view(), grad_probs = grad_probs32.view();
   validate(c);
   check_table(c, "a_v", a_v, a_v.data);
   check_table(c, "grad_a_v", grad_a_v, grad_a_v.data);
@@ -91,6 +108,7 @@ void shaw_value_output_backward(const ShawConfig& c, ConstTensorView a_v, ConstT
              {probs.shape[0], probs.shape[1], probs.shape[2], probs.shape[3]});
   cpu::shaw_value_output_backward(shapes(c, grad_out, pos), strided<2>(a_v), strided<4>(probs),
                                   strided<4>(grad_out), strided<4>(grad_probs), strided<2>(grad_a_v));
+  grad_probs32.store();
 }
 
 }  // namespace posenc

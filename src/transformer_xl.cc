@@ -3,6 +3,7 @@
 
 #include "src/check.h"
 #include "src/cpu/transformer_xl.h"
+#include "src/widened.h"
 #include "src/transformer_xl_plan.h"
 
 #include <algorithm>
@@ -77,17 +78,28 @@ void transformer_xl_sinusoid(const TransformerXLConfig& c, ConstTensorView dista
 void transformer_xl_logits(const TransformerXLConfig& c, ConstTensorView q, ConstTensorView k,
                            ConstTensorView u, ConstTensorView v, ConstTensorView w_r,
                            ConstTensorView q_positions, ConstTensorView k_positions, TensorView logits) {
+  // bf16 / fp16 q, k and logits: widened / rounded once around the fp32 loops (src/widened.h).
+  const detail::WidenedInput q32(kOp, "q", q), k32(kOp, "k", k);
+  const detail::WidenedOutput logits32(kOp, "logits", logits, false);
+  q = q32.view(), k = k32.view(), logits = logits32.view();
   const Positions pos =
       check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, logits, logits.data, "logits");
   const cpu::TransformerXLInputs in{strided<4>(q), strided<4>(k), strided<2>(u), strided<2>(v),
                                     strided<2>(w_r)};
   cpu::transformer_xl_logits(shapes(c, q, pos), in, strided<4>(logits));
+  logits32.store();
 }
 
 void transformer_xl_logits_backward(const TransformerXLConfig& c, ConstTensorView q, ConstTensorView k,
                                     ConstTensorView u, ConstTensorView v, ConstTensorView w_r,
                                     ConstTensorView q_positions, ConstTensorView k_positions,
-                                    ConstTensorView grad_logits, const TransformerXLGrads& g) {
+                                    ConstTensorView grad_logits, const TransformerXLGrads& grads16) {
+  const detail::WidenedInput q32(kOp, "q", q), k32(kOp, "k", k),
+      grad_logits32(kOp, "grad_logits", grad_logits);
+  const detail::WidenedOutput gq32(kOp, "grads.q", grads16.q, true), gk32(kOp, "grads.k", grads16.k, true);
+  q = q32.view(), k = k32.view(), grad_logits = grad_logits32.view();
+  TransformerXLGrads g = grads16;  // u, v, w_r: fp32 parameters
+  g.q = gq32.view(), g.k = gk32.view();
   const Positions pos = check_inputs(c, q, k, u, v, w_r, q_positions, k_positions, grad_logits,
                                      grad_logits.data, "grad_logits");
   check_view(kOp, "grads.q", g.q, DType::f32, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
@@ -100,6 +112,8 @@ void transformer_xl_logits_backward(const TransformerXLConfig& c, ConstTensorVie
   const cpu::TransformerXLGrads grads{strided<4>(g.q), strided<4>(g.k), strided<2>(g.u), strided<2>(g.v),
                                       strided<2>(g.w_r)};
   cpu::transformer_xl_logits_backward(shapes(c, q, pos), in, strided<4>(grad_logits), grads);
+  gq32.store();
+  gk32.store();
 }
 
 }  // namespace posenc

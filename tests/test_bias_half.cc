@@ -15,7 +15,8 @@ void check_blocks(const Storage& s, const std::vector<int64_t>& q, const std::ve
   const int64_t H = 3, nq = static_cast<int64_t>(q.size()), nk = static_cast<int64_t>(k.size());
   const size_t n = static_cast<size_t>(H * nq * nk);
   const ConstTensorView qv = view(q.data(), {nq}), kv = view(k.data(), {nk});
-  for (const RelativeBiasConfig& cfg : {RelativeBiasConfig::t5(H, 32, 128, true), RelativeBiasConfig::clipped(H, 5)}) {
+  for (const RelativeBiasConfig& cfg :
+       {RelativeBiasConfig::t5(H, 32, 128, true), RelativeBiasConfig::clipped(H, 5)}) {
     const std::vector<float> table = random_floats(static_cast<size_t>(cfg.num_rows() * H), 21);
     std::vector<float> out32(n);
     std::vector<uint16_t> out16(n);
@@ -26,8 +27,10 @@ void check_blocks(const Storage& s, const std::vector<int64_t>& q, const std::ve
     std::vector<float> wide(n);
     for (size_t i = 0; i < n; ++i) grad16[i] = s.round(out32[i] * 0.5f + 0.1f), wide[i] = s.value(grad16[i]);
     std::vector<float> g32(table.size(), 0.0f), g16(table.size(), 0.0f);
-    relative_bias_backward(cfg, view(wide.data(), {H, nq, nk}), qv, kv, view(g32.data(), {cfg.num_rows(), H}));
-    relative_bias_backward(cfg, view16(grad16, s.dtype, {H, nq, nk}), qv, kv, view(g16.data(), {cfg.num_rows(), H}));
+    relative_bias_backward(cfg, view(wide.data(), {H, nq, nk}), qv, kv,
+                           view(g32.data(), {cfg.num_rows(), H}));
+    relative_bias_backward(cfg, view16(grad16, s.dtype, {H, nq, nk}), qv, kv,
+                           view(g16.data(), {cfg.num_rows(), H}));
     EXPECT_EQ(g16, g32);
   }
   for (bool symmetric : {false, true}) {

@@ -1,5 +1,6 @@
 // tests/test_shaw.cc: Shaw et al. position terms vs the reference,
 // every gradient against central differences of the double-precision reference, bad input.
+#include "half_storage.h"
 #include "posenc/error.h"
 #include "posenc/shaw.h"
 #include "reference/shaw.h"
@@ -82,6 +83,62 @@ TEST(Shaw, ValueOutputForwardAndBackward) {
     EXPECT_TRUE(all_close(gather(gp, cp), finite_difference(loss_p, to_double(p), cp), kF32Reduction));
     EXPECT_TRUE(all_close(gather(ga, ca), finite_difference(loss_a, to_double(a_v), ca), kF32Reduction));
   }
+}
+
+// bf16 / fp16 activations (q, logits, probs, out and their gradients): the fp32 op on the widened
+// values, each output rounded once (accumulating outputs: widened, added to in fp32, rounded once).
+TEST(Shaw, SixteenBitActivationsRoundOnce) {
+  const ShawConfig c{3, 8};
+  const int64_t B = 2, H = 2, Q = 5, K = 7, D = 8;
+  std::vector<int64_t> qp = {2, 3, 4, 5, 6}, kp = {0, 1, 2, 3, 4, 5, 6};
+  const std::vector<float> a = random_floats(c.num_rows() * D, 61);
+  const ConstTensorView av = view(a.data(), {c.num_rows(), D}), qpv = view(qp.data(), {Q}),
+                        kpv = view(kp.data(), {K});
+  for (const Storage* st : {&kBf16, &kF16}) {
+    SCOPED_TRACE(st->name);
+    auto rounded = [&](size_t n, uint32_t seed, std::vector<uint16_t>& bits) {
+      std::vector<float> x = random_floats(n, seed);
+      bits.resize(n);
+      for (size_t i = 0; i < n; ++i) bits[i] = st->round(x[i]), x[i] = st->value(bits[i]);
+      return x;
+    };
+    std::vector<uint16_t> q16, g16, acc16;
+    const std::vector<float> q = rounded(B * Q * H * D, 62, q16), g = rounded(B * H * Q * K, 63, g16);
+    const std::vector<float> acc = rounded(B * Q * H * D, 64, acc16);
+    // key logits (overwrite)
+    std::vector<float> l32(B * H * Q * K);
+    std::vector<uint16_t> l16(l32.size(), 0x7777);
+    shaw_key_logits(c, av, view(q.data(), {B, Q, H, D}), qpv, kpv, view(l32.data(), {B, H, Q, K}));
+    shaw_key_logits(c, av, view16(q16, st->dtype, {B, Q, H, D}), qpv, kpv,
+                    view16(l16, st->dtype, {B, H, Q, K}));
+    for (size_t i = 0; i < l16.size(); ++i) ASSERT_EQ(l16[i], st->round(l32[i])) << i;
+    // key logits backward: grad_q accumulates, the table's gradient stays fp32
+    std::vector<float> gq32 = acc, ga32(a.size(), 0.0f), ga16(a.size(), 0.0f);
+    std::vector<uint16_t> gq16 = acc16;
+    shaw_key_logits_backward(c, av, view(q.data(), {B, Q, H, D}), qpv, kpv, view(g.data(), {B, H, Q, K}),
+                             view(gq32.data(), {B, Q, H, D}), view(ga32.data(), {c.num_rows(), D}));
+    shaw_key_logits_backward(c, av, view16(q16, st->dtype, {B, Q, H, D}), qpv, kpv,
+                             view16(g16, st->dtype, {B, H, Q, K}), view16(gq16, st->dtype, {B, Q, H, D}),
+                             view(ga16.data(), {c.num_rows(), D}));
+    for (size_t i = 0; i < gq16.size(); ++i) ASSERT_EQ(gq16[i], st->round(gq32[i])) << i;
+    EXPECT_EQ(ga16, ga32);
+    // value output (accumulates into out)
+    std::vector<float> o32 = acc;
+    std::vector<uint16_t> o16 = acc16;
+    shaw_value_output(c, av, view(g.data(), {B, H, Q, K}), qpv, kpv, view(o32.data(), {B, Q, H, D}));
+    shaw_value_output(c, av, view16(g16, st->dtype, {B, H, Q, K}), qpv, kpv,
+                      view16(o16, st->dtype, {B, Q, H, D}));
+    for (size_t i = 0; i < o16.size(); ++i) ASSERT_EQ(o16[i], st->round(o32[i])) << i;
+  }
+  // A 16-bit output of the wrong shape: an error, nothing written.
+  std::vector<uint16_t> q16(B * Q * H * D, 0x3c00), bad(7, 0x1234);
+  expect_error(
+      [&] {
+        shaw_key_logits(c, av, view16(q16, DType::f16, {B, Q, H, D}), qpv, kpv,
+                        view16(bad, DType::f16, {1, 1, 1, 7}));
+      },
+      "logits has shape");
+  EXPECT_EQ(bad, std::vector<uint16_t>(7, 0x1234));
 }
 
 TEST(Shaw, BadInput) {

@@ -1,5 +1,6 @@
 // tests/test_transformer_xl.cc: Transformer-XL position terms vs the reference,
 // every gradient against central differences of the double-precision reference, bad input.
+#include "half_storage.h"
 #include "posenc/error.h"
 #include "posenc/transformer_xl.h"
 #include "reference/transformer_xl.h"
@@ -71,6 +72,58 @@ TEST(TransformerXL, LogitsForwardAndEveryGradient) {
     check("u", gu, u, 2);
     check("v", gv, v, 3);
     check("w_r", gw, w_r, 4);
+  }
+}
+
+// bf16 / fp16 q, k, logits and grads.q / grads.k: the fp32 op on the widened values, each output
+// rounded once (grads widened, added to in fp32, rounded once); u, v, W_R and their gradients fp32.
+TEST(TransformerXL, SixteenBitActivationsRoundOnce) {
+  const int64_t B = 1, H = 2, D = 4, dm = 8, Q = 3, K = 5;
+  const TransformerXLConfig c{dm, H, D, 10000.0};
+  std::vector<int64_t> qp = {2, 3, 4}, kp = {0, 1, 2, 3, 4};
+  const std::vector<float> u = random_floats(H * D, 71), v = random_floats(H * D, 72),
+                           w = random_floats(H * D * dm, 73);
+  const ConstTensorView uv = view(u.data(), {H, D}), vv = view(v.data(), {H, D}),
+                        wv = view(w.data(), {H * D, dm}), qpv = view(qp.data(), {Q}),
+                        kpv = view(kp.data(), {K});
+  for (const Storage* st : {&kBf16, &kF16}) {
+    SCOPED_TRACE(st->name);
+    auto rounded = [&](size_t n, uint32_t seed, std::vector<uint16_t>& bits) {
+      std::vector<float> x = random_floats(n, seed);
+      bits.resize(n);
+      for (size_t i = 0; i < n; ++i) bits[i] = st->round(x[i]), x[i] = st->value(bits[i]);
+      return x;
+    };
+    std::vector<uint16_t> q16, k16, g16;
+    const std::vector<float> q = rounded(B * Q * H * D, 74, q16), k = rounded(B * K * H * D, 75, k16),
+                             g = rounded(B * H * Q * K, 76, g16);
+    std::vector<float> l32(B * H * Q * K);
+    std::vector<uint16_t> l16(l32.size());
+    transformer_xl_logits(c, view(q.data(), {B, Q, H, D}), view(k.data(), {B, K, H, D}), uv, vv, wv, qpv, kpv,
+                          view(l32.data(), {B, H, Q, K}));
+    transformer_xl_logits(c, view16(q16, st->dtype, {B, Q, H, D}), view16(k16, st->dtype, {B, K, H, D}), uv,
+                          vv, wv, qpv, kpv, view16(l16, st->dtype, {B, H, Q, K}));
+    for (size_t i = 0; i < l16.size(); ++i) ASSERT_EQ(l16[i], st->round(l32[i])) << i;
+    std::vector<float> gq32(q.size(), 0.5f), gk32(k.size(), 0.5f), gu32(u.size()), gv32(v.size()),
+        gw32(w.size());
+    std::vector<float> gu16(u.size()), gv16(v.size()), gw16(w.size());
+    std::vector<uint16_t> gq16(q.size(), st->round(0.5f)), gk16(k.size(), st->round(0.5f));
+    TransformerXLGrads grads32{view(gq32.data(), {B, Q, H, D}), view(gk32.data(), {B, K, H, D}),
+                               view(gu32.data(), {H, D}), view(gv32.data(), {H, D}),
+                               view(gw32.data(), {H * D, dm})};
+    TransformerXLGrads grads16{view16(gq16, st->dtype, {B, Q, H, D}), view16(gk16, st->dtype, {B, K, H, D}),
+                               view(gu16.data(), {H, D}), view(gv16.data(), {H, D}),
+                               view(gw16.data(), {H * D, dm})};
+    transformer_xl_logits_backward(c, view(q.data(), {B, Q, H, D}), view(k.data(), {B, K, H, D}), uv, vv, wv,
+                                   qpv, kpv, view(g.data(), {B, H, Q, K}), grads32);
+    transformer_xl_logits_backward(c, view16(q16, st->dtype, {B, Q, H, D}),
+                                   view16(k16, st->dtype, {B, K, H, D}), uv, vv, wv, qpv, kpv,
+                                   view16(g16, st->dtype, {B, H, Q, K}), grads16);
+    for (size_t i = 0; i < gq16.size(); ++i) ASSERT_EQ(gq16[i], st->round(gq32[i])) << i;
+    for (size_t i = 0; i < gk16.size(); ++i) ASSERT_EQ(gk16[i], st->round(gk32[i])) << i;
+    EXPECT_EQ(gu16, gu32);
+    EXPECT_EQ(gv16, gv32);
+    EXPECT_EQ(gw16, gw32);
   }
 }
 

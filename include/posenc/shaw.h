@@ -19,6 +19,8 @@ struct ShawConfig {
 };
 void validate(const ShawConfig& config);
 
+// Activations (q, logits, probs, out and their gradients) may be bf16 or fp16: widened once, computed
+// in fp32, each output rounded once; the tables a_k, a_v and their gradients are fp32.
 // logits (B, H, Q, K) = q (B, Q, H, D) . a_k[r(i, j)]   (overwrites logits)
 void shaw_key_logits(const ShawConfig& config, ConstTensorView a_k, ConstTensorView q,
                      ConstTensorView q_positions, ConstTensorView k_positions, TensorView logits);

@@ -22,6 +22,8 @@ void validate(const TransformerXLConfig& config);
 // R (N, d_model) for distances (N): the sinusoid Transformer-XL feeds to W_R.
 void transformer_xl_sinusoid(const TransformerXLConfig& config, ConstTensorView distances, TensorView out);
 
+// q, k, logits, grad_logits, grads.q and grads.k may be bf16 or fp16 (widened once, computed in fp32,
+// each output rounded once); u, v, W_R and their gradients are fp32.
 // logits (B, H, Q, K) = (q_i + v_h) . (W_R,h R_{i-j}) + u_h . k_j   (overwrites logits)
 //   q (B, Q, H, D), k (B, K, H, D), u and v (H, D), w_r (H*D, d_model)
 void transformer_xl_logits(const TransformerXLConfig& config, ConstTensorView q, ConstTensorView k,
