@@ -45,17 +45,10 @@ std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
   return w;
 }
 
-namespace {
-// The storage an activation view is checked against: its own when it is 16-bit, else fp32.
-DType activation_dtype(const ViewShape& v) {
-  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
-}
-}  // namespace
-
 void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView out) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
-  const DType dtype = activation_dtype(out);
+  const DType dtype = detail::activation_dtype(out);
   check_view("sinusoidal", "out", out, dtype, {n, cfg.dim});
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("sinusoidal", "positions", positions, out.shape[0]);
@@ -71,7 +64,7 @@ void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, Te
 
 void sinusoidal_add(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView x) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
-  const DType dtype = activation_dtype(x);
+  const DType dtype = detail::activation_dtype(x);
   check_view("sinusoidal", "x", x, dtype, {-1, -1, cfg.dim});
   detail::check_unit_last_stride("sinusoidal", "x", x);
   const std::vector<int64_t> pos =
@@ -97,7 +90,7 @@ void check_learned_positions(const std::vector<int64_t>& pos, int64_t max_len) {
 void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView out) {
   check_view("learned", "table", table, DType::f32, {-1, -1});
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
-  const DType dtype = activation_dtype(out);
+  const DType dtype = detail::activation_dtype(out);
   check_view("learned", "out", out, dtype, {n, table.shape[1]});
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("learned", "positions", positions, out.shape[0]);
@@ -116,7 +109,7 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
 
 void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x) {
   check_view("learned", "table", table, DType::f32, {-1, -1});
-  const DType dtype = activation_dtype(x);
+  const DType dtype = detail::activation_dtype(x);
   check_view("learned", "x", x, dtype, {-1, -1, table.shape[1]});
   const std::vector<int64_t> pos = detail::gather_positions("learned", positions, 1, x.shape[0], x.shape[1]);
   check_learned_positions(pos, table.shape[0]);
@@ -131,7 +124,7 @@ void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x)
 void learned_backward(ConstTensorView grad_out, ConstTensorView positions, TensorView grad_table) {
   check_view("learned", "grad_table", grad_table, DType::f32, {-1, -1});
   const int64_t dim = grad_table.shape[1];
-  const DType dtype = activation_dtype(grad_out);  // 16-bit grad_out: widened; grad_table stays fp32
+  const DType dtype = detail::activation_dtype(grad_out);  // 16-bit grad_out: widened; grad_table stays fp32
   Strided<const float, 3> grad;
   Strided<const uint16_t, 3> grad16;
   std::vector<int64_t> pos;

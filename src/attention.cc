@@ -49,13 +49,10 @@ Strided<float, 4> as_rank4(const TensorView& v) {
     s.extent[4 - v.rank + i] = v.shape[i], s.stride[4 - v.rank + i] = v.strides[i];
   return s;
 }
-DType storage_of(const ViewShape& v) {
-  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
-}
 
 // fp32 rows (B, Q, H) of a checked (B, Q, H, dim) view: its own for fp32, else widened into `wide`.
 Strided<const float, 3> rows_f32(const ConstTensorView& x, int64_t dim, std::vector<float>& wide) {
-  if (storage_of(x) == DType::f32) return strided<3>(x);
+  if (detail::activation_dtype(x) == DType::f32) return strided<3>(x);
   const int64_t B = x.shape[0], T = x.shape[1], H = x.shape[2];
   wide.resize(static_cast<size_t>(B * T * H * dim));
   cpu::widen_rows(strided16<3>(x), x.dtype, dim, wide.data());
@@ -64,7 +61,7 @@ Strided<const float, 3> rows_f32(const ConstTensorView& x, int64_t dim, std::vec
 
 // grad (rank 4, fp32 or 16-bit) += g (contiguous fp32).
 void accumulate_gradient(const TensorView& grad, const float* g) {
-  if (storage_of(grad) == DType::f32) {
+  if (detail::activation_dtype(grad) == DType::f32) {
     cpu::accumulate_into(as_rank4(grad), g);
     return;
   }
@@ -74,7 +71,7 @@ void accumulate_gradient(const TensorView& grad, const float* g) {
 }  // namespace
 
 void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse) {
-  const DType out_dtype = out.dtype == DType::bf16 || out.dtype == DType::f16 ? out.dtype : DType::f32;
+  const DType out_dtype = detail::activation_dtype(out);
   check_view(kOp, "out", out, out_dtype, {plan.B, plan.Q, plan.H, plan.Dv});
   detail::check_unit_last_stride(kOp, "out", out);
   if (lse.data != nullptr) check_view(kOp, "lse", lse, DType::f32, {plan.B, plan.H, plan.Q});
@@ -101,18 +98,18 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   detail::AttentionPlan p(config, in);
   p.widen_keys_and_values();
   const int64_t B = p.B, Q = p.Q, K = p.K, H = p.H, Hkv = p.Hkv, D = p.D, Dv = p.Dv;
-  check_view(kOp, "out", out, storage_of(out), {B, Q, H, Dv});
+  check_view(kOp, "out", out, detail::activation_dtype(out), {B, Q, H, Dv});
   check_view(kOp, "lse", lse, DType::f32, {B, H, Q});
-  check_view(kOp, "grad_out", grad_out, storage_of(grad_out), {B, Q, H, Dv});
-  check_view(kOp, "grads.q", grads.q, storage_of(grads.q), {B, Q, H, D});
-  check_view(kOp, "grads.k", grads.k, storage_of(grads.k), {B, K, Hkv, D});
-  check_view(kOp, "grads.v", grads.v, storage_of(grads.v), {B, K, Hkv, Dv});
+  check_view(kOp, "grad_out", grad_out, detail::activation_dtype(grad_out), {B, Q, H, Dv});
+  check_view(kOp, "grads.q", grads.q, detail::activation_dtype(grads.q), {B, Q, H, D});
+  check_view(kOp, "grads.k", grads.k, detail::activation_dtype(grads.k), {B, K, Hkv, D});
+  check_view(kOp, "grads.v", grads.v, detail::activation_dtype(grads.v), {B, K, Hkv, Dv});
   for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"out", &out},
                          {"grad_out", &grad_out},
                          {"grads.q", &grads.q},
                          {"grads.k", &grads.k},
                          {"grads.v", &grads.v}})
-    if (storage_of(*v) != DType::f32 || v == &out || v == &grad_out)
+    if (detail::activation_dtype(*v) != DType::f32 || v == &out || v == &grad_out)
       detail::check_unit_last_stride(kOp, name, *v);
   std::vector<float> out_wide, grad_out_wide;
   const Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),

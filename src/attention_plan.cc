@@ -15,10 +15,6 @@ namespace posenc::detail {
 namespace {
 constexpr const char* kOp = "attention";
 
-// The dtype a q/k/v view is checked against: its own when attention takes it (fp32, bf16, fp16).
-DType storage_of(const ViewShape& v) {
-  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
-}
 std::vector<int64_t> cumulative(const ConstTensorView& cu, const char* name, int64_t total) {
   if (cu.rank != 1 || cu.shape[0] < 2)
     fail(kOp, name, " has shape ", cu.shape_string(), ", expected (N + 1) with N >= 1");
@@ -42,9 +38,9 @@ AttentionPlan::AttentionPlan(const AttentionConfig& cfg, const AttentionInputs& 
 }
 
 void AttentionPlan::set_inputs(const AttentionInputs& in) {
-  check_view(kOp, "q", in.q, storage_of(in.q), {-1, -1, -1, -1});
+  check_view(kOp, "q", in.q, activation_dtype(in.q), {-1, -1, -1, -1});
   B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
-  check_view(kOp, "k", in.k, storage_of(in.k), {B, -1, -1, D});
+  check_view(kOp, "k", in.k, activation_dtype(in.k), {B, -1, -1, D});
   K = in.k.shape[1], Hkv = in.k.shape[2];
   check_view(kOp, "v", in.v, in.k.dtype, {B, K, Hkv, -1});
   Dv = in.v.shape[3];

@@ -161,17 +161,14 @@ const char* op_name(const RelativeBiasConfig& c) {
 struct Block {
   std::vector<int64_t> q, k;
 };
-// The positions of a (H, Q, K) block of logits (bias values or their gradient).
-// The storage of a block: its own when bf16 / fp16 (then with a unit stride on K), else fp32.
-DType block_dtype(const ViewShape& v) {
-  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
-}
+// The positions of a (H, Q, K) block of logits (bias values or their gradient); a bf16 / fp16 block
+// needs a unit stride on K.
 Block gather_block(const char* op, ConstTensorView q_positions, ConstTensorView k_positions,
                    const ViewShape& v, const void* data, const char* name, int64_t heads) {
   const int64_t nq = q_positions.rank == 1 ? q_positions.shape[0] : -1;
   const int64_t nk = k_positions.rank == 1 ? k_positions.shape[0] : -1;
-  check_view(op, name, v, block_dtype(v), {heads, nq, nk}, data);
-  if (block_dtype(v) != DType::f32) detail::check_unit_last_stride(op, name, v);
+  check_view(op, name, v, detail::activation_dtype(v), {heads, nq, nk}, data);
+  if (detail::activation_dtype(v) != DType::f32) detail::check_unit_last_stride(op, name, v);
   return {detail::gather_positions_1d(op, "q_positions", q_positions, v.shape[1]),
           detail::gather_positions_1d(op, "k_positions", k_positions, v.shape[2])};
 }
@@ -186,7 +183,7 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
   cpu::Bias bias;
   bias.rows_config = &config;
   bias.table = strided<2>(table);
-  if (block_dtype(out) != DType::f32)
+  if (detail::activation_dtype(out) != DType::f32)
     cpu::bias_block16(bias, b.q, b.k, strided16<3>(out), out.dtype);
   else
     cpu::bias_block(bias, b.q, b.k, strided<3>(out));
@@ -199,7 +196,7 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
   check_view(op, "grad_table", grad_table, DType::f32, {config.num_rows(), config.heads});
   const Block b =
       gather_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
-  if (block_dtype(grad_out) != DType::f32)
+  if (detail::activation_dtype(grad_out) != DType::f32)
     cpu::bias_block_backward(config, b.q, b.k, strided16<3>(grad_out), grad_out.dtype,
                              strided<2>(grad_table));
   else
@@ -213,7 +210,7 @@ void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTen
   cpu::Bias bias;
   bias.slopes = slopes.data();
   bias.symmetric = config.symmetric;
-  if (block_dtype(out) != DType::f32)
+  if (detail::activation_dtype(out) != DType::f32)
     cpu::bias_block16(bias, b.q, b.k, strided16<3>(out), out.dtype);
   else
     cpu::bias_block(bias, b.q, b.k, strided<3>(out));

@@ -50,6 +50,11 @@ inline void check_view(std::string_view op, std::string_view name, const TensorV
                        std::initializer_list<int64_t> expected) {
   check_view(op, name, v, dtype, expected, v.data);
 }
+// The storage an activation view is checked against: its own dtype when it is bf16 or fp16, else
+// f32 (so that any other dtype fails check_view with "expected f32").
+inline DType activation_dtype(const ViewShape& v) {
+  return v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+}
 // The last dimension must have unit stride (SIMD rows).
 void check_unit_last_stride(std::string_view op, std::string_view name, const ViewShape& v);
 

@@ -144,7 +144,7 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
     fail(kOp, "config.rope_offset = ", config.rope_offset,
          " is invalid here: the cache's rope rotates whole heads");
   if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
-  const DType q_dtype = q.dtype == DType::bf16 || q.dtype == DType::f16 ? q.dtype : DType::f32;
+  const DType q_dtype = detail::activation_dtype(q);
   check_view(kOp, "q", q, q_dtype, {batch_, -1, -1, head_dim_});
   const int64_t T = q.shape[1], H = q.shape[2];
   std::vector<int64_t> qpos(static_cast<size_t>(batch_ * T));

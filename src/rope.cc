@@ -57,7 +57,7 @@ detail::RopePlan plan_call(const Rope& rope, const ConstTensorView& positions, i
 
 // f32, bf16 or fp16 rows (B, T, H, head_dim).
 void check_heads_view(const RopeConfig& cfg, std::string_view name, const ViewShape& v, const void* data) {
-  const DType dtype = v.dtype == DType::bf16 || v.dtype == DType::f16 ? v.dtype : DType::f32;
+  const DType dtype = detail::activation_dtype(v);
   check_view(kOp, name, v, dtype, {-1, -1, -1, cfg.head_dim}, data);
   detail::check_unit_last_stride(kOp, name, v);
 }

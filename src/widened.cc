@@ -26,11 +26,21 @@ void for_each_element(const ViewShape& v, Fn&& fn) {
 void check16(std::string_view op, std::string_view name, const ViewShape& v, const void* data) {
   if (v.rank < 0 || v.rank > 4) fail(op, name, " has rank ", v.rank, ": at most 4 here");
   switch (v.rank) {
-    case 0: check_view(op, name, v, v.dtype, {}, data); break;
-    case 1: check_view(op, name, v, v.dtype, {-1}, data); break;
-    case 2: check_view(op, name, v, v.dtype, {-1, -1}, data); break;
-    case 3: check_view(op, name, v, v.dtype, {-1, -1, -1}, data); break;
-    default: check_view(op, name, v, v.dtype, {-1, -1, -1, -1}, data); break;
+    case 0:
+      check_view(op, name, v, v.dtype, {}, data);
+      break;
+    case 1:
+      check_view(op, name, v, v.dtype, {-1}, data);
+      break;
+    case 2:
+      check_view(op, name, v, v.dtype, {-1, -1}, data);
+      break;
+    case 3:
+      check_view(op, name, v, v.dtype, {-1, -1, -1}, data);
+      break;
+    default:
+      check_view(op, name, v, v.dtype, {-1, -1, -1, -1}, data);
+      break;
   }
 }
 

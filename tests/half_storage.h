@@ -9,6 +9,7 @@
 
 #include "posenc/tensor.h"
 #include "src/half.h"
+#include "test_util.h"
 
 namespace posenc::test {
 
@@ -25,6 +26,15 @@ struct Storage {
 };
 inline const Storage kBf16{DType::bf16, std::ldexp(1.0, -8), "bf16"};
 inline const Storage kF16{DType::f16, std::ldexp(1.0, -11), "f16"};
+
+// n random values in [-1, 1] rounded to the storage: their bits into `bits`, their exact values returned.
+inline std::vector<float> rounded_random(const Storage& s, size_t n, uint32_t seed,
+                                         std::vector<uint16_t>& bits) {
+  std::vector<float> x = random_floats(n, seed);
+  bits.resize(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = s.round(x[i]), x[i] = s.value(bits[i]);
+  return x;
+}
 
 // A contiguous view of x's bits with the given shape and dtype (x: uint16_t values of that storage).
 inline TensorView view16(std::vector<uint16_t>& x, DType dtype, std::initializer_list<int64_t> shape) {

@@ -97,10 +97,7 @@ TEST(Shaw, SixteenBitActivationsRoundOnce) {
   for (const Storage* st : {&kBf16, &kF16}) {
     SCOPED_TRACE(st->name);
     auto rounded = [&](size_t n, uint32_t seed, std::vector<uint16_t>& bits) {
-      std::vector<float> x = random_floats(n, seed);
-      bits.resize(n);
-      for (size_t i = 0; i < n; ++i) bits[i] = st->round(x[i]), x[i] = st->value(bits[i]);
-      return x;
+      return rounded_random(*st, n, seed, bits);
     };
     std::vector<uint16_t> q16, g16, acc16;
     const std::vector<float> q = rounded(B * Q * H * D, 62, q16), g = rounded(B * H * Q * K, 63, g16);

@@ -70,6 +70,24 @@ def activation(name: str, value, ndims=None) -> np.ndarray:
     return float32(name, value, ndims)
 
 
+def storage_dtype(name: str, dtype) -> np.dtype:
+    """float32, float16 or bfloat16 (ml_dtypes) from a name or a numpy dtype; anything else is an error
+    naming the argument."""
+    try:
+        key = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+    except TypeError:
+        key = None
+    if key not in ("float32", "float16", "bfloat16"):
+        fail(f"{name} = {dtype!r} is invalid: expected float32, float16 or bfloat16")
+    if key == "bfloat16":
+        try:
+            import ml_dtypes  # numpy's bfloat16, as JAX uses it
+        except ImportError:
+            fail(f"{name} = 'bfloat16' needs the ml_dtypes package (pip install ml_dtypes)")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(key)
+
+
 def storage(arr: np.ndarray) -> str:
     """The storage name the C++ binding takes with bits(arr): "f32", "bf16" or "f16"."""
     return _STORAGE.get(arr.dtype.name, "f32")

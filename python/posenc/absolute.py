@@ -5,24 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
-
-
-def _storage_dtype(dtype) -> np.dtype:
-    """float32, float16 or bfloat16 (ml_dtypes) from a name or a numpy dtype."""
-    try:
-        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-    except TypeError:
-        name = None
-    if name == "bfloat16":
-        try:
-            import ml_dtypes
-        except ImportError:
-            fail("dtype = 'bfloat16' needs the ml_dtypes package (pip install ml_dtypes)")
-        return np.dtype(ml_dtypes.bfloat16)
-    if name not in ("float32", "float16"):
-        fail(f"dtype = {dtype!r} is invalid: expected float32, float16 or bfloat16")
-    return np.dtype(name)
+from ._checks import activation, bits, choice, float32, integer, positions, real, storage, storage_dtype
 
 
 def sinusoidal(positions_, dim, base=10000.0, layout="interleaved", *, frequencies="model_dim", offset=0,
@@ -39,7 +22,7 @@ def sinusoidal(positions_, dim, base=10000.0, layout="interleaved", *, frequenci
     dim = integer("dim", dim, 1)
     layout = choice("layout", layout, ("interleaved", "split"))
     frequencies = choice("frequencies", frequencies, ("model_dim", "half_dim_minus_one"))
-    out = np.empty((pos.shape[0], dim), dtype=_storage_dtype(dtype))
+    out = np.empty((pos.shape[0], dim), dtype=storage_dtype("dtype", dtype))
     _core.sinusoidal_table(pos, bits(out), dim, real("base", base, positive=True), layout, frequencies,
                            integer("offset", offset), storage(out))
     return out
@@ -67,7 +50,7 @@ def learned(table, positions_, *, dtype="float32") -> np.ndarray:
     once). A position outside [0, max_len) is an error, never a clamp."""
     table = float32("table", table, (2,), finite=True)
     pos = positions("positions", positions_)
-    out = np.empty((pos.shape[0], table.shape[1]), dtype=_storage_dtype(dtype))
+    out = np.empty((pos.shape[0], table.shape[1]), dtype=storage_dtype("dtype", dtype))
     _core.learned_lookup(table, pos, bits(out), storage(out))
     return out
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, fail, integer, storage
+from ._checks import activation, bits, fail, integer, storage, storage_dtype
 from ._checks import positions as checked_positions
 from .attention import AttentionCall, canonical_params, parse_encoding
 from .rope import RopeConfig
@@ -35,20 +35,7 @@ class KVCache:
         fp32 and rounded once."""
         if rope is not None and not isinstance(rope, RopeConfig):
             fail(f"rope: expected a posenc.RopeConfig or None, got {type(rope).__name__}")
-        try:
-            name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
-        except TypeError:
-            name = None
-        if name not in ("float32", "float16", "bfloat16"):
-            fail(f"dtype = {dtype!r} is invalid: expected float32, float16 or bfloat16")
-        if name == "bfloat16":
-            try:
-                import ml_dtypes  # numpy's bfloat16, as JAX uses it
-            except ImportError:
-                fail("dtype = 'bfloat16' needs the ml_dtypes package (pip install ml_dtypes)")
-            self._dtype = np.dtype(ml_dtypes.bfloat16)
-        else:
-            self._dtype = np.dtype(name)
+        self._dtype = storage_dtype("dtype", dtype)
         self._rope = rope
         self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1),
                        integer("head_dim", head_dim, 1))
