@@ -109,10 +109,10 @@ class Pool {
   }
 
  private:
-  // A new generation for the workers: those spinning see it; sleepers are woken. (libstdc++ 12's
-  // atomic wait/notify lost wake-ups here, so sleeping is a condition variable's.) seq_cst on
-  // generation_ and sleepers_: a worker that counted itself a sleeper after this read of
-  // sleepers_ re-checks generation_ and sees the new value.
+  // A new generation for the workers: those spinning see it; sleepers are woken (a condition
+  // variable, whose lost-wake-up rule is easy to state). seq_cst on generation_ and sleepers_: a
+  // worker that counted itself a sleeper after this read of sleepers_ re-checks generation_ and
+  // sees the new value.
   void publish() {
     generation_.fetch_add(1);
     if (sleepers_.load() > 0) {
