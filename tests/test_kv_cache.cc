@@ -1,6 +1,7 @@
 // tests/test_kv_cache.cc: decoding through posenc::KVCache (token by token and in chunks) gives
 // the outputs of one causal forward over the whole sequence, for every encoding; bad use errors.
 #include "attention_case.h"
+#include "kv_cache_cases.h"
 #include "posenc/error.h"
 #include "posenc/kv_cache.h"
 
@@ -132,21 +133,6 @@ Snapshot snapshot(const KVCache& c) {
   return s;
 }
 
-std::vector<int64_t> arange(int64_t from, int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = from + i;
-  return v;
-}
-
-RopeConfig yarn_config(int64_t D) {  // an attention factor != 1: the shift must not apply it twice
-  RopeConfig c;
-  c.head_dim = D;
-  c.scaling.type = RopeScalingType::yarn;
-  c.scaling.factor = 4;
-  c.scaling.original_max_position_embeddings = 64;
-  return c;
-}
-
 // A context shift equals a cache filled from scratch at the shifted positions.
 TEST(KVCache, ShiftPositionsEqualsACacheFilledAtTheNewPositions) {
   const int64_t T = 70, Hkv = 2, D = 16;
@@ -198,16 +184,7 @@ TEST(KVCache, EraseFrontThenShiftIsAContextShift) {
 // crosses it, rerotate gives the keys the long factors (HF's per-call switch), as if rotated so.
 TEST(KVCache, RerotateSwitchesLongRopeFactorsWithoutRecomputingKeys) {
   const int64_t T = 30, Hkv = 2, D = 16, original = 32;
-  RopeConfig rc;
-  rc.head_dim = D;
-  rc.max_position_embeddings = 256;
-  rc.scaling.type = RopeScalingType::longrope;
-  rc.scaling.original_max_position_embeddings = original;
-  for (int j = 0; j < D / 2; ++j) {
-    rc.scaling.short_factor.push_back(1.0 + 0.1 * j);
-    rc.scaling.long_factor.push_back(2.0 + 0.7 * j);
-  }
-  const Rope rope(rc);
+  const Rope rope(longrope_config(D, original));
   const std::vector<float> k = random_floats(T * Hkv * D, 51), v = random_floats(T * Hkv * D, 52);
   KVCache cache(1, Hkv, D, &rope);
   cache.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}));  // short factors

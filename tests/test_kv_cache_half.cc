@@ -11,6 +11,7 @@
 
 #include "attention_case.h"
 #include "half_storage.h"
+#include "kv_cache_cases.h"
 #include "posenc/error.h"
 #include "posenc/kv_cache.h"
 
@@ -146,12 +147,6 @@ TEST(KVCacheHalf, SixteenBitInputsOnEverySimdTarget) {
   });
 }
 
-std::vector<int64_t> arange(int64_t from, int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = from + i;
-  return v;
-}
-
 // |a - b| <= 3 u max|b| per element: each side rounded once (or twice, through a shift), rotation in fp32.
 void expect_within_three_roundings(const KVCache& a, const KVCache& b, const Storage& s) {
   const std::vector<float> x = contents(a.keys(), &s), y = contents(b.keys(), &s);
@@ -167,11 +162,7 @@ TEST(KVCacheHalf, ShiftEraseAndRerotate) {
   const std::vector<float> k = random_floats(T * Hkv * D, 41), v = random_floats(T * Hkv * D, 42);
   for (const Storage* s : {&kBf16, &kF16}) {
     SCOPED_TRACE(s->name);
-    RopeConfig rc;
-    rc.head_dim = D;
-    rc.scaling.type = RopeScalingType::yarn, rc.scaling.factor = 4;
-    rc.scaling.original_max_position_embeddings = 64;
-    const Rope rope(rc);
+    const Rope rope(yarn_config(D));
     KVCache shifted(1, Hkv, D, &rope, s->dtype), fresh(1, Hkv, D, &rope, s->dtype);
     const std::vector<int64_t> old_pos = arange(0, T), new_pos = arange(1000, T);
     shifted.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}), view(old_pos.data(), {T}));
@@ -190,16 +181,7 @@ TEST(KVCacheHalf, ShiftEraseAndRerotate) {
   for (const Storage* s : {&kBf16, &kF16}) {
     SCOPED_TRACE(s->name);
     const int64_t n = 30, original = 32;
-    RopeConfig rc;
-    rc.head_dim = D;
-    rc.max_position_embeddings = 256;
-    rc.scaling.type = RopeScalingType::longrope;
-    rc.scaling.original_max_position_embeddings = original;
-    for (int j = 0; j < D / 2; ++j) {
-      rc.scaling.short_factor.push_back(1.0 + 0.1 * j);
-      rc.scaling.long_factor.push_back(2.0 + 0.7 * j);
-    }
-    const Rope rope(rc);
+    const Rope rope(longrope_config(D, original));
     KVCache cache(1, Hkv, D, &rope, s->dtype);
     cache.append(view(k.data(), {1, n, Hkv, D}), view(v.data(), {1, n, Hkv, D}));
     cache.rerotate(n, original + 1);
