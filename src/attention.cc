@@ -104,13 +104,13 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   check_view(kOp, "grads.q", grads.q, detail::activation_dtype(grads.q), {B, Q, H, D});
   check_view(kOp, "grads.k", grads.k, detail::activation_dtype(grads.k), {B, K, Hkv, D});
   check_view(kOp, "grads.v", grads.v, detail::activation_dtype(grads.v), {B, K, Hkv, Dv});
-  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"out", &out},
-                         {"grad_out", &grad_out},
-                         {"grads.q", &grads.q},
+  detail::check_unit_last_stride(kOp, "out", out);
+  detail::check_unit_last_stride(kOp, "grad_out", grad_out);
+  for (auto [name, v] : {std::pair<const char*, const ViewShape*>{"grads.q", &grads.q},
                          {"grads.k", &grads.k},
                          {"grads.v", &grads.v}})
-    if (detail::activation_dtype(*v) != DType::f32 || v == &out || v == &grad_out)
-      detail::check_unit_last_stride(kOp, name, *v);
+    if (detail::activation_dtype(*v) != DType::f32)
+      detail::check_unit_last_stride(kOp, name, *v);  // 16-bit rows
   std::vector<float> out_wide, grad_out_wide;
   const Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),
                                 grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);

@@ -36,8 +36,8 @@ struct HeadRows {
   Strided<float, 3> out;
   int64_t dim = 0;
   DType dtype = DType::f32;
-  Strided<const uint16_t, 3> in16;
-  Strided<uint16_t, 3> out16;
+  Strided<const uint16_t, 3> in16{};
+  Strided<uint16_t, 3> out16{};
 };
 
 struct RopePlan {

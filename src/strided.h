@@ -40,35 +40,31 @@ struct Strided {
   }
 };
 
-// The first N dimensions of a validated view (N <= rank; the rest must be unit-stride rows).
-template <int N>
-Strided<const float, N> strided(const ConstTensorView& v) {
-  Strided<const float, N> s;
-  s.data = v.ptr<float>();
+// The first N dimensions of a validated view (N <= rank; the rest must be unit-stride rows), as
+// elements of type T.
+template <typename T, int N, typename View>
+Strided<T, N> strided_as(const View& v) {
+  Strided<T, N> s;
+  s.data = static_cast<T*>(v.data);
   for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
   return s;
 }
 template <int N>
+Strided<const float, N> strided(const ConstTensorView& v) {
+  return strided_as<const float, N>(v);
+}
+template <int N>
 Strided<float, N> strided(const TensorView& v) {
-  Strided<float, N> s;
-  s.data = v.ptr<float>();
-  for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
-  return s;
+  return strided_as<float, N>(v);
 }
 // The same for a view of 16-bit storage (bf16 / fp16 bits; the view's dtype says which).
 template <int N>
 Strided<const uint16_t, N> strided16(const ConstTensorView& v) {
-  Strided<const uint16_t, N> s;
-  s.data = v.ptr<uint16_t>();
-  for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
-  return s;
+  return strided_as<const uint16_t, N>(v);
 }
 template <int N>
 Strided<uint16_t, N> strided16(const TensorView& v) {
-  Strided<uint16_t, N> s;
-  s.data = v.ptr<uint16_t>();
-  for (int i = 0; i < N; ++i) s.extent[i] = v.shape[i], s.stride[i] = v.strides[i];
-  return s;
+  return strided_as<uint16_t, N>(v);
 }
 // A contiguous row-major buffer of the given extents.
 template <typename T, int N>

@@ -96,12 +96,10 @@ TEST(Shaw, SixteenBitActivationsRoundOnce) {
                         kpv = view(kp.data(), {K});
   for (const Storage* st : {&kBf16, &kF16}) {
     SCOPED_TRACE(st->name);
-    auto rounded = [&](size_t n, uint32_t seed, std::vector<uint16_t>& bits) {
-      return rounded_random(*st, n, seed, bits);
-    };
     std::vector<uint16_t> q16, g16, acc16;
-    const std::vector<float> q = rounded(B * Q * H * D, 62, q16), g = rounded(B * H * Q * K, 63, g16);
-    const std::vector<float> acc = rounded(B * Q * H * D, 64, acc16);
+    const std::vector<float> q = rounded_random(*st, B * Q * H * D, 62, q16),
+                             g = rounded_random(*st, B * H * Q * K, 63, g16);
+    const std::vector<float> acc = rounded_random(*st, B * Q * H * D, 64, acc16);
     // key logits (overwrite)
     std::vector<float> l32(B * H * Q * K);
     std::vector<uint16_t> l16(l32.size(), 0x7777);

@@ -88,12 +88,10 @@ TEST(TransformerXL, SixteenBitActivationsRoundOnce) {
                         kpv = view(kp.data(), {K});
   for (const Storage* st : {&kBf16, &kF16}) {
     SCOPED_TRACE(st->name);
-    auto rounded = [&](size_t n, uint32_t seed, std::vector<uint16_t>& bits) {
-      return rounded_random(*st, n, seed, bits);
-    };
     std::vector<uint16_t> q16, k16, g16;
-    const std::vector<float> q = rounded(B * Q * H * D, 74, q16), k = rounded(B * K * H * D, 75, k16),
-                             g = rounded(B * H * Q * K, 76, g16);
+    const std::vector<float> q = rounded_random(*st, B * Q * H * D, 74, q16),
+                             k = rounded_random(*st, B * K * H * D, 75, k16),
+                             g = rounded_random(*st, B * H * Q * K, 76, g16);
     std::vector<float> l32(B * H * Q * K);
     std::vector<uint16_t> l16(l32.size());
     transformer_xl_logits(c, view(q.data(), {B, Q, H, D}), view(k.data(), {B, K, H, D}), uv, vv, wv, qpv, kpv,
