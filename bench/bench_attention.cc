@@ -50,10 +50,12 @@ double peak_rss_mib() {
 // kSoftcap: Gemma 2's logit softcap (50) alone; kSinks: gpt-oss's learned sinks alone.
 enum Encoding : int64_t { kNone, kRope, kAlibi, kT5, kSoftcap, kSinks };
 
-// A causal config with one encoding; the Rope and the T5 table live in the fixture.
+// A causal config with one encoding; the Rope and the T5 table live in the fixture. bf16: q, k, v
+// and out stored in bf16 (the inputs rounded once from the same random numbers).
 struct Fixture {
   int64_t S, D, H = 8;
   std::vector<float> q, k, v, out, lse, table, sinks;
+  std::vector<uint16_t> q16, k16, v16, out16;
   posenc::Rope rope;
   posenc::AttentionConfig cfg;
   Fixture(int64_t S_, int64_t D_, int64_t enc)
@@ -85,13 +87,28 @@ struct Fixture {
       cfg.bias.relative_table = posenc::view(table.data(), {32, H});
     }
   }
+  void store_bf16() {
+    for (auto [x, x16] : {std::pair{&q, &q16}, std::pair{&k, &k16}, std::pair{&v, &v16}})
+      for (float xi : *x) x16->push_back(posenc::detail::f32_to_bf16(xi));
+    out16.resize(out.size());
+  }
+  static posenc::TensorView bf16_view(const std::vector<uint16_t>& x, std::initializer_list<int64_t> shape) {
+    posenc::TensorView view =
+        posenc::view(const_cast<float*>(reinterpret_cast<const float*>(x.data())), shape);
+    view.dtype = posenc::DType::bf16;
+    return view;
+  }
   posenc::AttentionInputs inputs() const {
+    if (!q16.empty())
+      return posenc::qkv(bf16_view(q16, {1, S, H, D}), bf16_view(k16, {1, S, H, D}),
+                         bf16_view(v16, {1, S, H, D}));
     return posenc::qkv(posenc::view(q.data(), {1, S, H, D}), posenc::view(k.data(), {1, S, H, D}),
                        posenc::view(v.data(), {1, S, H, D}));
   }
   void forward() {
-    posenc::attention_forward(cfg, inputs(), posenc::view(out.data(), {1, S, H, D}),
-                              posenc::view(lse.data(), {1, H, S}));
+    posenc::attention_forward(
+        cfg, inputs(), q16.empty() ? posenc::view(out.data(), {1, S, H, D}) : bf16_view(out16, {1, S, H, D}),
+        posenc::view(lse.data(), {1, H, S}));
   }
   double causal_flops() const { return 4.0 * S * S * D * H / 2; }
 };
@@ -259,6 +276,28 @@ void BM_attention_decode_storage(benchmark::State& state) {
   posenc::bench::report_vs_memcpy(state, timer, bytes, static_cast<size_t>(bytes) / 2);
 }
 
+// Prefill, S 4096, D 128, 8 heads, causal, encoding range(0), q k v out in fp32 (range(1) = 0) or
+// bf16 (1: the logits by vdpbf16ps where the CPU has it, src/cpu/bf16_dot.h). One warm-up call,
+// then 3 timed; rated against the fp32 FMA peak and the bf16 dot peak of the same threads.
+void BM_attention_prefill_storage(benchmark::State& state) {
+  Fixture f(4096, 128, state.range(0));
+  const bool bf16 = state.range(1) == 1;
+  state.SetLabel(bf16 ? "bf16" : "fp32");
+  if (bf16) f.store_bf16();
+  f.forward();
+  const double t0 = posenc::bench::now_seconds();
+  for (auto _ : state) {
+    f.forward();
+    benchmark::ClobberMemory();
+  }
+  const double gflops =
+      f.causal_flops() * static_cast<double>(state.iterations()) / (posenc::bench::now_seconds() - t0) / 1e9;
+  const double fma = posenc::bench::fma_peak_gflops(), dot = posenc::bench::bf16_dot_peak_gflops();
+  state.counters["GFLOPs"] = gflops;
+  state.counters["vs_fma_peak"] = gflops / fma;
+  state.counters["vs_bf16_peak"] = dot > 0 ? gflops / dot : 0.0;
+}
+
 // The encodings and score mechanisms side by side at the reference shape, S 4096, D 128.
 void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
   for (int64_t enc : {kNone, kRope, kAlibi, kT5, kSoftcap, kSinks}) b->Args({4096, 128, enc});
@@ -320,6 +359,12 @@ BENCHMARK(BM_attention_decode_storage)
     ->Args({32768, 2, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_attention_prefill_storage)
+    ->ArgNames({"enc", "bf16"})
+    ->ArgsProduct({{kNone, kAlibi, kT5}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 BENCHMARK(BM_attention_backward)
     ->ArgNames({"S", "D", "enc"})
     ->Args({16384, 128, kNone})

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "src/cpu/bf16_dot.h"
 
 namespace posenc::test {
 
@@ -65,11 +66,20 @@ void expect_error(Fn&& call, const std::string& needle) {
 }
 
 // Runs fn(target_name) once per SIMD target compiled in and supported by this CPU.
+// The AVX-512 target runs twice where the CPU has vdpbf16ps: with the bf16 dot path of the attention
+// forward (src/cpu/bf16_dot.h) and without it, so both are tested on such a machine.
 inline void for_each_cpu_target(const std::function<void(const std::string&)>& fn) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn(hwy::TargetName(target));
+    const bool bf16_dots = cpu::bf16_dot_available() && (target == HWY_AVX3 || target == HWY_AVX3_DL);
+    for (int pass = 0; pass < (bf16_dots ? 2 : 1); ++pass) {
+      cpu::set_bf16_dot_enabled(pass == 1);
+      const std::string name = pass == 1 ? std::string(hwy::TargetName(target)).append("+BF16DOT")
+                                         : std::string(hwy::TargetName(target));
+      SCOPED_TRACE(name);
+      fn(name);
+    }
+    cpu::set_bf16_dot_enabled(true);
   }
   hwy::SetSupportedTargetsForTest(0);  // back to the best target
 }

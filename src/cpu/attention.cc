@@ -13,6 +13,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "src/cpu/attention.h"
 #include "src/cpu/attention_tile-inl.h"
+#include "src/cpu/bf16_dot.h"
 #include "src/cpu/half-inl.h"
 #include "src/cpu/softmax-inl.h"
 
@@ -27,27 +28,52 @@ namespace hn = hwy::HWY_NAMESPACE;
 // The running state of one query block of one head: O (m x Dv), Shaw's Pb (m x rows), m and l.
 struct OnlineSoftmax {
   QueryBlock qb;
+  Bf16Queries q16;  // the bf16 dot path's query parts
   std::vector<float> O, Pb;
   float mrow[kAttentionBlockQ], lrow[kAttentionBlockQ];
 };
+
+// Whether this target computes the logits of the plan's bf16 keys with vdpbf16ps (src/cpu/bf16_dot.h):
+// the AVX-512 target on a CPU with AVX512_BF16 (the lower targets keep their widening path, which the
+// tests also run on such a CPU). Not for keys RoPE rotated into fp32 (k16 empty).
+bool UsesBf16Dots(const AttentionPlan& p) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return p.storage == DType::bf16 && !p.k16.empty() && bf16_dot_available();
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+// A decode step streams its 16-bit keys and values from memory once, and the per-key work between
+// the loads leaves the hardware prefetcher behind: rows this far ahead are requested while a tile's
+// values are widened (measured: 32 rows, 8 KiB of a head's keys and values, turned 74 ns per key
+// and head at a 32k bf16 cache into 62; 64 and 128 rows ahead, or prefetches to L2 only, gained nothing).
+constexpr int64_t kPrefetchRows = 32;
+inline void PrefetchRow(const uint16_t* row, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32) __builtin_prefetch(row + i);  // one per 64-byte line
+}
 
 // Heads [h0, h1) of one key/value group advance through the key tiles in lockstep, so a tile of
 // K and V is read from memory once for all of them (decode with grouped-query attention); other
 // tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
 // step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
-void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt, int64_t problem,
-                 int64_t h0, int64_t h1, int64_t block, int64_t k_begin, int64_t k_end,
-                 const SplitPartial* split) {
+// kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
+void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
+                 const uint16_t* kt_pairs, int64_t problem, int64_t h0, int64_t h1, int64_t block,
+                 int64_t k_begin, int64_t k_end, const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   const bool shaw_values = p.shaw && p.shaw->a_v;
+  const bool bf16_dots = UsesBf16Dots(p);
   std::vector<OnlineSoftmax> heads(static_cast<size_t>(h1 - h0));
   for (int64_t h = h0; h < h1; ++h) {
     OnlineSoftmax& st = heads[h - h0];
     st.qb = MakeQueryBlock(p, problem, h, block * kAttentionBlockQ);
     PrepareQueryBlock(p, st.qb);
+    if (bf16_dots) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
     st.O.assign(static_cast<size_t>(st.qb.m * Dv), 0.0f);
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
     // A sink is one more softmax entry with no value: the running max starts at it, with weight 1
@@ -61,7 +87,8 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   // likewise the key rows that a decode step reads without K^T.
   const float* v = p.v16.data || pr.nk == 0 ? nullptr : p.v.at(pr.b, pr.k0, hk);  // no offset on empty views
   std::vector<float> v_tile(p.v16.data ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
-  std::vector<float> k_tile(p.k16.data && !kt ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
+  std::vector<float> k_tile(p.k16.data && !kt && !bf16_dots ? static_cast<size_t>(kAttentionBlockK * p.D)
+                                                            : 0);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> scratch;
 
@@ -70,14 +97,29 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
     const float* v_rows = v ? v + kt0 * p.v.stride[1] : v_tile.data();
     const int64_t v_stride = v ? p.v.stride[1] : Dv;
-    for (int64_t j = 0; j < n && !v; ++j)
+    for (int64_t j = 0; j < n && !v; ++j) {
+      if (kt0 + j + kPrefetchRows < k_end) {
+        const int64_t ahead = pr.k0 + kt0 + j + kPrefetchRows;
+        if (!kt && p.k16.data) PrefetchRow(p.k16.at(pr.b, ahead, hk), p.D);  // (not keys packed or rotated)
+        PrefetchRow(p.v16.at(pr.b, ahead, hk), Dv);
+      }
       WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
+    }
     for (int64_t j = 0; j < n && !k_tile.empty(); ++j)
       WidenRow(p.storage, p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D, k_tile.data() + j * p.D);
     for (OnlineSoftmax& st : heads) {
       const QueryBlock& qb = st.qb;
       const int64_t m = qb.m;
-      TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch, nullptr, k_tile.empty() ? nullptr : k_tile.data());
+      if (kt_pairs) {
+        bf16_tile_logits(st.q16, p.D, kt_pairs, pr.nk, kt0, n, p.scale, S, kAttentionBlockK);
+        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
+      } else if (bf16_dots) {
+        bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], n, p.scale, S,
+                        kAttentionBlockK);
+        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
+      } else {
+        TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch, nullptr, k_tile.empty() ? nullptr : k_tile.data());
+      }
       for (int64_t i = 0; i < m; ++i) {
         float* s = S + i * kAttentionBlockK;
         float mx = kNegInf;
@@ -139,21 +181,31 @@ HWY_AFTER_NAMESPACE();
 
 namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
+HWY_EXPORT(UsesBf16Dots);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
-                                 int64_t min_queries, Strided<const uint16_t, 3> x16) {
+                                 int64_t min_queries, Strided<const uint16_t, 3> x16, bool bf16_pairs) {
   PackedTransposed packed;
   packed.dim = dim;
+  packed.per_key = bf16_pairs ? key_pairs_size(dim, 1) : dim;
   packed.offset.assign(p.problems.size() + 1, 0);
   for (size_t i = 0; i < p.problems.size(); ++i)
     packed.offset[i + 1] =
-        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * dim * p.problems[i].nk : 0);
-  packed.data.resize(static_cast<size_t>(packed.offset.back()));
+        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * packed.per_key * p.problems[i].nk : 0);
+  if (bf16_pairs)
+    packed.pairs.resize(static_cast<size_t>(packed.offset.back()));
+  else
+    packed.data.resize(static_cast<size_t>(packed.offset.back()));
   parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
     const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
     const AttentionProblem& pr = p.problems[problem];
     if (packed.offset[problem + 1] == packed.offset[problem]) return;
+    if (bf16_pairs) {
+      pack_key_pairs(x16.at(pr.b, pr.k0, hk), x16.stride[1], dim, pr.nk,
+                     packed.pairs.data() + packed.offset[problem] + hk * packed.per_key * pr.nk);
+      return;
+    }
     float* dst = packed.data.data() + packed.offset[problem] + hk * dim * pr.nk;
     std::vector<float> wide(x16.data ? static_cast<size_t>(dim) : 0);
     for (int64_t j = 0; j < pr.nk; ++j) {
@@ -230,7 +282,8 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
 }  // namespace
 
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
-  const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16);
+  const bool bf16_dots = HWY_DYNAMIC_DISPATCH(UsesBf16Dots)(p);
+  const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
@@ -270,8 +323,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
       splitp = &split;
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
-    (p, o, kt.head(p, task.problem, task.head / group), task.problem, task.head, task.head + task.heads,
-     task.block, job.k_begin, job.k_end, splitp);
+    (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
+     task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

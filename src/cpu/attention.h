@@ -18,21 +18,30 @@ using detail::TransformerXLTerms;
 
 // A key or value tensor transposed per (problem, kv head): (dim, nk) at offset[problem] +
 // hk * dim * nk, so a tile of 64 keys is `dim` contiguous runs for the tile products.
+// Or (bf16 keys for vdpbf16ps, src/cpu/bf16_dot.h) `pairs` instead of `data`: K^T in pairs of dims,
+// key_pairs_size(dim, nk) elements per head.
 struct PackedTransposed {
   std::vector<int64_t> offset;
   std::vector<float> data;
-  int64_t dim = 0;
+  std::vector<uint16_t> pairs;
+  int64_t dim = 0, per_key = 0;  // elements per key of one head: dim, or dim rounded up to even
   const float* head(const AttentionPlan& p, int64_t problem, int64_t hk) const {
-    if (offset[problem + 1] == offset[problem]) return nullptr;
-    return data.data() + offset[problem] + hk * dim * p.problems[problem].nk;
+    if (data.empty() || offset[problem + 1] == offset[problem]) return nullptr;
+    return data.data() + offset[problem] + hk * per_key * p.problems[problem].nk;
+  }
+  const uint16_t* head_pairs(const AttentionPlan& p, int64_t problem, int64_t hk) const {
+    if (pairs.empty() || offset[problem + 1] == offset[problem]) return nullptr;
+    return pairs.data() + offset[problem] + hk * per_key * p.problems[problem].nk;
   }
 };
 // x: rows (B, K, Hkv) of `dim` (the plan's D for keys, Dv for values). Problems with at most `min_queries`
 // queries are left out (head() is null: the kernels read key rows directly, which a decode step against a
 // long cache needs, instead of repacking it).
-// x16 (non-empty): the rows in the plan's 16-bit storage instead of x, widened while packed.
+// x16 (non-empty): the rows in the plan's 16-bit storage instead of x, widened while packed, or
+// (bf16_pairs) packed as they are into `pairs`.
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
-                                 int64_t min_queries = 0, Strided<const uint16_t, 3> x16 = {});
+                                 int64_t min_queries = 0, Strided<const uint16_t, 3> x16 = {},
+                                 bool bf16_pairs = false);
 // Up to this many queries, the forward reads key rows instead of packing K^T.
 constexpr int64_t kRowDotQueries = 4;
 

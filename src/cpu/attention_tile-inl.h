@@ -118,24 +118,12 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
   }
 }
 
-// S (m x n, row stride kAttentionBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
-// kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots): the plan's
-// fp32 rows, or `key_tile` (n rows of D, contiguous: a tile of 16-bit keys widened by the caller).
-// dcap (m x n, same stride): the softcap's derivative per logit, when non-null and softcap > 0.
-// scratch: reused across calls.
-inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0,
-                       int64_t n, float* HWY_RESTRICT S, std::vector<float>& scratch,
-                       float* HWY_RESTRICT dcap = nullptr, const float* key_tile = nullptr) {
+// S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds
+// scale q k^T on entry, however it was computed.
+inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0, int64_t n,
+                      float* HWY_RESTRICT S, std::vector<float>& scratch, float* HWY_RESTRICT dcap) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
-  if (kt) {
-    TileGemm({qb.m, n, p.D, qb.q, p.q.stride[1], 1, kt + kt0, nk, S, kAttentionBlockK, p.scale, false});
-  } else if (key_tile) {
-    RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], key_tile, p.D, p.scale, S, kAttentionBlockK);
-  } else {
-    const float* k = p.k.at(pr.b, pr.k0 + kt0, qb.hk);
-    RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], k, p.k.stride[1], p.scale, S, kAttentionBlockK);
-  }
   if (p.transformer_xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
     const TransformerXLTerms& xl = *p.transformer_xl;
     const DeltaSpan span = TileDeltaSpan(xl, qb, kpos, n);
@@ -182,6 +170,26 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
       for (int64_t j = 0; j < n; ++j)
         if (p.masked(qp, kpos[j])) s[j] = kNegInf;
   }
+}
+
+// S (m x n, row stride kAttentionBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
+// kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots): the plan's
+// fp32 rows, or `key_tile` (n rows of D, contiguous: a tile of 16-bit keys widened by the caller).
+// dcap (m x n, same stride): the softcap's derivative per logit, when non-null and softcap > 0.
+// scratch: reused across calls.
+inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0,
+                       int64_t n, float* HWY_RESTRICT S, std::vector<float>& scratch,
+                       float* HWY_RESTRICT dcap = nullptr, const float* key_tile = nullptr) {
+  const AttentionProblem& pr = p.problems[qb.problem];
+  if (kt) {
+    TileGemm({qb.m, n, p.D, qb.q, p.q.stride[1], 1, kt + kt0, nk, S, kAttentionBlockK, p.scale, false});
+  } else if (key_tile) {
+    RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], key_tile, p.D, p.scale, S, kAttentionBlockK);
+  } else {
+    const float* k = p.k.at(pr.b, pr.k0 + kt0, qb.hk);
+    RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], k, p.k.stride[1], p.scale, S, kAttentionBlockK);
+  }
+  TileTerms(p, qb, kt0, n, S, scratch, dcap);
 }
 
 }  // namespace HWY_NAMESPACE

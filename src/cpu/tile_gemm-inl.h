@@ -2,7 +2,8 @@
 //   C (m x n) = [C +] alpha * A (m x k) * B (k x n)
 // A is read element by element with any strides (so A^T costs nothing), B row by row (unit
 // stride within a row), C row by row. Register blocking: 4 rows of A times 2 vectors of B columns
-// = 8 accumulators, which fits SSE4/AVX2's 16 registers and leaves AVX-512 room for loads.
+// = 8 accumulators, which fits SSE4/AVX2's 16 registers and leaves AVX-512 room for loads (1 or 2
+// rows: 4 vectors).
 #if defined(POSENC_CPU_TILE_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_CPU_TILE_GEMM_INL_H_
 #undef POSENC_CPU_TILE_GEMM_INL_H_
@@ -65,6 +66,10 @@ HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;
+  // One or two rows (a decode step's P V): 4 vectors, so that 4 to 8 independent accumulators, not
+  // 2, cover the FMA latency along the k (key) loop.
+  if (kRows <= 2)
+    for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4>(g, i, j);
   for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2>(g, i, j);
   for (; j + N <= g.n; j += N) GemmBlock<kRows, 1>(g, i, j);
   for (; j < g.n; ++j)  // scalar tail: no masked accesses past the row (see rope.cc)

@@ -1,0 +1,217 @@
+// src/cpu/bf16_dot.cc: vdpbf16ps kernels of the attention forward's logits (see bf16_dot.h). Written
+// with AVX-512 intrinsics in functions compiled for avx512_bf16 (Highway 1.0.3 has no target with
+// it: its bf16 dot emulates by widening) and called only when the CPU reports it.
+#include "src/cpu/bf16_dot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/half.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define POSENC_BF16_DOT 1
+#else
+#define POSENC_BF16_DOT 0
+#endif
+
+namespace posenc::cpu {
+namespace {
+// POSENC_BF16_DOT=0 switches the path off (the widening one then runs, as on CPUs without it).
+std::atomic<bool> enabled{[] {
+  const char* env = std::getenv("POSENC_BF16_DOT");
+  return !(env && std::strcmp(env, "0") == 0);
+}()};
+
+bool cpu_has_bf16_dot() {
+#if POSENC_BF16_DOT
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// The top 16 bits of x: a bf16 whose residual x - part is exact in fp32 (truncation, unlike rounding,
+// never overflows to inf near FLT_MAX).
+inline uint16_t truncated_bf16(float x) { return static_cast<uint16_t>(detail::f32_bits(x) >> 16); }
+}  // namespace
+
+bool bf16_dot_available() { return enabled.load(std::memory_order_relaxed) && cpu_has_bf16_dot(); }
+void set_bf16_dot_enabled(bool on) { enabled.store(on, std::memory_order_relaxed); }
+
+void split_queries(const float* q, int64_t q_stride, int64_t m, int64_t D, Bf16Queries& out) {
+  out.m = m, out.dim = (D + 31) / 32 * 32;
+  out.data.assign(static_cast<size_t>(3 * m * out.dim), 0);
+  int64_t parts = 1;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t d = 0; d < D; ++d) {
+      const float x = q[i * q_stride + d];
+      uint16_t* hi = out.data.data() + i * out.dim + d;
+      if (!std::isfinite(x)) {  // inf and NaN propagate through the first part alone
+        *hi = detail::f32_to_bf16(x);
+        continue;
+      }
+      // x = hi + mid + lo exactly: each part takes the next 8 significant bits of the 24.
+      *hi = truncated_bf16(x);
+      const float r = x - detail::bf16_to_f32(*hi);
+      if (r == 0) continue;
+      const uint16_t mid = truncated_bf16(r), lo = truncated_bf16(r - detail::bf16_to_f32(mid));
+      hi[m * out.dim] = mid, hi[2 * m * out.dim] = lo;
+      parts = std::max<int64_t>(parts, lo ? 3 : 2);
+    }
+  out.parts = parts;
+}
+
+int64_t key_pairs_size(int64_t D, int64_t nk) { return (D + 1) / 2 * nk * 2; }
+
+void pack_key_pairs(const uint16_t* k, int64_t k_stride, int64_t D, int64_t nk, uint16_t* pairs) {
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint16_t* row = k + j * k_stride;
+    for (int64_t d = 0; d < D; ++d) pairs[((d / 2) * nk + j) * 2 + d % 2] = row[d];
+    if (D % 2) pairs[((D / 2) * nk + j) * 2 + 1] = 0;
+  }
+}
+
+#if POSENC_BF16_DOT
+// GCC 12's unpack and shuffle intrinsics pass _mm512_undefined_ps() as the unused merge source, which
+// its -Wuninitialized reports at every use (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+namespace {
+#define POSENC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// One vector of the 16 sums of v[0..16): lane t = sum of v[t]'s lanes, in a fixed order.
+POSENC_BF16_TARGET inline __m512 sum16(const __m512* v) {
+  __m512 w[8], x[4];
+  for (int t = 0; t < 8; ++t)  // per 128-bit lane: v[2t] at positions 0, 2 and v[2t+1] at 1, 3
+    w[t] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * t], v[2 * t + 1]), _mm512_unpackhi_ps(v[2 * t], v[2 * t + 1]));
+  for (int t = 0; t < 4; ++t) {  // per 128-bit lane: v[4t .. 4t+4) at positions 0..3
+    const __m512d a = _mm512_castps_pd(w[2 * t]), b = _mm512_castps_pd(w[2 * t + 1]);
+    x[t] =
+        _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // Sum the four 128-bit lanes, x[t] going to lane t.
+  const __m512 y0 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], 0x88), _mm512_shuffle_f32x4(x[0], x[1], 0xdd));
+  const __m512 y1 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], 0x88), _mm512_shuffle_f32x4(x[2], x[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(y0, y1, 0x88), _mm512_shuffle_f32x4(y0, y1, 0xdd));
+}
+
+inline __mmask32 first_bits32(int64_t n) { return n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1; }
+inline __mmask16 first_bits16(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
+// S row i, keys [j0, j0 + nb), nb <= 16: one accumulator per key, over the row's 32-element chunks
+// (the last one masked: no read past a key row of D elements), each times every query part.
+template <int kParts>
+POSENC_BF16_TARGET void row_block(const Bf16Queries& q, int64_t i, int64_t D, const uint16_t* k,
+                                  int64_t k_stride, int64_t nb, __m512& sums) {
+  __m512 acc[16];
+  for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < D; c += 32) {
+    const __mmask32 mask = first_bits32(D - c);
+    __m512bh qv[kParts];
+    for (int p = 0; p < kParts; ++p) qv[p] = (__m512bh)_mm512_loadu_si512(q.row(p, i) + c);
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; ++t) {
+      // Keys past nb: a zero mask reads nothing (at a valid address).
+      const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(t < nb ? mask : 0,
+                                                             k + std::min<int64_t>(t, nb - 1) * k_stride + c);
+      for (int p = 0; p < kParts; ++p) acc[t] = _mm512_dpbf16_ps(acc[t], qv[p], kv);
+    }
+  }
+  sums = sum16(acc);
+}
+
+template <int kParts>
+POSENC_BF16_TARGET void row_logits(const Bf16Queries& q, int64_t D, const uint16_t* k, int64_t k_stride,
+                                   int64_t n, float scale, float* S, int64_t ld) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nb = std::min<int64_t>(16, n - j0);
+    for (int64_t i = 0; i < q.m; ++i) {
+      __m512 sums;
+      row_block<kParts>(q, i, D, k + j0 * k_stride, k_stride, nb, sums);
+      _mm512_mask_storeu_ps(S + i * ld + j0, first_bits16(nb), _mm512_mul_ps(sums, vscale));
+    }
+  }
+}
+
+// Rows [i0, i0 + kRows) of S, keys [j0, j0 + n), n <= 64: 4 vectors of 16 keys per row; per pair
+// of dims, each row's pair (times each part) broadcast against the keys' pairs.
+template <int kParts, int kRows>
+POSENC_BF16_TARGET void tile_rows(const Bf16Queries& q, int64_t i0, int64_t D, const uint16_t* pairs,
+                                  int64_t nk, int64_t j0, int64_t n, float scale, float* S, int64_t ld) {
+  __m512 acc[kRows][4];
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+  __mmask16 mask[4];
+  for (int v = 0; v < 4; ++v) mask[v] = first_bits16(std::max<int64_t>(0, n - 16 * v));
+  for (int64_t l = 0; l < (D + 1) / 2; ++l) {
+    const uint16_t* b = pairs + (l * nk + j0) * 2;
+    __m512bh kv[4];
+    for (int v = 0; v < 4; ++v)  // masked: the last tile's keys end with the packed row
+      kv[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], mask[v] ? b + 32 * v : b);
+    for (int r = 0; r < kRows; ++r)
+      for (int p = 0; p < kParts; ++p) {
+        int32_t pair;
+        std::memcpy(&pair, q.row(p, i0 + r) + 2 * l, sizeof pair);
+        const __m512bh qv = (__m512bh)_mm512_set1_epi32(pair);
+        for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qv, kv[v]);
+      }
+  }
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < 4; ++v)
+      if (mask[v])
+        _mm512_mask_storeu_ps(S + (i0 + r) * ld + 16 * v, mask[v], _mm512_mul_ps(acc[r][v], vscale));
+}
+
+template <int kParts>
+POSENC_BF16_TARGET void tile_logits(const Bf16Queries& q, int64_t D, const uint16_t* pairs, int64_t nk,
+                                    int64_t j0, int64_t n, float scale, float* S, int64_t ld) {
+  int64_t i = 0;
+  for (; i + 4 <= q.m; i += 4) tile_rows<kParts, 4>(q, i, D, pairs, nk, j0, n, scale, S, ld);
+  for (; i < q.m; ++i) tile_rows<kParts, 1>(q, i, D, pairs, nk, j0, n, scale, S, ld);
+}
+}  // namespace
+
+void bf16_row_logits(const Bf16Queries& q, int64_t D, const uint16_t* k, int64_t k_stride, int64_t n,
+                     float scale, float* S, int64_t ld) {
+  switch (q.parts) {
+    case 1:
+      return row_logits<1>(q, D, k, k_stride, n, scale, S, ld);
+    case 2:
+      return row_logits<2>(q, D, k, k_stride, n, scale, S, ld);
+    default:
+      return row_logits<3>(q, D, k, k_stride, n, scale, S, ld);
+  }
+}
+
+void bf16_tile_logits(const Bf16Queries& q, int64_t D, const uint16_t* pairs, int64_t nk, int64_t j0,
+                      int64_t n, float scale, float* S, int64_t ld) {
+  switch (q.parts) {
+    case 1:
+      return tile_logits<1>(q, D, pairs, nk, j0, n, scale, S, ld);
+    case 2:
+      return tile_logits<2>(q, D, pairs, nk, j0, n, scale, S, ld);
+    default:
+      return tile_logits<3>(q, D, pairs, nk, j0, n, scale, S, ld);
+  }
+}
+#pragma GCC diagnostic pop
+#else
+// Never called: bf16_dot_available() is false.
+void bf16_row_logits(const Bf16Queries&, int64_t, const uint16_t*, int64_t, int64_t, float, float*, int64_t) {
+}
+void bf16_tile_logits(const Bf16Queries&, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
+                      int64_t) {}
+#endif
+
+}  // namespace posenc::cpu
