@@ -144,33 +144,45 @@ POSENC_BF16_TARGET void row_logits(const Bf16Queries& q, int64_t D, const uint16
 }
 
 // Rows [i0, i0 + kRows) of S, keys [j0, j0 + n), n <= 64: 4 vectors of 16 keys per row; per pair
-// of dims, each row's pair (times each part) broadcast against the keys' pairs.
+// of dims, each row's pair (times each part) broadcast against the keys' pairs. S's rows hold 64
+// (ld >= 64). The unroll pragmas keep the 16 accumulators in registers: without them GCC 12 stored
+// every accumulator to the stack at each step (half the rate).
 template <int kParts, int kRows>
 POSENC_BF16_TARGET void tile_rows(const Bf16Queries& q, int64_t i0, int64_t D, const uint16_t* pairs,
                                   int64_t nk, int64_t j0, int64_t n, float scale, float* S, int64_t ld) {
-  __m512 acc[kRows][4];
-  for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
   __mmask16 mask[4];
   for (int v = 0; v < 4; ++v) mask[v] = first_bits16(std::max<int64_t>(0, n - 16 * v));
-  for (int64_t l = 0; l < (D + 1) / 2; ++l) {
+  const uint16_t* qrow[kParts][kRows];
+  for (int p = 0; p < kParts; ++p)
+    for (int r = 0; r < kRows; ++r) qrow[p][r] = q.row(p, i0 + r);
+  __m512 acc[kRows][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int64_t pairs_per_row = (D + 1) / 2;
+  for (int64_t l = 0; l < pairs_per_row; ++l) {
     const uint16_t* b = pairs + (l * nk + j0) * 2;
     __m512bh kv[4];
-    for (int v = 0; v < 4; ++v)  // masked: the last tile's keys end with the packed row
-      kv[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], mask[v] ? b + 32 * v : b);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) kv[v] = (__m512bh)_mm512_maskz_loadu_epi32(mask[v], mask[v] ? b + 32 * v : b);
+#pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
       for (int p = 0; p < kParts; ++p) {
         int32_t pair;
-        std::memcpy(&pair, q.row(p, i0 + r) + 2 * l, sizeof pair);
+        std::memcpy(&pair, qrow[p][r] + 2 * l, sizeof pair);
         const __m512bh qv = (__m512bh)_mm512_set1_epi32(pair);
+#pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qv, kv[v]);
       }
   }
   const __m512 vscale = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < 4; ++v)
-      if (mask[v])
-        _mm512_mask_storeu_ps(S + (i0 + r) * ld + 16 * v, mask[v], _mm512_mul_ps(acc[r][v], vscale));
+      _mm512_mask_storeu_ps(S + (i0 + r) * ld + 16 * v, mask[v], _mm512_mul_ps(acc[r][v], vscale));
 }
 
 template <int kParts>
