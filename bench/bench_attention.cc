@@ -139,6 +139,7 @@ void BM_compute_peak(benchmark::State& state) {
 // range(0): S, range(1): D, range(2): encoding
 void BM_attention_forward(benchmark::State& state) {
   Fixture f(state.range(0), state.range(1), state.range(2));
+  f.forward();  // warm-up: the first call of a shape maps its buffers (BENCHMARKS.md)
   const double t0 = posenc::bench::now_seconds();
   for (auto _ : state) {
     f.forward();
@@ -156,11 +157,15 @@ void BM_attention_backward(benchmark::State& state) {
   g.q = posenc::view(gq.data(), {1, f.S, f.H, f.D});
   g.k = posenc::view(gk.data(), {1, f.S, f.H, f.D});
   g.v = posenc::view(gv.data(), {1, f.S, f.H, f.D});
-  const double t0 = posenc::bench::now_seconds();
-  for (auto _ : state) {
+  auto backward = [&] {
     posenc::attention_backward(f.cfg, f.inputs(), posenc::view(f.out.data(), {1, f.S, f.H, f.D}),
                                posenc::view(f.lse.data(), {1, f.H, f.S}),
                                posenc::view(grad_out.data(), {1, f.S, f.H, f.D}), g);
+  };
+  backward();  // warm-up
+  const double t0 = posenc::bench::now_seconds();
+  for (auto _ : state) {
+    backward();
     benchmark::ClobberMemory();
   }
   report_vs_sgemm(state, 2.5 * f.causal_flops(), posenc::bench::now_seconds() - t0, f.S, f.D);
@@ -221,6 +226,7 @@ struct MlaFixture {
 // range(0): S, range(1): form.
 void BM_attention_mla_forward(benchmark::State& state) {
   MlaFixture f(state.range(0), state.range(0), state.range(1), true);
+  f.forward();  // warm-up
   const double t0 = posenc::bench::now_seconds();
   for (auto _ : state) {
     f.forward();
@@ -235,6 +241,7 @@ void BM_attention_mla_forward(benchmark::State& state) {
 void BM_attention_mla_decode(benchmark::State& state) {
   MlaFixture f(1, state.range(0), state.range(1), false);
   const double bytes = 4.0 * f.K * f.Hkv * (f.D + (f.v.empty() ? 0 : f.Dv));
+  f.forward();  // warm-up
   const posenc::bench::LoopTimer timer;
   for (auto _ : state) {
     f.forward();
@@ -328,7 +335,7 @@ BENCHMARK(BM_attention_forward)
     ->Args({16384, 128, kNone})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(2);
+    ->Iterations(3);
 BENCHMARK(BM_attention_backward)
     ->ArgNames({"S", "D", "enc"})
     ->Args({512, 64, kNone})
@@ -337,14 +344,14 @@ BENCHMARK(BM_attention_backward)
     ->Apply(every_encoding_at_4096_by_128)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(2);
+    ->Iterations(3);
 BENCHMARK(BM_attention_mla_forward)
     ->ArgNames({"S", "form"})
     ->Args({4096, kMlaHeads})
     ->Args({4096, kMlaAbsorbed})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(2);
+    ->Iterations(3);
 BENCHMARK(BM_attention_mla_decode)
     ->ArgNames({"K", "form"})
     ->Args({32768, kMlaHeads})

@@ -73,6 +73,41 @@ inline void report_vs_memcpy(benchmark::State& state, const LoopTimer& timer, do
       bytes_per_iteration * iterations / seconds / memcpy_rate;  // both count reads + writes
 }
 
+// The rate of an in-place pass (each 32-bit word read, changed and written back), counting reads +
+// writes: the fair limit of a kernel that updates its tensors in place (RoPE's q and k), which moves
+// no write-allocate traffic that a memcpy's destination does.
+inline double measure_in_place_rate(size_t bytes) {
+  std::vector<uint32_t> x(bytes / sizeof(uint32_t), 1);
+  const auto n = static_cast<size_t>(posenc::num_threads());
+  auto pass = [&] {
+    posenc::parallel_for(static_cast<int64_t>(n), [&](int64_t t) {
+      const size_t begin = x.size() * static_cast<size_t>(t) / n,
+                   end = x.size() * (static_cast<size_t>(t) + 1) / n;
+      for (size_t i = begin; i < end; ++i) x[i] ^= 0x5a5a5a5au;
+    });
+    benchmark::DoNotOptimize(x.data());
+  };
+  pass();  // fault pages in
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const int iters = bytes > (1 << 24) ? 3 : 200;
+    const double t0 = now_seconds();
+    for (int i = 0; i < iters; ++i) pass();
+    best = std::max(best, 2.0 * static_cast<double>(bytes) * iters / (now_seconds() - t0));
+  }
+  return best;
+}
+
+// report_vs_memcpy, and vs_in_place = the kernel's rate over measure_in_place_rate(in_place_bytes).
+inline void report_vs_in_place(benchmark::State& state, const LoopTimer& timer, double bytes_per_iteration,
+                               size_t in_place_bytes) {
+  report_vs_memcpy(state, timer, bytes_per_iteration, in_place_bytes);
+  const double rate = state.counters["GBps"] * 1e9;  // set by report_vs_memcpy from the same timer
+  const double limit = measure_in_place_rate(in_place_bytes);
+  state.counters["in_place_GBps"] = limit / 1e9;
+  state.counters["vs_in_place"] = rate / limit;
+}
+
 inline std::vector<float> random_floats(size_t n, uint32_t seed = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(-1, 1);

@@ -3,10 +3,12 @@
 // against the double reference on the same rounded inputs an fp32 out is within the fp32 tolerance
 // of the other attention tests (kF32Reduction), and a 16-bit out within that plus one rounding:
 //   |out - exact| <= u |exact| + 1e-5 (1 + |exact|),   u = 2^-8 (bf16), 2^-11 (fp16).
-// Paths: prefill (K^T packed from 16-bit rows), decode (key rows widened per tile, heads of a group
-// sharing the tile), a long decode split across threads and merged, RoPE (keys widened once and
-// rotated), every bias and score mechanism, value heads of another size, mixed q / out dtypes; the
-// backward (inputs widened once, each gradient rounded once).
+// Paths: prefill (K^T packed from 16-bit rows, or bf16 pairs for vdpbf16ps), decode (key rows
+// widened per tile, heads of a group sharing the tile; or, one query row per kv head, widened inside
+// the q.k and P V products; or bf16 rows read by vdpbf16ps when q holds bf16 values), a long decode
+// split across threads and merged, RoPE (keys widened once and rotated), every bias and score
+// mechanism, value heads of another size, mixed q / out dtypes; the backward (inputs widened once,
+// each gradient rounded once).
 #include <cmath>
 
 #include "attention_case.h"
@@ -72,9 +74,10 @@ TEST(AttentionHalf, EveryPathAndEncoding) {
   Case mla{1, 67, 67, 4, 1, 20, true};
   mla.Dv = 12, mla.rope_offset = 8, mla.rope_layout = RopeLayout::interleaved;
   const std::vector<Case> shapes = {
-      {1, 70, 70, 2, 1, 40, true},                                    // prefill: K^T packed from 16-bit rows
-      {2, 3, 67, 4, 2, 24, false},                                    // decode: key rows widened per tile
-      {1, 1, 130, 8, 1, 16, true},                                    // multi-query decode, group in lockstep
+      {1, 70, 70, 2, 1, 40, true},  // prefill: K^T packed from 16-bit rows
+      {2, 3, 67, 4, 2, 24, false},  // decode: key rows widened per tile
+      {1, 1, 130, 8, 1, 16, true},  // multi-query decode, group in lockstep
+      {1, 1, 150, 4, 4, 20, true},  // one query row per kv head: rows widened inside the products
       {1, 76, 76, 2, 2, 8, true, 0, {0, 5, 75, 76}, {0, 5, 75, 76}},  // packed sequences
       capped,
       mla};
@@ -106,6 +109,8 @@ TEST(AttentionHalf, EverySimdTarget) {
     for (const Storage* s : {&kBf16, &kF16}) {
       check({1, 70, 70, 2, 1, 40, true}, Enc::rope_alibi, s, s, s, target);
       check({1, 1, 130, 8, 1, 24, true}, Enc::t5, s, s, s, target);
+      check({1, 1, 150, 4, 4, 20, true}, Enc::alibi, nullptr, s, nullptr, target);  // fp32 q, 16-bit rows
+      check({1, 1, 150, 4, 4, 40, true}, Enc::none, s, s, s, target);
     }
   });
 }

@@ -33,10 +33,12 @@ struct OnlineSoftmax {
   float mrow[kAttentionBlockQ], lrow[kAttentionBlockQ];
 };
 
-// Whether this target computes the logits of the plan's bf16 keys with vdpbf16ps (src/cpu/bf16_dot.h):
-// the AVX-512 target on a CPU with AVX512_BF16 (the lower targets keep their widening path, which the
-// tests also run on such a CPU). Not for keys RoPE rotated into fp32 (k16 empty).
-bool UsesBf16Dots(const AttentionPlan& p) {
+// Whether this target can compute the logits of the plan's bf16 keys with vdpbf16ps
+// (src/cpu/bf16_dot.h): the AVX-512 target on a CPU with AVX512_BF16 (the lower targets keep their
+// widening path, which the tests also run on such a CPU). Not for keys RoPE rotated into fp32 (k16
+// empty). The caller also requires every query to be a bf16 value (one part per query: with three,
+// vdpbf16ps does 1.5 instructions per element where widening keys for FMAs does 1).
+bool CanUseBf16Dots(const AttentionPlan& p) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   return p.storage == DType::bf16 && !p.k16.empty() && bf16_dot_available();
 #else
@@ -59,15 +61,15 @@ inline void PrefetchRow(const uint16_t* row, int64_t n) {
 // tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
 // step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
 // kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
+// bf16_dots: q.k by vdpbf16ps (CanUseBf16Dots and every query a bf16 value).
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
-                 const uint16_t* kt_pairs, int64_t problem, int64_t h0, int64_t h1, int64_t block,
-                 int64_t k_begin, int64_t k_end, const SplitPartial* split) {
+                 const uint16_t* kt_pairs, bool bf16_dots, int64_t problem, int64_t h0, int64_t h1,
+                 int64_t block, int64_t k_begin, int64_t k_end, const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   const bool shaw_values = p.shaw && p.shaw->a_v;
-  const bool bf16_dots = UsesBf16Dots(p);
   std::vector<OnlineSoftmax> heads(static_cast<size_t>(h1 - h0));
   for (int64_t h = h0; h < h1; ++h) {
     OnlineSoftmax& st = heads[h - h0];
@@ -83,12 +85,18 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     std::fill(st.lrow, st.lrow + st.qb.m, sink ? 1.0f : 0.0f);
   }
   const int64_t hk = heads[0].qb.hk;
-  // fp32 value rows, or (16-bit storage) each tile's rows widened once for all heads of the group;
+  int64_t query_rows = 0;
+  for (const OnlineSoftmax& st : heads) query_rows += st.qb.m;
+  // fp32 value rows, or (16-bit storage) each tile's rows widened once for all heads of the group,
+  // or, for a single query row, widened inside its P V and q.k products (WidensVectors);
   // likewise the key rows that a decode step reads without K^T.
+  const bool widen_in_products = query_rows == 1 && WidensVectors(p.storage);
   const float* v = p.v16.data || pr.nk == 0 ? nullptr : p.v.at(pr.b, pr.k0, hk);  // no offset on empty views
-  std::vector<float> v_tile(p.v16.data ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
-  std::vector<float> k_tile(p.k16.data && !kt && !bf16_dots ? static_cast<size_t>(kAttentionBlockK * p.D)
-                                                            : 0);
+  std::vector<float> v_tile(p.v16.data && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * Dv)
+                                                             : 0);
+  const bool key_rows16 = p.k16.data && !kt && !kt_pairs;  // a decode step's 16-bit key rows
+  std::vector<float> k_tile(
+      key_rows16 && !bf16_dots && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> scratch;
 
@@ -97,14 +105,12 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
     const float* v_rows = v ? v + kt0 * p.v.stride[1] : v_tile.data();
     const int64_t v_stride = v ? p.v.stride[1] : Dv;
-    for (int64_t j = 0; j < n && !v; ++j) {
-      if (kt0 + j + kPrefetchRows < k_end) {
-        const int64_t ahead = pr.k0 + kt0 + j + kPrefetchRows;
-        if (!kt && p.k16.data) PrefetchRow(p.k16.at(pr.b, ahead, hk), p.D);  // (not keys packed or rotated)
-        PrefetchRow(p.v16.at(pr.b, ahead, hk), Dv);
-      }
-      WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
+    for (int64_t j = kPrefetchRows; j < kPrefetchRows + n && !v && kt0 + j < k_end; ++j) {
+      if (key_rows16) PrefetchRow(p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D);
+      PrefetchRow(p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv);
     }
+    for (int64_t j = 0; j < n && !v_tile.empty(); ++j)
+      WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
     for (int64_t j = 0; j < n && !k_tile.empty(); ++j)
       WidenRow(p.storage, p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D, k_tile.data() + j * p.D);
     for (OnlineSoftmax& st : heads) {
@@ -113,10 +119,16 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
       if (kt_pairs) {
         bf16_tile_logits(st.q16, p.D, kt_pairs, pr.nk, kt0, n, p.scale, S, kAttentionBlockK);
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
-      } else if (bf16_dots) {
+      } else if (key_rows16 && bf16_dots) {
         bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], n, p.scale, S,
                         kAttentionBlockK);
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
+#if POSENC_STORAGE_VECTORS
+      } else if (key_rows16 && widen_in_products) {
+        RowDots16(m, n, p.D, qb.q, p.q.stride[1], p.storage, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1],
+                  p.scale, S, kAttentionBlockK);
+        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
+#endif
       } else {
         TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch, nullptr, k_tile.empty() ? nullptr : k_tile.data());
       }
@@ -140,7 +152,11 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
         st.mrow[i] = m_new;
       }
-      TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v_rows, v_stride, st.O.data(), Dv, 1.0f, true});
+      if (p.v16.data && widen_in_products)
+        TileGemm({m, Dv, n, S, kAttentionBlockK, 1, nullptr, p.v16.stride[1], st.O.data(), Dv, 1.0f, true,
+                  p.v16.at(pr.b, pr.k0 + kt0, hk), p.storage});
+      else
+        TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v_rows, v_stride, st.O.data(), Dv, 1.0f, true});
     }
   }
   if (split) {  // shaw_values never splits (its Pb would need merging too)
@@ -174,6 +190,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <atomic>
 #include <limits>
 
 #include "src/cpu/half.h"
@@ -181,7 +198,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
-HWY_EXPORT(UsesBf16Dots);
+HWY_EXPORT(CanUseBf16Dots);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
@@ -216,6 +233,25 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
   });
   return packed;
 }
+
+namespace {
+// Whether every element of rows x (any strides) of dim elements is a bf16 value (its low 16 bits zero).
+bool every_value_bf16(Strided<const float, 3> x, int64_t dim) {
+  std::atomic<bool> all{true};
+  parallel_chunks(x.extent[0] * x.extent[1], x.extent[2] * dim, [&](int64_t begin, int64_t end) {
+    for (int64_t bt = begin; bt < end && all.load(std::memory_order_relaxed); ++bt)
+      for (int64_t h = 0; h < x.extent[2]; ++h) {
+        const float* row = x.at(bt / x.extent[1], bt % x.extent[1], h);
+        for (int64_t d = 0; d < dim; ++d)
+          if (detail::f32_bits(row[d]) & 0xffffu) {
+            all.store(false, std::memory_order_relaxed);
+            return;
+          }
+      }
+  });
+  return all.load();
+}
+}  // namespace
 
 std::vector<AttentionTask> attention_tasks(const AttentionPlan& p, int64_t heads, bool by_keys) {
   std::vector<AttentionTask> tasks;
@@ -282,7 +318,7 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
 }  // namespace
 
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
-  const bool bf16_dots = HWY_DYNAMIC_DISPATCH(UsesBf16Dots)(p);
+  const bool bf16_dots = HWY_DYNAMIC_DISPATCH(CanUseBf16Dots)(p) && every_value_bf16(p.q, p.D);
   const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
@@ -324,7 +360,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
-     task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
+     bf16_dots, task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

@@ -118,6 +118,34 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
   }
 }
 
+#if POSENC_STORAGE_VECTORS
+// RowDots from 16-bit key rows, each widened as it is loaded (WidensVectors(dtype)): for a decode
+// step with one query row per key, where widening the tile first would store and reload every key.
+inline void RowDots16(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, DType dtype,
+                      const uint16_t* k, int64_t k_st, float scale, float* HWY_RESTRICT S, int64_t ld) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* kj = k + j * k_st;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* qi = q + i * q_st;
+      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);  // two chains: D / N FMAs each, not D / N in one
+      int64_t x = 0;
+      for (; x + 2 * N <= D; x += 2 * N) {
+        acc0 = hn::MulAdd(hn::LoadU(d, qi + x), WidenVector(d, dtype, kj + x), acc0);
+        acc1 = hn::MulAdd(hn::LoadU(d, qi + x + N), WidenVector(d, dtype, kj + x + N), acc1);
+      }
+      for (; x + N <= D; x += N) acc0 = hn::MulAdd(hn::LoadU(d, qi + x), WidenVector(d, dtype, kj + x), acc0);
+      float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+      for (; x < D; ++x)
+        sum += qi[x] * (dtype == DType::bf16 ? detail::bf16_to_f32(kj[x]) : detail::f16_to_f32(kj[x]));
+      S[i * ld + j] = scale * sum;
+    }
+  }
+}
+#endif
+
 // S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds
 // scale q k^T on entry, however it was computed.
 inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0, int64_t n,

@@ -27,6 +27,35 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define POSENC_STORAGE_VECTORS 1
 #endif
 
+// Whether this target widens `dtype` a vector at a time (WidenVector): bf16 wherever Highway has
+// vectors, fp16 from AVX2 (F16C) up.
+HWY_INLINE bool WidensVectors(DType dtype) {
+#if !POSENC_STORAGE_VECTORS
+  (void)dtype;
+  return false;
+#elif HWY_TARGET <= HWY_AVX2
+  return dtype == DType::bf16 || dtype == DType::f16;
+#else
+  return dtype == DType::bf16;
+#endif
+}
+
+#if POSENC_STORAGE_VECTORS
+// One vector of fp32 from Lanes(df) elements of 16-bit storage at src (exact); WidensVectors(dtype).
+template <class DF>
+HWY_INLINE hn::Vec<DF> WidenVector(DF df, DType dtype, const uint16_t* HWY_RESTRICT src) {
+#if HWY_TARGET <= HWY_AVX2
+  if (dtype == DType::f16) {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(src)));
+  }
+#endif
+  const hn::Rebind<uint16_t, DF> du16;
+  const hn::Rebind<uint32_t, DF> du32;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src))));
+}
+#endif
+
 // dst[0, n) = src[0, n) as fp32 (exact).
 HWY_INLINE void WidenRow(DType dtype, const uint16_t* HWY_RESTRICT src, int64_t n, float* HWY_RESTRICT dst) {
   int64_t i = 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "src/cpu/half-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
@@ -30,9 +31,14 @@ struct GemmArgs {
   int64_t ldc;
   float alpha;
   bool accumulate;
+  // B in bf16 / fp16 storage instead (b null), widened as it is loaded: a decode step's P V reads
+  // each value row once, so widening it into a tile first would cost a store and a load per element.
+  // Only where WidensVectors(b16_dtype).
+  const uint16_t* b16 = nullptr;
+  DType b16_dtype = DType::f32;
 };
 
-template <int kRows, int kVectors>
+template <int kRows, int kVectors, bool kB16>
 HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
@@ -41,10 +47,19 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   for (int r = 0; r < kRows; ++r)
     for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
   const float* a = g.a + i * g.a_row;
-  const float* b = g.b + j;
-  for (int64_t l = 0; l < g.k; ++l, a += g.a_col, b += g.ldb) {
+  const float* b = kB16 ? nullptr : g.b + j;
+  const uint16_t* b16 = kB16 ? g.b16 + j : nullptr;
+  for (int64_t l = 0; l < g.k; ++l, a += g.a_col) {
     V bv[kVectors];
-    for (int v = 0; v < kVectors; ++v) bv[v] = hn::LoadU(d, b + v * N);
+    for (int v = 0; v < kVectors; ++v) {
+#if POSENC_STORAGE_VECTORS
+      if constexpr (kB16) {
+        bv[v] = WidenVector(d, g.b16_dtype, b16 + l * g.ldb + v * N);
+        continue;
+      }
+#endif
+      bv[v] = hn::LoadU(d, b + l * g.ldb + v * N);
+    }
     for (int r = 0; r < kRows; ++r) {
       const V ar = hn::Set(d, a[r * g.a_row]);
       for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
@@ -61,7 +76,7 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   }
 }
 
-template <int kRows>
+template <int kRows, bool kB16>
 HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -69,34 +84,47 @@ HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   // One or two rows (a decode step's P V): 4 vectors, so that 4 to 8 independent accumulators, not
   // 2, cover the FMA latency along the k (key) loop.
   if (kRows <= 2)
-    for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4>(g, i, j);
-  for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2>(g, i, j);
-  for (; j + N <= g.n; j += N) GemmBlock<kRows, 1>(g, i, j);
+    for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4, kB16>(g, i, j);
+  for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2, kB16>(g, i, j);
+  for (; j + N <= g.n; j += N) GemmBlock<kRows, 1, kB16>(g, i, j);
   for (; j < g.n; ++j)  // scalar tail: no masked accesses past the row (see rope.cc)
     for (int r = 0; r < kRows; ++r) {
       float s = 0;
-      for (int64_t l = 0; l < g.k; ++l) s += g.a[(i + r) * g.a_row + l * g.a_col] * g.b[l * g.ldb + j];
+      for (int64_t l = 0; l < g.k; ++l) {
+        const float b = kB16 ? (g.b16_dtype == DType::bf16 ? detail::bf16_to_f32(g.b16[l * g.ldb + j])
+                                                           : detail::f16_to_f32(g.b16[l * g.ldb + j]))
+                             : g.b[l * g.ldb + j];
+        s += g.a[(i + r) * g.a_row + l * g.a_col] * b;
+      }
       float& c = g.c[(i + r) * g.ldc + j];
       c = (g.accumulate ? c : 0.0f) + g.alpha * s;
     }
 }
 
-HWY_INLINE void TileGemm(const GemmArgs& g) {
+template <bool kB16>
+HWY_INLINE void TileGemmRows(const GemmArgs& g) {
   int64_t i = 0;
-  for (; i + 4 <= g.m; i += 4) GemmRows<4>(g, i);
+  for (; i + 4 <= g.m; i += 4) GemmRows<4, kB16>(g, i);
   switch (g.m - i) {
     case 3:
-      GemmRows<3>(g, i);
+      GemmRows<3, kB16>(g, i);
       break;
     case 2:
-      GemmRows<2>(g, i);
+      GemmRows<2, kB16>(g, i);
       break;
     case 1:
-      GemmRows<1>(g, i);
+      GemmRows<1, kB16>(g, i);
       break;
     default:
       break;
   }
+}
+
+HWY_INLINE void TileGemm(const GemmArgs& g) {
+#if POSENC_STORAGE_VECTORS
+  if (g.b16) return TileGemmRows<true>(g);
+#endif
+  TileGemmRows<false>(g);
 }
 
 }  // namespace HWY_NAMESPACE
