@@ -111,6 +111,8 @@ TEST(AttentionHalf, EverySimdTarget) {
       check({1, 1, 130, 8, 1, 24, true}, Enc::t5, s, s, s, target);
       check({1, 1, 150, 4, 4, 20, true}, Enc::alibi, nullptr, s, nullptr, target);  // fp32 q, 16-bit rows
       check({1, 1, 150, 4, 4, 40, true}, Enc::none, s, s, s, target);
+      check({1, 70, 70, 2, 1, 33, true}, Enc::none, s, s, s, target);  // bf16 pairs (odd D) on AVX3+BF16DOT
+      check({1, 70, 70, 2, 2, 33, true}, Enc::t5, nullptr, s, nullptr, target);  // fp32 q: K^T widened
     }
   });
 }

@@ -112,7 +112,7 @@ TEST_F(Bf16Dot, RowLogitsMatchTheReference) {
 }
 
 TEST_F(Bf16Dot, TileLogitsOfPackedPairsMatchTheReference) {
-  for (QueryKind kind : {QueryKind::bf16_values, QueryKind::any_fp32})
+  for (QueryKind kind : {QueryKind::bf16_values, QueryKind::two_parts, QueryKind::any_fp32})
     for (int64_t D : {1, 3, 32, 65, 128})
       for (int64_t nk : {1, 17, 64, 130})
         for (int64_t m : {1, 4, 7}) {

@@ -39,7 +39,7 @@ struct OnlineSoftmax {
 // empty). The caller also requires every query to be a bf16 value (one part per query: with three,
 // vdpbf16ps does 1.5 instructions per element where widening keys for FMAs does 1).
 bool CanUseBf16Dots(const AttentionPlan& p) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // AVX3 and any better x86 target
   return p.storage == DType::bf16 && !p.k16.empty() && bf16_dot_available();
 #else
   (void)p;

@@ -62,7 +62,7 @@ void split_queries(const float* q, int64_t q_stride, int64_t m, int64_t D, Bf16Q
       if (r == 0) continue;
       const uint16_t mid = truncated_bf16(r), lo = truncated_bf16(r - detail::bf16_to_f32(mid));
       hi[m * out.dim] = mid, hi[2 * m * out.dim] = lo;
-      parts = std::max<int64_t>(parts, lo ? 3 : 2);
+      parts = std::max<int64_t>(parts, (lo & 0x7fffu) ? 3 : (mid & 0x7fffu) ? 2 : 1);  // -0 is no part
     }
   out.parts = parts;
 }

@@ -2,9 +2,12 @@
 // product (vdpbf16ps, AVX512_BF16: 32 bf16 products per instruction accumulated into 16 fp32 lanes,
 // twice the multiply-adds of an fp32 FMA). The products are exact: a bf16 x bf16 product fits an
 // fp32, and an fp32 query row is split into the fewest bf16 parts (at most 3: 8 + 8 + 8 significant
-// bits) that sum to it exactly, so q . k = sum over parts of part . k with every product exact and
-// fp32 accumulation, as the FMA path; only the summation order differs (and, as vdpbf16ps does,
-// inputs below FLT_MIN count as zero). A query block taken from bf16 storage needs one part.
+// bits) that sum to it exactly for |q| >= 2^-100, so q . k = sum over parts of part . k with every
+// product exact and fp32 accumulation, as the FMA path; only the summation order differs. Below
+// that, vdpbf16ps treats bf16 inputs under FLT_MIN as zero, so parts under 2^-126 are lost (an error
+// under 2^-126 |k| per dim), and an infinite key times a zero part gives NaN where an FMA gives inf.
+// A query block of bf16 values needs one part (the only case the attention uses: with three, the
+// dot costs 1.5 instructions per element where widening the keys for FMAs costs 1).
 #pragma once
 #include <cstdint>
 #include <vector>

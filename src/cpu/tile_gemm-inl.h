@@ -83,7 +83,7 @@ HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   int64_t j = 0;
   // One or two rows (a decode step's P V): 4 vectors, so that 4 to 8 independent accumulators, not
   // 2, cover the FMA latency along the k (key) loop.
-  if (kRows <= 2)
+  if constexpr (kRows <= 2)
     for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4, kB16>(g, i, j);
   for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2, kB16>(g, i, j);
   for (; j + N <= g.n; j += N) GemmBlock<kRows, 1, kB16>(g, i, j);
