@@ -61,7 +61,7 @@ inline void PrefetchRow(const uint16_t* row, int64_t n) {
 // tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
 // step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
 // kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
-// bf16_dots: q.k by vdpbf16ps (CanUseBf16Dots and every query a bf16 value).
+// bf16_dots: K^T packed in bf16 pairs (CanUseBf16Dots and every query a bf16 value).
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
                  const uint16_t* kt_pairs, bool bf16_dots, int64_t problem, int64_t h0, int64_t h1,
                  int64_t block, int64_t k_begin, int64_t k_end, const SplitPartial* split) {
@@ -75,7 +75,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     OnlineSoftmax& st = heads[h - h0];
     st.qb = MakeQueryBlock(p, problem, h, block * kAttentionBlockQ);
     PrepareQueryBlock(p, st.qb);
-    if (bf16_dots) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
+    if (bf16_dots || (!kt && CanUseBf16Dots(p))) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
     st.O.assign(static_cast<size_t>(st.qb.m * Dv), 0.0f);
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
     // A sink is one more softmax entry with no value: the running max starts at it, with weight 1
@@ -95,8 +95,13 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   std::vector<float> v_tile(p.v16.data && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * Dv)
                                                              : 0);
   const bool key_rows16 = p.k16.data && !kt && !kt_pairs;  // a decode step's 16-bit key rows
+  // Their q.k by vdpbf16ps when every query of the group is a bf16 value (one part). With three
+  // parts it measured no faster than widened keys (4 query rows per kv head, 32k bf16 cache: 40-48
+  // vs 41-46 ns per key and head) and slower for one row (72 vs 50 ns), so those widen instead.
+  bool row_dots = key_rows16;
+  for (const OnlineSoftmax& st : heads) row_dots = row_dots && st.q16.parts == 1;
   std::vector<float> k_tile(
-      key_rows16 && !bf16_dots && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
+      key_rows16 && !row_dots && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
   alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> scratch;
 
@@ -105,12 +110,16 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
     const float* v_rows = v ? v + kt0 * p.v.stride[1] : v_tile.data();
     const int64_t v_stride = v ? p.v.stride[1] : Dv;
-    for (int64_t j = kPrefetchRows; j < kPrefetchRows + n && !v && kt0 + j < k_end; ++j) {
-      if (key_rows16) PrefetchRow(p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D);
-      PrefetchRow(p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv);
+    // Rows kPrefetchRows ahead, one per row of this tile: interleaved with the widening where the
+    // tile is widened (a burst of 512 prefetches gained nothing there), else all at once.
+    for (int64_t j = 0; j < n && !v; ++j) {
+      if (kt0 + j + kPrefetchRows < k_end) {
+        if (key_rows16) PrefetchRow(p.k16.at(pr.b, pr.k0 + kt0 + j + kPrefetchRows, hk), p.D);
+        PrefetchRow(p.v16.at(pr.b, pr.k0 + kt0 + j + kPrefetchRows, hk), Dv);
+      }
+      if (!v_tile.empty())
+        WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
     }
-    for (int64_t j = 0; j < n && !v_tile.empty(); ++j)
-      WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
     for (int64_t j = 0; j < n && !k_tile.empty(); ++j)
       WidenRow(p.storage, p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D, k_tile.data() + j * p.D);
     for (OnlineSoftmax& st : heads) {
@@ -119,7 +128,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
       if (kt_pairs) {
         bf16_tile_logits(st.q16, p.D, kt_pairs, pr.nk, kt0, n, p.scale, S, kAttentionBlockK);
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
-      } else if (key_rows16 && bf16_dots) {
+      } else if (row_dots) {
         bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], n, p.scale, S,
                         kAttentionBlockK);
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
