@@ -4,7 +4,8 @@
 // (gemma.cpp's ops_test habit). Each buffer carries sentinel NaNs before, after and between its
 // rows: a helper that touches memory past a count or a row fails here before it races in a kernel.
 //   tile_gemm-inl.h      TileGemm (C = [C +] alpha A B, A with any strides)
-//   attention_tile-inl.h RowDots (S = scale q k^T from key rows)
+//   attention_tile-inl.h RowDots (S = scale q k^T from key rows, fp32 or 16-bit widened as loaded)
+//   tile_gemm-inl.h      TileGemm with 16-bit B rows (a decode step's P V)
 //   softmax-inl.h        ExpShiftSum, ProbsFromLse
 //   angles-inl.h         RowAngles, SinCos (aligned by contract: counts are multiples of N)
 //   rope.cc              RotateHalf, RotateInterleaved, through Rope::forward/backward (not exposed)
@@ -168,6 +169,52 @@ void TestRowDots() {
       }
 }
 
+// RowDots and TileGemm with 16-bit keys / B rows widened as they are loaded (targets where
+// WidensVectors), bf16 and fp16, D and n over 0 .. 2N + 1: against double products of the stored
+// values. Each 16-bit buffer is exactly as long as its rows (ASan builds catch a read past one).
+void TestWidenedProducts() {
+#if POSENC_STORAGE_VECTORS
+  const int64_t N = FloatLanes();
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    if (!WidensVectors(dtype)) continue;
+    auto store = [&](float x) {
+      return dtype == DType::bf16 ? detail::f32_to_bf16(x) : detail::f32_to_f16(x);
+    };
+    auto load = [&](uint16_t h) {
+      return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
+    };
+    for (int64_t D = 0; D <= 2 * N + 1; ++D)
+      for (int64_t n : {int64_t{1}, int64_t{3}, 4 * N + 1}) {
+        SCOPED_TRACE(::testing::Message() << "dtype " << int(dtype) << " D " << D << " n " << n);
+        const int64_t m = 2, k_st = D + 3;
+        std::vector<float> q(static_cast<size_t>(m * D));
+        for (int64_t i = 0; i < m * D; ++i) q[i] = value(4, i);
+        std::vector<uint16_t> k(static_cast<size_t>((n - 1) * k_st + D));
+        for (size_t i = 0; i < k.size(); ++i) k[i] = store(value(5, static_cast<int64_t>(i)));
+        std::vector<float> S(static_cast<size_t>(m * n), -7.0f);
+        RowDots(m, n, D, q.data(), D, k.data(), k_st, 0.5f, S.data(), n, dtype);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t d = 0; d < D; ++d) s += double(q[i * D + d]) * load(k[j * k_st + d]);
+            ASSERT_NEAR(S[i * n + j], 0.5 * s, test::kSumTol) << "RowDots S[" << i << ", " << j << "]";
+          }
+        // C (m x n) += P (m x D) V (D x n): the decode step's P V with value rows of n elements.
+        std::vector<uint16_t> v(static_cast<size_t>(D > 0 ? (D - 1) * k_st + n : 0));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = store(value(6, static_cast<int64_t>(i)));
+        std::vector<float> C(static_cast<size_t>(m * n), 1.0f);
+        TileGemm({m, n, D, q.data(), D, 1, nullptr, k_st, C.data(), n, 1.0f, true, v.data(), dtype});
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double c = 1.0;
+            for (int64_t l = 0; l < D; ++l) c += double(q[i * D + l]) * load(v[l * k_st + j]);
+            ASSERT_NEAR(C[i * n + j], c, test::kSumTol) << "TileGemm C[" << i << ", " << j << "]";
+          }
+      }
+  }
+#endif
+}
+
 // ExpShiftSum and ProbsFromLse over n logits in [-8, 0], every third one masked (-inf).
 void TestSoftmaxHelpers() {
   const int64_t N = FloatLanes();
@@ -252,6 +299,7 @@ namespace posenc::cpu {
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(TestTileGemm);
 HWY_EXPORT(TestRowDots);
+HWY_EXPORT(TestWidenedProducts);
 HWY_EXPORT(TestSoftmaxHelpers);
 HWY_EXPORT(TestAngles);
 }  // namespace posenc::cpu
@@ -264,6 +312,9 @@ TEST(SimdHelpers, TileGemm) {
 }
 TEST(SimdHelpers, RowDots) {
   for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestRowDots)(); });
+}
+TEST(SimdHelpers, RowDotsAndTileGemmOn16BitRows) {
+  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestWidenedProducts)(); });
 }
 TEST(SimdHelpers, ExpShiftSumAndProbsFromLse) {
   for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestSoftmaxHelpers)(); });

@@ -134,8 +134,8 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
 #if POSENC_STORAGE_VECTORS
       } else if (key_rows16 && widen_in_products) {
-        RowDots16(m, n, p.D, qb.q, p.q.stride[1], p.storage, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1],
-                  p.scale, S, kAttentionBlockK);
+        RowDots(m, n, p.D, qb.q, p.q.stride[1], p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], p.scale, S,
+                kAttentionBlockK, p.storage);
         TileTerms(p, qb, kt0, n, S, scratch, nullptr);
 #endif
       } else {

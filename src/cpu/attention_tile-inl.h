@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/contrib/math/math-inl.h"
@@ -98,53 +99,50 @@ inline DeltaSpan TileDeltaSpan(const TransformerXLTerms& xl, const QueryBlock& q
   return {c0, c1 - c0 + 1};
 }
 
-// S (m x n, ld) = scale q k^T from key rows (decode: a few queries, no packed K^T to build).
-inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const float* k,
-                    int64_t k_st, float scale, float* HWY_RESTRICT S, int64_t ld) {
+// S (m x n, ld) = scale q k^T from key rows (decode: a few queries, no packed K^T to build): fp32
+// rows (Key = float), or 16-bit rows widened as they are loaded (Key = uint16_t, only where
+// WidensVectors(dtype)): for one query row per key, where widening the tile first would store and
+// reload every key. Two accumulator chains, so that the FMA latency is not paid D / N times in a row.
+template <typename Key>
+inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const Key* k, int64_t k_st,
+                    float scale, float* HWY_RESTRICT S, int64_t ld, DType dtype = DType::f32) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t j = 0; j < n; ++j) {
-    const float* kj = k + j * k_st;
-    for (int64_t i = 0; i < m; ++i) {
-      const float* qi = q + i * q_st;
-      auto acc = hn::Zero(d);
-      int64_t x = 0;
-      for (; x + N <= D; x += N) acc = hn::MulAdd(hn::LoadU(d, qi + x), hn::LoadU(d, kj + x), acc);
-      float sum = hn::GetLane(hn::SumOfLanes(d, acc));
-      for (; x < D; ++x) sum += qi[x] * kj[x];
-      S[i * ld + j] = scale * sum;
-    }
-  }
-}
-
+  auto load = [&](const Key* x) {
+    if constexpr (std::is_same_v<Key, float>) {
+      return hn::LoadU(d, x);
+    } else {
 #if POSENC_STORAGE_VECTORS
-// RowDots from 16-bit key rows, each widened as it is loaded (WidensVectors(dtype)): for a decode
-// step with one query row per key, where widening the tile first would store and reload every key.
-inline void RowDots16(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, DType dtype,
-                      const uint16_t* k, int64_t k_st, float scale, float* HWY_RESTRICT S, int64_t ld) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+      return WidenVector(d, dtype, x);
+#else
+      static_assert(std::is_same_v<Key, float>, "16-bit keys need WidensVectors");
+#endif
+    }
+  };
+  auto value = [&](Key x) -> float {
+    if constexpr (std::is_same_v<Key, float>)
+      return x;
+    else
+      return dtype == DType::bf16 ? detail::bf16_to_f32(x) : detail::f16_to_f32(x);
+  };
   for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* kj = k + j * k_st;
+    const Key* kj = k + j * k_st;
     for (int64_t i = 0; i < m; ++i) {
       const float* qi = q + i * q_st;
-      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);  // two chains: D / N FMAs each, not D / N in one
+      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
       int64_t x = 0;
       for (; x + 2 * N <= D; x += 2 * N) {
-        acc0 = hn::MulAdd(hn::LoadU(d, qi + x), WidenVector(d, dtype, kj + x), acc0);
-        acc1 = hn::MulAdd(hn::LoadU(d, qi + x + N), WidenVector(d, dtype, kj + x + N), acc1);
+        acc0 = hn::MulAdd(hn::LoadU(d, qi + x), load(kj + x), acc0);
+        acc1 = hn::MulAdd(hn::LoadU(d, qi + x + N), load(kj + x + N), acc1);
       }
-      for (; x + N <= D; x += N) acc0 = hn::MulAdd(hn::LoadU(d, qi + x), WidenVector(d, dtype, kj + x), acc0);
+      for (; x + N <= D; x += N) acc0 = hn::MulAdd(hn::LoadU(d, qi + x), load(kj + x), acc0);
       float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
-      for (; x < D; ++x)
-        sum += qi[x] * (dtype == DType::bf16 ? detail::bf16_to_f32(kj[x]) : detail::f16_to_f32(kj[x]));
+      for (; x < D; ++x) sum += qi[x] * value(kj[x]);
       S[i * ld + j] = scale * sum;
     }
   }
 }
-#endif
 
 // S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds
 // scale q k^T on entry, however it was computed.

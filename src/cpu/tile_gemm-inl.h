@@ -48,7 +48,7 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
     for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
   const float* a = g.a + i * g.a_row;
   const float* b = kB16 ? nullptr : g.b + j;
-  const uint16_t* b16 = kB16 ? g.b16 + j : nullptr;
+  [[maybe_unused]] const uint16_t* b16 = kB16 ? g.b16 + j : nullptr;
   for (int64_t l = 0; l < g.k; ++l, a += g.a_col) {
     V bv[kVectors];
     for (int v = 0; v < kVectors; ++v) {
