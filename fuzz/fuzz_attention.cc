@@ -3,7 +3,8 @@
 // Hkv), every encoding (RoPE, ALiBi, T5/clipped bias, Shaw, Transformer-XL and the hybrids), mask
 // (causal, window, chunk, including negative and huge values), softcap, scale, sinks, query
 // temperature, explicit positions (negative, huge up to INT64 extremes, non-monotone) and packed
-// sequences (cu_seqlens, also inconsistent ones), then the values of q, k, v.
+// sequences (cu_seqlens, also inconsistent ones), then the values of q, k, v, and their storage
+// (fp32, or bf16 / fp16 k and v, with q or without: the 16-bit kernels, vdpbf16ps included).
 //
 // Oracle: attention_forward either throws posenc::Error having written nothing (out and lse keep
 // their sentinel bits), or gives finite out (lse finite, or -inf for a fully masked row) that
@@ -32,6 +33,7 @@
 #include "posenc/error.h"
 #include "reference/attention.h"
 #include "reference/rope.h"
+#include "src/half.h"
 
 namespace {
 using namespace posenc;
@@ -84,7 +86,9 @@ struct Problem {
   std::unique_ptr<Rope> rope;
   std::vector<float> q, k, v, table, a_k, a_v, u, v_xl, w_r, sinks;
   std::vector<int64_t> q_pos, k_pos, cu_q, cu_k;
-  int positions_rank = 0;  // 0: default positions; 1: (Q) and (K); 2: (B, Q) and (B, K)
+  int positions_rank = 0;      // 0: default positions; 1: (Q) and (K); 2: (B, Q) and (B, K)
+  DType storage = DType::f32;  // of k and v (and q when q16 is set)
+  std::vector<uint16_t> q16, k16, v16;
   AttentionInputs inputs;
 };
 
@@ -211,11 +215,35 @@ void build(FuzzedDataProvider& f, Problem& p) {
   p.q = values(f, p.B * p.Q * p.H * p.D, 2);
   p.k = values(f, p.B * p.K * p.Hkv * p.D, 2);
   p.v = values(f, p.B * p.K * p.Hkv * p.D, 2);
+  // Storage, from the last byte (older corpus inputs, which end before it, stay fp32): k and v in
+  // bf16, q too, or q, k, v in fp16. The values are rounded here, so the reference sees exactly what
+  // the library widens.
+  static const int storages[] = {0, 0, 0, 0, 0, 1, 2, 3};
+  const int storage = f.remaining_bytes() > 0 ? pick(f, storages) : 0;
+  if (storage > 0) {
+    p.storage = storage == 3 ? DType::f16 : DType::bf16;
+    auto round = [&](std::vector<float>& x, std::vector<uint16_t>& bits) {
+      for (float& xi : x) {
+        bits.push_back(p.storage == DType::bf16 ? detail::f32_to_bf16(xi) : detail::f32_to_f16(xi));
+        xi = p.storage == DType::bf16 ? detail::bf16_to_f32(bits.back()) : detail::f16_to_f32(bits.back());
+      }
+    };
+    if (storage >= 2) round(p.q, p.q16);
+    round(p.k, p.k16);
+    round(p.v, p.v16);
+  }
 
   AttentionInputs& in = p.inputs;
   in = qkv(view(static_cast<const float*>(p.q.data()), {p.B, p.Q, p.H, p.D}),
            view(static_cast<const float*>(p.k.data()), {p.B, p.K, p.Hkv, p.D}),
            view(static_cast<const float*>(p.v.data()), {p.B, p.K, p.Hkv, p.D}));
+  auto view16 = [&](const std::vector<uint16_t>& bits, int64_t t, int64_t h) {
+    ConstTensorView v = view(reinterpret_cast<const float*>(bits.data()), {p.B, t, h, p.D});
+    v.dtype = p.storage;
+    return v;
+  };
+  if (!p.q16.empty()) in.q = view16(p.q16, p.Q, p.H);
+  if (p.storage != DType::f32) in.k = view16(p.k16, p.K, p.Hkv), in.v = view16(p.v16, p.K, p.Hkv);
   if (p.positions_rank == 1) {
     in.q_positions = view(static_cast<const int64_t*>(p.q_pos.data()), {p.Q});
     in.k_positions = view(static_cast<const int64_t*>(p.k_pos.data()), {p.K});
@@ -317,7 +345,8 @@ std::string describe(const Problem& p) {
       std::to_string(c.window) + " chunk " + std::to_string(c.chunk) + " softcap " + number(c.softcap) +
       " scale " + (c.scale ? number(*c.scale) : "default") + " temperature " +
       std::to_string(static_cast<int>(c.query_temperature.kind)) + " sinks " +
-      std::to_string(p.sinks.size()) + " positions rank " + std::to_string(p.positions_rank) + " q_pos " +
+      std::to_string(p.sinks.size()) + " storage " + std::to_string(static_cast<int>(p.storage)) +
+      (p.q16.empty() ? "" : " (q too)") + " positions rank " + std::to_string(p.positions_rank) + " q_pos " +
       list(p.q_pos) + " k_pos " + list(p.k_pos) + " cu_q " + list(p.cu_q) + " cu_k " + list(p.cu_k);
   if (c.bias.kind == AttentionBias::Kind::relative)
     s += " relative rows " + std::to_string(c.bias.relative.num_rows()) + " buckets " +
