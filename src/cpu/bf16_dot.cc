@@ -79,9 +79,13 @@ void pack_key_pairs(const uint16_t* k, int64_t k_stride, int64_t D, int64_t nk, 
 
 #if POSENC_BF16_DOT
 // GCC 12's unpack and shuffle intrinsics pass _mm512_undefined_ps() as the unused merge source, which
-// its -Wuninitialized reports at every use (GCC bug 105593, fixed in 13).
+// its -Wuninitialized (-Wmaybe-uninitialized under ASan) reports at every use (GCC bug 105593, fixed
+// in 13).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace {
 #define POSENC_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
