@@ -1,7 +1,9 @@
 """posenc.attention on float16 and ml_dtypes bfloat16 arrays: read without a conversion copy, widened a tile
 at a time inside the kernel and computed in fp32, so the result is bit for bit the float32 attention of the
 same values rounded once to q's dtype (the C++ tests bound both against double precision,
-tests/test_attention_half.cc)."""
+tests/test_attention_half.cc). One exception: on CPUs with AVX512_BF16, bf16 queries and keys without RoPE
+take q.k from vdpbf16ps (exact products, fp32 sums in another order), so there the sums may differ from the
+float32 kernel's in their last bits: compared within fp32 summation error (D terms: D 2^-24 relative)."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -30,11 +32,18 @@ def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options):
     q32, k32, v32 = (x.astype(np.float32) for x in (q, k, v))
     ref, ref_lse = posenc.attention(q32, k32, v32, return_lse=True,
                                     **options)
-    assert np.array_equal(out.view(np.uint16), ref.astype(dtype).view(np.uint16))
-    assert np.array_equal(lse, ref_lse)
     # float32 queries against a 16-bit cache: float32 out, the same numbers unrounded
     mixed = posenc.attention(q.astype(np.float32), k, v, **options)
-    assert mixed.dtype == np.float32 and np.array_equal(mixed, ref)
+    assert mixed.dtype == np.float32
+    if dtype is ml_dtypes.bfloat16 and "rope" not in options.get("encoding", ""):  # vdpbf16ps may sum q.k
+        tol = dict(rtol=D * 2.0**-24 * 8, atol=1e-6)  # fp32 sums of D terms in another order, through softmax
+        ref16 = ref.astype(dtype).astype(np.float32)
+        assert np.allclose(out.astype(np.float32), ref16, rtol=2.0**-8, atol=1e-6)  # at most one bf16 step
+        assert np.allclose(lse, ref_lse, **tol) and np.allclose(mixed, ref, **tol)
+        return
+    assert np.array_equal(out.view(np.uint16), ref.astype(dtype).view(np.uint16))
+    assert np.array_equal(lse, ref_lse)
+    assert np.array_equal(mixed, ref)
 
 
 def test_keys_and_values_share_a_dtype():
