@@ -4,6 +4,7 @@
 // (gemma.cpp's ops_test habit). Each buffer carries sentinel NaNs before, after and between its
 // rows: a helper that touches memory past a count or a row fails here before it races in a kernel.
 //   tile_gemm-inl.h      TileGemm (C = [C +] alpha A B, A with any strides)
+//   attention_tile-inl.h TransposedSums (N sums of N vectors at once)
 //   attention_tile-inl.h RowDots (S = scale q k^T from key rows, fp32 or 16-bit widened as loaded)
 //   tile_gemm-inl.h      TileGemm with 16-bit B rows (a decode step's P V)
 //   softmax-inl.h        ExpShiftSum, ProbsFromLse
@@ -140,12 +141,39 @@ void TestTileGemm() {
           }
 }
 
-// S (m x n, ld = n + 2) = scale q k^T with q (m x D, q_st = D + 1) and k (n x D, k_st = D + 3).
+// TransposedSums: lane j = the sum of the lanes of vector j, exactly (small integers), each lane
+// distinct, on every target.
+void TestTransposedSums() {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t N = FloatLanes();
+  hn::Vec<decltype(d)> acc[HWY_MAX_BYTES / sizeof(float)];  // a std::vector would not align them
+  std::vector<float> lanes(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j) {
+    for (int64_t l = 0; l < N; ++l) lanes[l] = static_cast<float>((j + 1) * 100 + l * (j % 3 + 1));
+    acc[j] = hn::LoadU(d, lanes.data());
+  }
+  std::vector<float> out(static_cast<size_t>(N));
+  hn::StoreU(TransposedSums(d, acc), d, out.data());
+  for (int64_t j = 0; j < N; ++j) {
+    double want = 0;
+    for (int64_t l = 0; l < N; ++l) want += (j + 1) * 100 + l * (j % 3 + 1);
+    ASSERT_EQ(out[j], want) << "lane " << j;
+  }
+}
+
+// S (m x n, ld = n + 2) = scale q k^T with q (m x D, q_st = D + 1) and k (n x D, k_st = D + 3):
+// m up to 9 (row groups of 4, 2 and 1), n past whole blocks of keys (N / rows) with a tail.
 void TestRowDots() {
   const int64_t N = FloatLanes();
   for (int64_t D = 0; D <= 2 * N + 1; ++D)
     for (int64_t misalign = 0; misalign < N; ++misalign)
-      for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {2, 3}}) {
+      for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1},
+                          {2, 3},
+                          {1, N + 1},
+                          {3, N + 3},
+                          {4, 2 * N + 1},
+                          {9, 2 * N + 3}}) {
         SCOPED_TRACE(::testing::Message()
                      << "D " << D << " misalign " << misalign << " m " << m << " n " << n);
         const int64_t q_st = D + 1, k_st = D + 3, ld = n + 2;
@@ -184,28 +212,38 @@ void TestWidenedProducts() {
       return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
     };
     for (int64_t D = 0; D <= 2 * N + 1; ++D)
-      for (int64_t n : {int64_t{1}, int64_t{3}, 4 * N + 1}) {
-        SCOPED_TRACE(::testing::Message() << "dtype " << int(dtype) << " D " << D << " n " << n);
-        const int64_t m = 2, k_st = D + 3;
+      for (auto [m, n] :
+           {std::pair<int64_t, int64_t>{2, 1}, {2, 3}, {2, 4 * N + 1}, {1, 2 * N + 1}, {5, 2 * N + 3}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "dtype " << int(dtype) << " D " << D << " m " << m << " n " << n);
+        const int64_t k_st = D + 3;
         std::vector<float> q(static_cast<size_t>(m * D));
         for (int64_t i = 0; i < m * D; ++i) q[i] = value(4, i);
         std::vector<uint16_t> k(static_cast<size_t>((n - 1) * k_st + D));
         for (size_t i = 0; i < k.size(); ++i) k[i] = store(value(5, static_cast<int64_t>(i)));
-        std::vector<float> S(static_cast<size_t>(m * n), -7.0f);
+        std::vector<float> S(static_cast<size_t>(m * n), -7.0f), S32(S.size(), -7.0f);
         RowDots(m, n, D, q.data(), D, k.data(), k_st, 0.5f, S.data(), n, dtype);
+        // The same keys widened first: the fp32 path's bits (the 16-bit storage contract).
+        std::vector<float> k32(k.size());
+        for (size_t i = 0; i < k.size(); ++i) k32[i] = load(k[i]);
+        RowDots(m, n, D, q.data(), D, k32.data(), k_st, 0.5f, S32.data(), n);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             double s = 0;
             for (int64_t d = 0; d < D; ++d) s += double(q[i * D + d]) * load(k[j * k_st + d]);
             ASSERT_NEAR(S[i * n + j], 0.5 * s, test::kSumTol) << "RowDots S[" << i << ", " << j << "]";
+            ASSERT_EQ(S[i * n + j], S32[i * n + j]) << "RowDots S[" << i << ", " << j << "] vs fp32 keys";
           }
         // C (m x n) += P (m x D) V (D x n): the decode step's P V with value rows of n elements.
         std::vector<uint16_t> v(static_cast<size_t>(D > 0 ? (D - 1) * k_st + n : 0));
         for (size_t i = 0; i < v.size(); ++i) v[i] = store(value(6, static_cast<int64_t>(i)));
-        std::vector<float> C(static_cast<size_t>(m * n), 1.0f);
+        std::vector<float> C(static_cast<size_t>(m * n), 1.0f), C32(C.size(), 1.0f), v32(v.size());
         TileGemm({m, n, D, q.data(), D, 1, nullptr, k_st, C.data(), n, 1.0f, true, v.data(), dtype});
+        for (size_t i = 0; i < v.size(); ++i) v32[i] = load(v[i]);
+        TileGemm({m, n, D, q.data(), D, 1, v32.data(), k_st, C32.data(), n, 1.0f, true});
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
+            ASSERT_EQ(C[i * n + j], C32[i * n + j]) << "TileGemm C[" << i << ", " << j << "] vs fp32 rows";
             double c = 1.0;
             for (int64_t l = 0; l < D; ++l) c += double(q[i * D + l]) * load(v[l * k_st + j]);
             ASSERT_NEAR(C[i * n + j], c, test::kSumTol) << "TileGemm C[" << i << ", " << j << "]";
@@ -298,6 +336,7 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::cpu {
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(TestTileGemm);
+HWY_EXPORT(TestTransposedSums);
 HWY_EXPORT(TestRowDots);
 HWY_EXPORT(TestWidenedProducts);
 HWY_EXPORT(TestSoftmaxHelpers);
@@ -309,6 +348,9 @@ namespace {
 
 TEST(SimdHelpers, TileGemm) {
   for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTileGemm)(); });
+}
+TEST(SimdHelpers, TransposedSums) {
+  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTransposedSums)(); });
 }
 TEST(SimdHelpers, RowDots) {
   for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestRowDots)(); });

@@ -25,11 +25,14 @@ namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The running state of one query block of one head: O (m x Dv), Shaw's Pb (m x rows), m and l.
+// The running state of one query block of one head: Shaw's Pb (m x rows), m and l; its rows of O
+// and of the logits are rows [row0, row0 + m) of the task's (a decode step stacks the heads of one
+// kv group, so that each key and value row is loaded once for all of them).
 struct OnlineSoftmax {
   QueryBlock qb;
   Bf16Queries q16;  // the bf16 dot path's query parts
-  std::vector<float> O, Pb;
+  int64_t row0 = 0;
+  std::vector<float> Pb;
   float mrow[kAttentionBlockQ], lrow[kAttentionBlockQ];
 };
 
@@ -47,13 +50,14 @@ bool CanUseBf16Dots(const AttentionPlan& p) {
 #endif
 }
 
-// A decode step streams its 16-bit keys and values from memory once, and the per-key work between
-// the loads leaves the hardware prefetcher behind: rows this far ahead are requested as the tile is
-// worked through (measured: 32 rows, 8 KiB of a head's keys and values, turned 74 ns per key and
-// head at a 32k bf16 cache into 62; 64 and 128 rows ahead, or L2 and non-temporal hints, gained nothing).
+// A decode step streams its keys and values from memory once, and the per-key work between the
+// loads leaves the hardware prefetcher behind: rows this far ahead are requested as each tile
+// starts (measured: 32 rows, 8 KiB of a head's bf16 keys and values, turned 74 ns per key and head
+// at a 32k bf16 cache into 62; 64 and 128 rows ahead, or L2 and non-temporal hints, gained nothing).
 constexpr int64_t kPrefetchRows = 32;
-inline void PrefetchRow(const uint16_t* row, int64_t n) {
-  for (int64_t i = 0; i < n; i += 32) __builtin_prefetch(row + i);  // one per 64-byte line
+inline void PrefetchRow(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i);  // one per 64-byte line
 }
 
 // Heads [h0, h1) of one key/value group advance through the key tiles in lockstep, so a tile of
@@ -71,12 +75,14 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   const int64_t rows = p.shaw ? p.shaw->rows : 0;
   const bool shaw_values = p.shaw && p.shaw->a_v;
   std::vector<OnlineSoftmax> heads(static_cast<size_t>(h1 - h0));
+  int64_t R = 0;  // the task's query rows, all heads
   for (int64_t h = h0; h < h1; ++h) {
     OnlineSoftmax& st = heads[h - h0];
     st.qb = MakeQueryBlock(p, problem, h, block * kAttentionBlockQ);
     PrepareQueryBlock(p, st.qb);
     if (bf16_dots || (!kt && CanUseBf16Dots(p))) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
-    st.O.assign(static_cast<size_t>(st.qb.m * Dv), 0.0f);
+    st.row0 = R;
+    R += st.qb.m;
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
     // A sink is one more softmax entry with no value: the running max starts at it, with weight 1
     // (in the first split only).
@@ -85,64 +91,82 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     std::fill(st.lrow, st.lrow + st.qb.m, sink ? 1.0f : 0.0f);
   }
   const int64_t hk = heads[0].qb.hk;
-  int64_t query_rows = 0;
-  for (const OnlineSoftmax& st : heads) query_rows += st.qb.m;
-  // fp32 value rows, or (16-bit storage) each tile's rows widened once for all heads of the group,
-  // or, for a single query row, widened inside its P V and q.k products (WidensVectors);
-  // likewise the key rows that a decode step reads without K^T.
-  const bool widen_in_products = query_rows == 1 && WidensVectors(p.storage);
-  const float* v = p.v16.data || pr.nk == 0 ? nullptr : p.v.at(pr.b, pr.k0, hk);  // no offset on empty views
-  std::vector<float> v_tile(p.v16.data && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * Dv)
-                                                             : 0);
-  const bool key_rows16 = p.k16.data && !kt && !kt_pairs;  // a decode step's 16-bit key rows
+  std::vector<float> O(static_cast<size_t>(R * Dv), 0.0f), S(static_cast<size_t>(R * kAttentionBlockK));
+  const bool key_rows = !kt && !kt_pairs;  // a decode step: key rows read in place
   // Their q.k by vdpbf16ps when every query of the group is a bf16 value (one part). With three
   // parts it measured no faster than widened keys (4 query rows per kv head, 32k bf16 cache: 40-48
   // vs 41-46 ns per key and head) and slower for one row (72 vs 50 ns), so those widen instead.
-  bool row_dots = key_rows16;
+  bool row_dots = key_rows && p.k16.data;
   for (const OnlineSoftmax& st : heads) row_dots = row_dots && st.q16.parts == 1;
-  std::vector<float> k_tile(
-      key_rows16 && !row_dots && !widen_in_products ? static_cast<size_t>(kAttentionBlockK * p.D) : 0);
-  alignas(64) float S[kAttentionBlockQ * kAttentionBlockK];
+  // 16-bit rows of up to kRowDotQueries query rows are widened inside the q.k and P V products
+  // (WidensVectors); more rows share each tile widened once (k_tile, v_tile).
+  const bool widen_in_products = R <= kRowDotQueries && WidensVectors(p.storage);
+  const bool widen_keys = key_rows && p.k16.data && !row_dots && !widen_in_products;
+  const bool widen_values = p.v16.data && !widen_in_products;
+  std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
+      v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
+  // The q rows of a stacked group, contiguous for RowDots (one head: its rows where they are).
+  std::vector<float> q_group;
+  const float* q_rows = heads[0].qb.q;
+  int64_t q_stride = p.q.stride[1];
+  if (key_rows && heads.size() > 1) {
+    q_group.resize(static_cast<size_t>(R * p.D));
+    for (const OnlineSoftmax& st : heads)
+      for (int64_t i = 0; i < st.qb.m; ++i)
+        std::copy_n(st.qb.q + i * p.q.stride[1], p.D, q_group.data() + (st.row0 + i) * p.D);
+    q_rows = q_group.data(), q_stride = p.D;
+  }
+  const int64_t k_bytes = p.D * (p.k16.data ? 2 : 4), v_bytes = Dv * (p.v16.data ? 2 : 4);
   std::vector<float> scratch;
 
   for (int64_t kt0 = k_begin; kt0 < k_end; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, k_end - kt0);
     if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
-    const float* v_rows = v ? v + kt0 * p.v.stride[1] : v_tile.data();
-    const int64_t v_stride = v ? p.v.stride[1] : Dv;
-    // Rows kPrefetchRows ahead, one per row of this tile, interleaved with the widening where there
-    // is one (a burst of 512 prefetches at the start of each tile gained nothing).
-    for (int64_t j = 0; j < n && !v; ++j) {
-      if (kt0 + j + kPrefetchRows < k_end) {
-        if (key_rows16) PrefetchRow(p.k16.at(pr.b, pr.k0 + kt0 + j + kPrefetchRows, hk), p.D);
-        PrefetchRow(p.v16.at(pr.b, pr.k0 + kt0 + j + kPrefetchRows, hk), Dv);
+    const int64_t key = pr.k0 + kt0;                            // the tile's first key row in the plan
+    if (key_rows)
+      for (int64_t j = kPrefetchRows; j < n + kPrefetchRows && kt0 + j < k_end; ++j) {
+        PrefetchRow(p.k16.data ? static_cast<const void*>(p.k16.at(pr.b, key + j, hk))
+                               : static_cast<const void*>(p.k.at(pr.b, key + j, hk)),
+                    k_bytes);
+        PrefetchRow(p.v16.data ? static_cast<const void*>(p.v16.at(pr.b, key + j, hk))
+                               : static_cast<const void*>(p.v.at(pr.b, key + j, hk)),
+                    v_bytes);
       }
-      if (!v_tile.empty())
-        WidenRow(p.storage, p.v16.at(pr.b, pr.k0 + kt0 + j, hk), Dv, v_tile.data() + j * Dv);
+    for (int64_t j = 0; j < n && widen_values; ++j)
+      WidenRow(p.storage, p.v16.at(pr.b, key + j, hk), Dv, v_tile.data() + j * Dv);
+    for (int64_t j = 0; j < n && widen_keys; ++j)
+      WidenRow(p.storage, p.k16.at(pr.b, key + j, hk), p.D, k_tile.data() + j * p.D);
+    // S = the logits of every query row of the task.
+    if (kt_pairs) {
+      for (OnlineSoftmax& st : heads)
+        bf16_tile_logits(st.q16, p.D, kt_pairs, pr.nk, kt0, n, p.scale, S.data() + st.row0 * kAttentionBlockK,
+                         kAttentionBlockK);
+    } else if (kt) {
+      for (OnlineSoftmax& st : heads)
+        TileGemm({st.qb.m, n, p.D, st.qb.q, p.q.stride[1], 1, kt + kt0, pr.nk,
+                  S.data() + st.row0 * kAttentionBlockK, kAttentionBlockK, p.scale, false});
+    } else if (row_dots) {
+      for (OnlineSoftmax& st : heads)
+        bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, key, hk), p.k16.stride[1], n, p.scale,
+                        S.data() + st.row0 * kAttentionBlockK, kAttentionBlockK);
+    } else if (widen_keys) {
+      RowDots(R, n, p.D, q_rows, q_stride, k_tile.data(), p.D, p.scale, S.data(), kAttentionBlockK);
+#if POSENC_STORAGE_VECTORS
+    } else if (p.k16.data) {  // widen_in_products
+      RowDots(R, n, p.D, q_rows, q_stride, p.k16.at(pr.b, key, hk), p.k16.stride[1], p.scale, S.data(),
+              kAttentionBlockK, p.storage);
+#endif
+    } else {
+      RowDots(R, n, p.D, q_rows, q_stride, p.k.at(pr.b, key, hk), p.k.stride[1], p.scale, S.data(),
+              kAttentionBlockK);
     }
-    for (int64_t j = 0; j < n && !k_tile.empty(); ++j)
-      WidenRow(p.storage, p.k16.at(pr.b, pr.k0 + kt0 + j, hk), p.D, k_tile.data() + j * p.D);
     for (OnlineSoftmax& st : heads) {
       const QueryBlock& qb = st.qb;
-      const int64_t m = qb.m;
-      if (kt_pairs) {
-        bf16_tile_logits(st.q16, p.D, kt_pairs, pr.nk, kt0, n, p.scale, S, kAttentionBlockK);
-        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
-      } else if (row_dots) {
-        bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], n, p.scale, S,
-                        kAttentionBlockK);
-        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
-#if POSENC_STORAGE_VECTORS
-      } else if (key_rows16 && widen_in_products) {
-        RowDots(m, n, p.D, qb.q, p.q.stride[1], p.k16.at(pr.b, pr.k0 + kt0, hk), p.k16.stride[1], p.scale, S,
-                kAttentionBlockK, p.storage);
-        TileTerms(p, qb, kt0, n, S, scratch, nullptr);
-#endif
-      } else {
-        TileLogits(p, qb, kt, pr.nk, kt0, n, S, scratch, nullptr, k_tile.empty() ? nullptr : k_tile.data());
-      }
-      for (int64_t i = 0; i < m; ++i) {
-        float* s = S + i * kAttentionBlockK;
+      float* S_head = S.data() + st.row0 * kAttentionBlockK;
+      TileTerms(p, qb, kt0, n, S_head, scratch, nullptr);
+      for (int64_t i = 0; i < qb.m; ++i) {
+        float* s = S_head + i * kAttentionBlockK;
+        float* Oi = O.data() + (st.row0 + i) * Dv;
         float mx = kNegInf;
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
         const float m_new = std::max(st.mrow[i], mx);
@@ -153,7 +177,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
         const float alpha = st.mrow[i] == kNegInf ? 0.0f : std::exp(st.mrow[i] - m_new);
         st.lrow[i] = alpha * st.lrow[i] + ExpShiftSum(s, n, m_new);
         if (alpha != 1.0f) {
-          for (int64_t d = 0; d < Dv; ++d) st.O[i * Dv + d] *= alpha;
+          for (int64_t d = 0; d < Dv; ++d) Oi[d] *= alpha;
           if (shaw_values)
             for (int64_t r = 0; r < rows; ++r) st.Pb[i * rows + r] *= alpha;
         }
@@ -161,18 +185,20 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           for (int64_t j = 0; j < n; ++j) st.Pb[i * rows + p.shaw->row(kpos[kt0 + j], qb.qpos[i])] += s[j];
         st.mrow[i] = m_new;
       }
-      if (p.v16.data && widen_in_products)
-        TileGemm({m, Dv, n, S, kAttentionBlockK, 1, nullptr, p.v16.stride[1], st.O.data(), Dv, 1.0f, true,
-                  p.v16.at(pr.b, pr.k0 + kt0, hk), p.storage});
-      else
-        TileGemm({m, Dv, n, S, kAttentionBlockK, 1, v_rows, v_stride, st.O.data(), Dv, 1.0f, true});
     }
+    // O += P V for every row of the task at once (each value row loaded once).
+    if (widen_values || !p.v16.data)
+      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, widen_values ? v_tile.data() : p.v.at(pr.b, key, hk),
+                widen_values ? Dv : p.v.stride[1], O.data(), Dv, 1.0f, true});
+    else
+      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, nullptr, p.v16.stride[1], O.data(), Dv, 1.0f, true,
+                p.v16.at(pr.b, key, hk), p.storage});
   }
   if (split) {  // shaw_values never splits (its Pb would need merging too)
     for (const OnlineSoftmax& st : heads)
       for (int64_t i = 0; i < st.qb.m; ++i) {
         const int64_t row = (st.qb.h - h0) * st.qb.m + i;
-        std::copy(st.O.begin() + i * Dv, st.O.begin() + (i + 1) * Dv, split->O + row * Dv);
+        std::copy_n(O.data() + (st.row0 + i) * Dv, Dv, split->O + row * Dv);
         split->m[row] = st.mrow[i];
         split->l[row] = st.lrow[i];
       }
@@ -180,14 +206,14 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   }
   for (OnlineSoftmax& st : heads) {
     const int64_t m = st.qb.m, h = st.qb.h;
-    if (shaw_values)
-      TileGemm({m, Dv, rows, st.Pb.data(), rows, 1, p.shaw->a_v, Dv, st.O.data(), Dv, 1.0f, true});
+    float* Oh = O.data() + st.row0 * Dv;
+    if (shaw_values) TileGemm({m, Dv, rows, st.Pb.data(), rows, 1, p.shaw->a_v, Dv, Oh, Dv, 1.0f, true});
     std::vector<float> row(o.out_dtype == DType::f32 ? 0 : static_cast<size_t>(Dv));
     for (int64_t i = 0; i < m; ++i) {
       const int64_t t = pr.q0 + st.qb.i0 + i;
       float* out = row.empty() ? o.out.at(pr.b, t, h) : row.data();
       const float inv = st.lrow[i] > 0 ? 1.0f / st.lrow[i] : 0.0f;  // fully masked rows: zeros
-      for (int64_t d = 0; d < Dv; ++d) out[d] = st.O[i * Dv + d] * inv;
+      for (int64_t d = 0; d < Dv; ++d) out[d] = Oh[i * Dv + d] * inv;
       if (!row.empty()) NarrowRow(o.out_dtype, row.data(), Dv, o.out16.at(pr.b, t, h));  // one rounding
       if (!o.lse.empty()) o.lse(pr.b, h, t) = st.lrow[i] > 0 ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
     }

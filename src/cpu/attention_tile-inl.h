@@ -99,49 +99,192 @@ inline DeltaSpan TileDeltaSpan(const TransformerXLTerms& xl, const QueryBlock& q
   return {c0, c1 - c0 + 1};
 }
 
+// r[j] = the sum of the lanes of acc[j], for the N = Lanes(d) vectors acc[0, N): the sums of N
+// dot products at once, by a transposing tree (pairs of vectors within 128-bit blocks, then blocks:
+// 3 N / 2 shuffles and N - 1 adds for N sums, where N SumOfLanes take about 2 N log2(N) ops).
+// Targets whose lane count is not known at compile time sum each vector alone.
+template <class D>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> TransposedSums(D d, hwy::HWY_NAMESPACE::Vec<D>* acc) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  constexpr size_t N = hn::MaxLanes(D());
+#if HWY_HAVE_SCALABLE
+  constexpr bool kFixed = false;
+#else
+  constexpr bool kFixed = N == 1 || N == 4 || N == 8 || N == 16;
+#endif
+  if constexpr (!kFixed) {
+    alignas(64) float sums[hn::MaxLanes(D())];
+    const size_t lanes = hn::Lanes(d);
+    for (size_t j = 0; j < lanes; ++j) sums[j] = hn::GetLane(hn::SumOfLanes(d, acc[j]));
+    return hn::Load(d, sums);
+  } else if constexpr (N == 1) {
+    return acc[0];
+  } else {
+#if HWY_TARGET != HWY_SCALAR  // one lane: no interleaving ops
+    using V = hn::Vec<D>;
+    const hn::RepartitionToWide<hn::RebindToUnsigned<D>> du64;
+    V w[N / 4];  // w[g], block b: the sums over block b of acc[4g .. 4g + 4)
+    for (size_t g = 0; g < N / 4; ++g) {
+      V* a = acc + 4 * g;
+      // [a0 + a2, b0 + b2, a1 + a3, b1 + b3] per block, for the pairs (a, b) = (acc[4g], acc[4g+1]), ...
+      const V t01 = hn::Add(hn::InterleaveLower(d, a[0], a[1]), hn::InterleaveUpper(d, a[0], a[1]));
+      const V t23 = hn::Add(hn::InterleaveLower(d, a[2], a[3]), hn::InterleaveUpper(d, a[2], a[3]));
+      const auto u01 = hn::BitCast(du64, t01), u23 = hn::BitCast(du64, t23);
+      w[g] = hn::Add(hn::BitCast(d, hn::InterleaveLower(du64, u01, u23)),
+                     hn::BitCast(d, hn::InterleaveUpper(du64, u01, u23)));
+    }
+    if constexpr (N == 4) {
+      return w[0];
+    } else {
+      // Adjacent blocks: [w0 b0 + b1, w1 b0 + b1, w0 b2 + b3, w1 b2 + b3] (and w2, w3 likewise).
+      V x[N / 8];
+      for (size_t g = 0; g < N / 8; ++g) {
+        const V e = w[2 * g], o = w[2 * g + 1];
+        x[g] = hn::Add(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(o), e),
+                       hn::OddEvenBlocks(o, hn::SwapAdjacentBlocks(e)));
+      }
+      if constexpr (N == 8) {
+        return x[0];
+      } else {
+        return hn::Add(hn::ConcatLowerLower(d, x[1], x[0]), hn::ConcatUpperUpper(d, x[1], x[0]));
+      }
+    }
+#endif
+  }
+}
+
+// The value of one stored key element (Key = float, or 16-bit storage of `dtype`).
+template <typename Key>
+HWY_INLINE float KeyValue(Key x, DType dtype) {
+  if constexpr (std::is_same_v<Key, float>)
+    return x;
+  else
+    return dtype == DType::bf16 ? detail::bf16_to_f32(x) : detail::f16_to_f32(x);
+}
+
+// One vector of a key row as fp32 (16-bit rows only where WidensVectors(dtype)).
+template <typename Key, class D>
+HWY_INLINE hwy::HWY_NAMESPACE::Vec<D> KeyVector(D d, const Key* x, DType dtype) {
+  if constexpr (std::is_same_v<Key, float>) {
+    (void)dtype;
+    return hwy::HWY_NAMESPACE::LoadU(d, x);
+  } else {
+#if POSENC_STORAGE_VECTORS
+    return WidenVector(d, dtype, x);
+#else
+    static_assert(std::is_same_v<Key, float>, "16-bit keys need WidensVectors");
+#endif
+  }
+}
+
+// The dot of one query row and one key row of D elements: two accumulator chains, SumOfLanes.
+template <typename Key, class D>
+HWY_INLINE float RowDot(D d, int64_t Dn, const float* q, const Key* k, DType dtype) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
+  int64_t x = 0;
+  for (; x + 2 * N <= Dn; x += 2 * N) {
+    acc0 = hn::MulAdd(hn::LoadU(d, q + x), KeyVector(d, k + x, dtype), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(d, q + x + N), KeyVector(d, k + x + N, dtype), acc1);
+  }
+  for (; x + N <= Dn; x += N) acc0 = hn::MulAdd(hn::LoadU(d, q + x), KeyVector(d, k + x, dtype), acc0);
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
+  for (; x < Dn; ++x) sum += q[x] * KeyValue(k[x], dtype);
+  return sum;
+}
+
+// S (kRows x Lanes / kRows, ld) = the unscaled dots of kRows query rows with the next Lanes / kRows
+// keys: one accumulator per pair (each key vector loaded once for the kRows rows), all summed at
+// once by TransposedSums. Only where Lanes is known at compile time and at least kRows.
+template <int kRows, typename Key>
+HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key* k, int64_t k_st, DType dtype,
+                             float scale, float* HWY_RESTRICT S, int64_t ld) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr int64_t N = static_cast<int64_t>(hn::MaxLanes(d)), kKeys = N / kRows;
+  const int64_t Dv = D - D % N;  // whole vectors of each row; the rest by scalars
+  V acc[N];
+#pragma GCC unroll 16
+  for (int64_t a = 0; a < N; ++a) acc[a] = hn::Zero(d);
+#pragma GCC unroll 16
+  for (int64_t jj = 0; jj < kKeys; ++jj) {  // each key row read in order (the prefetchers follow)
+    const Key* kj = k + jj * k_st;
+    for (int64_t x = 0; x < Dv; x += N) {
+      const V kv = KeyVector(d, kj + x, dtype);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r)
+        acc[r * kKeys + jj] = hn::MulAdd(hn::LoadU(d, q + r * q_st + x), kv, acc[r * kKeys + jj]);
+    }
+  }
+  V sums = TransposedSums(d, acc);  // lane r kKeys + jj: row r, key jj
+  if (Dv < D) {
+    alignas(64) float rest[N];
+    for (int r = 0; r < kRows; ++r)
+      for (int64_t jj = 0; jj < kKeys; ++jj) {
+        float t = 0;
+        for (int64_t x = Dv; x < D; ++x) t += q[r * q_st + x] * KeyValue(k[jj * k_st + x], dtype);
+        rest[r * kKeys + jj] = t;
+      }
+    sums = hn::Add(sums, hn::Load(d, rest));
+  }
+  sums = hn::Mul(sums, hn::Set(d, scale));
+  if constexpr (kRows == 1) {
+    hn::StoreU(sums, d, S);
+  } else {
+    alignas(64) float out[N];
+    hn::Store(sums, d, out);
+    for (int r = 0; r < kRows; ++r)
+      for (int64_t jj = 0; jj < kKeys; ++jj) S[r * ld + jj] = out[r * kKeys + jj];
+  }
+}
+
 // S (m x n, ld) = scale q k^T from key rows (decode: a few queries, no packed K^T to build): fp32
 // rows (Key = float), or 16-bit rows widened as they are loaded (Key = uint16_t, only where
-// WidensVectors(dtype)): for one query row per key, where widening the tile first would store and
-// reload every key. Two accumulator chains, so that the FMA latency is not paid D / N times in a row.
+// WidensVectors(dtype)): widening a tile first would store and reload every key. Up to 4 query
+// rows at a time share each key load (a decode step's heads of one kv group), each pair has its own
+// accumulator, summed by TransposedSums. Every pair is summed in the same order (vectors along the
+// row, then the same tree) whatever its place in a block, and the same for fp32 and widened keys,
+// so 16-bit storage gives the fp32 kernel's bits; the keys past the last whole block are summed one
+// at a time (another order, fixed by the key's place in the tile).
 template <typename Key>
 inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const Key* k, int64_t k_st,
                     float scale, float* HWY_RESTRICT S, int64_t ld, DType dtype = DType::f32) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  auto load = [&](const Key* x) {
-    if constexpr (std::is_same_v<Key, float>) {
-      return hn::LoadU(d, x);
-    } else {
-#if POSENC_STORAGE_VECTORS
-      return WidenVector(d, dtype, x);
+#if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
+  constexpr bool kBlocks = false;  // lanes unknown at compile time, or one
 #else
-      static_assert(std::is_same_v<Key, float>, "16-bit keys need WidensVectors");
+  constexpr bool kBlocks = hn::MaxLanes(d) >= 4;
 #endif
-    }
-  };
-  auto value = [&](Key x) -> float {
-    if constexpr (std::is_same_v<Key, float>)
-      return x;
-    else
-      return dtype == DType::bf16 ? detail::bf16_to_f32(x) : detail::f16_to_f32(x);
-  };
-  for (int64_t j = 0; j < n; ++j) {
-    const Key* kj = k + j * k_st;
-    for (int64_t i = 0; i < m; ++i) {
+  int64_t i = 0;
+  if constexpr (kBlocks) {
+    constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(d));
+    for (; i < m;) {
+      const int rows = m - i >= 4 ? 4 : m - i >= 2 ? 2 : 1;
+      const int64_t keys = kN / rows;
       const float* qi = q + i * q_st;
-      auto acc0 = hn::Zero(d), acc1 = hn::Zero(d);
-      int64_t x = 0;
-      for (; x + 2 * N <= D; x += 2 * N) {
-        acc0 = hn::MulAdd(hn::LoadU(d, qi + x), load(kj + x), acc0);
-        acc1 = hn::MulAdd(hn::LoadU(d, qi + x + N), load(kj + x + N), acc1);
+      float* Si = S + i * ld;
+      for (int64_t j = 0; j + keys <= n; j += keys) {
+        const Key* kj = k + j * k_st;
+        if (rows == 4)
+          RowDotsBlock<4>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
+        else if (rows == 2)
+          RowDotsBlock<2>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
+        else
+          RowDotsBlock<1>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
       }
-      for (; x + N <= D; x += N) acc0 = hn::MulAdd(hn::LoadU(d, qi + x), load(kj + x), acc0);
-      float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0, acc1)));
-      for (; x < D; ++x) sum += qi[x] * value(kj[x]);
-      S[i * ld + j] = scale * sum;
+      for (int64_t j = n - n % keys; j < n; ++j)  // the last keys of the tile, one at a time
+        for (int r = 0; r < rows; ++r)
+          Si[r * ld + j] = scale * RowDot(d, D, qi + r * q_st, k + j * k_st, dtype);
+      i += rows;
     }
   }
+  for (; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) S[i * ld + j] = scale * RowDot(d, D, q + i * q_st, k + j * k_st, dtype);
+  (void)N;
 }
 
 // S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds

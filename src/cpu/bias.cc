@@ -10,10 +10,32 @@
 
 namespace posenc::cpu {
 
+// A decode step reads each entry once, so building the table must cost no more than a read: ALiBi's
+// entries are one multiply each (the same double product as Bias::value, vectorized), a learned
+// table's row index (T5's logarithmic buckets) is computed once per distance for all heads.
 std::vector<float> distance_lut(const Bias& bias, int64_t heads, const DistanceRange& range) {
-  std::vector<float> lut(static_cast<size_t>(heads * range.size()));
-  parallel_for(heads, [&](int64_t h) {
-    for (int64_t d = range.lo; d <= range.hi; ++d) lut[h * range.size() + (d - range.lo)] = bias.value(d, h);
+  const int64_t size = range.size();
+  std::vector<float> lut(static_cast<size_t>(heads * size));
+  if (bias.slopes) {
+    parallel_chunks(heads * size, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t e = begin; e < end;) {
+        const int64_t h = e / size, stop = std::min(end, (h + 1) * size);
+        const double m = bias.slopes[h];
+        float* row = lut.data() + h * size;
+        for (int64_t x = e - h * size; x < stop - h * size; ++x) {
+          const double d = static_cast<double>(range.lo + x);
+          row[x] = static_cast<float>(bias.symmetric ? -m * (d < 0 ? -d : d) : m * d);
+        }
+        e = stop;
+      }
+    });
+    return lut;
+  }
+  parallel_chunks(size, heads, [&](int64_t begin, int64_t end) {
+    for (int64_t x = begin; x < end; ++x) {
+      const int64_t row = relative_bias_row(*bias.rows_config, range.lo + x);
+      for (int64_t h = 0; h < heads; ++h) lut[h * size + x] = bias.table(row, h);
+    }
   });
   return lut;
 }

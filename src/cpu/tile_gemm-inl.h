@@ -81,8 +81,10 @@ HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;
-  // One or two rows (a decode step's P V): 4 vectors, so that 4 to 8 independent accumulators, not
-  // 2, cover the FMA latency along the k (key) loop.
+  // One or two rows (a decode step's P V): 8 or 4 vectors, so that 8 independent accumulators, not
+  // 2, cover the FMA latency along the k (key) loop, and one row of B is read once, in order.
+  if constexpr (kRows == 1)
+    for (; j + 8 * N <= g.n; j += 8 * N) GemmBlock<kRows, 8, kB16>(g, i, j);
   if constexpr (kRows <= 2)
     for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4, kB16>(g, i, j);
   for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2, kB16>(g, i, j);
