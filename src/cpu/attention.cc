@@ -121,8 +121,9 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
 
   for (int64_t kt0 = k_begin; kt0 < k_end; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, k_end - kt0);
-    if (!TileVisible(p, heads[0].qb, kpos + kt0, n)) continue;  // half the tiles under a causal mask
-    const int64_t key = pr.k0 + kt0;                            // the tile's first key row in the plan
+    const KeyRange keys = TileKeyRange(kpos + kt0, n);
+    if (!TileVisible(p, heads[0].qb, keys)) continue;  // half the tiles under a causal mask
+    const int64_t key = pr.k0 + kt0;                   // the tile's first key row in the plan
     if (key_rows)
       for (int64_t j = kPrefetchRows; j < n + kPrefetchRows && kt0 + j < k_end; ++j) {
         PrefetchRow(p.k16.data ? static_cast<const void*>(p.k16.at(pr.b, key + j, hk))
@@ -163,13 +164,11 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     for (OnlineSoftmax& st : heads) {
       const QueryBlock& qb = st.qb;
       float* S_head = S.data() + st.row0 * kAttentionBlockK;
-      TileTerms(p, qb, kt0, n, S_head, scratch, nullptr);
+      TileTerms(p, qb, kt0, n, keys, S_head, scratch, nullptr);
       for (int64_t i = 0; i < qb.m; ++i) {
         float* s = S_head + i * kAttentionBlockK;
         float* Oi = O.data() + (st.row0 + i) * Dv;
-        float mx = kNegInf;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-        const float m_new = std::max(st.mrow[i], mx);
+        const float m_new = RowMax(s, n, st.mrow[i]);
         if (m_new == kNegInf) {  // nothing visible yet in this row
           std::fill(s, s + n, 0.0f);
           continue;

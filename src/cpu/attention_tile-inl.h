@@ -58,15 +58,31 @@ inline void PrepareQueryBlock(const AttentionPlan& p, QueryBlock& qb) {
             p.shaw->rows, 1.0f, false});
 }
 
-// Whether the mask leaves any pair of the block and the key positions kpos[0, n) visible.
-inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+// The positions kpos[0, n) of a tile's keys: their range, and whether they run kpos[0], kpos[0] + 1, ...
+// (ordinary positions: then the range costs one pass of compares, with no early exit to vectorize).
+struct KeyRange {
+  int64_t lo, hi;
+  bool unit_run;
+};
+inline KeyRange TileKeyRange(const int64_t* kpos, int64_t n) {
+  bool unit_run = true;
+  for (int64_t j = 1; j < n; ++j) unit_run &= kpos[j] == kpos[0] + j;
+  if (unit_run) return {kpos[0], kpos[0] + n - 1, true};
   const auto [lo, hi] = std::minmax_element(kpos, kpos + n);
-  if (p.causal && *lo > qb.qmax) return false;
-  if (p.window > 0 && (qb.qmin - *hi >= p.window || *lo - qb.qmax >= p.window)) return false;
+  return {*lo, *hi, false};
+}
+
+// Whether the mask leaves any pair of the block and the keys of range k visible.
+inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const KeyRange& k) {
+  if (p.causal && k.lo > qb.qmax) return false;
+  if (p.window > 0 && (qb.qmin - k.hi >= p.window || k.lo - qb.qmax >= p.window)) return false;
   // Chunks are ordered like positions: the block's chunks [qmin, qmax] must meet the keys'.
-  if (p.chunk > 0 && (p.chunk_of(*lo) > p.chunk_of(qb.qmax) || p.chunk_of(*hi) < p.chunk_of(qb.qmin)))
+  if (p.chunk > 0 && (p.chunk_of(k.lo) > p.chunk_of(qb.qmax) || p.chunk_of(k.hi) < p.chunk_of(qb.qmin)))
     return false;
   return true;
+}
+inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
+  return TileVisible(p, qb, TileKeyRange(kpos, n));
 }
 
 // s[j] = softcap tanh(s[j] / softcap) for j < n; dcap[j] = 1 - tanh^2, its derivative, when non-null.
@@ -288,9 +304,10 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
 }
 
 // S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds
-// scale q k^T on entry, however it was computed.
+// scale q k^T on entry, however it was computed. keys: the tile's TileKeyRange.
 inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0, int64_t n,
-                      float* HWY_RESTRICT S, std::vector<float>& scratch, float* HWY_RESTRICT dcap) {
+                      const KeyRange& keys, float* HWY_RESTRICT S, std::vector<float>& scratch,
+                      float* HWY_RESTRICT dcap) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
   if (p.transformer_xl) {  // BD (m x w) = (q + v) rproj_t[c0 .. c0 + w), then gathered by delta
@@ -305,14 +322,13 @@ inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0,
   }
   // Ordinary positions make a tile's keys a unit run: the bias row is then a contiguous slice of
   // the lookup (a vector add); and a tile entirely inside the mask needs no per-pair test.
-  bool unit_run = true;
-  for (int64_t j = 1; j < n && unit_run; ++j) unit_run = kpos[j] == kpos[0] + j;
-  const auto [kmin, kmax] = std::minmax_element(kpos, kpos + n);
+  const bool unit_run = keys.unit_run;
+  const int64_t kmin = keys.lo, kmax = keys.hi;
   const bool all_visible =
-      !(p.causal && *kmax > qb.qmin) &&
-      !(p.window > 0 && (qb.qmax - *kmin >= p.window || *kmax - qb.qmin >= p.window)) &&
-      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) ||
-                        p.chunk_of(*kmin) != p.chunk_of(*kmax) || p.chunk_of(*kmin) != p.chunk_of(qb.qmin)));
+      !(p.causal && kmax > qb.qmin) &&
+      !(p.window > 0 && (qb.qmax - kmin >= p.window || kmax - qb.qmin >= p.window)) &&
+      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) || p.chunk_of(kmin) != p.chunk_of(kmax) ||
+                        p.chunk_of(kmin) != p.chunk_of(qb.qmin)));
   for (int64_t i = 0; i < qb.m; ++i) {
     float* HWY_RESTRICT s = S + i * kAttentionBlockK;
     const int64_t qp = qb.qpos[i];
@@ -358,7 +374,7 @@ inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float
     const float* k = p.k.at(pr.b, pr.k0 + kt0, qb.hk);
     RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], k, p.k.stride[1], p.scale, S, kAttentionBlockK);
   }
-  TileTerms(p, qb, kt0, n, S, scratch, dcap);
+  TileTerms(p, qb, kt0, n, TileKeyRange(p.k_pos.data() + pr.b * p.K + pr.k0 + kt0, n), S, scratch, dcap);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -21,6 +21,19 @@ HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 
+// max(init, s[0, n)): exact in any order (a NaN logit makes the row NaN either way).
+HWY_INLINE float RowMax(const float* HWY_RESTRICT s, int64_t n, float init) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto vmax = hn::Set(d, init);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) vmax = hn::Max(vmax, hn::LoadU(d, s + j));
+  float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  for (; j < n; ++j) mx = std::max(mx, s[j]);
+  return mx;
+}
+
 // s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0); returns the sum.
 HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   namespace hn = hwy::HWY_NAMESPACE;
