@@ -160,7 +160,10 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
     std::copy_n(pos_.begin() + b * capacity_, size_, kpos.begin() + b * size_);
   std::vector<float> q_rot;
   ConstTensorView q_used = q;
-  if (rope_) {  // the cache's keys are rotated: rotate q the same way (16-bit q: widened first)
+  // The cache's keys are rotated: q is rotated the same way. A 16-bit q is widened, rotated in fp32
+  // and rounded once to its dtype, which is what Rope::forward returns for it (and what a model
+  // running in that dtype attends with): attend(q) is the attention of rope(q) over keys(), values().
+  if (rope_) {
     detail::check_unit_last_stride(kOp, "q", q);
     const detail::RopePlan plan = detail::plan_rope(*rope_, qpos, std::nullopt);
     q_rot.resize(static_cast<size_t>(batch_ * T * H * head_dim_));
@@ -176,6 +179,11 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
       rows.in = q_rows;
     }
     detail::rope_apply(plan, {batch_, T}, &rows, 1, false);
+    if (q_dtype != DType::f32) {  // rounded once to q's own dtype, as Rope::forward returns it
+      std::vector<uint16_t> rounded(q_rot.size());
+      cpu::narrow_row(q_dtype, q_rot.data(), static_cast<int64_t>(q_rot.size()), rounded.data());
+      cpu::widen_row(q_dtype, rounded.data(), static_cast<int64_t>(rounded.size()), q_rot.data());
+    }
     q_used = view(q_rot.data(), {batch_, T, H, head_dim_});
   }
   AttentionConfig inner = config;

@@ -4,7 +4,8 @@
 // 2. what is read: attend() on the 16-bit cache equals, to fp32 reduction order (kF32Reduction),
 //    the attention of the same query over those stored numbers widened to fp32 (an fp32 cache
 //    without rope holding them, q rotated by the same rope), for every encoding; a 16-bit out is
-//    that within one rounding: |out16 - out32| <= u |out32|, u = 2^-8 (bf16), 2^-11 (fp16).
+//    that within one rounding: |out16 - out32| <= u |out32|, u = 2^-8 (bf16), 2^-11 (fp16); a 16-bit
+//    q is attended as Rope::forward returns it (rotated in fp32, rounded once to its dtype).
 // Context shifts and re-rotations round once per call: within 3 u of a cache filled at the new
 // positions (two roundings of each side, and fp32 rotation). Every SIMD target (narrow_row).
 #include <cmath>
@@ -118,17 +119,25 @@ void check_decode(Enc e, const Storage& s, bool half_inputs, const std::vector<i
     plain.attend(plain_cfg, view(q_used.data(), {B, n, H, D}), view(expected.data(), {B, n, H, D}),
                  view(q_pos.data(), {B, n}));
     ASSERT_TRUE(all_close(out, expected, kF32Reduction)) << "chunk at " << t0;
-    // A 16-bit q and out: out within one rounding of the fp32 out for the same (rounded) q.
-    std::vector<uint16_t> q16, out16(out.size());
-    std::vector<float> q_rounded;
+    // A 16-bit q: attended as Rope::forward returns it (rotated in fp32, rounded once to its dtype),
+    // so the result is the attention of rope(q16) over the stored numbers; a 16-bit out is within
+    // one rounding of the fp32 out for the same q.
+    std::vector<uint16_t> q16, q16_rotated, out16(out.size());
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < n; ++t)
-        for (int64_t i = 0; i < H * D; ++i) {
+        for (int64_t i = 0; i < H * D; ++i)
           q16.push_back(s.round(ac.part(Params::q)[(b * T + t0 + t) * H * D + i]));
-          q_rounded.push_back(s.value(q16.back()));
-        }
+    q16_rotated = q16;
+    if (cfg.rope)
+      cfg.rope->forward(view16(q16, s.dtype, {B, n, H, D}), view16(q16_rotated, s.dtype, {B, n, H, D}),
+                        view(q_pos.data(), {B, n}));
+    std::vector<float> q_attended;
+    for (uint16_t x : q16_rotated) q_attended.push_back(s.value(x));
+    cache16.attend(cfg, view16(q16, s.dtype, {B, n, H, D}), view(out.data(), {B, n, H, D}));
+    plain.attend(plain_cfg, view(q_attended.data(), {B, n, H, D}), view(expected.data(), {B, n, H, D}),
+                 view(q_pos.data(), {B, n}));
+    ASSERT_TRUE(all_close(out, expected, kF32Reduction)) << "16-bit q, chunk at " << t0;
     cache16.attend(cfg, view16(q16, s.dtype, {B, n, H, D}), view16(out16, s.dtype, {B, n, H, D}));
-    cache16.attend(cfg, view(q_rounded.data(), {B, n, H, D}), view(out.data(), {B, n, H, D}));
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_LE(std::abs(s.value(out16[i]) - out[i]), s.unit_roundoff * std::abs(out[i]) + 1e-7) << i;
     t0 += n;

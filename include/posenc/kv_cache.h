@@ -15,9 +15,10 @@
 // append() takes k and v in fp32 (rounded once into the store) or in the cache's own dtype (copied
 // bit for bit; with a rope, widened, rotated in fp32 and rounded once). attend() reads the 16-bit
 // keys and values where they are (the attention widens one tile at a time, accumulating in fp32);
-// q and out may be fp32 or 16-bit, lse is fp32. shift_positions() rounds each key once per call,
-// rerotate() once for both of its rotations. A 16-bit cache agrees with an fp32 one to the storage
-// type's rounding of k and v (tests/test_kv_cache.cc states the bound).
+// q and out may be fp32 or 16-bit, lse is fp32; a 16-bit q is rotated in fp32 and rounded once to
+// its dtype, as Rope::forward returns it (so attend(q) is the attention of rope(q)). shift_positions() rounds
+// each key once per call, rerotate() once for both of its rotations. A 16-bit cache agrees with an fp32 one
+// to the storage type's rounding of k and v (tests/test_kv_cache.cc states the bound).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -80,7 +80,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     OnlineSoftmax& st = heads[h - h0];
     st.qb = MakeQueryBlock(p, problem, h, block * kAttentionBlockQ);
     PrepareQueryBlock(p, st.qb);
-    if (bf16_dots || (!kt && CanUseBf16Dots(p))) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
+    if (bf16_dots) split_queries(st.qb.q, p.q.stride[1], st.qb.m, p.D, st.q16);
     st.row0 = R;
     R += st.qb.m;
     st.Pb.assign(shaw_values ? static_cast<size_t>(st.qb.m * rows) : 0, 0.0f);
@@ -93,19 +93,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   const int64_t hk = heads[0].qb.hk;
   std::vector<float> O(static_cast<size_t>(R * Dv), 0.0f), S(static_cast<size_t>(R * kAttentionBlockK));
   const bool key_rows = !kt && !kt_pairs;  // a decode step: key rows read in place
-  // Their q.k by vdpbf16ps when every query of the group is a bf16 value (one part). With three
-  // parts it measured no faster than widened keys (4 query rows per kv head, 32k bf16 cache: 40-48
-  // vs 41-46 ns per key and head) and slower for one row (72 vs 50 ns), so those widen instead.
-  bool row_dots = key_rows && p.k16.data;
-  for (const OnlineSoftmax& st : heads) row_dots = row_dots && st.q16.parts == 1;
-  // 16-bit rows of up to kRowDotQueries query rows are widened inside the q.k and P V products
-  // (WidensVectors); more rows share each tile widened once (k_tile, v_tile).
-  const bool widen_in_products = R <= kRowDotQueries && WidensVectors(p.storage);
-  const bool widen_keys = key_rows && p.k16.data && !row_dots && !widen_in_products;
-  const bool widen_values = p.v16.data && !widen_in_products;
-  std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
-      v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
-  // The q rows of a stacked group, contiguous for RowDots (one head: its rows where they are).
+  // The q rows of a stacked group, contiguous (one head: its rows where they are).
   std::vector<float> q_group;
   const float* q_rows = heads[0].qb.q;
   int64_t q_stride = p.q.stride[1];
@@ -116,6 +104,19 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
         std::copy_n(st.qb.q + i * p.q.stride[1], p.D, q_group.data() + (st.row0 + i) * p.D);
     q_rows = q_group.data(), q_stride = p.D;
   }
+  // Their q.k by vdpbf16ps when every query row of the task is a bf16 value (one part). With three
+  // parts it measured no faster than widened keys (4 query rows per kv head, 32k bf16 cache: 40-48
+  // vs 41-46 ns per key and head) and slower for one row (72 vs 50 ns), so those widen instead.
+  Bf16Queries q16_rows;
+  if (key_rows && p.k16.data && CanUseBf16Dots(p)) split_queries(q_rows, q_stride, R, p.D, q16_rows);
+  const bool row_dots = q16_rows.parts == 1;
+  // 16-bit rows of up to kRowDotQueries query rows are widened inside the q.k and P V products
+  // (WidensVectors); more rows share each tile widened once (k_tile, v_tile).
+  const bool widen_in_products = R <= kRowDotQueries && WidensVectors(p.storage);
+  const bool widen_keys = key_rows && p.k16.data && !row_dots && !widen_in_products;
+  const bool widen_values = p.v16.data && !widen_in_products;
+  std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
+      v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
   const int64_t k_bytes = p.D * (p.k16.data ? 2 : 4), v_bytes = Dv * (p.v16.data ? 2 : 4);
   std::vector<float> scratch;
 
@@ -147,9 +148,8 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
         TileGemm({st.qb.m, n, p.D, st.qb.q, p.q.stride[1], 1, kt + kt0, pr.nk,
                   S.data() + st.row0 * kAttentionBlockK, kAttentionBlockK, p.scale, false});
     } else if (row_dots) {
-      for (OnlineSoftmax& st : heads)
-        bf16_row_logits(st.q16, p.D, p.k16.at(pr.b, key, hk), p.k16.stride[1], n, p.scale,
-                        S.data() + st.row0 * kAttentionBlockK, kAttentionBlockK);
+      bf16_row_logits(q16_rows, p.D, p.k16.at(pr.b, key, hk), p.k16.stride[1], n, p.scale, S.data(),
+                      kAttentionBlockK);
     } else if (widen_keys) {
       RowDots(R, n, p.D, q_rows, q_stride, k_tile.data(), p.D, p.scale, S.data(), kAttentionBlockK);
 #if POSENC_STORAGE_VECTORS

@@ -223,16 +223,18 @@ HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key*
   const int64_t Dv = D - D % N;  // whole vectors of each row; the rest by scalars
   V acc[N];
 #pragma GCC unroll 16
-  for (int64_t a = 0; a < N; ++a) acc[a] = hn::Zero(d);
-#pragma GCC unroll 16
   for (int64_t jj = 0; jj < kKeys; ++jj) {  // each key row read in order (the prefetchers follow)
     const Key* kj = k + jj * k_st;
+    V a[kRows];  // this key's sums, in registers (GCC keeps acc[] on the stack across the loop)
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) a[r] = hn::Zero(d);
     for (int64_t x = 0; x < Dv; x += N) {
       const V kv = KeyVector(d, kj + x, dtype);
 #pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r)
-        acc[r * kKeys + jj] = hn::MulAdd(hn::LoadU(d, q + r * q_st + x), kv, acc[r * kKeys + jj]);
+      for (int r = 0; r < kRows; ++r) a[r] = hn::MulAdd(hn::LoadU(d, q + r * q_st + x), kv, a[r]);
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) acc[r * kKeys + jj] = a[r];
   }
   V sums = TransposedSums(d, acc);  // lane r kKeys + jj: row r, key jj
   if (Dv < D) {

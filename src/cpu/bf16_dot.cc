@@ -111,39 +111,57 @@ POSENC_BF16_TARGET inline __m512 sum16(const __m512* v) {
 inline __mmask32 first_bits32(int64_t n) { return n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1; }
 inline __mmask16 first_bits16(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
 
-// S row i, keys [j0, j0 + nb), nb <= 16: one accumulator per key, over the row's 32-element chunks
-// (the last one masked: no read past a key row of D elements), each times every query part.
-template <int kParts>
-POSENC_BF16_TARGET void row_block(const Bf16Queries& q, int64_t i, int64_t D, const uint16_t* k,
-                                  int64_t k_stride, int64_t nb, __m512& sums) {
+// S rows [i0, i0 + kRows), keys [0, nb) of k, nb <= kKeys = 16 / kRows: one accumulator per pair,
+// each key row read in order (a long cache streams from memory: reading 16 rows a chunk at a time
+// measured slower), each chunk of 32 elements (the last one masked: no read past a key row of D)
+// times every query part of the kRows rows; the 16 sums at once (sum16: lane r kKeys + t).
+template <int kParts, int kRows>
+POSENC_BF16_TARGET void row_block(const Bf16Queries& q, int64_t i0, int64_t D, const uint16_t* k,
+                                  int64_t k_stride, int64_t nb, float scale, float* S, int64_t ld) {
+  constexpr int kKeys = 16 / kRows;
   __m512 acc[16];
-  for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < D; c += 32) {
-    const __mmask32 mask = first_bits32(D - c);
-    __m512bh qv[kParts];
-    for (int p = 0; p < kParts; ++p) qv[p] = (__m512bh)_mm512_loadu_si512(q.row(p, i) + c);
 #pragma GCC unroll 16
-    for (int t = 0; t < 16; ++t) {
-      // Keys past nb: a zero mask reads nothing (at a valid address).
-      const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(t < nb ? mask : 0,
-                                                             k + std::min<int64_t>(t, nb - 1) * k_stride + c);
-      for (int p = 0; p < kParts; ++p) acc[t] = _mm512_dpbf16_ps(acc[t], qv[p], kv);
+  for (int t = 0; t < kKeys; ++t) {
+    // Keys past nb: a zero mask reads nothing (at a valid address); no early exit, which would keep
+    // GCC from unrolling (and the accumulators from registers).
+    const uint16_t* kt = k + std::min<int64_t>(t, nb - 1) * k_stride;
+    const __mmask32 live = t < nb ? ~__mmask32{0} : 0;
+    __m512 a[kRows];  // this key's sums, in registers (GCC keeps acc[] on the stack across the loop)
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) a[r] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < D; c += 32) {
+      const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(first_bits32(D - c) & live, kt + c);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+        for (int p = 0; p < kParts; ++p)
+          a[r] = _mm512_dpbf16_ps(a[r], (__m512bh)_mm512_loadu_si512(q.row(p, i0 + r) + c), kv);
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) acc[r * kKeys + t] = a[r];
   }
-  sums = sum16(acc);
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t t = 0; t < nb; ++t) S[(i0 + r) * ld + t] = sums[r * kKeys + t];
 }
 
 template <int kParts>
 POSENC_BF16_TARGET void row_logits(const Bf16Queries& q, int64_t D, const uint16_t* k, int64_t k_stride,
                                    int64_t n, float scale, float* S, int64_t ld) {
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for (int64_t j0 = 0; j0 < n; j0 += 16) {
-    const int64_t nb = std::min<int64_t>(16, n - j0);
-    for (int64_t i = 0; i < q.m; ++i) {
-      __m512 sums;
-      row_block<kParts>(q, i, D, k + j0 * k_stride, k_stride, nb, sums);
-      _mm512_mask_storeu_ps(S + i * ld + j0, first_bits16(nb), _mm512_mul_ps(sums, vscale));
+  for (int64_t i = 0; i < q.m;) {
+    const int rows = q.m - i >= 4 ? 4 : q.m - i >= 2 ? 2 : 1, keys = 16 / rows;
+    for (int64_t j0 = 0; j0 < n; j0 += keys) {
+      const int64_t nb = std::min<int64_t>(keys, n - j0);
+      const uint16_t* kj = k + j0 * k_stride;
+      if (rows == 4)
+        row_block<kParts, 4>(q, i, D, kj, k_stride, nb, scale, S + j0, ld);
+      else if (rows == 2)
+        row_block<kParts, 2>(q, i, D, kj, k_stride, nb, scale, S + j0, ld);
+      else
+        row_block<kParts, 1>(q, i, D, kj, k_stride, nb, scale, S + j0, ld);
     }
+    i += rows;
   }
 }
 
