@@ -8,6 +8,7 @@
 #include "src/attention_plan.h"
 #include "src/check.h"
 #include "src/cpu/attention.h"
+#include "src/cpu/bf16_dot.h"
 #include "src/cpu/transformer_xl.h"
 
 namespace posenc {
@@ -182,5 +183,8 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     cpu::transformer_xl_project_backward(H, D, d_model, d_rproj, p.transformer_xl->sinusoids, n,
                                          strided<2>(grads.transformer_xl_w_r));
 }
+
+void set_bf16_dot_products(bool enabled) { cpu::set_bf16_dot_enabled(enabled); }
+bool bf16_dot_products() { return cpu::bf16_dot_available(); }
 
 }  // namespace posenc

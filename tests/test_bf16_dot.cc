@@ -6,6 +6,7 @@
 // Skipped on CPUs without AVX512_BF16 (the attention tests then cover the widening path alone).
 #include <cmath>
 
+#include "posenc/attention.h"
 #include "src/cpu/bf16_dot.h"
 #include "src/half.h"
 #include "test_util.h"
@@ -134,6 +135,17 @@ TEST_F(Bf16Dot, TileLogitsOfPackedPairsMatchTheReference) {
             expect_logits(tile, 2.0f, S, ld, split.parts);
           }
         }
+}
+
+// The public switch (posenc/attention.h) turns the path off and on again where the CPU has it.
+TEST(Bf16DotSwitch, PublicSwitchTurnsThePathOffAndOn) {
+  const bool before = bf16_dot_products();
+  set_bf16_dot_products(false);
+  EXPECT_FALSE(bf16_dot_products());
+  EXPECT_FALSE(cpu::bf16_dot_available());
+  set_bf16_dot_products(true);
+  EXPECT_EQ(bf16_dot_products(), cpu::bf16_dot_available());
+  set_bf16_dot_products(before);
 }
 
 }  // namespace

@@ -152,4 +152,13 @@ struct AttentionGrads {
 void attention_backward(const AttentionConfig& config, const AttentionInputs& inputs, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads);
 
+// The forward's q.k of bf16 keys by the CPU's bf16 dot product (vdpbf16ps, AVX512_BF16) where every
+// query is a bf16 value: the same exact products, fp32 sums in another order (README, Numerics). On
+// by default where the CPU has it, unless the environment sets POSENC_BF16_DOT=0. Off, a 16-bit
+// attention is bit for bit the fp32 computation of its widened values on every CPU. Call it between
+// attention calls, not during one.
+void set_bf16_dot_products(bool enabled);
+// Whether that path runs: enabled, and the CPU has AVX512_BF16.
+bool bf16_dot_products();
+
 }  // namespace posenc

@@ -2,6 +2,7 @@
 // already shaped and typed by the Python layer and calls the library; posenc::Error becomes
 // posenc.Error, a subclass of ValueError, with the library's message (argument and value named).
 #include "arrays.h"
+#include "posenc/attention.h"
 #include "posenc/threads.h"
 
 NB_MODULE(_core, m) {
@@ -23,4 +24,11 @@ NB_MODULE(_core, m) {
         "Threads of posenc's CPU kernels, the caller included (0: POSENC_NUM_THREADS, else "
         "OMP_NUM_THREADS, else the CPUs this process may use). Results do not depend on it.");
   m.def("num_threads", &posenc::num_threads, "Threads posenc's CPU kernels use (set_num_threads).");
+  m.def("set_bf16_dot_products", &posenc::set_bf16_dot_products, nb::arg("enabled"),
+        "Whether the attention forward may sum q.k of bf16 keys with the CPU's bf16 dot product "
+        "(vdpbf16ps) where the queries are bf16 values: exact products, fp32 sums in another order. "
+        "Default on (unless POSENC_BF16_DOT=0); off, 16-bit attention is bit for bit the float32 "
+        "computation of its widened values.");
+  m.def("bf16_dot_products", &posenc::bf16_dot_products,
+        "Whether the bf16 dot-product path runs: enabled and the CPU has AVX512_BF16.");
 }

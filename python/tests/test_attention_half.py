@@ -3,7 +3,8 @@ at a time inside the kernel and computed in fp32, so the result is bit for bit t
 same values rounded once to q's dtype (the C++ tests bound both against double precision,
 tests/test_attention_half.cc). One exception: on CPUs with AVX512_BF16, bf16 queries and keys without RoPE
 take q.k from vdpbf16ps (exact products, fp32 sums in another order), so there the sums may differ from the
-float32 kernel's in their last bits: compared within fp32 summation error (D terms: D 2^-24 relative)."""
+float32 kernel's in their last bits: compared within fp32 summation error (D terms: D 2^-24 relative). With
+posenc.set_bf16_dot_products(False) every case is bit for bit; both settings run here."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -17,6 +18,32 @@ def randn(shape, dtype, seed):
     return np.random.default_rng(seed).uniform(-1.5, 1.5, shape).astype(np.float32).astype(dtype)
 
 
+@pytest.fixture(params=[True, False], ids=["bf16_dot", "widening"])
+def dot_products(request):
+    """The bf16 dot-product path enabled (the default) or not, restored afterwards."""
+    before = posenc.bf16_dot_products()
+    posenc.set_bf16_dot_products(request.param)
+    yield posenc.bf16_dot_products()
+    posenc.set_bf16_dot_products(before)  # off on CPUs without it: the same as before
+
+
+def test_the_dot_product_switch():
+    before = posenc.bf16_dot_products()
+    posenc.set_bf16_dot_products(False)
+    assert not posenc.bf16_dot_products()
+    posenc.set_bf16_dot_products(True)
+    try:
+        with open("/proc/cpuinfo") as f:
+            has_bf16 = " avx512_bf16" in f.read()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo to tell whether the CPU has AVX512_BF16")
+    finally:
+        posenc.set_bf16_dot_products(before)
+    posenc.set_bf16_dot_products(True)
+    assert posenc.bf16_dot_products() == has_bf16
+    posenc.set_bf16_dot_products(before)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,options", [
     ((1, 70, 70, 4, 2, 32), {"causal": True, "encoding": "rope+alibi"}),          # prefill
@@ -24,7 +51,7 @@ def randn(shape, dtype, seed):
     ((1, 1, 4500, 8, 2, 16), {"causal": True, "softcap": 2.0, "window": 4000}),   # split decode
     ((1, 40, 40, 2, 1, 24), {"causal": True, "encoding": "rope", "rope_offset": 8, "layout": "interleaved"}),
 ])
-def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options):
+def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options, dot_products):
     B, Q, K, H, Hkv, D = shape
     q, k, v = randn((B, Q, H, D), dtype, 1), randn((B, K, Hkv, D), dtype, 2), randn((B, K, Hkv, D), dtype, 3)
     out, lse = posenc.attention(q, k, v, return_lse=True, **options)
@@ -35,7 +62,7 @@ def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options):
     # float32 queries against a 16-bit cache: float32 out, the same numbers unrounded
     mixed = posenc.attention(q.astype(np.float32), k, v, **options)
     assert mixed.dtype == np.float32
-    if dtype is ml_dtypes.bfloat16 and "rope" not in options.get("encoding", ""):  # vdpbf16ps may sum q.k
+    if dot_products and dtype is ml_dtypes.bfloat16 and "rope" not in options.get("encoding", ""):  # vdpbf16ps
         tol = dict(rtol=D * 2.0**-24 * 8, atol=1e-6)  # fp32 sums of D terms in another order, through softmax
         ref16 = ref.astype(dtype).astype(np.float32)
         assert np.allclose(out.astype(np.float32), ref16, rtol=2.0**-8, atol=1e-6)  # at most one bf16 step
