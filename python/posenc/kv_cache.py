@@ -71,7 +71,8 @@ class KVCache:
         parameters). RoPE is the cache's: "rope" in encoding is accepted only with the cache's own
         rope_config (as layer.attention_config() gives it), and adds nothing. q_positions default to the
         positions of the last T appended tokens. q float32, float16 or bfloat16 (whatever the cache's
-        dtype). Returns out [B, T, H, D] in q's dtype (and lse [B, H, T] float32)."""
+        dtype); with a rope, a 16-bit q is rotated in fp32 and rounded once to its dtype, as posenc.rope
+        returns it. Returns out [B, T, H, D] in q's dtype (and lse [B, H, T] float32)."""
         q = activation("q", q, (4,))
         params = canonical_params(params)
         parts = parse_encoding(encoding)
