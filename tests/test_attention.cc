@@ -1,11 +1,13 @@
 // tests/test_attention.cc: the fused attention forward vs the naive double-precision reference,
 // for every supported encoding, mask, shape edge case, packed batches, and bad input.
 
+#include <algorithm>
 #include <cmath>
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/threads.h"
+#include "src/half.h"
 #include "attention_case.h"
 
 namespace posenc::test {
@@ -49,6 +51,84 @@ TEST(Attention, DecodeAgainstALongCacheIsSplitAndMerged) {
   check_forward({1, 1, 5000, 2, 2, 8, true}, Enc::shaw);  // Shaw's value term: not split, still right
   for_each_cpu_target([](const std::string& target) {
     check_forward({1, 1, 4100, 4, 1, 24, true}, Enc::rope_t5, target);
+  });
+}
+
+// A decode step stacks the query rows of every head of a kv group (src/cpu/attention.cc): 23 heads
+// over one kv head with 3 tokens are 69 rows (more than a 64-row block, not a multiple of the 4-row
+// groups), D 20 (a tail past the vectors), 72 keys (a short last tile), split or not.
+TEST(Attention, DecodeStacksManyHeadsOfAGroup) {
+  for (Enc e : {Enc::none, Enc::rope_alibi, Enc::shaw, Enc::transformer_xl})
+    check_forward({1, 3, 72, 23, 1, 20, true}, e);
+  check_forward({1, 3, 4500, 23, 1, 20, true}, Enc::rope_t5);  // three splits
+  for_each_cpu_target([](const std::string& target) {
+    check_forward({1, 3, 72, 23, 1, 20, true}, Enc::rope_alibi, target);
+  });
+}
+
+// Every (query row, key) logit of a decode step is summed in the same order whatever the rows around
+// it: grouped-query attention gives the bits of multi-head attention over repeated keys and values,
+// and a step of 3 tokens the bits of 3 steps of one token; on every target, fp32 and bf16 k / v.
+TEST(Attention, DecodeLogitsDoNotDependOnTheRowsAroundThem) {
+  for_each_cpu_target([](const std::string& target) {
+    SCOPED_TRACE(target);
+    const int64_t T = 3, K = 72, H = 6, D = 40;
+    const std::vector<float> q = random_floats(T * H * D, 5), k = random_floats(K * D, 6),
+                             v = random_floats(K * D, 7);
+    std::vector<float> k_rep, v_rep;  // (K, H, D): each head's copy of the one kv head
+    for (int64_t j = 0; j < K; ++j)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) k_rep.push_back(k[j * D + d]), v_rep.push_back(v[j * D + d]);
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(dtype_name(dtype));
+      std::vector<uint16_t> k16, v16, k16_rep, v16_rep;
+      for (float x : k) k16.push_back(detail::f32_to_bf16(x));
+      for (float x : v) v16.push_back(detail::f32_to_bf16(x));
+      for (float x : k_rep) k16_rep.push_back(detail::f32_to_bf16(x));
+      for (float x : v_rep) v16_rep.push_back(detail::f32_to_bf16(x));
+      auto kv = [&](const std::vector<float>& x32, const std::vector<uint16_t>& x16, int64_t heads) {
+        ConstTensorView t = view(
+            dtype == DType::f32 ? x32.data() : reinterpret_cast<const float*>(x16.data()), {1, K, heads, D});
+        t.dtype = dtype;
+        return t;
+      };
+      AttentionConfig cfg;
+      std::vector<float> gqa(T * H * D), mha(T * H * D), one(H * D);
+      attention_forward(cfg, qkv(view(q.data(), {1, T, H, D}), kv(k, k16, 1), kv(v, v16, 1)),
+                        view(gqa.data(), {1, T, H, D}), TensorView{});
+      attention_forward(cfg, qkv(view(q.data(), {1, T, H, D}), kv(k_rep, k16_rep, H), kv(v_rep, v16_rep, H)),
+                        view(mha.data(), {1, T, H, D}), TensorView{});
+      EXPECT_EQ(gqa, mha);
+      for (int64_t t = 0; t < T; ++t) {
+        attention_forward(cfg, qkv(view(q.data() + t * H * D, {1, 1, H, D}), kv(k, k16, 1), kv(v, v16, 1)),
+                          view(one.data(), {1, 1, H, D}), TensorView{});
+        EXPECT_TRUE(std::equal(one.begin(), one.end(), gqa.begin() + t * H * D)) << "token " << t;
+      }
+    }
+  });
+}
+
+// A NaN query gives NaN out for its row (never zeros, as a max that dropped the NaN gave when no other
+// key was visible), whatever the number of keys, split or not; the other heads are untouched.
+TEST(Attention, ANanQueryGivesANanRow) {
+  for_each_cpu_target([](const std::string& target) {
+    SCOPED_TRACE(target);
+    for (int64_t K : {1, 5, 40, 5000}) {  // 5000: split by keys, merged
+      const int64_t H = 2, D = 24;
+      std::vector<float> q = random_floats(H * D, 3), k = random_floats(K * H * D, 4),
+                         v = random_floats(K * H * D, 5);
+      q[3] = std::nanf("");  // head 0
+      std::vector<float> out(H * D), lse(H);
+      attention_forward(
+          AttentionConfig{},
+          qkv(view(q.data(), {1, 1, H, D}), view(k.data(), {1, K, H, D}), view(v.data(), {1, K, H, D})),
+          view(out.data(), {1, 1, H, D}), view(lse.data(), {1, H, 1}));
+      for (int64_t d = 0; d < D; ++d) {
+        EXPECT_TRUE(std::isnan(out[d])) << "K " << K << " d " << d;
+        EXPECT_TRUE(std::isfinite(out[D + d])) << "K " << K << " d " << d;
+      }
+      EXPECT_TRUE(std::isnan(lse[0]));
+    }
   });
 }
 

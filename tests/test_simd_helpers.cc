@@ -104,9 +104,13 @@ using test::value;
 int64_t FloatLanes() { return static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
 // C (m x n, ldc = n + 3) = [C +] alpha A (m x k) B (k x n, ldb = n + 1); A row-major or transposed.
+// n over 0 .. 2N + 1 and the wide blocks' edges (4N and 8N vectors, plus one and a tail).
 void TestTileGemm() {
   const int64_t N = FloatLanes();
-  for (int64_t n = 0; n <= 2 * N + 1; ++n)
+  std::vector<int64_t> widths;
+  for (int64_t n = 0; n <= 2 * N + 1; ++n) widths.push_back(n);
+  for (int64_t n : {4 * N, 4 * N + 1, 6 * N + 3, 8 * N, 8 * N + 1, 12 * N + 5}) widths.push_back(n);
+  for (int64_t n : widths)
     for (int64_t m : {0, 1, 2, 3, 4, 5, 7})  // 4-row blocks and every remainder
       for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{3}, N + 1})
         for (int64_t misalign = 0; misalign < N; ++misalign)
@@ -212,8 +216,14 @@ void TestWidenedProducts() {
       return dtype == DType::bf16 ? detail::bf16_to_f32(h) : detail::f16_to_f32(h);
     };
     for (int64_t D = 0; D <= 2 * N + 1; ++D)
-      for (auto [m, n] :
-           {std::pair<int64_t, int64_t>{2, 1}, {2, 3}, {2, 4 * N + 1}, {1, 2 * N + 1}, {5, 2 * N + 3}}) {
+      for (auto [m, n] : {std::pair<int64_t, int64_t>{2, 1},
+                          {2, 3},
+                          {2, 4 * N + 1},
+                          {1, 2 * N + 1},
+                          {5, 2 * N + 3},
+                          {1, 8 * N + 1},
+                          {2, 8 * N + 3},
+                          {4, 4 * N + 1}}) {
         SCOPED_TRACE(::testing::Message()
                      << "dtype " << int(dtype) << " D " << D << " m " << m << " n " << n);
         const int64_t k_st = D + 3;

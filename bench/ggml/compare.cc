@@ -6,6 +6,10 @@
 //              ggml_flash_attn_ext (Q f32; K/V f16 as llama.cpp's cache, and f32) against
 //              posenc::attention_forward (f32 q/k/v; f32 q with f16 or bf16 k/v; bf16 q/k/v).
 //              FLOP = 4 S^2 D H / 2 (QK^T and PV, causal half).
+//   decode     one token against a 32k f16 cache, 8 q heads over 8 and 2 kv heads, D 128, no mask
+//              (every key visible): ggml_flash_attn_ext (its one-row path rounds Q to f16) against
+//              posenc::attention_forward given the same f16 q (token-major cache, llama.cpp's layout;
+//              posenc's own KVCache is head-major). Bytes = the cached keys and values, read once.
 //   rope       NEOX / half layout, q and k [1, 4096, 32, 128] in place, f32 and f16:
 //              two ggml_rope_ext_inplace nodes in one graph against Rope::forward_qk.
 //              Bytes = q and k, each read and written once.
@@ -288,6 +292,57 @@ std::vector<float> reference_attention(const AttentionProblem& p, const std::vec
   return out;
 }
 
+// ---- decode ---------------------------------------------------------------------------------------
+
+// One new token (f16 q, as ggml rounds it) against a cache of K tokens, (1, K, Hkv, D) f16.
+struct DecodeProblem {
+  int64_t K, Hkv;
+  std::vector<uint16_t> q16, k16, v16, mask;  // mask (1, K) f16 zeros: every key visible
+  DecodeProblem(int64_t K_, int64_t Hkv_)
+      : K(K_),
+        Hkv(Hkv_),
+        q16(to_f16(random_floats(kHeads * kDim, 21))),
+        k16(to_f16(random_floats(K * Hkv * kDim, 22))),
+        v16(to_f16(random_floats(K * Hkv * kDim, 23))),
+        mask(K, 0) {}
+  double bytes() const { return 2.0 * K * Hkv * kDim * sizeof(uint16_t); }
+};
+
+Timing ggml_decode(const DecodeProblem& p, int threads, int reps, std::vector<float>& out) {
+  GgmlContext g;
+  out.assign(kHeads * kDim, 0.0f);
+  const std::vector<float> q = from_f16(p.q16);  // f32 as llama.cpp passes it; ggml rounds it to f16
+  ggml_tensor* tq = ggml_permute(g.ctx, g.tensor(GGML_TYPE_F32, {kDim, kHeads, 1}, q.data()), 0, 2, 1, 3);
+  ggml_tensor* tk =
+      ggml_permute(g.ctx, g.tensor(GGML_TYPE_F16, {kDim, p.Hkv, p.K}, p.k16.data()), 0, 2, 1, 3);
+  ggml_tensor* tv =
+      ggml_permute(g.ctx, g.tensor(GGML_TYPE_F16, {kDim, p.Hkv, p.K}, p.v16.data()), 0, 2, 1, 3);
+  ggml_tensor* mask = g.tensor(GGML_TYPE_F16, {p.K, 1}, p.mask.data());
+  ggml_tensor* o =
+      ggml_flash_attn_ext(g.ctx, tq, tk, tv, mask, 1.0f / std::sqrt(static_cast<float>(kDim)), 0.0f, 0.0f);
+  o->data = out.data();
+  return ggml_time(g, o, threads, reps);
+}
+
+Timing posenc_decode(const DecodeProblem& p, int threads, int reps, std::vector<float>& out) {
+  out.assign(kHeads * kDim, 0.0f);
+  posenc::ConstTensorView q =
+      posenc::view(reinterpret_cast<const float*>(p.q16.data()), {1, 1, kHeads, kDim});
+  posenc::ConstTensorView k =
+      posenc::view(reinterpret_cast<const float*>(p.k16.data()), {1, p.K, p.Hkv, kDim});
+  posenc::ConstTensorView v =
+      posenc::view(reinterpret_cast<const float*>(p.v16.data()), {1, p.K, p.Hkv, kDim});
+  q.dtype = k.dtype = v.dtype = posenc::DType::f16;
+  const posenc::AttentionInputs in = posenc::qkv(q, k, v);
+  posenc::set_num_threads(threads);
+  return time_calls(
+      [&] {
+        posenc::attention_forward(posenc::AttentionConfig{}, in,
+                                  posenc::view(out.data(), {1, 1, kHeads, kDim}), posenc::TensorView{});
+      },
+      reps);
+}
+
 // ---- rope -----------------------------------------------------------------------------------------
 
 posenc::RopeConfig rope_config() {
@@ -375,7 +430,7 @@ void print_table() {
   std::printf(
       "ratio = posenc rate / rate of the ggml row it is paired with (>1: posenc faster), from best times;\n"
       "pairs: posenc f32 <-> ggml K/V f32, every 16-bit posenc row <-> ggml K/V f16 (ggml's CPU flash\n"
-      "attention has no tiled bf16 path), rope f32 <-> f32 and f16 <-> f16.\n");
+      "attention has no tiled bf16 path), decode f16 <-> f16, rope f32 <-> f32 and f16 <-> f16.\n");
 }
 
 std::vector<int> parse_list(const char* s) {
@@ -477,6 +532,30 @@ void run_attention(const std::vector<int>& sizes, const std::vector<int>& thread
   }
 }
 
+void run_decode(const std::vector<int>& thread_counts) {
+  for (int64_t Hkv : {int64_t{8}, int64_t{2}}) {
+    const DecodeProblem p(32768, Hkv);
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "32k, %ld/%ld heads", static_cast<long>(kHeads),
+                  static_cast<long>(Hkv));
+    for (int th : thread_counts) {
+      std::vector<float> g_out, p_out;
+      Row r{"decode", shape, th, "ggml", "Q f16, K/V f16", {}, 0, 0, "GB/s"};
+      r.t = ggml_decode(p, th, 7, g_out);
+      r.rate = p.bytes() / r.t.best_ms / 1e6;
+      const double ggml_rate = r.rate;
+      add_row(r);
+      r = Row{"decode", shape, th, "posenc", "q/k/v f16", {}, 0, ggml_rate, "GB/s"};
+      r.t = posenc_decode(p, th, 7, p_out);
+      r.rate = p.bytes() / r.t.best_ms / 1e6;
+      add_row(r);
+      // ggml accumulates P V in f16 on this path (posenc: fp32), so they differ by about an f16 step.
+      std::printf("    check: max|ggml - posenc| = %.2e (out ~%.1e)\n",
+                  max_abs_diff(g_out.data(), p_out.data(), p_out.size()), std::fabs(p_out[0]));
+    }
+  }
+}
+
 void run_rope(const std::vector<int>& thread_counts) {
   const int64_t T = kRopeT, H = kRopeH, n = T * H * kRopeD;
   std::vector<int32_t> pos32(T);
@@ -533,6 +612,7 @@ int main(int argc, char** argv) {
   std::printf(
       "timings (one warm-up call, then best and median of 3 (S 4096), 5 (S 1024) or 7 (rope) calls):\n");
   run_attention(sizes, thread_counts);
+  run_decode(thread_counts);
   run_rope(thread_counts);
   print_table();
   std::printf("load average at end: %s\n", load_average().c_str());

@@ -65,10 +65,12 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
 // tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
 // step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
 // kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
-// bf16_dots: K^T packed in bf16 pairs (CanUseBf16Dots and every query a bf16 value).
+// bf16_dots: K^T packed in bf16 pairs (CanUseBf16Dots and every query a bf16 value). dot_keys:
+// CanUseBf16Dots, read once per call (a decode step's key rows then take vdpbf16ps where its query
+// rows are bf16 values).
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
-                 const uint16_t* kt_pairs, bool bf16_dots, int64_t problem, int64_t h0, int64_t h1,
-                 int64_t block, int64_t k_begin, int64_t k_end, const SplitPartial* split) {
+                 const uint16_t* kt_pairs, bool bf16_dots, bool dot_keys, int64_t problem, int64_t h0,
+                 int64_t h1, int64_t block, int64_t k_begin, int64_t k_end, const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -108,7 +110,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   // parts it measured no faster than widened keys (4 query rows per kv head, 32k bf16 cache: 40-48
   // vs 41-46 ns per key and head) and slower for one row (72 vs 50 ns), so those widen instead.
   Bf16Queries q16_rows;
-  if (key_rows && p.k16.data && CanUseBf16Dots(p)) split_queries(q_rows, q_stride, R, p.D, q16_rows);
+  if (key_rows && dot_keys) split_queries(q_rows, q_stride, R, p.D, q16_rows);
   const bool row_dots = q16_rows.parts == 1;
   // 16-bit rows of up to kRowDotQueries query rows are widened inside the q.k and P V products
   // (WidensVectors); more rows share each tile widened once (k_tile, v_tile).
@@ -173,6 +175,12 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           std::fill(s, s + n, 0.0f);
           continue;
         }
+        if (std::isnan(m_new)) {  // a NaN logit: the row is NaN (exp and max would not all keep it)
+          st.mrow[i] = st.lrow[i] = m_new;
+          std::fill(Oi, Oi + Dv, m_new);
+          std::fill(s, s + n, 0.0f);
+          continue;
+        }
         const float alpha = st.mrow[i] == kNegInf ? 0.0f : std::exp(st.mrow[i] - m_new);
         st.lrow[i] = alpha * st.lrow[i] + ExpShiftSum(s, n, m_new);
         if (alpha != 1.0f) {
@@ -211,10 +219,12 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     for (int64_t i = 0; i < m; ++i) {
       const int64_t t = pr.q0 + st.qb.i0 + i;
       float* out = row.empty() ? o.out.at(pr.b, t, h) : row.data();
-      const float inv = st.lrow[i] > 0 ? 1.0f / st.lrow[i] : 0.0f;  // fully masked rows: zeros
+      // Fully masked rows (l = 0): zeros and lse -inf; a NaN row (a NaN logit) stays NaN.
+      const bool live = !(st.lrow[i] <= 0);
+      const float inv = live ? 1.0f / st.lrow[i] : 0.0f;
       for (int64_t d = 0; d < Dv; ++d) out[d] = Oh[i * Dv + d] * inv;
       if (!row.empty()) NarrowRow(o.out_dtype, row.data(), Dv, o.out16.at(pr.b, t, h));  // one rounding
-      if (!o.lse.empty()) o.lse(pr.b, h, t) = st.lrow[i] > 0 ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
+      if (!o.lse.empty()) o.lse(pr.b, h, t) = live ? st.mrow[i] + std::log(st.lrow[i]) : kNegInf;
     }
   }
 }
@@ -326,7 +336,8 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
   for (int64_t row = 0; row < g.rows; ++row) {
     const int64_t h = g.task.head + row / nq, t = pr.q0 + g.task.block * kAttentionBlockQ + row % nq;
     float mx = kNegInfinity;
-    for (int64_t s = 0; s < g.splits; ++s) mx = std::max(mx, m[s * g.rows + row]);
+    for (int64_t s = 0; s < g.splits; ++s)  // a NaN split (a NaN logit) makes the row NaN
+      mx = std::isnan(m[s * g.rows + row]) || std::isnan(mx) ? NAN : std::max(mx, m[s * g.rows + row]);
     float* out = o.out_dtype == DType::f32 ? o.out.at(pr.b, t, h) : wide.data();
     if (mx == kNegInfinity) {  // fully masked row
       std::fill(out, out + Dv, 0.0f);
@@ -352,7 +363,9 @@ void merge_splits(const AttentionPlan& p, const AttentionForwardOut& o, const Sp
 }  // namespace
 
 void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
-  const bool bf16_dots = HWY_DYNAMIC_DISPATCH(CanUseBf16Dots)(p) && every_value_bf16(p.q, p.D);
+  // Decided once per call (set_bf16_dot_products between calls must not mix paths within one).
+  const bool dot_keys = HWY_DYNAMIC_DISPATCH(CanUseBf16Dots)(p);
+  const bool bf16_dots = dot_keys && every_value_bf16(p.q, p.D);
   const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
@@ -394,7 +407,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
-     bf16_dots, task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
+     bf16_dots, dot_keys, task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end,
+     splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

@@ -210,12 +210,14 @@ HWY_INLINE float RowDot(D d, int64_t Dn, const float* q, const Key* k, DType dty
   return sum;
 }
 
-// S (kRows x Lanes / kRows, ld) = the unscaled dots of kRows query rows with the next Lanes / kRows
-// keys: one accumulator per pair (each key vector loaded once for the kRows rows), all summed at
-// once by TransposedSums. Only where Lanes is known at compile time and at least kRows.
+// S (kRows x nb, ld) = scale times the dots of kRows query rows with the next nb <= kKeys = Lanes /
+// kRows keys: one accumulator per pair (each key vector loaded once for the kRows rows), all summed
+// at once by TransposedSums. A short block (the tile's last keys) computes its missing keys on the
+// last live key's row and stores nb columns, so that every pair is summed in the same order
+// wherever it sits. Only where Lanes is known at compile time and at least kRows.
 template <int kRows, typename Key>
 HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key* k, int64_t k_st, DType dtype,
-                             float scale, float* HWY_RESTRICT S, int64_t ld) {
+                             int64_t nb, float scale, float* HWY_RESTRICT S, int64_t ld) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
@@ -224,7 +226,7 @@ HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key*
   V acc[N];
 #pragma GCC unroll 16
   for (int64_t jj = 0; jj < kKeys; ++jj) {  // each key row read in order (the prefetchers follow)
-    const Key* kj = k + jj * k_st;
+    const Key* kj = k + std::min(jj, nb - 1) * k_st;
     V a[kRows];  // this key's sums, in registers (GCC keeps acc[] on the stack across the loop)
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) a[r] = hn::Zero(d);
@@ -242,19 +244,20 @@ HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key*
     for (int r = 0; r < kRows; ++r)
       for (int64_t jj = 0; jj < kKeys; ++jj) {
         float t = 0;
-        for (int64_t x = Dv; x < D; ++x) t += q[r * q_st + x] * KeyValue(k[jj * k_st + x], dtype);
+        for (int64_t x = Dv; x < D; ++x)
+          t += q[r * q_st + x] * KeyValue(k[std::min(jj, nb - 1) * k_st + x], dtype);
         rest[r * kKeys + jj] = t;
       }
     sums = hn::Add(sums, hn::Load(d, rest));
   }
   sums = hn::Mul(sums, hn::Set(d, scale));
-  if constexpr (kRows == 1) {
+  if (kRows == 1 && nb == kKeys) {
     hn::StoreU(sums, d, S);
   } else {
     alignas(64) float out[N];
     hn::Store(sums, d, out);
     for (int r = 0; r < kRows; ++r)
-      for (int64_t jj = 0; jj < kKeys; ++jj) S[r * ld + jj] = out[r * kKeys + jj];
+      for (int64_t jj = 0; jj < nb; ++jj) S[r * ld + jj] = out[r * kKeys + jj];
   }
 }
 
@@ -263,9 +266,9 @@ HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key*
 // WidensVectors(dtype)): widening a tile first would store and reload every key. Up to 4 query
 // rows at a time share each key load (a decode step's heads of one kv group), each pair has its own
 // accumulator, summed by TransposedSums. Every pair is summed in the same order (vectors along the
-// row, then the same tree) whatever its place in a block, and the same for fp32 and widened keys,
-// so 16-bit storage gives the fp32 kernel's bits; the keys past the last whole block are summed one
-// at a time (another order, fixed by the key's place in the tile).
+// row, then the same tree) whatever its place in a block or the number of rows, and the same for
+// fp32 and widened keys: so 16-bit storage gives the fp32 kernel's bits, and a query's logits do
+// not depend on how many heads share its kv head or how many tokens a decode step attends.
 template <typename Key>
 inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_st, const Key* k, int64_t k_st,
                     float scale, float* HWY_RESTRICT S, int64_t ld, DType dtype = DType::f32) {
@@ -285,18 +288,16 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
       const int64_t keys = kN / rows;
       const float* qi = q + i * q_st;
       float* Si = S + i * ld;
-      for (int64_t j = 0; j + keys <= n; j += keys) {
+      for (int64_t j = 0; j < n; j += keys) {
         const Key* kj = k + j * k_st;
+        const int64_t nb = std::min(keys, n - j);
         if (rows == 4)
-          RowDotsBlock<4>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
+          RowDotsBlock<4>(D, qi, q_st, kj, k_st, dtype, nb, scale, Si + j, ld);
         else if (rows == 2)
-          RowDotsBlock<2>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
+          RowDotsBlock<2>(D, qi, q_st, kj, k_st, dtype, nb, scale, Si + j, ld);
         else
-          RowDotsBlock<1>(D, qi, q_st, kj, k_st, dtype, scale, Si + j, ld);
+          RowDotsBlock<1>(D, qi, q_st, kj, k_st, dtype, nb, scale, Si + j, ld);
       }
-      for (int64_t j = n - n % keys; j < n; ++j)  // the last keys of the tile, one at a time
-        for (int r = 0; r < rows; ++r)
-          Si[r * ld + j] = scale * RowDot(d, D, qi + r * q_st, k + j * k_st, dtype);
       i += rows;
     }
   }

@@ -21,20 +21,30 @@ HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
 namespace HWY_NAMESPACE {
 
-// max(init, s[0, n)): exact in any order (a NaN logit makes the row NaN either way).
+// max(init, s[0, n)), exact in any order; NaN if any of them is NaN (a NaN logit makes its row NaN,
+// wherever it sits: an fp max would drop it or keep it depending on its operand order).
 HWY_INLINE float RowMax(const float* HWY_RESTRICT s, int64_t n, float init) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   auto vmax = hn::Set(d, init);
+  auto nan = hn::IsNaN(vmax);
   int64_t j = 0;
-  for (; j + N <= n; j += N) vmax = hn::Max(vmax, hn::LoadU(d, s + j));
+  for (; j + N <= n; j += N) {
+    const auto x = hn::LoadU(d, s + j);
+    vmax = hn::Max(vmax, x);
+    nan = hn::Or(nan, hn::IsNaN(x));
+  }
   float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  for (; j < n; ++j) mx = std::max(mx, s[j]);
-  return mx;
+  bool any_nan = !hn::AllFalse(d, nan);
+  for (; j < n; ++j) {
+    mx = std::max(mx, s[j]);
+    any_nan = any_nan || std::isnan(s[j]);
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : mx;
 }
 
-// s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0); returns the sum.
+// s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0; NaN stays NaN); returns the sum.
 HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   namespace hn = hwy::HWY_NAMESPACE;
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
@@ -45,7 +55,8 @@ HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const auto x = hn::LoadU(d, s + j);
-    const auto e = hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vshift)));
+    // Zero exactly where masked (-inf): a NaN logit stays NaN, as in the scalar tail.
+    const auto e = hn::IfThenZeroElse(hn::Eq(x, neg_inf), hn::Exp(d, hn::Sub(x, vshift)));
     hn::StoreU(e, d, s + j);
     vsum = hn::Add(vsum, e);
   }
@@ -71,7 +82,7 @@ HWY_INLINE void ProbsFromLse(float* HWY_RESTRICT s, int64_t n, float lse) {
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const auto x = hn::LoadU(d, s + j);
-    hn::StoreU(hn::IfThenElseZero(hn::Lt(neg_inf, x), hn::Exp(d, hn::Sub(x, vlse))), d, s + j);
+    hn::StoreU(hn::IfThenZeroElse(hn::Eq(x, neg_inf), hn::Exp(d, hn::Sub(x, vlse))), d, s + j);
   }
   for (; j < n; ++j) s[j] = s[j] == kMasked ? 0.0f : std::exp(s[j] - lse);
 }

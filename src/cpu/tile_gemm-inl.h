@@ -1,8 +1,8 @@
 // src/cpu/tile_gemm-inl.h: the one small matrix product of the attention kernels, per target.
 //   C (m x n) = [C +] alpha * A (m x k) * B (k x n)
 // A is read element by element with any strides (so A^T costs nothing), B row by row (unit
-// stride within a row), C row by row. Register blocking: up to 4 rows of A times 2 to 8 vectors of
-// B columns (GemmRows: 8 accumulators on SSE4 / AVX2's 16 registers, 16 on AVX-512's 32).
+// stride within a row), C row by row. Register blocking: up to 4 rows of A times 1 to 8 vectors of
+// B columns, as many as the target's registers hold (GemmRows).
 #if defined(POSENC_CPU_TILE_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_CPU_TILE_GEMM_INL_H_
 #undef POSENC_CPU_TILE_GEMM_INL_H_
@@ -80,18 +80,19 @@ HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t j = 0;
-  // Blocks of up to 16 accumulators where the target has 32 vector registers (8 with 16): enough
-  // independent FMA chains along the k loop (a decode step's P V has 1 to 4 rows), and each row of B
-  // read in as few passes as fit (at a long cache the rows come from memory: measured, 4 rows over
-  // 2-vector blocks stalled on 4 passes over each value row).
+  // The widest blocks whose kRows x kVectors accumulators, kVectors B vectors and a broadcast fit the
+  // target's registers (16 on SSE4 / AVX2, 32 on AVX-512): enough independent FMA chains along the k
+  // loop (a decode step's P V has 1 to 4 rows), and each row of B read in as few passes as fit (at a
+  // long cache the rows come from memory: measured, 4 rows over 2-vector blocks stalled on 4 passes
+  // over each value row).
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-  constexpr int kAccumulators = 8;
+  constexpr int kRegisters = 16;
 #else
-  constexpr int kAccumulators = 16;
+  constexpr int kRegisters = 32;
 #endif
-  if constexpr (kRows * 8 <= kAccumulators || kRows == 1)
+  if constexpr (kRows * 8 + 8 + 1 <= kRegisters)
     for (; j + 8 * N <= g.n; j += 8 * N) GemmBlock<kRows, 8, kB16>(g, i, j);
-  if constexpr (kRows * 4 <= kAccumulators || kRows <= 2)
+  if constexpr (kRows * 4 + 4 + 1 <= kRegisters)
     for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4, kB16>(g, i, j);
   for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2, kB16>(g, i, j);
   for (; j + N <= g.n; j += N) GemmBlock<kRows, 1, kB16>(g, i, j);
