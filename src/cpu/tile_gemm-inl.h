@@ -46,8 +46,9 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   for (int r = 0; r < kRows; ++r)
     for (int v = 0; v < kVectors; ++v) acc[r][v] = hn::Zero(d);
   const float* a = g.a + i * g.a_row;
-  const float* b = kB16 ? nullptr : g.b + j;
-  [[maybe_unused]] const uint16_t* b16 = kB16 ? g.b16 + j : nullptr;
+  // k = 0: B may be an empty (null) buffer, and no offset is applied to it.
+  const float* b = kB16 || g.k == 0 ? nullptr : g.b + j;
+  [[maybe_unused]] const uint16_t* b16 = kB16 && g.k > 0 ? g.b16 + j : nullptr;
   for (int64_t l = 0; l < g.k; ++l, a += g.a_col) {
     V bv[kVectors];
     for (int v = 0; v < kVectors; ++v) {
