@@ -274,7 +274,6 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
                     float scale, float* HWY_RESTRICT S, int64_t ld, DType dtype = DType::f32) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
   constexpr bool kBlocks = false;  // lanes unknown at compile time, or one
 #else
@@ -303,7 +302,6 @@ inline void RowDots(int64_t m, int64_t n, int64_t D, const float* q, int64_t q_s
   }
   for (; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) S[i * ld + j] = scale * RowDot(d, D, q + i * q_st, k + j * k_st, dtype);
-  (void)N;
 }
 
 // S += the positional terms of the tile (Transformer-XL, Shaw, bias), then softcap and mask: S holds
