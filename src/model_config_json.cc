@@ -336,7 +336,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
       flat = rope_from_dict(d, m, theta, prf, true, beta);
       if (type == "gptj") {
-        flat->rotary_dim = j.int_or("rotary_dim", m.head_dim);  // modeling_gptj.py: all dims if None
+        // GPTJConfig rotary_dim = 64 when the key is absent; modeling_gptj.py: all dims if null.
+        flat->rotary_dim = j.j.contains("rotary_dim") ? j.int_or("rotary_dim", m.head_dim) : 64;
         validate(*flat);
       }
       if (type == "deepseek_v3" && !j.bool_or("rope_interleave", true)) flat->layout = RopeLayout::half;
@@ -354,8 +355,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
   // granite, granitemoe(shared), hyperclovax: self.scaling = config.attention_multiplier
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190).
-  if (type == "granite" || type == "granitemoe" || type == "granitemoeshared" || type == "hyperclovax")
+  // hyperclovax: attention_multiplier None -> head_dim ** -0.5 (configuration_hyperclovax.py L122).
+  if (type == "granite" || type == "granitemoe" || type == "granitemoeshared")
     scale = j.num_or("attention_multiplier", 1.0);
+  if (type == "hyperclovax") scale = j.num_or("attention_multiplier", scale);
   if (t5) scale = 1.0;  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {
@@ -406,8 +409,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     ministral_temp = {QueryTemperature::Kind::ministral3, *beta, static_cast<double>(original)};
   }
   std::set<int64_t> cross;
-  if (type == "mllama_text_model" && j.has("cross_attention_layers"))
-    for (int64_t v : j.integers("cross_attention_layers", 0, kMaxModelLayers)) cross.insert(v);
+  if (type == "mllama_text_model") {  // MllamaTextConfig: None -> [3, 8, ..., 38] (L144-145)
+    if (j.has("cross_attention_layers"))
+      for (int64_t v : j.integers("cross_attention_layers", 0, kMaxModelLayers)) cross.insert(v);
+    else
+      cross = {3, 8, 13, 18, 23, 28, 33, 38};
+  }
   bool bidirectional = type == "bert";
   if (j.bool_or("use_bidirectional_attention", false))
     out.warnings.push_back(

@@ -529,3 +529,39 @@ def test_wrapper_gives_its_text_config_plan(wrapper, text_type):
         return
     assert got.model_type == want.model_type and got.num_layers == want.num_layers
     assert [repr(a) for a in got.layers] == [repr(b) for b in want.layers]
+
+
+def _without_each_key(config):
+    """(key, dict without key) for every key whose absence the config class fills back with the same
+    value (config.json files omit class defaults: save_pretrained writes the non-default keys)."""
+    cls, d = type(config), config.to_dict()
+    same = {k: v for k, v in d.items() if k != "transformers_version"}
+    for k in d:
+        if k in ("model_type", "transformers_version"):
+            continue
+        rest = {x: v for x, v in d.items() if x != k}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                again = cls(**{x: v for x, v in rest.items() if x not in ("model_type", "transformers_version")})
+        except Exception:
+            continue
+        if {x: v for x, v in again.to_dict().items() if x != "transformers_version"} == same:
+            yield k, rest
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED & set(FAMILIES)))
+def test_omitted_keys_take_the_class_defaults(model_type):
+    """A key the config class would fill back with the same value may be absent from config.json:
+    posenc's plan must not change (gptj's rotary_dim 64, mllama's cross_attention_layers, ...)."""
+    for variant in ("default", "yarn"):
+        config = family_config(model_type, variant)
+        if config is None or isinstance(config, str):
+            continue
+        try:
+            want = [repr(a) for a in plan(config.to_dict()).layers]
+        except posenc.Error:
+            continue  # refused (ILL_FORMED_DEFAULTS): checked above
+        for key, rest in _without_each_key(config):
+            got = [repr(a) for a in plan(rest).layers]
+            assert got == want, f"{model_type} ({variant}) without {key}"
