@@ -57,8 +57,12 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     for (int64_t i = 0; i < m.layers; ++i)
       if (j.bool_or("use_sliding_window", false) && window > 0 && !use_rope[i])
         types[i] = "sliding_attention";
-  } else if (t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe" || t == "qwen2_vl" ||
-             t == "qwen2_5_vl") {
+  } else if (t == "qwen2_moe") {
+    // configuration_qwen2_moe.py L114-119: odd-numbered layers below max_window_layers slide.
+    const int64_t mwl = j.int_or("max_window_layers", 28);
+    for (int64_t i = 0; i < m.layers; ++i)
+      if ((i + 1) % 2 && i < mwl && j.bool_or("use_sliding_window", false)) types[i] = "sliding_attention";
+  } else if (t == "qwen2" || t == "qwen3" || t == "qwen2_vl" || t == "qwen2_5_vl") {
     // sliding_window = sw if use_sliding_window else None; sliding iff i >= max_window_layers.
     const int64_t mwl = j.int_or("max_window_layers", t == "qwen2_vl" || t == "qwen2_5_vl" ? 80 : 28);
     if (j.bool_or("use_sliding_window", false) && window > 0)
@@ -66,8 +70,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "qwen3_next" || t == "qwen3_5") {
     const int64_t every = period("full_attention_interval", 4);
     for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
-  } else if (window > 0 &&
-             (t == "mistral" || t == "ministral" || t == "mixtral" || t == "phi3" || t == "starcoder2")) {
+  } else if (window > 0 && (t == "mistral" || t == "ministral" || t == "ministral3" || t == "mixtral" ||
+                            t == "phi3" || t == "starcoder2" || t == "qwen3_moe")) {
+    // qwen3_moe has no layer_types: every layer gets sliding_window (modeling_qwen3_moe.py L148, L472).
     types.assign(m.layers, "sliding_attention");  // sliding mask on every layer when set
   }
   return types;

@@ -698,9 +698,15 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
     EXPECT_EQ(m.layers[0].rope->layout, c.layout) << c.type;
   }
   // granitemoe, granitemoeshared, hyperclovax: self.scaling = config.attention_multiplier
-  // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default.
+  // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default for granite, but
+  // head_dim^-0.5 for hyperclovax (configuration_hyperclovax.py L122-123).
+  const int64_t hyperclovax_head_dim =
+      model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].rotary_hi;
+  EXPECT_DOUBLE_EQ(model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].attention.softmax_scale,
+                   1.0 / std::sqrt(static_cast<double>(hyperclovax_head_dim)));
   for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
-    EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
+    if (std::string(t) != "hyperclovax")
+      EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, R"("attention_multiplier": 0.015625)"))
                   .layers[0]
                   .attention.softmax_scale,

@@ -7,7 +7,9 @@ MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, by the model_type of its text config
 wrappers: get_text_config(); each wrapper's own dict must then give the plan of its text config).
 Each family's config is its class default with the sizes shrunk (6 layers, 4 heads, 2 kv heads,
 small MLP / experts / vocabulary; head_dim and every positional field left at the default), and a
-second variant with rope_type "yarn" (factor 4) where the config has rope_parameters.
+second variant with rope_type "yarn" (factor 4) where the config has rope_parameters, and a third with
+a sliding window short enough to show in the mask (3 keys; use_sliding_window on, max_window_layers 3)
+where the config has sliding_window.
 
 What is compared, per layer, with a tiny CPU model built from that config (eager attention):
 - inv_freq and attention_scaling of the family's own rotary module (per layer type, or per layer
@@ -142,6 +144,7 @@ def _yarn(rope_parameters, max_pos):
 
 
 _CONFIGS = {}
+VARIANTS = ("default", "yarn", "window", "shape")
 
 
 def family_config(model_type, variant):
@@ -155,6 +158,27 @@ def family_config(model_type, variant):
                 config = text_cls(**kw)
             except Exception:  # the class rejects the shrunk sizes: its defaults (a refused family)
                 kw, config = {}, text_cls()
+            if variant == "window":
+                window = {k: v for k, v in (("sliding_window", 3), ("use_sliding_window", True),
+                                            ("max_window_layers", 3)) if hasattr(config, k)}
+                try:
+                    config = text_cls(**kw, **window) if "sliding_window" in window else None
+                except Exception as exc:
+                    config = f"transformers rejects the window variant: {exc!r:.200}"
+            if variant == "shape":  # head_dim not hidden / heads, partial rotation, another base
+                try:
+                    rp = getattr(config, "rope_parameters", None)
+                    rp = {**rp, "rope_theta": 12345.0, "partial_rotary_factor": 0.5} \
+                        if isinstance(rp, dict) and "rope_type" in rp else None
+                    shape = {"head_dim": 32} if getattr(config, "head_dim", None) else {}
+                    config = text_cls(**{**kw, **shape}, rope_parameters=rp) if rp else None
+                    # Some families cannot run it (head_dim or the factor ignored): a 2-token trial, only
+                    # for the families posenc supports (the others are refused by name whatever the
+                    # config, and some, e.g. blt, do not shrink and would exhaust the memory).
+                    if config is not None and model_type in SUPPORTED:
+                        build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+                except Exception as exc:
+                    config = f"transformers rejects the shape variant: {exc!r:.200}"
             if variant == "yarn":
                 rp = _yarn(getattr(config, "rope_parameters", None), getattr(config, "max_position_embeddings", None))
                 try:
@@ -490,7 +514,7 @@ def check_family(model_type, config):
         capture.close()
 
 
-@pytest.mark.parametrize("variant", ["default", "yarn"])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_family_matches_transformers_or_is_refused(model_type, variant):
     config = family_config(model_type, variant)
@@ -554,7 +578,7 @@ def _without_each_key(config):
 def test_omitted_keys_take_the_class_defaults(model_type):
     """A key the config class would fill back with the same value may be absent from config.json:
     posenc's plan must not change (gptj's rotary_dim 64, mllama's cross_attention_layers, ...)."""
-    for variant in ("default", "yarn"):
+    for variant in VARIANTS:
         config = family_config(model_type, variant)
         if config is None or isinstance(config, str):
             continue
