@@ -40,6 +40,35 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     for (int64_t i = 0; i < m.layers; ++i)
       types[i] = (i + 1) % p != 0 ? "sliding_attention" : "full_attention";
   };
+  if (t == "gpt_neo") {
+    // GPTNeoConfig.expand_attention_types_params: [[["global", "local"], 12]] by default, each entry's
+    // list repeated its count times (configuration_gpt_neo.py L74-76, L92-97); the config's own
+    // attention_layers is recomputed from it and must have num_layers entries (L81).
+    const json default_types = json::parse(R"([[["global", "local"], 12]])");
+    const json& given = j.has("attention_types") ? j.at("attention_types") : default_types;
+    std::vector<std::string> expanded;
+    const auto malformed = [&] {
+      fail(kOp, j.where, "attention_types = ", given.dump(),
+           " is invalid: must be a list of [[\"global\" | \"local\", ...], count] pairs");
+    };
+    if (!given.is_array()) malformed();
+    for (const json& item : given) {
+      if (!item.is_array() || item.size() != 2 || !item[0].is_array() || !item[1].is_number_integer())
+        malformed();
+      const int64_t count = item[1].get<int64_t>();
+      if (count < 0 || count > kMaxModelLayers) malformed();
+      for (int64_t c = 0; c < count && static_cast<int64_t>(expanded.size()) <= kMaxModelLayers; ++c)
+        for (const json& name : item[0]) {
+          if (name != "global" && name != "local") malformed();
+          expanded.push_back(name == "local" ? "sliding_attention" : "full_attention");
+        }
+    }
+    if (static_cast<int64_t>(expanded.size()) != m.layers)
+      fail(kOp, j.where, "attention_types expands to ", expanded.size(),
+           " layers, expected num_layers = ", m.layers, " (configuration_gpt_neo.py validate_architecture)");
+    j.read.insert("attention_layers");
+    return expanded;
+  }
   if (t == "gemma2" || t == "gpt_oss")
     pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
   else if (t == "gemma3_text")
@@ -142,11 +171,26 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   m.type = type;
   m.warnings = &out.warnings;
   const bool t5 = type == "t5";
-  // Sparse text configs (Gemma 3 saves only non-default keys): Gemma3TextConfig's field defaults.
-  const bool g3 = type == "gemma3_text";
-  m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, g3 ? 2304 : 0, !g3);
-  m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, g3 ? 8 : 0, !g3);
-  m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, g3 ? 26 : 0, !g3);
+  // Sparse configs (Gemma 3 saves only non-default keys; save_pretrained drops keys equal to the
+  // class defaults): the config classes' size defaults where a family's configs are known to omit them.
+  struct SizeDefaults {
+    const char* type;
+    int64_t hidden, heads, layers;
+  };
+  static constexpr SizeDefaults kSizeDefaults[] = {
+      {"gemma3_text", 2304, 8, 26},  // configuration_gemma3.py
+      {"gpt_neo", 2048, 16, 24},     // configuration_gpt_neo.py
+      {"gpt_bigcode", 768, 12, 12},  // configuration_gpt_bigcode.py
+  };
+  const SizeDefaults* sizes = nullptr;
+  for (const SizeDefaults& d : kSizeDefaults)
+    if (type == d.type) sizes = &d;
+  const bool need = sizes == nullptr;
+  m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, sizes ? sizes->hidden : 0, need);
+  m.heads =
+      first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, sizes ? sizes->heads : 0, need);
+  m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
+                       sizes ? sizes->layers : 0, need);
   if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
   if (m.layers <= 0 || m.layers > kMaxModelLayers)
     fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
@@ -205,6 +249,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" || type == "qwen2")
       window = 4096;
     if (type == "gpt_oss") window = 128;
+  }
+  if (type == "gpt_neo") {
+    // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
+    // tril(-window_size) (modeling_gpt_neo.py L58-67), the same count as HF's sliding_window.
+    window = j.int_or("window_size", 256);
+    if (window < 1) fail(kOp, j.where, "window_size = ", window, " is invalid: must be >= 1");
+    // GPT-J's development fork (mesh-transformer-jax) saved GPT-Neo configs with rotary = true;
+    // transformers' GPT-Neo has no RoPE and ignores the key, so neither reading is the model's.
+    if (j.bool_or("rotary", false))
+      fail(kOp, j.where,
+           "model_type 'gpt_neo' is not supported with rotary = true: this is a GPT-J fork saved as "
+           "gpt_neo, whose RoPE transformers' GPTNeo "
+           "ignores (it runs learned positions). Convert it to model_type \"gptj\" or pass a RopeConfig");
   }
   j.read.insert("sliding_window");
   if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
@@ -428,7 +485,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
                            " was removed in transformers 5 (absolute positions are used)");
   const bool gpt2_inverse = type == "gpt2" && j.bool_or("scale_attn_by_inverse_layer_idx", false);
-  if (type == "gpt2" && !j.bool_or("scale_attn_weights", true)) scale = 1.0;
+  if ((type == "gpt2" || type == "gpt_bigcode") && !j.bool_or("scale_attn_weights", true)) scale = 1.0;
+  if (type == "gpt_neo") scale = 1.0;  // modeling_gpt_neo.py _attn: q k^T with no 1/sqrt(d)
   if (t5) {
     out.t5_num_buckets = j.int_or("relative_attention_num_buckets", 32);
     out.t5_max_distance = j.int_or("relative_attention_max_distance", 128);

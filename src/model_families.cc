@@ -81,10 +81,12 @@ constexpr Family kFamilies[] = {
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
   {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 20> kIrrelevant = {
+constexpr std::array<std::string_view, 21> kIrrelevant = {
     "attention_dropout",
     "attention_bias",
     "attention_probs_dropout_prob",
@@ -98,6 +100,7 @@ constexpr std::array<std::string_view, 20> kIrrelevant = {
     "add_cross_attention",
     "temperature",                // a generation default in old PretrainedConfig dumps
     "attention_softmax_in_fp32",  // numerics, not positions
+    "scale_attention_softmax_in_fp32",
     "apply_query_key_layer_scaling",
     "logits_scaling",
     "attention_layernorm",

@@ -35,6 +35,16 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   else if (d.has("type"))
     type = d.str("type");
   d.read.insert("type");
+  if (m.type == "phi3" && type == "su")
+    // Phi3Config.convert_rope_params_to_dict renames "su" only after standardize_rope_params, which
+    // does not know "su" and so never copies original_max_position_embeddings into the dict: 5.23's
+    // validate_rope then raises KeyError. Early Phi-3 releases ship this type; their own
+    // modeling_phi3.py (Phi3SuScaledRotaryEmbedding) and transformers 4.x read it as longrope.
+    m.warnings->push_back(
+        d.where +
+        "rope_type 'su' (Phi-3's early name of longrope): read as longrope with the top-level "
+        "original_max_position_embeddings, as Phi-3's own code and transformers 4.x do; "
+        "transformers 5.23 fails to load this config (KeyError)");
   if (m.type == "phi3" && (type == "su" || type == "yarn"))
     type = "longrope";  // Phi3Config (after standardize)
   RopeScaling& s = c.scaling;

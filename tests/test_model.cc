@@ -123,6 +123,13 @@ const RealCase kReal[] = {
   {"qwen1.5__CodeQwen1.5-7B.json", "qwen2", 32, "rope", 1e6, 0, 128, 0, 0,
    "key 'rotary_emb_base' is not understood"},  // inert in Qwen2Config; use_sliding_window false
   {"qwen3-vl__Qwen3-VL-Embedding-8B.json", "qwen3_vl", 36, "rope", 5e6, 0, 128, 0, 0, ""},
+  // Third collection.
+  {"gpt-bigcode__starcoderbase-7b.json", "gpt_bigcode", 42, "learned", 0, 0, 0, 0, 0, ""},
+  {"gpt-neo__gpt-neo-125M.json", "gpt_neo", 12, "learned", 0, 0, 0, 0, 0, ""},  // layer 1: local, 256
+  {"phi3__Phi-3-medium-128k-instruct-su.json", "phi3", 40, "rope", 1e4, 0, 128, 131072, 0, "rope_type 'su'"},
+  {"starcoder2__starcoder2-7b.json", "starcoder2", 32, "rope", 1e6, 0, 128, 4096, 0, ""},
+  {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 0, "", 0, 0, 0, 0, 0, ""},
+  {"gemma4__gemma-4-31B-it.json", "gemma4_text", 0, "", 0, 0, 0, 0, 0, ""},
 };
 // clang-format on
 
@@ -705,8 +712,9 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
   EXPECT_DOUBLE_EQ(model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].attention.softmax_scale,
                    1.0 / std::sqrt(static_cast<double>(hyperclovax_head_dim)));
   for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
-    if (std::string(t) != "hyperclovax")
+    if (std::string(t) != "hyperclovax") {
       EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
+    }
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, R"("attention_multiplier": 0.015625)"))
                   .layers[0]
                   .attention.softmax_scale,

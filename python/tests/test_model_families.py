@@ -76,7 +76,7 @@ SUPPORTED = {
     "deepseek_v2", "deepseek_v3", "minicpm3", "gemma", "gemma2", "gemma3_text", "gptj", "gpt_neox", "falcon",
     "stablelm", "cohere", "cohere2", "glm", "glm4", "glm4_moe", "starcoder2", "olmo2", "olmo3", "smollm3",
     "exaone4", "granite", "nemotron", "persimmon", "gpt_oss", "llama4_text", "mllama_text_model", "lfm2",
-    "internlm3", "bloom", "mpt", "gpt2", "bert",
+    "internlm3", "bloom", "mpt", "gpt2", "bert", "gpt_neo", "gpt_bigcode",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -103,6 +103,8 @@ def _shrunk_kwargs(text_cls):
             kw[name] = value
 
     put("num_hidden_layers", LAYERS)
+    if getattr(c, "attention_types", None):  # gpt_neo: the layer list is expanded from it
+        kw["attention_types"] = [[["global", "local"], LAYERS // 2]]
     put("num_attention_heads", HEADS)
     if hasattr(c, "num_key_value_heads"):  # (None in Nemotron's class defaults: the model needs it)
         kv = getattr(c, "num_key_value_heads", None)
@@ -160,9 +162,9 @@ def family_config(model_type, variant):
                 kw, config = {}, text_cls()
             if variant == "window":
                 window = {k: v for k, v in (("sliding_window", 3), ("use_sliding_window", True),
-                                            ("max_window_layers", 3)) if hasattr(config, k)}
-                try:
-                    config = text_cls(**kw, **window) if "sliding_window" in window else None
+                                            ("max_window_layers", 3), ("window_size", 3)) if hasattr(config, k)}
+                try:  # (gpt_neo: window_size)
+                    config = text_cls(**kw, **window) if {"sliding_window", "window_size"} & set(window) else None
                 except Exception as exc:
                     config = f"transformers rejects the window variant: {exc!r:.200}"
             if variant == "shape":  # head_dim not hidden / heads, partial rotation, another base
@@ -302,11 +304,17 @@ def check_legacy(model_type, m, model, ids, pos, modules):
     for layer in m.layers:
         where = f"{model_type} layer {layer.layer}"
         attn = modules[layer.layer]
+        attn = getattr(attn, "attention", attn)  # gpt_neo: GPTNeoAttention wraps GPTNeoSelfAttention
         scale = next((float(getattr(attn, n)) for n in ("scaling", "inv_norm_factor", "softmax_scale")
                       if getattr(attn, n, None) is not None), None)
-        if scale is None:
+        if scale is None and hasattr(attn, "scale_attn"):
             scale = 1 / float(attn.scale_attn)  # gptj: _attn divides by sqrt(head_dim)
+        if scale is None and model_type == "gpt_neo":
+            scale = 1.0  # modeling_gpt_neo.py _attn: q k^T, no scaling attribute
         assert layer.attention.softmax_scale == pytest.approx(scale, rel=1e-6), where
+        bias = getattr(attn, "bias", None)  # a (1, 1, P, P) bool mask buffer (gpt_neo's local window)
+        if torch.is_tensor(bias) and bias.dtype == torch.bool and bias.dim() == 4:
+            assert torch.equal(bias[0, 0, :T, :T], posenc_mask(layer.attention, T)), f"{where}: mask"
         calls = cap.calls.get(layer.layer, [])
         if layer.position != "rope":
             assert not calls, f"{where}: rotated in transformers"

@@ -37,10 +37,10 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 # compressed attention (compress_rope_theta, compress_ratios).
 # laguna's per-layer head counts (num_attention_heads_per_layer).
 REFUSED = {"deepseek_v4", "laguna"}
-# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope), and
-# an old gpt_neo-format fork of GPT-J whose rotary keys transformers' GPT-Neo ignores.
-UNMODELED = {"glm4v", "gpt_neo"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt"}
+# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope), gemma4
+# (proportional RoPE on the global layers' own head_dim).
+UNMODELED = {"glm4v", "gemma4"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode"}
 
 
 def load(name):
@@ -63,6 +63,14 @@ def hf(name):
         d = load(name)
         if d["model_type"] in REMOTE:
             pytest.skip(f"{d['model_type']}: remote code, not in transformers")
+        if (d.get("rope_scaling") or {}).get("type") == "su":
+            # Early Phi-3 releases: 5.23 cannot load them (standardize_rope_params does not know "su",
+            # so original_max_position_embeddings never reaches the dict; Phi3Config renames "su" to
+            # longrope after it). posenc reads them as longrope, as Phi-3's own code and transformers
+            # 4.x: compared with 5.23 on the same config with the type renamed.
+            with pytest.raises(KeyError, match="original_max_position_embeddings"):
+                AutoConfig.for_model(**d)
+            d = {**d, "rope_scaling": {**d["rope_scaling"], "type": "longrope"}}
         try:
             config = AutoConfig.for_model(**d)
         except ValueError as exc:  # model_type unknown to transformers 5.23
@@ -453,7 +461,8 @@ def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
 # ---------------------------------------------------------------- absolute families, refusals, API
 
 @pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
-                                           ("t5__t5-small", "t5")])
+                                           ("t5__t5-small", "t5"), ("gpt-bigcode__starcoderbase-7b", "learned"),
+                                           ("gpt-neo__gpt-neo-125M", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
     d = load(name)
@@ -461,6 +470,8 @@ def test_absolute_and_t5_families(name, position):
     assert {layer.position for layer in m.layers} == {position}
     if position == "learned":
         assert m.max_position_embeddings == getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
+        table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "position_embeddings")))
+        assert table.num_embeddings == m.max_position_embeddings
     else:
         assert m.t5_num_buckets == text.relative_attention_num_buckets
         assert m.t5_max_distance == text.relative_attention_max_distance
@@ -469,7 +480,7 @@ def test_absolute_and_t5_families(name, position):
         assert [layer.attention.causal for layer in m.layers] == [False] * text.num_layers + [True] * text.num_decoder_layers
         assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
     else:
-        assert m.num_layers == d.get("num_hidden_layers", d.get("n_layer"))
+        assert m.num_layers == text.num_hidden_layers
 
 
 def test_bloom_alibi_slopes_and_scale():
@@ -487,10 +498,38 @@ def test_bloom_alibi_slopes_and_scale():
     np.testing.assert_allclose(posenc.alibi_slopes(text.n_head), hf_slopes, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking", "gpt-neo__gpt-j-6B-rotary-fork"])
+@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it"])
 def test_unmodeled_families_are_refused_by_name(name):
-    with pytest.raises(posenc.Error, match=f"model_type '{load(name)['model_type']}' is not in posenc's model table"):
+    d = load(name)
+    text_type = d.get("text_config", {}).get("model_type", d["model_type"])
+    with pytest.raises(posenc.Error, match=f"model_type '{text_type}' is not in posenc's model table"):
         posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
+
+
+def test_gpt_neo_local_layers_and_unscaled_attention():
+    """GPT-Neo 125M: attention_types [[["global", "local"], 6]] -> local odd layers whose mask keeps the
+    window_size latest keys (the bias buffer of modeling_gpt_neo.py L58-67), and no 1/sqrt(d) in _attn."""
+    m = plan("gpt-neo__gpt-neo-125M")
+    config, text, model = hf("gpt-neo__gpt-neo-125M")
+    assert [layer.layer_type for layer in m.layers] == [
+        "sliding_attention" if t == "local" else "full_attention" for t in text.attention_layers]
+    from transformers.models.gpt_neo.modeling_gpt_neo import GPTNeoSelfAttention
+
+    t = 300  # past the window of 256
+    for layer, kind in zip(m.layers, text.attention_layers):
+        a = layer.attention
+        assert a.softmax_scale == 1.0 and a.causal
+        attn = GPTNeoSelfAttention(text, kind, layer.layer)  # on the CPU: its mask buffer has data
+        assert not hasattr(attn, "scaling") and not hasattr(attn, "scale_attn")  # _attn: q k^T unscaled
+        i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+        want = (j <= i) & ((i - j < a.window) if a.window else True)
+        np.testing.assert_array_equal(attn.bias[0, 0, :t, :t].numpy(), want)
+
+
+def test_gpt_neo_saved_gpt_j_fork_is_refused():
+    """rotary = true: GPT-J's development fork saved as gpt_neo; transformers' GPTNeo ignores the key."""
+    with pytest.raises(posenc.Error, match="model_type 'gpt_neo' is not supported with rotary = true"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, "gpt-neo__gpt-j-6B-rotary-fork.json"))
 
 
 def test_refused_family_raises_posenc_error_with_the_library_message():
