@@ -73,6 +73,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
   else if (t == "gemma3_text")
     pattern(period("sliding_window_pattern", 6));
+  else if (t == "gemma4_text")
+    pattern(6);  // configuration_gemma4.py: sliding_window_pattern = 6, fixed
   else if (t == "cohere2" || t == "exaone4") {
     if (j.has("sliding_window_pattern") && !j.at("sliding_window_pattern").is_number())
       fail(kOp, "sliding_window_pattern = ", j.at("sliding_window_pattern").dump(),
@@ -110,6 +112,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
 namespace {
 const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"llama4", "llama4_text"},
+                                 {"gemma4", "gemma4_text"},
                                  {"mllama", "mllama_text_model"},
                                  {"qwen3_5_text", "qwen3_5"},
                                  {"qwen3_vl_text", "qwen3_vl"},
@@ -249,6 +252,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" || type == "qwen2")
       window = 4096;
     if (type == "gpt_oss") window = 128;
+    if (type == "gemma4_text") window = 512;
   }
   if (type == "gpt_neo") {
     // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
@@ -308,6 +312,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   j.read.insert("sliding_window_pattern");
   j.read.insert("max_window_layers");
   j.read.insert("full_attention_interval");
+  if (type == "gemma4_text" && types.back() != "full_attention") {  // Gemma4TextConfig.__post_init__
+    out.warnings.push_back("the last layer is " + types.back() +
+                           ": Gemma 4 forces it to full_attention (configuration_gemma4.py)");
+    types.back() = "full_attention";
+  }
+  const std::vector<int64_t> head_dims = detail::layer_head_dims(j, m, types);
 
   // RoPE parameters: convert_rope_params_to_dict (modeling_rope_utils.py L775-804), with the family
   // overrides of the config classes named below.
@@ -366,6 +376,11 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         owned = {{"full_attention", rp ? *rp : json::object()}, {"sliding_attention", json::object()}};
         rp = &owned;
       }
+    } else if (!rp && type == "gemma4_text") {  // configuration_gemma4.py default_rope_params
+      owned = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
+               {"full_attention",
+                {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
+      rp = &owned;
     } else if (!rp && type == "gpt_oss") {  // configuration_gpt_oss.py default rope_parameters
       owned = {{"rope_type", "yarn"}, {"factor", 32.0},    {"beta_fast", 32.0},
                {"beta_slow", 1.0},    {"truncate", false}, {"original_max_position_embeddings", 4096}};
@@ -391,10 +406,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         }  // NoPE layer type
         if (!it.value().is_object()) fail(kOp, j.where, rp_name, ".", it.key(), " must be an object or null");
         Obj d{it.value(), j.where + rp_name + "." + it.key() + ".", {}};
+        Model mt = m;  // the layer type's own head_dim (Gemma 4's global layers: 512)
+        mt.head_dim = detail::type_head_dim(head_dims, types, it.key(), m.head_dim);
         nested[it.key()] =
-            rope_from_dict(d, m, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
+            rope_from_dict(d, mt, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
       }
     } else {
+      for (int64_t i = 0; i < m.layers; ++i)
+        if (head_dims[i] != m.head_dim)
+          fail(kOp, j.where, "layer ", i, " has head_dim ", head_dims[i], " (per_layer_config), not ",
+               m.head_dim, ": its RoPE needs rope_parameters per layer type");
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
       flat = rope_from_dict(d, m, theta, prf, true, beta);
       if (type == "gptj") {
@@ -421,7 +442,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (type == "granite" || type == "granitemoe" || type == "granitemoeshared")
     scale = j.num_or("attention_multiplier", 1.0);
   if (type == "hyperclovax") scale = j.num_or("attention_multiplier", scale);
-  if (t5) scale = 1.0;  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
+  if (t5) scale = 1.0;                     // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
+  if (type == "gemma4_text") scale = 1.0;  // modeling_gemma4.py Gemma4TextAttention: q/k RMS norms instead
+  j.read.insert("attention_k_eq_v");       // Gemma 4: values reuse the key projection (not positional)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {
     // modeling_deepseek_v3.py yarn_apply_mscale: scaling *= get_mscale(factor, mscale_all_dim)^2
@@ -478,7 +501,17 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       cross = {3, 8, 13, 18, 23, 28, 33, 38};
   }
   bool bidirectional = type == "bert";
-  if (j.bool_or("use_bidirectional_attention", false))
+  if (type == "gemma4_text" && j.has("use_bidirectional_attention")) {
+    // configuration_gemma4.py: "all" (every token, a halved symmetric window) or "vision" (image
+    // tokens among themselves; text stays causal).
+    const std::string mode = j.str("use_bidirectional_attention");
+    if (mode != "vision")
+      fail(kOp, j.where, "use_bidirectional_attention = \"", mode,
+           "\" is not modeled by posenc (Gemma 4: \"vision\" or null)");
+    out.warnings.push_back(
+        "use_bidirectional_attention = \"vision\": image tokens attend to each other "
+        "both ways, which the caller's mask must add; text layers shown causal");
+  } else if (j.bool_or("use_bidirectional_attention", false))
     out.warnings.push_back(
         "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
   if (type == "bert" && j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
@@ -501,8 +534,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
-    p.qk_head_dim = qk_head_dim;
-    p.v_head_dim = v_head_dim;
+    p.qk_head_dim = mla || t5 ? qk_head_dim : head_dims[i];
+    p.v_head_dim = mla || t5 ? v_head_dim : head_dims[i];
     p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
     LayerAttention& a = p.attention;
     a.causal = !(bidirectional || (t5 && i < m.layers));

@@ -62,6 +62,7 @@ constexpr Family kFamilies[] = {
   {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
   {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
   {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
+  {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H},  // global layers: head 512
   // Llama-like families added with python/tests/test_model_families.py (class defaults checked there).
   {"arcee",          R,      1e4,     4096,    80,      0,    false, H},
   {"helium",         R,      1e5,     4096,    128,     0,    false, I},  // repeat_interleave cos, pairs (2j, 2j + 1)

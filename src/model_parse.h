@@ -114,4 +114,10 @@ struct Model {
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta);
 
+// Per-layer head dims (per_layer_config's head_dim overrides; Gemma 4's global_head_dim on its
+// full-attention layers), and the one head dim of a layer type (src/model_per_layer.cc).
+std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<std::string>& types);
+int64_t type_head_dim(const std::vector<int64_t>& dims, const std::vector<std::string>& types,
+                      const std::string& type, int64_t fallback);
+
 }  // namespace posenc::detail

@@ -128,8 +128,9 @@ const RealCase kReal[] = {
   {"gpt-neo__gpt-neo-125M.json", "gpt_neo", 12, "learned", 0, 0, 0, 0, 0, ""},  // layer 1: local, 256
   {"phi3__Phi-3-medium-128k-instruct-su.json", "phi3", 40, "rope", 1e4, 0, 128, 131072, 0, "rope_type 'su'"},
   {"starcoder2__starcoder2-7b.json", "starcoder2", 32, "rope", 1e6, 0, 128, 4096, 0, ""},
-  {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 0, "", 0, 0, 0, 0, 0, ""},
-  {"gemma4__gemma-4-31B-it.json", "gemma4_text", 0, "", 0, 0, 0, 0, 0, ""},
+  {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 35, "rope", 1e4, 0, 256, 512, 0, ""},
+  {"gemma4__gemma-4-31B-it.json", "gemma4_text", 60, "rope", 1e4, 0, 256, 1024, 0,
+   "use_bidirectional_attention = \"vision\""},
 };
 // clang-format on
 
@@ -599,6 +600,65 @@ TEST(ModelForms, ProportionalRope) {
     EXPECT_FLOAT_EQ(x[i + 32], static_cast<float>(i + 33)) << i;
   }
   EXPECT_NE(x[0], 1.0f);
+}
+
+// Gemma 4 (configuration_gemma4.py, modeling_gemma4.py): 5 sliding : 1 full by default with the last
+// layer forced full; full layers take global_head_dim (512) and proportional RoPE (0.25 of theta 1e6);
+// transformers 5.23's own save writes per_layer_config instead of global_head_dim; scaling 1.0.
+TEST(ModelForms, Gemma4PerLayerHeadDims) {
+  const std::string base = R"("hidden_size": 1024, "num_attention_heads": 4, "num_hidden_layers": 7)";
+  auto gemma4 = [&](const std::string& extra) {
+    return model_positions_from_hf_json(R"({"model_type": "gemma4_text", )" + base +
+                                        (extra.empty() ? "" : ", " + extra) + "}");
+  };
+  const ModelPositions m = gemma4("");
+  const std::vector<std::string> want = {"sliding_attention", "sliding_attention", "sliding_attention",
+                                         "sliding_attention", "sliding_attention", "full_attention",
+                                         "full_attention"};  // layer 6 forced full
+  ASSERT_EQ(m.layers.size(), 7u);
+  for (size_t i = 0; i < 7; ++i) {
+    SCOPED_TRACE(i);
+    const LayerPlan& l = m.layers[i];
+    EXPECT_EQ(l.layer_type, want[i]);
+    EXPECT_EQ(l.attention.softmax_scale, 1.0);
+    const bool full = want[i] == "full_attention";
+    EXPECT_EQ(l.qk_head_dim, full ? 512 : 256);
+    EXPECT_EQ(l.v_head_dim, full ? 512 : 256);
+    EXPECT_EQ(l.rope->head_dim, full ? 512 : 256);
+    EXPECT_EQ(l.rope->base, full ? 1e6 : 1e4);
+    EXPECT_EQ(l.rope->scaling.type, full ? RopeScalingType::proportional : RopeScalingType::none);
+    EXPECT_EQ(l.attention.window, full ? 0 : 512);
+  }
+  EXPECT_TRUE(has_warning(m, "forces it to full_attention"));
+  // per_layer_config (string keys, as JSON writes them) overrides head_dim; global_head_dim then is inert.
+  const ModelPositions p = gemma4(R"("global_head_dim": 128, "per_layer_config": {"5": {"head_dim": 64},
+                                      "6": {"head_dim": 64, "num_key_value_heads": 1}})");
+  EXPECT_EQ(p.layers[5].qk_head_dim, 64);
+  EXPECT_EQ(p.layers[6].rope->head_dim, 64);
+  EXPECT_EQ(p.layers[0].qk_head_dim, 256);
+  EXPECT_TRUE(has_warning(p, "global_head_dim = 128 is ignored"));
+  EXPECT_EQ(gemma4(R"("global_head_dim": 128)").layers[5].rope->head_dim, 128);
+  // One rotary setup per layer type needs one head_dim per type; other positional overrides, refused.
+  expect_error(
+      R"({"model_type": "gemma4_text", )" + base + R"(, "per_layer_config": {"5": {"head_dim": 64}}})",
+      "one head_dim per type");
+  expect_error(
+      R"({"model_type": "gemma4_text", )" + base + R"(, "per_layer_config": {"2": {"sliding_window": 64}}})",
+      "per_layer_config.2.sliding_window");
+  expect_error(
+      R"({"model_type": "gemma4_text", )" + base + R"(, "per_layer_config": {"7": {"head_dim": 64}}})",
+      "keys must be layer indices in [0, 7)");
+  expect_error(R"({"model_type": "gemma4_text", )" + base + R"(, "per_layer_config": {"x": {}}})",
+               "keys must be layer indices");
+  expect_error(R"({"model_type": "gemma4_text", )" + base +
+                   R"(, "per_layer_config": {"5": {"head_dim": 0}, "6": {"head_dim": 0}}})",
+               "per_layer_config.5.head_dim = 0 is invalid");
+  expect_error(R"({"model_type": "gemma4_text", )" + base + R"(, "use_bidirectional_attention": "all"})",
+               "use_bidirectional_attention = \"all\" is not modeled");
+  EXPECT_TRUE(has_warning(gemma4(R"("use_bidirectional_attention": "vision")"), "image tokens"));
+  // A flat rope dict with per-layer head dims: transformers' one rotary module cannot serve both.
+  expect_error(cfg("llama", R"("per_layer_config": {"1": {"head_dim": 32}})"),
+               "needs rope_parameters per layer type");
 }
 
 // Hybrid NoPE: exaone4 global layers (modeling_exaone4.py L233) and cohere2 (RoPE iff the layer

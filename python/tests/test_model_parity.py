@@ -37,9 +37,8 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 # compressed attention (compress_rope_theta, compress_ratios).
 # laguna's per-layer head counts (num_attention_heads_per_layer).
 REFUSED = {"deepseek_v4", "laguna"}
-# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope), gemma4
-# (proportional RoPE on the global layers' own head_dim).
-UNMODELED = {"glm4v", "gemma4"}
+# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope).
+UNMODELED = {"glm4v"}
 ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode"}
 
 
@@ -222,7 +221,8 @@ ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-
             "exaone4__EXAONE-4.0-32B", "mistral3__Devstral-Small-2-24B-Instruct",
             "gpt-neox__gpt-neox-20b", "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite",
             "minicpm3__MiniCPM3-4B", "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B",
-            "qwen1.5__CodeQwen1.5-7B"]
+            "qwen1.5__CodeQwen1.5-7B", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it",
+            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su"]
 
 
 def layers_to_rotate(m):
@@ -274,7 +274,9 @@ def test_applied_rotation(name):
         assert cos.shape[-1] in (R, R // 2), (name, layer.layer)
         interleave_v3 = text.model_type == "deepseek_v3" and getattr(text, "rope_interleave", True)
         apply = family.apply_rotary_pos_emb_interleave if interleave_v3 else family.apply_rotary_pos_emb
-        if text.model_type in ("glm4_moe", "phi"):  # partial rotary: the models pass the first R dims
+        if text.model_type == "gemma4_text":  # modeling_gemma4.py: apply_rotary_pos_emb(x, cos, sin), per tensor
+            q_hf, k_hf = apply(q, cos, sin), apply(k, cos, sin)
+        elif text.model_type in ("glm4_moe", "phi"):  # partial rotary: the models pass the first R dims
             q_hf, k_hf = apply(q[..., :R], k[..., :R], cos, sin)
             q_hf, k_hf = torch.cat([q_hf, q[..., R:]], -1), torch.cat([k_hf, k[..., R:]], -1)
         else:
@@ -498,7 +500,7 @@ def test_bloom_alibi_slopes_and_scale():
     np.testing.assert_allclose(posenc.alibi_slopes(text.n_head), hf_slopes, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it"])
+@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking"])
 def test_unmodeled_families_are_refused_by_name(name):
     d = load(name)
     text_type = d.get("text_config", {}).get("model_type", d["model_type"])
