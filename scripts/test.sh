@@ -7,18 +7,21 @@
 # test command and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time goes to the log (the whole command must stay under 30 minutes on 2 cores).
+phase() { echo "== [${SECONDS}s] $*"; }
 ./scripts/setup.sh
-echo "== format: clang-format check"
+phase "format: clang-format check"
 ./scripts/check_format.sh
 for preset in release asan ubsan-clang; do
-  echo "== $preset: configure, build, test"
+  phase "$preset: configure, build, test"
   # Benchmarks are not tests: the release test build leaves them out (build them with `cmake --preset release`).
   cmake --preset "$preset" -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_CLI=ON -DPOSENC_BUILD_BENCH=OFF >/dev/null
   cmake --build --preset "$preset"
   ctest --preset "$preset" -j 2
 done
-echo "== python: pip install . into .venv, pytest"
+phase "python: pip install . into .venv, pytest"
 ./scripts/python_env.sh
 # The release CLI writes the lab checkpoints that python/tests/test_lab_checkpoint.py reads.
 # HF_HUB_OFFLINE: transformers builds its modules from configs here and must never reach the hub.
 HF_HUB_OFFLINE=1 POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q python/tests
+phase "done"

@@ -69,7 +69,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     j.read.insert("attention_layers");
     return expanded;
   }
-  if (t == "gemma2" || t == "gpt_oss")
+  if (t == "gemma2" || t == "vaultgemma" || t == "gpt_oss")
     pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
   else if (t == "gemma3_text")
     pattern(period("sliding_window_pattern", 6));
@@ -82,6 +82,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(period("sliding_window_pattern", 4));
   } else if (t == "olmo3")
     pattern(4);
+  else if (t == "cwm")  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 0 ? "full_attention" : "sliding_attention";
   else if (t == "llama4_text")
     for (int64_t i = 0; i < m.layers; ++i) types[i] = use_rope[i] ? "chunked_attention" : "full_attention";
   else if (t == "smollm3") {
@@ -102,7 +104,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const int64_t every = period("full_attention_interval", 4);
     for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
   } else if (window > 0 && (t == "mistral" || t == "ministral" || t == "ministral3" || t == "mixtral" ||
-                            t == "phi3" || t == "starcoder2" || t == "qwen3_moe")) {
+                            t == "phi3" || t == "starcoder2" || t == "qwen3_moe" || t == "phimoe")) {
     // qwen3_moe has no layer_types: every layer gets sliding_window (modeling_qwen3_moe.py L148, L472).
     types.assign(m.layers, "sliding_attention");  // sliding mask on every layer when set
   }
@@ -248,11 +250,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     window = j.integer("sliding_window");
   else if (!j.j.contains("sliding_window")) {
     // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
-    if (type == "gemma2" || type == "gemma3_text" || type == "cohere2" || type == "exaone4" ||
-        type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" || type == "qwen2")
+    if (type == "gemma2" || type == "vaultgemma" || type == "gemma3_text" || type == "cohere2" ||
+        type == "exaone4" || type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" ||
+        type == "qwen2")
       window = 4096;
     if (type == "gpt_oss") window = 128;
     if (type == "gemma4_text") window = 512;
+    if (type == "cwm") window = 8192;
   }
   if (type == "gpt_neo") {
     // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
@@ -341,6 +345,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (j.has("rope_theta")) theta = j.num("rope_theta");
       if (j.has("partial_rotary_factor"))
         prf = j.num("partial_rotary_factor");
+      else if (type == "minimax_m2" && j.has("rotary_dim"))  // configuration_minimax_m2.py L99-103
+        prf = static_cast<double>(j.integer("rotary_dim")) / static_cast<double>(m.head_dim);
       else if (m.family->prf > 0)
         prf = m.family->prf;
     }
@@ -376,25 +382,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         owned = {{"full_attention", rp ? *rp : json::object()}, {"sliding_attention", json::object()}};
         rp = &owned;
       }
-    } else if (!rp && type == "gemma4_text") {  // configuration_gemma4.py default_rope_params
-      owned = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
-               {"full_attention",
-                {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
-      rp = &owned;
-    } else if (!rp && type == "gpt_oss") {  // configuration_gpt_oss.py default rope_parameters
-      owned = {{"rope_type", "yarn"}, {"factor", 32.0},    {"beta_fast", 32.0},
-               {"beta_slow", 1.0},    {"truncate", false}, {"original_max_position_embeddings", 4096}};
-      rp = &owned;
-    } else if (!rp && type == "ministral3") {  // configuration_ministral3.py default rope_parameters
-      owned = {{"type", "yarn"},
-               {"rope_theta", 1e6},
-               {"factor", 16.0},
-               {"original_max_position_embeddings", 16384},
-               {"beta_fast", 32.0},
-               {"beta_slow", 1.0},
-               {"mscale_all_dim", 1.0},
-               {"mscale", 1.0},
-               {"llama_4_scaling_beta", 0.1}};
+    } else if (!rp && detail::default_rope_parameters(type)) {
+      owned = json::parse(detail::default_rope_parameters(type));
       rp = &owned;
     }
     const json empty = json::object();
@@ -434,13 +423,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 
   // Softmax scale (the `scaling` each family's attention passes to the kernel).
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));
-  if (type == "gemma2" || type == "gemma3_text")
+  if (type == "gemma2" || type == "vaultgemma" || type == "gemma3_text")
     scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
   // granite, granitemoe(shared), hyperclovax: self.scaling = config.attention_multiplier
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190).
   // hyperclovax: attention_multiplier None -> head_dim ** -0.5 (configuration_hyperclovax.py L122).
   if (type == "granite" || type == "granitemoe" || type == "granitemoeshared")
     scale = j.num_or("attention_multiplier", 1.0);
+  if (type == "granite_docling_text")  // configuration_granite_docling.py L148: 0.015625 by default
+    scale = j.num_or("attention_multiplier", 0.015625);
   if (type == "hyperclovax") scale = j.num_or("attention_multiplier", scale);
   if (t5) scale = 1.0;                     // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (type == "gemma4_text") scale = 1.0;  // modeling_gemma4.py Gemma4TextAttention: q/k RMS norms instead
@@ -460,7 +451,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     ac.warn_unread(out.warnings, type);
   }
   std::optional<double> softcap;
-  if (type == "gemma2") {
+  if (type == "gemma2" || type == "vaultgemma") {
     if (j.has("attn_logit_softcapping"))
       softcap = j.num("attn_logit_softcapping");
     else if (!j.j.contains("attn_logit_softcapping"))

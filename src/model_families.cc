@@ -77,6 +77,14 @@ constexpr Family kFamilies[] = {
   {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
   {"hyperclovax",    R,      1e4,     2048,    128,     0,    false, H},
+  {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H},  // llama3 by default (below)
+  {"aria_text",      R,      1e4,     2048,    128,     0,    false, H},
+  {"jais2",          R,      1e4,     8192,    128,     0,    false, H},
+  {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
+  {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
+  {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
+  {"cwm",            R,      1e6,     131072,  128,     0,    false, H},  // llama3 by default (below)
+  {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
@@ -133,6 +141,27 @@ std::string refusal_reason(const std::string& t) {
     return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc "
            "yet";
   return {};
+}
+
+const char* default_rope_parameters(const std::string& t) {
+  // configuration_<type>.py: the rope_parameters each class sets when the config gives none.
+  if (t == "gpt_oss")
+    return R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+               "original_max_position_embeddings": 4096})";
+  if (t == "ministral3")
+    return R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
+               "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+               "llama_4_scaling_beta": 0.1})";
+  if (t == "gemma4_text")
+    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+               "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}})";
+  if (t == "apertus")
+    return R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+  if (t == "cwm")
+    return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+  return nullptr;
 }
 
 bool known_irrelevant_key(const std::string& key) {

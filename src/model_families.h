@@ -21,6 +21,10 @@ struct Family {
 
 // nullptr when posenc has no entry for the type.
 const Family* find_family(const std::string& model_type);
+// The class default rope_parameters (JSON text) of a family whose default is not {rope_type: default,
+// rope_theta: theta}, e.g. gpt_oss's yarn; nullptr otherwise. Used when a config has neither
+// rope_parameters nor rope_scaling.
+const char* default_rope_parameters(const std::string& model_type);
 // Non-empty: why the type is refused (remote code, or a family posenc does not model yet).
 std::string refusal_reason(const std::string& model_type);
 // Keys known to carry no positional meaning although their names look positional.

@@ -602,6 +602,36 @@ TEST(ModelForms, ProportionalRope) {
   EXPECT_NE(x[0], 1.0f);
 }
 
+// Families added with python/tests/test_model_families.py's variants (class defaults there).
+TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
+  // apertus, cwm: llama3 rope_parameters by default (configuration_apertus.py, configuration_cwm.py).
+  for (const char* t : {"apertus", "cwm"}) {
+    const ModelPositions m = model_positions_from_hf_json(cfg(t, ""));
+    EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::llama3) << t;
+  }
+  // cwm: full attention on layers 0, 4, ...; the others slide over 8192 keys (configuration_cwm.py).
+  const ModelPositions cwm = model_positions_from_hf_json(cfg("cwm", R"("num_hidden_layers": 5)"));
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(cwm.layers[i].attention.window, i % 4 == 0 ? 0 : 8192) << i;
+  // minimax_m2: the released checkpoints' rotary_dim becomes partial_rotary_factor = rotary_dim / head_dim
+  // (configuration_minimax_m2.py L99-103), which its default rope reads.
+  const ModelPositions mm =
+      model_positions_from_hf_json(cfg("minimax_m2", R"("head_dim": 128, "rotary_dim": 64)"));
+  EXPECT_EQ(mm.layers[0].rotary_hi, 64);
+  EXPECT_EQ(model_positions_from_hf_json(cfg("minimax_m2", R"("head_dim": 128)")).layers[0].rotary_hi, 128);
+  expect_error(cfg("minimax_m2", R"("head_dim": 128, "rotary_dim": 256)"), "partial_rotary_factor = 2");
+  // vaultgemma: Gemma 2's alternation, softcap 50 and query_pre_attn_scalar 256.
+  const ModelPositions vg = model_positions_from_hf_json(cfg("vaultgemma", ""));
+  EXPECT_EQ(vg.layers[0].attention.window, 4096);
+  EXPECT_EQ(vg.layers[1].attention.window, 0);
+  EXPECT_EQ(*vg.layers[0].attention.softcap, 50.0);
+  EXPECT_DOUBLE_EQ(vg.layers[0].attention.softmax_scale, 1.0 / 16);
+  // granite_docling_text: attention_multiplier 0.015625 by default; phimoe slides every layer.
+  EXPECT_EQ(model_positions_from_hf_json(cfg("granite_docling_text", "")).layers[0].attention.softmax_scale,
+            0.015625);
+  const ModelPositions pm = model_positions_from_hf_json(cfg("phimoe", R"("sliding_window": 64)"));
+  for (const LayerPlan& l : pm.layers) EXPECT_EQ(l.attention.window, 64);
+}
+
 // Gemma 4 (configuration_gemma4.py, modeling_gemma4.py): 5 sliding : 1 full by default with the last
 // layer forced full; full layers take global_head_dim (512) and proportional RoPE (0.25 of theta 1e6);
 // transformers 5.23's own save writes per_layer_config instead of global_head_dim; scaling 1.0.

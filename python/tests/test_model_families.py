@@ -77,6 +77,7 @@ SUPPORTED = {
     "stablelm", "cohere", "cohere2", "glm", "glm4", "glm4_moe", "starcoder2", "olmo2", "olmo3", "smollm3",
     "exaone4", "granite", "nemotron", "persimmon", "gpt_oss", "llama4_text", "mllama_text_model", "lfm2",
     "internlm3", "bloom", "mpt", "gpt2", "bert", "gpt_neo", "gpt_bigcode", "gemma4_text",
+    "apertus", "aria_text", "jais2", "minimax_m2", "phimoe", "vaultgemma", "cwm", "granite_docling_text",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
