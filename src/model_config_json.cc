@@ -75,7 +75,15 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(period("sliding_window_pattern", 6));
   else if (t == "gemma4_text")
     pattern(6);  // configuration_gemma4.py: sliding_window_pattern = 6, fixed
-  else if (t == "cohere2" || t == "exaone4") {
+  else if (t == "kolibri1")
+    pattern(5);  // configuration_kolibri1.py: full iff (i + 1) % 5 == 0
+  else if (t == "afmoe")
+    pattern(period("global_attn_every_n_layers", 4));  // configuration_afmoe.py L107-111
+  else if (t == "flint") {
+    // configuration_flint.py L104-109: full on layers 0, 1, every i % 4 == 1 and the last.
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = i < 2 || i % 4 == 1 || i == m.layers - 1 ? "full_attention" : "sliding_attention";
+  } else if (t == "cohere2" || t == "exaone4" || t == "exaone_moe") {
     if (j.has("sliding_window_pattern") && !j.at("sliding_window_pattern").is_number())
       fail(kOp, "sliding_window_pattern = ", j.at("sliding_window_pattern").dump(),
            " needs layer_types (posenc reads an integer pattern only)");
@@ -186,6 +194,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       {"gemma3_text", 2304, 8, 26},  // configuration_gemma3.py
       {"gpt_neo", 2048, 16, 24},     // configuration_gpt_neo.py
       {"gpt_bigcode", 768, 12, 12},  // configuration_gpt_bigcode.py
+      {"opt", 768, 12, 12},          // configuration_opt.py
   };
   const SizeDefaults* sizes = nullptr;
   for (const SizeDefaults& d : kSizeDefaults)
@@ -243,6 +252,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   out.num_layers = m.layers;
   out.num_heads = m.heads;
   out.max_position_embeddings = m.max_pos;
+  if (type == "opt") out.learned_position_offset = 2;  // modeling_opt.py OPTLearnedPositionalEmbedding
 
   // Sliding window (HF: w keys including the current one).
   int64_t window = 0;
@@ -251,9 +261,11 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   else if (!j.j.contains("sliding_window")) {
     // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
     if (type == "gemma2" || type == "vaultgemma" || type == "gemma3_text" || type == "cohere2" ||
-        type == "exaone4" || type == "olmo3" || type == "mistral" || type == "ministral" || type == "qwen3" ||
-        type == "qwen2")
+        type == "exaone4" || type == "exaone_moe" || type == "olmo3" || type == "mistral" ||
+        type == "ministral" || type == "qwen3" || type == "qwen2")
       window = 4096;
+    if (type == "kolibri1" || type == "flint") window = 513;
+    if (type == "afmoe") window = 1024;
     if (type == "gpt_oss") window = 128;
     if (type == "gemma4_text") window = 512;
     if (type == "cwm") window = 8192;
@@ -532,7 +544,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     a.causal = !(bidirectional || (t5 && i < m.layers));
     a.softmax_scale = gpt2_inverse ? scale / static_cast<double>(i + 1) : scale;
     a.softcap = softcap;
-    a.sinks = type == "gpt_oss";
+    a.sinks = type == "gpt_oss" || type == "flint";  // modeling_flint.py L226-227: gpt-oss's sinks
     const std::string& lt = p.layer_type;
     if (lt == "sliding_attention") {
       a.window = window;
@@ -564,8 +576,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       bool uses = rc.has_value() && use_rope[i];
       // exaone4: RoPE iff sliding_window is None or the layer slides (modeling_exaone4.py L233);
       // cohere2: iff the layer slides with a window (modeling_cohere2.py L190, L221).
-      if (type == "exaone4" && window > 0 && lt != "sliding_attention") uses = false;
-      if (type == "cohere2" && !(window > 0 && lt == "sliding_attention")) uses = false;
+      // exaone_moe, kolibri1: as exaone4 (modeling_exaone_moe.py L183, modeling_kolibri1.py L182);
+      // flint: as cohere2 (modeling_flint.py L280-283); afmoe: iff the layer slides (modeling_afmoe.py L359).
+      const bool exaone_rule = type == "exaone4" || type == "exaone_moe" || type == "kolibri1";
+      if (exaone_rule && window > 0 && lt != "sliding_attention") uses = false;
+      if ((type == "cohere2" || type == "flint") && !(window > 0 && lt == "sliding_attention")) uses = false;
+      if (type == "afmoe" && lt != "sliding_attention") uses = false;
       if (uses) {
         p.position = PositionMethod::rope;
         p.rope = rc;

@@ -84,6 +84,10 @@ constexpr Family kFamilies[] = {
   {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
   {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
   {"cwm",            R,      1e6,     131072,  128,     0,    false, H},  // llama3 by default (below)
+  {"exaone_moe",     R,      1e4,     2048,    0,       0,    false, H},  // RoPE as exaone4
+  {"kolibri1",       R,      1e4,     262144,  128,     0,    false, H},  // RoPE as exaone4
+  {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
+  {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
   {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
@@ -92,6 +96,7 @@ constexpr Family kFamilies[] = {
   {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
   {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
+  {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
 };
 // clang-format on
 

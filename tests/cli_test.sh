@@ -298,6 +298,17 @@ d = json.load(open(sys.argv[1]))
 assert [l["attention"]["window"] for l in d["layers"][:3]] == [128, None, 128]
 assert all(l["attention"]["sinks"] for l in d["layers"])
 PY
+check inspect_gptneo 0 "$posenc" inspect "$configs/gpt-neo__gpt-neo-125M.json"
+expect_in inspect_gptneo "$tmp/out" "layers 1, 3, 5, 7, 9, 11: sliding_attention, learned, causal, window 256, scale 1"
+expect_in inspect_gptneo "$tmp/out" "learned table: 2048 rows, position p reads row p + 0"
+printf '{"model_type": "opt", "num_hidden_layers": 2}' > "$tmp/opt.json"
+check inspect_opt_json 0 "$posenc" inspect "$tmp/opt.json" --format json
+python3 - "$tmp/out" <<'PY' || { echo "FAIL inspect_opt_json"; failures=$((failures + 1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["learned"] == {"table_rows": 2050, "position_offset": 2}, d["learned"]
+assert [l["position"] for l in d["layers"]] == ["learned", "learned"]
+PY
 check inspect_t5 0 "$posenc" inspect "$configs/t5__t5-small.json"
 expect_in inspect_t5 "$tmp/out" "layers 0-5: encoder, t5, bidirectional"
 check inspect_chatglm 2 "$posenc" inspect "$configs/chatglm__chatglm2-6b.json"

@@ -128,6 +128,8 @@ const RealCase kReal[] = {
   {"gpt-neo__gpt-neo-125M.json", "gpt_neo", 12, "learned", 0, 0, 0, 0, 0, ""},  // layer 1: local, 256
   {"phi3__Phi-3-medium-128k-instruct-su.json", "phi3", 40, "rope", 1e4, 0, 128, 131072, 0, "rope_type 'su'"},
   {"starcoder2__starcoder2-7b.json", "starcoder2", 32, "rope", 1e6, 0, 128, 4096, 0, ""},
+  {"opt__opt-125m.json", "opt", 12, "learned", 0, 0, 0, 0, 0, ""},
+  {"opt__opt-350m.json", "opt", 24, "learned", 0, 0, 0, 0, 0, ""},
   {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 35, "rope", 1e4, 0, 256, 512, 0, ""},
   {"gemma4__gemma-4-31B-it.json", "gemma4_text", 60, "rope", 1e4, 0, 256, 1024, 0,
    "use_bidirectional_attention = \"vision\""},
@@ -630,6 +632,22 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
             0.015625);
   const ModelPositions pm = model_positions_from_hf_json(cfg("phimoe", R"("sliding_window": 64)"));
   for (const LayerPlan& l : pm.layers) EXPECT_EQ(l.attention.window, 64);
+}
+
+// Learned tables: OPT's position p reads row p + 2 of max_position_embeddings + 2 rows
+// (modeling_opt.py OPTLearnedPositionalEmbedding); GPT-2, GPT-Neo, StarCoder(Base): row p.
+TEST(ModelFamilies, LearnedPositionOffset) {
+  const ModelPositions opt = model_positions_from_hf_json(R"({"model_type": "opt"})");  // class defaults
+  EXPECT_EQ(opt.learned_position_offset, 2);
+  EXPECT_EQ(opt.max_position_embeddings, 2048);
+  EXPECT_EQ(opt.num_layers, 12);
+  EXPECT_EQ(opt.layers[0].position, PositionMethod::learned);
+  EXPECT_DOUBLE_EQ(opt.layers[0].attention.softmax_scale, 1.0 / 8);  // 768 / 12 = 64
+  for (const char* t : {"gpt2", "gpt_bigcode", "bert"})
+    EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).learned_position_offset, 0) << t;
+  EXPECT_EQ(load("gpt-neo__gpt-neo-125M.json").learned_position_offset, 0);
+  EXPECT_EQ(load("gpt2__gpt2-large.json").learned_position_offset, 0);
+  EXPECT_EQ(load("opt__opt-350m.json").learned_position_offset, 2);
 }
 
 // Gemma 4 (configuration_gemma4.py, modeling_gemma4.py): 5 sliding : 1 full by default with the last

@@ -121,6 +121,8 @@ void run_inspect(const InspectOptions& o) {
   if (o.seq_len < 0) throw Error("--seq-len = " + std::to_string(o.seq_len) + " is invalid: must be > 0");
   const ModelPositions m = model_positions_from_hf_file(o.path);
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : m.max_position_embeddings;
+  bool learned = false;
+  for (const LayerPlan& l : m.layers) learned = learned || l.position == PositionMethod::learned;
   if (o.format == "json") {
     json layers = json::array();
     for (const LayerPlan& l : m.layers)
@@ -135,6 +137,9 @@ void run_inspect(const InspectOptions& o) {
                 {"warnings", m.warnings}};
     if (m.t5_num_buckets > 0)
       doc["t5"] = {{"num_buckets", m.t5_num_buckets}, {"max_distance", m.t5_max_distance}};
+    if (learned)
+      doc["learned"] = {{"table_rows", m.max_position_embeddings + m.learned_position_offset},
+                        {"position_offset", m.learned_position_offset}};
     std::cout << doc.dump(2) << "\n";
     return;
   }
@@ -154,6 +159,9 @@ void run_inspect(const InspectOptions& o) {
   }
   if (m.t5_num_buckets > 0)
     std::cout << "t5 buckets: " << m.t5_num_buckets << ", max_distance " << m.t5_max_distance << "\n";
+  if (learned)
+    std::cout << "learned table: " << m.max_position_embeddings + m.learned_position_offset
+              << " rows, position p reads row p + " << m.learned_position_offset << "\n";
   // The frequencies at seq_len, once per distinct RoPE (same description as the table line).
   for (const std::string& d : order) {
     const LayerPlan& l = m.layers[static_cast<size_t>(groups[d].front())];

@@ -68,6 +68,10 @@ struct ModelPositions {
   int64_t num_layers = 0, num_heads = 0, max_position_embeddings = 0;
   // alibi: slopes as BLOOM (Falcon: also scaled by softmax_scale); t5: buckets in layer 0, shared.
   int64_t t5_num_buckets = 0, t5_max_distance = 0;
+  // learned: position p reads row p + learned_position_offset of a table of max_position_embeddings +
+  // learned_position_offset rows. OPT: 2 (modeling_opt.py OPTLearnedPositionalEmbedding, a fairseq
+  // leftover: rows 0 and 1 belong to no position); 0 elsewhere.
+  int64_t learned_position_offset = 0;
   std::vector<LayerPlan> layers;
   std::vector<std::string> warnings;
 };

@@ -56,6 +56,7 @@ void bind_model(nb::module_& m) {
       .def_ro("max_position_embeddings", &ModelPositions::max_position_embeddings)
       .def_ro("t5_num_buckets", &ModelPositions::t5_num_buckets)
       .def_ro("t5_max_distance", &ModelPositions::t5_max_distance)
+      .def_ro("learned_position_offset", &ModelPositions::learned_position_offset)
       .def_ro("layers", &ModelPositions::layers)
       .def_ro("warnings", &ModelPositions::warnings);
 

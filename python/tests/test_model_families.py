@@ -77,7 +77,8 @@ SUPPORTED = {
     "stablelm", "cohere", "cohere2", "glm", "glm4", "glm4_moe", "starcoder2", "olmo2", "olmo3", "smollm3",
     "exaone4", "granite", "nemotron", "persimmon", "gpt_oss", "llama4_text", "mllama_text_model", "lfm2",
     "internlm3", "bloom", "mpt", "gpt2", "bert", "gpt_neo", "gpt_bigcode", "gemma4_text",
-    "apertus", "aria_text", "jais2", "minimax_m2", "phimoe", "vaultgemma", "cwm", "granite_docling_text",
+    "apertus", "aria_text", "jais2", "minimax_m2", "phimoe", "vaultgemma", "cwm", "granite_docling_text", "opt",
+    "exaone_moe", "kolibri1", "flint", "afmoe",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -503,6 +504,8 @@ def check_family(model_type, config, variant="default"):
             kw = call["kwargs"]
             attn = capture.modules[i]
             scaling = kw.get("scaling", getattr(attn, "scaling", None))
+            if model_type == "opt":  # q is multiplied by self.scaling first, the kernel then uses 1.0
+                scaling = attn.scaling  # (modeling_opt.py OPTAttention.forward L151, L174)
             assert a.softmax_scale == pytest.approx(scaling, rel=1e-12), where
             assert (a.softcap or None) == kw.get("softcap"), where
             if "sliding_window" in kw:
@@ -513,6 +516,10 @@ def check_family(model_type, config, variant="default"):
                 assert torch.equal(hf_mask, posenc_mask(a, T)), f"{where}: mask"
             else:  # no mask tensor: eager attention attends to every key (bert without is_decoder)
                 assert not a.causal and not a.window and not a.chunk, f"{where}: no mask in transformers"
+            if layer.position == "learned":  # the table: max_position_embeddings + offset rows
+                table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "embed_positions", "position_embeddings")))
+                assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset, where
+                assert getattr(table, "offset", 0) == m.learned_position_offset, where
             if layer.position in ("learned", "alibi", "t5", "sinusoidal"):
                 continue  # no rotation
             key = (layer.layer_type, layer.position, repr(layer.rope), layer.rotary_dims)

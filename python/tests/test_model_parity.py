@@ -39,7 +39,7 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 REFUSED = {"deepseek_v4", "laguna"}
 # not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope).
 UNMODELED = {"glm4v"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt"}
 
 
 def load(name):
@@ -464,7 +464,8 @@ def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
 
 @pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
                                            ("t5__t5-small", "t5"), ("gpt-bigcode__starcoderbase-7b", "learned"),
-                                           ("gpt-neo__gpt-neo-125M", "learned")])
+                                           ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
+                                           ("opt__opt-350m", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
     d = load(name)
@@ -472,8 +473,11 @@ def test_absolute_and_t5_families(name, position):
     assert {layer.position for layer in m.layers} == {position}
     if position == "learned":
         assert m.max_position_embeddings == getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
-        table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "position_embeddings")))
-        assert table.num_embeddings == m.max_position_embeddings
+        table = next(mod for n, mod in model.named_modules()
+                     if n.endswith(("wpe", "position_embeddings", "embed_positions")))
+        # OPT: OPTLearnedPositionalEmbedding has max_position_embeddings + 2 rows, read at position + 2
+        assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset
+        assert getattr(table, "offset", 0) == m.learned_position_offset
     else:
         assert m.t5_num_buckets == text.relative_attention_num_buckets
         assert m.t5_max_distance == text.relative_attention_max_distance
@@ -483,6 +487,10 @@ def test_absolute_and_t5_families(name, position):
         assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
     else:
         assert m.num_layers == text.num_hidden_layers
+    if name.startswith("opt__"):  # the query is scaled by head_dim^-0.5 before the kernel (modeling_opt.py)
+        head_dim = text.hidden_size // text.num_attention_heads
+        assert {layer.attention.softmax_scale for layer in m.layers} == {head_dim ** -0.5}
+        assert all(layer.attention.causal for layer in m.layers)
 
 
 def test_bloom_alibi_slopes_and_scale():
