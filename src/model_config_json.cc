@@ -48,7 +48,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const json& given = j.has("attention_types") ? j.at("attention_types") : default_types;
     std::vector<std::string> expanded;
     const auto malformed = [&] {
-      fail(kOp, j.where, "attention_types = ", given.dump(),
+      fail(kOp, j.where, "attention_types = ", detail::json_excerpt(given),
            " is invalid: must be a list of [[\"global\" | \"local\", ...], count] pairs");
     };
     if (!given.is_array()) malformed();
@@ -57,6 +57,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
         malformed();
       const int64_t count = item[1].get<int64_t>();
       if (count < 0 || count > kMaxModelLayers) malformed();
+      if (item[0].empty()) continue;  // nothing to repeat (and no loop of count empty steps)
       for (int64_t c = 0; c < count && static_cast<int64_t>(expanded.size()) <= kMaxModelLayers; ++c)
         for (const json& name : item[0]) {
           if (name != "global" && name != "local") malformed();
@@ -306,7 +307,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   // layer_types: the config's, or the class default.
   std::vector<std::string> types;
-  if (j.has("layer_types")) {
+  // qwen3_moe, phimoe, ministral3 build one mask for every layer from sliding_window and never read
+  // layer_types (modeling_qwen3_moe.py L472-486, modeling_phimoe.py L635, modeling_ministral3.py L365).
+  const bool one_mask = type == "qwen3_moe" || type == "phimoe" || type == "ministral3";
+  if (one_mask && j.has("layer_types"))
+    out.warnings.push_back("layer_types is ignored by " + type +
+                           " in transformers 5: every layer slides when sliding_window is set");
+  if (!one_mask && j.has("layer_types")) {
     const json& lt = j.at("layer_types");
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
       fail(kOp, j.where, "layer_types must be a list of num_hidden_layers = ", m.layers, " strings");
@@ -413,10 +420,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
             rope_from_dict(d, mt, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
       }
     } else {
-      for (int64_t i = 0; i < m.layers; ++i)
-        if (head_dims[i] != m.head_dim)
-          fail(kOp, j.where, "layer ", i, " has head_dim ", head_dims[i], " (per_layer_config), not ",
-               m.head_dim, ": its RoPE needs rope_parameters per layer type");
+      if (type == "gemma4_text")  // modeling_gemma4.py L1090: rope_parameters[layer_type]
+        fail(kOp, j.where, rp_name, " must be a dict per layer type for gemma4 ({\"full_attention\": {...}, ",
+             "\"sliding_attention\": {...}}): its rotary module reads one per type");
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
       flat = rope_from_dict(d, m, theta, prf, true, beta);
       if (type == "gptj") {
@@ -427,6 +433,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (type == "deepseek_v3" && !j.bool_or("rope_interleave", true)) flat->layout = RopeLayout::half;
     }
   }
+  // phimoe multiplies cos/sin by rope_parameters' long_mscale / short_mscale and keeps the short
+  // factors' frequencies at every length (modeling_phimoe.py L81-94): not posenc's longrope/yarn.
+  if (type == "phimoe" && flat && flat->scaling.type != RopeScalingType::none)
+    fail(kOp, j.where,
+         "model_type 'phimoe' is not supported with a scaled rope_type: its long_mscale / "
+         "short_mscale rule (modeling_phimoe.py) is not modeled by posenc. Pass a RopeConfig instead");
   j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5
   j.read.insert("rope_interleave");
   // rotary_emb_base / rotary_pct are read by gpt_neox only (above); in any other family
@@ -509,8 +521,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // tokens among themselves; text stays causal).
     const std::string mode = j.str("use_bidirectional_attention");
     if (mode != "vision")
-      fail(kOp, j.where, "use_bidirectional_attention = \"", mode,
-           "\" is not modeled by posenc (Gemma 4: \"vision\" or null)");
+      fail(kOp, j.where,
+           "use_bidirectional_attention = ", detail::json_excerpt(j.at("use_bidirectional_attention")),
+           " is not modeled by posenc (Gemma 4: \"vision\" or null)");
     out.warnings.push_back(
         "use_bidirectional_attention = \"vision\": image tokens attend to each other "
         "both ways, which the caller's mask must add; text layers shown causal");

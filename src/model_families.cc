@@ -78,8 +78,8 @@ constexpr Family kFamilies[] = {
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
   {"hyperclovax",    R,      1e4,     2048,    128,     0,    false, H},
   {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H},  // llama3 by default (below)
-  {"aria_text",      R,      1e4,     2048,    128,     0,    false, H},
-  {"jais2",          R,      1e4,     8192,    128,     0,    false, H},
+  {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
+  {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
   {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
   {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
   {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/config_json.h"
 #include "src/model_parse.h"
 
 namespace posenc::detail {
@@ -18,15 +19,22 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
   std::vector<int64_t> dims(m.layers, m.head_dim);
   auto checked_dim = [&](const std::string& where, const json& v) {
     if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > kMaxModelHeadDim)
-      fail(kOp, j.where, where, " = ", v.dump(), " is invalid: must be an integer in [1, ", kMaxModelHeadDim,
-           "]");
+      fail(kOp, j.where, where, " = ", json_excerpt(v), " is invalid: must be an integer in [1, ",
+           kMaxModelHeadDim, "]");
     return v.get<int64_t>();
   };
   const bool gemma4 = m.type == "gemma4_text";
+  // Only Gemma 4's modeling code builds its layers from per-layer configs (other families read the
+  // global attributes, or raise AmbiguousGlobalPerLayerAttributeError): refused elsewhere.
+  if (!gemma4 && j.has("per_layer_config"))
+    fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.type,
+         "' (read for gemma4_text only)");
+  // Gemma4TextConfig: `if "per_layer_config" not in kwargs` -- an explicit null counts as given.
+  if (gemma4 && j.j.contains("per_layer_config") && !j.has("per_layer_config")) return dims;
   if (j.has("per_layer_config")) {
     const json& plc = j.at("per_layer_config");
     if (!plc.is_object())
-      fail(kOp, j.where, "per_layer_config = ", plc.dump(), " is invalid: must be an object");
+      fail(kOp, j.where, "per_layer_config = ", json_excerpt(plc), " is invalid: must be an object");
     for (auto it = plc.begin(); it != plc.end(); ++it) {
       const std::string where = "per_layer_config." + it.key();
       size_t used = 0;
@@ -38,7 +46,8 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
       }
       if (used != it.key().size() || layer < 0 || layer >= m.layers)
         fail(kOp, j.where, where, ": keys must be layer indices in [0, ", m.layers, ")");
-      if (!it.value().is_object()) fail(kOp, j.where, where, " = ", it.value().dump(), " must be an object");
+      if (!it.value().is_object())
+        fail(kOp, j.where, where, " = ", json_excerpt(it.value()), " must be an object");
       for (auto o = it.value().begin(); o != it.value().end(); ++o) {
         if (o.key() == "head_dim") {
           dims[layer] = checked_dim(where + ".head_dim", o.value());

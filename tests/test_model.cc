@@ -632,6 +632,23 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
             0.015625);
   const ModelPositions pm = model_positions_from_hf_json(cfg("phimoe", R"("sliding_window": 64)"));
   for (const LayerPlan& l : pm.layers) EXPECT_EQ(l.attention.window, 64);
+  // qwen3_moe, phimoe, ministral3: one mask for every layer; layer_types is not read (with a warning).
+  for (const char* t : {"qwen3_moe", "phimoe"}) {
+    const ModelPositions lt =
+        model_positions_from_hf_json(cfg(t, R"("sliding_window": 16, "use_sliding_window": true,
+        "layer_types": ["full_attention", "sliding_attention", "full_attention", "sliding_attention"])"));
+    for (const LayerPlan& l : lt.layers) EXPECT_EQ(l.attention.window, 16) << t;
+    EXPECT_TRUE(has_warning(lt, "layer_types is ignored by")) << t;
+  }
+  // phimoe's scaled RoPE (long_mscale / short_mscale) is not posenc's longrope: refused.
+  expect_error(
+      cfg("phimoe",
+          R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0, "short_mscale": 1.2, "long_mscale": 1.2,
+                                 "original_max_position_embeddings": 1024})"),
+      "model_type 'phimoe' is not supported with a scaled rope_type");
+  // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py L54-55).
+  for (const char* t : {"aria_text", "jais2"})
+    EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;
 }
 
 // Learned tables: OPT's position p reads row p + 2 of max_position_embeddings + 2 rows
@@ -704,9 +721,13 @@ TEST(ModelForms, Gemma4PerLayerHeadDims) {
   expect_error(R"({"model_type": "gemma4_text", )" + base + R"(, "use_bidirectional_attention": "all"})",
                "use_bidirectional_attention = \"all\" is not modeled");
   EXPECT_TRUE(has_warning(gemma4(R"("use_bidirectional_attention": "vision")"), "image tokens"));
-  // A flat rope dict with per-layer head dims: transformers' one rotary module cannot serve both.
+  // per_layer_config: null counts as given (no global_head_dim override); a flat rope dict cannot
+  // serve Gemma 4's two head dims; other families do not read per_layer_config (refused).
+  EXPECT_EQ(gemma4(R"("per_layer_config": null)").layers[5].qk_head_dim, 256);
+  expect_error(R"({"model_type": "gemma4_text", )" + base + R"(, "rope_parameters": {"rope_theta": 1e4}})",
+               "must be a dict per layer type for gemma4");
   expect_error(cfg("llama", R"("per_layer_config": {"1": {"head_dim": 32}})"),
-               "needs rope_parameters per layer type");
+               "per_layer_config is not modeled by posenc for model_type 'llama'");
 }
 
 // Hybrid NoPE: exaone4 global layers (modeling_exaone4.py L233) and cohere2 (RoPE iff the layer
@@ -815,10 +836,8 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
   // granitemoe, granitemoeshared, hyperclovax: self.scaling = config.attention_multiplier
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default for granite, but
   // head_dim^-0.5 for hyperclovax (configuration_hyperclovax.py L122-123).
-  const int64_t hyperclovax_head_dim =
-      model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].rotary_hi;
   EXPECT_DOUBLE_EQ(model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].attention.softmax_scale,
-                   1.0 / std::sqrt(static_cast<double>(hyperclovax_head_dim)));
+                   1.0 / std::sqrt(128.0));  // HyperCLOVAXConfig head_dim 128
   for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
     if (std::string(t) != "hyperclovax") {
       EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
