@@ -55,6 +55,10 @@ TEST(Sinusoidal, OddDimensionInSplitLayoutPadsAZeroColumn) {
   EXPECT_EQ(pe[6], 0.0f);
   EXPECT_EQ(pe[13], 0.0f);
   EXPECT_TRUE(all_close(pe, ref::sinusoidal<double>(c, {5, 9}), kF32Elementwise));
+  // dim 1: no frequency pair, only the zero column (found by test_bad_input.py: Highway's aligned
+  // allocator aborted on the 0-pair scratch).
+  c.dim = 1;
+  EXPECT_EQ(table(c, {0, 3}), (std::vector<float>{0.0f, 0.0f}));
 }
 
 // Seed 004: PE(p) . PE(q) = sum_i cos(w_i (p - q)), a function of p - q alone.

@@ -123,6 +123,9 @@ void RopeRotateRows(const AngleTable& a, TokenGrid grid, RopeLayout layout, cons
 
 void SinCosRowsImpl(const AngleTable& a, TokenGrid grid, const SinCosOut& o, int64_t row_begin,
                     int64_t row_end) {
+  // No pairs (a 1-wide split sinusoid: only its zero column): nothing to write, and Highway's
+  // allocator aborts on a 0-byte request.
+  if (a.pairs == 0) return;
   const int64_t padded = PaddedPairs(a.pairs);
   auto scratch = hwy::AllocateAligned<float>(3 * padded);
   float* angle = scratch.get();
