@@ -433,12 +433,6 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (type == "deepseek_v3" && !j.bool_or("rope_interleave", true)) flat->layout = RopeLayout::half;
     }
   }
-  // phimoe multiplies cos/sin by rope_parameters' long_mscale / short_mscale and keeps the short
-  // factors' frequencies at every length (modeling_phimoe.py L81-94): not posenc's longrope/yarn.
-  if (type == "phimoe" && flat && flat->scaling.type != RopeScalingType::none)
-    fail(kOp, j.where,
-         "model_type 'phimoe' is not supported with a scaled rope_type: its long_mscale / "
-         "short_mscale rule (modeling_phimoe.py) is not modeled by posenc. Pass a RopeConfig instead");
   j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5
   j.read.insert("rope_interleave");
   // rotary_emb_base / rotary_pct are read by gpt_neox only (above); in any other family

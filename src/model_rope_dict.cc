@@ -13,7 +13,7 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
   if (name == "linear") return RopeScalingType::linear;
   if (name == "dynamic") return RopeScalingType::dynamic;
   if (name == "yarn") return RopeScalingType::yarn;
-  if (name == "longrope" || name == "su") return RopeScalingType::longrope;
+  if (name == "longrope") return RopeScalingType::longrope;
   if (name == "llama3") return RopeScalingType::llama3;
   if (name == "proportional") return RopeScalingType::proportional;
   fail(kOp, where, "rope_type = \"", name,
@@ -47,6 +47,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
         "transformers 5.23 fails to load this config (KeyError)");
   if (m.type == "phi3" && (type == "su" || type == "yarn"))
     type = "longrope";  // Phi3Config (after standardize)
+  if (type == "su")
+    fail(kOp, d.where,
+         "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
+         "(model_type '", m.type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
   s.type = scaling_type(type, d.where);
   c.base = d.num_or("rope_theta", theta);
@@ -110,6 +114,24 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
       if (!d.has(k)) fail(kOp, d.where, k, " is missing: required for rope_type 'longrope'");
     s.short_factor = d.numbers("short_factor");
     s.long_factor = d.numbers("long_factor");
+  }
+  if (m.type == "phimoe" && s.type != RopeScalingType::none) {
+    // Phi-3.5-MoE multiplies cos/sin by short_mscale up to the original context and long_mscale past
+    // it, instead of longrope's sqrt(1 + ln f / ln original) (transformers 4.46 modeling_phimoe.py
+    // PhimoeRotaryEmbedding.forward; 5.23 L81-94); both keys are required (configuration_phimoe.py
+    // validate_rope raises TypeError). The authors' code is written for longrope only.
+    if (s.type != RopeScalingType::longrope)
+      fail(kOp, d.where, "rope_type = \"", type,
+           "\" is not supported for model_type 'phimoe': its short_mscale / long_mscale rule is defined "
+           "for longrope only (Phi-3.5-MoE)");
+    for (const char* k : {"short_mscale", "long_mscale"})
+      if (!d.has(k))
+        fail(kOp, d.where, k, " is missing: required for phimoe's longrope (transformers 5 raises)");
+    const double short_mscale = d.num("short_mscale"), long_mscale = d.num("long_mscale");
+    if (short_mscale != long_mscale)
+      fail(kOp, d.where, "short_mscale = ", short_mscale, " and long_mscale = ", long_mscale,
+           " differ: posenc's RoPE has one attention factor for both lengths (Phi-3.5-MoE's are equal)");
+    s.attention_factor = short_mscale;
   }
   if (s.type == RopeScalingType::llama3) {
     for (const char* k : {"low_freq_factor", "high_freq_factor"})

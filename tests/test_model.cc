@@ -640,12 +640,28 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
     for (const LayerPlan& l : lt.layers) EXPECT_EQ(l.attention.window, 16) << t;
     EXPECT_TRUE(has_warning(lt, "layer_types is ignored by")) << t;
   }
-  // phimoe's scaled RoPE (long_mscale / short_mscale) is not posenc's longrope: refused.
+  // phimoe: longrope whose attention factor is short_mscale = long_mscale (Phi-3.5-MoE); other scaled
+  // types, unequal or missing mscales are refused; "su" is phi3's alone.
+  const std::string factors = "[1.0, 1.5, 2.0, 2.5]";
+  auto phimoe = [&](const std::string& extra) {
+    return cfg("phimoe", R"("head_dim": 8, "rope_scaling": {"type": "longrope", "short_factor": )" + factors +
+                             R"(, "long_factor": )" + factors +
+                             R"(, "original_max_position_embeddings": 4096)" + extra + "}");
+  };
+  const ModelPositions pl =
+      model_positions_from_hf_json(phimoe(R"(, "short_mscale": 1.25, "long_mscale": 1.25)"));
+  EXPECT_EQ(pl.layers[0].rope->scaling.type, RopeScalingType::longrope);
+  EXPECT_EQ(*pl.layers[0].rope->scaling.attention_factor, 1.25);
+  expect_error(phimoe(R"(, "short_mscale": 1.25, "long_mscale": 1.5)"),
+               "short_mscale = 1.25 and long_mscale");
+  expect_error(phimoe(R"(, "short_mscale": 1.25)"), "long_mscale is missing");
   expect_error(
       cfg("phimoe",
           R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0, "short_mscale": 1.2, "long_mscale": 1.2,
                                  "original_max_position_embeddings": 1024})"),
-      "model_type 'phimoe' is not supported with a scaled rope_type");
+      "is not supported for model_type 'phimoe'");
+  expect_error(cfg("llama", R"("rope_scaling": {"type": "su", "short_factor": [1.0], "long_factor": [1.0]})"),
+               "read for model_type 'phi3' only");
   // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py L54-55).
   for (const char* t : {"aria_text", "jais2"})
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;

@@ -460,6 +460,50 @@ def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
         assert factor == pytest.approx(ref_factor)
 
 
+def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
+    """Phi-3.5-MoE's RoPE (model_type phimoe): longrope whose cos/sin are multiplied by
+    short_mscale up to the original context and long_mscale past it (both 1.243163121016122 in the
+    released config). The authors' rule (transformers 4.46 modeling_phimoe.py, contributed with the
+    model: PhimoeRotaryEmbedding.forward passes seq_len = max(position_ids) + 1 to the longrope init,
+    which takes long_factor iff seq_len > original_max_position_embeddings; vLLM's
+    Phi3LongRoPEScaledRotaryEmbedding, which serves phimoe, the same): inv_freq = 1 / (factor_i *
+    base^(2i/d)). transformers 5.23's forward calls the init without seq_len: the short factors at
+    every length (README conventions). posenc follows the authors; both agree up to the original
+    context. (Shrunk head and contexts; the factor lists are invented, 1 / 16 of the real length.)"""
+    from transformers import PhimoeConfig
+    from transformers.models.phimoe.modeling_phimoe import PhimoeRotaryEmbedding
+
+    head_dim, orig, maxpos, mscale = 8, 64, 2048, 1.243163121016122
+    short, long = [1.0, 1.04, 1.05, 1.06], [1.02, 3.5, 11.0, 31.0]
+    d = {"model_type": "phimoe", "hidden_size": 4 * head_dim, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "num_hidden_layers": 2,
+         "max_position_embeddings": maxpos, "rope_theta": 1e4,
+         "rope_scaling": {"type": "longrope", "short_factor": short, "long_factor": long, "short_mscale": mscale,
+                          "long_mscale": mscale, "original_max_position_embeddings": orig}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = PhimoeConfig(**{k: v for k, v in d.items() if k != "model_type"})
+    rotary = PhimoeRotaryEmbedding(config=config)
+    m = posenc.ModelPositions.from_hf(d)
+    rope = m.layers[0].rope
+    base = 1.0 / 1e4 ** (np.arange(0, head_dim, 2) / head_dim)
+    for seq_len in (1, orig, orig + 1, maxpos):
+        got, factor = posenc.rope_inv_freq(config=rope, seq_len=seq_len)
+        pos = torch.tensor([[seq_len - 1]])
+        cos, sin = rotary(torch.zeros(1, 1, head_dim), pos)
+        hf_angle = torch.atan2(sin, cos)[0, 0, :head_dim // 2].double().numpy()
+        assert factor == pytest.approx(mscale) and float(torch.hypot(cos, sin).max()) == pytest.approx(mscale, rel=1e-6)
+        authors = base / np.asarray(long if seq_len > orig else short)
+        np.testing.assert_allclose(got, authors, rtol=2e-6)
+        wrapped = np.angle(np.exp(1j * (seq_len - 1) * got))
+        if seq_len <= orig:  # transformers 5.23 agrees with the authors (and posenc)
+            np.testing.assert_allclose(hf_angle, wrapped, atol=2e-4)
+        else:  # 5.23: short factors past the original context
+            np.testing.assert_allclose(hf_angle, np.angle(np.exp(1j * (seq_len - 1) * base / np.asarray(short))),
+                                       atol=2e-4)
+            assert not np.allclose(hf_angle, wrapped, atol=1e-2)
+
+
 # ---------------------------------------------------------------- absolute families, refusals, API
 
 @pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
