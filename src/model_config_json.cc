@@ -286,6 +286,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   j.read.insert("sliding_window");
   if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
+  // These families switch RoPE on `sliding_window is None` (exaone4 rule) or on a truthy window
+  // (cohere2 rule, below): an explicit 0 is neither posenc's "no window" (null) nor a usable window.
+  if (window == 0 && j.has("sliding_window") &&
+      (type == "exaone4" || type == "exaone_moe" || type == "kolibri1" || type == "cohere2" ||
+       type == "flint"))
+    fail(kOp, j.where, "sliding_window = 0 is invalid for model_type '", type,
+         "': its RoPE rule tells 0 from null (no window); give null or a window >= 1");
   if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" ||
       type == "qwen2_vl" || type == "qwen2_5_vl") {
     if (!j.bool_or("use_sliding_window", false))

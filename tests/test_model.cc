@@ -662,6 +662,12 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
       "is not supported for model_type 'phimoe'");
   expect_error(cfg("llama", R"("rope_scaling": {"type": "su", "short_factor": [1.0], "long_factor": [1.0]})"),
                "read for model_type 'phi3' only");
+  // exaone4's and cohere2's RoPE rules tell sliding_window 0 from null: 0 is refused, null is no window.
+  for (const char* t : {"exaone4", "exaone_moe", "kolibri1", "cohere2", "flint"}) {
+    expect_error(cfg(t, R"("sliding_window": 0)"), "sliding_window = 0 is invalid for model_type");
+    EXPECT_EQ(model_positions_from_hf_json(cfg(t, R"("sliding_window": null)")).layers[0].attention.window, 0)
+        << t;
+  }
   // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py L54-55).
   for (const char* t : {"aria_text", "jais2"})
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;
