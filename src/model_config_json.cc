@@ -176,7 +176,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     fail(kOp, "text_config = ", root.at("text_config").dump(), " is invalid: must be an object");
   const json& tj = wrapped ? root.at("text_config") : root;
   Obj j{tj, wrapped ? "text_config." : "", {}};
-  std::string type = canonical_type(wrapped && j.has("model_type") ? j.str("model_type") : outer_type);
+  const std::string declared_type = wrapped && j.has("model_type") ? j.str("model_type") : outer_type;
+  std::string type = canonical_type(declared_type);
   refuse_if_unsupported(type);
 
   ModelPositions out;
@@ -185,21 +186,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   m.type = type;
   m.warnings = &out.warnings;
   const bool t5 = type == "t5";
-  // Sparse configs (Gemma 3 saves only non-default keys; save_pretrained drops keys equal to the
-  // class defaults): the config classes' size defaults where a family's configs are known to omit them.
-  struct SizeDefaults {
-    const char* type;
-    int64_t hidden, heads, layers;
-  };
-  static constexpr SizeDefaults kSizeDefaults[] = {
-      {"gemma3_text", 2304, 8, 26},  // configuration_gemma3.py
-      {"gpt_neo", 2048, 16, 24},     // configuration_gpt_neo.py
-      {"gpt_bigcode", 768, 12, 12},  // configuration_gpt_bigcode.py
-      {"opt", 768, 12, 12},          // configuration_opt.py
-  };
-  const SizeDefaults* sizes = nullptr;
-  for (const SizeDefaults& d : kSizeDefaults)
-    if (type == d.type) sizes = &d;
+  // Sizes a config omits: the config class's defaults (sparse configs, e.g. Gemma 3's, omit them).
+  const detail::SizeDefaults* sizes = detail::find_size_defaults(declared_type);
+  if (!sizes) sizes = detail::find_size_defaults(type);
   const bool need = sizes == nullptr;
   m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, sizes ? sizes->hidden : 0, need);
   m.heads =
@@ -229,7 +218,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   } else if (t5) {
     m.head_dim = j.int_or("d_kv", 64);
   } else {
-    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.family->head_dim;
+    // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
+    const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
+    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;
     if (m.head_dim == 0) {
       if (m.hidden % m.heads != 0)
         fail(kOp, j.where, "hidden_size = ", m.hidden,

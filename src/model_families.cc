@@ -64,7 +64,7 @@ constexpr Family kFamilies[] = {
   {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
   {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H},  // global layers: head 512
   // Llama-like families added with python/tests/test_model_families.py (class defaults checked there).
-  {"arcee",          R,      1e4,     4096,    80,      0,    false, H},
+  {"arcee",          R,      1e4,     4096,    0,       0,    false, H},  // head_dim None -> hidden / heads
   {"helium",         R,      1e5,     4096,    128,     0,    false, I},  // repeat_interleave cos, pairs (2j, 2j + 1)
   {"olmo",           R,      1e4,     2048,    0,       0,    false, H},
   {"olmoe",          R,      1e4,     4096,    0,       0,    false, H},
@@ -76,7 +76,7 @@ constexpr Family kFamilies[] = {
   {"seed_oss",       R,      1e4,     524288,  128,     0,    false, H},
   {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
-  {"hyperclovax",    R,      1e4,     2048,    128,     0,    false, H},
+  {"hyperclovax",    R,      1e4,     2048,    0,       0,    false, H},
   {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H},  // llama3 by default (below)
   {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
   {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
@@ -97,6 +97,93 @@ constexpr Family kFamilies[] = {
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
   {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
+};
+// clang-format on
+
+// hidden_size, num_attention_heads, num_hidden_layers (or their aliases) of each config class's
+// defaults: generated from transformers 5.23's classes and checked by test_model_families.py
+// (test_omitted_keys_take_the_class_defaults drops each key the class fills back).
+// clang-format off
+constexpr SizeDefaults kSizeDefaults[] = {
+      {"afmoe", 2048, 16, 32},
+      {"apertus", 4096, 32, 32},
+      {"arcee", 2560, 32, 32},
+      {"aria_text", 4096, 32, 32},
+      {"bert", 768, 12, 12},
+      {"bitnet", 2560, 20, 30},
+      {"bloom", 64, 8, 2},
+      {"cohere", 8192, 64, 40},
+      {"cohere2", 8192, 64, 40},
+      {"cwm", 6144, 48, 64},
+      {"deepseek_v2", 4096, 32, 32},
+      {"deepseek_v3", 7168, 128, 61},
+      {"ernie4_5", 1024, 16, 18},
+      {"ernie4_5_moe", 2560, 20, 28},
+      {"exaone4", 4096, 32, 32},
+      {"exaone_moe", 4096, 32, 32},
+      {"falcon", 4544, 71, 32},
+      {"flex_olmo", 4096, 32, 32},
+      {"flint", 2048, 32, 49},
+      {"gemma", 3072, 16, 28},
+      {"gemma2", 2304, 8, 26},
+      {"gemma3_text", 2304, 8, 26},
+      {"gemma4_text", 2304, 8, 30},
+      {"glm", 4096, 32, 40},
+      {"glm4", 4096, 32, 40},
+      {"glm4_moe", 4096, 96, 46},
+      {"gpt2", 768, 12, 12},
+      {"gpt_bigcode", 768, 12, 12},
+      {"gpt_neo", 2048, 16, 24},
+      {"gpt_neox", 6144, 64, 44},
+      {"gpt_oss", 2880, 64, 36},
+      {"gptj", 4096, 16, 28},
+      {"granite", 4096, 32, 32},
+      {"granite_docling_text", 1024, 16, 28},
+      {"granitemoe", 4096, 32, 32},
+      {"granitemoeshared", 4096, 32, 32},
+      {"helium", 2560, 20, 24},
+      {"hyperclovax", 4096, 32, 32},
+      {"internlm3", 4096, 32, 48},
+      {"jais2", 3328, 26, 32},
+      {"kolibri1", 2560, 48, 50},
+      {"lfm2", 2560, 32, 32},
+      {"llama", 4096, 32, 32},
+      {"llama4_text", 5120, 40, 48},
+      {"minicpm3", 2560, 40, 62},
+      {"minimax_m2", 3072, 48, 62},
+      {"ministral", 4096, 32, 32},
+      {"ministral3", 4096, 32, 34},
+      {"mistral", 4096, 32, 32},
+      {"mixtral", 4096, 32, 32},
+      {"mllama_text_model", 4096, 32, 40},
+      {"mpt", 2048, 16, 24},
+      {"nemotron", 6144, 48, 32},
+      {"olmo", 4096, 32, 32},
+      {"olmo2", 4096, 32, 32},
+      {"olmo3", 4096, 32, 32},
+      {"olmoe", 2048, 16, 16},
+      {"opt", 768, 12, 12},
+      {"persimmon", 4096, 64, 36},
+      {"phi", 2048, 32, 24},
+      {"phi3", 3072, 32, 32},
+      {"phimoe", 4096, 32, 32},
+      {"qwen2", 4096, 32, 32},
+      {"qwen2_5_vl_text", 8192, 64, 80},
+      {"qwen2_moe", 2048, 16, 24},
+      {"qwen2_vl_text", 8192, 64, 80},
+      {"qwen3", 4096, 32, 32},
+      {"qwen3_5_moe_text", 2048, 16, 40},
+      {"qwen3_5_text", 4096, 16, 32},
+      {"qwen3_moe", 2048, 32, 24},
+      {"qwen3_next", 2048, 16, 48},
+      {"qwen3_vl_moe_text", 2048, 16, 24},
+      {"qwen3_vl_text", 4096, 32, 32},
+      {"seed_oss", 4096, 80, 64},
+      {"smollm3", 2048, 16, 36},
+      {"solar_open", 4096, 64, 48},
+      {"stablelm", 2560, 32, 32},
+      {"starcoder2", 3072, 24, 30},
+      {"vaultgemma", 2304, 8, 26},
 };
 // clang-format on
 
@@ -127,6 +214,12 @@ constexpr std::array<std::string_view, 21> kIrrelevant = {
 const Family* find_family(const std::string& model_type) {
   for (const Family& f : kFamilies)
     if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+const SizeDefaults* find_size_defaults(const std::string& model_type) {
+  for (const SizeDefaults& d : kSizeDefaults)
+    if (model_type == d.model_type) return &d;
   return nullptr;
 }
 

@@ -21,6 +21,13 @@ struct Family {
 
 // nullptr when posenc has no entry for the type.
 const Family* find_family(const std::string& model_type);
+// The config class's default sizes, for configs that omit them (save_pretrained keeps them, but
+// hand-written and sparse configs, e.g. Gemma 3's, do not).
+struct SizeDefaults {
+  const char* model_type;  // the text config's model_type (qwen3_vl_moe_text differs from qwen3_vl_text)
+  int64_t hidden, heads, layers;
+};
+const SizeDefaults* find_size_defaults(const std::string& model_type);
 // The class default rope_parameters (JSON text) of a family whose default is not {rope_type: default,
 // rope_theta: theta}, e.g. gpt_oss's yarn; nullptr otherwise. Used when a config has neither
 // rope_parameters nor rope_scaling.

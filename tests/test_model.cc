@@ -835,7 +835,8 @@ TEST(ModelFamilies, ClassDefaultHeadDimOfQwen3MoeAndGlm4Moe) {
 }
 
 TEST(ModelFamilies, AddedLlamaLikeFamilies) {
-  // Class defaults (configuration_<type>.py): default_theta and head_dim. Layout: rotate_half, except
+  // Class defaults (configuration_<type>.py): default_theta and head_dim (arcee's None: hidden / heads,
+  // 256 / 4 here; found by test_model_families.py's "heads" variant). Layout: rotate_half, except
   // helium and ernie4_5(_moe), whose apply_rotary_pos_emb repeat_interleaves cos/sin and rotates
   // pairs (2j, 2j + 1) (modeling_helium.py L192-193, modeling_ernie4_5.py L176-177).
   struct Case {
@@ -846,7 +847,7 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
   };
   const RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
   for (const Case& c :
-       {Case{"arcee", 1e4, 80, H}, Case{"helium", 1e5, 128, I}, Case{"olmo", 1e4, 64, H},
+       {Case{"arcee", 1e4, 64, H}, Case{"helium", 1e5, 128, I}, Case{"olmo", 1e4, 64, H},
         Case{"olmoe", 1e4, 64, H}, Case{"flex_olmo", 5e5, 64, H}, Case{"ernie4_5", 5e5, 128, I},
         Case{"ernie4_5_moe", 5e5, 64, I}, Case{"seed_oss", 1e4, 128, H}, Case{"bitnet", 5e5, 64, H},
         Case{"solar_open", 1e6, 128, H}, Case{"granitemoe", 1e4, 64, H}}) {
@@ -859,7 +860,7 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default for granite, but
   // head_dim^-0.5 for hyperclovax (configuration_hyperclovax.py L122-123).
   EXPECT_DOUBLE_EQ(model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].attention.softmax_scale,
-                   1.0 / std::sqrt(128.0));  // HyperCLOVAXConfig head_dim 128
+                   1.0 / std::sqrt(64.0));  // HyperCLOVAXConfig head_dim None -> hidden / heads
   for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
     if (std::string(t) != "hyperclovax") {
       EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].attention.softmax_scale, 1.0) << t;
@@ -943,8 +944,12 @@ TEST(ModelForms, BadInput) {
   expect_error("{", "malformed JSON");
   expect_error("[1]", "must be an object");
   expect_error(R"({"hidden_size": 8})", "model_type is missing");
-  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2})",
+  // Omitted sizes take the class defaults (LlamaConfig: 32 heads); a wrong type or value is an error.
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "llama", "hidden_size": 256})").num_heads, 32);
+  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": "4"})",
                "num_attention_heads");
+  expect_error(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 0})",
+               "num_attention_heads = 0 is invalid");
   expect_error(cfg("llama", R"("rope_theta": "big")"), "rope_theta = \"big\"");
   expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "ntk-by-parts", "factor": 2})"), "rope_type");
   expect_error(cfg("llama", R"("layer_types": ["full_attention"])"), "layer_types");

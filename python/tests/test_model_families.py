@@ -9,7 +9,9 @@ Each family's config is its class default with the sizes shrunk (6 layers, 4 hea
 small MLP / experts / vocabulary; head_dim and every positional field left at the default), and a
 second variant with rope_type "yarn" (factor 4) where the config has rope_parameters, and a third with
 a sliding window short enough to show in the mask (3 keys; use_sliding_window on, max_window_layers 3)
-where the config has sliding_window.
+where the config has sliding_window; a "shape" variant (another base, partial_rotary_factor 0.5,
+head_dim 32) and a "heads" variant (twice the heads: hidden / heads is no longer the class's head_dim,
+so a family that derives head_dim and one that fixes it are told apart).
 
 What is compared, per layer, with a tiny CPU model built from that config (eager attention):
 - inv_freq and attention_scaling of the family's own rotary module (per layer type, or per layer
@@ -85,7 +87,10 @@ SUPPORTED = {
 # head_dim is 4096 // 96 = 42, int(42 * 0.5) = 21 rotary dims; transformers then rotates 22 dims with
 # 11 frequencies of exponent 2i / 21 (modeling_glm4_moe.py L74-76). Real GLM-4.5 configs give head_dim
 # 128 (test_model_parity.py).
+# At its full default size, hidden 4096 / 96 heads does not divide (transformers floors it to 42):
+# refused as well.
 ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid"}
+ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96"}
 
 # ------------------------------------------------------------------ configs and models
 
@@ -161,7 +166,7 @@ def _yarn(rope_parameters, max_pos):
 
 
 _CONFIGS = {}
-VARIANTS = ("default", "yarn", "window", "shape")
+VARIANTS = ("default", "yarn", "window", "shape", "heads")
 
 
 def family_config(model_type, variant):
@@ -196,6 +201,16 @@ def family_config(model_type, variant):
                         build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
                 except Exception as exc:
                     config = f"transformers rejects the shape variant: {exc!r:.200}"
+            if variant == "heads":  # hidden / heads halves; an explicit head_dim stays (posenc must tell)
+                heads = {"num_attention_heads": 2 * HEADS} if "num_attention_heads" in kw else {}
+                if heads and "num_key_value_heads" in kw:
+                    heads["num_key_value_heads"] = 2 * HEADS if kw["num_key_value_heads"] == HEADS else KV_HEADS
+                try:
+                    config = text_cls(**{**kw, **heads}) if heads and model_type in SUPPORTED else None
+                    if config is not None:  # (a 2-token trial, as the shape variant)
+                        build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+                except Exception as exc:
+                    config = f"transformers rejects the heads variant: {exc!r:.200}"
             if variant == "yarn":
                 rp = _yarn(getattr(config, "rope_parameters", None), getattr(config, "max_position_embeddings", None))
                 try:
@@ -337,7 +352,7 @@ def check_legacy(model_type, m, model, ids, pos, modules):
         assert calls, f"{where}: no apply_rotary_pos_emb call"
         lo, hi = layer.rotary_dims
         for x, y in calls:
-            if x.shape[1] == T and x.shape[2] != T:  # gptj: (B, T, H, R)
+            if model_type == "gptj":  # (B, T, H, R): modeling_gptj.py _split_heads(..., rotary=True)
                 x, y = x.transpose(1, 2), y.transpose(1, 2)
             assert lo == 0 and x.shape[-1] == hi - lo, where
             full = torch.zeros(*x.shape[:-1], layer.rope.head_dim)
@@ -553,7 +568,7 @@ def check_family(model_type, config, variant="default"):
 def test_family_matches_transformers_or_is_refused(model_type, variant):
     config = family_config(model_type, variant)
     if config is None:
-        pytest.skip(f"{model_type}: no rope_parameters to scale")
+        pytest.skip(f"{model_type}: no {variant} variant (no rope_parameters, window or heads to change)")
     if isinstance(config, str):
         pytest.skip(f"{model_type}: {config}")
     try:
@@ -623,3 +638,23 @@ def test_omitted_keys_take_the_class_defaults(model_type):
         for key, rest in _without_each_key(config):
             got = [repr(a) for a in plan(rest).layers]
             assert got == want, f"{model_type} ({variant}) without {key}"
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED & set(FAMILIES)))
+def test_model_type_alone_is_the_class_default_config(model_type):
+    """{"model_type": t} alone is the config class's default config (every size, head_dim, base and
+    window from the class): posenc's plan must equal the plan of the class's full to_dict()."""
+    text_cls, _ = FAMILIES[model_type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = text_cls().to_dict()
+    try:
+        want = [repr(a) for a in plan(full).layers]
+    except posenc.Error as exc:
+        assert model_type in ILL_FORMED_FULL_SIZE and ILL_FORMED_FULL_SIZE[model_type] in str(exc), str(exc)
+        with pytest.raises(posenc.Error, match=ILL_FORMED_FULL_SIZE[model_type]):
+            plan({"model_type": model_type})
+        return
+    alone = plan({"model_type": model_type})
+    assert [repr(a) for a in alone.layers] == want
+    assert alone.num_heads == plan(full).num_heads
