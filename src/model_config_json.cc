@@ -412,6 +412,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         }  // NoPE layer type
         if (!it.value().is_object()) fail(kOp, j.where, rp_name, ".", it.key(), " must be an object or null");
         Obj d{it.value(), j.where + rp_name + "." + it.key() + ".", {}};
+        // Gemma4TextConfig has no convert_rope_params_to_dict: a sub-dict without rope_theta stays
+        // without it (a top-level rope_theta is not copied in) and the rotary module raises KeyError.
+        if (type == "gemma4_text" && rp != &owned && !d.has("rope_theta"))
+          fail(kOp, d.where, "rope_theta is missing: required for gemma4 (transformers 5 raises KeyError)");
         Model mt = m;  // the layer type's own head_dim (Gemma 4's global layers: 512)
         mt.head_dim = detail::type_head_dim(head_dims, types, it.key(), m.head_dim);
         nested[it.key()] =

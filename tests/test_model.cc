@@ -668,6 +668,12 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, R"("sliding_window": null)")).layers[0].attention.window, 0)
         << t;
   }
+  // gemma4: a rope_parameters sub-dict without rope_theta is refused, a top-level rope_theta
+  // notwithstanding: transformers' rotary module raises KeyError (Gemma4TextConfig copies nothing in).
+  for (const char* top : {"", R"("rope_theta": 5e4, )"})
+    expect_error(cfg("gemma4_text", std::string(top) + R"("rope_parameters": {"sliding_attention":
+        {"rope_type": "default"}, "full_attention": {"rope_type": "default", "rope_theta": 1e6}})"),
+                 "rope_parameters.sliding_attention.rope_theta is missing");
   // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py L54-55).
   for (const char* t : {"aria_text", "jais2"})
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;
