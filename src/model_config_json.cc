@@ -91,7 +91,14 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(period("sliding_window_pattern", 4));
   } else if (t == "olmo3")
     pattern(4);
-  else if (t == "cwm")  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
+  else if (t == "lfm3")  // configuration_lfm3.py: full iff i % 4 == 2, sliding iff i % 4 == 0 and i > 0
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = i % 4 == 2 ? "full_attention" : i % 4 == 0 && i > 0 ? "sliding_attention" : "conv";
+  else if (t == "dots1") {  // configuration_dots1.py L119-125: no use_sliding_window gate
+    const int64_t mwl = j.int_or("max_window_layers", 62);
+    if (window > 0)
+      for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t == "cwm")  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
     for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 0 ? "full_attention" : "sliding_attention";
   else if (t == "llama4_text")
     for (int64_t i = 0; i < m.layers; ++i) types[i] = use_rope[i] ? "chunked_attention" : "full_attention";
@@ -206,13 +213,20 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   else if (type == "phi3")
     m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
   // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
-  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3";
+  // youtu, axk1, glm4_moe_lite: DeepSeek-V3's attention (modeling_youtu.py, modeling_axk1.py,
+  // modeling_glm4_moe_lite.py: the same MLA, rope_interleave and yarn mscale^2).
+  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
+                   type == "axk1" || type == "glm4_moe_lite";
+  const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
     m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
-    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" ? 64 : 128);
+    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" ? 64 : glm_lite ? 192 : 128);
     // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
-    v_head_dim = j.has("v_head_dim") ? j.integer("v_head_dim") : type == "minicpm3" ? 0 : 128;
+    v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
+                 : type == "minicpm3" ? 0
+                 : glm_lite           ? 256
+                                      : 128;
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
   } else if (t5) {
@@ -257,6 +271,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         type == "ministral" || type == "qwen3" || type == "qwen2")
       window = 4096;
     if (type == "kolibri1" || type == "flint") window = 513;
+    if (type == "dots1") window = 4096;
+    if (type == "mellum") window = 1024;
+    if (type == "lfm3") window = 256;
     if (type == "afmoe") window = 1024;
     if (type == "gpt_oss") window = 128;
     if (type == "gemma4_text") window = 512;
@@ -432,7 +449,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         flat->rotary_dim = j.j.contains("rotary_dim") ? j.int_or("rotary_dim", m.head_dim) : 64;
         validate(*flat);
       }
-      if (type == "deepseek_v3" && !j.bool_or("rope_interleave", true)) flat->layout = RopeLayout::half;
+      if (mla && type != "deepseek_v2" && type != "minicpm3" && !j.bool_or("rope_interleave", true))
+        flat->layout = RopeLayout::half;
     }
   }
   j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5

@@ -89,6 +89,17 @@ constexpr Family kFamilies[] = {
   {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
   {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
   {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
+  // Fourth batch (python/tests/test_model_families.py checks each against transformers 5.23).
+  {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
+  {"emu3_text_model", R,     1e6,     9216,    0,       0,    false, H},
+  {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},  // per-head q/k LayerNorm before RoPE
+  {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
+  {"dots1",          R,      1e4,     2048,    0,       0,    false, H},
+  {"mellum",         R,      1e4,     131072,  128,     0,    false, H},  // rope_parameters per layer type
+  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H},  // conv / sliding / full (proportional)
+  {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
+  {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
+  {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
@@ -184,6 +195,16 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"stablelm", 2560, 32, 32},
       {"starcoder2", 3072, 24, 30},
       {"vaultgemma", 2304, 8, 26},
+      {"iquestcoder", 5120, 40, 80},
+      {"emu3_text_model", 4096, 32, 32},
+      {"chameleon", 4096, 32, 32},
+      {"hy_v3", 4096, 64, 80},
+      {"dots1", 4608, 32, 62},
+      {"mellum", 2304, 32, 28},
+      {"lfm3", 2048, 16, 24},
+      {"youtu", 2048, 16, 32},
+      {"axk1", 7168, 64, 61},
+      {"glm4_moe_lite", 2048, 20, 47},
 };
 // clang-format on
 
@@ -256,6 +277,12 @@ const char* default_rope_parameters(const std::string& t) {
   if (t == "apertus")
     return R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+  if (t == "mellum")  // configuration_mellum.py L122-126
+    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})";
+  if (t == "lfm3")  // configuration_lfm3.py L82-97
+    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+               "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
   if (t == "cwm")
     return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";

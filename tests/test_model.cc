@@ -679,6 +679,38 @@ TEST(ModelFamilies, ClassDefaultsOfTheThirdBatch) {
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;
 }
 
+// The fourth batch (class defaults from transformers 5.23's config classes; the harness checks each).
+TEST(ModelFamilies, ClassDefaultsOfTheFourthBatch) {
+  // glm4_moe_lite, youtu, axk1: DeepSeek-V3's MLA; GLM-4.7-Flash's nope 192 / rope 64 / v 256 defaults.
+  const ModelPositions gl = model_positions_from_hf_json(R"({"model_type": "glm4_moe_lite"})");
+  EXPECT_EQ(gl.num_layers, 47);
+  EXPECT_EQ(gl.layers[0].rotary_lo, 192);
+  EXPECT_EQ(gl.layers[0].rotary_hi, 256);
+  EXPECT_EQ(gl.layers[0].v_head_dim, 256);
+  EXPECT_EQ(gl.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_DOUBLE_EQ(gl.layers[0].attention.softmax_scale, 1.0 / 16);
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "youtu", "rope_interleave": false})")
+                .layers[0]
+                .rope->layout,
+            RopeLayout::half);
+  // lfm3: conv, conv, full (proportional, base 1e6, half the pairs), conv, sliding (window 256, base 1e4).
+  const ModelPositions lf = model_positions_from_hf_json(R"({"model_type": "lfm3", "num_hidden_layers": 5})");
+  EXPECT_EQ(lf.layers[0].layer_type, "conv");
+  EXPECT_EQ(lf.layers[2].layer_type, "full_attention");
+  EXPECT_EQ(lf.layers[2].rope->scaling.type, RopeScalingType::proportional);
+  EXPECT_EQ(lf.layers[2].rope->base, 1e6);
+  EXPECT_EQ(lf.layers[4].layer_type, "sliding_attention");
+  EXPECT_EQ(lf.layers[4].attention.window, 256);
+  EXPECT_EQ(lf.layers[4].rope->base, 1e4);
+  // dots1: layers from max_window_layers slide when sliding_window is set (no use_sliding_window gate).
+  const ModelPositions d1 = model_positions_from_hf_json(cfg("dots1", R"("max_window_layers": 2)"));
+  EXPECT_EQ(d1.layers[1].attention.window, 0);
+  EXPECT_EQ(d1.layers[2].attention.window, 4096);
+  // mellum: rope_parameters per layer type by default (full 5e5, sliding 1e4).
+  EXPECT_EQ(model_positions_from_hf_json(cfg("mellum", "")).layers[0].rope->base, 5e5);
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "hy_v3"})").layers[0].rope->base, 11158840);
+}
+
 // Learned tables: OPT's position p reads row p + 2 of max_position_embeddings + 2 rows
 // (modeling_opt.py OPTLearnedPositionalEmbedding); GPT-2, GPT-Neo, StarCoder(Base): row p.
 TEST(ModelFamilies, LearnedPositionOffset) {

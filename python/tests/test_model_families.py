@@ -81,6 +81,8 @@ SUPPORTED = {
     "internlm3", "bloom", "mpt", "gpt2", "bert", "gpt_neo", "gpt_bigcode", "gemma4_text",
     "apertus", "aria_text", "jais2", "minimax_m2", "phimoe", "vaultgemma", "cwm", "granite_docling_text", "opt",
     "exaone_moe", "kolibri1", "flint", "afmoe",
+    "iquestcoder", "emu3_text_model", "chameleon", "hy_v3", "dots1", "mellum", "lfm3", "youtu", "axk1",
+    "glm4_moe_lite",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -143,6 +145,11 @@ def _shrunk_kwargs(text_cls):
             kw[name] = 4 if "expert" in name else 1
     if has_attr(c, "num_experts_per_tok"):
         kw["num_experts_per_tok"] = 2
+    for name in ("n_routed_experts", "n_shared_experts"):  # dots1: None by default, needed by the model
+        if has_attr(c, name) and attr(c, name) is None:
+            kw[name] = 4 if name == "n_routed_experts" else 1
+    if has_attr(c, "vocabulary_map") and attr(c, "vocabulary_map") is None:  # chameleon's image token
+        kw["vocabulary_map"] = {"<image>": 255}
     put("n_group", 1)
     put("topk_group", 1)
     put("vocab_size", 256)
@@ -478,7 +485,7 @@ def posenc_mask(a, t):
     return torch.from_numpy(ok)
 
 
-PERMUTED_WRITE_BACK = {"deepseek_v3"}
+PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite"}
 
 
 def check_family(model_type, config, variant="default"):
