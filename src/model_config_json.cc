@@ -258,7 +258,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   out.num_layers = m.layers;
   out.num_heads = m.heads;
   out.max_position_embeddings = m.max_pos;
-  if (type == "opt") out.learned_position_offset = 2;  // modeling_opt.py OPTLearnedPositionalEmbedding
+  // modeling_opt.py OPTLearnedPositionalEmbedding, modeling_biogpt.py BioGptLearnedPositionalEmbedding.
+  if (type == "opt" || type == "biogpt") out.learned_position_offset = 2;
+  if (detail::roberta_like(type)) {
+    // modeling_roberta.py create_position_ids_from_input_ids: token p (0-based, padding skipped) reads
+    // row p + pad_token_id + 1 of max_position_embeddings rows (514 rows, 512 positions for RoBERTa).
+    const int64_t pad = j.int_or("pad_token_id", 1);
+    if (pad < 0 || pad + 1 >= m.max_pos)
+      fail(kOp, j.where, "pad_token_id = ", pad, " is invalid for ", type, ": the position table has ",
+           m.max_pos, " rows and position 0 reads row pad_token_id + 1");
+    out.learned_position_offset = pad + 1;
+    out.max_position_embeddings = m.max_pos - pad - 1;
+  }
 
   // Sliding window (HF: w keys including the current one).
   int64_t window = 0;
@@ -529,7 +540,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     else
       cross = {3, 8, 13, 18, 23, 28, 33, 38};
   }
-  bool bidirectional = type == "bert";
+  // BERT's family: causal iff is_decoder (modeling_bert.py L359, L696-708; the CausalLM heads only warn).
+  bool bidirectional = detail::bert_like(type) && !j.bool_or("is_decoder", false);
+  j.read.insert("is_decoder");
   if (type == "gemma4_text" && j.has("use_bidirectional_attention")) {
     // configuration_gemma4.py: "all" (every token, a halved symmetric window) or "vision" (image
     // tokens among themselves; text stays causal).
@@ -544,7 +557,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   } else if (j.bool_or("use_bidirectional_attention", false))
     out.warnings.push_back(
         "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
-  if (type == "bert" && j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
+  if (detail::bert_like(type) && j.has("position_embedding_type") &&
+      j.str("position_embedding_type") != "absolute")
     out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
                            " was removed in transformers 5 (absolute positions are used)");
   const bool gpt2_inverse = type == "gpt2" && j.bool_or("scale_attn_by_inverse_layer_idx", false);

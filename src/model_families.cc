@@ -108,6 +108,22 @@ constexpr Family kFamilies[] = {
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
   {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  {"openai-gpt",     PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
+  // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
+  {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"ernie",          PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"megatron-bert",  PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"roc_bert",       PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"rembert",        PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"bert-generation", PositionMethod::learned, 0, 512, 0, 0, false, H},
+  {"roberta",        PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"xlm-roberta",    PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"xlm-roberta-xl", PositionMethod::learned, 0, 514,  0, 0, false, H},
+  {"camembert",      PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"data2vec-text",  PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"roberta-prelayernorm", PositionMethod::learned, 0, 512, 0, 0, false, H},
+  {"xmod",           PositionMethod::learned, 0, 512,  0, 0, false, H},
 };
 // clang-format on
 
@@ -205,6 +221,21 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"youtu", 2048, 16, 32},
       {"axk1", 7168, 64, 61},
       {"glm4_moe_lite", 2048, 20, 47},
+      {"roberta", 768, 12, 12},
+      {"xlm-roberta", 768, 12, 12},
+      {"xlm-roberta-xl", 2560, 32, 36},
+      {"camembert", 768, 12, 12},
+      {"data2vec-text", 768, 12, 12},
+      {"roberta-prelayernorm", 768, 12, 12},
+      {"xmod", 768, 12, 12},
+      {"electra", 256, 4, 12},
+      {"ernie", 768, 12, 12},
+      {"megatron-bert", 1024, 16, 24},
+      {"roc_bert", 768, 12, 12},
+      {"rembert", 1152, 18, 32},
+      {"bert-generation", 1024, 16, 24},
+      {"openai-gpt", 768, 12, 12},
+      {"biogpt", 1024, 16, 24},
 };
 // clang-format on
 
@@ -287,6 +318,20 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
   return nullptr;
+}
+
+bool roberta_like(const std::string& t) {
+  for (const char* r : {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
+                        "roberta-prelayernorm", "xmod"})
+    if (t == r) return true;
+  return false;
+}
+
+bool bert_like(const std::string& t) {
+  for (const char* b :
+       {"bert", "electra", "ernie", "megatron-bert", "roc_bert", "rembert", "bert-generation"})
+    if (t == b) return true;
+  return roberta_like(t);
 }
 
 bool known_irrelevant_key(const std::string& key) {

@@ -130,6 +130,7 @@ const RealCase kReal[] = {
   {"starcoder2__starcoder2-7b.json", "starcoder2", 32, "rope", 1e6, 0, 128, 4096, 0, ""},
   {"opt__opt-125m.json", "opt", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"opt__opt-350m.json", "opt", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"roberta__roberta-base.json", "roberta", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 35, "rope", 1e4, 0, 256, 512, 0, ""},
   {"gemma4__gemma-4-31B-it.json", "gemma4_text", 60, "rope", 1e4, 0, 256, 1024, 0,
    "use_bidirectional_attention = \"vision\""},
@@ -725,6 +726,20 @@ TEST(ModelFamilies, LearnedPositionOffset) {
   EXPECT_EQ(load("gpt-neo__gpt-neo-125M.json").learned_position_offset, 0);
   EXPECT_EQ(load("gpt2__gpt2-large.json").learned_position_offset, 0);
   EXPECT_EQ(load("opt__opt-350m.json").learned_position_offset, 2);
+  // RoBERTa (modeling_roberta.py create_position_ids_from_input_ids): 514 rows, position p reads row
+  // p + pad_token_id + 1: 512 positions; bidirectional unless is_decoder (BERT's family alike).
+  const ModelPositions rb = load("roberta__roberta-base.json");
+  EXPECT_EQ(rb.learned_position_offset, 2);
+  EXPECT_EQ(rb.max_position_embeddings, 512);
+  EXPECT_FALSE(rb.layers[0].attention.causal);
+  EXPECT_TRUE(
+      model_positions_from_hf_json(cfg("roberta", R"("is_decoder": true)")).layers[0].attention.causal);
+  EXPECT_TRUE(
+      model_positions_from_hf_json(cfg("electra", R"("is_decoder": true)")).layers[0].attention.causal);
+  EXPECT_EQ(model_positions_from_hf_json(cfg("xlm-roberta", R"("pad_token_id": 0)")).learned_position_offset,
+            1);
+  expect_error(cfg("camembert", R"("pad_token_id": 4095)"), "pad_token_id = 4095 is invalid for camembert");
+  EXPECT_EQ(model_positions_from_hf_json(cfg("biogpt", "")).learned_position_offset, 2);
 }
 
 // Gemma 4 (configuration_gemma4.py, modeling_gemma4.py): 5 sliding : 1 full by default with the last

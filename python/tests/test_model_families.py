@@ -82,7 +82,9 @@ SUPPORTED = {
     "apertus", "aria_text", "jais2", "minimax_m2", "phimoe", "vaultgemma", "cwm", "granite_docling_text", "opt",
     "exaone_moe", "kolibri1", "flint", "afmoe",
     "iquestcoder", "emu3_text_model", "chameleon", "hy_v3", "dots1", "mellum", "lfm3", "youtu", "axk1",
-    "glm4_moe_lite",
+    "glm4_moe_lite", "openai-gpt", "biogpt", "electra", "ernie", "megatron-bert", "roc_bert", "rembert",
+    "bert-generation", "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
+    "roberta-prelayernorm", "xmod",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -246,6 +248,8 @@ def build(config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = _model_class(config)(config)
+    if hasattr(model, "set_default_language"):  # xmod: one adapter per language, none chosen by default
+        model.set_default_language(config.languages[0])
     return model.eval()
 
 
@@ -327,6 +331,15 @@ class ApplyCapture:
             h.remove()
 
 
+def learned_offset(table):
+    """The row of position 0: OPT / BioGPT add `offset` (2); the RoBERTa family's table has
+    padding_idx = pad_token_id and position 0 reads row pad + 1 (create_position_ids_from_input_ids)."""
+    if hasattr(table, "offset"):
+        return table.offset
+    padding = getattr(table, "padding_idx", None)
+    return 0 if padding is None else padding + 1
+
+
 def check_legacy(model_type, m, model, ids, pos, modules):
     """Scale from the attention module's attribute; the rotation from apply_rotary_pos_emb's
     inputs and outputs (its input is the rotated slice [0, R) the attention cut: checked to be
@@ -342,10 +355,15 @@ def check_legacy(model_type, m, model, ids, pos, modules):
         where = f"{model_type} layer {layer.layer}"
         attn = modules[layer.layer]
         attn = getattr(attn, "attention", attn)  # gpt_neo: GPTNeoAttention wraps GPTNeoSelfAttention
+        attn = getattr(attn, "self", attn)  # megatron-bert, rembert: *Attention wraps *SelfAttention
         scale = next((float(getattr(attn, n)) for n in ("scaling", "inv_norm_factor", "softmax_scale")
                       if getattr(attn, n, None) is not None), None)
         if scale is None and hasattr(attn, "scale_attn"):
             scale = 1 / float(attn.scale_attn)  # gptj: _attn divides by sqrt(head_dim)
+        if scale is None and hasattr(attn, "attention_head_size"):  # megatron-bert, rembert: scores /
+            scale = attn.attention_head_size ** -0.5  # sqrt(head) (modeling_megatron_bert.py L172, rembert L181)
+        if scale is None and model_type == "openai-gpt":  # modeling_openai.py _attn: w / sqrt(head) if scale
+            scale = (attn.split_size // attn.n_head) ** -0.5 if attn.scale else 1.0
         if scale is None and model_type == "gpt_neo":
             scale = 1.0  # modeling_gpt_neo.py _attn: q k^T, no scaling attribute
         assert layer.attention.softmax_scale == pytest.approx(scale, rel=1e-6), where
@@ -541,7 +559,7 @@ def check_family(model_type, config, variant="default"):
             if layer.position == "learned":  # the table: max_position_embeddings + offset rows
                 table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "embed_positions", "position_embeddings")))
                 assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset, where
-                assert getattr(table, "offset", 0) == m.learned_position_offset, where
+                assert learned_offset(table) == m.learned_position_offset, where
             if layer.position in ("learned", "alibi", "t5", "sinusoidal"):
                 continue  # no rotation
             key = (layer.layer_type, layer.position, repr(layer.rope), layer.rotary_dims)

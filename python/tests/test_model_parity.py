@@ -39,7 +39,7 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 REFUSED = {"deepseek_v4", "laguna"}
 # not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope).
 UNMODELED = {"glm4v"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta"}
 
 
 def load(name):
@@ -509,19 +509,23 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
 @pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
                                            ("t5__t5-small", "t5"), ("gpt-bigcode__starcoderbase-7b", "learned"),
                                            ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
-                                           ("opt__opt-350m", "learned")])
+                                           ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
     d = load(name)
     config, text, model = hf(name)
     assert {layer.position for layer in m.layers} == {position}
     if position == "learned":
-        assert m.max_position_embeddings == getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
+        text_max = getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
+        # RoBERTa's 514 rows hold 512 positions (rows 0 and 1: none, the padding row)
+        assert m.max_position_embeddings == text_max - (m.learned_position_offset if name.startswith("roberta") else 0)
         table = next(mod for n, mod in model.named_modules()
                      if n.endswith(("wpe", "position_embeddings", "embed_positions")))
         # OPT: OPTLearnedPositionalEmbedding has max_position_embeddings + 2 rows, read at position + 2
         assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset
-        assert getattr(table, "offset", 0) == m.learned_position_offset
+        # RoBERTa: padding_idx = pad_token_id; position 0 reads row pad + 1 (create_position_ids_from_input_ids)
+        padding = getattr(table, "padding_idx", None)
+        assert getattr(table, "offset", 0 if padding is None else padding + 1) == m.learned_position_offset
     else:
         assert m.t5_num_buckets == text.relative_attention_num_buckets
         assert m.t5_max_distance == text.relative_attention_max_distance
