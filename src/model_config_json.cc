@@ -202,6 +202,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, sizes ? sizes->heads : 0, need);
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
                        sizes ? sizes->layers : 0, need);
+  if (type == "jetmoe") {
+    // configuration_jetmoe.py L73: num_attention_heads = num_key_value_heads * num_experts_per_tok, always
+    // (a given value is overwritten); head_dim is kv_channels (attribute_map), 128 by default.
+    const int64_t derived = j.int_or("num_key_value_heads", 16) * j.int_or("num_experts_per_tok", 2);
+    if (j.has("num_attention_heads") && j.integer("num_attention_heads") != derived)
+      out.warnings.push_back("num_attention_heads = " + std::to_string(j.integer("num_attention_heads")) +
+                             " is replaced by num_key_value_heads * num_experts_per_tok = " +
+                             std::to_string(derived) + " (configuration_jetmoe.py)");
+    m.heads = derived;
+  }
   if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
   if (m.layers <= 0 || m.layers > kMaxModelLayers)
     fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
@@ -231,6 +241,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     qk_head_dim = m.nope + m.head_dim;
   } else if (t5) {
     m.head_dim = j.int_or("d_kv", 64);
+  } else if (type == "jetmoe") {
+    m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
+    j.read.insert("head_dim");
   } else {
     // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
     const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;

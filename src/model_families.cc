@@ -100,6 +100,7 @@ constexpr Family kFamilies[] = {
   {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
+  {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
@@ -221,6 +222,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"youtu", 2048, 16, 32},
       {"axk1", 7168, 64, 61},
       {"glm4_moe_lite", 2048, 20, 47},
+      {"jetmoe", 2048, 32, 12},
       {"roberta", 768, 12, 12},
       {"xlm-roberta", 768, 12, 12},
       {"xlm-roberta-xl", 2560, 32, 36},

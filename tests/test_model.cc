@@ -710,6 +710,13 @@ TEST(ModelFamilies, ClassDefaultsOfTheFourthBatch) {
   // mellum: rope_parameters per layer type by default (full 5e5, sliding 1e4).
   EXPECT_EQ(model_positions_from_hf_json(cfg("mellum", "")).layers[0].rope->base, 5e5);
   EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "hy_v3"})").layers[0].rope->base, 11158840);
+  // jetmoe: head_dim = kv_channels; heads = num_key_value_heads * num_experts_per_tok, always.
+  const ModelPositions jm =
+      model_positions_from_hf_json(cfg("jetmoe", R"("kv_channels": 64, "num_key_value_heads": 8)"));
+  EXPECT_EQ(jm.num_heads, 16);
+  EXPECT_EQ(jm.layers[0].rotary_hi, 64);
+  EXPECT_DOUBLE_EQ(jm.layers[0].attention.softmax_scale, 0.125);
+  EXPECT_TRUE(has_warning(jm, "num_attention_heads = 4 is replaced by"));
 }
 
 // Learned tables: OPT's position p reads row p + 2 of max_position_embeddings + 2 rows

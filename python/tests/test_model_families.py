@@ -84,7 +84,7 @@ SUPPORTED = {
     "iquestcoder", "emu3_text_model", "chameleon", "hy_v3", "dots1", "mellum", "lfm3", "youtu", "axk1",
     "glm4_moe_lite", "openai-gpt", "biogpt", "electra", "ernie", "megatron-bert", "roc_bert", "rembert",
     "bert-generation", "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
-    "roberta-prelayernorm", "xmod",
+    "roberta-prelayernorm", "xmod", "jetmoe",
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
