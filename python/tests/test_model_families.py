@@ -213,7 +213,8 @@ def family_config(model_type, variant):
             if variant == "heads":  # hidden / heads halves; an explicit head_dim stays (posenc must tell)
                 heads = {"num_attention_heads": 2 * HEADS} if "num_attention_heads" in kw else {}
                 if heads and "num_key_value_heads" in kw:
-                    heads["num_key_value_heads"] = 2 * HEADS if kw["num_key_value_heads"] == HEADS else KV_HEADS
+                    same = kw["num_key_value_heads"] == HEADS
+                    heads["num_key_value_heads"] = 2 * HEADS if same else KV_HEADS
                 try:
                     config = text_cls(**{**kw, **heads}) if heads and model_type in SUPPORTED else None
                     if config is not None:  # (a 2-token trial, as the shape variant)
@@ -360,8 +361,9 @@ def check_legacy(model_type, m, model, ids, pos, modules):
                       if getattr(attn, n, None) is not None), None)
         if scale is None and hasattr(attn, "scale_attn"):
             scale = 1 / float(attn.scale_attn)  # gptj: _attn divides by sqrt(head_dim)
-        if scale is None and hasattr(attn, "attention_head_size"):  # megatron-bert, rembert: scores /
-            scale = attn.attention_head_size ** -0.5  # sqrt(head) (modeling_megatron_bert.py L172, rembert L181)
+        if scale is None and hasattr(attn, "attention_head_size"):
+            # megatron-bert, rembert: scores / sqrt(head) (modeling_megatron_bert.py L172, rembert L181)
+            scale = attn.attention_head_size ** -0.5
         if scale is None and model_type == "openai-gpt":  # modeling_openai.py _attn: w / sqrt(head) if scale
             scale = (attn.split_size // attn.n_head) ** -0.5 if attn.scale else 1.0
         if scale is None and model_type == "gpt_neo":
