@@ -114,6 +114,12 @@ struct Model {
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta);
 
+// Each layer's type: the config's layer_types (legacy names remapped as configuration_utils.py
+// _LEGACY_LAYER_TYPE_REMAP), or the family's rule when it has none (src/model_layer_types.cc).
+// use_rope: llama4 / smollm3 NoPE layers; window: the sliding window (0 = none).
+std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope, int64_t window,
+                                     std::vector<std::string>& warnings);
+
 // Per-layer head dims (per_layer_config's head_dim overrides; Gemma 4's global_head_dim on its
 // full-attention layers), and the one head dim of a layer type (src/model_per_layer.cc).
 std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<std::string>& types);

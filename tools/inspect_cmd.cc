@@ -22,8 +22,6 @@ struct InspectOptions {
   int64_t seq_len = 0;
 };
 
-bool has_softmax(const LayerPlan& l) { return l.layer_type != "linear_attention" && l.layer_type != "conv"; }
-
 const char* temperature_name(QueryTemperature::Kind k) {
   switch (k) {
     case QueryTemperature::Kind::none:
@@ -56,7 +54,7 @@ json rope_json(const LayerPlan& l, int64_t seq_len) {
 }
 
 json attention_json(const LayerPlan& l) {
-  if (!has_softmax(l)) return nullptr;
+  if (!l.softmax_attention) return nullptr;
   const LayerAttention& a = l.attention;
   json t = nullptr;
   if (const char* name = temperature_name(a.temperature.kind))
@@ -89,7 +87,7 @@ std::string describe(const LayerPlan& l) {
     if (c.scaling.type != RopeScalingType::none) s += " factor " + short_number(c.scaling.factor);
     if (c.multimodal != RopeMultimodal::none) s += " " + std::string(rope_multimodal_name(c.multimodal));
   }
-  if (!has_softmax(l)) return s;
+  if (!l.softmax_attention) return s;
   const LayerAttention& a = l.attention;
   s += a.causal ? ", causal" : ", bidirectional";
   if (l.v_head_dim != l.qk_head_dim) s += ", v head " + std::to_string(l.v_head_dim);

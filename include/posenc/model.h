@@ -51,6 +51,10 @@ struct LayerAttention {
 struct LayerPlan {
   int64_t layer = 0;
   std::string layer_type;  // HF layer_types entry, e.g. "sliding_attention"; "full_attention" if none
+  // false: the layer mixes tokens without softmax attention (linear_attention: Mamba, gated DeltaNet,
+  // lightning attention, RecurrentGemma's recurrence; conv: LFM2's convolutions) or not at all
+  // (moe: Nemotron-H's MLP-only layers). Its position is none and `attention` does not apply.
+  bool softmax_attention = true;
   PositionMethod position = PositionMethod::none;
   std::optional<RopeConfig> rope;        // position == rope
   int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the q/k head (rope only)

@@ -40,6 +40,7 @@ void bind_model(nb::module_& m) {
   nb::class_<LayerPlan>(m, "LayerPlan")
       .def_ro("layer", &LayerPlan::layer)
       .def_ro("layer_type", &LayerPlan::layer_type)
+      .def_ro("softmax_attention", &LayerPlan::softmax_attention)
       .def_prop_ro("position",
                    [](const LayerPlan& l) { return std::string(position_method_name(l.position)); })
       .def_ro("rope", &LayerPlan::rope)
