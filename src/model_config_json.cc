@@ -99,6 +99,34 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, sizes ? sizes->heads : 0, need);
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
                        sizes ? sizes->layers : 0, need);
+  if (type == "nemotron_h") {
+    // configuration_nemotron_h.py L171-187, L239-254: num_hidden_layers is len(layers_block_type) (or of
+    // hybrid_override_pattern); a different given value is only logged.
+    const int64_t counted = detail::nemotron_h_layer_count(j);
+    if (j.has("num_hidden_layers") && m.layers != counted)
+      out.warnings.push_back("num_hidden_layers = " + std::to_string(m.layers) + " is replaced by the " +
+                             std::to_string(counted) +
+                             " layers of the layer pattern (configuration_nemotron_h.py)");
+    m.layers = counted;
+  }
+  if (detail::attention_free(type)) {
+    // modeling_mamba.py, modeling_mamba2.py, modeling_falcon_mamba.py: state-space layers only;
+    // position_ids are accepted and ignored. num_heads (Mamba2) counts SSM heads, not attention heads.
+    if (m.layers <= 0 || m.layers > kMaxModelLayers)
+      fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
+           "]");
+    out.model_type = type;
+    out.num_layers = m.layers;
+    for (int64_t i = 0; i < m.layers; ++i) {
+      LayerPlan p;
+      p.layer = i;
+      p.layer_type = "linear_attention";
+      p.softmax_attention = false;
+      out.layers.push_back(std::move(p));
+    }
+    j.warn_unread(out.warnings, type);
+    return out;
+  }
   if (type == "jetmoe") {
     // configuration_jetmoe.py L73: num_attention_heads = num_key_value_heads * num_experts_per_tok, always
     // (a given value is overwritten); head_dim is kv_channels (attribute_map), 128 by default.
@@ -115,6 +143,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
          "]");
   m.max_pos =
       first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
+  if (type == "kimi_linear")  // attribute_map max_position_embeddings -> model_max_length (L67-74)
+    m.max_pos = first_int(j, {"model_max_length", "max_position_embeddings"}, m.family->max_pos, false);
   if (j.has("original_max_position_embeddings"))
     m.top_original = j.integer("original_max_position_embeddings");
   else if (type == "phi3")
@@ -136,11 +166,32 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                       : 128;
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
+  } else if (type == "kimi_linear") {
+    // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
+    // (head_dim is rewritten to qk_rope_head_dim: not a head size).
+    m.head_dim = j.int_or("qk_nope_head_dim", 128) + j.int_or("qk_rope_head_dim", 64);
+    v_head_dim = j.int_or("v_head_dim", 128);
+    qk_head_dim = m.head_dim;
+    j.read.insert("head_dim");
   } else if (t5) {
     m.head_dim = j.int_or("d_kv", 64);
   } else if (type == "jetmoe") {
     m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
     j.read.insert("head_dim");
+  } else if (type == "zamba" || type == "zamba2") {
+    // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python
+    // does (configuration_zamba.py L100, configuration_zamba2.py L115): q/k/v read 2 * hidden inputs.
+    m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
+                 : j.has("head_dim")         ? j.integer("head_dim")
+                                             : 2 * m.hidden / m.heads;
+  } else if (type == "nemotron_h") {
+    // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
+    // transformers 5 (the authors' code read it): a different value is reported.
+    m.head_dim = j.int_or("head_dim", 128);
+    if (j.has("attention_head_dim") && j.integer("attention_head_dim") != m.head_dim)
+      out.warnings.push_back("attention_head_dim = " + std::to_string(j.integer("attention_head_dim")) +
+                             " is not read by transformers 5's nemotron_h: head_dim = " +
+                             std::to_string(m.head_dim) + " is used");
   } else {
     // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
     const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
@@ -156,7 +207,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
   if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
     fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
-  if (!mla) qk_head_dim = v_head_dim = m.head_dim;
+  if (!mla && type != "kimi_linear") qk_head_dim = v_head_dim = m.head_dim;
   if (v_head_dim == 0) {  // MiniCPM3 without v_head_dim
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
@@ -200,6 +251,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "gemma4_text") window = 512;
     if (type == "cwm") window = 8192;
   }
+  if (type == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
+    window = j.int_or("attention_window_size", 2048);         // attention_window_size (L57, L65)
   if (type == "gpt_neo") {
     // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
     // tril(-window_size) (modeling_gpt_neo.py L58-67), the same count as HF's sliding_window.
@@ -247,7 +300,23 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // RoPE parameters: convert_rope_params_to_dict (modeling_rope_utils.py L775-804), with the family
   // overrides of the config classes named below.
   const bool falcon_alibi = type == "falcon" && j.bool_or("alibi", false);
-  const bool rotary = m.family->method == PositionMethod::rope && !falcon_alibi;
+  // Families whose rotary module a key leaves out (no RoPE on any layer): granitemoehybrid without
+  // position_embedding_type "rope" (modeling_granitemoehybrid.py L1056), zamba2 without use_mem_rope
+  // (modeling_zamba2.py L1136), olmo_hybrid with rope_theta null (modeling_olmo_hybrid.py L895-901).
+  bool rope_off = false;
+  if (type == "granitemoehybrid")
+    rope_off = !j.has("position_embedding_type") || j.str("position_embedding_type") != "rope";
+  if (type == "zamba2") {
+    rope_off = !j.bool_or("use_mem_rope", false);
+    // transformers 5 logs "using rescaled rope_theta" for use_long_context but keeps rope_theta
+    // (modeling_zamba2.py L1137-1140): the two readings differ, so neither is given.
+    if (!rope_off && j.bool_or("use_long_context", false))
+      fail(kOp, j.where,
+           "use_long_context = true with use_mem_rope is not supported: transformers 5 announces a rescaled "
+           "rope_theta but keeps it (modeling_zamba2.py), so the model's RoPE base is ambiguous");
+  }
+  if (type == "olmo_hybrid") rope_off = detail::rope_theta_is_null(j.j);
+  const bool rotary = m.family->method == PositionMethod::rope && !falcon_alibi && !rope_off;
   std::optional<RopeConfig> flat;
   std::map<std::string, std::optional<RopeConfig>> nested;
   std::optional<double> beta;
@@ -264,7 +333,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                  "rotary_emb_base / rotary_pct)");
     } else {
       if (j.has("rope_theta")) theta = j.num("rope_theta");
-      if (j.has("partial_rotary_factor"))
+      if (type == "bamba") {
+        // configuration_bamba.py L92: kwargs["partial_rotary_factor"] = 0.5, always (a value inside
+        // rope_parameters still wins).
+        if (j.has("partial_rotary_factor") && j.num("partial_rotary_factor") != 0.5)
+          out.warnings.push_back("partial_rotary_factor = " + j.at("partial_rotary_factor").dump() +
+                                 " is ignored by bamba: transformers 5 sets 0.5 (configuration_bamba.py)");
+        prf = 0.5;
+      } else if (j.has("partial_rotary_factor"))
         prf = j.num("partial_rotary_factor");
       else if (type == "minimax_m2" && j.has("rotary_dim"))  // configuration_minimax_m2.py L99-103
         prf = static_cast<double>(j.integer("rotary_dim")) / static_cast<double>(m.head_dim);
@@ -340,6 +416,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         flat->layout = RopeLayout::half;
     }
   }
+  if (!rotary && !falcon_alibi && m.family->method != PositionMethod::alibi)
+    for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor"})
+      if (has(j.j, k) && !j.read.count(k)) {
+        out.warnings.push_back(std::string(k) + " is not used: model_type '" + type + "' applies no RoPE" +
+                               (rope_off ? " with this config" : ""));
+        j.read.insert(k);
+      }
   j.read.insert("rotary_dim");  // phi: superseded by partial_rotary_factor in transformers 5
   j.read.insert("rope_interleave");
   // rotary_emb_base / rotary_pct are read by gpt_neox only (above); in any other family
@@ -358,6 +441,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (type == "granite_docling_text")  // configuration_granite_docling.py L148: 0.015625 by default
     scale = j.num_or("attention_multiplier", 0.015625);
   if (type == "hyperclovax") scale = j.num_or("attention_multiplier", scale);
+  if (type == "granitemoehybrid") scale = j.num_or("attention_multiplier", 1.0);  // modeling L133
+  // zamba, zamba2: (head_dim / 2) ** -0.5 (modeling_zamba.py L137, modeling_zamba2.py L239).
+  if (type == "zamba" || type == "zamba2") scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim) / 2.0);
   if (t5) scale = 1.0;                     // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (type == "gemma4_text") scale = 1.0;  // modeling_gemma4.py Gemma4TextAttention: q/k RMS norms instead
   j.read.insert("attention_k_eq_v");       // Gemma 4: values reuse the key projection (not positional)
@@ -454,8 +540,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
-    p.qk_head_dim = mla || t5 ? qk_head_dim : head_dims[i];
-    p.v_head_dim = mla || t5 ? v_head_dim : head_dims[i];
+    const bool own_dims = mla || t5 || type == "kimi_linear";  // q/k and v heads of their own sizes
+    p.qk_head_dim = own_dims ? qk_head_dim : head_dims[i];
+    p.v_head_dim = own_dims ? v_head_dim : head_dims[i];
     p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
     LayerAttention& a = p.attention;
     a.causal = !(bidirectional || (t5 && i < m.layers));
@@ -463,6 +550,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     a.softcap = softcap;
     a.sinks = type == "gpt_oss" || type == "flint";  // modeling_flint.py L226-227: gpt-oss's sinks
     const std::string& lt = p.layer_type;
+    // minimax: a set sliding_window masks every full_attention layer (modeling_minimax.py L666-668).
+    if (type == "minimax" && lt == "full_attention") a.window = window;
     if (lt == "sliding_attention") {
       a.window = window;
       if (window == 0)
@@ -472,7 +561,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     if (lt == "chunked_attention") a.chunk = chunk;
     if (type == "ministral3") a.temperature = ministral_temp;
-    const bool attends = lt != "linear_attention" && lt != "conv" && lt != "moe";
+    const bool attends = lt != "linear_attention" && lt != "conv" && lt != "moe" && lt != "mlp";
     p.softmax_attention = attends;
     if (cross.count(i)) {
       p.layer_type = "cross_attention";  // modeling_mllama.py: attends to vision tokens, no RoPE
@@ -481,8 +570,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       p.position = PositionMethod::none;
     } else if (falcon_alibi || m.family->method == PositionMethod::alibi) {
       p.position = PositionMethod::alibi;
-    } else if (m.family->method != PositionMethod::rope) {
-      p.position = m.family->method;
+    } else if (m.family->method != PositionMethod::rope || rope_off) {
+      p.position = rope_off ? PositionMethod::none : m.family->method;
     } else {
       std::optional<RopeConfig> rc = flat;
       if (!flat) {

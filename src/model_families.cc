@@ -101,6 +101,27 @@ constexpr Family kFamilies[] = {
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
+  // Hybrids: softmax attention on some layers, state-space / linear attention / recurrence on the others.
+  {"recurrent_gemma", R,     1e4,     0,       0,       0.5,  true,  H},  // no max_position_embeddings
+  {"minimax",        R,      1e6,     131072,  0,       0,    false, H},
+  {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
+  {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
+  // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
+  // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
+  {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // State-space models: no attention, no positions (position_ids are accepted and ignored).
+  {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
+  {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
+  {"falcon_mamba",   PositionMethod::none, 0, 0, 0, 0, false, H},
+  // No positional encoding in the attention layers (modeling_jamba.py, modeling_nemotron_h.py,
+  // modeling_zamba.py: apply_rotary_pos_emb is defined but never called).
+  {"jamba",          PositionMethod::none, 0, 262144, 0, 0, false, H},
+  {"nemotron_h",     PositionMethod::none, 0, 4096, 128, 0, false, H},
+  {"zamba",          PositionMethod::none, 0, 4096, 0, 0, false, H},
+  {"bamba",          R,      1e4,     262144,  0,       0.5,  true,  H},  // prf forced 0.5 (config)
+  {"granitemoehybrid", R,    1e4,     2048,    0,       0,    false, H},  // RoPE iff position_embedding_type
+  {"falcon_h1",      R,      1e4,     8192,    0,       0,    false, H},  // mamba + attention in every layer
+  {"zamba2",         R,      1e4,     4096,    0,       0,    false, H},  // RoPE iff use_mem_rope
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
@@ -238,10 +259,25 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"bert-generation", 1024, 16, 24},
       {"openai-gpt", 768, 12, 12},
       {"biogpt", 1024, 16, 24},
+      {"recurrent_gemma", 2560, 10, 26},
+      {"minimax", 4096, 32, 32},
+      {"olmo_hybrid", 3840, 30, 32},
+      {"lfm2_moe", 2048, 32, 32},
+      {"kimi_linear", 2304, 32, 27},
+      {"mamba", 768, 0, 32},  // no attention heads
+      {"mamba2", 4096, 0, 64},
+      {"falcon_mamba", 768, 0, 32},
+      {"jamba", 4096, 32, 32},
+      {"nemotron_h", 4096, 32, 4},
+      {"zamba", 3712, 16, 76},
+      {"bamba", 4096, 32, 32},
+      {"granitemoehybrid", 4096, 32, 32},
+      {"falcon_h1", 4096, 32, 32},
+      {"zamba2", 2560, 32, 54},
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 21> kIrrelevant = {
+constexpr std::array<std::string_view, 23> kIrrelevant = {
     "attention_dropout",
     "attention_bias",
     "attention_probs_dropout_prob",
@@ -262,7 +298,9 @@ constexpr std::array<std::string_view, 21> kIrrelevant = {
     "max_window_size_unused",
     "model_max_length",  // a tokenizer setting
     "use_sliding_window_unused",
-    "attention_out_bias"};
+    "attention_out_bias",
+    "chunk_size",  // Mamba-2's SSM scan chunk (Nemotron-H, Bamba, ...), not attention chunking
+    "mamba_chunk_size"};
 }  // namespace
 
 const Family* find_family(const std::string& model_type) {
@@ -321,6 +359,8 @@ const char* default_rope_parameters(const std::string& t) {
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
   return nullptr;
 }
+
+bool attention_free(const std::string& t) { return t == "mamba" || t == "mamba2" || t == "falcon_mamba"; }
 
 bool roberta_like(const std::string& t) {
   for (const char* r : {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",

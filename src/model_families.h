@@ -40,6 +40,8 @@ bool looks_positional(const std::string& key);
 // BERT's encoder family (learned positions, bidirectional unless is_decoder); roberta_like: its
 // members whose position p reads row p + pad_token_id + 1 (create_position_ids_from_input_ids).
 bool bert_like(const std::string& model_type);
+// Families without any softmax attention (Mamba's state-space layers): every layer is linear_attention.
+bool attention_free(const std::string& model_type);
 bool roberta_like(const std::string& model_type);
 
 }  // namespace posenc::detail

@@ -10,6 +10,31 @@
 
 namespace posenc::detail {
 namespace {
+// configuration_nemotron_h.py L171-177, L279-282: layers_block_type, else hybrid_override_pattern's
+// characters (M mamba, E moe, * attention, - mlp), else the class default.
+std::vector<std::string> nemotron_h_types(Obj& j) {
+  if (!j.has("hybrid_override_pattern")) return {"linear_attention", "moe", "full_attention", "mlp"};
+  const std::string pattern = j.str("hybrid_override_pattern");
+  if (pattern.empty() || static_cast<int64_t>(pattern.size()) > kMaxModelLayers)
+    fail(kOp, j.where, "hybrid_override_pattern has ", pattern.size(), " characters: must be 1 to ",
+         kMaxModelLayers);
+  std::vector<std::string> types;
+  for (char c : pattern) {
+    if (c == 'M')
+      types.push_back("linear_attention");
+    else if (c == 'E')
+      types.push_back("moe");
+    else if (c == '*')
+      types.push_back("full_attention");
+    else if (c == '-')
+      types.push_back("mlp");
+    else
+      fail(kOp, j.where, "hybrid_override_pattern contains '", std::string(1, c),
+           "': transformers 5 knows M (mamba), E (moe), * (attention), - (mlp)");
+  }
+  return types;
+}
+
 std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope,
                                              int64_t window) {
   const std::string& t = m.type;
@@ -103,6 +128,82 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "qwen3_next" || t == "qwen3_5") {
     const int64_t every = period("full_attention_interval", 4);
     for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % every ? "linear_attention" : "full_attention";
+  } else if (t == "recurrent_gemma") {
+    // configuration_recurrent_gemma.py L98-102: block_types repeated over the layers; "recurrent" is
+    // the RG-LRU, any other entry a local (sliding) attention block.
+    std::vector<std::string> blocks = {"recurrent", "recurrent", "attention"};
+    if (j.has("block_types")) {
+      blocks.clear();
+      const json& b = j.at("block_types");
+      if (!b.is_array() || b.empty()) fail(kOp, j.where, "block_types must be a non-empty list of strings");
+      for (const json& e : b) {
+        if (!e.is_string()) fail(kOp, j.where, "block_types contains ", e.dump(), ": must be strings");
+        blocks.push_back(e.get<std::string>());
+      }
+    }
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = blocks[i % blocks.size()] == "recurrent" ? "linear_attention" : "sliding_attention";
+  } else if (t == "minimax") {  // configuration_minimax.py L123-126: full on even layers
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % 2 ? "full_attention" : "linear_attention";
+  } else if (t == "olmo_hybrid") {  // configuration_olmo_hybrid.py L122-130: full iff i % 4 == 3, or the last
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "full_attention" : "linear_attention";
+    if (m.layers < 4) types.back() = "full_attention";
+  } else if (t == "lfm2_moe") {  // configuration_lfm2_moe.py L88-92: no default; the model cannot be built
+    fail(kOp, j.where, "layer_types is missing: required for lfm2_moe (transformers 5 has no default ",
+         "and fails to build the model without it)");
+  } else if (t == "kimi_linear") {
+    // configuration_kimi_linear.py L127-140: linear_attn_config's 1-based full_attn_layers / kda_layers
+    // (both needed), else full on layers 4, 8, 12, ...
+    const json* lac = j.has("linear_attn_config") ? &j.at("linear_attn_config") : nullptr;
+    if (lac && !lac->is_object()) fail(kOp, j.where, "linear_attn_config must be an object");
+    if (lac && lac->contains("full_attn_layers") && lac->contains("kda_layers")) {
+      std::vector<std::string> given(m.layers);
+      for (const char* key : {"full_attn_layers", "kda_layers"}) {
+        Obj l{*lac, j.where + "linear_attn_config.", {}};
+        for (int64_t one_based : l.integers(key, 1, m.layers))
+          given[one_based - 1] = key[0] == 'f' ? "full_attention" : "linear_attention";
+      }
+      for (int64_t i = 0; i < m.layers; ++i)
+        if (given[i].empty())
+          fail(kOp, j.where, "linear_attn_config names no type for layer ", i + 1,
+               " (1-based): full_attn_layers and kda_layers must cover every layer");
+      return given;
+    }
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i && i % 4 == 0 ? "full_attention" : "linear_attention";
+  } else if (t == "jamba") {  // configuration_jamba.py L108-118, L129-132
+    const int64_t every = period("attn_layer_period", 8), offset = j.int_or("attn_layer_offset", 4);
+    if (offset < 0 || offset >= every)
+      fail(kOp, j.where, "attn_layer_offset = ", offset,
+           " is invalid: must be in [0, attn_layer_period = ", every, ")");
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = i % every == offset ? "full_attention" : "linear_attention";
+  } else if (t == "bamba") {  // configuration_bamba.py L96-101: attention at attn_layer_indices, else mamba
+    types.assign(m.layers, "linear_attention");
+    if (j.has("attn_layer_indices"))
+      for (int64_t i : j.integers("attn_layer_indices", INT64_MIN / 2, INT64_MAX / 2))
+        if (i >= 0 && i < m.layers) types[i] = "full_attention";  // others are ignored, as there
+  } else if (t == "granitemoehybrid") {  // configuration_granitemoehybrid.py L116-117: all mamba
+    types.assign(m.layers, "linear_attention");
+  } else if (t == "falcon_h1") {  // configuration_falcon_h1.py L132-134: mamba and attention in every layer
+    types.assign(m.layers, "hybrid");
+  } else if (t == "zamba") {
+    // configuration_zamba.py L103-111: layer 2 hybrid, then layer 3 + k hybrid iff k % period == offset.
+    const int64_t every = period("attn_layer_period", 6), offset = j.int_or("attn_layer_offset", 4);
+    if (m.layers < 3)
+      fail(kOp, j.where, "num_hidden_layers = ", m.layers,
+           " is invalid for zamba without layers_block_type: ", "its default pattern has 3 leading layers");
+    types.assign(m.layers, "linear_attention");
+    types[2] = "hybrid";
+    for (int64_t k = 0; k + 3 < m.layers; ++k)
+      if (k % every == offset) types[k + 3] = "hybrid";
+  } else if (t == "zamba2") {  // configuration_zamba2.py L128-137: a fixed 54-layer default
+    if (m.layers != 54)
+      fail(kOp, j.where, "layers_block_type is missing: zamba2's default pattern has 54 layers, the config ",
+           m.layers);
+    types.assign(m.layers, "linear_attention");
+    for (int64_t i : {6, 12, 18, 24, 30, 36, 42, 47, 51}) types[i] = "hybrid";
+  } else if (t == "nemotron_h") {
+    return nemotron_h_types(j);
   } else if (window > 0 && (t == "mistral" || t == "ministral" || t == "ministral3" || t == "mixtral" ||
                             t == "phi3" || t == "starcoder2" || t == "qwen3_moe" || t == "phimoe")) {
     // qwen3_moe has no layer_types: every layer gets sliding_window (modeling_qwen3_moe.py L148, L472).
@@ -111,6 +212,26 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   return types;
 }
 }  // namespace
+
+// The layer types each family's model accepts in a given list (others fail in transformers 5, or, for
+// zamba, silently become mamba-only layers).
+void check_family_layer_types(const std::string& type, const std::vector<std::string>& types,
+                              const char* key) {
+  std::vector<std::string> allowed;
+  if (type == "granitemoehybrid" || type == "minimax" || type == "olmo_hybrid" || type == "kimi_linear")
+    allowed = {"full_attention", "linear_attention"};  // the masks each model builds
+  else if (type == "lfm2_moe")
+    allowed = {"full_attention", "conv"};  // modeling_lfm2_moe.py L603-606
+  else if (type == "zamba" || type == "zamba2")
+    allowed = {"hybrid", "linear_attention"};  // anything but "hybrid" builds a mamba-only layer
+  else if (type == "nemotron_h")
+    allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
+  else
+    allowed = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention", "conv"};
+  for (const std::string& t : types)
+    if (std::find(allowed.begin(), allowed.end(), t) == allowed.end())
+      fail(kOp, key, " contains \"", t, "\", which model_type '", type, "' does not build in transformers 5");
+}
 
 std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope, int64_t window,
                                      std::vector<std::string>& warnings) {
@@ -122,8 +243,20 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   if (one_mask && j.has("layer_types"))
     warnings.push_back("layer_types is ignored by " + type +
                        " in transformers 5: every layer slides when sliding_window is set");
-  if (!one_mask && j.has("layer_types")) {
-    const json& lt = j.at("layer_types");
+  // Families whose per-layer list is a read-only property: a saved list cannot be loaded by
+  // transformers 5 (AttributeError: property ... has no setter).
+  const bool list_is_property =
+      type == "jamba" || type == "bamba" || type == "falcon_h1" || type == "recurrent_gemma";
+  for (const char* key : {"layer_types", "layers_block_type"})
+    if (list_is_property && j.has(key))
+      fail(kOp, j.where, key, " is given, but ", type,
+           " derives its layer list (a read-only property in transformers 5, which fails to load this "
+           "config)");
+  // attribute_map layer_types <-> layers_block_type (granitemoehybrid, nemotron_h, zamba, zamba2).
+  const char* list_key = j.has("layer_types") ? "layer_types" : "layers_block_type";
+  if (type == "nemotron_h" && j.has("layers_block_type")) list_key = "layers_block_type";
+  if (!one_mask && j.has(list_key)) {
+    const json& lt = j.at(list_key);
     if (!lt.is_array() || static_cast<int64_t>(lt.size()) != m.layers)
       fail(kOp, j.where, "layer_types must be a list of num_hidden_layers = ", m.layers, " strings");
     for (const json& e : lt) {
@@ -132,17 +265,18 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
       if (s == "mamba") s = "linear_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
-          s != "linear_attention" && s != "conv")
-        fail(kOp, j.where, "layer_types contains \"", s,
+          s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp")
+        fail(kOp, j.where, list_key, " contains \"", s,
              "\": posenc knows full_attention, sliding_attention, "
-             "chunked_attention, linear_attention, conv");
+             "chunked_attention, linear_attention, conv, hybrid, moe, mlp");
       types.push_back(s);
     }
+    check_family_layer_types(type, types, list_key);
   } else {
     types = default_layer_types(j, m, use_rope, window);
   }
-  j.read.insert("sliding_window_pattern");
-  j.read.insert("max_window_layers");
+  for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
+    j.read.insert(k);
   j.read.insert("full_attention_interval");
   if (type == "gemma4_text" && types.back() != "full_attention") {  // Gemma4TextConfig.__post_init__
     warnings.push_back("the last layer is " + types.back() +
@@ -150,6 +284,16 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
     types.back() = "full_attention";
   }
   return types;
+}
+
+int64_t nemotron_h_layer_count(Obj& j) {
+  if (j.has("layers_block_type") || j.has("layer_types")) {
+    const json& l = j.at(j.has("layers_block_type") ? "layers_block_type" : "layer_types");
+    if (!l.is_array() || l.empty())
+      fail(kOp, j.where, "layers_block_type must be a non-empty list of strings");
+    return static_cast<int64_t>(l.size());
+  }
+  return static_cast<int64_t>(nemotron_h_types(j).size());
 }
 
 }  // namespace posenc::detail

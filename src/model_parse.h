@@ -114,6 +114,11 @@ struct Model {
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta);
 
+// Whether the rope_theta transformers 5 would store is None (olmo_hybrid then builds no rotary module).
+bool rope_theta_is_null(const json& j);
+// nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
+int64_t nemotron_h_layer_count(Obj& j);
+
 // Each layer's type: the config's layer_types (legacy names remapped as configuration_utils.py
 // _LEGACY_LAYER_TYPE_REMAP), or the family's rule when it has none (src/model_layer_types.cc).
 // use_rope: llama4 / smollm3 NoPE layers; window: the sliding window (0 = none).

@@ -23,6 +23,15 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
 
 }  // namespace
 
+bool rope_theta_is_null(const json& j) {
+  // convert_rope_params_to_dict (modeling_rope_utils.py L775-804): the dict's own rope_theta, else the
+  // top-level one (setdefault), legacy rope_scaling winning over rope_parameters.
+  const char* dict_key = has(j, "rope_scaling") ? "rope_scaling" : "rope_parameters";
+  if (has(j, dict_key) && j.at(dict_key).is_object() && j.at(dict_key).contains("rope_theta"))
+    return j.at(dict_key).at("rope_theta").is_null();
+  return j.contains("rope_theta") && j.at("rope_theta").is_null();
+}
+
 // One standardized rope dict (modeling_rope_utils.py standardize_rope_params) -> RopeConfig.
 // `top_level` is false for the sub-dicts of a nested per-layer-type dict (yarn's truncate and the
 // top-level original_max_position_embeddings are read from the top-level dict only, L475, L836-843).
@@ -53,6 +62,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
          "(model_type '", m.type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
   s.type = scaling_type(type, d.where);
+  if (m.type == "recurrent_gemma" && s.type != RopeScalingType::none)
+    fail(kOp, d.where, "rope_type = \"", type,
+         "\" is not supported by recurrent_gemma: its rotary module accepts 'default' only "
+         "(modeling_recurrent_gemma.py L71-74 raises)");
   c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
   if (prf && !(*prf > 0 && *prf <= 1))

@@ -111,6 +111,10 @@ const RealCase kReal[] = {
   {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
   {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
   {"mpt__mpt-7b-instruct.json", "mpt", 32, "alibi", 0, 0, 0, 0, 0, ""},
+  // Nemotron-H: layer 0 is Mamba (no attention, no positions); tests/test_model_hybrids.cc has the rest.
+  {"nemotron-h__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json", "nemotron_h", 52, "none", 0, 0, 0, 0, 0,
+   "rope_theta is not used"},
+  {"nemotron-h__Nemotron-H-56B-Base-8K.json", "nemotron_h", 118, "none", 0, 0, 0, 0, 0, ""},
   {"phi3__Phi-3-mini-128k-instruct.json", "phi3", 32, "rope", 1e4, 0, 96, 262144, 0, ""},
   {"deepseek-v2__DeepSeek-V2-Lite.json", "deepseek_v2", 27, "rope", 1e4, 128, 192, 0, 0, ""},
   {"minicpm3__MiniCPM3-4B.json", "minicpm3", 62, "rope", 1e4, 64, 96, 0, 0, ""},
@@ -940,8 +944,11 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
 TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
   // json.dumps writes NaN / Infinity bare (Mamba-2's time_step_limit [0.0, Infinity]): the
   // model_type decides, and a positional key holding one is named.
-  expect_error(R"({"model_type": "mamba2", "time_step_limit": [0.0, Infinity], "x": NaN})",
-               "model_type 'mamba2' is not in posenc's model table");
+  expect_error(R"({"model_type": "rwkv", "time_step_limit": [0.0, Infinity], "x": NaN})",
+               "model_type 'rwkv' is not in posenc's model table");
+  const ModelPositions mamba2 =
+      model_positions_from_hf_json(R"({"model_type": "mamba2", "time_step_limit": [0.0, Infinity]})");
+  EXPECT_EQ(mamba2.num_layers, 64);
   expect_error(cfg("llama", R"("rope_theta": -Infinity, "note": "Infinity \" NaN")"),
                "rope_theta = \"-Infinity\"");
   const ModelPositions m = model_positions_from_hf_json(cfg("llama", R"("unused_limit": [0.0, Infinity])"));

@@ -85,6 +85,28 @@ SUPPORTED = {
     "glm4_moe_lite", "openai-gpt", "biogpt", "electra", "ernie", "megatron-bert", "roc_bert", "rembert",
     "bert-generation", "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
     "roberta-prelayernorm", "xmod", "jetmoe",
+    "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
+    "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
+}
+
+# Hybrids whose class defaults have no attention layer, or no layer list at all, or sizes the shrunk
+# model cannot run: the layer choice a released checkpoint makes (checked like any other key).
+HYBRID_LAYERS = {
+    "lfm2_moe": dict(layer_types=["conv", "conv", "full_attention", "conv", "full_attention", "conv"]),
+    "bamba": dict(attn_layer_indices=[1, 4], mamba_n_heads=8, mamba_d_state=16, mamba_chunk_size=16),
+    "granitemoehybrid": dict(layer_types=["mamba", "attention", "mamba", "mamba", "attention", "mamba"],
+                             position_embedding_type="rope", mamba_n_heads=8, mamba_d_state=16,
+                             mamba_chunk_size=16),
+    "jamba": dict(attn_layer_period=3, attn_layer_offset=1, mamba_d_state=8),
+    "nemotron_h": dict(layers_block_type=["linear_attention", "full_attention", "moe", "linear_attention",
+                                          "mlp", "full_attention"],
+                       mamba_num_heads=8, mamba_head_dim=16, n_groups=2, ssm_state_size=16, chunk_size=16),
+    "falcon_h1": dict(mamba_d_ssm=128, mamba_n_heads=8, mamba_d_state=16, mamba_chunk_size=16),
+    "zamba": dict(n_mamba_heads=2, mamba_d_state=8, attn_layer_period=2, attn_layer_offset=0),
+    "zamba2": dict(layers_block_type=["mamba", "hybrid", "mamba", "mamba", "hybrid", "mamba"],
+                   n_mamba_heads=8, mamba_d_state=16, chunk_size=16, use_mem_rope=True),
+    "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
+    "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
 }
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -94,7 +116,9 @@ SUPPORTED = {
 # At its full default size, hidden 4096 / 96 heads does not divide (transformers floors it to 42):
 # refused as well.
 ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid"}
-ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96"}
+# lfm2_moe's class has no layer_types default: transformers cannot build the model either.
+ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
+                        "lfm2_moe": "layer_types is missing"}
 
 # ------------------------------------------------------------------ configs and models
 
@@ -152,6 +176,7 @@ def _shrunk_kwargs(text_cls):
             kw[name] = 4 if name == "n_routed_experts" else 1
     if has_attr(c, "vocabulary_map") and attr(c, "vocabulary_map") is None:  # chameleon's image token
         kw["vocabulary_map"] = {"<image>": 255}
+    kw.update(HYBRID_LAYERS.get(c.model_type, {}))
     put("n_group", 1)
     put("topk_group", 1)
     put("vocab_size", 256)
@@ -188,6 +213,8 @@ def family_config(model_type, variant):
                 kw = _shrunk_kwargs(text_cls)
                 config = text_cls(**kw)
             except Exception:  # the class rejects the shrunk sizes: its defaults (a refused family)
+                if model_type in SUPPORTED:  # (a full-size model of a supported family would be built)
+                    raise
                 kw, config = {}, text_cls()
             if variant == "window":
                 window = {k: v for k, v in (("sliding_window", 3), ("use_sliding_window", True),
@@ -402,10 +429,19 @@ def identity_rope_hook(module, args, kwargs):
     return args, kwargs
 
 
+def identity_rotary_output(module, args, out):
+    """Forward hook on a layer's own rotary module (recurrent_gemma): cos = 1, sin = 0."""
+    cos, sin = out
+    return torch.ones_like(cos), torch.zeros_like(sin)
+
+
 def run(model, ids, pos, identity_layer=None, capture=None):
     handle = None
     if identity_layer is not None:
-        handle = capture.modules[identity_layer].register_forward_pre_hook(identity_rope_hook, with_kwargs=True)
+        attn = capture.modules[identity_layer]
+        own = getattr(attn, "rotary_emb", None)  # a rotary module per attention layer
+        handle = own.register_forward_hook(identity_rotary_output) if own is not None else \
+            attn.register_forward_pre_hook(identity_rope_hook, with_kwargs=True)
     try:
         capture.calls = {}
         with torch.no_grad(), warnings.catch_warnings():
@@ -519,7 +555,8 @@ def check_family(model_type, config, variant="default"):
         ids = torch.randint(1, config.vocab_size, (1, T))
         # positions: consecutive (gaps would read as packed sequences in transformers' masks), from a
         # few thousand (fp32 angles stay exact to ~1e-4)
-        pos = min(m.max_position_embeddings - T, 3001) + torch.arange(T)[None]
+        # (recurrent_gemma states no maximum; its RG-LRU resets where a position is 0)
+        pos = min((m.max_position_embeddings or 1 << 20) - T, 3001) + torch.arange(T)[None]
         seq_len = int(pos.max()) + 1
         try:
             rotated = run(model, ids, pos, capture=capture)
@@ -528,6 +565,10 @@ def check_family(model_type, config, variant="default"):
                 raise
             pytest.skip(f"transformers cannot run the {variant} variant: {exc!r:.200}")
         assert m.num_layers == text.num_hidden_layers
+        if not any(layer.softmax_attention for layer in m.layers):  # mamba: no attention at all
+            assert not rotated and not capture.modules, f"{model_type}: transformers attends"
+            assert all(layer.position == "none" for layer in m.layers), model_type
+            return
         if not rotated:  # no eager_attention_forward in this family's modeling file
             return check_legacy(model_type, m, model, ids, pos, capture.modules)
         layer_types = getattr(text, "layer_types", None)
@@ -541,7 +582,10 @@ def check_family(model_type, config, variant="default"):
             call = rotated.get(i)
             if call is None:  # linear attention, convolution: no softmax attention in transformers
                 assert layer.position == "none", f"{where}: transformers calls no attention here"
+                if layer.layer_type != "cross_attention":  # (mllama: no image in this run)
+                    assert not layer.softmax_attention, f"{where}: transformers calls no attention here"
                 continue
+            assert layer.softmax_attention, f"{where}: transformers attends here"
             a = layer.attention
             kw = call["kwargs"]
             attn = capture.modules[i]
@@ -567,6 +611,8 @@ def check_family(model_type, config, variant="default"):
             key = (layer.layer_type, layer.position, repr(layer.rope), layer.rotary_dims)
             if key in seen:
                 continue
+            if layer.position == "none" and not rotaries:  # no rotary module: nothing can rotate
+                continue
             seen.add(key)
             # the rotation: this layer once more, without RoPE
             plain = run(model, ids, pos, identity_layer=i, capture=capture)[i]
@@ -579,7 +625,7 @@ def check_family(model_type, config, variant="default"):
                 rotary = rotary_for_layer(rotaries, i)
                 assert rotary is not None, f"{where}: no rotary module in transformers"
                 s = layer.rope.scaling
-                original = s.original_max_position_embeddings or m.max_position_embeddings
+                original = s.original_max_position_embeddings or m.max_position_embeddings or 4096
                 for n in sorted({1, original, 2 * original}):
                     want, want_factor = hf_frequencies(rotary, layer.layer_type, n, layer.rope.num_position_streams)
                     got, got_factor = layer.inv_freq(n)

@@ -39,6 +39,8 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 REFUSED = {"deepseek_v4", "laguna"}
 # not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope).
 UNMODELED = {"glm4v"}
+# attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
+NOPE = {"nemotron_h"}
 ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta"}
 
 
@@ -110,13 +112,14 @@ def hf_frequencies(rotary, layer_type, seq_len, streams):
     return rotary.inv_freq, rotary.attention_scaling
 
 
+def model_files(excluded=frozenset()):
+    """The real configs of families with attention that posenc models (rope_files: with RoPE)."""
+    return [name for name in FILES
+            if load(name)["model_type"] not in REMOTE | ABSOLUTE | REFUSED | UNMODELED | excluded]
+
+
 def rope_files():
-    out = []
-    for name in FILES:
-        d = load(name)
-        if d["model_type"] not in REMOTE | ABSOLUTE | REFUSED | UNMODELED:
-            out.append(name)
-    return out
+    return model_files(NOPE)
 
 
 def seq_lens(m, layer):
@@ -175,7 +178,7 @@ def hf_window(attn, text, i):
     return getattr(text, "sliding_window", None) or 0
 
 
-@pytest.mark.parametrize("name", rope_files())
+@pytest.mark.parametrize("name", model_files())
 def test_attention_scale_window_sinks_layer_types(name):
     m = plan(name)
     config, text, model = hf(name)
@@ -188,7 +191,9 @@ def test_attention_scale_window_sinks_layer_types(name):
         attn = attns.get(layer.layer)
         if attn is None:  # linear-attention / convolution layers (qwen3_next, lfm2): no softmax attention
             assert layer.position == "none", (name, layer.layer, layer.layer_type)
+            assert not layer.softmax_attention, (name, layer.layer, layer.layer_type)
             continue
+        assert layer.softmax_attention, (name, layer.layer, layer.layer_type)
         a = layer.attention
         assert a.softmax_scale == pytest.approx(hf_scaling(attn), rel=1e-12), (name, layer.layer)
         assert a.window == hf_window(attn, text, layer.layer), (name, layer.layer)

@@ -1,0 +1,292 @@
+// tests/test_model_hybrids.cc: model plans of the hybrid families (softmax attention on some
+// layers; Mamba, linear attention, recurrences or convolutions on the others) and of the
+// attention-free state-space models, from small fixtures of each config form and the real
+// Nemotron-H configs (tests/data/hf_configs, sources in SOURCES.md). Expected values are derived
+// from transformers 5.23.0's configuration_<type>.py / modeling_<type>.py, cited per case;
+// python/tests/test_model_families.py checks the same families against the running modules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc {
+namespace {
+
+const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
+
+std::string cfg(const std::string& type, int64_t layers, const std::string& extra) {
+  return R"({"model_type": ")" + type + R"(", "hidden_size": 256, "num_attention_heads": 4,
+             "num_hidden_layers": )" +
+         std::to_string(layers) + (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+ModelPositions plan(const std::string& type, int64_t layers, const std::string& extra = "") {
+  return model_positions_from_hf_json(cfg(type, layers, extra));
+}
+
+void expect_error(const std::string& json, const std::string& text) {
+  try {
+    model_positions_from_hf_json(json);
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+bool has_warning(const ModelPositions& m, const std::string& text) {
+  for (const std::string& w : m.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+// The layers that run softmax attention.
+std::vector<int64_t> attending(const ModelPositions& m) {
+  std::vector<int64_t> out;
+  for (const LayerPlan& l : m.layers) {
+    if (l.softmax_attention) out.push_back(l.layer);
+    if (!l.softmax_attention) EXPECT_EQ(l.position, PositionMethod::none) << l.layer;
+  }
+  return out;
+}
+
+using Layers = std::vector<int64_t>;
+
+TEST(ModelHybrids, StateSpaceModelsHaveNoAttention) {
+  for (const char* type : {"mamba", "mamba2", "falcon_mamba"}) {
+    const ModelPositions m = model_positions_from_hf_json(std::string(R"({"model_type": ")") + type +
+                                                          R"(", "num_hidden_layers": 3})");
+    EXPECT_EQ(m.num_layers, 3);
+    EXPECT_EQ(m.num_heads, 0) << type;  // (Mamba-2's num_heads are SSM heads)
+    EXPECT_TRUE(attending(m).empty()) << type;
+    EXPECT_EQ(m.layers[1].layer_type, "linear_attention");
+  }
+  // Class defaults: MambaConfig 32 layers, Mamba2Config 64.
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "mamba"})").num_layers, 32);
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "mamba2", "num_heads": 128})").num_layers, 64);
+}
+
+// configuration_jamba.py L108-132: attention iff i % attn_layer_period == attn_layer_offset; no RoPE.
+TEST(ModelHybrids, Jamba) {
+  const ModelPositions d = plan("jamba", 32);
+  EXPECT_EQ(attending(d), (Layers{4, 12, 20, 28}));
+  EXPECT_EQ(d.layers[4].layer_type, "full_attention");
+  EXPECT_EQ(d.layers[4].position, PositionMethod::none);
+  EXPECT_DOUBLE_EQ(d.layers[4].attention.softmax_scale, 1.0 / 8.0);  // head_dim 64
+  const ModelPositions p = plan("jamba", 6, R"("attn_layer_period": 3, "attn_layer_offset": 1,
+                                              "rope_theta": 10000)");
+  EXPECT_EQ(attending(p), (Layers{1, 4}));
+  EXPECT_TRUE(has_warning(p, "rope_theta is not used: model_type 'jamba' applies no RoPE"));
+  expect_error(cfg("jamba", 8, R"("attn_layer_period": 4, "attn_layer_offset": 4)"),
+               "attn_layer_offset = 4 is invalid: must be in [0, attn_layer_period = 4)");
+  // layers_block_type is a read-only property: transformers 5 cannot load a config that sets it.
+  expect_error(cfg("jamba", 2, R"("layers_block_type": ["mamba", "attention"])"),
+               "layers_block_type is given, but jamba derives its layer list");
+}
+
+// configuration_bamba.py L92-101: attention at attn_layer_indices; partial_rotary_factor forced 0.5.
+TEST(ModelHybrids, Bamba) {
+  EXPECT_TRUE(attending(plan("bamba", 4)).empty());  // the class default: Mamba only
+  const ModelPositions m =
+      plan("bamba", 4, R"("attn_layer_indices": [1, 3, 9], "partial_rotary_factor": 1.0)");
+  EXPECT_EQ(attending(m), (Layers{1, 3}));  // 9 is out of range: ignored, as transformers does
+  EXPECT_EQ(m.layers[1].position, PositionMethod::rope);
+  EXPECT_EQ(m.layers[1].rotary_hi, 32);  // 0.5 of head_dim 64
+  EXPECT_TRUE(has_warning(m, "partial_rotary_factor = 1.0 is ignored by bamba"));
+  // A factor inside rope_parameters wins over the forced 0.5.
+  const ModelPositions r = plan("bamba", 2, R"("attn_layer_indices": [0],
+                                             "rope_parameters": {"rope_type": "default", "rope_theta": 1e4,
+                                                                 "partial_rotary_factor": 1.0})");
+  EXPECT_EQ(r.layers[0].rotary_hi, 64);
+}
+
+// configuration_granitemoehybrid.py, modeling_granitemoehybrid.py L133, L1056: RoPE iff
+// position_embedding_type == "rope"; scale attention_multiplier; legacy mamba / attention names.
+TEST(ModelHybrids, GraniteMoeHybrid) {
+  const std::string types = R"("layer_types": ["mamba", "attention", "mamba", "attention"])";
+  const ModelPositions nope = plan("granitemoehybrid", 4, types + R"(, "position_embedding_type": "nope",
+                                   "rope_parameters": {"rope_type": "default", "rope_theta": 1e4})");
+  EXPECT_EQ(attending(nope), (Layers{1, 3}));
+  EXPECT_EQ(nope.layers[1].layer_type, "full_attention");
+  EXPECT_EQ(nope.layers[0].layer_type, "linear_attention");
+  EXPECT_EQ(nope.layers[1].position, PositionMethod::none);
+  EXPECT_TRUE(
+      has_warning(nope, "rope_parameters is not used: model_type 'granitemoehybrid' applies no RoPE"));
+  EXPECT_DOUBLE_EQ(nope.layers[1].attention.softmax_scale, 1.0);
+  const ModelPositions rope = plan("granitemoehybrid", 4, types + R"(, "position_embedding_type": "rope",
+                                   "attention_multiplier": 0.015625, "rope_theta": 5e5)");
+  EXPECT_EQ(rope.layers[3].position, PositionMethod::rope);
+  EXPECT_EQ(rope.layers[3].rope->base, 5e5);
+  EXPECT_DOUBLE_EQ(rope.layers[3].attention.softmax_scale, 0.015625);
+  EXPECT_TRUE(attending(plan("granitemoehybrid", 3)).empty());  // the class default: Mamba only
+  // The model builds masks for full_attention and linear_attention only (KeyError otherwise).
+  expect_error(cfg("granitemoehybrid", 2, R"("layer_types": ["mamba", "sliding_attention"])"),
+               "\"sliding_attention\", which model_type 'granitemoehybrid' does not build");
+}
+
+// configuration_nemotron_h.py L171-187, L279-282: the pattern's characters; the layer count is
+// the pattern's length; no RoPE; head_dim 128 whatever hidden / heads.
+TEST(ModelHybrids, NemotronH) {
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "nemotron_h", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 9,
+          "hybrid_override_pattern": "M-M*-ME*-", "attention_head_dim": 96})");
+  EXPECT_EQ(m.num_layers, 9);
+  EXPECT_TRUE(has_warning(m, "num_hidden_layers = 9 is replaced by the 9") == false);
+  EXPECT_EQ(attending(m), (Layers{3, 7}));
+  EXPECT_EQ(m.layers[1].layer_type, "mlp");
+  EXPECT_EQ(m.layers[6].layer_type, "moe");
+  EXPECT_EQ(m.layers[3].qk_head_dim, 128);
+  EXPECT_TRUE(has_warning(m, "attention_head_dim = 96 is not read by transformers 5's nemotron_h"));
+  const ModelPositions l = model_positions_from_hf_json(
+      R"({"model_type": "nemotron_h", "num_hidden_layers": 2,
+          "layers_block_type": ["linear_attention", "full_attention", "moe"]})");
+  EXPECT_EQ(l.num_layers, 3);
+  EXPECT_TRUE(has_warning(l, "num_hidden_layers = 2 is replaced by the 3 layers"));
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "nemotron_h"})").num_layers, 4);
+  expect_error(R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})",
+               "hybrid_override_pattern contains 'X'");
+}
+
+// The two real Nemotron-H configs: every '*' of the pattern is an attention layer without RoPE.
+TEST(ModelHybrids, NemotronHRealConfigs) {
+  const ModelPositions nano =
+      model_positions_from_hf_file(kDir + "nemotron-h__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json");
+  EXPECT_EQ(nano.num_layers, 52);
+  EXPECT_EQ(attending(nano).size(), 6u);
+  const ModelPositions big = model_positions_from_hf_file(kDir + "nemotron-h__Nemotron-H-56B-Base-8K.json");
+  EXPECT_EQ(big.num_layers, 118);  // time_step_limit [0.0, Infinity]: Python's json.dumps, read
+  EXPECT_EQ(attending(big).size(), 10u);
+  for (const ModelPositions* m : {&nano, &big})
+    for (int64_t i : attending(*m)) {
+      EXPECT_EQ(m->layers[i].position, PositionMethod::none);
+      EXPECT_EQ(m->layers[i].qk_head_dim, 128);
+      EXPECT_DOUBLE_EQ(m->layers[i].attention.softmax_scale, 1.0 / std::sqrt(128.0));
+      EXPECT_TRUE(m->layers[i].attention.causal);
+    }
+}
+
+// configuration_falcon_h1.py L132-134: Mamba and attention side by side in every layer, full RoPE.
+TEST(ModelHybrids, FalconH1) {
+  const ModelPositions m = plan("falcon_h1", 3, R"("rope_theta": 1e11, "partial_rotary_factor": 0.5)");
+  EXPECT_EQ(attending(m), (Layers{0, 1, 2}));
+  EXPECT_EQ(m.layers[0].layer_type, "hybrid");
+  EXPECT_EQ(m.layers[0].rope->base, 1e11);
+  EXPECT_EQ(m.layers[0].rotary_hi, 64);  // the default init ignores partial_rotary_factor
+}
+
+// configuration_zamba.py L100-111, modeling_zamba.py L137: shared attention at layer 2 and every
+// attn_layer_period-th layer after it; no RoPE; head_dim 2 * hidden / heads; scale (head_dim / 2)^-0.5.
+TEST(ModelHybrids, Zamba) {
+  const ModelPositions m = plan("zamba", 14);
+  EXPECT_EQ(attending(m), (Layers{2, 7, 13}));
+  EXPECT_EQ(m.layers[7].layer_type, "hybrid");
+  EXPECT_EQ(m.layers[7].qk_head_dim, 128);
+  EXPECT_DOUBLE_EQ(m.layers[7].attention.softmax_scale, 1.0 / 8.0);
+  const ModelPositions given = plan("zamba", 3, R"("layers_block_type": ["mamba", "hybrid", "mamba"])");
+  EXPECT_EQ(attending(given), (Layers{1}));
+  // A "full_attention" entry builds a Mamba-only layer in transformers 5 (only "hybrid" attends).
+  expect_error(cfg("zamba", 2, R"("layers_block_type": ["mamba", "full_attention"])"),
+               "\"full_attention\", which model_type 'zamba' does not build");
+}
+
+// configuration_zamba2.py L100-137, modeling_zamba2.py L120, L239, L1136: RoPE iff use_mem_rope, over
+// the whole attention_head_dim; a 54-layer default list.
+TEST(ModelHybrids, Zamba2) {
+  const std::string types = R"("layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"])";
+  const ModelPositions off = plan("zamba2", 4, types);
+  EXPECT_EQ(attending(off), (Layers{1, 3}));
+  EXPECT_EQ(off.layers[1].position, PositionMethod::none);
+  const ModelPositions on = plan("zamba2", 4, types + R"(, "use_mem_rope": true, "attention_head_dim": 100)");
+  EXPECT_EQ(on.layers[3].position, PositionMethod::rope);
+  EXPECT_EQ(on.layers[3].rotary_hi, 100);
+  EXPECT_DOUBLE_EQ(on.layers[3].attention.softmax_scale, 1.0 / std::sqrt(50.0));
+  EXPECT_EQ(attending(plan("zamba2", 54)), (Layers{6, 12, 18, 24, 30, 36, 42, 47, 51}));
+  expect_error(cfg("zamba2", 8, ""), "zamba2's default pattern has 54 layers");
+  expect_error(cfg("zamba2", 4, types + R"(, "use_mem_rope": true, "use_long_context": true)"),
+               "use_long_context = true with use_mem_rope is not supported");
+}
+
+// configuration_recurrent_gemma.py L57-102: block_types repeated; attention blocks are local
+// (attention_window_size, 2048 by default); RoPE on half of each head; no maximum length.
+TEST(ModelHybrids, RecurrentGemma) {
+  const ModelPositions m = plan("recurrent_gemma", 7);
+  EXPECT_EQ(attending(m), (Layers{2, 5}));
+  EXPECT_EQ(m.max_position_embeddings, 0);
+  const LayerPlan& a = m.layers[2];
+  EXPECT_EQ(a.layer_type, "sliding_attention");
+  EXPECT_EQ(a.attention.window, 2048);
+  EXPECT_EQ(a.rotary_hi, 32);  // partial_rotary_factor 0.5 of head_dim 64
+  const ModelPositions b = plan("recurrent_gemma", 4, R"("block_types": ["attention", "recurrent"],
+                                                       "attention_window_size": 16)");
+  EXPECT_EQ(attending(b), (Layers{0, 2}));
+  EXPECT_EQ(b.layers[0].attention.window, 16);
+  expect_error(cfg("recurrent_gemma", 3, R"("rope_parameters": {"rope_type": "linear", "factor": 2.0})"),
+               "rope_type = \"linear\" is not supported by recurrent_gemma");
+  expect_error(cfg("recurrent_gemma", 1, R"("layer_types": ["sliding_attention"])"),
+               "layer_types is given, but recurrent_gemma derives its layer list");
+}
+
+// configuration_minimax.py L123-126, modeling_minimax.py L666-668: full attention on even layers, and
+// a set sliding_window masks all of them.
+TEST(ModelHybrids, MiniMax) {
+  const ModelPositions m = plan("minimax", 4);
+  EXPECT_EQ(attending(m), (Layers{0, 2}));
+  EXPECT_EQ(m.layers[0].rope->base, 1e6);
+  EXPECT_EQ(m.layers[0].attention.window, 0);
+  EXPECT_EQ(plan("minimax", 4, R"("sliding_window": 64)").layers[2].attention.window, 64);
+}
+
+// configuration_olmo_hybrid.py L122-130, modeling_olmo_hybrid.py L895-901: full attention iff
+// i % 4 == 3 (else the last layer); no rotary module when rope_theta is None, as released.
+TEST(ModelHybrids, OlmoHybrid) {
+  const ModelPositions m = plan("olmo_hybrid", 8);
+  EXPECT_EQ(attending(m), (Layers{3, 7}));
+  EXPECT_EQ(m.layers[3].position, PositionMethod::rope);
+  EXPECT_EQ(attending(plan("olmo_hybrid", 2)), (Layers{1}));
+  for (const char* nope : {R"("rope_theta": null)", R"("rope_parameters": {"rope_type": "default",
+                                                                            "rope_theta": null})"}) {
+    const ModelPositions n = plan("olmo_hybrid", 4, nope);
+    EXPECT_EQ(n.layers[3].position, PositionMethod::none) << nope;
+    EXPECT_TRUE(n.layers[3].softmax_attention);
+  }
+  // The dict's own rope_theta wins over a null top-level one.
+  EXPECT_EQ(plan("olmo_hybrid", 4, R"("rope_theta": null, "rope_parameters": {"rope_theta": 5e5})")
+                .layers[3]
+                .rope->base,
+            5e5);
+}
+
+// configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
+TEST(ModelHybrids, Lfm2Moe) {
+  const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");
+  EXPECT_EQ(attending(m), (Layers{1}));
+  EXPECT_EQ(m.layers[1].rope->base, 1e6);
+  EXPECT_EQ(m.layers[0].layer_type, "conv");
+  expect_error(cfg("lfm2_moe", 3, ""), "layer_types is missing: required for lfm2_moe");
+}
+
+// configuration_kimi_linear.py L67-140: MLA heads of qk_nope + qk_rope dims without RoPE; the
+// 1-based full_attn_layers / kda_layers; model_max_length is max_position_embeddings.
+TEST(ModelHybrids, KimiLinear) {
+  const ModelPositions d = plan("kimi_linear", 9);
+  EXPECT_EQ(attending(d), (Layers{4, 8}));
+  EXPECT_EQ(d.max_position_embeddings, 1048576);
+  const LayerPlan& l = d.layers[4];
+  EXPECT_EQ(l.position, PositionMethod::none);
+  EXPECT_EQ(l.qk_head_dim, 192);
+  EXPECT_EQ(l.v_head_dim, 128);
+  EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(192.0));
+  const ModelPositions g = plan("kimi_linear", 4, R"("model_max_length": 65536, "rope_theta": 1e4,
+      "linear_attn_config": {"full_attn_layers": [2, 4], "kda_layers": [1, 3]})");
+  EXPECT_EQ(attending(g), (Layers{1, 3}));
+  EXPECT_EQ(g.max_position_embeddings, 65536);
+  EXPECT_TRUE(has_warning(g, "rope_theta is not used: model_type 'kimi_linear' applies no RoPE"));
+  expect_error(cfg("kimi_linear", 3, R"("linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1]})"),
+               "linear_attn_config names no type for layer 3");
+}
+
+}  // namespace
+}  // namespace posenc
