@@ -250,6 +250,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "gpt_oss") window = 128;
     if (type == "gemma4_text") window = 512;
     if (type == "cwm") window = 8192;
+    if (type == "granite_swa" || type == "granitemoe_swa") window = 128;
   }
   if (type == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
     window = j.int_or("attention_window_size", 2048);         // attention_window_size (L57, L65)
@@ -441,7 +442,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (type == "granite_docling_text")  // configuration_granite_docling.py L148: 0.015625 by default
     scale = j.num_or("attention_multiplier", 0.015625);
   if (type == "hyperclovax") scale = j.num_or("attention_multiplier", scale);
-  if (type == "granitemoehybrid") scale = j.num_or("attention_multiplier", 1.0);  // modeling L133
+  if (type == "granitemoehybrid" || type == "granite_swa" || type == "granitemoe_swa")
+    scale = j.num_or("attention_multiplier", 1.0);  // self.scaling = config.attention_multiplier
   // zamba, zamba2: (head_dim / 2) ** -0.5 (modeling_zamba.py L137, modeling_zamba2.py L239).
   if (type == "zamba" || type == "zamba2") scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim) / 2.0);
   if (t5) scale = 1.0;                     // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
@@ -531,6 +533,17 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.t5_max_distance = j.int_or("relative_attention_max_distance", 128);
   }
 
+  std::vector<double> layer_theta;  // granite_swa, granitemoe_swa: layer_rope_theta
+  if ((type == "granite_swa" || type == "granitemoe_swa") && j.has("layer_rope_theta")) {
+    layer_theta = j.numbers("layer_rope_theta");
+    if (static_cast<int64_t>(layer_theta.size()) != m.layers)
+      fail(kOp, j.where, "layer_rope_theta has ", layer_theta.size(),
+           " entries, expected num_hidden_layers = ", m.layers);
+    for (double t : layer_theta)
+      if (!(t >= 0) || !std::isfinite(t))
+        fail(kOp, j.where, "layer_rope_theta contains ", t, ": must be 0 (no RoPE) or a positive base");
+  }
+
   // Per layer. T5: the encoder's num_layers, then the decoder's num_decoder_layers.
   const int64_t decoder_layers = t5 ? j.int_or("num_decoder_layers", m.layers) : 0;
   if (decoder_layers < 0 || decoder_layers > kMaxModelLayers)
@@ -548,7 +561,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     a.causal = !(bidirectional || (t5 && i < m.layers));
     a.softmax_scale = gpt2_inverse ? scale / static_cast<double>(i + 1) : scale;
     a.softcap = softcap;
-    a.sinks = type == "gpt_oss" || type == "flint";  // modeling_flint.py L226-227: gpt-oss's sinks
+    // modeling_flint.py L226-227: gpt-oss's sinks; modeling_granite_swa.py L152: a sink per head.
+    a.sinks = type == "gpt_oss" || type == "flint" || type == "granite_swa" || type == "granitemoe_swa";
     const std::string& lt = p.layer_type;
     // minimax: a set sliding_window masks every full_attention layer (modeling_minimax.py L666-668).
     if (type == "minimax" && lt == "full_attention") a.window = window;
@@ -579,6 +593,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         if (it == nested.end())
           fail(kOp, j.where, "rope_parameters has no entry for layer type '", lt, "' (layer ", i, ")");
         rc = it->second;
+      }
+      // granite_swa(moe): the layer's own base; 0 = NoPE (modeling_granite_swa.py L390-398, L449-456:
+      // one rotary module per distinct base, the rope dict's other fields kept).
+      if (!layer_theta.empty() && rc) {
+        if (layer_theta[i] == 0)
+          rc.reset();
+        else
+          rc->base = layer_theta[i];
       }
       bool uses = rc.has_value() && use_rope[i];
       // exaone4: RoPE iff sliding_window is None or the layer slides (modeling_exaone4.py L233);

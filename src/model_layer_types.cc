@@ -107,6 +107,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const int64_t mwl = j.int_or("max_window_layers", 62);
     if (window > 0)
       for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t == "granite_swa" || t == "granitemoe_swa") {  // configuration_granite_swa.py L105-108
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 0 ? "full_attention" : "sliding_attention";
   } else if (t == "cwm")  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
     for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 0 ? "full_attention" : "sliding_attention";
   else if (t == "llama4_text")

@@ -1,8 +1,8 @@
 // tests/test_model_hybrids.cc: model plans of the hybrid families (softmax attention on some
-// layers; Mamba, linear attention, recurrences or convolutions on the others) and of the
-// attention-free state-space models, from small fixtures of each config form and the real
-// Nemotron-H configs (tests/data/hf_configs, sources in SOURCES.md). Expected values are derived
-// from transformers 5.23.0's configuration_<type>.py / modeling_<type>.py, cited per case;
+// layers; Mamba, linear attention, recurrences or convolutions on the others), of the
+// attention-free state-space models and of per-layer bases (Granite SWA), from small fixtures of each config
+// form and the real Nemotron-H configs (tests/data/hf_configs, sources in SOURCES.md). Expected values are
+// derived from transformers 5.23.0's configuration_<type>.py / modeling_<type>.py, cited per case;
 // python/tests/test_model_families.py checks the same families against the running modules.
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 
 #include "posenc/error.h"
 #include "posenc/model.h"
+#include "posenc/rope.h"
 
 namespace posenc {
 namespace {
@@ -286,6 +287,30 @@ TEST(ModelHybrids, KimiLinear) {
   EXPECT_TRUE(has_warning(g, "rope_theta is not used: model_type 'kimi_linear' applies no RoPE"));
   expect_error(cfg("kimi_linear", 3, R"("linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1]})"),
                "linear_attn_config names no type for layer 3");
+}
+
+// configuration_granite_swa.py L100-117, modeling_granite_swa.py L132, L152, L390-456: full attention
+// on layers 0, 4, ...; windows of 128 keys; a sink per head; scale attention_multiplier; a base per
+// layer (layer_rope_theta; 0 = no RoPE) with the rope dict's scaling kept.
+TEST(ModelHybrids, GraniteSwaPerLayerBases) {
+  for (const char* type : {"granite_swa", "granitemoe_swa"}) {
+    const ModelPositions m = plan(type, 5, R"("layer_rope_theta": [0, 1e4, 5e5, 1e4, 0],
+        "attention_multiplier": 0.0078125, "rope_parameters": {"rope_type": "linear", "factor": 2.0})");
+    EXPECT_EQ(attending(m).size(), 5u);
+    EXPECT_EQ(m.layers[0].layer_type, "full_attention");
+    EXPECT_EQ(m.layers[0].position, PositionMethod::none);
+    EXPECT_EQ(m.layers[0].attention.window, 0);
+    EXPECT_EQ(m.layers[1].attention.window, 128);
+    EXPECT_EQ(m.layers[2].rope->base, 5e5);
+    EXPECT_EQ(m.layers[2].rope->scaling.type, RopeScalingType::linear);
+    EXPECT_EQ(m.layers[3].rope->base, 1e4);
+    EXPECT_EQ(m.layers[4].position, PositionMethod::none);
+    EXPECT_TRUE(m.layers[1].attention.sinks);
+    EXPECT_DOUBLE_EQ(m.layers[1].attention.softmax_scale, 0.0078125);
+    EXPECT_EQ(plan(type, 2).layers[1].rope->base, 1e4);  // the class default: rope_theta on every layer
+    expect_error(cfg(type, 2, R"("layer_rope_theta": [1e4])"), "layer_rope_theta has 1 entries");
+    expect_error(cfg(type, 1, R"("layer_rope_theta": [-1])"), "layer_rope_theta contains -1");
+  }
 }
 
 }  // namespace

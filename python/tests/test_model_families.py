@@ -87,6 +87,7 @@ SUPPORTED = {
     "roberta-prelayernorm", "xmod", "jetmoe",
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
+    "granite_swa", "granitemoe_swa",
 }
 
 # Hybrids whose class defaults have no attention layer, or no layer list at all, or sizes the shrunk
@@ -108,6 +109,9 @@ HYBRID_LAYERS = {
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
 }
+# Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
+HYBRID_LAYERS["granite_swa"] = HYBRID_LAYERS["granitemoe_swa"] = dict(
+    layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
 # head_dim is 4096 // 96 = 42, int(42 * 0.5) = 21 rotary dims; transformers then rotates 22 dims with
@@ -418,6 +422,8 @@ def check_legacy(model_type, m, model, ids, pos, modules):
 
 def identity_rope_hook(module, args, kwargs):
     """Forward pre-hook: this layer's position_embeddings become cos = 1, sin = 0 (no rotation)."""
+    if kwargs.get("position_embeddings", False) is None:  # a NoPE layer (granite_swa's base 0)
+        return args, kwargs
     pe = kwargs.get("position_embeddings")
     if pe is None:
         raise AssertionError(f"{type(module).__name__}: no position_embeddings keyword to neutralize")
@@ -465,10 +471,13 @@ def rotary_modules(model):
     return out
 
 
-def rotary_for_layer(rotaries, i):
+def rotary_for_layer(rotaries, i, base=None):
     own = [m for n, m in rotaries.items() if layer_index(n) == i]
     shared = [m for n, m in rotaries.items() if layer_index(n) is None]
-    return (own or shared or [None])[0]
+    # granite_swa: one shared module per distinct base (rotary_embs.k): the layer's base picks it
+    by_base = [m for m in shared if base is not None and
+               (getattr(getattr(m, "config", None), "rope_parameters", None) or {}).get("rope_theta") == base]
+    return (own or by_base or shared or [None])[0]
 
 
 def hf_frequencies(rotary, layer_type, seq_len, streams):
@@ -622,7 +631,7 @@ def check_family(model_type, config, variant="default"):
                 assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted, l2_after)
             # the frequencies of the family's rotary module at several lengths
             if layer.position == "rope":
-                rotary = rotary_for_layer(rotaries, i)
+                rotary = rotary_for_layer(rotaries, i, layer.rope.base)
                 assert rotary is not None, f"{where}: no rotary module in transformers"
                 s = layer.rope.scaling
                 original = s.original_max_position_embeddings or m.max_position_embeddings or 4096
