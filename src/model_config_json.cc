@@ -193,6 +193,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                              " is not read by transformers 5's nemotron_h: head_dim = " +
                              std::to_string(m.head_dim) + " is used");
   } else {
+    // HunYuanDenseV1Config / HunYuanMoEV1Config: head_dim None by default, which the attention cannot
+    // use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
+    if ((type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") && !j.has("head_dim"))
+      fail(kOp, j.where, "head_dim is missing: required for ", type, " (transformers 5 fails without it)");
     // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
     const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;

@@ -101,6 +101,9 @@ constexpr Family kFamilies[] = {
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
+  // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
+  {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
+  {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
   // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
   {"granite_swa",    R,      1e4,     8192,    0,       0,    false, H},
   {"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H},
@@ -262,6 +265,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"bert-generation", 1024, 16, 24},
       {"openai-gpt", 768, 12, 12},
       {"biogpt", 1024, 16, 24},
+      {"hunyuan_v1_dense", 4096, 32, 32},
+      {"hunyuan_v1_moe", 4096, 32, 32},
       {"granite_swa", 2560, 20, 24},
       {"granitemoe_swa", 4096, 32, 32},
       {"recurrent_gemma", 2560, 10, 26},

@@ -61,12 +61,28 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
          "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
          "(model_type '", m.type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
+  // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with
+  // d = head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py L296-299, L353-357).
+  const bool hunyuan = m.type == "hunyuan_v1_dense" || m.type == "hunyuan_v1_moe";
+  const bool ntk_alpha = hunyuan && type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
+  if (ntk_alpha) {
+    const double dim = static_cast<double>(m.head_dim);
+    if (m.head_dim <= 2) fail(kOp, d.where, "alpha needs head_dim > 2 (its exponent is d / (d - 2))");
+    theta = d.num_or("rope_theta", theta) * std::pow(d.num("alpha"), dim / (dim - 2.0));
+    if (!(theta > 0) || !std::isfinite(theta))
+      fail(kOp, d.where, "alpha = ", d.num("alpha"), " gives the invalid base ", theta);
+    d.read.insert("rope_theta");
+    d.read.insert("factor");
+    type = "default";
+    c.base = theta;
+  }
   s.type = scaling_type(type, d.where);
   if (m.type == "recurrent_gemma" && s.type != RopeScalingType::none)
     fail(kOp, d.where, "rope_type = \"", type,
          "\" is not supported by recurrent_gemma: its rotary module accepts 'default' only "
          "(modeling_recurrent_gemma.py L71-74 raises)");
-  c.base = d.num_or("rope_theta", theta);
+  if (!(hunyuan && s.type == RopeScalingType::none && d.read.count("alpha")))
+    c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
   if (prf && !(*prf > 0 && *prf <= 1))
     fail(kOp, d.where, "partial_rotary_factor = ", *prf, " is invalid: must be in (0, 1]");

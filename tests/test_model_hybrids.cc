@@ -1,9 +1,10 @@
 // tests/test_model_hybrids.cc: model plans of the hybrid families (softmax attention on some
 // layers; Mamba, linear attention, recurrences or convolutions on the others), of the
-// attention-free state-space models and of per-layer bases (Granite SWA), from small fixtures of each config
-// form and the real Nemotron-H configs (tests/data/hf_configs, sources in SOURCES.md). Expected values are
-// derived from transformers 5.23.0's configuration_<type>.py / modeling_<type>.py, cited per case;
-// python/tests/test_model_families.py checks the same families against the running modules.
+// attention-free state-space models, of per-layer bases (Granite SWA) and Hunyuan's NTK alpha, from small
+// fixtures of each config form and the real Nemotron-H configs (tests/data/hf_configs, sources in
+// SOURCES.md). Expected values are derived from transformers 5.23.0's configuration_<type>.py /
+// modeling_<type>.py, cited per case; python/tests/test_model_families.py checks the same families against
+// the running modules.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -311,6 +312,19 @@ TEST(ModelHybrids, GraniteSwaPerLayerBases) {
     expect_error(cfg(type, 2, R"("layer_rope_theta": [1e4])"), "layer_rope_theta has 1 entries");
     expect_error(cfg(type, 1, R"("layer_rope_theta": [-1])"), "layer_rope_theta contains -1");
   }
+}
+
+// modeling_hunyuan_v1_dense.py L160-162, L296-299, L353-357: head_dim required; "dynamic" with an alpha
+// is a fixed base theta * alpha^(d / (d - 2)).
+TEST(ModelHybrids, HunyuanNtkAlpha) {
+  const ModelPositions m = plan("hunyuan_v1_dense", 2, R"("head_dim": 128,
+      "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}, "rope_theta": 10000)");
+  EXPECT_DOUBLE_EQ(m.layers[1].rope->base, 1e4 * std::pow(1000.0, 128.0 / 126.0));
+  EXPECT_EQ(m.layers[1].rope->scaling.type, RopeScalingType::none);
+  const ModelPositions d = plan("hunyuan_v1_moe", 2, R"("head_dim": 64,
+      "rope_scaling": {"type": "dynamic", "factor": 2.0})");  // no alpha: dynamic NTK
+  EXPECT_EQ(d.layers[0].rope->scaling.type, RopeScalingType::dynamic);
+  expect_error(cfg("hunyuan_v1_dense", 2, ""), "head_dim is missing: required for hunyuan_v1_dense");
 }
 
 }  // namespace

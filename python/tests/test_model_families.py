@@ -87,12 +87,12 @@ SUPPORTED = {
     "roberta-prelayernorm", "xmod", "jetmoe",
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
-    "granite_swa", "granitemoe_swa",
+    "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe",
 }
 
-# Hybrids whose class defaults have no attention layer, or no layer list at all, or sizes the shrunk
-# model cannot run: the layer choice a released checkpoint makes (checked like any other key).
-HYBRID_LAYERS = {
+# Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
+# shrunk model cannot run: the choice a released checkpoint makes (checked like any other key).
+FAMILY_KWARGS = {
     "lfm2_moe": dict(layer_types=["conv", "conv", "full_attention", "conv", "full_attention", "conv"]),
     "bamba": dict(attn_layer_indices=[1, 4], mamba_n_heads=8, mamba_d_state=16, mamba_chunk_size=16),
     "granitemoehybrid": dict(layer_types=["mamba", "attention", "mamba", "mamba", "attention", "mamba"],
@@ -108,9 +108,10 @@ HYBRID_LAYERS = {
                    n_mamba_heads=8, mamba_d_state=16, chunk_size=16, use_mem_rope=True),
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
+    "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
 }
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
-HYBRID_LAYERS["granite_swa"] = HYBRID_LAYERS["granitemoe_swa"] = dict(
+FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
@@ -121,8 +122,10 @@ HYBRID_LAYERS["granite_swa"] = HYBRID_LAYERS["granitemoe_swa"] = dict(
 # refused as well.
 ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid"}
 # lfm2_moe's class has no layer_types default: transformers cannot build the model either.
+# hunyuan_v1's head_dim is None by default, which its attention cannot use (None ** -0.5).
 ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
-                        "lfm2_moe": "layer_types is missing"}
+                        "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
+                        "hunyuan_v1_moe": "head_dim is missing"}
 
 # ------------------------------------------------------------------ configs and models
 
@@ -180,7 +183,7 @@ def _shrunk_kwargs(text_cls):
             kw[name] = 4 if name == "n_routed_experts" else 1
     if has_attr(c, "vocabulary_map") and attr(c, "vocabulary_map") is None:  # chameleon's image token
         kw["vocabulary_map"] = {"<image>": 255}
-    kw.update(HYBRID_LAYERS.get(c.model_type, {}))
+    kw.update(FAMILY_KWARGS.get(c.model_type, {}))
     put("n_group", 1)
     put("topk_group", 1)
     put("vocab_size", 256)
@@ -507,7 +510,7 @@ def expected_rotation(x, layer, pos, seq_len):
     return torch.from_numpy(out).transpose(1, 2)
 
 
-def assert_rotation(name, got, pre, layer, pos, seq_len, permuted, l2_after):
+def assert_rotation(name, got, pre, layer, pos, seq_len, permuted, after):
     if layer.position != "rope":
         torch.testing.assert_close(got, pre, atol=1e-6, rtol=1e-6, msg=f"{name}: no RoPE in posenc, rotated in transformers")
         return
@@ -523,8 +526,9 @@ def assert_rotation(name, got, pre, layer, pos, seq_len, permuted, l2_after):
     if permuted:
         r = want[..., lo:hi]
         want = torch.cat([want[..., :lo], r[..., 0::2], r[..., 1::2], want[..., hi:]], -1)
-    if l2_after:  # llama4 use_qk_norm: an L2 norm after RoPE (it cancels any attention factor)
-        want = want * torch.rsqrt(want.pow(2).mean(-1, keepdim=True) + 1e-6)
+    if after is not None:  # a norm the family applies after RoPE (llama4's L2, hunyuan's RMS norms)
+        with torch.no_grad():
+            want = after(want.float())
     tol = dict(atol=2e-3 * max(1.0, float(pre.abs().max())), rtol=1e-4)
     torch.testing.assert_close(got.float(), want.float(), **tol, msg=lambda m: f"{name}: {m}")
 
@@ -626,9 +630,13 @@ def check_family(model_type, config, variant="default"):
             # the rotation: this layer once more, without RoPE
             plain = run(model, ids, pos, identity_layer=i, capture=capture)[i]
             permuted = model_type in PERMUTED_WRITE_BACK and getattr(text, "rope_interleave", True)
-            l2_after = model_type == "llama4_text" and text.use_qk_norm
+            after = dict.fromkeys(("query", "key"))
+            if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (it cancels any attention factor)
+                after = dict.fromkeys(("query", "key"), lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+            if model_type.startswith("hunyuan_v1"):  # RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197-198)
+                after = {"query": attn.query_layernorm, "key": attn.key_layernorm}
             for t in ("query", "key"):
-                assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted, l2_after)
+                assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted, after[t])
             # the frequencies of the family's rotary module at several lengths
             if layer.position == "rope":
                 rotary = rotary_for_layer(rotaries, i, layer.rope.base)
@@ -740,3 +748,18 @@ def test_model_type_alone_is_the_class_default_config(model_type):
     alone = plan({"model_type": model_type})
     assert [repr(a) for a in alone.layers] == want
     assert alone.num_heads == plan(full).num_heads
+
+
+def test_hunyuan_ntk_alpha_against_transformers():
+    """Hunyuan's checkpoints save rope_type "dynamic" with an alpha: a fixed base theta * alpha^(d / (d - 2))
+    (modeling_hunyuan_v1_dense.py compute_ntk_alpha_rope_parameters), not a length-dependent rescale."""
+    text_cls, _ = FAMILIES["hunyuan_v1_dense"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), "rope_parameters": {
+            "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4}})
+    d = config.head_dim
+    layer = plan(config.to_dict()).layers[0]
+    assert layer.rope.base == pytest.approx(1e4 * 1000.0 ** (d / (d - 2)), rel=1e-12)
+    assert layer.rope.scaling.rope_type == "default"
+    check_family("hunyuan_v1_dense", config)
