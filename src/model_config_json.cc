@@ -352,13 +352,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       else if (m.family->prf > 0)
         prf = m.family->prf;
     }
-    if (type == "gptj" && j.has("rope_theta"))
-      out.warnings.push_back("rope_theta is ignored by gptj (10000 fixed)");
-    if (type == "gptj") theta = 1e4;  // modeling_gptj.py create_sinusoidal_positions
+    // gptj, codegen: a fixed sin/cos table of base 10000 over rotary_dim (modeling_gptj.py,
+    // modeling_codegen.py create_sinusoidal_positions); no rope dict is read.
+    const bool fixed_table = type == "gptj" || type == "codegen";
+    for (const char* k : {"rope_theta", "rope_scaling", "rope_parameters"})
+      if (fixed_table && j.has(k))
+        out.warnings.push_back(std::string(k) + " is ignored by " + type + " (a fixed table of base 10000)");
+    if (fixed_table) theta = 1e4;
     json owned;
     const json* rp = nullptr;
     std::string rp_name = "rope_parameters";
-    if (j.has("rope_scaling")) {
+    if (fixed_table) {
+      // (the dicts were reported above)
+    } else if (j.has("rope_scaling")) {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
       if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
         out.warnings.push_back(j.where +
@@ -415,6 +421,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (type == "gptj") {
         // GPTJConfig rotary_dim = 64 when the key is absent; modeling_gptj.py: all dims if null.
         flat->rotary_dim = j.j.contains("rotary_dim") ? j.int_or("rotary_dim", m.head_dim) : 64;
+        validate(*flat);
+      }
+      if (type == "codegen") {
+        // CodeGenConfig rotary_dim = 64; a null one sizes the table by the whole embedding (n_embd,
+        // modeling_codegen.py L88-92), which transformers cannot apply to a head: refused.
+        if (j.j.contains("rotary_dim") && !j.has("rotary_dim"))
+          fail(kOp, j.where, "rotary_dim = null is not supported for codegen: its table then has n_embd / 2 ",
+               "frequencies, which transformers 5 cannot apply to a head of ", m.head_dim);
+        flat->rotary_dim = j.int_or("rotary_dim", 64);
         validate(*flat);
       }
       if (mla && type != "deepseek_v2" && type != "minicpm3" && !j.bool_or("rope_interleave", true))

@@ -42,6 +42,7 @@ constexpr Family kFamilies[] = {
   {"gemma2",         R,      1e4,     8192,    256,     0,    false, H},
   {"gemma3_text",    R,      1e6,     131072,  256,     0,    false, H},
   {"gptj",           R,      1e4,     2048,    0,       0,    false, I},
+  {"codegen",        R,      1e4,     2048,    0,       0,    false, I},  // GPT-J's table and rotation
   {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
   {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
   {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
@@ -192,6 +193,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"gpt_neox", 6144, 64, 44},
       {"gpt_oss", 2880, 64, 36},
       {"gptj", 4096, 16, 28},
+      {"codegen", 4096, 16, 28},
       {"granite", 4096, 32, 32},
       {"granite_docling_text", 1024, 16, 28},
       {"granitemoe", 4096, 32, 32},

@@ -478,6 +478,31 @@ TEST(ModelForms, GptJ) {
   EXPECT_EQ(m.max_position_embeddings, 1024);
   EXPECT_EQ(m.layers[1].rotary_hi, 16);
   EXPECT_EQ(m.layers[1].rope->layout, RopeLayout::interleaved);
+  // A fixed table of base 10000: rope dicts are reported, not applied (modeling_gptj.py).
+  const ModelPositions r = model_positions_from_hf_json(
+      R"({"model_type": "gptj", "n_embd": 256, "n_head": 4, "n_layer": 1, "rope_theta": 5e5,
+          "rope_scaling": {"rope_type": "linear", "factor": 4.0}})");
+  EXPECT_EQ(r.layers[0].rope->base, 1e4);
+  EXPECT_EQ(r.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_TRUE(has_warning(r, "rope_scaling is ignored by gptj (a fixed table of base 10000)"));
+}
+
+// CodeGen: GPT-J's table and rotate_every_two (modeling_codegen.py L40-58, L88-92, L171-182);
+// rotary_dim 64 by default, null refused (the table would span n_embd, not a head).
+TEST(ModelForms, CodeGen) {
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "codegen", "n_embd": 1024, "n_head": 16, "n_layer": 2, "n_positions": 2048})");
+  EXPECT_EQ(m.layers[0].rotary_hi, 64);
+  EXPECT_EQ(m.layers[0].qk_head_dim, 64);
+  EXPECT_EQ(m.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_DOUBLE_EQ(m.layers[0].attention.softmax_scale, 0.125);
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "codegen", "n_embd": 1024, "n_head": 16,
+                                            "n_layer": 1, "rotary_dim": 32})")
+                .layers[0]
+                .rotary_hi,
+            32);
+  expect_error(R"({"model_type": "codegen", "n_embd": 1024, "n_head": 16, "n_layer": 1, "rotary_dim": null})",
+               "rotary_dim = null is not supported for codegen");
 }
 
 // Phi-3 longrope: configuration_phi3.py (top-level original_max_position_embeddings wins; "su" ->

@@ -87,7 +87,7 @@ SUPPORTED = {
     "roberta-prelayernorm", "xmod", "jetmoe",
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
-    "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe",
+    "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -413,7 +413,7 @@ def check_legacy(model_type, m, model, ids, pos, modules):
         assert calls, f"{where}: no apply_rotary_pos_emb call"
         lo, hi = layer.rotary_dims
         for x, y in calls:
-            if model_type == "gptj":  # (B, T, H, R): modeling_gptj.py _split_heads(..., rotary=True)
+            if model_type in ("gptj", "codegen"):  # (B, T, H, R): _split_heads keeps heads third
                 x, y = x.transpose(1, 2), y.transpose(1, 2)
             assert lo == 0 and x.shape[-1] == hi - lo, where
             full = torch.zeros(*x.shape[:-1], layer.rope.head_dim)
