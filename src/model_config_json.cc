@@ -255,6 +255,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "gemma4_text") window = 512;
     if (type == "cwm") window = 8192;
     if (type == "granite_swa" || type == "granitemoe_swa") window = 128;
+    if (type == "cohere2_moe") window = 4096;
   }
   if (type == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
     window = j.int_or("attention_window_size", 2048);         // attention_window_size (L57, L65)
@@ -277,7 +278,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // (cohere2 rule, below): an explicit 0 is neither posenc's "no window" (null) nor a usable window.
   if (window == 0 && j.has("sliding_window") &&
       (type == "exaone4" || type == "exaone_moe" || type == "kolibri1" || type == "cohere2" ||
-       type == "flint"))
+       type == "flint" || type == "cohere2_moe"))
     fail(kOp, j.where, "sliding_window = 0 is invalid for model_type '", type,
          "': its RoPE rule tells 0 from null (no window); give null or a window >= 1");
   if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" ||
@@ -362,9 +363,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     json owned;
     const json* rp = nullptr;
     std::string rp_name = "rope_parameters";
+    if (type == "cohere2_moe" && j.has("rope_scaling"))  // the class's own rope_scaling field shadows the
+      out.warnings.push_back(
+          "rope_scaling is ignored by cohere2_moe: transformers 5 reads rope_parameters only "
+          "(configuration_cohere2_moe.py's rope_scaling field)");
     if (fixed_table) {
       // (the dicts were reported above)
-    } else if (j.has("rope_scaling")) {
+    } else if (j.has("rope_scaling") && type != "cohere2_moe") {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
       if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
         out.warnings.push_back(j.where +
@@ -552,6 +557,22 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.t5_max_distance = j.int_or("relative_attention_max_distance", 128);
   }
 
+  std::vector<int> force_rope(m.layers, 0);  // cohere2_moe's dense prefix
+  if (type == "cohere2_moe") {
+    // mlp_layer_types, else "dense" for the first first_k_dense_replace layers
+    // (configuration_cohere2_moe.py).
+    const bool prefix_rope = j.int_or("prefix_dense_sliding_window_pattern", 1) == 1;
+    const int64_t dense = j.int_or("first_k_dense_replace", 0);
+    std::vector<std::string> mlp;
+    if (j.has("mlp_layer_types")) {
+      const json& l = j.at("mlp_layer_types");
+      if (!l.is_array() || static_cast<int64_t>(l.size()) != m.layers)
+        fail(kOp, j.where, "mlp_layer_types must be a list of num_hidden_layers = ", m.layers, " strings");
+      for (const json& e : l) mlp.push_back(e.is_string() ? e.get<std::string>() : "");
+    }
+    for (int64_t i = 0; i < m.layers; ++i)
+      force_rope[i] = prefix_rope && (mlp.empty() ? i < dense : mlp[i] == "dense");
+  }
   std::vector<double> layer_theta;  // granite_swa, granitemoe_swa: layer_rope_theta
   if ((type == "granite_swa" || type == "granitemoe_swa") && j.has("layer_rope_theta")) {
     layer_theta = j.numbers("layer_rope_theta");
@@ -629,6 +650,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       const bool exaone_rule = type == "exaone4" || type == "exaone_moe" || type == "kolibri1";
       if (exaone_rule && window > 0 && lt != "sliding_attention") uses = false;
       if ((type == "cohere2" || type == "flint") && !(window > 0 && lt == "sliding_attention")) uses = false;
+      // cohere2_moe: as cohere2, and on the dense prefix when prefix_dense_sliding_window_pattern is 1
+      // (modeling_cohere2_moe.py L298-300, L318-319: force_rope).
+      if (type == "cohere2_moe" && !(window > 0 && lt == "sliding_attention") && !force_rope[i]) uses = false;
       if (type == "afmoe" && lt != "sliding_attention") uses = false;
       if (uses) {
         p.position = PositionMethod::rope;

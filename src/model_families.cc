@@ -48,6 +48,7 @@ constexpr Family kFamilies[] = {
   {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
   {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
   {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
+  {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
@@ -170,6 +171,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"bloom", 64, 8, 2},
       {"cohere", 8192, 64, 40},
       {"cohere2", 8192, 64, 40},
+      {"cohere2_moe", 8192, 64, 40},
       {"cwm", 6144, 48, 64},
       {"deepseek_v2", 4096, 32, 32},
       {"deepseek_v3", 7168, 128, 61},

@@ -107,6 +107,18 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const int64_t mwl = j.int_or("max_window_layers", 62);
     if (window > 0)
       for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t == "cohere2_moe") {
+    // configuration_cohere2_moe.py: the first first_k_dense_replace layers follow
+    // prefix_dense_sliding_window_pattern (1: all full), the others sliding_window_pattern, counted anew.
+    const int64_t dense = j.int_or("first_k_dense_replace", 0);
+    if (dense < 0 || dense > m.layers)
+      fail(kOp, j.where, "first_k_dense_replace = ", dense, " is invalid: must be in [0, ", m.layers, "]");
+    const int64_t prefix = period("prefix_dense_sliding_window_pattern", 1);
+    const int64_t rest = period("sliding_window_pattern", 4);
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const int64_t k = i < dense ? i : i - dense;
+      types[i] = (k + 1) % (i < dense ? prefix : rest) ? "sliding_attention" : "full_attention";
+    }
   } else if (t == "granite_swa" || t == "granitemoe_swa") {  // configuration_granite_swa.py L105-108
     for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 0 ? "full_attention" : "sliding_attention";
   } else if (t == "cwm")  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...

@@ -1,6 +1,7 @@
 // tests/test_model_hybrids.cc: model plans of the hybrid families (softmax attention on some
 // layers; Mamba, linear attention, recurrences or convolutions on the others), of the
-// attention-free state-space models, of per-layer bases (Granite SWA) and Hunyuan's NTK alpha, from small
+// attention-free state-space models, and of other per-layer setups (Granite SWA's bases, Cohere2-MoE's
+// dense prefix; Hunyuan's NTK alpha), from small
 // fixtures of each config form and the real Nemotron-H configs (tests/data/hf_configs, sources in
 // SOURCES.md). Expected values are derived from transformers 5.23.0's configuration_<type>.py /
 // modeling_<type>.py, cited per case; python/tests/test_model_families.py checks the same families against
@@ -325,6 +326,39 @@ TEST(ModelHybrids, HunyuanNtkAlpha) {
       "rope_scaling": {"type": "dynamic", "factor": 2.0})");  // no alpha: dynamic NTK
   EXPECT_EQ(d.layers[0].rope->scaling.type, RopeScalingType::dynamic);
   expect_error(cfg("hunyuan_v1_dense", 2, ""), "head_dim is missing: required for hunyuan_v1_dense");
+}
+
+// configuration_cohere2_moe.py, modeling_cohere2_moe.py L283-319: a dense prefix of
+// first_k_dense_replace full layers with RoPE (force_rope), then S S S F with RoPE on the sliding
+// layers only; interleaved; the class's rope_scaling field shadows a legacy dict.
+TEST(ModelHybrids, Cohere2MoeDensePrefix) {
+  const ModelPositions m = plan("cohere2_moe", 6, R"("first_k_dense_replace": 2, "rope_theta": 5e4,
+      "rope_scaling": {"rope_type": "linear", "factor": 4.0})");
+  const std::vector<std::string> types = {"full_attention",    "full_attention",    "sliding_attention",
+                                          "sliding_attention", "sliding_attention", "full_attention"};
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m.layers[i].layer_type, types[i]) << i;
+  for (int64_t i : {0, 1, 2, 3, 4}) EXPECT_EQ(m.layers[i].position, PositionMethod::rope) << i;
+  EXPECT_EQ(m.layers[5].position, PositionMethod::none);
+  EXPECT_EQ(m.layers[0].attention.window, 0);
+  EXPECT_EQ(m.layers[2].attention.window, 4096);
+  EXPECT_EQ(m.layers[0].rope->base, 5e4);
+  EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_EQ(m.layers[0].rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(m.layers[0].rotary_hi, 128);  // head_dim 128 (the class's), not hidden / heads
+  EXPECT_TRUE(has_warning(m, "rope_scaling is ignored by cohere2_moe"));
+  // A saved config: layer_types and mlp_layer_types; the prefix pattern 2 leaves the prefix NoPE.
+  const ModelPositions saved =
+      plan("cohere2_moe", 3, R"("layer_types": ["full_attention", "sliding_attention",
+      "full_attention"], "mlp_layer_types": ["dense", "sparse", "sparse"], "prefix_dense_sliding_window_pattern": 2)");
+  EXPECT_EQ(saved.layers[0].position, PositionMethod::none);
+  EXPECT_EQ(saved.layers[1].position, PositionMethod::rope);
+  EXPECT_EQ(
+      plan("cohere2_moe", 3, R"("layer_types": ["full_attention", "sliding_attention", "full_attention"],
+      "mlp_layer_types": ["dense", "sparse", "sparse"])")
+          .layers[0]
+          .position,
+      PositionMethod::rope);
+  expect_error(cfg("cohere2_moe", 2, R"("sliding_window": 0)"), "sliding_window = 0 is invalid");
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ SUPPORTED = {
     "roberta-prelayernorm", "xmod", "jetmoe",
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
-    "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen",
+    "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -109,6 +109,8 @@ FAMILY_KWARGS = {
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
+    # a dense prefix of 2 layers: full attention with RoPE (force_rope), then S S S F
+    "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=32),
 }
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
