@@ -212,7 +212,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
     fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
   if (!mla && type != "kimi_linear") qk_head_dim = v_head_dim = m.head_dim;
-  if (v_head_dim == 0) {  // MiniCPM3 without v_head_dim
+  if (type == "mimo_v2_flash") v_head_dim = j.int_or("v_head_dim", 128);  // q/k 192, v 128 by default
+  if (v_head_dim == 0) {                                                  // MiniCPM3 without v_head_dim
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
     v_head_dim = m.hidden / m.heads;
@@ -256,7 +257,11 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "cwm") window = 8192;
     if (type == "granite_swa" || type == "granitemoe_swa") window = 128;
     if (type == "cohere2_moe") window = 4096;
+    if (type == "mimo_v2_flash") window = 129;
   }
+  // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
+  // (configuration_mimo_v2_flash.py L131-133).
+  if (type == "mimo_v2_flash" && j.has("sliding_window_size")) window = j.integer("sliding_window_size") + 1;
   if (type == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
     window = j.int_or("attention_window_size", 2048);         // attention_window_size (L57, L65)
   if (type == "gpt_neo") {
@@ -346,6 +351,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
           out.warnings.push_back("partial_rotary_factor = " + j.at("partial_rotary_factor").dump() +
                                  " is ignored by bamba: transformers 5 sets 0.5 (configuration_bamba.py)");
         prf = 0.5;
+      } else if (type == "mimo_v2_flash") {
+        prf = 0.334;  // modeling_mimo_v2_flash.py L105-108: a dict without one rotates 0.334 of the head
       } else if (j.has("partial_rotary_factor"))
         prf = j.num("partial_rotary_factor");
       else if (type == "minimax_m2" && j.has("rotary_dim"))  // configuration_minimax_m2.py L99-103
@@ -367,8 +374,17 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       out.warnings.push_back(
           "rope_scaling is ignored by cohere2_moe: transformers 5 reads rope_parameters only "
           "(configuration_cohere2_moe.py's rope_scaling field)");
+    // mimo_v2_flash: convert_rope_params_to_dict is a no-op (configuration_mimo_v2_flash.py L137-138):
+    // rope_parameters per layer type, or the class's; the checkpoints' own keys are checked below.
+    const bool per_type_only = type == "mimo_v2_flash";
     if (fixed_table) {
       // (the dicts were reported above)
+    } else if (per_type_only) {
+      if (j.has("rope_parameters"))
+        rp = &j.at("rope_parameters");
+      else
+        owned = json::parse(detail::default_rope_parameters(type)), rp = &owned;
+      j.read.insert("rope_scaling");
     } else if (j.has("rope_scaling") && type != "cohere2_moe") {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
       if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
@@ -418,9 +434,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
             rope_from_dict(d, mt, it.key() == "sliding_attention" ? local_theta : theta, prf, false, beta);
       }
     } else {
-      if (type == "gemma4_text")  // modeling_gemma4.py L1090: rope_parameters[layer_type]
-        fail(kOp, j.where, rp_name, " must be a dict per layer type for gemma4 ({\"full_attention\": {...}, ",
-             "\"sliding_attention\": {...}}): its rotary module reads one per type");
+      if (type == "gemma4_text" || per_type_only)  // modeling_gemma4.py L1090: rope_parameters[layer_type]
+        fail(kOp, j.where, rp_name, " must be a dict per layer type for ", type,
+             " ({\"full_attention\": {...}, \"sliding_attention\": {...}}): its rotary module reads one per "
+             "type");
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
       flat = rope_from_dict(d, m, theta, prf, true, beta);
       if (type == "gptj") {
@@ -440,6 +457,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       if (mla && type != "deepseek_v2" && type != "minicpm3" && !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;
     }
+    if (per_type_only) detail::check_mimo_keys(j, *rp, nested);
   }
   if (!rotary && !falcon_alibi && m.family->method != PositionMethod::alibi)
     for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor"})
@@ -593,7 +611,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
-    const bool own_dims = mla || t5 || type == "kimi_linear";  // q/k and v heads of their own sizes
+    const bool own_dims =
+        mla || t5 || type == "kimi_linear" || type == "mimo_v2_flash";  // q/k and v heads of their own sizes
     p.qk_head_dim = own_dims ? qk_head_dim : head_dims[i];
     p.v_head_dim = own_dims ? v_head_dim : head_dims[i];
     p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
@@ -614,6 +633,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                "sliding_window is not set: no window");
     }
     if (lt == "chunked_attention") a.chunk = chunk;
+    if (type == "mimo_v2_flash") a.sinks = lt == "sliding_attention";  // sinks on the SWA layers only (L360)
     if (type == "ministral3") a.temperature = ministral_temp;
     const bool attends = lt != "linear_attention" && lt != "conv" && lt != "moe" && lt != "mlp";
     p.softmax_attention = attends;

@@ -49,6 +49,7 @@ constexpr Family kFamilies[] = {
   {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
   {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
   {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
+  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H},  // rope per layer type; v head 128
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
@@ -172,6 +173,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"cohere", 8192, 64, 40},
       {"cohere2", 8192, 64, 40},
       {"cohere2_moe", 8192, 64, 40},
+      {"mimo_v2_flash", 4096, 64, 48},
       {"cwm", 6144, 48, 64},
       {"deepseek_v2", 4096, 32, 32},
       {"deepseek_v3", 7168, 128, 61},
@@ -368,6 +370,9 @@ const char* default_rope_parameters(const std::string& t) {
   if (t == "lfm3")  // configuration_lfm3.py L82-97
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
+  if (t == "mimo_v2_flash")  // configuration_mimo_v2_flash.py L123-127
+    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.334},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.334}})";
   if (t == "cwm")
     return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";

@@ -107,6 +107,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const int64_t mwl = j.int_or("max_window_layers", 62);
     if (window > 0)
       for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t == "mimo_v2_flash") {  // configuration_mimo_v2_flash.py L114-118: full on 0, 5, 11, 17, ...
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = i == 0 || (i + 1) % 6 == 0 ? "full_attention" : "sliding_attention";
   } else if (t == "cohere2_moe") {
     // configuration_cohere2_moe.py: the first first_k_dense_replace layers follow
     // prefix_dense_sliding_window_pattern (1: all full), the others sliding_window_pattern, counted anew.
@@ -292,6 +295,16 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
     j.read.insert(k);
   j.read.insert("full_attention_interval");
+  if (type == "mimo_v2_flash" && j.has("hybrid_layer_pattern")) {
+    // The checkpoint's SGLang pattern (0 = full attention), which transformers 5 does not read: it must
+    // agree with the layer types transformers uses.
+    const std::vector<int64_t> pattern = j.integers("hybrid_layer_pattern", 0, 1);
+    for (int64_t i = 0; i < m.layers; ++i)
+      if (static_cast<int64_t>(pattern.size()) != m.layers ||
+          (pattern[i] == 0) != (types[i] == "full_attention"))
+        fail(kOp, j.where, "hybrid_layer_pattern disagrees with the layer types transformers 5 uses (layer ",
+             i, " is ", types[i], "): ambiguous");
+  }
   if (type == "gemma4_text" && types.back() != "full_attention") {  // Gemma4TextConfig.__post_init__
     warnings.push_back("the last layer is " + types.back() +
                        ": Gemma 4 forces it to full_attention (configuration_gemma4.py)");

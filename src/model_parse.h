@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -116,6 +117,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
 
 // Whether the rope_theta transformers 5 would store is None (olmo_hybrid then builds no rotary module).
 bool rope_theta_is_null(const json& j);
+// mimo_v2_flash: the checkpoint's rope_theta, swa_rope_theta, partial_rotary_factor, swa_head_dim and
+// swa_v_head_dim, which transformers 5 ignores, must equal what it uses (an error names the key).
+void check_mimo_keys(Obj& j, const json& rope_parameters,
+                     const std::map<std::string, std::optional<RopeConfig>>& nested);
 // nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
 int64_t nemotron_h_layer_count(Obj& j);
 

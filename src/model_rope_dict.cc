@@ -2,6 +2,7 @@
 // transformers 5.23 does (modeling_rope_utils.py standardize_rope_params L806-866 and the rope init
 // functions' reads of it), to a RopeConfig.
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "src/model_parse.h"
@@ -30,6 +31,42 @@ bool rope_theta_is_null(const json& j) {
   if (has(j, dict_key) && j.at(dict_key).is_object() && j.at(dict_key).contains("rope_theta"))
     return j.at(dict_key).at("rope_theta").is_null();
   return j.contains("rope_theta") && j.at("rope_theta").is_null();
+}
+
+void check_mimo_keys(Obj& j, const json& rope_parameters,
+                     const std::map<std::string, std::optional<RopeConfig>>& nested) {
+  // MiMo-V2-Flash's checkpoints also carry the values SGLang (the authors' reference) reads; transformers
+  // 5 ignores them (convert_rope_params_to_dict is a no-op). Equal values are the same model; a
+  // different one leaves the model ambiguous.
+  auto agree = [&](const char* key, double used, const char* what) {
+    if (j.has(key) && j.num(key) != used)
+      fail(kOp, j.where, key, " = ", j.num(key), " differs from the ", what, " ", used,
+           " transformers 5 uses (mimo_v2_flash reads rope_parameters per layer type only): ambiguous");
+  };
+  for (const char* lt : {"full_attention", "sliding_attention"}) {
+    const auto it = nested.find(lt);
+    const bool full = lt[0] == 'f';
+    if (it != nested.end() && it->second)
+      agree(full ? "rope_theta" : "swa_rope_theta", it->second->base,
+            full ? "full layers' base" : "SWA base");
+    const json* d = rope_parameters.contains(lt) ? &rope_parameters.at(lt) : nullptr;
+    const bool own = d && d->is_object() && d->contains("partial_rotary_factor") &&
+                     d->at("partial_rotary_factor").is_number();
+    agree("partial_rotary_factor", own ? d->at("partial_rotary_factor").get<double>() : 0.334,
+          "partial_rotary_factor");
+  }
+  agree("swa_head_dim", static_cast<double>(j.int_or("head_dim", 192)), "head_dim");
+  agree("swa_v_head_dim", static_cast<double>(j.int_or("v_head_dim", 128)), "v_head_dim");
+  // modeling_mimo_v2_flash.py L340-360: the SWA layers have twice the kv heads and a sink per head,
+  // the full layers no sinks.
+  agree("swa_num_attention_heads", static_cast<double>(j.int_or("num_attention_heads", 64)), "head count");
+  agree("swa_num_key_value_heads", 2.0 * static_cast<double>(j.int_or("num_key_value_heads", 4)),
+        "SWA kv head count (twice num_key_value_heads)");
+  if (j.bool_or("add_full_attention_sink_bias", false) || !j.bool_or("add_swa_attention_sink_bias", true))
+    fail(kOp, j.where,
+         "add_full_attention_sink_bias / add_swa_attention_sink_bias differ from transformers 5's ",
+         "mimo_v2_flash (sinks on the sliding layers only): ambiguous");
+  j.read.insert("attention_value_scale");  // values times 0.707 (not positional)
 }
 
 // One standardized rope dict (modeling_rope_utils.py standardize_rope_params) -> RopeConfig.

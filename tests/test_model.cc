@@ -111,6 +111,8 @@ const RealCase kReal[] = {
   {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
   {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
   {"mpt__mpt-7b-instruct.json", "mpt", 32, "alibi", 0, 0, 0, 0, 0, ""},
+  // MiMo-V2-Flash: layer 0 full (base 5e6, 64 of 192 dims), its SGLang keys agreeing with transformers'.
+  {"mimo-v2-flash__MiMo-V2-Flash.json", "mimo_v2_flash", 48, "rope", 5e6, 0, 64, 0, 0, ""},
   // Nemotron-H: layer 0 is Mamba (no attention, no positions); tests/test_model_hybrids.cc has the rest.
   {"nemotron-h__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json", "nemotron_h", 52, "none", 0, 0, 0, 0, 0,
    "rope_theta is not used"},

@@ -1,7 +1,7 @@
 // tests/test_model_hybrids.cc: model plans of the hybrid families (softmax attention on some
 // layers; Mamba, linear attention, recurrences or convolutions on the others), of the
 // attention-free state-space models, and of other per-layer setups (Granite SWA's bases, Cohere2-MoE's
-// dense prefix; Hunyuan's NTK alpha), from small
+// dense prefix, MiMo-V2-Flash's per-type RoPE; Hunyuan's NTK alpha), from small
 // fixtures of each config form and the real Nemotron-H configs (tests/data/hf_configs, sources in
 // SOURCES.md). Expected values are derived from transformers 5.23.0's configuration_<type>.py /
 // modeling_<type>.py, cited per case; python/tests/test_model_families.py checks the same families against
@@ -359,6 +359,37 @@ TEST(ModelHybrids, Cohere2MoeDensePrefix) {
           .position,
       PositionMethod::rope);
   expect_error(cfg("cohere2_moe", 2, R"("sliding_window": 0)"), "sliding_window = 0 is invalid");
+}
+
+// configuration_mimo_v2_flash.py L105-138, modeling_mimo_v2_flash.py L105-108, L340-360: rope per
+// layer type only (5e6 full, 1e4 sliding, 0.334 of the 192-dim head), windows of sliding_window_size + 1,
+// sinks on the sliding layers; the checkpoints' SGLang keys must agree with what transformers uses.
+TEST(ModelHybrids, MiMoV2Flash) {
+  const ModelPositions m = plan("mimo_v2_flash", 7, R"("sliding_window_size": 127)");
+  EXPECT_EQ(m.layers[0].layer_type, "full_attention");
+  EXPECT_EQ(m.layers[5].layer_type, "full_attention");
+  EXPECT_EQ(m.layers[1].layer_type, "sliding_attention");
+  EXPECT_EQ(m.layers[0].rope->base, 5e6);
+  EXPECT_EQ(m.layers[1].rope->base, 1e4);
+  EXPECT_EQ(m.layers[1].rotary_hi, 64);  // int(192 * 0.334)
+  EXPECT_EQ(m.layers[1].v_head_dim, 128);
+  EXPECT_EQ(m.layers[1].attention.window, 128);
+  EXPECT_TRUE(m.layers[1].attention.sinks);
+  EXPECT_FALSE(m.layers[0].attention.sinks);
+  EXPECT_DOUBLE_EQ(m.layers[0].attention.softmax_scale, 1.0 / std::sqrt(192.0));
+  EXPECT_EQ(
+      plan("mimo_v2_flash", 2, R"("rope_theta": 5e6, "swa_rope_theta": 1e4, "partial_rotary_factor": 0.334)")
+          .layers[1]
+          .attention.window,
+      129);
+  expect_error(cfg("mimo_v2_flash", 2, R"("rope_theta": 1e6)"), "rope_theta = 1000000 differs");
+  expect_error(cfg("mimo_v2_flash", 2, R"("partial_rotary_factor": 0.5)"),
+               "partial_rotary_factor = 0.5 differs");
+  expect_error(cfg("mimo_v2_flash", 2, R"("hybrid_layer_pattern": [1, 1])"),
+               "hybrid_layer_pattern disagrees");
+  expect_error(cfg("mimo_v2_flash", 2, R"("rope_parameters": {"rope_type": "default", "rope_theta": 1e4})"),
+               "rope_parameters must be a dict per layer type for mimo_v2_flash");
+  expect_error(cfg("mimo_v2_flash", 2, R"("add_full_attention_sink_bias": true)"), "ambiguous");
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
+    "mimo_v2_flash",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -611,7 +612,7 @@ def check_family(model_type, config, variant="default"):
             assert (a.softcap or None) == kw.get("softcap"), where
             if "sliding_window" in kw:
                 assert a.window == (kw["sliding_window"] or 0), where
-            assert a.sinks == hasattr(attn, "sinks"), where
+            assert a.sinks == (getattr(attn, "sinks", None) is not None), where  # (mimo: None on full layers)
             hf_mask = allowed_mask(call["mask"], T)
             if hf_mask is not None:
                 assert torch.equal(hf_mask, posenc_mask(a, T)), f"{where}: mask"
