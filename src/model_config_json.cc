@@ -112,6 +112,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (detail::attention_free(type)) {
     // modeling_mamba.py, modeling_mamba2.py, modeling_falcon_mamba.py: state-space layers only;
     // position_ids are accepted and ignored. num_heads (Mamba2) counts SSM heads, not attention heads.
+    // modeling_rwkv.py, modeling_xlstm.py: recurrences; xLSTM builds num_blocks blocks whatever
+    // num_hidden_layers says (configuration_xlstm.py L123, L156-157).
+    if (type == "xlstm" && j.has("num_blocks")) {
+      const int64_t blocks = j.integer("num_blocks");
+      if (j.has("num_hidden_layers") && j.integer("num_hidden_layers") != blocks)
+        out.warnings.push_back("num_hidden_layers = " + std::to_string(j.integer("num_hidden_layers")) +
+                               " is not the " + std::to_string(blocks) + " blocks xlstm builds (num_blocks)");
+      m.layers = blocks;
+    }
+    j.read.insert("context_length");  // rwkv: max_position_embeddings -> context_length, a CUDA kernel size
     if (m.layers <= 0 || m.layers > kMaxModelLayers)
       fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
            "]");

@@ -122,6 +122,9 @@ constexpr Family kFamilies[] = {
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
   {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
   {"falcon_mamba",   PositionMethod::none, 0, 0, 0, 0, false, H},
+  // Recurrent: RWKV's time mixing ("RwkvSelfAttention", a recurrence), xLSTM's mLSTM / sLSTM blocks.
+  {"rwkv",           PositionMethod::none, 0, 0, 0, 0, false, H},
+  {"xlstm",          PositionMethod::none, 0, 0, 0, 0, false, H},
   // No positional encoding in the attention layers (modeling_jamba.py, modeling_nemotron_h.py,
   // modeling_zamba.py: apply_rotary_pos_emb is defined but never called).
   {"jamba",          PositionMethod::none, 0, 262144, 0, 0, false, H},
@@ -283,6 +286,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},
+      {"rwkv", 4096, 0, 32},
+      {"xlstm", 4096, 0, 32},
       {"jamba", 4096, 32, 32},
       {"nemotron_h", 4096, 32, 4},
       {"zamba", 3712, 16, 76},
@@ -371,15 +376,19 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
   if (t == "mimo_v2_flash")  // configuration_mimo_v2_flash.py L123-127
-    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.334},
-               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.334}})";
+    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
+                                  "partial_rotary_factor": 0.334},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                     "partial_rotary_factor": 0.334}})";
   if (t == "cwm")
     return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
   return nullptr;
 }
 
-bool attention_free(const std::string& t) { return t == "mamba" || t == "mamba2" || t == "falcon_mamba"; }
+bool attention_free(const std::string& t) {
+  return t == "mamba" || t == "mamba2" || t == "falcon_mamba" || t == "rwkv" || t == "xlstm";
+}
 
 bool roberta_like(const std::string& t) {
   for (const char* r : {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",

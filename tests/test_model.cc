@@ -971,8 +971,8 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
 TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
   // json.dumps writes NaN / Infinity bare (Mamba-2's time_step_limit [0.0, Infinity]): the
   // model_type decides, and a positional key holding one is named.
-  expect_error(R"({"model_type": "rwkv", "time_step_limit": [0.0, Infinity], "x": NaN})",
-               "model_type 'rwkv' is not in posenc's model table");
+  expect_error(R"({"model_type": "hrm_text", "time_step_limit": [0.0, Infinity], "x": NaN})",
+               "model_type 'hrm_text' is not in posenc's model table");
   const ModelPositions mamba2 =
       model_positions_from_hf_json(R"({"model_type": "mamba2", "time_step_limit": [0.0, Infinity]})");
   EXPECT_EQ(mamba2.num_layers, 64);

@@ -67,6 +67,16 @@ TEST(ModelHybrids, StateSpaceModelsHaveNoAttention) {
     EXPECT_TRUE(attending(m).empty()) << type;
     EXPECT_EQ(m.layers[1].layer_type, "linear_attention");
   }
+  // RWKV's time mixing and xLSTM's blocks are recurrences too; xLSTM builds num_blocks blocks.
+  EXPECT_TRUE(attending(model_positions_from_hf_json(R"({"model_type": "rwkv", "num_hidden_layers": 2,
+                                                         "context_length": 4096})"))
+                  .empty());
+  const ModelPositions x = model_positions_from_hf_json(R"({"model_type": "xlstm", "num_blocks": 4})");
+  EXPECT_EQ(x.num_layers, 4);
+  EXPECT_TRUE(attending(x).empty());
+  EXPECT_TRUE(has_warning(
+      model_positions_from_hf_json(R"({"model_type": "xlstm", "num_blocks": 4, "num_hidden_layers": 32})"),
+      "num_hidden_layers = 32 is not the 4 blocks xlstm builds"));
   // Class defaults: MambaConfig 32 layers, Mamba2Config 64.
   EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "mamba"})").num_layers, 32);
   EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "mamba2", "num_heads": 128})").num_layers, 64);

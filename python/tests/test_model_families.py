@@ -88,7 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
-    "mimo_v2_flash",
+    "mimo_v2_flash", "rwkv", "xlstm",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -112,6 +112,10 @@ FAMILY_KWARGS = {
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
     # a dense prefix of 2 layers: full attention with RoPE (force_rope), then S S S F
     "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=32),
+    # recurrent models without attention heads (the shrinker keys its sizes on them)
+    "xlstm": dict(hidden_size=64, num_blocks=LAYERS, num_heads=4, chunk_size=4),
+    "rwkv": dict(hidden_size=64, attention_hidden_size=64, intermediate_size=128),
+    "mamba": dict(hidden_size=64, state_size=8), "falcon_mamba": dict(hidden_size=64, state_size=8),
 }
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
@@ -580,9 +584,10 @@ def check_family(model_type, config, variant="default"):
             if variant == "default":
                 raise
             pytest.skip(f"transformers cannot run the {variant} variant: {exc!r:.200}")
-        assert m.num_layers == text.num_hidden_layers
-        if not any(layer.softmax_attention for layer in m.layers):  # mamba: no attention at all
-            assert not rotated and not capture.modules, f"{model_type}: transformers attends"
+        # xlstm builds num_blocks blocks whatever num_hidden_layers says
+        assert m.num_layers == (text.num_blocks if model_type == "xlstm" else text.num_hidden_layers)
+        if not any(layer.softmax_attention for layer in m.layers):  # mamba, rwkv: no attention at all
+            assert not rotated and not rotary_modules(model), f"{model_type}: transformers attends"
             assert all(layer.position == "none" for layer in m.layers), model_type
             return
         if not rotated:  # no eager_attention_forward in this family's modeling file
@@ -634,12 +639,14 @@ def check_family(model_type, config, variant="default"):
             plain = run(model, ids, pos, identity_layer=i, capture=capture)[i]
             permuted = model_type in PERMUTED_WRITE_BACK and getattr(text, "rope_interleave", True)
             after = dict.fromkeys(("query", "key"))
-            if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (it cancels any attention factor)
-                after = dict.fromkeys(("query", "key"), lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
-            if model_type.startswith("hunyuan_v1"):  # RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197-198)
+            if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (cancels any attention factor)
+                after = dict.fromkeys(("query", "key"),
+                                      lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+            if model_type.startswith("hunyuan_v1"):  # RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197)
                 after = {"query": attn.query_layernorm, "key": attn.key_layernorm}
             for t in ("query", "key"):
-                assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted, after[t])
+                assert_rotation(f"{where} {t}", call[t], plain[t], layer, pos.numpy(), seq_len, permuted,
+                                after[t])
             # the frequencies of the family's rotary module at several lengths
             if layer.position == "rope":
                 rotary = rotary_for_layer(rotaries, i, layer.rope.base)
