@@ -359,7 +359,8 @@ TEST(ModelHybrids, Cohere2MoeDensePrefix) {
   // A saved config: layer_types and mlp_layer_types; the prefix pattern 2 leaves the prefix NoPE.
   const ModelPositions saved =
       plan("cohere2_moe", 3, R"("layer_types": ["full_attention", "sliding_attention",
-      "full_attention"], "mlp_layer_types": ["dense", "sparse", "sparse"], "prefix_dense_sliding_window_pattern": 2)");
+      "full_attention"], "mlp_layer_types": ["dense", "sparse", "sparse"],
+      "prefix_dense_sliding_window_pattern": 2)");
   EXPECT_EQ(saved.layers[0].position, PositionMethod::none);
   EXPECT_EQ(saved.layers[1].position, PositionMethod::rope);
   EXPECT_EQ(
