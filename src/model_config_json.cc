@@ -153,7 +153,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
          "]");
   m.max_pos =
       first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
-  if (type == "kimi_linear")  // attribute_map max_position_embeddings -> model_max_length (L67-74)
+  // kimi_linear, bailing_hybrid: attribute_map max_position_embeddings -> model_max_length.
+  if (type == "kimi_linear" || type == "bailing_hybrid")
     m.max_pos = first_int(j, {"model_max_length", "max_position_embeddings"}, m.family->max_pos, false);
   if (j.has("original_max_position_embeddings"))
     m.top_original = j.integer("original_max_position_embeddings");
@@ -162,8 +163,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
   // youtu, axk1, glm4_moe_lite: DeepSeek-V3's attention (modeling_youtu.py, modeling_axk1.py,
   // modeling_glm4_moe_lite.py: the same MLA, rope_interleave and yarn mscale^2).
+  // bailing_hybrid: the same MLA on its full-attention layers, always interleaved (modeling_bailing_hybrid.py
+  // L330, L373).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
-                   type == "axk1" || type == "glm4_moe_lite";
+                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid";
   const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
@@ -464,7 +467,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         flat->rotary_dim = j.int_or("rotary_dim", 64);
         validate(*flat);
       }
-      if (mla && type != "deepseek_v2" && type != "minicpm3" && !j.bool_or("rope_interleave", true))
+      if (mla && type != "deepseek_v2" && type != "minicpm3" && type != "bailing_hybrid" &&
+          !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;
     }
     if (per_type_only) detail::check_mimo_keys(j, *rp, nested);

@@ -115,6 +115,7 @@ constexpr Family kFamilies[] = {
   {"minimax",        R,      1e6,     131072,  0,       0,    false, H},
   {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
   {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
+  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I},  // MLA as deepseek_v3 + linear layers
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
@@ -282,6 +283,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"minimax", 4096, 32, 32},
       {"olmo_hybrid", 3840, 30, 32},
       {"lfm2_moe", 2048, 32, 32},
+      {"bailing_hybrid", 2560, 32, 42},
       {"kimi_linear", 2304, 32, 27},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},

@@ -107,6 +107,10 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     const int64_t mwl = j.int_or("max_window_layers", 62);
     if (window > 0)
       for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
+  } else if (t ==
+             "bailing_hybrid") {  // configuration_bailing_hybrid.py L143-147: full every layer_group_size
+    const int64_t group = period("layer_group_size", 6);
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % group ? "linear_attention" : "full_attention";
   } else if (t == "mimo_v2_flash") {  // configuration_mimo_v2_flash.py L114-118: full on 0, 5, 11, 17, ...
     for (int64_t i = 0; i < m.layers; ++i)
       types[i] = i == 0 || (i + 1) % 6 == 0 ? "full_attention" : "sliding_attention";
@@ -235,7 +239,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
 void check_family_layer_types(const std::string& type, const std::vector<std::string>& types,
                               const char* key) {
   std::vector<std::string> allowed;
-  if (type == "granitemoehybrid" || type == "minimax" || type == "olmo_hybrid" || type == "kimi_linear")
+  if (type == "granitemoehybrid" || type == "minimax" || type == "olmo_hybrid" || type == "kimi_linear" ||
+      type == "bailing_hybrid")
     allowed = {"full_attention", "linear_attention"};  // the masks each model builds
   else if (type == "lfm2_moe")
     allowed = {"full_attention", "conv"};  // modeling_lfm2_moe.py L603-606

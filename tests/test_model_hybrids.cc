@@ -272,6 +272,25 @@ TEST(ModelHybrids, OlmoHybrid) {
             5e5);
 }
 
+// configuration_bailing_hybrid.py L91-159, modeling_bailing_hybrid.py L244-250, L330, L373: DeepSeek-V3's MLA
+// (interleaved RoPE on the last qk_rope_head_dim dims, yarn mscale^2 in the scale) on every
+// layer_group_size-th layer; base 6e6; head_dim is rewritten to qk_rope_head_dim; model_max_length.
+TEST(ModelHybrids, BailingHybrid) {
+  const ModelPositions m = plan("bailing_hybrid", 12, R"("head_dim": 128, "model_max_length": 131072,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
+                       "mscale_all_dim": 1.0}, "rope_interleave": false)");
+  EXPECT_EQ(attending(m), (Layers{5, 11}));
+  EXPECT_EQ(m.max_position_embeddings, 131072);
+  const LayerPlan& l = m.layers[5];
+  EXPECT_EQ(l.rope->base, 6e6);
+  EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);  // always (no rope_interleave switch)
+  EXPECT_EQ(l.rotary_lo, 128);
+  EXPECT_EQ(l.rotary_hi, 192);
+  EXPECT_EQ(l.v_head_dim, 128);
+  const double mscale = 0.1 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(192.0), 1e-15);
+}
+
 // configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");

@@ -88,7 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
-    "mimo_v2_flash", "rwkv", "xlstm",
+    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -110,6 +110,8 @@ FAMILY_KWARGS = {
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
+    "bailing_hybrid": dict(layer_group_size=3, num_experts=4, num_experts_per_tok=2, num_expert_group=1,
+                           topk_group=1),
     # a dense prefix of 2 layers: full attention with RoPE (force_rope), then S S S F
     "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=32),
     # recurrent models without attention heads (the shrinker keys its sizes on them)
@@ -561,7 +563,7 @@ def posenc_mask(a, t):
     return torch.from_numpy(ok)
 
 
-PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite"}
+PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid"}
 
 
 def check_family(model_type, config, variant="default"):
