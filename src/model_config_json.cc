@@ -166,12 +166,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // bailing_hybrid: the same MLA on its full-attention layers, always interleaved (modeling_bailing_hybrid.py
   // L330, L373).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
-                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid";
+                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
+                   type == "mistral4";
   const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
     m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
-    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" ? 64 : glm_lite ? 192 : 128);
+    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" ? 64
+                                          : glm_lite                               ? 192
+                                                                                   : 128);
     // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
     v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
                  : type == "minicpm3" ? 0
@@ -541,16 +544,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   j.read.insert("no_rope_layers");
   j.read.insert("no_rope_layer_interval");
   QueryTemperature ministral_temp;
-  if (type == "ministral3") {
+  // mistral4: the same query scale (modeling_mistral4.py L358-360, L477-481).
+  if (type == "ministral3" || type == "mistral4") {
     if (!beta)
-      fail(kOp, j.where,
-           "rope_parameters.llama_4_scaling_beta is missing: ministral3 applies it to "
-           "every query (modeling_ministral3.py get_llama_4_attn_scale)");
+      fail(kOp, j.where, "rope_parameters.llama_4_scaling_beta is missing: ", type,
+           " applies it to every query (modeling_", type, ".py get_llama_4_attn_scale)");
     const int64_t original = flat ? flat->scaling.original_max_position_embeddings : 0;
     if (original <= 0)  // transformers reads it unconditionally (get_llama_4_attn_scale's floor divisor)
-      fail(kOp, j.where,
-           "rope_parameters.original_max_position_embeddings is missing: ministral3's "
-           "llama_4_scaling_beta divides positions by it (modeling_ministral3.py get_llama_4_attn_scale)");
+      fail(kOp, j.where, "rope_parameters.original_max_position_embeddings is missing: ", type,
+           "'s llama_4_scaling_beta divides positions by it (get_llama_4_attn_scale)");
     ministral_temp = {QueryTemperature::Kind::ministral3, *beta, static_cast<double>(original)};
   }
   std::set<int64_t> cross;
@@ -648,7 +650,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     if (lt == "chunked_attention") a.chunk = chunk;
     if (type == "mimo_v2_flash") a.sinks = lt == "sliding_attention";  // sinks on the SWA layers only (L360)
-    if (type == "ministral3") a.temperature = ministral_temp;
+    if (type == "ministral3" || type == "mistral4") a.temperature = ministral_temp;
     const bool attends = lt != "linear_attention" && lt != "conv" && lt != "moe" && lt != "mlp";
     p.softmax_attention = attends;
     if (cross.count(i)) {

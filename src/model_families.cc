@@ -103,6 +103,7 @@ constexpr Family kFamilies[] = {
   {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
+  {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
   {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
@@ -259,6 +260,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"youtu", 2048, 16, 32},
       {"axk1", 7168, 64, 61},
       {"glm4_moe_lite", 2048, 20, 47},
+      {"mistral4", 4096, 32, 36},
       {"jetmoe", 2048, 32, 12},
       {"roberta", 768, 12, 12},
       {"xlm-roberta", 768, 12, 12},
@@ -377,6 +379,10 @@ const char* default_rope_parameters(const std::string& t) {
   if (t == "lfm3")  // configuration_lfm3.py L82-97
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
+  if (t == "mistral4")  // configuration_mistral4.py L112-125 (partial_rotary_factor: rope / (nope + rope))
+    return R"({"type": "yarn", "rope_theta": 1e4, "factor": 128.0, "original_max_position_embeddings": 8192,
+               "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+               "llama_4_scaling_beta": 0.1})";
   if (t == "mimo_v2_flash")  // configuration_mimo_v2_flash.py L123-127
     return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
                                   "partial_rotary_factor": 0.334},

@@ -121,6 +121,21 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   if (!(hunyuan && s.type == RopeScalingType::none && d.read.count("alpha")))
     c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
+  if (m.type == "mistral4") {
+    // Mistral4Config: head_dim = nope + rope and partial_rotary_factor = rope / head_dim, so the rope
+    // init's int(head_dim * prf) dims are the qk_rope_head_dim MLA rotates (configuration_mistral4.py
+    // L112-135); posenc's RopeConfig spans those dims alone. The default init ignores the factor and
+    // transformers fails: refused, as is a factor that does not give qk_rope_head_dim.
+    const int64_t qk = m.nope + m.head_dim;
+    if (type == "default")
+      fail(kOp, d.where,
+           "rope_type = \"default\" is not supported for mistral4: its default init rotates all ", qk,
+           " dims, the attention ", m.head_dim, " (transformers 5 fails)");
+    if (prf && static_cast<int64_t>(static_cast<double>(qk) * *prf) != m.head_dim)
+      fail(kOp, d.where, "partial_rotary_factor = ", *prf, " rotates ", static_cast<int64_t>(qk * *prf),
+           " of ", qk, " dims, but mistral4's attention rotates qk_rope_head_dim = ", m.head_dim);
+    prf.reset();
+  }
   if (prf && !(*prf > 0 && *prf <= 1))
     fail(kOp, d.where, "partial_rotary_factor = ", *prf, " is invalid: must be in (0, 1]");
   c.head_dim = m.head_dim;

@@ -291,6 +291,34 @@ TEST(ModelHybrids, BailingHybrid) {
   EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(192.0), 1e-15);
 }
 
+// configuration_mistral4.py L112-135, modeling_mistral4.py L277-283, L358-360, L466-481: MLA with the
+// qk_rope_head_dim last dims rotated (interleaved unless rope_interleave is false), yarn by default with
+// mscale^2 in the scale, and ministral3's query scale from llama_4_scaling_beta.
+TEST(ModelHybrids, Mistral4) {
+  const ModelPositions m = plan("mistral4", 2);
+  const LayerPlan& l = m.layers[1];
+  EXPECT_EQ(l.rotary_lo, 64);
+  EXPECT_EQ(l.rotary_hi, 128);
+  EXPECT_EQ(l.qk_head_dim, 128);
+  EXPECT_EQ(l.rope->head_dim, 64);
+  EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+  EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
+  EXPECT_EQ(l.attention.temperature.kind, QueryTemperature::Kind::ministral3);
+  EXPECT_DOUBLE_EQ(l.attention.temperature.scale, 0.1);
+  EXPECT_DOUBLE_EQ(l.attention.temperature.floor_scale, 8192.0);
+  const double mscale = 0.1 * std::log(128.0) + 1.0;
+  EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(128.0), 1e-15);
+  EXPECT_EQ(plan("mistral4", 1, R"("rope_interleave": false)").layers[0].rope->layout, RopeLayout::half);
+  expect_error(cfg("mistral4", 1, R"("rope_parameters": {"rope_type": "default", "rope_theta": 1e4})"),
+               "rope_type = \"default\" is not supported for mistral4");
+  expect_error(cfg("mistral4", 1, R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 4096, "llama_4_scaling_beta": 0.1, "partial_rotary_factor": 1.0})"),
+               "partial_rotary_factor = 1 rotates 128 of 128 dims");
+  expect_error(cfg("mistral4", 1, R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 4096})"),
+               "llama_4_scaling_beta is missing");
+}
+
 // configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");

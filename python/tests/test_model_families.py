@@ -88,7 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
-    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid",
+    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -563,7 +563,7 @@ def posenc_mask(a, t):
     return torch.from_numpy(ok)
 
 
-PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid"}
+PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid", "mistral4"}
 
 
 def check_family(model_type, config, variant="default"):
