@@ -350,14 +350,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (rotary) {
     double theta = m.family->theta;
     std::optional<double> prf;
-    if (type == "gpt_neox") {  // configuration_gpt_neox.py: rotary_emb_base and rotary_pct win
+    if (type == "gpt_neox" || type == "gpt_neox_japanese") {
+      // configuration_gpt_neox.py, configuration_gpt_neox_japanese.py L67-77: rotary_emb_base and
+      // rotary_pct (0.25, Japanese 1.0) win.
       theta = j.num_or("rotary_emb_base", 1e4);
-      prf = j.num_or("rotary_pct", 0.25);
+      prf = j.num_or("rotary_pct", type == "gpt_neox" ? 0.25 : 1.0);
       for (const char* k : {"rope_theta", "partial_rotary_factor"})
         if (j.has(k))
-          out.warnings.push_back(std::string(k) +
-                                 " is ignored by gpt_neox (transformers 5 reads "
-                                 "rotary_emb_base / rotary_pct)");
+          out.warnings.push_back(std::string(k) + " is ignored by " + type +
+                                 " (transformers 5 reads rotary_emb_base / rotary_pct)");
     } else {
       if (j.has("rope_theta")) theta = j.num("rope_theta");
       if (type == "bamba") {

@@ -44,6 +44,7 @@ constexpr Family kFamilies[] = {
   {"gptj",           R,      1e4,     2048,    0,       0,    false, I},
   {"codegen",        R,      1e4,     2048,    0,       0,    false, I},  // GPT-J's table and rotation
   {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
+  {"gpt_neox_japanese", R,   1e4,     2048,    0,       1.0,  true,  H},  // rotary_pct 1.0
   {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
   {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
   {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
@@ -200,6 +201,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"gpt_bigcode", 768, 12, 12},
       {"gpt_neo", 2048, 16, 24},
       {"gpt_neox", 6144, 64, 44},
+      {"gpt_neox_japanese", 2560, 32, 32},
       {"gpt_oss", 2880, 64, 36},
       {"gptj", 4096, 16, 28},
       {"codegen", 4096, 16, 28},

@@ -319,6 +319,18 @@ TEST(ModelHybrids, Mistral4) {
                "llama_4_scaling_beta is missing");
 }
 
+// configuration_gpt_neox_japanese.py L67-77: rotary_emb_base and rotary_pct (1.0 by default) win over
+// rope_theta / partial_rotary_factor, as in gpt_neox.
+TEST(ModelHybrids, GptNeoXJapanese) {
+  const ModelPositions d = plan("gpt_neox_japanese", 1);
+  EXPECT_EQ(d.layers[0].rotary_hi, 64);  // the whole head
+  const ModelPositions m = plan("gpt_neox_japanese", 1, R"("rotary_emb_base": 2e4, "rotary_pct": 0.5,
+                                                         "rope_theta": 5e5)");
+  EXPECT_EQ(m.layers[0].rope->base, 2e4);
+  EXPECT_EQ(m.layers[0].rotary_hi, 32);
+  EXPECT_TRUE(has_warning(m, "rope_theta is ignored by gpt_neox_japanese"));
+}
+
 // configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");

@@ -88,7 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
-    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4",
+    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -409,6 +409,8 @@ def check_legacy(model_type, m, model, ids, pos, modules):
             scale = attn.attention_head_size ** -0.5
         if scale is None and model_type == "openai-gpt":  # modeling_openai.py _attn: w / sqrt(head) if scale
             scale = (attn.split_size // attn.n_head) ** -0.5 if attn.scale else 1.0
+        if scale is None and hasattr(attn, "norm_factor"):  # gpt_neox_japanese: baddbmm alpha 1 / norm_factor
+            scale = 1 / float(attn.norm_factor)
         if scale is None and model_type == "gpt_neo":
             scale = 1.0  # modeling_gpt_neo.py _attn: q k^T, no scaling attribute
         assert layer.attention.softmax_scale == pytest.approx(scale, rel=1e-6), where
