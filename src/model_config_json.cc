@@ -64,6 +64,28 @@ int64_t first_int(Obj& j, std::initializer_list<const char*> keys, int64_t fallb
   return fallback;
 }
 
+// DBRX states its base as attn_config.rope_theta (500000), which its own code, transformers 4.x, vLLM
+// (dbrx.py: rope_theta = config.attn_config.rope_theta) and llama.cpp's converter read. transformers
+// 5.23's DbrxRotaryEmbedding reads the top-level rope_parameters instead (10000 by default): posenc
+// follows the model's authors and warns where 5.23 differs.
+void dbrx_base(Obj& j, RopeConfig& rope, std::vector<std::string>& warnings) {
+  if (!j.has("attn_config")) return;
+  if (!j.at("attn_config").is_object()) fail(kOp, j.where, "attn_config must be an object");
+  Obj ac{j.at("attn_config"), j.where + "attn_config.", {}};
+  for (const char* k : {"kv_n_heads", "clip_qkv", "attn_pdrop", "attn_impl", "qk_ln"}) ac.read.insert(k);
+  if (ac.has("rope_theta")) {
+    const double authors = ac.num("rope_theta");
+    if (authors <= 0) fail(kOp, ac.where, "rope_theta = ", authors, " is invalid: must be > 0");
+    if (authors != rope.base)
+      warnings.push_back(
+          ac.where + "rope_theta = " + detail::json_excerpt(ac.at("rope_theta")) +
+          " is the base (DBRX's own code, transformers 4.x, vLLM); transformers 5.23 applies " +
+          "the top-level rope_theta, " + std::to_string(rope.base) + ", instead");
+    rope.base = authors;
+  }
+  ac.warn_unread(warnings, "dbrx");
+}
+
 double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 }  // namespace
 
@@ -200,6 +222,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
                  : j.has("head_dim")         ? j.integer("head_dim")
                                              : 2 * m.hidden / m.heads;
+  } else if (type == "dbrx") {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
+    if (m.hidden % m.heads != 0)
+      fail(kOp, j.where, "d_model = ", m.hidden, " is not divisible by n_heads = ", m.heads);
+    m.head_dim = m.hidden / m.heads;
+    if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
+      out.warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) +
+                             " is ignored by dbrx (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
   } else if (type == "nemotron_h") {
     // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
     // transformers 5 (the authors' code read it): a different value is reported.
@@ -476,6 +505,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         flat->layout = RopeLayout::half;
     }
     if (per_type_only) detail::check_mimo_keys(j, *rp, nested);
+    if (type == "dbrx" && flat) dbrx_base(j, *flat, out.warnings);
   }
   if (!rotary && !falcon_alibi && m.family->method != PositionMethod::alibi)
     for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor"})

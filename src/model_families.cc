@@ -106,6 +106,7 @@ constexpr Family kFamilies[] = {
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
+  {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
   {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
   {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
@@ -264,6 +265,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm4_moe_lite", 2048, 20, 47},
       {"mistral4", 4096, 32, 36},
       {"jetmoe", 2048, 32, 12},
+      {"dbrx", 2048, 16, 24},
       {"roberta", 768, 12, 12},
       {"xlm-roberta", 768, 12, 12},
       {"xlm-roberta-xl", 2560, 32, 36},

@@ -331,6 +331,22 @@ TEST(ModelHybrids, GptNeoXJapanese) {
   EXPECT_TRUE(has_warning(m, "rope_theta is ignored by gpt_neox_japanese"));
 }
 
+// DBRX: the base is attn_config.rope_theta, as its own code, transformers 4.x and vLLM read it;
+// transformers 5.23 applies the top-level rope_theta (a warning says so); head_dim = d_model / n_heads.
+TEST(ModelHybrids, DbrxBaseFromAttnConfig) {
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 2, "max_seq_len": 32768,
+          "head_dim": 64, "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000}})");
+  EXPECT_EQ(m.layers[1].rope->base, 5e5);
+  EXPECT_EQ(m.layers[1].rotary_hi, 128);
+  EXPECT_EQ(m.max_position_embeddings, 32768);
+  EXPECT_TRUE(has_warning(m, "attn_config.rope_theta = 500000 is the base"));
+  EXPECT_TRUE(has_warning(m, "head_dim = 64 is ignored by dbrx"));
+  const ModelPositions same = model_positions_from_hf_json(
+      R"({"model_type": "dbrx", "n_layers": 1, "rope_theta": 5e5, "attn_config": {"rope_theta": 5e5}})");
+  EXPECT_FALSE(has_warning(same, "transformers 5.23 applies"));
+}
+
 // configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");

@@ -88,7 +88,7 @@ SUPPORTED = {
     "recurrent_gemma", "minimax", "olmo_hybrid", "lfm2_moe", "kimi_linear", "mamba", "mamba2", "falcon_mamba",
     "jamba", "nemotron_h", "zamba", "bamba", "granitemoehybrid", "falcon_h1", "zamba2",
     "granite_swa", "granitemoe_swa", "hunyuan_v1_dense", "hunyuan_v1_moe", "codegen", "cohere2_moe",
-    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese",
+    "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese", "dbrx",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -110,6 +110,10 @@ FAMILY_KWARGS = {
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
+    # DbrxAttentionConfig has no rope_theta, which DbrxAttention reads (AttributeError): the base both
+    # readings agree on (test_dbrx_base_against_transformers_and_the_authors_code has the difference)
+    "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
+                 ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
     "bailing_hybrid": dict(layer_group_size=3, num_experts=4, num_experts_per_tok=2, num_expert_group=1,
                            topk_group=1),
     # a dense prefix of 2 layers: full attention with RoPE (force_rope), then S S S F
@@ -245,6 +249,8 @@ def family_config(model_type, variant):
                     rp = {**rp, "rope_theta": 12345.0, "partial_rotary_factor": 0.5} \
                         if isinstance(rp, dict) and "rope_type" in rp else None
                     shape = {"head_dim": 32} if attr(config, "head_dim") else {}
+                    if model_type == "dbrx":  # the authors' base (attn_config), which 5.23 ignores: the same
+                        shape["attn_config"] = {**kw["attn_config"], "rope_theta": 12345.0}
                     config = text_cls(**{**kw, **shape}, rope_parameters=rp) if rp else None
                     # Some families cannot run it (head_dim or the factor ignored): a 2-token trial, only
                     # for the families posenc supports (the others are refused by name whatever the
@@ -777,3 +783,29 @@ def test_hunyuan_ntk_alpha_against_transformers():
     assert layer.rope.base == pytest.approx(1e4 * 1000.0 ** (d / (d - 2)), rel=1e-12)
     assert layer.rope.scaling.rope_type == "default"
     check_family("hunyuan_v1_dense", config)
+
+
+def test_dbrx_base_against_transformers_and_the_authors_code():
+    """DBRX states its base as attn_config.rope_theta (500000 in the released configs). Its own code,
+    transformers 4.x and vLLM (model_executor/models/dbrx.py: rope_theta = config.attn_config.rope_theta)
+    rotate with it; transformers 5.23's DbrxRotaryEmbedding reads the top-level rope_parameters
+    (10000). posenc follows the authors, with a warning; with both bases equal, 5.23 agrees."""
+    text_cls, _ = FAMILIES["dbrx"]
+    kw = _shrunk_kwargs(text_cls)
+    kw["attn_config"] = {**kw["attn_config"], "rope_theta": 5e5}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    d = config.d_model // config.n_heads
+    exponents = np.arange(0, d, 2) / d
+    rotary = next(iter(rotary_modules(build(config)).values()))
+    np.testing.assert_allclose(rotary.inv_freq.double().numpy(), 1e4 ** -exponents, rtol=1e-6)  # 5.23
+    m = posenc.ModelPositions.from_hf(config.to_dict(), warn=False)
+    got, _ = m.layers[0].inv_freq(1)
+    np.testing.assert_allclose(got, 5e5 ** -exponents, rtol=1e-12)  # the authors': base attn_config.rope_theta
+    assert any("transformers 5.23 applies" in w for w in m.warnings), m.warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same = text_cls(**kw, rope_parameters={"rope_type": "default", "rope_theta": 5e5})
+    assert not any("transformers 5.23 applies" in w for w in plan(same.to_dict()).warnings)
+    check_family("dbrx", same)
