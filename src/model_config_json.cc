@@ -182,89 +182,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     m.top_original = j.integer("original_max_position_embeddings");
   else if (type == "phi3")
     m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
-  // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
-  // youtu, axk1, glm4_moe_lite: DeepSeek-V3's attention (modeling_youtu.py, modeling_axk1.py,
-  // modeling_glm4_moe_lite.py: the same MLA, rope_interleave and yarn mscale^2).
-  // bailing_hybrid: the same MLA on its full-attention layers, always interleaved (modeling_bailing_hybrid.py
-  // L330, L373).
-  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
-                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
-                   type == "mistral4";
-  const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
-  int64_t qk_head_dim = 0, v_head_dim = 0;
-  if (mla) {
-    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
-    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" ? 64
-                                          : glm_lite                               ? 192
-                                                                                   : 128);
-    // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
-    v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
-                 : type == "minicpm3" ? 0
-                 : glm_lite           ? 256
-                                      : 128;
-    j.read.insert("head_dim");
-    qk_head_dim = m.nope + m.head_dim;
-  } else if (type == "kimi_linear") {
-    // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
-    // (head_dim is rewritten to qk_rope_head_dim: not a head size).
-    m.head_dim = j.int_or("qk_nope_head_dim", 128) + j.int_or("qk_rope_head_dim", 64);
-    v_head_dim = j.int_or("v_head_dim", 128);
-    qk_head_dim = m.head_dim;
-    j.read.insert("head_dim");
-  } else if (t5) {
-    m.head_dim = j.int_or("d_kv", 64);
-  } else if (type == "jetmoe") {
-    m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
-    j.read.insert("head_dim");
-  } else if (type == "zamba" || type == "zamba2") {
-    // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python
-    // does (configuration_zamba.py L100, configuration_zamba2.py L115): q/k/v read 2 * hidden inputs.
-    m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
-                 : j.has("head_dim")         ? j.integer("head_dim")
-                                             : 2 * m.hidden / m.heads;
-  } else if (type == "dbrx") {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
-    if (m.hidden % m.heads != 0)
-      fail(kOp, j.where, "d_model = ", m.hidden, " is not divisible by n_heads = ", m.heads);
-    m.head_dim = m.hidden / m.heads;
-    if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
-      out.warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) +
-                             " is ignored by dbrx (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
-  } else if (type == "nemotron_h") {
-    // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
-    // transformers 5 (the authors' code read it): a different value is reported.
-    m.head_dim = j.int_or("head_dim", 128);
-    if (j.has("attention_head_dim") && j.integer("attention_head_dim") != m.head_dim)
-      out.warnings.push_back("attention_head_dim = " + std::to_string(j.integer("attention_head_dim")) +
-                             " is not read by transformers 5's nemotron_h: head_dim = " +
-                             std::to_string(m.head_dim) + " is used");
-  } else {
-    // HunYuanDenseV1Config / HunYuanMoEV1Config: head_dim None by default, which the attention cannot
-    // use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
-    if ((type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") && !j.has("head_dim"))
-      fail(kOp, j.where, "head_dim is missing: required for ", type, " (transformers 5 fails without it)");
-    // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
-    const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
-    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;
-    if (m.head_dim == 0) {
-      if (m.hidden % m.heads != 0)
-        fail(kOp, j.where, "hidden_size = ", m.hidden,
-             " is not divisible by num_attention_heads = ", m.heads);
-      m.head_dim = m.hidden / m.heads;
-    }
-  }
-  if (m.head_dim <= 0 || m.head_dim > kMaxModelHeadDim)
-    fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
-  if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
-    fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
-  if (!mla && type != "kimi_linear") qk_head_dim = v_head_dim = m.head_dim;
-  if (type == "mimo_v2_flash") v_head_dim = j.int_or("v_head_dim", 128);  // q/k 192, v 128 by default
-  if (v_head_dim == 0) {                                                  // MiniCPM3 without v_head_dim
-    if (m.hidden % m.heads != 0)
-      fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
-    v_head_dim = m.hidden / m.heads;
-  }
-  if (v_head_dim <= 0 || v_head_dim > kMaxModelHeadDim)
-    fail(kOp, j.where, "v_head_dim = ", v_head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
+  const detail::HeadDims dims = detail::head_dims(j, m, declared_type, out.warnings);
+  const bool mla = dims.mla;
+  const int64_t qk_head_dim = dims.qk, v_head_dim = dims.v;
   out.model_type = type;
   out.num_layers = m.layers;
   out.num_heads = m.heads;
@@ -282,61 +202,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.max_position_embeddings = m.max_pos - pad - 1;
   }
 
-  // Sliding window (HF: w keys including the current one).
-  int64_t window = 0;
-  if (j.has("sliding_window"))
-    window = j.integer("sliding_window");
-  else if (!j.j.contains("sliding_window")) {
-    // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
-    if (type == "gemma2" || type == "vaultgemma" || type == "gemma3_text" || type == "cohere2" ||
-        type == "exaone4" || type == "exaone_moe" || type == "olmo3" || type == "mistral" ||
-        type == "ministral" || type == "qwen3" || type == "qwen2")
-      window = 4096;
-    if (type == "kolibri1" || type == "flint") window = 513;
-    if (type == "dots1") window = 4096;
-    if (type == "mellum") window = 1024;
-    if (type == "lfm3") window = 256;
-    if (type == "afmoe") window = 1024;
-    if (type == "gpt_oss") window = 128;
-    if (type == "gemma4_text") window = 512;
-    if (type == "cwm") window = 8192;
-    if (type == "granite_swa" || type == "granitemoe_swa") window = 128;
-    if (type == "cohere2_moe") window = 4096;
-    if (type == "mimo_v2_flash") window = 129;
-  }
-  // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
-  // (configuration_mimo_v2_flash.py L131-133).
-  if (type == "mimo_v2_flash" && j.has("sliding_window_size")) window = j.integer("sliding_window_size") + 1;
-  if (type == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
-    window = j.int_or("attention_window_size", 2048);         // attention_window_size (L57, L65)
-  if (type == "gpt_neo") {
-    // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
-    // tril(-window_size) (modeling_gpt_neo.py L58-67), the same count as HF's sliding_window.
-    window = j.int_or("window_size", 256);
-    if (window < 1) fail(kOp, j.where, "window_size = ", window, " is invalid: must be >= 1");
-    // GPT-J's development fork (mesh-transformer-jax) saved GPT-Neo configs with rotary = true;
-    // transformers' GPT-Neo has no RoPE and ignores the key, so neither reading is the model's.
-    if (j.bool_or("rotary", false))
-      fail(kOp, j.where,
-           "model_type 'gpt_neo' is not supported with rotary = true: this is a GPT-J fork saved as "
-           "gpt_neo, whose RoPE transformers' GPTNeo "
-           "ignores (it runs learned positions). Convert it to model_type \"gptj\" or pass a RopeConfig");
-  }
-  j.read.insert("sliding_window");
-  if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
-  // These families switch RoPE on `sliding_window is None` (exaone4 rule) or on a truthy window
-  // (cohere2 rule, below): an explicit 0 is neither posenc's "no window" (null) nor a usable window.
-  if (window == 0 && j.has("sliding_window") &&
-      (type == "exaone4" || type == "exaone_moe" || type == "kolibri1" || type == "cohere2" ||
-       type == "flint" || type == "cohere2_moe"))
-    fail(kOp, j.where, "sliding_window = 0 is invalid for model_type '", type,
-         "': its RoPE rule tells 0 from null (no window); give null or a window >= 1");
-  if (type == "qwen2" || type == "qwen2_moe" || type == "qwen3" || type == "qwen3_moe" ||
-      type == "qwen2_vl" || type == "qwen2_5_vl") {
-    if (!j.bool_or("use_sliding_window", false))
-      window = 0;  // configuration_qwen2.py: sw if use_sliding_window
-  }
-  j.read.insert("use_sliding_window");
+  const int64_t window = detail::sliding_window(j, m);
 
   // NoPE layers (llama4, smollm3): no_rope_layers[i] == 1 means the layer USES RoPE.
   std::vector<int> use_rope(m.layers, 1);

@@ -1,7 +1,7 @@
-// src/model_layer_types.cc: each layer's type (full_attention, sliding_attention, chunked_attention,
-// linear_attention, conv) as transformers 5.23 decides it: the config's layer_types, or the rule
-// its config class (or modeling file) applies when layer_types is absent. Citations name the
-// configuration_<type>.py lines of each rule.
+// src/model_layer_types.cc: the sliding window each family's config class fills, and each layer's type
+// (full_attention, sliding_attention, chunked_attention, linear_attention, conv, hybrid, moe, mlp) as
+// transformers 5.23 decides it: the config's layer_types, or the rule its config class (or modeling file)
+// applies when layer_types is absent. Citations name the configuration_<type>.py lines of each rule.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -233,6 +233,66 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   return types;
 }
 }  // namespace
+
+int64_t sliding_window(Obj& j, const Model& m) {
+  // HF's sliding_window: w keys including the current one (the same count as AttentionConfig::window).
+  const std::string& t = m.type;
+  int64_t window = 0;
+  if (j.has("sliding_window"))
+    window = j.integer("sliding_window");
+  else if (!j.j.contains("sliding_window")) {
+    // Config class defaults (sliding_window: int | None = 4096 in each configuration_*.py).
+    if (t == "gemma2" || t == "vaultgemma" || t == "gemma3_text" || t == "cohere2" || t == "exaone4" ||
+        t == "exaone_moe" || t == "olmo3" || t == "mistral" || t == "ministral" || t == "qwen3" ||
+        t == "qwen2")
+      window = 4096;
+    if (t == "kolibri1" || t == "flint") window = 513;
+    if (t == "dots1") window = 4096;
+    if (t == "mellum") window = 1024;
+    if (t == "lfm3") window = 256;
+    if (t == "afmoe") window = 1024;
+    if (t == "gpt_oss") window = 128;
+    if (t == "gemma4_text") window = 512;
+    if (t == "cwm") window = 8192;
+    if (t == "granite_swa" || t == "granitemoe_swa") window = 128;
+    if (t == "cohere2_moe") window = 4096;
+    if (t == "mimo_v2_flash") window = 129;
+  }
+  // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
+  // (configuration_mimo_v2_flash.py L131-133).
+  if (t == "mimo_v2_flash" && j.has("sliding_window_size")) window = j.integer("sliding_window_size") + 1;
+  if (t == "recurrent_gemma" && !j.has("sliding_window"))  // attribute_map sliding_window ->
+    window = j.int_or("attention_window_size", 2048);      // attention_window_size (L57, L65)
+  if (t == "gpt_neo") {
+    // Local layers keep the window_size latest keys, the query's own included: bias = tril ^
+    // tril(-window_size) (modeling_gpt_neo.py L58-67), the same count as HF's sliding_window.
+    window = j.int_or("window_size", 256);
+    if (window < 1) fail(kOp, j.where, "window_size = ", window, " is invalid: must be >= 1");
+    // GPT-J's development fork (mesh-transformer-jax) saved GPT-Neo configs with rotary = true;
+    // transformers' GPT-Neo has no RoPE and ignores the key, so neither reading is the model's.
+    if (j.bool_or("rotary", false))
+      fail(kOp, j.where,
+           "model_type 'gpt_neo' is not supported with rotary = true: this is a GPT-J fork saved as "
+           "gpt_neo, whose RoPE transformers' GPTNeo "
+           "ignores (it runs learned positions). Convert it to model_type \"gptj\" or pass a RopeConfig");
+  }
+  j.read.insert("sliding_window");
+  if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
+  // These families switch RoPE on `sliding_window is None` (exaone4 rule) or on a truthy window
+  // (cohere2 rule, below): an explicit 0 is neither posenc's "no window" (null) nor a usable window.
+  if (window == 0 && j.has("sliding_window") &&
+      (t == "exaone4" || t == "exaone_moe" || t == "kolibri1" || t == "cohere2" || t == "flint" ||
+       t == "cohere2_moe"))
+    fail(kOp, j.where, "sliding_window = 0 is invalid for model_type '", t,
+         "': its RoPE rule tells 0 from null (no window); give null or a window >= 1");
+  if (t == "qwen2" || t == "qwen2_moe" || t == "qwen3" || t == "qwen3_moe" || t == "qwen2_vl" ||
+      t == "qwen2_5_vl") {
+    if (!j.bool_or("use_sliding_window", false))
+      window = 0;  // configuration_qwen2.py: sw if use_sliding_window
+  }
+  j.read.insert("use_sliding_window");
+  return window;
+}
 
 // The layer types each family's model accepts in a given list (others fail in transformers 5, or, for
 // zamba, silently become mamba-only layers).

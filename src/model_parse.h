@@ -124,11 +124,24 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
 // nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
 int64_t nemotron_h_layer_count(Obj& j);
 
+// The sliding window (0 = none) as each family's config class fills and gates it (src/model_layer_types.cc).
+int64_t sliding_window(Obj& j, const Model& m);
+
 // Each layer's type: the config's layer_types (legacy names remapped as configuration_utils.py
 // _LEGACY_LAYER_TYPE_REMAP), or the family's rule when it has none (src/model_layer_types.cc).
 // use_rope: llama4 / smollm3 NoPE layers; window: the sliding window (0 = none).
 std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope, int64_t window,
                                      std::vector<std::string>& warnings);
+
+// The q/k and v head dims (m.head_dim: the rotated part for MLA; m.nope: the dims before it): MLA
+// families (qk_nope + qk_rope, v_head_dim), T5's d_kv, jetmoe's kv_channels, zamba's 2 * hidden / heads,
+// nemotron_h's 128, dbrx's d_model / n_heads, else head_dim or hidden / heads (src/model_per_layer.cc).
+struct HeadDims {
+  bool mla;    // DeepSeek-V3's latent attention (its variants): the rotary range is [nope, nope + rope)
+  int64_t qk;  // the q/k head the attention scale and the rotated range refer to
+  int64_t v;
+};
+HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vector<std::string>& warnings);
 
 // Per-layer head dims (per_layer_config's head_dim overrides; Gemma 4's global_head_dim on its
 // full-attention layers), and the one head dim of a layer type (src/model_per_layer.cc).

@@ -1,4 +1,5 @@
-// src/model_per_layer.cc: per-layer head dims of transformers 5's heterogeneous configs.
+// src/model_per_layer.cc: each family's q/k and v head dims (head_dims: MLA splits, aliases, fixed
+// sizes), and per-layer head dims of transformers 5's heterogeneous configs.
 //
 // transformers 5.23 lets a config override attributes layer by layer: `per_layer_config` maps layer
 // indices to overrides (configuration_utils.py L361, L496-511; integrations/heterogeneity/
@@ -14,6 +15,95 @@
 #include "src/model_parse.h"
 
 namespace posenc::detail {
+
+HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vector<std::string>& warnings) {
+  const std::string& type = m.type;
+  const bool t5 = type == "t5";
+  // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
+  // youtu, axk1, glm4_moe_lite: DeepSeek-V3's attention (modeling_youtu.py, modeling_axk1.py,
+  // modeling_glm4_moe_lite.py: the same MLA, rope_interleave and yarn mscale^2).
+  // bailing_hybrid: the same MLA on its full-attention layers, always interleaved (modeling_bailing_hybrid.py
+  // L330, L373).
+  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
+                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
+                   type == "mistral4";
+  const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
+  int64_t qk_head_dim = 0, v_head_dim = 0;
+  if (mla) {
+    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
+    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" ? 64
+                                          : glm_lite                               ? 192
+                                                                                   : 128);
+    // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
+    v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
+                 : type == "minicpm3" ? 0
+                 : glm_lite           ? 256
+                                      : 128;
+    j.read.insert("head_dim");
+    qk_head_dim = m.nope + m.head_dim;
+  } else if (type == "kimi_linear") {
+    // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
+    // (head_dim is rewritten to qk_rope_head_dim: not a head size).
+    m.head_dim = j.int_or("qk_nope_head_dim", 128) + j.int_or("qk_rope_head_dim", 64);
+    v_head_dim = j.int_or("v_head_dim", 128);
+    qk_head_dim = m.head_dim;
+    j.read.insert("head_dim");
+  } else if (t5) {
+    m.head_dim = j.int_or("d_kv", 64);
+  } else if (type == "jetmoe") {
+    m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
+    j.read.insert("head_dim");
+  } else if (type == "zamba" || type == "zamba2") {
+    // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python
+    // does (configuration_zamba.py L100, configuration_zamba2.py L115): q/k/v read 2 * hidden inputs.
+    m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
+                 : j.has("head_dim")         ? j.integer("head_dim")
+                                             : 2 * m.hidden / m.heads;
+  } else if (type == "dbrx") {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
+    if (m.hidden % m.heads != 0)
+      fail(kOp, j.where, "d_model = ", m.hidden, " is not divisible by n_heads = ", m.heads);
+    m.head_dim = m.hidden / m.heads;
+    if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
+      warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) +
+                         " is ignored by dbrx (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
+  } else if (type == "nemotron_h") {
+    // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
+    // transformers 5 (the authors' code read it): a different value is reported.
+    m.head_dim = j.int_or("head_dim", 128);
+    if (j.has("attention_head_dim") && j.integer("attention_head_dim") != m.head_dim)
+      warnings.push_back("attention_head_dim = " + std::to_string(j.integer("attention_head_dim")) +
+                         " is not read by transformers 5's nemotron_h: head_dim = " +
+                         std::to_string(m.head_dim) + " is used");
+  } else {
+    // HunYuanDenseV1Config / HunYuanMoEV1Config: head_dim None by default, which the attention cannot
+    // use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
+    if ((type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") && !j.has("head_dim"))
+      fail(kOp, j.where, "head_dim is missing: required for ", type, " (transformers 5 fails without it)");
+    // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
+    const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
+    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;
+    if (m.head_dim == 0) {
+      if (m.hidden % m.heads != 0)
+        fail(kOp, j.where, "hidden_size = ", m.hidden,
+             " is not divisible by num_attention_heads = ", m.heads);
+      m.head_dim = m.hidden / m.heads;
+    }
+  }
+  if (m.head_dim <= 0 || m.head_dim > kMaxModelHeadDim)
+    fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
+  if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
+    fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
+  if (!mla && type != "kimi_linear") qk_head_dim = v_head_dim = m.head_dim;
+  if (type == "mimo_v2_flash") v_head_dim = j.int_or("v_head_dim", 128);  // q/k 192, v 128 by default
+  if (v_head_dim == 0) {                                                  // MiniCPM3 without v_head_dim
+    if (m.hidden % m.heads != 0)
+      fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
+    v_head_dim = m.hidden / m.heads;
+  }
+  if (v_head_dim <= 0 || v_head_dim > kMaxModelHeadDim)
+    fail(kOp, j.where, "v_head_dim = ", v_head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
+  return {mla, qk_head_dim, v_head_dim};
+}
 
 std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<std::string>& types) {
   std::vector<int64_t> dims(m.layers, m.head_dim);
