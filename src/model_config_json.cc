@@ -80,7 +80,7 @@ void dbrx_base(Obj& j, RopeConfig& rope, std::vector<std::string>& warnings) {
       warnings.push_back(
           ac.where + "rope_theta = " + detail::json_excerpt(ac.at("rope_theta")) +
           " is the base (DBRX's own code, transformers 4.x, vLLM); transformers 5.23 applies " +
-          "the top-level rope_theta, " + std::to_string(rope.base) + ", instead");
+          "the top-level rope_theta, " + detail::json_excerpt(json(rope.base)) + ", instead");
     rope.base = authors;
   }
   ac.warn_unread(warnings, "dbrx");
