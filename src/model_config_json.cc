@@ -38,7 +38,37 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  // MoE text models whose config classes carry their dense twins'
                                  // positional defaults (test_model_families.py checks them)
                                  {"qwen3_vl_moe_text", "qwen3_vl"},
-                                 {"qwen3_5_moe_text", "qwen3_5"}};
+                                 {"qwen3_5_moe_text", "qwen3_5"},
+                                 // flat configs of multimodal wrappers (no text_config)
+                                 {"glm4v", "glm4v_text"},
+                                 {"glm4v_moe", "glm4v_moe_text"},
+                                 {"glm_ocr", "glm_ocr_text"},
+                                 {"paddleocr_vl", "paddleocr_vl_text"},
+                                 {"cosmos3_edge", "cosmos3_edge_text"},
+                                 {"granite4_vision", "granite4_vision_text"},
+                                 {"gemma4_unified", "gemma4_unified_text"}};
+
+// Text models whose positional code is another family's (their modular_<type>.py imports its rotary
+// module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
+// has an entry for each): the other family's rules apply, the plan reports the model's own type.
+const char* kRuleAliases[][2] = {
+    {"glm4v_text", "glm4"},                   // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+    {"glm_ocr_text", "glm4"},                 // modeling_glm_ocr.py: as glm4v
+    {"glm4v_moe_text", "glm4_moe"},           // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+    {"qwen2_5_omni_text", "qwen2_5_vl"},      // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+    {"qwen3_omni_moe_text", "qwen3_vl"},      // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+    {"paddleocr_vl_text", "llama"},           // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+    {"cosmos3_edge_text", "llama"},           // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+    {"deepseek_ocr2_text", "llama"},          // modeling_deepseek_ocr2.py: plain multi-head attention
+    {"granite4_vision_text", "granite"},      // modeling_granite4_vision.py: scaling = attention_multiplier
+    {"phi4_multimodal", "phi3"},              // modeling_phi4_multimodal.py: Phi-3's attention and longrope
+    {"gemma4_unified_text", "gemma4_text"}};  // modeling_gemma4_unified.py: Gemma4TextAttention
+
+std::string rules_type(const std::string& t) {
+  for (auto& a : kRuleAliases)
+    if (t == a[0]) return a[1];
+  return t;
+}
 
 std::string canonical_type(std::string t) {
   for (auto& a : kTextAliases)
@@ -103,12 +133,21 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const json& tj = wrapped ? root.at("text_config") : root;
   Obj j{tj, wrapped ? "text_config." : "", {}};
   const std::string declared_type = wrapped && j.has("model_type") ? j.str("model_type") : outer_type;
-  std::string type = canonical_type(declared_type);
-  refuse_if_unsupported(type);
+  const std::string own_type = canonical_type(declared_type);
+  std::string type = rules_type(own_type);
+  refuse_if_unsupported(own_type);
 
   ModelPositions out;
+  // Glm4vConfig / Glm4vMoeConfig build the text model from text_config alone: transformers 5 gives a flat
+  // config (the form of transformers 4.53's development builds, e.g. copies of GLM-4.1V) the text class's
+  // defaults, which it cannot run (64 rotary pairs for mrope_section [8, 12, 12]). posenc reads the
+  // top-level keys as the text model's, as the file means them.
+  if (!wrapped && declared_type != own_type && (own_type == "glm4v_text" || own_type == "glm4v_moe_text"))
+    out.warnings.push_back("model_type '" + declared_type +
+                           "' without text_config: the top-level keys are read as the text model's; "
+                           "transformers 5 reads text_config only and would build its class defaults");
   Model m;
-  m.family = detail::find_family(type);
+  m.family = detail::find_family(own_type);  // the class defaults are the model's own
   m.type = type;
   m.warnings = &out.warnings;
   const bool t5 = type == "t5";
@@ -185,7 +224,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const detail::HeadDims dims = detail::head_dims(j, m, declared_type, out.warnings);
   const bool mla = dims.mla;
   const int64_t qk_head_dim = dims.qk, v_head_dim = dims.v;
-  out.model_type = type;
+  out.model_type = own_type;
   out.num_layers = m.layers;
   out.num_heads = m.heads;
   out.max_position_embeddings = m.max_pos;

@@ -122,6 +122,19 @@ constexpr Family kFamilies[] = {
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // Text models with another family's positional code (model_config_json.cc kRuleAliases); their own
+  // class defaults. M-RoPE sections when a config has none: src/model_rope_dict.cc.
+  {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I},  // prf from rope_parameters, 1.0
+  {"glm_ocr_text",   R,      1e4,     131072,  0,       0,    true,  I},
+  {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H},
+  {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H},
+  {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H},  // head_dim: hidden / heads
+  {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H},
+  {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H},
+  {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H},  // head_dim = hidden / heads
+  {"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H},
+  {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H},
+  {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H},  // global layers: head 512
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
   {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
@@ -303,6 +316,17 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"granitemoehybrid", 4096, 32, 32},
       {"falcon_h1", 4096, 32, 32},
       {"zamba2", 2560, 32, 54},
+      {"glm4v_text", 4096, 32, 40},
+      {"glm_ocr_text", 1024, 16, 16},
+      {"glm4v_moe_text", 4096, 96, 46},
+      {"qwen2_5_omni_text", 3584, 28, 28},
+      {"qwen3_omni_moe_text", 2048, 28, 28},
+      {"paddleocr_vl_text", 1024, 16, 18},
+      {"cosmos3_edge_text", 2048, 16, 28},
+      {"deepseek_ocr2_text", 4096, 32, 32},
+      {"granite4_vision_text", 4096, 32, 32},
+      {"phi4_multimodal", 3072, 32, 32},
+      {"gemma4_unified_text", 2304, 8, 30},
 };
 // clang-format on
 

@@ -3,6 +3,7 @@
 // transformers 5.23 decides it: the config's layer_types, or the rule its config class (or modeling file)
 // applies when layer_types is absent. Citations name the configuration_<type>.py lines of each rule.
 #include <algorithm>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "src/config_json.h"
@@ -252,7 +253,8 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (t == "lfm3") window = 256;
     if (t == "afmoe") window = 1024;
     if (t == "gpt_oss") window = 128;
-    if (t == "gemma4_text") window = 512;
+    if (t == "gemma4_text")
+      window = std::string_view(m.family->model_type) == "gemma4_unified_text" ? 1024 : 512;
     if (t == "cwm") window = 8192;
     if (t == "granite_swa" || t == "granitemoe_swa") window = 128;
     if (t == "cohere2_moe") window = 4096;
@@ -277,6 +279,13 @@ int64_t sliding_window(Obj& j, const Model& m) {
            "ignores (it runs learned positions). Convert it to model_type \"gptj\" or pass a RopeConfig");
   }
   j.read.insert("sliding_window");
+  // Qwen3-Omni's text attention passes sliding_window=None and its model builds causal masks only
+  // (modeling_qwen3_omni_moe.py L1460, L1696): a window in the config is never applied.
+  if (std::string_view(m.family->model_type) == "qwen3_omni_moe_text" && window > 0) {
+    m.warnings->push_back(j.where + "sliding_window = " + std::to_string(window) +
+                          " is ignored by qwen3_omni_moe_text: transformers 5 never applies it");
+    window = 0;
+  }
   if (window < 0) fail(kOp, j.where, "sliding_window = ", window, " is invalid: must be >= 0");
   // These families switch RoPE on `sliding_window is None` (exaone4 rule) or on a truthy window
   // (cohere2 rule, below): an explicit 0 is neither posenc's "no window" (null) nor a usable window.

@@ -84,8 +84,8 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;
     if (m.head_dim == 0) {
       if (m.hidden % m.heads != 0)
-        fail(kOp, j.where, "hidden_size = ", m.hidden,
-             " is not divisible by num_attention_heads = ", m.heads);
+        fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads,
+             " (model_type '", m.family->model_type, "' without head_dim; transformers would floor it)");
       m.head_dim = m.hidden / m.heads;
     }
   }
@@ -117,7 +117,7 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
   // Only Gemma 4's modeling code builds its layers from per-layer configs (other families read the
   // global attributes, or raise AmbiguousGlobalPerLayerAttributeError): refused elsewhere.
   if (!gemma4 && j.has("per_layer_config"))
-    fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.type,
+    fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.family->model_type,
          "' (read for gemma4_text only)");
   // Gemma4TextConfig: `if "per_layer_config" not in kwargs` -- an explicit null counts as given.
   if (gemma4 && j.j.contains("per_layer_config") && !j.has("per_layer_config")) return dims;

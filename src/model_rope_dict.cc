@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "src/model_parse.h"
 
@@ -22,6 +24,18 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
        "or mrope");
 }
 
+// The M-RoPE sections a rotary module takes when the config has none
+// (config.rope_parameters.get("mrope_section", [...]) in modeling_glm4v.py L444, modeling_glm_ocr.py
+// L652, modeling_glm4v_moe.py L75, modeling_qwen2_5_omni.py L1314, modeling_paddleocr_vl.py L181,
+// modeling_qwen3_omni_moe.py L1255, modeling_cosmos3_edge.py L66). The other M-RoPE families take
+// sections from their configs only (a config without them plans 1-D RoPE).
+std::vector<int64_t> default_mrope_section(std::string_view own_type) {
+  if (own_type == "glm4v_text" || own_type == "glm_ocr_text" || own_type == "glm4v_moe_text")
+    return {8, 12, 12};
+  if (own_type == "qwen2_5_omni_text" || own_type == "paddleocr_vl_text") return {16, 24, 24};
+  if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text") return {24, 20, 20};
+  return {};
+}
 }  // namespace
 
 bool rope_theta_is_null(const json& j) {
@@ -96,7 +110,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   if (type == "su")
     fail(kOp, d.where,
          "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
-         "(model_type '", m.type, "' has no such rope type in transformers 5 or 4.x)");
+         "(model_type '", m.family->model_type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
   // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with
   // d = head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py L296-299, L353-357).
@@ -224,10 +238,15 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
           d.where + "low_freq_factor == high_freq_factor = " + std::to_string(s.low_freq_factor) +
           ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
   }
-  if (d.has("mrope_section")) {
-    c.mrope_section = d.integers("mrope_section", 0, kMaxModelHeadDim);
-    // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope).
-    const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" || d.bool_or("mrope_interleaved", false);
+  const std::vector<int64_t> class_sections = default_mrope_section(m.family->model_type);
+  if (d.has("mrope_section") || !class_sections.empty()) {
+    c.mrope_section =
+        d.has("mrope_section") ? d.integers("mrope_section", 0, kMaxModelHeadDim) : class_sections;
+    // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope), and
+    // so do the models with their rotary module (Qwen3-Omni, Cosmos 3 Edge).
+    const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" ||
+                       std::string_view(m.family->model_type) == "cosmos3_edge_text" ||
+                       d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
   }
   d.read.insert("mrope_interleaved");
@@ -236,7 +255,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   try {
     validate(c);
   } catch (const Error& e) {
-    fail(kOp, "model_type '", m.type, "': ", e.what());
+    fail(kOp, "model_type '", m.family->model_type, "': ", e.what());
   }
   // Unknown keys of a rope dict: every one is reported (the dict is positional by definition).
   for (auto it = d.j.begin(); it != d.j.end(); ++it)

@@ -101,7 +101,7 @@ const RealCase kReal[] = {
   {"smollm3__SmolLM3-3B.json", "smollm3", 36, "rope", 5e6, 0, 128, 0, 0, ""},
   {"llama__CodeLlama-7b-hf.json", "llama", 32, "rope", 1e6, 0, 128, 0, 0, ""},
   {"bloom__bloom-3b.json", "bloom", 30, "alibi", 0, 0, 0, 0, 0, "key 'offset_alibi' is not understood"},
-  {"glm4v__GLM-4.1V-9B-Thinking.json", "glm4v", 0, "", 0, 0, 0, 0, 0, ""},
+  {"glm4v__GLM-4.1V-9B-Thinking.json", "glm4v_text", 40, "rope", 1e4, 0, 64, 0, 0, "without text_config"},
   {"gpt-neo__gpt-j-6B-rotary-fork.json", "gpt_neo", 0, "", 0, 0, 0, 0, 0, ""},
   // Second collection. gptj: configuration_gptj.py has no `rotary` field (an inert key).
   {"gpt-j__gpt-j-6b.json", "gptj", 28, "rope", 1e4, 0, 64, 0, 0, "key 'rotary' is not understood"},

@@ -37,7 +37,8 @@ REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoc
 # compressed attention (compress_rope_theta, compress_ratios).
 # laguna's per-layer head counts (num_attention_heads_per_layer).
 REFUSED = {"deepseek_v4", "laguna"}
-# not in posenc's model table yet (refused with that message): glm4v (partial rotary + mrope).
+# configs transformers 5 cannot build as written: the flat GLM-4.1V copy (Glm4vConfig reads text_config
+# only; test_glm4v_flat_config_against_transformers_text_config compares it on its text_config form).
 UNMODELED = {"glm4v"}
 # attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
 NOPE = {"nemotron_h"}
@@ -561,12 +562,39 @@ def test_bloom_alibi_slopes_and_scale():
     np.testing.assert_allclose(posenc.alibi_slopes(text.n_head), hf_slopes, rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["glm4v__GLM-4.1V-9B-Thinking"])
-def test_unmodeled_families_are_refused_by_name(name):
+def test_glm4v_flat_config_against_transformers_text_config():
+    """GLM-4.1V, a flat copy (no text_config): posenc reads the top-level keys as the text model's, with a
+    warning (transformers 5 reads text_config only and would build the class defaults, which cannot run).
+    Compared with transformers' Glm4vTextRotaryEmbedding and apply_rotary_pos_emb built from those keys as
+    the text_config: M-RoPE sections [8, 12, 12] over the frequencies (recomposition_frequencies), GLM's
+    pairs (2j, 2j + 1) (rotate_half_llm), the first 64 of 128 dims rotated, three distinct streams."""
+    from transformers.models.glm4v import modeling_glm4v as g
+
+    name = "glm4v__GLM-4.1V-9B-Thinking"
     d = load(name)
-    text_type = d.get("text_config", {}).get("model_type", d["model_type"])
-    with pytest.raises(posenc.Error, match=f"model_type '{text_type}' is not in posenc's model table"):
-        posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
+    with pytest.warns(UserWarning, match="without text_config"):
+        m = posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
+    assert m.model_type == "glm4v_text" and m.num_layers == 40 and m.max_position_embeddings == 65536
+    text = {k: v for k, v in d.items() if k not in ("model_type", "architectures", "transformers_version")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tc = AutoConfig.for_model("glm4v", text_config=text).get_text_config()
+    rotary = g.Glm4vTextRotaryEmbedding(tc)
+    torch.manual_seed(0)
+    B, H, T, D = 2, 3, 24, tc.hidden_size // tc.num_attention_heads
+    q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    pos3 = torch.stack([pos, pos // 2, pos // 3])
+    cos, sin = rotary(torch.zeros(1, 1, 8), pos3)
+    q_hf, k_hf = g.apply_rotary_pos_emb(q, k, cos, sin)
+    for layer in (m.layers[0], m.layers[-1]):
+        rc = layer.rope
+        assert layer.rotary_dims == (0, 64) and rc.layout == "interleaved"
+        assert list(rc.mrope_section) == [8, 12, 12]
+        for x, want in ((q, q_hf), (k, k_hf)):
+            got = posenc.rope(x.transpose(1, 2).numpy(), pos3.numpy(), config=rc, seq_len=int(pos.max()) + 1)
+            # HF: fp32 angles position * inv_freq (errors ~ position * 2^-24 rad at position 8192)
+            torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=2e-3, rtol=1e-4)
 
 
 def test_gpt_neo_local_layers_and_unscaled_attention():
