@@ -405,9 +405,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         flat->rotary_dim = j.int_or("rotary_dim", 64);
         validate(*flat);
       }
-      if (mla && type != "deepseek_v2" && type != "minicpm3" && type != "bailing_hybrid" &&
+      // deepseek_v32, glm_moe_dsa: always interleaved (their modular files drop rope_interleave).
+      const bool always_pairs = type == "bailing_hybrid" || type == "deepseek_v32" || type == "glm_moe_dsa";
+      if (mla && type != "deepseek_v2" && type != "minicpm3" && !always_pairs &&
           !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;
+      if (always_pairs && type != "bailing_hybrid" && !j.bool_or("rope_interleave", true))
+        out.warnings.push_back("rope_interleave = false is ignored: transformers 5's " + type +
+                               " always rotates interleaved pairs");
     }
     if (per_type_only) detail::check_mimo_keys(j, *rp, nested);
     if (type == "dbrx" && flat) dbrx_base(j, *flat, out.warnings);
@@ -560,6 +565,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     fail(kOp, j.where, "num_decoder_layers = ", decoder_layers, " is invalid: must be in [0, ",
          kMaxModelLayers, "]");
   out.num_layers = m.layers + decoder_layers;
+  const std::vector<std::optional<TopkIndexer>> indexers = detail::topk_indexers(j, m, out.warnings);
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
@@ -631,6 +637,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         p.rope = rc;
         p.rotary_lo = m.nope;
         p.rotary_hi = m.nope + rc->effective_rotary_dim();
+        if (indexers[i]) {  // the same cos / sin, the indexer's own layout and range
+          p.indexer = indexers[i];
+          const RopeLayout layout = p.indexer->rope.layout;
+          p.indexer->rope = *rc;
+          p.indexer->rope.layout = layout;
+        }
       } else if (type == "llama4_text") {
         a.temperature = llama4_temp;  // NoPE layers only
       }

@@ -105,6 +105,9 @@ constexpr Family kFamilies[] = {
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
+  // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
+  {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
+  {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
@@ -277,6 +280,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"axk1", 7168, 64, 61},
       {"glm4_moe_lite", 2048, 20, 47},
       {"mistral4", 4096, 32, 36},
+      {"deepseek_v32", 7168, 128, 61},
+      {"glm_moe_dsa", 6144, 64, 78},
       {"jetmoe", 2048, 32, 12},
       {"dbrx", 2048, 16, 24},
       {"roberta", 768, 12, 12},

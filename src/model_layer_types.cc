@@ -39,7 +39,9 @@ std::vector<std::string> nemotron_h_types(Obj& j) {
 std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::vector<int>& use_rope,
                                              int64_t window) {
   const std::string& t = m.type;
-  std::vector<std::string> types(m.layers, "full_attention");
+  // deepseek_v32, glm_moe_dsa: ["indexed_attention"] * layers (configuration_deepseek_v32.py L137-139).
+  std::vector<std::string> types(
+      m.layers, t == "deepseek_v32" || t == "glm_moe_dsa" ? "indexed_attention" : "full_attention");
   // Python's `(i + 1) % p` raises ZeroDivisionError at 0; a period below 1 means nothing.
   auto period = [&](const char* key, int64_t fallback) {
     const int64_t p = j.int_or(key, fallback);
@@ -317,6 +319,8 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"hybrid", "linear_attention"};  // anything but "hybrid" builds a mamba-only layer
   else if (type == "nemotron_h")
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
+  else if (type == "deepseek_v32" || type == "glm_moe_dsa")
+    allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
   else
     allowed = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention", "conv"};
   for (const std::string& t : types)
@@ -356,10 +360,11 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
       if (s == "mamba") s = "linear_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
-          s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp")
+          s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp" &&
+          s != "indexed_attention")
         fail(kOp, j.where, list_key, " contains \"", s,
              "\": posenc knows full_attention, sliding_attention, "
-             "chunked_attention, linear_attention, conv, hybrid, moe, mlp");
+             "chunked_attention, linear_attention, conv, hybrid, moe, mlp, indexed_attention");
       types.push_back(s);
     }
     check_family_layer_types(type, types, list_key);

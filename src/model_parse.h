@@ -124,6 +124,11 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
 // nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
 int64_t nemotron_h_layer_count(Obj& j);
 
+// Per layer, DeepSeek sparse attention's indexer (deepseek_v32, glm_moe_dsa; nullopt elsewhere) without
+// its rope, which the caller copies from the layer's (src/model_indexer.cc).
+std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
+                                                      std::vector<std::string>& warnings);
+
 // The sliding window (0 = none) as each family's config class fills and gates it (src/model_layer_types.cc).
 int64_t sliding_window(Obj& j, const Model& m);
 

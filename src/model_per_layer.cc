@@ -26,8 +26,9 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
   // L330, L373).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
                    type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
-                   type == "mistral4";
-  const bool glm_lite = type == "glm4_moe_lite";  // configuration_glm4_moe_lite.py: nope 192, v 256
+                   type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa";
+  // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py: nope 192, v 256
+  const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa";
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
     m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);

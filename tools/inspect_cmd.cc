@@ -53,6 +53,18 @@ json rope_json(const LayerPlan& l, int64_t seq_len) {
   return r;
 }
 
+// DeepSeek sparse attention's top-k indexer (posenc/model.h TopkIndexer), or null.
+json indexer_json(const LayerPlan& l) {
+  if (!l.indexer) return nullptr;
+  const TopkIndexer& x = *l.indexer;
+  return {
+      {"topk", x.topk},
+      {"heads", x.heads},
+      {"head_dim", x.head_dim},
+      {"shared", x.shared},
+      {"rope", {{"layout", rope_layout_name(x.rope.layout)}, {"rotary_dims", {x.rotary_lo, x.rotary_hi}}}}};
+}
+
 json attention_json(const LayerPlan& l) {
   if (!l.softmax_attention) return nullptr;
   const LayerAttention& a = l.attention;
@@ -67,7 +79,8 @@ json attention_json(const LayerPlan& l) {
           {"softmax_scale", a.softmax_scale},
           {"softcap", a.softcap ? json(*a.softcap) : json(nullptr)},
           {"sinks", a.sinks},
-          {"query_temperature", t}};
+          {"query_temperature", t},
+          {"indexer", indexer_json(l)}};
 }
 
 std::string short_number(double v) {
@@ -97,6 +110,11 @@ std::string describe(const LayerPlan& l) {
   if (a.softcap) s += ", softcap " + short_number(*a.softcap);
   if (a.sinks) s += ", sinks";
   if (const char* t = temperature_name(a.temperature.kind)) s += ", query temperature " + std::string(t);
+  if (l.indexer)
+    s += ", top-" + std::to_string(l.indexer->topk) + " indexer (" +
+         rope_layout_name(l.indexer->rope.layout) + " RoPE on [" + std::to_string(l.indexer->rotary_lo) +
+         ", " + std::to_string(l.indexer->rotary_hi) + ") of " + std::to_string(l.indexer->head_dim) +
+         (l.indexer->shared ? ", shared" : "") + ")";
   return s;
 }
 

@@ -48,6 +48,21 @@ struct LayerAttention {
   AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 
+// DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): a lightning indexer scores every visible key,
+// sum_h w_h relu(q_h . k), and each query attends to the `topk` keys of highest score
+// (modeling_deepseek_v32.py DeepseekV32Indexer, topk = min(index_topk, keys)). The selection depends on
+// the content, so a layer's attention_config() is dense attention: exact while a query sees at most
+// `topk` keys; beyond that the caller masks all but the indexer's choice.
+struct TopkIndexer {
+  int64_t topk = 0;                 // index_topk
+  int64_t heads = 0, head_dim = 0;  // index_n_heads, index_head_dim (one key head)
+  bool shared = false;              // GLM-5 "shared" layers reuse the previous layer's selection
+  // The layer's frequencies, the indexer's own layout (GLM-5's pairs are written back de-interleaved,
+  // as DeepSeek-V3's attention: the same q.k products).
+  RopeConfig rope;
+  int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the index head: its first qk_rope_head_dim
+};
+
 struct LayerPlan {
   int64_t layer = 0;
   std::string layer_type;  // HF layer_types entry, e.g. "sliding_attention"; "full_attention" if none
@@ -61,6 +76,7 @@ struct LayerPlan {
   int64_t qk_head_dim = 0;               // the q/k head the range refers to
   int64_t v_head_dim = 0;                // the value (and attention output) head: DeepSeek 128 of 192
   LayerAttention attention;
+  std::optional<TopkIndexer> indexer;  // indexed_attention layers (DeepSeek sparse attention)
   // attention.attention_config(rope) with RoPE on this layer's range: rope_offset = rotary_lo. rope
   // must be built from `this->rope` (or null for a layer without RoPE); q/k heads of qk_head_dim,
   // v heads of v_head_dim.

@@ -99,6 +99,9 @@ def _layer_repr(layer):
     lo, hi = layer.rotary_dims
     a = layer.attention
     extra = f" rope[{lo},{hi})" if layer.position == "rope" else ""
+    ix = layer.indexer
+    if ix is not None:
+        extra += f" indexer(topk={ix.topk}, {ix.rope.layout}{', shared' if ix.shared else ''})"
     return (f"LayerPlan(layer={layer.layer}, type={layer.layer_type!r}, position={layer.position!r}{extra}, "
             f"qk_head_dim={layer.qk_head_dim}, v_head_dim={layer.v_head_dim}, window={a.window}, chunk={a.chunk}, scale={a.softmax_scale:.6g})")
 

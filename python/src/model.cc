@@ -37,6 +37,15 @@ void bind_model(nb::module_& m) {
       .def_ro("sinks", &LayerAttention::sinks)
       .def_ro("temperature", &LayerAttention::temperature);
 
+  nb::class_<TopkIndexer>(m, "TopkIndexer")
+      .def_ro("topk", &TopkIndexer::topk)
+      .def_ro("heads", &TopkIndexer::heads)
+      .def_ro("head_dim", &TopkIndexer::head_dim)
+      .def_ro("shared", &TopkIndexer::shared)
+      .def_ro("rope", &TopkIndexer::rope)
+      .def_prop_ro("rotary_dims",
+                   [](const TopkIndexer& x) { return std::make_tuple(x.rotary_lo, x.rotary_hi); });
+
   nb::class_<LayerPlan>(m, "LayerPlan")
       .def_ro("layer", &LayerPlan::layer)
       .def_ro("layer_type", &LayerPlan::layer_type)
@@ -48,7 +57,8 @@ void bind_model(nb::module_& m) {
                    [](const LayerPlan& l) { return std::make_tuple(l.rotary_lo, l.rotary_hi); })
       .def_ro("qk_head_dim", &LayerPlan::qk_head_dim)
       .def_ro("v_head_dim", &LayerPlan::v_head_dim)
-      .def_ro("attention", &LayerPlan::attention);
+      .def_ro("attention", &LayerPlan::attention)
+      .def_ro("indexer", &LayerPlan::indexer);
 
   nb::class_<ModelPositions>(m, "ModelPositions")
       .def_ro("model_type", &ModelPositions::model_type)

@@ -92,7 +92,7 @@ SUPPORTED = {
     "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese", "dbrx",
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
-    "gemma4_unified_text",
+    "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -590,7 +590,8 @@ def posenc_mask(a, t):
     return torch.from_numpy(ok)
 
 
-PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid", "mistral4"}
+PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid", "mistral4",
+                       "deepseek_v32", "glm_moe_dsa"}
 
 
 def check_family(model_type, config, variant="default"):
@@ -829,3 +830,53 @@ def test_dbrx_base_against_transformers_and_the_authors_code():
         same = text_cls(**kw, rope_parameters={"rope_type": "default", "rope_theta": 5e5})
     assert not any("transformers 5.23 applies" in w for w in plan(same.to_dict()).warnings)
     check_family("dbrx", same)
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_indexer_against_transformers(model_type):
+    """DeepSeek sparse attention's lightning indexer: its q and k rotate the first qk_rope_head_dim dims of
+    the index head with the layer's cos / sin, in halves for DeepSeek-V3.2 (modeling_deepseek_v32.py L219-220,
+    as DeepSeek's inference/model.py) and in pairs for GLM-5 (modeling_glm_moe_dsa.py L220-221, written back
+    de-interleaved as V3's attention: the same q.k). posenc's TopkIndexer.rope against the module's own
+    apply function, at positions up to the maximum; its top-k, heads and head size; GLM-5's shared layers."""
+    text_cls, _ = FAMILIES[model_type]
+    kw = {**_shrunk_kwargs(text_cls), "index_topk": 5,
+          "rope_parameters": {"rope_type": "yarn", "factor": 40.0, "rope_theta": 1e4, "beta_fast": 32.0,
+                              "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                              "original_max_position_embeddings": 4096}}
+    if model_type == "glm_moe_dsa":
+        kw["indexer_types"] = ["full", "full", "shared", "shared", "full", "shared"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    model = build(config)
+    family = sys.modules[type(model).__module__]
+    m = posenc.ModelPositions.from_hf(config.to_dict(), warn=False)
+    assert any("index_topk = 5" in w for w in m.warnings), m.warnings
+    for layer in m.layers:
+        ix = layer.indexer
+        assert ix.topk == 5 and ix.heads == config.index_n_heads and ix.head_dim == config.index_head_dim
+        assert ix.rotary_dims == (0, config.qk_rope_head_dim)
+        assert ix.shared == (model_type == "glm_moe_dsa" and config.indexer_types[layer.layer] == "shared")
+    rc = m.layers[0].indexer.rope
+    R = config.qk_rope_head_dim
+    torch.manual_seed(0)
+    B, T = 2, 16
+    q, k = torch.randn(B, T, 3, R), torch.randn(B, T, 1, R)
+    # (below 8192: transformers' fp32 angles err by ~position * 2^-24 rad, as in test_model_parity.py)
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos)
+    if model_type == "deepseek_v32":
+        assert rc.layout == "half"
+        q_hf, k_hf = family.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+    else:
+        assert rc.layout == "interleaved"
+        q_hf, k_hf = family.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=2)
+    rotate = lambda x: torch.from_numpy(  # noqa: E731
+        posenc.rope(x.numpy(), pos.numpy(), config=rc, seq_len=config.max_position_embeddings))
+    q_pe, k_pe = rotate(q), rotate(k)
+    # The indexer's scores q.k, for every query head and key
+    scores = lambda a, b: torch.einsum("bshd,btd->bhst", a, b[:, :, 0])  # noqa: E731
+    torch.testing.assert_close(scores(q_pe, k_pe), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)
+    if model_type == "deepseek_v32":  # no write-back permutation: the tensors themselves
+        torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4)

@@ -1,0 +1,121 @@
+// tests/test_model_indexer.cc: DeepSeek sparse attention's top-k indexer in model plans (deepseek_v32,
+// glm_moe_dsa; src/model_indexer.cc). Expected values from transformers 5.23.0's
+// configuration_deepseek_v32.py, configuration_glm_moe_dsa.py and their modeling files, cited per case;
+// python/tests/test_model_families.py checks the rotations against the running modules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc {
+namespace {
+
+ModelPositions plan(const std::string& type, const std::string& extra = "") {
+  return model_positions_from_hf_json(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 6)" +
+                                      (extra.empty() ? "" : ", " + extra) + "}");
+}
+
+std::string error_of(const std::string& type, const std::string& extra) {
+  try {
+    plan(type, extra);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool has_warning(const ModelPositions& m, const std::string& text) {
+  for (const std::string& w : m.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(ModelIndexer, DeepSeekV32IsV3MlaWithAHalfRotatedIndexerOnEveryLayer) {
+  // DeepSeek-V3.2's released rope_scaling (as V3's): yarn, factor 40, mscale_all_dim 1.
+  const ModelPositions m = plan("deepseek_v32", R"("rope_scaling": {"type": "yarn", "factor": 40,
+      "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "beta_fast": 32,
+      "beta_slow": 1}, "rope_interleave": true)");
+  ASSERT_EQ(m.layers.size(), 6u);
+  const double mscale = 0.1 * std::log(40.0) + 1.0;
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.layer_type, "indexed_attention");  // configuration_deepseek_v32.py L137-139
+    EXPECT_EQ(l.position, PositionMethod::rope);
+    EXPECT_EQ(l.rotary_lo, 128);  // nope 128 + rope 64 (L100-102)
+    EXPECT_EQ(l.rotary_hi, 192);
+    EXPECT_EQ(l.v_head_dim, 128);
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);                                 // MLA: pairs
+    EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(192.0), 1e-12);  // yarn_apply_mscale
+    ASSERT_TRUE(l.indexer.has_value());
+    EXPECT_EQ(l.indexer->topk, 2048);  // L120-122
+    EXPECT_EQ(l.indexer->heads, 64);
+    EXPECT_EQ(l.indexer->head_dim, 128);
+    EXPECT_FALSE(l.indexer->shared);
+    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::half);  // modeling_deepseek_v32.py L219-220
+    EXPECT_EQ(l.indexer->rotary_lo, 0);
+    EXPECT_EQ(l.indexer->rotary_hi, 64);
+    EXPECT_EQ(l.indexer->rope.head_dim, l.rope->head_dim);  // the layer's cos / sin
+    EXPECT_EQ(l.indexer->rope.scaling.factor, 40.0);
+  }
+  EXPECT_TRUE(has_warning(m, "index_topk = 2048"));
+  EXPECT_TRUE(m.layers[0].attention_config().causal);
+}
+
+TEST(ModelIndexer, GlmMoeDsaSharesSelectionsBySchedulePatternOrList) {
+  // configuration_glm_moe_dsa.py L137-148: "full" iff max(i - offset + 1, 0) % freq == 0.
+  const ModelPositions every = plan("glm_moe_dsa");  // freq 1: every layer selects
+  for (const LayerPlan& l : every.layers) EXPECT_FALSE(l.indexer->shared) << l.layer;
+  const ModelPositions sched = plan("glm_moe_dsa", R"("index_topk_freq": 4, "index_skip_topk_offset": 2)");
+  const bool want[6] = {false, false, true, true, true, false};  // full: 0, 1, 5
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sched.layers[i].indexer->shared, want[i]) << i;
+  const ModelPositions pattern = plan("glm_moe_dsa", R"("index_topk_pattern": "FFSSSF")");
+  const ModelPositions list =
+      plan("glm_moe_dsa", R"("indexer_types": ["full", "full", "shared", "shared", "shared", "full"])");
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(pattern.layers[i].indexer->shared, want[i]) << i;
+    EXPECT_EQ(list.layers[i].indexer->shared, want[i]) << i;
+  }
+  const LayerPlan& l = every.layers[0];
+  EXPECT_EQ(l.rotary_lo, 192);  // nope 192, v 256 (L105-107)
+  EXPECT_EQ(l.v_head_dim, 256);
+  EXPECT_EQ(l.indexer->heads, 32);
+  EXPECT_EQ(l.indexer->rope.layout, RopeLayout::interleaved);  // modeling_glm_moe_dsa.py L220-221
+}
+
+TEST(ModelIndexer, KeysTransformersIgnoresAreReported) {
+  EXPECT_TRUE(has_warning(plan("deepseek_v32", R"("rope_interleave": false)"), "rope_interleave = false"));
+  EXPECT_TRUE(has_warning(plan("glm_moe_dsa", R"("indexer_rope_interleave": false)"),
+                          "indexer_rope_interleave = false is ignored"));
+  EXPECT_FALSE(
+      has_warning(plan("glm_moe_dsa", R"("indexer_rope_interleave": true)"), "indexer_rope_interleave"));
+}
+
+TEST(ModelIndexer, BadIndexerKeysAreRefusedByName) {
+  EXPECT_NE(error_of("deepseek_v32", R"("index_topk": 0)").find("index_topk = 0"), std::string::npos);
+  EXPECT_NE(error_of("deepseek_v32", R"("index_head_dim": 32)").find("index_head_dim = 32"),
+            std::string::npos);
+  EXPECT_NE(error_of("deepseek_v32", R"("index_n_heads": -1)").find("index_n_heads = -1"), std::string::npos);
+  EXPECT_NE(error_of("glm_moe_dsa", R"("index_topk_pattern": "FFS")").find("index_topk_pattern"),
+            std::string::npos);
+  EXPECT_NE(error_of("glm_moe_dsa", R"("indexer_types": ["full", "x", "full", "full", "full", "full"])")
+                .find("\"full\" / \"shared\""),
+            std::string::npos);
+  EXPECT_NE(error_of("glm_moe_dsa", R"("index_topk_pattern": "SFFFFF")").find("layer 0 is \"shared\""),
+            std::string::npos);
+  // Every layer of these models runs the indexer: other layer types are not theirs, and the others'
+  // layers are not indexed.
+  EXPECT_NE(error_of("deepseek_v32", R"("layer_types": ["full_attention", "indexed_attention",
+      "indexed_attention", "indexed_attention", "indexed_attention", "indexed_attention"])")
+                .find("full_attention"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of("llama", R"("hidden_size": 64, "num_attention_heads": 2, "layer_types": ["full_attention",
+      "indexed_attention", "full_attention", "full_attention", "full_attention", "full_attention"])")
+          .find("indexed_attention"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc
