@@ -327,7 +327,17 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
           "(configuration_cohere2_moe.py's rope_scaling field)");
     // mimo_v2_flash: convert_rope_params_to_dict is a no-op (configuration_mimo_v2_flash.py L137-138):
     // rope_parameters per layer type, or the class's; the checkpoints' own keys are checked below.
-    const bool per_type_only = type == "mimo_v2_flash";
+    // laguna: likewise (configuration_laguna.py convert_rope_params_to_dict returns its input); its
+    // rotary module reads each type's own partial_rotary_factor (1.0 if absent), never the top-level one.
+    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna";
+    if (type == "laguna") {
+      prf.reset();
+      for (const char* k : {"rope_theta", "partial_rotary_factor", "rope_scaling"})
+        if (j.has(k))
+          out.warnings.push_back(j.where + k + " = " + detail::json_excerpt(j.at(k)) +
+                                 " is not read by laguna: each rope_parameters entry has its own");
+      j.read.insert("num_attention_heads_per_layer");  // head counts: not positional (head_dim is fixed)
+    }
     if (fixed_table) {
       // (the dicts were reported above)
     } else if (per_type_only) {
@@ -369,6 +379,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     const json empty = json::object();
     if (rp && is_nested(*rp)) {
       for (auto it = rp->begin(); it != rp->end(); ++it) {
+        // laguna's checkpoints keep a stray original_max_position_embeddings beside the per-type dicts,
+        // which its rotary module never reads (it looks up each layer type's dict).
+        const bool layer_type_key = it.key().find("_attention") != std::string::npos;
+        if (!layer_type_key && !it.value().is_object() && !it.value().is_null()) {
+          out.warnings.push_back(j.where + rp_name + "." + it.key() + " = " +
+                                 detail::json_excerpt(it.value()) +
+                                 " is not read: the rotary module reads the dict of each layer type");
+          continue;
+        }
         if (it.value().is_null()) {
           nested[it.key()] = std::nullopt;
           continue;
@@ -414,7 +433,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         out.warnings.push_back("rope_interleave = false is ignored: transformers 5's " + type +
                                " always rotates interleaved pairs");
     }
-    if (per_type_only) detail::check_mimo_keys(j, *rp, nested);
+    if (type == "mimo_v2_flash") detail::check_mimo_keys(j, *rp, nested);
     if (type == "dbrx" && flat) dbrx_base(j, *flat, out.warnings);
   }
   if (!rotary && !falcon_alibi && m.family->method != PositionMethod::alibi)

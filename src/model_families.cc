@@ -107,6 +107,8 @@ constexpr Family kFamilies[] = {
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
   {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
+  // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
+  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
@@ -281,6 +283,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm4_moe_lite", 2048, 20, 47},
       {"mistral4", 4096, 32, 36},
       {"deepseek_v32", 7168, 128, 61},
+      {"laguna", 2048, 48, 40},
       {"glm_moe_dsa", 6144, 64, 78},
       {"jetmoe", 2048, 32, 12},
       {"dbrx", 2048, 16, 24},
@@ -385,9 +388,6 @@ std::string refusal_reason(const std::string& t) {
            "to falcon";
   if (t == "deepseek_v4")
     return "its compressed attention (compress_rope_theta, compress_ratios) is not modeled by posenc yet";
-  if (t == "laguna")
-    return "its per-layer head counts and rope_parameters handling (Laguna config) are not modeled by posenc "
-           "yet";
   return {};
 }
 
@@ -421,6 +421,10 @@ const char* default_rope_parameters(const std::string& t) {
                                   "partial_rotary_factor": 0.334},
                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
                                      "partial_rotary_factor": 0.334}})";
+  if (t == "laguna")  // configuration_laguna.py L106-111
+    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                     "partial_rotary_factor": 1.0}})";
   if (t == "cwm")
     return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
                "low_freq_factor": 1.0, "high_freq_factor": 4.0})";

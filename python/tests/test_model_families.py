@@ -92,7 +92,7 @@ SUPPORTED = {
     "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese", "dbrx",
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
-    "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa",
+    "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the

@@ -35,8 +35,7 @@ FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*
 REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb"}
 # in transformers but refused by posenc (positional code posenc does not model yet): deepseek_v4's
 # compressed attention (compress_rope_theta, compress_ratios).
-# laguna's per-layer head counts (num_attention_heads_per_layer).
-REFUSED = {"deepseek_v4", "laguna"}
+REFUSED = {"deepseek_v4"}
 # configs transformers 5 cannot build as written: the flat GLM-4.1V copy (Glm4vConfig reads text_config
 # only; test_glm4v_flat_config_against_transformers_text_config compares it on its text_config form).
 UNMODELED = {"glm4v"}
@@ -228,7 +227,7 @@ ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-
             "gpt-neox__gpt-neox-20b", "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite",
             "minicpm3__MiniCPM3-4B", "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B",
             "qwen1.5__CodeQwen1.5-7B", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it",
-            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su"]
+            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su", "laguna__Laguna-XS.2-FP8"]
 
 
 def layers_to_rotate(m):
@@ -626,8 +625,6 @@ def test_gpt_neo_saved_gpt_j_fork_is_refused():
 def test_refused_family_raises_posenc_error_with_the_library_message():
     with pytest.raises(posenc.Error, match="deepseek_v4.*compress"):
         posenc.ModelPositions.from_hf(os.path.join(DATA, "deepseek-v4__DeepSeek-V4-Flash-NVFP4.json"))
-    with pytest.raises(posenc.Error, match="laguna"):
-        posenc.ModelPositions.from_hf(os.path.join(DATA, "laguna__Laguna-XS.2-FP8.json"))
     with pytest.raises(posenc.Error, match="chatglm"):
         posenc.ModelPositions.from_hf(os.path.join(DATA, "chatglm__chatglm2-6b.json"))
     with pytest.raises(posenc.Error):
