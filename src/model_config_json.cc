@@ -46,23 +46,25 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"paddleocr_vl", "paddleocr_vl_text"},
                                  {"cosmos3_edge", "cosmos3_edge_text"},
                                  {"granite4_vision", "granite4_vision_text"},
-                                 {"gemma4_unified", "gemma4_unified_text"}};
+                                 {"gemma4_unified", "gemma4_unified_text"},
+                                 {"gemma3n", "gemma3n_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
 // has an entry for each): the other family's rules apply, the plan reports the model's own type.
 const char* kRuleAliases[][2] = {
-    {"glm4v_text", "glm4"},                   // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
-    {"glm_ocr_text", "glm4"},                 // modeling_glm_ocr.py: as glm4v
-    {"glm4v_moe_text", "glm4_moe"},           // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
-    {"qwen2_5_omni_text", "qwen2_5_vl"},      // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
-    {"qwen3_omni_moe_text", "qwen3_vl"},      // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
-    {"paddleocr_vl_text", "llama"},           // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
-    {"cosmos3_edge_text", "llama"},           // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
-    {"deepseek_ocr2_text", "llama"},          // modeling_deepseek_ocr2.py: plain multi-head attention
-    {"granite4_vision_text", "granite"},      // modeling_granite4_vision.py: scaling = attention_multiplier
-    {"phi4_multimodal", "phi3"},              // modeling_phi4_multimodal.py: Phi-3's attention and longrope
-    {"gemma4_unified_text", "gemma4_text"}};  // modeling_gemma4_unified.py: Gemma4TextAttention
+    {"glm4v_text", "glm4"},                  // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+    {"glm_ocr_text", "glm4"},                // modeling_glm_ocr.py: as glm4v
+    {"glm4v_moe_text", "glm4_moe"},          // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+    {"qwen2_5_omni_text", "qwen2_5_vl"},     // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+    {"qwen3_omni_moe_text", "qwen3_vl"},     // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+    {"paddleocr_vl_text", "llama"},          // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+    {"cosmos3_edge_text", "llama"},          // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+    {"deepseek_ocr2_text", "llama"},         // modeling_deepseek_ocr2.py: plain multi-head attention
+    {"granite4_vision_text", "granite"},     // modeling_granite4_vision.py: scaling = attention_multiplier
+    {"phi4_multimodal", "phi3"},             // modeling_phi4_multimodal.py: Phi-3's attention and longrope
+    {"gemma4_unified_text", "gemma4_text"},  // modeling_gemma4_unified.py: Gemma4TextAttention
+    {"gemma3n_text", "gemma3_text"}};        // modeling_gemma3n.py: Gemma 3's bases and rope dicts
 
 std::string rules_type(const std::string& t) {
   for (auto& a : kRuleAliases)
@@ -451,8 +453,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 
   // Softmax scale (the `scaling` each family's attention passes to the kernel).
   double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim));
-  if (type == "gemma2" || type == "vaultgemma" || type == "gemma3_text")
+  // gemma3n: self.scaling = 1.0 with q/k RMS norms, no query_pre_attn_scalar (modeling_gemma3n.py L1172);
+  // its last num_kv_shared_layers layers reuse the keys of an earlier layer of their type, rotated at the
+  // same positions: the same plan.
+  const bool gemma3n = own_type == "gemma3n_text";
+  if (gemma3n) j.read.insert("num_kv_shared_layers");
+  if (gemma3n && j.has("query_pre_attn_scalar"))
+    out.warnings.push_back("query_pre_attn_scalar is not read by gemma3n_text: its attention scale is 1");
+  if ((type == "gemma2" || type == "vaultgemma" || type == "gemma3_text") && !gemma3n)
     scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
+  if (gemma3n) scale = 1.0;
   // granite, granitemoe(shared), hyperclovax: self.scaling = config.attention_multiplier
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190).
   // hyperclovax: attention_multiplier None -> head_dim ** -0.5 (configuration_hyperclovax.py L122).

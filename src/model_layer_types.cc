@@ -84,6 +84,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   }
   if (t == "gemma2" || t == "vaultgemma" || t == "gpt_oss")
     pattern(2);  // "sliding" if (i + 1) % 2 (configuration_gemma2.py)
+  else if (t == "gemma3_text" && std::string_view(m.family->model_type) == "gemma3n_text")
+    pattern(5);  // configuration_gemma3n.py L141-144: full iff (i + 1) % 5 == 0
   else if (t == "gemma3_text")
     pattern(period("sliding_window_pattern", 6));
   else if (t == "gemma4_text")
@@ -257,6 +259,7 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (t == "gpt_oss") window = 128;
     if (t == "gemma4_text")
       window = std::string_view(m.family->model_type) == "gemma4_unified_text" ? 1024 : 512;
+    if (std::string_view(m.family->model_type) == "gemma3n_text") window = 512;
     if (t == "cwm") window = 8192;
     if (t == "granite_swa" || t == "granitemoe_swa") window = 128;
     if (t == "cohere2_moe") window = 4096;

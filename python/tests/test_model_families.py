@@ -92,7 +92,7 @@ SUPPORTED = {
     "mimo_v2_flash", "rwkv", "xlstm", "bailing_hybrid", "mistral4", "gpt_neox_japanese", "dbrx",
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
-    "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna",
+    "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -116,6 +116,10 @@ FAMILY_KWARGS = {
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
     # DbrxAttentionConfig has no rope_theta, which DbrxAttention reads (AttributeError): the base both
     # readings agree on (test_dbrx_base_against_transformers_and_the_authors_code has the difference)
+    # no kv sharing: a shared layer attends with the keys an earlier layer of its type rotated (the same
+    # plan), which the q/k capture cannot pair with its own projections
+    "gemma3n_text": dict(num_kv_shared_layers=0, altup_num_inputs=2, laurel_rank=4,
+                         hidden_size_per_layer_input=8),
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense"] * LAYERS),  # (None in the class: set by its wrapper)
     "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
                  ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
