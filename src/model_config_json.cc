@@ -374,6 +374,20 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         owned = {{"full_attention", rp ? *rp : json::object()}, {"sliding_attention", json::object()}};
         rp = &owned;
       }
+    } else if (type == "modernbert-decoder") {
+      // configuration_modernbert_decoder.py convert_rope_params_to_dict: a legacy rope_scaling goes to both
+      // layer types; the bases are global_rope_theta and local_rope_theta (rope_theta is not read).
+      if (j.has("rope_theta"))
+        out.warnings.push_back(
+            "rope_theta is not read by modernbert-decoder: its bases are global_rope_theta "
+            "and local_rope_theta");
+      theta = j.num_or("global_rope_theta", 1.6e5);
+      local_theta = j.num_or("local_rope_theta", 1e4);
+      if (!(rp && rp_name == "rope_parameters" && is_nested(*rp))) {
+        const json one = rp ? *rp : json::object();
+        owned = {{"full_attention", one}, {"sliding_attention", one}};
+        rp = &owned;
+      }
     } else if (!rp && detail::default_rope_parameters(type)) {
       owned = json::parse(detail::default_rope_parameters(type));
       rp = &owned;

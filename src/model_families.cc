@@ -141,6 +141,8 @@ constexpr Family kFamilies[] = {
   {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H},
   {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H},  // global layers: head 512
   {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H},  // scale 1, full every 5th layer
+  // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
+  {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
   {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
@@ -337,6 +339,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"phi4_multimodal", 3072, 32, 32},
       {"gemma4_unified_text", 2304, 8, 30},
       {"gemma3n_text", 2048, 8, 35},
+      {"modernbert-decoder", 768, 12, 22},
 };
 // clang-format on
 

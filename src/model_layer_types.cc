@@ -88,7 +88,10 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(5);  // configuration_gemma3n.py L141-144: full iff (i + 1) % 5 == 0
   else if (t == "gemma3_text")
     pattern(period("sliding_window_pattern", 6));
-  else if (t == "gemma4_text")
+  else if (t == "modernbert-decoder") {  // configuration_modernbert_decoder.py: full iff i % n == 0
+    const int64_t n = period("global_attn_every_n_layers", 3);
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i % n != 0 ? "sliding_attention" : "full_attention";
+  } else if (t == "gemma4_text")
     pattern(6);  // configuration_gemma4.py: sliding_window_pattern = 6, fixed
   else if (t == "kolibri1")
     pattern(5);  // configuration_kolibri1.py: full iff (i + 1) % 5 == 0
@@ -265,6 +268,18 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (t == "cohere2_moe") window = 4096;
     if (t == "mimo_v2_flash") window = 129;
   }
+  // modernbert-decoder: sliding_window = local_attention // 2 ("only half of" ModernBERT's symmetric window),
+  // unless the config gives sliding_window, which PreTrainedConfig.__post_init__ sets after it
+  // (configuration_modernbert_decoder.py): the keys q - k < window, causal.
+  if (t == "modernbert-decoder" && !j.has("sliding_window")) {
+    if (j.j.contains("local_attention") && !j.has("local_attention"))
+      fail(kOp, j.where,
+           "local_attention = null is not supported for modernbert-decoder: transformers then sets ",
+           "sliding_window = -1 on its sliding layers");
+    window = j.int_or("local_attention", 128) / 2;
+    if (window < 1) fail(kOp, j.where, "local_attention = ", window * 2, " is invalid: must be >= 2");
+  }
+  j.read.insert("local_attention");
   // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
   // (configuration_mimo_v2_flash.py L131-133).
   if (t == "mimo_v2_flash" && j.has("sliding_window_size")) window = j.integer("sliding_window_size") + 1;

@@ -93,6 +93,7 @@ SUPPORTED = {
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
     "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
+    "modernbert-decoder",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -884,3 +885,22 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     torch.testing.assert_close(scores(q_pe, k_pe), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)
     if model_type == "deepseek_v32":  # no write-back permutation: the tensors themselves
         torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4)
+
+
+def test_modernbert_decoder_legacy_keys_against_transformers():
+    """ModernBERT decoders on the hub (Ettin) save global_rope_theta / local_rope_theta and may carry a
+    legacy rope_scaling, which configuration_modernbert_decoder.py's convert_rope_params_to_dict applies to
+    both layer types (Gemma 3 applies it to the full layers only); their windows are local_attention // 2."""
+    text_cls, _ = FAMILIES["modernbert-decoder"]
+    kw = {**_shrunk_kwargs(text_cls), "global_rope_theta": 5e4, "local_rope_theta": 3e3,
+          "local_attention": 10, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    m = plan({k: v for k, v in kw.items() if k != "sliding_window"} | {"model_type": "modernbert-decoder"})
+    for layer in m.layers:
+        full = layer.layer_type == "full_attention"
+        assert layer.rope.base == (5e4 if full else 3e3) and layer.rope.scaling.rope_type == "linear"
+        assert layer.attention.window == (0 if full else 5)
+    assert [layer.layer_type for layer in m.layers] == config.layer_types
+    check_family("modernbert-decoder", config)
