@@ -158,8 +158,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (!sizes) sizes = detail::find_size_defaults(type);
   const bool need = sizes == nullptr;
   m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, sizes ? sizes->hidden : 0, need);
-  m.heads =
-      first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads"}, sizes ? sizes->heads : 0, need);
+  m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads"},
+                      sizes ? sizes->heads : 0, need);
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
                        sizes ? sizes->layers : 0, need);
   if (type == "nemotron_h") {
@@ -232,6 +232,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   out.max_position_embeddings = m.max_pos;
   // modeling_opt.py OPTLearnedPositionalEmbedding, modeling_biogpt.py BioGptLearnedPositionalEmbedding.
   if (type == "opt" || type == "biogpt") out.learned_position_offset = 2;
+  if (type == "xglm" || type == "ctrl") {
+    SinusoidalConfig s;
+    s.dim = m.hidden;  // an odd d_model gets a zero last column (XGLM), as posenc's split layout
+    s.layout = SinusoidalLayout::split;
+    s.frequencies =
+        type == "xglm" ? SinusoidalFrequencies::half_dim_minus_one : SinusoidalFrequencies::model_dim;
+    s.position_offset = type == "xglm" ? 2 : 0;
+    validate(s);
+    out.sinusoidal = s;
+  }
   if (detail::roberta_like(type)) {
     // modeling_roberta.py create_position_ids_from_input_ids: token p (0-based, padding skipped) reads
     // row p + pad_token_id + 1 of max_position_embeddings rows (514 rows, 512 positions for RoBERTa).

@@ -160,6 +160,8 @@ constexpr Family kFamilies[] = {
   {"falcon_h1",      R,      1e4,     8192,    0,       0,    false, H},  // mamba + attention in every layer
   {"zamba2",         R,      1e4,     4096,    0,       0,    false, H},  // RoPE iff use_mem_rope
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
+  {"xglm",           PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},  // ModelPositions::sinusoidal
+  {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
   {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
@@ -196,6 +198,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"arcee", 2560, 32, 32},
       {"aria_text", 4096, 32, 32},
       {"bert", 768, 12, 12},
+      {"xglm", 1024, 16, 24},
+      {"ctrl", 1280, 16, 48},
       {"bitnet", 2560, 20, 30},
       {"bloom", 64, 8, 2},
       {"cohere", 8192, 64, 40},

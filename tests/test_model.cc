@@ -1085,5 +1085,31 @@ TEST(ModelForms, ConfigFilesMustBeSmallRegularFiles) {
   expect_file_error("/nonexistent/config.json", "cannot open config file");
 }
 
+TEST(ModelFamilies, SinusoidalFamiliesCarryTheirTable) {
+  // modeling_xglm.py XGLMSinusoidalPositionalEmbedding: fairseq's [sin | cos], w_i = 10000^(-i / (dim/2 -
+  // 1)), position p at row p + 2; attribute_map num_attention_heads -> attention_heads.
+  const ModelPositions x = model_positions_from_hf_json(
+      R"({"model_type": "xglm", "d_model": 64, "attention_heads": 4, "num_layers": 3})");
+  ASSERT_TRUE(x.sinusoidal.has_value());
+  EXPECT_EQ(x.sinusoidal->dim, 64);
+  EXPECT_EQ(x.sinusoidal->layout, SinusoidalLayout::split);
+  EXPECT_EQ(x.sinusoidal->frequencies, SinusoidalFrequencies::half_dim_minus_one);
+  EXPECT_EQ(x.sinusoidal->position_offset, 2);
+  EXPECT_EQ(x.num_heads, 4);
+  for (const LayerPlan& l : x.layers) {
+    EXPECT_EQ(l.position, PositionMethod::sinusoidal);
+    EXPECT_TRUE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.25);  // head 16
+  }
+  // modeling_ctrl.py positional_encoding: [sin | cos], w_i = 10000^(-2i / dim), position p at row p.
+  const ModelPositions c =
+      model_positions_from_hf_json(R"({"model_type": "ctrl", "n_embd": 32, "n_head": 2, "n_layer": 2})");
+  ASSERT_TRUE(c.sinusoidal.has_value());
+  EXPECT_EQ(c.sinusoidal->frequencies, SinusoidalFrequencies::model_dim);
+  EXPECT_EQ(c.sinusoidal->position_offset, 0);
+  EXPECT_EQ(c.max_position_embeddings, 256);  // n_positions
+  EXPECT_FALSE(load("llama2__Llama-2-7b-chat-hf.json").sinusoidal.has_value());
+}
+
 }  // namespace
 }  // namespace posenc

@@ -156,6 +156,15 @@ void run_inspect(const InspectOptions& o) {
     if (learned)
       doc["learned"] = {{"table_rows", m.max_position_embeddings + m.learned_position_offset},
                         {"position_offset", m.learned_position_offset}};
+    if (m.sinusoidal)
+      doc["sinusoidal"] = {
+          {"dim", m.sinusoidal->dim},
+          {"base", m.sinusoidal->base},
+          {"layout", m.sinusoidal->layout == SinusoidalLayout::split ? "split" : "interleaved"},
+          {"frequencies", m.sinusoidal->frequencies == SinusoidalFrequencies::model_dim
+                              ? "model_dim"
+                              : "half_dim_minus_one"},
+          {"position_offset", m.sinusoidal->position_offset}};
     std::cout << doc.dump(2) << "\n";
     return;
   }
@@ -175,6 +184,13 @@ void run_inspect(const InspectOptions& o) {
   }
   if (m.t5_num_buckets > 0)
     std::cout << "t5 buckets: " << m.t5_num_buckets << ", max_distance " << m.t5_max_distance << "\n";
+  if (m.sinusoidal)
+    std::cout << "sinusoidal table: dim " << m.sinusoidal->dim << ", "
+              << (m.sinusoidal->layout == SinusoidalLayout::split ? "[sin | cos]" : "interleaved")
+              << ", w_i = " << short_number(m.sinusoidal->base) << "^(-"
+              << (m.sinusoidal->frequencies == SinusoidalFrequencies::model_dim ? "2i / dim"
+                                                                                : "i / (dim/2 - 1)")
+              << "), position p at row p + " << m.sinusoidal->position_offset << "\n";
   if (learned)
     std::cout << "learned table: " << m.max_position_embeddings + m.learned_position_offset
               << " rows, position p reads row p + " << m.learned_position_offset << "\n";

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc/absolute.h"
 #include "posenc/attention.h"
 #include "posenc/rope.h"
 
@@ -92,6 +93,11 @@ struct ModelPositions {
   // learned_position_offset rows. OPT: 2 (modeling_opt.py OPTLearnedPositionalEmbedding, a fairseq
   // leftover: rows 0 and 1 belong to no position); 0 elsewhere.
   int64_t learned_position_offset = 0;
+  // sinusoidal layers: the fixed table added to the token embeddings (posenc::sinusoidal_add with it):
+  // XGLM's fairseq table [sin | cos], w_i = 10000^(-i / (dim/2 - 1)), position p at row p + 2
+  // (modeling_xglm.py XGLMSinusoidalPositionalEmbedding); CTRL's [sin | cos], w_i = 10000^(-2i / dim)
+  // (modeling_ctrl.py positional_encoding). Empty for the other families.
+  std::optional<SinusoidalConfig> sinusoidal;
   std::vector<LayerPlan> layers;
   std::vector<std::string> warnings;
 };

@@ -68,6 +68,22 @@ void bind_model(nb::module_& m) {
       .def_ro("t5_num_buckets", &ModelPositions::t5_num_buckets)
       .def_ro("t5_max_distance", &ModelPositions::t5_max_distance)
       .def_ro("learned_position_offset", &ModelPositions::learned_position_offset)
+      // sinusoidal: None, or the keyword arguments of posenc.sinusoidal (dim, base, layout, frequencies,
+      // offset)
+      .def_prop_ro("sinusoidal",
+                   [](const ModelPositions& p) -> nb::object {
+                     if (!p.sinusoidal) return nb::none();
+                     const SinusoidalConfig& s = *p.sinusoidal;
+                     nb::dict d;
+                     d["dim"] = s.dim;
+                     d["base"] = s.base;
+                     d["layout"] = s.layout == SinusoidalLayout::split ? "split" : "interleaved";
+                     d["frequencies"] = s.frequencies == SinusoidalFrequencies::model_dim
+                                            ? "model_dim"
+                                            : "half_dim_minus_one";
+                     d["offset"] = s.position_offset;
+                     return d;
+                   })
       .def_ro("layers", &ModelPositions::layers)
       .def_ro("warnings", &ModelPositions::warnings);
 

@@ -93,7 +93,7 @@ SUPPORTED = {
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
     "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
-    "modernbert-decoder",
+    "modernbert-decoder", "xglm", "ctrl",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -413,6 +413,22 @@ def learned_offset(table):
     return 0 if padding is None else padding + 1
 
 
+def check_sinusoidal_table(m, model, where):
+    """The fixed table the model adds to its embeddings against posenc.sinusoidal with the plan's
+    ModelPositions.sinusoidal: CTRL's pos_encoding (position p at row p), XGLM's embed_positions.weights
+    (row p + 2). transformers builds both with fp32 angles: ~position * 2^-24 rad (the first 1024 rows)."""
+    s = m.sinusoidal
+    assert s is not None and s["dim"] == model.config.hidden_size, where
+    table = getattr(model, "pos_encoding", None)
+    if table is None:
+        table = model.embed_positions.weights
+    n = min(table.shape[0] - s["offset"], 1024)
+    want = table[s["offset"]:s["offset"] + n].double().numpy()
+    got = posenc.sinusoidal(np.arange(n), s["dim"], s["base"], s["layout"], frequencies=s["frequencies"],
+                            offset=s["offset"])
+    np.testing.assert_allclose(got, want, atol=2e-4, err_msg=where)
+
+
 def check_legacy(model_type, m, model, ids, pos, modules):
     """Scale from the attention module's attribute; the rotation from apply_rotary_pos_emb's
     inputs and outputs (its input is the rotated slice [0, R) the attention cut: checked to be
@@ -446,6 +462,8 @@ def check_legacy(model_type, m, model, ids, pos, modules):
         bias = getattr(attn, "bias", None)  # a (1, 1, P, P) bool mask buffer (gpt_neo's local window)
         if torch.is_tensor(bias) and bias.dtype == torch.bool and bias.dim() == 4:
             assert torch.equal(bias[0, 0, :T, :T], posenc_mask(layer.attention, T)), f"{where}: mask"
+        if layer.position == "sinusoidal":
+            check_sinusoidal_table(m, model, where)
         calls = cap.calls.get(layer.layer, [])
         if layer.position != "rope":
             assert not calls, f"{where}: rotated in transformers"
@@ -662,6 +680,8 @@ def check_family(model_type, config, variant="default"):
                 table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "embed_positions", "position_embeddings")))
                 assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset, where
                 assert learned_offset(table) == m.learned_position_offset, where
+            if layer.position == "sinusoidal":
+                check_sinusoidal_table(m, model, where)
             if layer.position in ("learned", "alibi", "t5", "sinusoidal"):
                 continue  # no rotation
             key = (layer.layer_type, layer.position, repr(layer.rope), layer.rotary_dims)
