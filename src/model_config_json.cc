@@ -47,7 +47,8 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"cosmos3_edge", "cosmos3_edge_text"},
                                  {"granite4_vision", "granite4_vision_text"},
                                  {"gemma4_unified", "gemma4_unified_text"},
-                                 {"gemma3n", "gemma3n_text"}};
+                                 {"gemma3n", "gemma3n_text"},
+                                 {"ernie4_5_vl_moe", "ernie4_5_vl_moe_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -64,7 +65,10 @@ const char* kRuleAliases[][2] = {
     {"granite4_vision_text", "granite"},     // modeling_granite4_vision.py: scaling = attention_multiplier
     {"phi4_multimodal", "phi3"},             // modeling_phi4_multimodal.py: Phi-3's attention and longrope
     {"gemma4_unified_text", "gemma4_text"},  // modeling_gemma4_unified.py: Gemma4TextAttention
-    {"gemma3n_text", "gemma3_text"}};        // modeling_gemma3n.py: Gemma 3's bases and rope dicts
+    {"gemma3n_text", "gemma3_text"},
+    {"ernie4_5_vl_moe_text",
+     "ernie4_5_moe"}};  // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating        //
+                        // modeling_gemma3n.py: Gemma 3's bases and rope dicts
 
 std::string rules_type(const std::string& t) {
   for (auto& a : kRuleAliases)
@@ -199,6 +203,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     j.warn_unread(out.warnings, type);
     return out;
+  }
+  if (type == "longcat_flash") {
+    // configuration_longcat_flash.py: num_hidden_layers is 2 * num_layers (a property: a saved
+    // num_hidden_layers sets num_layers = value // 2); each decoder layer runs two attention sublayers,
+    // planned as attention layers 2i and 2i + 1 (modeling_longcat_flash.py L449-461).
+    m.layers = j.has("num_layers")          ? 2 * j.integer("num_layers")
+               : j.has("num_hidden_layers") ? 2 * (j.integer("num_hidden_layers") / 2)
+                                            : 56;
   }
   if (type == "jetmoe") {
     // configuration_jetmoe.py L73: num_attention_heads = num_key_value_heads * num_experts_per_tok, always
@@ -451,7 +463,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         validate(*flat);
       }
       // deepseek_v32, glm_moe_dsa: always interleaved (their modular files drop rope_interleave).
-      const bool always_pairs = type == "bailing_hybrid" || type == "deepseek_v32" || type == "glm_moe_dsa";
+      const bool always_pairs = type == "bailing_hybrid" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
+                                type == "longcat_flash";
       if (mla && type != "deepseek_v2" && type != "minicpm3" && !always_pairs &&
           !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;

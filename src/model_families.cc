@@ -110,6 +110,8 @@ constexpr Family kFamilies[] = {
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
+  // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
+  {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I},
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
@@ -141,6 +143,7 @@ constexpr Family kFamilies[] = {
   {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H},
   {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H},  // global layers: head 512
   {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H},  // scale 1, full every 5th layer
+  {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I},  // mrope_alternating_hw
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
   {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
@@ -292,6 +295,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"deepseek_v32", 7168, 128, 61},
       {"laguna", 2048, 48, 40},
       {"glm_moe_dsa", 6144, 64, 78},
+      {"longcat_flash", 6144, 64, 56},
       {"jetmoe", 2048, 32, 12},
       {"dbrx", 2048, 16, 24},
       {"roberta", 768, 12, 12},
@@ -343,6 +347,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"phi4_multimodal", 3072, 32, 32},
       {"gemma4_unified_text", 2304, 8, 30},
       {"gemma3n_text", 2048, 8, 35},
+      {"ernie4_5_vl_moe_text", 2560, 20, 28},
       {"modernbert-decoder", 768, 12, 22},
 };
 // clang-format on

@@ -26,7 +26,8 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
   // L330, L373).
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
                    type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
-                   type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa";
+                   type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
+                   type == "longcat_flash";
   // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py: nope 192, v 256
   const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa";
   int64_t qk_head_dim = 0, v_head_dim = 0;
@@ -40,6 +41,12 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
                  : type == "minicpm3" ? 0
                  : glm_lite           ? 256
                                       : 128;
+    // longcat_flash: its rotary module sizes the ladder by config.head_dim (modeling_longcat_flash.py
+    // L95-100), which must then be the rotated width.
+    if (type == "longcat_flash" && j.has("head_dim") && j.integer("head_dim") != m.head_dim)
+      fail(kOp, j.where, "head_dim = ", j.integer("head_dim"),
+           " is invalid for longcat_flash: its rotary module ",
+           "takes head_dim frequencies for the qk_rope_head_dim = ", m.head_dim, " rotated dims");
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
   } else if (type == "kimi_linear") {

@@ -34,6 +34,7 @@ std::vector<int64_t> default_mrope_section(std::string_view own_type) {
     return {8, 12, 12};
   if (own_type == "qwen2_5_omni_text" || own_type == "paddleocr_vl_text") return {16, 24, 24};
   if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text") return {24, 20, 20};
+  if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};  // modeling_ernie4_5_vl_moe.py L72: {h, w, t}
   return {};
 }
 }  // namespace
@@ -248,7 +249,13 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
                        std::string_view(m.family->model_type) == "cosmos3_edge_text" ||
                        d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
+    if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text")
+      c.multimodal = RopeMultimodal::mrope_alternating_hw;
   }
+  // Ernie4_5_VLMoeTextRotaryEmbedding raises for any other rope type (modeling_ernie4_5_vl_moe.py L65-66).
+  if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text" && s.type != RopeScalingType::none)
+    fail(kOp, d.where, "rope_type = \"", rope_scaling_name(s.type),
+         "\" is not supported by model_type 'ernie4_5_vl_moe_text': transformers 5 requires \"default\"");
   d.read.insert("mrope_interleaved");
   if (d.has("llama_4_scaling_beta")) ministral_beta = d.num("llama_4_scaling_beta");
   d.read.insert("max_position_embeddings");  // ministral3's default dict carries it; unused

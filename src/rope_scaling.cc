@@ -48,6 +48,8 @@ const char* rope_multimodal_name(RopeMultimodal mode) {
       return "mrope_interleaved";
     case RopeMultimodal::axial_2d:
       return "axial_2d";
+    case RopeMultimodal::mrope_alternating_hw:
+      return "mrope_alternating_hw";
   }
   return "?";
 }
@@ -195,10 +197,15 @@ void validate(const RopeConfig& c) {
       if (!c.mrope_section.empty()) fail(op, "mrope_section is set but multimodal is 'none'");
       break;
     case RopeMultimodal::mrope:
-    case RopeMultimodal::mrope_interleaved: {
+    case RopeMultimodal::mrope_interleaved:
+    case RopeMultimodal::mrope_alternating_hw: {
       if (c.mrope_section.size() != 3)
         fail(op, "mrope_section = ", detail::to_string(c.mrope_section),
              " is invalid: needs 3 values {t, h, w}");
+      // modeling_ernie4_5_vl_moe.py recomposition_frequencies stacks the h and w sections pairwise.
+      if (c.multimodal == RopeMultimodal::mrope_alternating_hw && c.mrope_section[0] != c.mrope_section[1])
+        fail(op, "mrope_section = ", detail::to_string(c.mrope_section),
+             " is invalid for mrope_alternating_hw: its {h, w, t} needs h == w");
       int64_t sum = 0;
       for (int64_t v : c.mrope_section) {
         if (v < 0 || v > pairs)  // bounded before summing: three INT64_MAX would overflow
@@ -360,6 +367,11 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
     int64_t j = 0;
     for (uint8_t stream = 0; stream < 3; ++stream)
       for (int64_t n = 0; n < c.mrope_section[stream]; ++n) out.stream[j++] = stream;
+  } else if (c.multimodal == RopeMultimodal::mrope_alternating_hw) {
+    // ERNIE 4.5 VL (modeling_ernie4_5_vl_moe.py): inv_freq pre-permuted to even then odd frequencies of
+    // the first 2h pairs, split {h, w, t}, h and w stacked pairwise: pair j takes h (j even) or w (j odd)
+    // below 2h, t above, each with its own frequency f_j.
+    for (int64_t j = 0; j < pairs; ++j) out.stream[j] = j < 2 * c.mrope_section[0] ? (j % 2 == 0 ? 1 : 2) : 0;
   } else if (c.multimodal == RopeMultimodal::mrope_interleaved) {
     // Qwen3-VL apply_interleaved_mrope: h on j % 3 == 1 below 3*h, w on j % 3 == 2 below 3*w.
     for (int64_t j = 0; j < pairs; ++j) {

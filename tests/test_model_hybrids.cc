@@ -478,5 +478,30 @@ TEST(ModelHybrids, MiMoV2Flash) {
   expect_error(cfg("mimo_v2_flash", 2, R"("add_full_attention_sink_bias": true)"), "ambiguous");
 }
 
+TEST(ModelHybrids, LongcatFlashPlansTwoMlaSublayersPerLayer) {
+  // configuration_longcat_flash.py: num_hidden_layers = 2 * num_layers (a saved num_hidden_layers sets
+  // num_layers = value // 2); modeling_longcat_flash.py L449-461: attention sublayers 2i and 2i + 1, each
+  // DeepSeek-V3's MLA (nope 128 + rope 64, interleaved, written back de-interleaved).
+  const ModelPositions m =
+      model_positions_from_hf_json(R"({"model_type": "longcat_flash", "num_layers": 3})");
+  ASSERT_EQ(m.num_layers, 6);
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.rotary_lo, 128);
+    EXPECT_EQ(l.rotary_hi, 192);
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+    EXPECT_NEAR(l.attention.softmax_scale, 1 / std::sqrt(192.0), 1e-15);
+  }
+  EXPECT_EQ(
+      model_positions_from_hf_json(R"({"model_type": "longcat_flash", "num_hidden_layers": 7})").num_layers,
+      6);
+  // Its rotary module sizes the frequency ladder by head_dim: another value cannot rotate 64 dims.
+  try {
+    model_positions_from_hf_json(R"({"model_type": "longcat_flash", "num_layers": 2, "head_dim": 32})");
+    ADD_FAILURE() << "head_dim 32 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim = 32"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace posenc

@@ -305,6 +305,9 @@ TEST(Rope, BadInputIsRejectedAndNothingIsWritten) {
   bad.multimodal = RopeMultimodal::mrope_interleaved;
   bad.mrope_section = {16, 16};
   expect_error(bad, "needs 3 values");
+  bad.multimodal = RopeMultimodal::mrope_alternating_hw;
+  bad.mrope_section = {12, 10, 10};
+  expect_error(bad, "needs h == w");
   bad = c;
   bad.mrope_section = {16, 8, 8};
   expect_error(bad, "mrope_section is set but multimodal is 'none'");

@@ -155,6 +155,13 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
   const std::vector<std::pair<size_t, int>> expected = {{0, 0},  {1, 1},  {2, 2},  {3, 0},  {4, 1}, {58, 1},
                                                         {59, 2}, {60, 0}, {61, 0}, {62, 0}, {63, 0}};
   for (auto [j, s] : expected) EXPECT_EQ(f.stream[j], s) << j;
+  // ERNIE 4.5 VL (modeling_ernie4_5_vl_moe.py recomposition_frequencies): {h, w, t} = {22, 22, 20}; h on the
+  // even pairs below 44, w on the odd ones, t above; the frequencies keep their order.
+  c.multimodal = RopeMultimodal::mrope_alternating_hw;
+  c.mrope_section = {22, 22, 20};
+  f = rope_frequencies(c);
+  for (size_t j = 0; j < 64; ++j) EXPECT_EQ(f.stream[j], j < 44 ? (j % 2 == 0 ? 1 : 2) : 0) << j;
+  EXPECT_EQ(f.inv_freq, rope_frequencies(base_config(128, 1e6)).inv_freq);
   RopeConfig a = base_config(16, 100);
   a.multimodal = RopeMultimodal::axial_2d;
   f = rope_frequencies(a);

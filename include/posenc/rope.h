@@ -13,6 +13,8 @@
 // Multimodal variants choose, per frequency pair, which position stream drives it:
 //   mrope (Qwen2-VL), mrope_section = {t, h, w} pairs:  pairs [t...t h...h w...w]   positions (3, B, T)
 //   mrope_interleaved (Qwen3-VL): pair j uses h if j%3==1 and j<3h, w if j%3==2 and j<3w, else t
+//   mrope_alternating_hw (ERNIE 4.5 VL), mrope_section = {h, w, t} with h == w: pair j uses h if
+//       j < 2h and j is even, w if j < 2h and j is odd, else t
 //   axial_2d (2-D image patches): first half of the pairs uses the row position, second half the
 //       column; each half has its own frequency ladder base^(-4j/R)          positions (2, B, T)
 #pragma once
@@ -30,7 +32,7 @@ enum class RopeLayout : uint8_t { half, interleaved };
 // _compute_proportional_rope_parameters): the first floor(proportion * R / 2) pairs keep the ladder
 // base^(-2j/R) over the full R, the other pairs get inv_freq 0 (identity rotation).
 enum class RopeScalingType : uint8_t { none, linear, dynamic, yarn, longrope, llama3, proportional };
-enum class RopeMultimodal : uint8_t { none, mrope, mrope_interleaved, axial_2d };
+enum class RopeMultimodal : uint8_t { none, mrope, mrope_interleaved, axial_2d, mrope_alternating_hw };
 
 const char* rope_layout_name(RopeLayout layout);
 const char* rope_scaling_name(RopeScalingType type);  // HF rope_type: "default", "linear", ...
@@ -73,7 +75,9 @@ struct RopeConfig {
   // after `scaling`. Expresses any published per-frequency scaling (LongRoPE, Llama 3 conversions).
   std::vector<double> frequency_divisors;
   RopeMultimodal multimodal = RopeMultimodal::none;
-  std::vector<int64_t> mrope_section;  // mrope / mrope_interleaved: pairs per stream {t, h, w}
+  // pairs per stream: {t, h, w} (mrope, mrope_interleaved), {h, w, t} (mrope_alternating_hw, as ERNIE's
+  // config lists them); the position streams are (t, h, w) in every mode.
+  std::vector<int64_t> mrope_section;
 
   int64_t effective_rotary_dim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }
   // The pre-training context yarn and longrope read: scaling.original_max_position_embeddings if

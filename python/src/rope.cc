@@ -73,8 +73,10 @@ void bind_rope(nb::module_& m) {
       .def_prop_rw(
           "multimodal", [](const RopeConfig& c) { return std::string(rope_multimodal_name(c.multimodal)); },
           [](RopeConfig& c, const std::string& v) {
-            c.multimodal = parse_enum("multimodal", v, {M::none, M::mrope, M::mrope_interleaved, M::axial_2d},
-                                      rope_multimodal_name);
+            c.multimodal =
+                parse_enum("multimodal", v,
+                           {M::none, M::mrope, M::mrope_interleaved, M::axial_2d, M::mrope_alternating_hw},
+                           rope_multimodal_name);
           })
       .def_rw("mrope_section", &RopeConfig::mrope_section)
       .def_prop_ro("effective_rotary_dim", &RopeConfig::effective_rotary_dim)

@@ -93,7 +93,7 @@ SUPPORTED = {
     "glm4v_text", "glm_ocr_text", "glm4v_moe_text", "qwen2_5_omni_text", "qwen3_omni_moe_text",
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
     "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
-    "modernbert-decoder", "xglm", "ctrl",
+    "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
 }
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
@@ -121,6 +121,7 @@ FAMILY_KWARGS = {
     # plan), which the q/k capture cannot pair with its own projections
     "gemma3n_text": dict(num_kv_shared_layers=0, altup_num_inputs=2, laurel_rank=4,
                          hidden_size_per_layer_input=8),
+    "ernie4_5_vl_moe_text": dict(moe_intermediate_size=[32, 32]),  # (text and vision experts)
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense"] * LAYERS),  # (None in the class: set by its wrapper)
     "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
                  ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
@@ -150,7 +151,9 @@ FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
 ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
                        "glm4v_moe_text": "rotary_dim = 21 is invalid",
                        "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
-                       "qwen3_omni_moe_text": ("rotary_dim = 73 is invalid", "is not divisible by")}
+                       "qwen3_omni_moe_text": ("rotary_dim = 73 is invalid", "is not divisible by"),
+                       # (its rotary module raises for the yarn variant, as posenc refuses it)
+                       "ernie4_5_vl_moe_text": ('transformers 5 requires "default"',)}
 # lfm2_moe's class has no layer_types default: transformers cannot build the model either.
 # hunyuan_v1's head_dim is None by default, which its attention cannot use (None ** -0.5).
 ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
@@ -331,8 +334,12 @@ def plan(d):
 
 def layer_index(name):
     parts = name.split(".")
-    for a, b in zip(parts, parts[1:]):
+    for i, (a, b) in enumerate(zip(parts, parts[1:])):
         if a in ("layers", "layer", "h", "blocks") and b.isdigit():
+            # longcat_flash: two attention sublayers per decoder layer, self_attn.0 / .1 (layers 2i, 2i + 1)
+            sub = parts[i + 2:i + 4]
+            if len(sub) == 2 and sub[0] == "self_attn" and sub[1].isdigit():
+                return 2 * int(b) + int(sub[1])
             return int(b)
     return None
 
@@ -352,7 +359,8 @@ class Capture:
         for name, mod in model.named_modules():
             cls = type(mod).__name__
             vision_tower = "Vision" in cls and "VisionText" not in cls  # (Granite4VisionTextAttention: text)
-            if cls.endswith("Attention") and not vision_tower and layer_index(name) is not None:
+            attention = cls.endswith(("Attention", "MLA"))  # (LongcatFlashMLA)
+            if attention and not vision_tower and layer_index(name) is not None:
                 self.modules.setdefault(layer_index(name), mod)
         self.patched = []
         for mod in {sys.modules[type(m).__module__] for m in self.modules.values()}:
@@ -614,7 +622,7 @@ def posenc_mask(a, t):
 
 
 PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid", "mistral4",
-                       "deepseek_v32", "glm_moe_dsa"}
+                       "deepseek_v32", "glm_moe_dsa", "longcat_flash"}
 
 
 def check_family(model_type, config, variant="default"):
@@ -710,6 +718,11 @@ def check_family(model_type, config, variant="default"):
                 original = s.original_max_position_embeddings or m.max_position_embeddings or 4096
                 for n in sorted({1, original, 2 * original}):
                     want, want_factor = hf_frequencies(rotary, layer.layer_type, n, layer.rope.num_position_streams)
+                    if layer.rope.multimodal == "mrope_alternating_hw":  # ERNIE's buffer: the first 2h
+                        hw = 2 * layer.rope.mrope_section[0]  # frequencies even then odd (pre-permuted)
+                        natural = want.clone()
+                        natural[:hw][0::2], natural[:hw][1::2] = want[:hw // 2], want[hw // 2:hw]
+                        want = natural
                     got, got_factor = layer.inv_freq(n)
                     assert got.shape == tuple(want.shape), f"{where} seq_len {n}"
                     np.testing.assert_allclose(got, want.double().numpy(), rtol=2e-6, err_msg=f"{where} seq_len {n}")
@@ -924,3 +937,37 @@ def test_modernbert_decoder_legacy_keys_against_transformers():
         assert layer.attention.window == (0 if full else 5)
     assert [layer.layer_type for layer in m.layers] == config.layer_types
     check_family("modernbert-decoder", config)
+
+
+def test_ernie_vl_alternating_mrope_against_transformers():
+    """ERNIE 4.5 VL's M-RoPE (modeling_ernie4_5_vl_moe.py): inv_freq pre-permuted to the even then the odd
+    frequencies of the first h + w pairs, split {h, w, t} = {22, 22, 20} over the (t, h, w) position rows,
+    h and w stacked pairwise, then repeat_interleave into (2j, 2j + 1) pairs: pair j takes h (j even) or w
+    (j odd) below 44, t above, at its own frequency (posenc's mrope_alternating_hw), on three distinct
+    position streams; text positions (all equal) reduce it to plain interleaved RoPE."""
+    text_cls, _ = FAMILIES["ernie4_5_vl_moe_text"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**_shrunk_kwargs(text_cls))
+    family = importlib.import_module("transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe")
+    rotary = family.Ernie4_5_VLMoeTextRotaryEmbedding(config)
+    rc = plan(config.to_dict()).layers[0].rope
+    assert rc.multimodal == "mrope_alternating_hw" and list(rc.mrope_section) == [22, 22, 20]
+    assert rc.layout == "interleaved"
+    torch.manual_seed(0)
+    B, H, T, D = 2, 3, 24, rc.head_dim
+    q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    for pos3 in (torch.stack([pos, pos // 2, pos // 3]), torch.stack([pos, pos, pos])):
+        cos, sin = rotary(torch.zeros(1, 1, 8), pos3)
+        q_hf, k_hf = family.apply_rotary_pos_emb(q, k, cos, sin)
+        for x, want in ((q, q_hf), (k, k_hf)):
+            got = posenc.rope(x.transpose(1, 2).numpy(), pos3.numpy(), config=rc, seq_len=int(pos.max()) + 1)
+            # HF: fp32 angles position * inv_freq (errors ~ position * 2^-24 rad at position 8192)
+            torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=2e-3, rtol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yarn = text_cls(**_shrunk_kwargs(text_cls)).to_dict()
+    yarn["rope_parameters"] = {**yarn["rope_parameters"], "rope_type": "linear", "factor": 2.0}
+    with pytest.raises(posenc.Error, match='requires "default"'):
+        plan(yarn)
