@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config python3   # toolchain; python3 checks .npy output in the CLI test
+  ccache                                      # compiler cache: `pip install .` reuses the release objects
   clang-format                                # the formatting check (scripts/check_format.sh)
   # clang 14: the ubsan-clang preset (checks g++'s UBSan lacks) and the libFuzzer targets (fuzz/);
   # libclang-rt-14-dev holds the sanitizer and libFuzzer runtimes.

@@ -23,5 +23,6 @@ phase "python: pip install . into .venv, pytest"
 ./scripts/python_env.sh
 # The release CLI writes the lab checkpoints that python/tests/test_lab_checkpoint.py reads.
 # HF_HUB_OFFLINE: transformers builds its modules from configs here and must never reach the hub.
-HF_HUB_OFFLINE=1 POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q python/tests
+# -n 2 (pytest-xdist): both cores; the families harness is mostly single-threaded Python.
+HF_HUB_OFFLINE=1 POSENC_CLI="$PWD/build/release/tools/posenc" .venv/bin/python -m pytest -q -n 2 python/tests
 phase "done"
