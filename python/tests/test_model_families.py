@@ -126,7 +126,8 @@ FAMILY_KWARGS = {
         vision_config={"hidden_size": 32, "intermediate_size": 32, "num_hidden_layers": 1,
                        "num_attention_heads": 2},
         audio_config={"hidden_size": 32, "intermediate_size": 32, "num_blocks": 1, "num_attention_heads": 2,
-                      "ext_pw_out_channel": 32, "depthwise_separable_out_channel": 32, "nemo_conv_channels": 32}),
+                      "ext_pw_out_channel": 32, "depthwise_separable_out_channel": 32,
+                      "nemo_conv_channels": 32}),
     "ernie4_5_vl_moe_text": dict(moe_intermediate_size=[32, 32]),  # (text and vision experts)
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense"] * LAYERS),  # (None in the class: set by its wrapper)
     "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
