@@ -395,7 +395,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool verbose = std::getenv("POSENC_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "fuzz_attention: problem %s\n", describe(p).c_str());
   // Fixed findings, kept in the corpus: offsets on the null pointer of empty k/v (K = 0, B or Hkv > 1),
-  // the bias lookup's pointer at positions near 2^53, chunk_of's overflow for chunk near INT64_MAX.
+  // the bias lookup's pointer at positions near 2^53, chunk_of's overflow for chunk near INT64_MAX, a
+  // backward probability exp(s - lse) above 1 by s's rounding under scale 1e30 (dv = inf).
   std::vector<float> out(static_cast<size_t>(p.B * p.Q * p.H * p.D), kSentinel);
   std::vector<float> lse(static_cast<size_t>(p.B * p.H * p.Q), kSentinel);
   try {

@@ -78,13 +78,21 @@ HWY_INLINE void ProbsFromLse(float* HWY_RESTRICT s, int64_t n, float lse) {
   }
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vlse = hn::Set(d, lse), neg_inf = hn::Set(d, kMasked);
+  // A probability is at most 1: a recomputed logit can exceed lse by its rounding, and under a huge
+  // scale that is an ulp of ~1e31, whose exp overflows (fuzz/corpus/attention: scale 1e30 with ALiBi
+  // gave dv = inf). s - lse > 0 is clamped to 0; a NaN stays NaN (a NaN row's gradients stay NaN).
+  const auto vlse = hn::Set(d, lse), neg_inf = hn::Set(d, kMasked), zero = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const auto x = hn::LoadU(d, s + j);
-    hn::StoreU(hn::IfThenZeroElse(hn::Eq(x, neg_inf), hn::Exp(d, hn::Sub(x, vlse))), d, s + j);
+    const auto e = hn::Sub(x, vlse);
+    const auto p = hn::Exp(d, hn::IfThenElse(hn::Gt(e, zero), zero, e));
+    hn::StoreU(hn::IfThenZeroElse(hn::Eq(x, neg_inf), p), d, s + j);
   }
-  for (; j < n; ++j) s[j] = s[j] == kMasked ? 0.0f : std::exp(s[j] - lse);
+  for (; j < n; ++j) {
+    const float e = s[j] - lse;
+    s[j] = s[j] == kMasked ? 0.0f : std::exp(e > 0 ? 0.0f : e);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
