@@ -25,6 +25,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
   echo "python_env: installed python/requirements.txt in $((SECONDS - start)) s"
 fi
-# Built by CMake through scikit-build-core in build/python (kept, so a second install is quick).
-.venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation .
+# Built by CMake through scikit-build-core in build/python (kept, so a second install is quick), with
+# the compiler the release preset finds (c++), so that ccache serves the library's objects it compiled.
+CXX="${CXX:-/usr/bin/c++}" .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation .
 .venv/bin/python -c "import posenc, posenc.torch, torch, transformers; print('python_env: posenc', posenc.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__, 'in .venv')"
