@@ -15,6 +15,13 @@ using detail::fail;
 using detail::fail_arg;
 
 // ---------------------------------------------------------------- sinusoidal
+const char* sinusoidal_layout_name(SinusoidalLayout layout) {
+  return layout == SinusoidalLayout::split ? "split" : "interleaved";
+}
+const char* sinusoidal_frequencies_name(SinusoidalFrequencies frequencies) {
+  return frequencies == SinusoidalFrequencies::model_dim ? "model_dim" : "half_dim_minus_one";
+}
+
 void validate(const SinusoidalConfig& c) {
   const char* op = "sinusoidal";
   if (c.dim <= 0) fail_arg(op, "dim", c.dim, "must be > 0");

@@ -65,10 +65,17 @@ const char* kRuleAliases[][2] = {
     {"granite4_vision_text", "granite"},     // modeling_granite4_vision.py: scaling = attention_multiplier
     {"phi4_multimodal", "phi3"},             // modeling_phi4_multimodal.py: Phi-3's attention and longrope
     {"gemma4_unified_text", "gemma4_text"},  // modeling_gemma4_unified.py: Gemma4TextAttention
-    {"gemma3n_text", "gemma3_text"},
-    {"ernie4_5_vl_moe_text",
-     "ernie4_5_moe"}};  // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating        //
-                        // modeling_gemma3n.py: Gemma 3's bases and rope dicts
+    {"gemma3n_text", "gemma3_text"},         // modeling_gemma3n.py: Gemma 3's bases and rope dicts
+    // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
+    {"ernie4_5_vl_moe_text", "ernie4_5_moe"},
+    // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
+    // buckets (_relative_position_bucket) and unscaled attention
+    // modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation (a fused q / gate projection)
+    {"axk2", "deepseek_v32"},
+    {"mt5", "t5"},
+    {"umt5", "t5"},
+    {"switch_transformers", "t5"},
+    {"pix2struct_text_model", "t5"}};
 
 std::string rules_type(const std::string& t) {
   for (auto& a : kRuleAliases)
@@ -87,7 +94,7 @@ void refuse_if_unsupported(const std::string& type) {
   if (!why.empty())
     fail(kOp, "model_type '", type, "' is not supported: ", why,
          ". Pass an explicit RopeConfig (rope_config_from_hf_json, or RopeConfig fields) instead");
-  if (!detail::find_family(type))
+  if (!detail::find_family(type) && !detail::seq2seq_family(type))
     fail(kOp, "model_type '", type,
          "' is not in posenc's model table. Pass an explicit RopeConfig "
          "(rope_config_from_hf_json, or RopeConfig fields) instead");
@@ -143,6 +150,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   std::string type = rules_type(own_type);
   refuse_if_unsupported(own_type);
 
+  if (detail::seq2seq_family(own_type)) return detail::seq2seq_positions(j, own_type);
   ModelPositions out;
   // Glm4vConfig / Glm4vMoeConfig build the text model from text_config alone: transformers 5 gives a flat
   // config (the form of transformers 4.53's development builds, e.g. copies of GLM-4.1V) the text class's
@@ -596,6 +604,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (t5) {
     out.t5_num_buckets = j.int_or("relative_attention_num_buckets", 32);
     out.t5_max_distance = j.int_or("relative_attention_max_distance", 128);
+    // modeling_umt5.py L371-378, L342-348: every self-attention layer has_relative_attention_bias.
+    out.t5_bias_per_layer = own_type == "umt5";
+    j.read.insert("is_encoder_decoder");
+    if (own_type == "umt5") j.read.insert("scalable_attention");  // in UMT5 configs; no 5.23 code reads it
   }
 
   std::vector<int> force_rope(m.layers, 0);  // cohere2_moe's dense prefix
@@ -625,12 +637,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         fail(kOp, j.where, "layer_rope_theta contains ", t, ": must be 0 (no RoPE) or a positive base");
   }
 
-  // Per layer. T5: the encoder's num_layers, then the decoder's num_decoder_layers.
-  const int64_t decoder_layers = t5 ? j.int_or("num_decoder_layers", m.layers) : 0;
+  // Per layer. T5: the encoder's num_layers, then the decoder's num_decoder_layers (None: num_layers;
+  // SwitchTransformersConfig: 12); Pix2Struct's text model is a decoder of num_layers.
+  const bool t5_decoder_only = own_type == "pix2struct_text_model";
+  const int64_t encoder_layers = t5 && t5_decoder_only ? 0 : m.layers;
+  const int64_t decoder_layers =
+      !t5               ? 0
+      : t5_decoder_only ? m.layers
+                        : j.int_or("num_decoder_layers", own_type == "switch_transformers" ? 12 : m.layers);
   if (decoder_layers < 0 || decoder_layers > kMaxModelLayers)
     fail(kOp, j.where, "num_decoder_layers = ", decoder_layers, " is invalid: must be in [0, ",
          kMaxModelLayers, "]");
-  out.num_layers = m.layers + decoder_layers;
+  out.num_layers = encoder_layers + decoder_layers;
   const std::vector<std::optional<TopkIndexer>> indexers = detail::topk_indexers(j, m, out.warnings);
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
@@ -639,9 +657,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         mla || t5 || type == "kimi_linear" || type == "mimo_v2_flash";  // q/k and v heads of their own sizes
     p.qk_head_dim = own_dims ? qk_head_dim : head_dims[i];
     p.v_head_dim = own_dims ? v_head_dim : head_dims[i];
-    p.layer_type = t5 ? (i < m.layers ? "encoder" : "decoder") : types[i];
+    p.layer_type = t5 ? (i < encoder_layers ? "encoder" : "decoder") : types[i];
     LayerAttention& a = p.attention;
-    a.causal = !(bidirectional || (t5 && i < m.layers));
+    a.causal = !(bidirectional || (t5 && i < encoder_layers));
     a.softmax_scale = gpt2_inverse ? scale / static_cast<double>(i + 1) : scale;
     a.softcap = softcap;
     // modeling_flint.py L226-227: gpt-oss's sinks; modeling_granite_swa.py L152: a sink per head.

@@ -107,6 +107,7 @@ constexpr Family kFamilies[] = {
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
   {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
+  {"axk2",           R,      1e4,     131072,  0,       0,    false, I},  // deepseek_v32's rules
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
@@ -167,6 +168,12 @@ constexpr Family kFamilies[] = {
   {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
+  // T5's rules (src/model_config_json.cc kRuleAliases); umt5: a bucket table in every layer;
+  // pix2struct_text_model: a decoder alone (is_decoder, unidirectional buckets).
+  {"mt5",            PositionMethod::t5,      0, 0,    0, 0, false, H},
+  {"umt5",           PositionMethod::t5,      0, 0,    0, 0, false, H},
+  {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H},
+  {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H},
   {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
@@ -202,6 +209,11 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"aria_text", 4096, 32, 32},
       {"bert", 768, 12, 12},
       {"xglm", 1024, 16, 24},
+      {"t5", 512, 8, 6},
+      {"mt5", 512, 6, 8},
+      {"umt5", 512, 6, 8},
+      {"switch_transformers", 768, 12, 12},
+      {"pix2struct_text_model", 768, 12, 12},
       {"ctrl", 1280, 16, 48},
       {"bitnet", 2560, 20, 30},
       {"bloom", 64, 8, 2},
@@ -293,6 +305,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm4_moe_lite", 2048, 20, 47},
       {"mistral4", 4096, 32, 36},
       {"deepseek_v32", 7168, 128, 61},
+      {"axk2", 2048, 32, 48},
       {"laguna", 2048, 48, 40},
       {"glm_moe_dsa", 6144, 64, 78},
       {"longcat_flash", 6144, 64, 56},
@@ -400,8 +413,50 @@ std::string refusal_reason(const std::string& t) {
   if (t == "RefinedWeb" || t == "RefinedWebModel")
     return "it is Falcon's legacy remote-code type (configuration_RW.py), which transformers 5 does not map "
            "to falcon";
-  if (t == "deepseek_v4")
-    return "its compressed attention (compress_rope_theta, compress_ratios) is not modeled by posenc yet";
+  // In transformers 5.23, with positional code posenc does not model yet (each family's modeling file).
+  static const char* const kNotModeled[][2] = {
+      {"deepseek_v4", "its compressed attention (compress_rope_theta, compress_ratios)"},
+      {"mistral_large4_text",
+       "its rotary frequencies are multiplied by exp(alpha) of a checkpoint tensor (LeRoPE: "
+       "rotary_emb.alpha) "
+       "and its queries by learned per-head s_h ln(p + 1) + b_h (SSMax), neither in config.json"},
+      {"inkling_text",
+       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) "
+       "and short convolutions, without RoPE"},
+      {"inkling2_text",
+       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) "
+       "and short convolutions, without RoPE"},
+      {"diffusion_gemma_text", "its bidirectional canvas decoding (a second pass over the prompt's cache)"},
+      {"unlimited_ocr_text",
+       "its reference sliding window (the whole prefill stays visible: a mask that "
+       "depends on the prompt's length at run time)"},
+      {"led", "its encoder's Longformer attention (attention_window, global tokens)"},
+      {"bigbird_pegasus", "its encoder's block-sparse attention (global, sliding and random blocks)"},
+      {"big_bird", "its block-sparse attention (global, sliding and random blocks)"},
+      {"pegasus_x", "its encoder's block-local attention with global tokens"},
+      {"longt5", "its encoder's local / transient-global attention"},
+      {"t5gemma", "its encoder's bidirectional sliding window"},
+      {"t5gemma2",
+       "its decoder's merged attention (one softmax over rotated self keys and unrotated encoder "
+       "keys)"},
+      {"t5gemma2_decoder",
+       "its merged attention (one softmax over rotated self keys and unrotated encoder "
+       "keys)"},
+      {"prophetnet", "its content-dependent relative bias and n-gram streams"},
+      {"udop", "its 2-D layout embeddings and bounding-box relative buckets"},
+      {"cpmant", "its segment-pair relative buckets and prompt prefix"},
+      {"beam", "its full layers' query temperature (1 + (p + 1) / 2048)^0.1"},
+      {"doge", "its content-dependent key bias and top-k key selection"},
+      {"diffllama", "its differential attention (two softmax maps per head, subtracted)"},
+      {"git", "its bidirectional image prefix"},
+      {"pi0", "its prefix-LM and action-block bidirectional masks"},
+      {"hrm_text", "its recurrent stacks and prefix-LM mask"},
+      {"molmo2_text",
+       "its per-layer scaled / unscaled RoPE (rope_scaling_layers) and bidirectional image "
+       "blocks"},
+  };
+  for (const auto& [type, why] : kNotModeled)
+    if (t == type) return std::string(why) + " is not modeled by posenc yet";
   return {};
 }
 

@@ -1,5 +1,5 @@
 // src/model_indexer.cc: DeepSeek sparse attention's lightning indexer per layer (deepseek_v32 and
-// glm_moe_dsa in transformers 5.23; posenc/model.h TopkIndexer).
+// glm_moe_dsa in transformers 5.23, and axk2 with DeepSeek-V3.2's; posenc/model.h TopkIndexer).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -50,7 +50,8 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   if (m.type != "deepseek_v32" && !glm) return out;
   TopkIndexer ix;
   ix.topk = j.int_or("index_topk", 2048);
-  ix.heads = j.int_or("index_n_heads", glm ? 32 : 64);
+  const bool axk2 = m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 16
+  ix.heads = j.int_or("index_n_heads", glm ? 32 : axk2 ? 16 : 64);
   ix.head_dim = j.int_or("index_head_dim", 128);
   if (ix.topk < 1) fail(kOp, j.where, "index_topk = ", ix.topk, " is invalid: must be >= 1");
   if (ix.heads < 1 || ix.heads > kMaxIndexHeads)

@@ -129,6 +129,11 @@ int64_t nemotron_h_layer_count(Obj& j);
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       std::vector<std::string>& warnings);
 
+// Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's): the
+// whole plan (src/model_seq2seq.cc). T5's family goes through the main reader.
+bool seq2seq_family(const std::string& model_type);
+ModelPositions seq2seq_positions(Obj& j, const std::string& model_type);
+
 // The sliding window (0 = none) as each family's config class fills and gates it (src/model_layer_types.cc).
 int64_t sliding_window(Obj& j, const Model& m);
 

@@ -30,16 +30,19 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
                    type == "longcat_flash";
   // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py: nope 192, v 256
   const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa";
+  const bool axk2 =
+      m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 64 / 32 / 64
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
-    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" ? 32 : 64);
-    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" ? 64
-                                          : glm_lite                               ? 192
-                                                                                   : 128);
+    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" || axk2 ? 32 : 64);
+    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" || axk2 ? 64
+                                          : glm_lite                                       ? 192
+                                                                                           : 128);
     // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
     v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
                  : type == "minicpm3" ? 0
                  : glm_lite           ? 256
+                 : axk2               ? 64
                                       : 128;
     // longcat_flash: its rotary module sizes the ladder by config.head_dim (modeling_longcat_flash.py
     // L95-100), which must then be the rotated width.

@@ -141,6 +141,25 @@ const RealCase kReal[] = {
   {"gemma4__gemma-4-E2B-it.json", "gemma4_text", 35, "rope", 1e4, 0, 256, 512, 0, ""},
   {"gemma4__gemma-4-31B-it.json", "gemma4_text", 60, "rope", 1e4, 0, 256, 1024, 0,
    "use_bidirectional_attention = \"vision\""},
+  // encoder-decoders (tests/test_model_seq2seq.cc): encoder layers first
+  {"whisper__whisper-large-v3.json", "whisper", 64, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"whisper__ivrit-ai-whisper-large-v3-turbo.json", "whisper", 36, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"whisper__whisper-small.json", "whisper", 24, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"whisper__whisper-base.json", "whisper", 12, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"whisper__whisper-large-v2-hindi-finetune.json", "whisper", 64, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"bart__bart-large.json", "bart", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"bart__bart-large-cnn.json", "bart", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"bart__distilbart-cnn-12-6.json", "bart", 18, "learned", 0, 0, 0, 0, 0, ""},
+  {"blenderbot__blenderbot-400M-distill.json", "blenderbot", 14, "learned", 0, 0, 0, 0, 0, ""},
+  {"m2m_100__m2m100_418M.json", "m2m_100", 24, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"m2m_100__nllb-200-distilled-600M.json", "m2m_100", 24, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"marian__opus-mt-en-zh.json", "marian", 12, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"marian__opus-mt-zh-en.json", "marian", 12, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"mbart__mbart-large-50-many-to-many-mmt.json", "mbart", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"mbart__mbart-large-cc25.json", "mbart", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"pegasus__pegasus-cnn_dailymail-samsum-finetune.json", "pegasus", 32, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"pegasus__pegasus-xsum-finetune.json", "pegasus", 32, "sinusoidal", 0, 0, 0, 0, 0, ""},
+  {"t5__flan-t5-base.json", "t5", 24, "t5", 0, 0, 0, 0, 0, ""},
 };
 // clang-format on
 
@@ -973,7 +992,7 @@ TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
   // json.dumps writes NaN / Infinity bare (Mamba-2's time_step_limit [0.0, Infinity]): the
   // model_type decides, and a positional key holding one is named.
   expect_error(R"({"model_type": "hrm_text", "time_step_limit": [0.0, Infinity], "x": NaN})",
-               "model_type 'hrm_text' is not in posenc's model table");
+               "model_type 'hrm_text' is not supported");
   const ModelPositions mamba2 =
       model_positions_from_hf_json(R"({"model_type": "mamba2", "time_step_limit": [0.0, Infinity]})");
   EXPECT_EQ(mamba2.num_layers, 64);

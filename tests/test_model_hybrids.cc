@@ -51,7 +51,9 @@ std::vector<int64_t> attending(const ModelPositions& m) {
   std::vector<int64_t> out;
   for (const LayerPlan& l : m.layers) {
     if (l.softmax_attention) out.push_back(l.layer);
-    if (!l.softmax_attention) EXPECT_EQ(l.position, PositionMethod::none) << l.layer;
+    if (!l.softmax_attention) {
+      EXPECT_EQ(l.position, PositionMethod::none) << l.layer;
+    }
   }
   return out;
 }

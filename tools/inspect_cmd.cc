@@ -151,26 +151,30 @@ void run_inspect(const InspectOptions& o) {
                 {"num_heads", m.num_heads},   {"max_position_embeddings", m.max_position_embeddings},
                 {"seq_len", seq_len},         {"layers", layers},
                 {"warnings", m.warnings}};
+    if (m.encoder_max_position_embeddings > 0)
+      doc["encoder_max_position_embeddings"] = m.encoder_max_position_embeddings;
     if (m.t5_num_buckets > 0)
-      doc["t5"] = {{"num_buckets", m.t5_num_buckets}, {"max_distance", m.t5_max_distance}};
+      doc["t5"] = {{"num_buckets", m.t5_num_buckets},
+                   {"max_distance", m.t5_max_distance},
+                   {"table_per_layer", m.t5_bias_per_layer}};
     if (learned)
       doc["learned"] = {{"table_rows", m.max_position_embeddings + m.learned_position_offset},
                         {"position_offset", m.learned_position_offset}};
     if (m.sinusoidal)
-      doc["sinusoidal"] = {
-          {"dim", m.sinusoidal->dim},
-          {"base", m.sinusoidal->base},
-          {"layout", m.sinusoidal->layout == SinusoidalLayout::split ? "split" : "interleaved"},
-          {"frequencies", m.sinusoidal->frequencies == SinusoidalFrequencies::model_dim
-                              ? "model_dim"
-                              : "half_dim_minus_one"},
-          {"position_offset", m.sinusoidal->position_offset}};
+      doc["sinusoidal"] = {{"dim", m.sinusoidal->dim},
+                           {"base", m.sinusoidal->base},
+                           {"layout", sinusoidal_layout_name(m.sinusoidal->layout)},
+                           {"frequencies", sinusoidal_frequencies_name(m.sinusoidal->frequencies)},
+                           {"position_offset", m.sinusoidal->position_offset}};
     std::cout << doc.dump(2) << "\n";
     return;
   }
   for (const std::string& w : m.warnings) std::cerr << "posenc: warning: " << w << "\n";
   std::cout << m.model_type << ": " << m.num_layers << " layers, " << m.num_heads
-            << " heads, max_position_embeddings " << m.max_position_embeddings << "\n";
+            << " heads, max_position_embeddings " << m.max_position_embeddings;
+  if (m.encoder_max_position_embeddings > 0)
+    std::cout << " (encoder " << m.encoder_max_position_embeddings << ")";
+  std::cout << "\n";
   std::vector<std::string> order;
   std::map<std::string, std::vector<int64_t>> groups;
   for (const LayerPlan& l : m.layers) {
@@ -183,7 +187,10 @@ void run_inspect(const InspectOptions& o) {
     std::cout << (idx.size() == 1 ? "layer " : "layers ") << ranges(idx) << ": " << d << "\n";
   }
   if (m.t5_num_buckets > 0)
-    std::cout << "t5 buckets: " << m.t5_num_buckets << ", max_distance " << m.t5_max_distance << "\n";
+    std::cout << "t5 buckets: " << m.t5_num_buckets << ", max_distance " << m.t5_max_distance
+              << (m.t5_bias_per_layer ? ", a table in every layer"
+                                      : ", one table per stack (its first layer)")
+              << "\n";
   if (m.sinusoidal)
     std::cout << "sinusoidal table: dim " << m.sinusoidal->dim << ", "
               << (m.sinusoidal->layout == SinusoidalLayout::split ? "[sin | cos]" : "interleaved")

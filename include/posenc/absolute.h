@@ -27,6 +27,9 @@ struct SinusoidalConfig {
   int64_t position_offset = 0;  // added to every position (fairseq: padding_idx + 1)
 };
 void validate(const SinusoidalConfig& config);
+// "interleaved" / "split" and "model_dim" / "half_dim_minus_one": the names the CLI and Python use.
+const char* sinusoidal_layout_name(SinusoidalLayout layout);
+const char* sinusoidal_frequencies_name(SinusoidalFrequencies frequencies);
 // The angular frequencies w_i (dim/2 values), in double.
 std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& config);
 

@@ -87,8 +87,11 @@ struct LayerPlan {
 struct ModelPositions {
   std::string model_type;  // the text model's type (text_config.model_type for multimodal wrappers)
   int64_t num_layers = 0, num_heads = 0, max_position_embeddings = 0;
-  // alibi: slopes as BLOOM (Falcon: also scaled by softmax_scale); t5: buckets in layer 0, shared.
+  // alibi: slopes as BLOOM (Falcon: also scaled by softmax_scale); t5: buckets (bidirectional in
+  // "encoder" layers, causal in "decoder" layers), one table per stack in its first layer, shared by
+  // the stack's layers; UMT5: a table in every layer (t5_bias_per_layer).
   int64_t t5_num_buckets = 0, t5_max_distance = 0;
+  bool t5_bias_per_layer = false;
   // learned: position p reads row p + learned_position_offset of a table of max_position_embeddings +
   // learned_position_offset rows. OPT: 2 (modeling_opt.py OPTLearnedPositionalEmbedding, a fairseq
   // leftover: rows 0 and 1 belong to no position); 0 elsewhere.
@@ -98,6 +101,12 @@ struct ModelPositions {
   // (modeling_xglm.py XGLMSinusoidalPositionalEmbedding); CTRL's [sin | cos], w_i = 10000^(-2i / dim)
   // (modeling_ctrl.py positional_encoding). Empty for the other families.
   std::optional<SinusoidalConfig> sinusoidal;
+  // Encoder-decoder models (T5, BART, Marian, Whisper, ...): layer_type "encoder" layers (bidirectional)
+  // come first, then the "decoder" layers (causal self-attention; their cross-attention to the encoder
+  // carries no positions in these families). The fields above then describe the decoder's positions
+  // and heads; the encoder's table holds encoder_max_position_embeddings positions (Whisper: 1500
+  // sinusoidal rows, its decoder 448 learned ones; 0 for decoder-only models and T5).
+  int64_t encoder_max_position_embeddings = 0;
   std::vector<LayerPlan> layers;
   std::vector<std::string> warnings;
 };

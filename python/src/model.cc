@@ -67,7 +67,9 @@ void bind_model(nb::module_& m) {
       .def_ro("max_position_embeddings", &ModelPositions::max_position_embeddings)
       .def_ro("t5_num_buckets", &ModelPositions::t5_num_buckets)
       .def_ro("t5_max_distance", &ModelPositions::t5_max_distance)
+      .def_ro("t5_bias_per_layer", &ModelPositions::t5_bias_per_layer)
       .def_ro("learned_position_offset", &ModelPositions::learned_position_offset)
+      .def_ro("encoder_max_position_embeddings", &ModelPositions::encoder_max_position_embeddings)
       // sinusoidal: None, or the keyword arguments of posenc.sinusoidal (dim, base, layout, frequencies,
       // offset)
       .def_prop_ro("sinusoidal",
@@ -77,10 +79,8 @@ void bind_model(nb::module_& m) {
                      nb::dict d;
                      d["dim"] = s.dim;
                      d["base"] = s.base;
-                     d["layout"] = s.layout == SinusoidalLayout::split ? "split" : "interleaved";
-                     d["frequencies"] = s.frequencies == SinusoidalFrequencies::model_dim
-                                            ? "model_dim"
-                                            : "half_dim_minus_one";
+                     d["layout"] = sinusoidal_layout_name(s.layout);
+                     d["frequencies"] = sinusoidal_frequencies_name(s.frequencies);
                      d["offset"] = s.position_offset;
                      return d;
                    })

@@ -94,7 +94,13 @@ SUPPORTED = {
     "paddleocr_vl_text", "cosmos3_edge_text", "deepseek_ocr2_text", "granite4_vision_text", "phi4_multimodal",
     "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
     "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
+    "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
+    "pix2struct_text_model", "axk2",
 }
+
+# Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
+SEQ2SEQ = {"bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
+           "m2m_100", "nllb-moe"}
 
 # Families whose class defaults have no attention layer (hybrids), no layer list at all, or sizes the
 # shrunk model cannot run: the choice a released checkpoint makes (checked like any other key).
@@ -115,6 +121,12 @@ FAMILY_KWARGS = {
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
+    # encoder-decoders: the shrunk d_model must split into the decoder's heads too; Whisper's encoder
+    # takes exactly 2 max_source_positions input frames
+    "plbart": dict(decoder_attention_heads=4),
+    "whisper": dict(decoder_attention_heads=4, max_source_positions=16),
+    # Pix2StructTextConfig lacks the initializer_range its model's _init_weights reads (5.23)
+    "pix2struct_text_model": dict(initializer_range=0.02),
     # DbrxAttentionConfig has no rope_theta, which DbrxAttention reads (AttributeError): the base both
     # readings agree on (test_dbrx_base_against_transformers_and_the_authors_code has the difference)
     # no kv sharing: a shared layer attends with the keys an earlier layer of its type rotated (the same
@@ -628,13 +640,112 @@ def posenc_mask(a, t):
     return torch.from_numpy(ok)
 
 
-PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "glm4_moe_lite", "bailing_hybrid", "mistral4",
+PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "axk2", "glm4_moe_lite", "bailing_hybrid", "mistral4",
                        "deepseek_v32", "glm_moe_dsa", "longcat_flash"}
+
+
+def seq2seq_stacks(model):
+    """{"encoder" | "decoder": the stack module} of an encoder-decoder model or of its decoder alone."""
+    return {name.split(".")[-1]: mod for name, mod in model.named_modules()
+            if name.split(".")[-1] in ("encoder", "decoder") and hasattr(mod, "embed_positions")}
+
+
+def check_seq2seq(model_type, model, m, inputs):
+    """Each stack's self-attention layer by layer (scale, causal or bidirectional mask) and the rows
+    its position module hands to the embeddings, against the plan (src/model_seq2seq.cc)."""
+    stacks = seq2seq_stacks(model)
+    planned = sorted({layer.layer_type for layer in m.layers})
+    assert sorted(stacks) == planned, f"{model_type}: stacks {sorted(stacks)}, planned {planned}"
+    layers = {}  # plan layer index -> transformers' self-attention module
+    first = {t: min(layer.layer for layer in m.layers if layer.layer_type == t) for t in planned}
+    for t, stack in stacks.items():
+        for i, block in enumerate(stack.layers):
+            layers[first[t] + i] = block.self_attn
+    assert len(layers) == m.num_layers, f"{model_type}: {len(layers)} attention layers in transformers"
+    calls, positions, patched = {}, {}, []
+    names = {mod: i for i, mod in layers.items()}
+
+    # whisper, mvp: q_proj(x) * self.scaling, then an unscaled product (whisper's function gets 1.0)
+    prescaled = model_type in ("whisper", "mvp")
+
+    def wrap(orig):  # the scaling the attention function receives (where the family has one: not mvp)
+        def wrapper(module, query, key, value, attention_mask, *args, **kwargs):
+            if module in names:
+                scaling = kwargs.get("scaling", module.scaling)
+                if prescaled:
+                    assert scaling == 1.0, f"{model_type}: the query was scaled already"
+                    scaling = module.scaling
+                calls[names[module]]["scaling"] = scaling
+            return orig(module, query, key, value, attention_mask, *args, **kwargs)
+        return wrapper
+
+    def record(module, args, kwargs):  # the mask the self-attention receives; mvp: q * self.scaling
+        calls[names[module]] = dict(mask=kwargs.get("attention_mask"), scaling=module.scaling)
+
+    for mod in {sys.modules[type(a).__module__] for a in layers.values()}:
+        if hasattr(mod, "eager_attention_forward"):
+            patched.append((mod, mod.eager_attention_forward))
+            mod.eager_attention_forward = wrap(mod.eager_attention_forward)
+    hooks = [stack.embed_positions.register_forward_hook(
+        lambda mod, args, out, t=t: positions.__setitem__(t, out.detach().clone())) for t, stack in stacks.items()]
+    hooks += [a.register_forward_pre_hook(record, with_kwargs=True) for a in layers.values()]
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model(**inputs, use_cache=False)
+    finally:
+        for mod, orig in patched:
+            mod.eager_attention_forward = orig
+        for h in hooks:
+            h.remove()
+    for layer in m.layers:
+        where = f"{model_type} layer {layer.layer} ({layer.layer_type})"
+        call, a = calls[layer.layer], layer.attention
+        assert a.softmax_scale == pytest.approx(call["scaling"], rel=1e-12), where
+        assert layer.qk_head_dim == layers[layer.layer].head_dim, where
+        hf_mask = allowed_mask(call["mask"], T)
+        if hf_mask is None:  # no mask: every key (the encoder without padding)
+            assert not a.causal and not a.window, f"{where}: no mask in transformers"
+        else:
+            assert torch.equal(hf_mask, posenc_mask(a, T)), f"{where}: mask"
+    for t, stack in stacks.items():
+        where = f"{model_type} {t}"
+        method = next(layer.position for layer in m.layers if layer.layer_type == t)
+        got = positions[t].reshape(-1, positions[t].shape[-1]).double()
+        n = got.shape[0]  # positions 0 .. n - 1 (whisper's encoder: every row of its table)
+        rows = m.encoder_max_position_embeddings if t == "encoder" else m.max_position_embeddings
+        table = stack.embed_positions
+        if method == "learned":
+            off = m.learned_position_offset
+            assert table.num_embeddings == rows + off, where
+            torch.testing.assert_close(got, table.weight[off:off + n].double(), msg=lambda msg: f"{where}: {msg}")
+            continue
+        assert method == "sinusoidal", where
+        if hasattr(table, "num_embeddings") and model_type != "m2m_100" and model_type != "nllb-moe":
+            assert table.num_embeddings == rows, f"{where}: a fixed table of {rows} rows"
+        s = m.sinusoidal
+        want = posenc.sinusoidal(np.arange(n), s["dim"], s["base"], s["layout"], frequencies=s["frequencies"],
+                                 offset=s["offset"])
+        np.testing.assert_allclose(got.numpy(), want, atol=2e-4, err_msg=where)
+
+
+def seq2seq_inputs(config, decoder=True):
+    torch.manual_seed(1)
+    ids = torch.randint(1, config.vocab_size, (1, T))
+    if not decoder:  # the decoder alone (*ForCausalLM)
+        return dict(input_ids=ids)
+    if config.model_type == "whisper":
+        inputs = dict(input_features=torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions))
+    else:
+        inputs = dict(input_ids=ids)
+    return {**inputs, "decoder_input_ids": ids}
 
 
 def check_family(model_type, config, variant="default"):
     d = config.to_dict()
     m = plan(d)
+    if model_type in SEQ2SEQ:
+        return check_seq2seq(model_type, build(config), m, seq2seq_inputs(config))
     text = config
     model = build(config)
     capture = Capture(model)
@@ -836,6 +947,34 @@ def test_model_type_alone_is_the_class_default_config(model_type):
     assert alone.num_heads == plan(full).num_heads
 
 
+@pytest.mark.parametrize("model_type", sorted(SEQ2SEQ & set(FAMILIES)))
+def test_seq2seq_decoder_alone_as_its_causal_lm_saves_it(model_type):
+    """BartForCausalLM & co. (the decoder alone, e.g. Whisper's assistant decoders) save
+    is_encoder_decoder false: the plan is the decoder's layers, causal, with the decoder's table."""
+    config = family_config(model_type, "default")
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(transformers, modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])(config).eval()
+    m = plan(model.config.to_dict())
+    assert m.num_layers == config.decoder_layers and m.encoder_max_position_embeddings == 0
+    assert all(layer.layer_type == "decoder" and layer.attention.causal for layer in m.layers)
+    check_seq2seq(model_type, model, m, seq2seq_inputs(config, decoder=False))
+
+
+@pytest.mark.parametrize("model_type", ["m2m_100", "nllb-moe"])
+def test_fairseq_sinusoidal_seq2seq_against_transformers(model_type):
+    """M2M100 (NLLB-200's model_type) and NLLB-MoE have no causal-LM head (not in FAMILIES): their
+    class defaults, shrunk, against their own models; position p at row p + pad_token_id + 1."""
+    cls = type(configuration_auto.CONFIG_MAPPING[model_type]())
+    kw = {**_shrunk_kwargs(cls), "decoder_attention_heads": HEADS, "decoder_layers": 2}
+    config = cls(**kw)
+    m = plan(config.to_dict())
+    assert m.sinusoidal["offset"] == config.pad_token_id + 1 and m.model_type == model_type
+    check_seq2seq(model_type, build(config), m, seq2seq_inputs(config))
+
+
 def test_hunyuan_ntk_alpha_against_transformers():
     """Hunyuan's checkpoints save rope_type "dynamic" with an alpha: a fixed base theta * alpha^(d / (d - 2))
     (modeling_hunyuan_v1_dense.py compute_ntk_alpha_rope_parameters), not a length-dependent rescale."""
@@ -877,7 +1016,7 @@ def test_dbrx_base_against_transformers_and_the_authors_code():
     check_family("dbrx", same)
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa"])
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa", "axk2"])
 def test_sparse_attention_indexer_against_transformers(model_type):
     """DeepSeek sparse attention's lightning indexer: its q and k rotate the first qk_rope_head_dim dims of
     the index head with the layer's cos / sin, in halves for DeepSeek-V3.2 (modeling_deepseek_v32.py L219-220,
@@ -911,7 +1050,8 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     # (below 8192: transformers' fp32 angles err by ~position * 2^-24 rad, as in test_model_parity.py)
     pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
     cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos)
-    if model_type == "deepseek_v32":
+    halves = model_type in ("deepseek_v32", "axk2")  # (axk2: DeepSeek-V3.2's indexer, modular_axk2.py)
+    if halves:
         assert rc.layout == "half"
         q_hf, k_hf = family.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
     else:
@@ -923,7 +1063,7 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     # The indexer's scores q.k, for every query head and key
     scores = lambda a, b: torch.einsum("bshd,btd->bhst", a, b[:, :, 0])  # noqa: E731
     torch.testing.assert_close(scores(q_pe, k_pe), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)
-    if model_type == "deepseek_v32":  # no write-back permutation: the tensors themselves
+    if halves:  # no write-back permutation: the tensors themselves
         torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4)
 
 

@@ -42,6 +42,8 @@ UNMODELED = {"glm4v"}
 # attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
 NOPE = {"nemotron_h"}
 ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta"}
+# encoder-decoders with absolute tables (test_encoder_decoder_real_configs_against_transformers)
+SEQ2SEQ = {"whisper", "bart", "mbart", "blenderbot", "m2m_100", "marian", "pegasus"}
 
 
 def load(name):
@@ -115,7 +117,7 @@ def hf_frequencies(rotary, layer_type, seq_len, streams):
 def model_files(excluded=frozenset()):
     """The real configs of families with attention that posenc models (rope_files: with RoPE)."""
     return [name for name in FILES
-            if load(name)["model_type"] not in REMOTE | ABSOLUTE | REFUSED | UNMODELED | excluded]
+            if load(name)["model_type"] not in REMOTE | ABSOLUTE | SEQ2SEQ | REFUSED | UNMODELED | excluded]
 
 
 def rope_files():
@@ -512,7 +514,8 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
 # ---------------------------------------------------------------- absolute families, refusals, API
 
 @pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
-                                           ("t5__t5-small", "t5"), ("gpt-bigcode__starcoderbase-7b", "learned"),
+                                           ("t5__t5-small", "t5"), ("t5__flan-t5-base", "t5"),
+                                           ("gpt-bigcode__starcoderbase-7b", "learned"),
                                            ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
                                            ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned")])
 def test_absolute_and_t5_families(name, position):
@@ -544,6 +547,42 @@ def test_absolute_and_t5_families(name, position):
         head_dim = text.hidden_size // text.num_attention_heads
         assert {layer.attention.softmax_scale for layer in m.layers} == {head_dim ** -0.5}
         assert all(layer.attention.causal for layer in m.layers)
+
+
+@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] in SEQ2SEQ])
+def test_encoder_decoder_real_configs_against_transformers(name):
+    """Each real encoder-decoder config with its stacks cut to 2 layers (vocabulary 256, token ids
+    below it except M2M100's pad_token_id, whose row offset it is; d_model, heads, tables as the file
+    has them) against its transformers model (test_model_families.check_seq2seq: scale and mask per
+    layer, the rows each stack's position module adds); the cut plan is the file's plan's first two
+    encoder and first two decoder layers."""
+    from test_model_families import check_seq2seq, seq2seq_inputs
+    d = load(name)
+    small = {k: v for k, v in d.items()  # (whisper-large-v3's re-save: dtype float16; fp32 here)
+             if k not in ("num_hidden_layers", "forced_decoder_ids", "dtype", "torch_dtype")}
+    small.update(encoder_layers=2, decoder_layers=2, vocab_size=256)
+    if "decoder_vocab_size" in d:
+        small["decoder_vocab_size"] = 256
+    for k, v in d.items():
+        if k.endswith("_token_id") and isinstance(v, int) and v >= 256:
+            small[k] = 3
+    full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)
+    enc = sum(layer.layer_type == "encoder" for layer in full.layers)
+    keep = [0, 1, enc, enc + 1]
+    def fields(layer):
+        a = layer.attention
+        return (layer.layer_type, layer.position, layer.qk_head_dim, a.causal, a.window, a.softmax_scale)
+    assert [fields(full.layers[i]) for i in keep] == [fields(layer) for layer in m.layers]
+    for field in ("max_position_embeddings", "encoder_max_position_embeddings", "learned_position_offset",
+                  "sinusoidal"):
+        assert getattr(full, field) == getattr(m, field), field
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(**small)
+        config._attn_implementation = "eager"
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config).eval()
+    check_seq2seq(d["model_type"], model, m, seq2seq_inputs(config))
 
 
 def test_bloom_alibi_slopes_and_scale():

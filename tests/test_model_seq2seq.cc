@@ -1,0 +1,177 @@
+// tests/test_model_seq2seq.cc: encoder-decoder plans (src/model_seq2seq.cc, and T5's family in
+// src/model_config_json.cc). Expected values from transformers 5.23.0's configuration_<type>.py and
+// modeling_<type>.py, cited per case; python/tests/test_model_families.py checks them against the
+// running models (attention scale and mask per layer, the rows each stack's position module returns).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc {
+namespace {
+
+ModelPositions plan(const std::string& type, const std::string& extra = "") {
+  return model_positions_from_hf_json(R"({"model_type": ")" + type + "\"" +
+                                      (extra.empty() ? "" : ", " + extra) + "}");
+}
+
+std::string error_of(const std::string& type, const std::string& extra) {
+  try {
+    plan(type, extra);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+int64_t count(const ModelPositions& m, const std::string& layer_type) {
+  int64_t n = 0;
+  for (const LayerPlan& l : m.layers) n += l.layer_type == layer_type;
+  return n;
+}
+
+// configuration_bart.py: 12 + 12 layers, 16 heads of d_model 1024; BartLearnedPositionalEmbedding: row p + 2.
+TEST(ModelSeq2Seq, BartEncoderThenDecoderWithLearnedRowsPlusTwo) {
+  const ModelPositions m = plan("bart");
+  EXPECT_EQ(m.model_type, "bart");
+  ASSERT_EQ(m.num_layers, 24);
+  EXPECT_EQ(count(m, "encoder"), 12);
+  EXPECT_EQ(count(m, "decoder"), 12);
+  EXPECT_EQ(m.max_position_embeddings, 1024);
+  EXPECT_EQ(m.encoder_max_position_embeddings, 1024);
+  EXPECT_EQ(m.learned_position_offset, 2);
+  EXPECT_FALSE(m.sinusoidal);
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    EXPECT_EQ(l.layer_type, l.layer < 12 ? "encoder" : "decoder");
+    EXPECT_STREQ(position_method_name(l.position), "learned");
+    EXPECT_EQ(l.attention.causal, l.layer >= 12);
+    EXPECT_EQ(l.qk_head_dim, 64);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+  }
+  EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+}
+
+// BartForCausalLM saves is_encoder_decoder false: the decoder alone, its own head count.
+TEST(ModelSeq2Seq, CausalLmCheckpointIsTheDecoderAlone) {
+  const ModelPositions m =
+      plan("mbart", R"("is_encoder_decoder": false, "is_decoder": true, "d_model": 64, "decoder_layers": 3,
+                       "encoder_layers": 5, "decoder_attention_heads": 8, "encoder_attention_heads": 2)");
+  ASSERT_EQ(m.num_layers, 3);
+  EXPECT_EQ(m.encoder_max_position_embeddings, 0);
+  EXPECT_EQ(m.num_heads, 8);
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.layer_type, "decoder");
+    EXPECT_TRUE(l.attention.causal);
+    EXPECT_EQ(l.qk_head_dim, 8);
+  }
+}
+
+// Heads of each stack: head_dim = d_model / its heads, and the scale from it.
+TEST(ModelSeq2Seq, EachStackHasItsOwnHeadSize) {
+  const ModelPositions m = plan("blenderbot", R"("d_model": 96, "encoder_attention_heads": 3,
+                                               "decoder_attention_heads": 12, "encoder_layers": 1,
+                                               "decoder_layers": 1)");
+  ASSERT_EQ(m.num_layers, 2);
+  EXPECT_EQ(m.layers[0].qk_head_dim, 32);
+  EXPECT_EQ(m.layers[1].qk_head_dim, 8);
+  EXPECT_DOUBLE_EQ(m.layers[1].attention.softmax_scale, 1.0 / std::sqrt(8.0));
+  EXPECT_EQ(m.learned_position_offset, 0);  // modeling_blenderbot.py: row p
+  EXPECT_EQ(m.max_position_embeddings, 128);
+}
+
+// modeling_marian.py MarianSinusoidalPositionalEmbedding: [sin | cos], w_i = 10000^(-2i/d), row p.
+TEST(ModelSeq2Seq, MarianAndPegasusSinusoidalTables) {
+  for (const char* type : {"marian", "pegasus"}) {
+    SCOPED_TRACE(type);
+    const ModelPositions m = plan(type, R"("d_model": 512, "max_position_embeddings": 512)");
+    ASSERT_TRUE(m.sinusoidal);
+    EXPECT_EQ(m.sinusoidal->dim, 512);
+    EXPECT_EQ(m.sinusoidal->layout, SinusoidalLayout::split);
+    EXPECT_EQ(m.sinusoidal->frequencies, SinusoidalFrequencies::model_dim);
+    EXPECT_EQ(m.sinusoidal->position_offset, 0);
+    EXPECT_EQ(m.max_position_embeddings, 512);
+    for (const LayerPlan& l : m.layers) EXPECT_STREQ(position_method_name(l.position), "sinusoidal");
+  }
+  EXPECT_NE(
+      error_of("marian", R"("d_model": 513, "encoder_attention_heads": 3, "decoder_attention_heads": 3)")
+          .find("even width"),
+      std::string::npos);
+}
+
+// modeling_m2m_100.py: fairseq's table, w_i = 10000^(-i / (d/2 - 1)), row p + pad_token_id + 1.
+TEST(ModelSeq2Seq, M2M100FairseqTableAfterThePaddingRow) {
+  const ModelPositions m = plan("m2m_100", R"("pad_token_id": 1)");
+  ASSERT_TRUE(m.sinusoidal);
+  EXPECT_EQ(m.sinusoidal->frequencies, SinusoidalFrequencies::half_dim_minus_one);
+  EXPECT_EQ(m.sinusoidal->position_offset, 2);
+  EXPECT_EQ(plan("nllb-moe", R"("pad_token_id": 0)").sinusoidal->position_offset, 1);
+  EXPECT_NE(error_of("m2m_100", R"("pad_token_id": -3)").find("pad_token_id = -3"), std::string::npos);
+}
+
+// modeling_whisper.py: the encoder adds all max_source_positions rows of sinusoids() (fairseq's
+// frequencies, row p), the decoder a learned table of max_target_positions rows.
+TEST(ModelSeq2Seq, WhisperSinusoidalEncoderLearnedDecoder) {
+  const ModelPositions m = plan("whisper", R"("d_model": 1280, "encoder_layers": 32, "decoder_layers": 4,
+                                             "encoder_attention_heads": 20, "decoder_attention_heads": 20)");
+  ASSERT_EQ(m.num_layers, 36);
+  EXPECT_EQ(m.encoder_max_position_embeddings, 1500);
+  EXPECT_EQ(m.max_position_embeddings, 448);
+  EXPECT_EQ(m.learned_position_offset, 0);
+  ASSERT_TRUE(m.sinusoidal);
+  EXPECT_EQ(m.sinusoidal->frequencies, SinusoidalFrequencies::half_dim_minus_one);
+  EXPECT_EQ(m.sinusoidal->position_offset, 0);
+  EXPECT_STREQ(position_method_name(m.layers[0].position), "sinusoidal");
+  EXPECT_STREQ(position_method_name(m.layers[32].position), "learned");
+  EXPECT_FALSE(m.layers[31].attention.causal);
+  EXPECT_TRUE(m.layers[32].attention.causal);
+  // The decoder alone (WhisperForCausalLM): no sinusoidal table.
+  EXPECT_FALSE(plan("whisper", R"("is_encoder_decoder": false)").sinusoidal);
+}
+
+TEST(ModelSeq2Seq, BadSizesNameTheKey) {
+  EXPECT_NE(error_of("bart", R"("d_model": 100, "encoder_attention_heads": 16)")
+                .find("encoder_attention_heads = 16"),
+            std::string::npos);
+  EXPECT_NE(error_of("bart", R"("encoder_layers": -1)").find("encoder_layers = -1"), std::string::npos);
+  EXPECT_NE(error_of("bart", R"("encoder_layers": 0, "decoder_layers": 0)").find("no layer"),
+            std::string::npos);
+  EXPECT_NE(error_of("whisper", R"("max_source_positions": 0)").find("max_source_positions = 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("bart", R"("max_position_embeddings": 1e300)").find("max_position_embeddings"),
+            std::string::npos);
+}
+
+// A legacy key that claims what transformers 5 does not do is reported; an agreeing one is not.
+TEST(ModelSeq2Seq, StaticPositionEmbeddingsIsCheckedNotRead) {
+  EXPECT_TRUE(plan("marian", R"("static_position_embeddings": true)").warnings.empty());
+  const ModelPositions m = plan("bart", R"("static_position_embeddings": true)");
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("learned position tables"), std::string::npos) << m.warnings[0];
+}
+
+// T5's family: mt5 / umt5 / switch_transformers keep T5's buckets; umt5 has a table in every layer
+// (modeling_umt5.py L371-378); Pix2Struct's text model is a decoder alone.
+TEST(ModelSeq2Seq, T5Variants) {
+  const ModelPositions mt5 = plan("mt5");
+  EXPECT_EQ(mt5.model_type, "mt5");
+  EXPECT_EQ(mt5.num_layers, 16);  // num_layers 8, num_decoder_layers None -> 8
+  EXPECT_EQ(count(mt5, "encoder"), 8);
+  EXPECT_FALSE(mt5.t5_bias_per_layer);
+  EXPECT_EQ(mt5.layers[0].qk_head_dim, 64);
+  EXPECT_DOUBLE_EQ(mt5.layers[0].attention.softmax_scale, 1.0);
+  EXPECT_TRUE(plan("umt5").t5_bias_per_layer);
+  const ModelPositions sw = plan("switch_transformers", R"("num_layers": 24)");
+  EXPECT_EQ(count(sw, "decoder"), 12);  // SwitchTransformersConfig.num_decoder_layers = 12
+  const ModelPositions p = plan("pix2struct_text_model");
+  EXPECT_EQ(p.num_layers, 12);
+  EXPECT_EQ(count(p, "decoder"), 12);
+  EXPECT_TRUE(p.layers[0].attention.causal);
+  EXPECT_EQ(p.t5_num_buckets, 32);
+}
+
+}  // namespace
+}  // namespace posenc
