@@ -311,6 +311,19 @@ assert [l["position"] for l in d["layers"]] == ["learned", "learned"]
 PY
 check inspect_t5 0 "$posenc" inspect "$configs/t5__t5-small.json"
 expect_in inspect_t5 "$tmp/out" "layers 0-5: encoder, t5, bidirectional"
+check inspect_whisper 0 "$posenc" inspect "$configs/whisper__whisper-large-v3.json"
+expect_in inspect_whisper "$tmp/out" "max_position_embeddings 448 (encoder 1500)"
+expect_in inspect_whisper "$tmp/out" "layers 0-31: encoder, sinusoidal, bidirectional, scale 0.125"
+expect_in inspect_whisper "$tmp/out" "layers 32-63: decoder, learned, causal, scale 0.125"
+check inspect_nllb_json 0 "$posenc" inspect "$configs/m2m_100__nllb-200-distilled-600M.json" --format json
+python3 - "$tmp/out" <<'PY' || { echo "FAIL inspect_nllb_json"; failures=$((failures + 1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["encoder_max_position_embeddings"] == 1024 and d["warnings"] == [], d
+assert d["sinusoidal"] == {"dim": 1024, "base": 10000.0, "layout": "split", "frequencies": "half_dim_minus_one",
+                           "position_offset": 2}, d["sinusoidal"]
+assert [l["layer_type"] for l in d["layers"]] == ["encoder"] * 12 + ["decoder"] * 12
+PY
 check inspect_chatglm 2 "$posenc" inspect "$configs/chatglm__chatglm2-6b.json"
 expect_in inspect_chatglm "$tmp/err" "model_type 'chatglm' is not supported"
 check inspect_missing 2 "$posenc" inspect "$tmp/nope.json"
