@@ -94,6 +94,10 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
 // in tiles by the backend (widened there), unless RoPE needs rotated fp32 copies of the keys anyway.
 void AttentionPlan::set_storage(const AttentionInputs& in) {
   storage = in.k.dtype;
+  if (config.round_probabilities && storage != DType::bf16)
+    fail(kOp, "round_probabilities = true needs bf16 keys and values (k and v are ", dtype_name(storage),
+         "): it rounds P to bf16 for a bf16 P V");
+  round_probabilities = config.round_probabilities;
   if (in.q.dtype == DType::f32) {
     q = strided<3>(in.q);
   } else {
@@ -127,6 +131,7 @@ void AttentionPlan::widen_keys_and_values() {
   v = {v_wide_.data(), {B, K, Hkv}, {K * Hkv * Dv, Hkv * Dv, Dv}};
   k16 = {}, v16 = {};
   storage = DType::f32;
+  round_probabilities = false;  // the backward differentiates the unrounded softmax
 }
 
 // Copies of q and k with dims [rope_offset, rope_offset + rope.head_dim) of every head rotated.

@@ -77,6 +77,7 @@ class AttentionPlan {
   // a long cache is never widened whole. q is always fp32 here (a widened copy of a 16-bit q).
   DType storage = DType::f32;
   Strided<const uint16_t, 3> k16, v16;
+  bool round_probabilities = false;  // AttentionConfig::round_probabilities (bf16 storage only)
   // Scalar bias b_h(k_pos - q_pos): a per-head lookup over [lut_lo, lut_lo + lut_size) when the
   // distances are an ordinary range, else `bias->value` per pair. Null bias: none.
   const Bias* bias = nullptr;

@@ -117,6 +117,91 @@ TEST(AttentionHalf, EverySimdTarget) {
   });
 }
 
+// AttentionConfig::round_probabilities (bf16 keys and values): every probability is rounded once to
+// bf16 before P V, on every SIMD target.
+// The bound of the config's comment, against the double reference on the same inputs: each weight
+// w~_j = p~_j / sum p~ is within 2u / (1 - u) relative of w_j (u = 2^-8), so
+//   |out - exact| <= 2.02 u sum_j w_j |v_j| + u |exact| (a bf16 out) + 1e-5 (1 + |exact|),
+// bounded here by max_j |v_j| of the row's kv head; and the rounding must be visible against the
+// unrounded call (fp32 out).
+void check_rounded_probabilities(const Case& c, Enc e, bool bf16_out, const std::string& target) {
+  AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + " " + target + (bf16_out ? " out bf16" : " out f32"));
+  std::vector<uint16_t> bits[3];
+  const Params::Part parts[3] = {Params::q, Params::k, Params::v};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float>& x = ac.part(parts[i]);
+    bits[i].resize(x.size());
+    for (size_t j = 0; j < x.size(); ++j) bits[i][j] = kBf16.round(x[j]), x[j] = kBf16.value(bits[i][j]);
+  }
+  const auto expected = ac.reference(ac.flat());
+  const int64_t Dv = c.dv();
+  AttentionInputs in = ac.inputs();
+  in.q = view16(bits[0], DType::bf16, {c.B, c.Q, c.H, c.D});
+  in.k = view16(bits[1], DType::bf16, {c.B, c.K, c.Hkv, c.D});
+  in.v = view16(bits[2], DType::bf16, {c.B, c.K, c.Hkv, Dv});
+  const size_t n = static_cast<size_t>(c.B * c.Q * c.H * Dv);
+  std::vector<float> out32(n, 99.0f), plain(n, 99.0f);
+  std::vector<uint16_t> out16(n, 0x7777);
+  AttentionConfig cfg = ac.config();
+  attention_forward(cfg, in, view(plain.data(), {c.B, c.Q, c.H, Dv}), TensorView{});
+  cfg.round_probabilities = true;
+  attention_forward(
+      cfg, in,
+      bf16_out ? view16(out16, DType::bf16, {c.B, c.Q, c.H, Dv}) : view(out32.data(), {c.B, c.Q, c.H, Dv}),
+      TensorView{});
+  const std::vector<float>& v = ac.part(Params::v);
+  const double u = kBf16.unit_roundoff;
+  double rounding_seen = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t h = static_cast<int64_t>(i / Dv) % c.H, b = static_cast<int64_t>(i / Dv / c.H / c.Q);
+    const int64_t hk = h / (c.H / c.Hkv);
+    double vmax = 0;
+    for (int64_t j = 0; j < c.K; ++j)
+      for (int64_t d = 0; d < Dv; ++d)
+        vmax = std::max(vmax, std::abs(double(v[((b * c.K + j) * c.Hkv + hk) * Dv + d])));
+    const double exact = expected.out[i], got = bf16_out ? kBf16.value(out16[i]) : out32[i];
+    const double bound =
+        2.02 * u * vmax + (bf16_out ? u * std::abs(exact) : 0.0) + 1e-5 * (1 + std::abs(exact));
+    ASSERT_LE(std::abs(got - exact), bound) << "element " << i;
+    if (!bf16_out) rounding_seen = std::max(rounding_seen, std::abs(got - plain[i]));
+  }
+  if (!bf16_out) {
+    EXPECT_GT(rounding_seen, 1e-5) << "no rounding of P visible";
+  }
+}
+
+TEST(AttentionHalf, RoundedProbabilities) {
+  Case mla{1, 67, 67, 4, 1, 20, true};
+  mla.Dv = 12, mla.rope_offset = 8, mla.rope_layout = RopeLayout::interleaved;
+  Case wide{1, 70, 70, 2, 1, 40, false};
+  wide.Dv = 100;  // value blocks of 64, 16, 16 and a masked 4
+  Case capped{1, 70, 70, 4, 2, 24, true};
+  capped.softcap = 2.0, capped.sinks = true;
+  for_each_cpu_target([&](const std::string& target) {
+    for (const Case& c : {Case{1, 70, 70, 2, 1, 40, true}, Case{2, 131, 131, 4, 2, 32, true}, wide, mla,
+                          capped, Case{2, 3, 67, 4, 2, 24, false}})  // (the last: decode, rounded P on FMAs)
+      for (Enc e : {Enc::none, Enc::rope_alibi, Enc::t5})
+        for (bool bf16_out : {false, true}) check_rounded_probabilities(c, e, bf16_out, target);
+  });
+}
+
+TEST(AttentionHalf, RoundedProbabilitiesNeedBf16KeysAndValues) {
+  const int64_t D = 8, H = 2, K = 3;
+  std::vector<uint16_t> q(H * D, 0x3c00), k(K * D, 0x3c00), v(K * D, 0x3c00);
+  std::vector<float> out(H * D, 7.0f);
+  AttentionConfig cfg;
+  cfg.round_probabilities = true;
+  const AttentionInputs in = qkv(view16(q, DType::f16, {1, 1, H, D}), view16(k, DType::f16, {1, K, 1, D}),
+                                 view16(v, DType::f16, {1, K, 1, D}));
+  expect_error(
+      [&] {
+        attention_forward(cfg, in, view(out.data(), {1, 1, H, D}), TensorView{});
+      },
+      "round_probabilities = true needs bf16 keys and values (k and v are f16)");
+  EXPECT_EQ(out, std::vector<float>(out.size(), 7.0f));
+}
+
 // The backward on 16-bit storage widens its inputs once and rounds each gradient once: with q, k,
 // v, out and grad_out in a 16-bit storage, fp32 gradients equal bit for bit those of the fp32
 // backward on the same (widened) numbers, and 16-bit gradients are exactly those rounded once

@@ -284,6 +284,19 @@ void TestSoftmaxHelpers() {
         }
         ASSERT_NEAR(sum, expected_sum, test::kExpRelTol * expected_sum + 1e-7);
         ASSERT_TRUE(s.untouched_outside());
+        // round_probabilities: the same exps, each rounded to bf16 (ties to even) in the vector body and
+        // the scalar tail alike; the sum is of the rounded values.
+        Arena r(n, misalign);
+        for (int64_t j = 0; j < n; ++j) r.use(j, logit(j));
+        const float rounded_sum = ExpShiftSum<true>(r.at(0), n, shift);
+        double sum_of_rounded = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const float want = detail::bf16_to_f32(detail::f32_to_bf16(*s.at(j)));
+          ASSERT_EQ(*r.at(j), want) << "ExpShiftSum<true> s[" << j << "]";
+          sum_of_rounded += want;
+        }
+        ASSERT_NEAR(rounded_sum, sum_of_rounded, 1e-6 * (1 + sum_of_rounded));
+        ASSERT_TRUE(r.untouched_outside());
       }
       for (float lse : {1.5f, kMasked}) {
         Arena s(n, misalign);

@@ -104,6 +104,14 @@ struct AttentionConfig {
   // Ministral 3's llama_4_scaling_beta): q_i *= temperature.factor(q_pos_i), after RoPE, before
   // every score term; its gradient scales dq by the same factor. Not with transformer_xl.
   QueryTemperature query_temperature;
+  // bf16 keys and values only, opt-in: every probability is rounded once to bf16 before P V, as GPU
+  // flash attention feeds P to its bf16 tensor cores: the numerics of a bf16 P V (vdpbf16ps, twice the
+  // fp32 FMA rate, is the aim: that kernel is not in yet, P V runs on fp32 FMAs of the rounded P). Each
+  // output row is sum_j p~_j v_j / sum_j p~_j with p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex
+  // combination of the value rows, each weight within ~2^-7 relative of the exact one, so the output is
+  // off by at most ~2^-7 max_j |v_j| before its one rounding to bf16. Off (the default): P stays fp32.
+  // The backward differentiates the unrounded softmax (it recomputes P from lse).
+  bool round_probabilities = false;
 };
 
 // Storage: q, k, v in f32, bf16 or f16 (k and v share one; q may differ, e.g. f32 q against a

@@ -53,9 +53,11 @@ void bind_attention(nb::module_& m) {
              const std::string& bucketing, int64_t num_buckets, int64_t max_distance, bool bidirectional,
              int64_t shaw_max_distance, int64_t head_dim, int64_t transformer_xl_d_model,
              double transformer_xl_base, int64_t chunk, double softcap, int64_t rope_offset,
-             const std::string& temperature_rule, double temperature_scale, double temperature_floor_scale) {
+             const std::string& temperature_rule, double temperature_scale, double temperature_floor_scale,
+             bool round_probabilities) {
             new (self) Attention();
             AttentionConfig& c = self->config;
+            c.round_probabilities = round_probabilities;
             c.causal = causal;
             c.window = window;
             c.chunk = chunk;
@@ -98,7 +100,8 @@ void bind_attention(nb::module_& m) {
           nb::arg("bidirectional"), nb::arg("shaw_max_distance"), nb::arg("head_dim"),
           nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"), nb::arg("chunk") = 0,
           nb::arg("softcap") = 0.0, nb::arg("rope_offset") = 0, nb::arg("temperature_rule") = "none",
-          nb::arg("temperature_scale") = 0.0, nb::arg("temperature_floor_scale") = 0.0)
+          nb::arg("temperature_scale") = 0.0, nb::arg("temperature_floor_scale") = 0.0,
+          nb::arg("round_probabilities") = false)
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,

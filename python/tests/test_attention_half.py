@@ -71,6 +71,22 @@ def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options, d
     assert np.array_equal(mixed, ref)
 
 
+def test_round_probabilities_is_a_bf16_p_v_within_its_bound():
+    """round_probabilities=True: each probability rounded once to bfloat16 before P V (AttentionConfig's
+    bound: out within 2.02 * 2^-8 max|v| of the exact attention, before the out's own bf16 rounding);
+    visible against the unrounded call; float16 k and v are refused by name."""
+    B, T, H, Hkv, D = 1, 70, 4, 2, 32
+    q, k, v = (randn(s, ml_dtypes.bfloat16, i) for i, s in ((1, (B, T, H, D)), (2, (B, T, Hkv, D)), (3, (B, T, Hkv, D))))
+    exact = posenc.attention(*(x.astype(np.float32) for x in (q, k, v)), causal=True, encoding="alibi")
+    rounded = posenc.attention(q.astype(np.float32), k, v, causal=True, encoding="alibi", round_probabilities=True)
+    assert rounded.dtype == np.float32
+    bound = 2.02 * 2.0**-8 * np.abs(v.astype(np.float32)).max() + 1e-5
+    assert np.abs(rounded - exact).max() <= bound
+    assert np.abs(rounded - exact).max() > 1e-5  # the rounding is there
+    with pytest.raises(posenc.Error, match="round_probabilities = true needs bf16 keys and values"):
+        posenc.attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), round_probabilities=True)
+
+
 def test_keys_and_values_share_a_dtype():
     q = randn((1, 4, 2, 8), np.float16, 4)
     with pytest.raises(posenc.Error, match="keys and values share one storage"):

@@ -182,7 +182,8 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
           continue;
         }
         const float alpha = st.mrow[i] == kNegInf ? 0.0f : std::exp(st.mrow[i] - m_new);
-        st.lrow[i] = alpha * st.lrow[i] + ExpShiftSum(s, n, m_new);
+        st.lrow[i] = alpha * st.lrow[i] +
+                     (p.round_probabilities ? ExpShiftSum<true>(s, n, m_new) : ExpShiftSum(s, n, m_new));
         if (alpha != 1.0f) {
           for (int64_t d = 0; d < Dv; ++d) Oi[d] *= alpha;
           if (shaw_values)

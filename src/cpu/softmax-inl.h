@@ -16,6 +16,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "src/half.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::cpu {
@@ -45,6 +46,9 @@ HWY_INLINE float RowMax(const float* HWY_RESTRICT s, int64_t n, float init) {
 }
 
 // s[j] = exp(s[j] - shift) for j < n (masked entries, -inf, become 0; NaN stays NaN); returns the sum.
+// kRoundBf16 (AttentionConfig::round_probabilities): each exp rounded to the nearest bf16 value, ties
+// to even (as vcvtneps2bf16 and detail::f32_to_bf16), kept in fp32; the sum is of the rounded values.
+template <bool kRoundBf16 = false>
 HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   namespace hn = hwy::HWY_NAMESPACE;
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
@@ -56,13 +60,21 @@ HWY_INLINE float ExpShiftSum(float* HWY_RESTRICT s, int64_t n, float shift) {
   for (; j + N <= n; j += N) {
     const auto x = hn::LoadU(d, s + j);
     // Zero exactly where masked (-inf): a NaN logit stays NaN, as in the scalar tail.
-    const auto e = hn::IfThenZeroElse(hn::Eq(x, neg_inf), hn::Exp(d, hn::Sub(x, vshift)));
+    auto e = hn::IfThenZeroElse(hn::Eq(x, neg_inf), hn::Exp(d, hn::Sub(x, vshift)));
+    if constexpr (kRoundBf16) {  // e in [0, 1] here (a NaN row never reaches the softmax)
+      const hn::RebindToUnsigned<decltype(d)> du;
+      const auto bits = hn::BitCast(du, e);
+      const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+      e = hn::BitCast(d,
+                      hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7fffu), odd)), hn::Set(du, 0xffff0000u)));
+    }
     hn::StoreU(e, d, s + j);
     vsum = hn::Add(vsum, e);
   }
   float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
   for (; j < n; ++j) {
     s[j] = s[j] == kMasked ? 0.0f : std::exp(s[j] - shift);
+    if constexpr (kRoundBf16) s[j] = detail::bf16_to_f32(detail::f32_to_bf16(s[j]));
     sum += s[j];
   }
   return sum;
