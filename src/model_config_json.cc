@@ -68,6 +68,16 @@ const char* kRuleAliases[][2] = {
     {"gemma3n_text", "gemma3_text"},         // modeling_gemma3n.py: Gemma 3's bases and rope dicts
     // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
     {"ernie4_5_vl_moe_text", "ernie4_5_moe"},
+    // modeling_modernbert.py: the encoder of modernbert-decoder's bases, layer pattern and rope dicts
+    // (configuration_modernbert.py L115-151), bidirectional, a symmetric window (model_layer_types.cc)
+    {"modernbert", "modernbert-decoder"},
+    // modeling_nomic_bert.py, modeling_gte.py, modeling_jina_embeddings_v3.py, modeling_eurobert.py,
+    // modeling_esmc.py: Llama's rotary module and rotate_half over the whole head, bidirectional
+    {"nomic_bert", "llama"},
+    {"gte", "llama"},
+    {"jina_embeddings_v3", "llama"},
+    {"eurobert", "llama"},
+    {"esmc", "llama"},
     // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
     // buckets (_relative_position_bucket) and unscaled attention
     // modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation (a fused q / gate projection)
@@ -169,7 +179,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const detail::SizeDefaults* sizes = detail::find_size_defaults(declared_type);
   if (!sizes) sizes = detail::find_size_defaults(type);
   const bool need = sizes == nullptr;
-  m.hidden = first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed"}, sizes ? sizes->hidden : 0, need);
+  m.hidden =
+      first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed", "dim"}, sizes ? sizes->hidden : 0, need);
   m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads"},
                       sizes ? sizes->heads : 0, need);
   m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
@@ -405,12 +416,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         rp = &owned;
       }
     } else if (type == "modernbert-decoder") {
-      // configuration_modernbert_decoder.py convert_rope_params_to_dict: a legacy rope_scaling goes to both
-      // layer types; the bases are global_rope_theta and local_rope_theta (rope_theta is not read).
+      // configuration_modernbert_decoder.py (and configuration_modernbert.py L124-151)
+      // convert_rope_params_to_dict: a legacy rope_scaling goes to both layer types; the bases are
+      // global_rope_theta and local_rope_theta (rope_theta is not read).
       if (j.has("rope_theta"))
-        out.warnings.push_back(
-            "rope_theta is not read by modernbert-decoder: its bases are global_rope_theta "
-            "and local_rope_theta");
+        out.warnings.push_back("rope_theta is not read by " + own_type +
+                               ": its bases are global_rope_theta and local_rope_theta");
       theta = j.num_or("global_rope_theta", 1.6e5);
       local_theta = j.num_or("local_rope_theta", 1e4);
       if (!(rp && rp_name == "rope_parameters" && is_nested(*rp))) {
@@ -579,6 +590,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   // BERT's family: causal iff is_decoder (modeling_bert.py L359, L696-708; the CausalLM heads only warn).
   bool bidirectional = detail::bert_like(type) && !j.bool_or("is_decoder", false);
+  if (detail::always_bidirectional(own_type)) bidirectional = true;
+  // modeling_distilbert.py L72-76, L304-311: a sinusoidal table only initializes the learned one.
+  if (own_type == "distilbert" && j.bool_or("sinusoidal_pos_embds", false))
+    out.warnings.push_back(
+        "sinusoidal_pos_embds = true only initializes distilbert's learned table: the "
+        "checkpoint's rows are the positions");
+  if (own_type == "modernbert") {
+    // A BERT leftover in ModernBERT checkpoints ("absolute", "rope", even "relative_key_query"):
+    // ModernBertConfig has no such field and its layers rotate whatever it says.
+    if (j.has("position_embedding_type"))
+      out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
+                             " is not read by modernbert: RoPE on every layer");
+  }
   j.read.insert("is_decoder");
   if (type == "gemma4_text" && j.has("use_bidirectional_attention")) {
     // configuration_gemma4.py: "all" (every token, a halved symmetric window) or "vision" (image
@@ -733,7 +757,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     out.layers.push_back(std::move(p));
   }
-  j.warn_unread(out.warnings, type);
+  j.warn_unread(out.warnings, own_type);
   // A wrapper's own positional-looking keys are not read (the text model uses text_config's):
   // report those that text_config lacks or contradicts.
   if (wrapped)

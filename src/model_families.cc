@@ -147,6 +147,13 @@ constexpr Family kFamilies[] = {
   {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I},  // mrope_alternating_hw
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
   {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
+  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H},  // modernbert-decoder's rules
+  // RoPE encoders (Llama's rotation, bidirectional: src/model_families.cc always_bidirectional)
+  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H},
+  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H},
+  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H},
+  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H},
+  {"esmc",           R,      1e4,     2048,    0,       0,    false, H},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
   {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
@@ -179,6 +186,10 @@ constexpr Family kFamilies[] = {
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
   {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  // learned encoders, row p (ibert: RoBERTa's p + pad_token_id + 1), bidirectional
+  {"distilbert",     PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"ibert",          PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"openai-gpt",     PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
   // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
@@ -362,6 +373,15 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"gemma3n_text", 2048, 8, 35},
       {"ernie4_5_vl_moe_text", 2560, 20, 28},
       {"modernbert-decoder", 768, 12, 22},
+      {"modernbert", 768, 12, 22},
+      {"nomic_bert", 768, 12, 12},
+      {"gte", 768, 12, 12},
+      {"jina_embeddings_v3", 1024, 16, 24},
+      {"eurobert", 768, 12, 12},
+      {"esmc", 2560, 40, 80},
+      {"distilbert", 768, 12, 6},
+      {"squeezebert", 768, 12, 12},
+      {"ibert", 768, 12, 12},
 };
 // clang-format on
 
@@ -504,9 +524,17 @@ bool attention_free(const std::string& t) {
   return t == "mamba" || t == "mamba2" || t == "falcon_mamba" || t == "rwkv" || t == "xlstm";
 }
 
+bool always_bidirectional(const std::string& t) {
+  // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says.
+  for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
+                        "distilbert", "squeezebert"})
+    if (t == e) return true;
+  return false;
+}
+
 bool roberta_like(const std::string& t) {
   for (const char* r : {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
-                        "roberta-prelayernorm", "xmod"})
+                        "roberta-prelayernorm", "xmod", "ibert"})
     if (t == r) return true;
   return false;
 }

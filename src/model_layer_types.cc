@@ -279,6 +279,12 @@ int64_t sliding_window(Obj& j, const Model& m) {
     window = j.int_or("local_attention", 128) / 2;
     if (window < 1) fail(kOp, j.where, "local_attention = ", window * 2, " is invalid: must be >= 2");
   }
+  // modernbert (the encoder, modernbert-decoder's rules): its mask keeps |q - k| <= sliding_window =
+  // local_attention // 2 (masking_utils.py sliding_window_bidirectional_overlay; a saved sliding_window
+  // sets local_attention = 2 sliding_window, configuration_modernbert.py L159-167), and its attention
+  // function gets sliding_window + 1 (modeling_modernbert.py L240-242): posenc's symmetric window
+  // |q - k| < window is one more.
+  if (t == "modernbert-decoder" && std::string_view(m.family->model_type) == "modernbert") window += 1;
   j.read.insert("local_attention");
   // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
   // (configuration_mimo_v2_flash.py L131-133).

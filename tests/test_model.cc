@@ -160,6 +160,19 @@ const RealCase kReal[] = {
   {"pegasus__pegasus-cnn_dailymail-samsum-finetune.json", "pegasus", 32, "sinusoidal", 0, 0, 0, 0, 0, ""},
   {"pegasus__pegasus-xsum-finetune.json", "pegasus", 32, "sinusoidal", 0, 0, 0, 0, 0, ""},
   {"t5__flan-t5-base.json", "t5", 24, "t5", 0, 0, 0, 0, 0, ""},
+  // ModernBERT encoders: layer 0 is a global layer (full attention, global_rope_theta)
+  {"modernbert__ModernBERT-base-finetune-multitask.json", "modernbert", 22, "rope", 1.6e5, 0, 64, 0, 0,
+   "position_embedding_type = \"absolute\" is not read by modernbert"},
+  {"modernbert__ModernBERT-base-finetune-v5format.json", "modernbert", 22, "rope", 1.6e5, 0, 64, 0, 0,
+   "is not read by modernbert"},
+  {"modernbert__granite-embedding-english-r2.json", "modernbert", 22, "rope", 8e4, 0, 64, 0, 0,
+   "is not read by modernbert"},
+  {"modernbert__granite-embedding-small-english-r2.json", "modernbert", 12, "rope", 8e4, 0, 32, 0, 0,
+   "position_embedding_type = \"relative_key_query\" is not read by modernbert"},
+  {"modernbert__ruri-v3-30m.json", "modernbert", 10, "rope", 1.6e5, 0, 64, 0, 0, "is not read by modernbert"},
+  {"distilbert__distilbert-base-uncased-finetuned-sst-2-english.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0,
+   ""},
+  {"distilbert__distilbert-base-uncased-finetune.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0, ""},
 };
 // clang-format on
 
@@ -1102,6 +1115,34 @@ TEST(ModelForms, ConfigFilesMustBeSmallRegularFiles) {
   expect_file_error("/dev/zero", "is not a regular file");
   expect_file_error("/tmp", "is not a regular file");
   expect_file_error("/nonexistent/config.json", "cannot open config file");
+}
+
+// ModernBERT, the encoder (configuration_modernbert.py, modeling_modernbert.py): full attention on every
+// global_attn_every_n_layers-th layer from 0 with base global_rope_theta, the others sliding with
+// local_rope_theta; bidirectional, |q - k| <= local_attention // 2 on sliding layers (posenc's window one
+// more: |q - k| < window).
+TEST(ModelFamilies, ModernBertEncoder) {
+  const ModelPositions m = model_positions_from_hf_json(R"({"model_type": "modernbert"})");
+  ASSERT_EQ(m.num_layers, 22);
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    const bool full = l.layer % 3 == 0;
+    EXPECT_EQ(l.layer_type, full ? "full_attention" : "sliding_attention");
+    ASSERT_TRUE(l.rope);
+    EXPECT_EQ(l.rope->base, full ? 1.6e5 : 1e4);
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_EQ(l.attention.window, full ? 0 : 65);
+    EXPECT_EQ(l.rotary_hi, 64);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+  }
+  const ModelPositions w = model_positions_from_hf_json(
+      R"({"model_type": "modernbert", "local_attention": 256, "global_attn_every_n_layers": 2,
+          "global_rope_theta": 5e4, "num_hidden_layers": 4})");
+  EXPECT_EQ(w.layers[1].attention.window, 129);
+  EXPECT_EQ(w.layers[2].layer_type, "full_attention");
+  EXPECT_EQ(w.layers[2].rope->base, 5e4);
+  EXPECT_TRUE(has_warning(model_positions_from_hf_json(R"({"model_type": "modernbert", "rope_theta": 1e4})"),
+                          "rope_theta is not read by modernbert"));
 }
 
 TEST(ModelFamilies, SinusoidalFamiliesCarryTheirTable) {

@@ -2,8 +2,9 @@
 class's defaults: posenc's per-layer plan must equal what transformers' own model does, or posenc
 must refuse the model_type by name (posenc.Error). A wrong number is worse than an error.
 
-The families: every model_type of MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and
-MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES, by the model_type of its text config (multimodal
+The families: every model_type of MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and MODEL_FOR_MASKED_LM_MAPPING_NAMES (the encoders), by the
+model_type of its text config (multimodal
 wrappers: get_text_config(); each wrapper's own dict must then give the plan of its text config).
 Each family's config is its class default with the sizes shrunk (6 layers, 4 heads, 2 kv heads,
 small MLP / experts / vocabulary; head_dim and every positional field left at the default), and a
@@ -53,7 +54,8 @@ LAYERS, HEADS, KV_HEADS, T = 6, 4, 2, 8
 def _families():
     """text model_type -> (text config class, the model_types whose text config it is)."""
     types = sorted(set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-                   | set(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
+                   | set(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+                   | set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES))
     out, skipped = {}, {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -95,7 +97,8 @@ SUPPORTED = {
     "gemma4_unified_text", "deepseek_v32", "glm_moe_dsa", "laguna", "gemma3n_text",
     "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
-    "pix2struct_text_model", "axk2",
+    "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
+    "distilbert", "squeezebert", "ibert",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -125,6 +128,8 @@ FAMILY_KWARGS = {
     # takes exactly 2 max_source_positions input frames
     "plbart": dict(decoder_attention_heads=4),
     "whisper": dict(decoder_attention_heads=4, max_source_positions=16),
+    # SqueezeBERT asserts embedding_size == hidden_size (4 heads of 64)
+    "squeezebert": dict(embedding_size=256),
     # Pix2StructTextConfig lacks the initializer_range its model's _init_weights reads (5.23)
     "pix2struct_text_model": dict(initializer_range=0.02),
     # DbrxAttentionConfig has no rope_theta, which DbrxAttention reads (AttributeError): the base both
@@ -281,7 +286,7 @@ def family_config(model_type, variant):
                 kw, config = {}, text_cls()
             if variant == "window":
                 window = {k: v for k, v in (("sliding_window", 3), ("use_sliding_window", True),
-                                            ("max_window_layers", 3), ("window_size", 3)) if hasattr(config, k)}
+                                            ("max_window_layers", 3), ("window_size", 3)) if has_attr(config, k)}
                 try:  # (gpt_neo: window_size)
                     config = text_cls(**kw, **window) if {"sliding_window", "window_size"} & set(window) else None
                 except Exception as exc:
@@ -633,8 +638,8 @@ def posenc_mask(a, t):
     ok = np.ones((t, t), bool)
     if a.causal:
         ok &= j <= i
-    if a.window:
-        ok &= i - j < a.window
+    if a.window:  # |q - k| < window (causal: the window keys up to the query)
+        ok &= np.abs(i - j) < a.window
     if a.chunk:
         ok &= i // a.chunk == j // a.chunk
     return torch.from_numpy(ok)
@@ -800,8 +805,9 @@ def check_family(model_type, config, variant="default"):
             hf_mask = allowed_mask(call["mask"], T)
             if hf_mask is not None:
                 assert torch.equal(hf_mask, posenc_mask(a, T)), f"{where}: mask"
-            else:  # no mask tensor: eager attention attends to every key (bert without is_decoder)
-                assert not a.causal and not a.window and not a.chunk, f"{where}: no mask in transformers"
+            else:  # no mask tensor: eager attention attends to every key (bert without is_decoder; a window
+                # wider than the T keys: modernbert's sliding layers)
+                assert posenc_mask(a, T).all(), f"{where}: no mask in transformers"
             if layer.position == "learned":  # the table: max_position_embeddings + offset rows
                 table = next(mod for n, mod in model.named_modules() if n.endswith(("wpe", "embed_positions", "position_embeddings")))
                 assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset, where

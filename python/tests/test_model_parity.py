@@ -41,7 +41,7 @@ REFUSED = {"deepseek_v4"}
 UNMODELED = {"glm4v"}
 # attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
 NOPE = {"nemotron_h"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta", "distilbert"}
 # encoder-decoders with absolute tables (test_encoder_decoder_real_configs_against_transformers)
 SEQ2SEQ = {"whisper", "bart", "mbart", "blenderbot", "m2m_100", "marian", "pegasus"}
 
@@ -159,13 +159,16 @@ def hf_attention_modules(model):
     out = {}
     for mod in model.modules():
         cls = type(mod).__name__
-        scaled = hasattr(mod, "scaling") or hasattr(mod, "scale_attn")  # gptj divides by scale_attn
+        # gptj divides by scale_attn; ModernBertAttention passes scaling=self.head_dim**-0.5 (L282)
+        scaled = hasattr(mod, "scaling") or hasattr(mod, "scale_attn") or cls == "ModernBertAttention"
         if cls.endswith("Attention") and "Vision" not in cls and scaled and hasattr(mod, "layer_idx"):
             out.setdefault(mod.layer_idx, mod)
     return out
 
 
 def hf_scaling(attn):
+    if type(attn).__name__ == "ModernBertAttention":
+        return attn.head_dim ** -0.5
     return attn.scaling if hasattr(attn, "scaling") else 1.0 / attn.scale_attn  # modeling_gptj.py _attn
 
 
@@ -517,7 +520,9 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
                                            ("t5__t5-small", "t5"), ("t5__flan-t5-base", "t5"),
                                            ("gpt-bigcode__starcoderbase-7b", "learned"),
                                            ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
-                                           ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned")])
+                                           ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned"),
+                                           ("distilbert__distilbert-base-uncased-finetuned-sst-2-english", "learned"),
+                                           ("distilbert__distilbert-base-uncased-finetune", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
     d = load(name)
@@ -543,6 +548,9 @@ def test_absolute_and_t5_families(name, position):
         assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
     else:
         assert m.num_layers == text.num_hidden_layers
+    if name.startswith("distilbert__"):  # modeling_distilbert.py: is_causal False, scaling head_dim^-0.5
+        assert not any(layer.attention.causal for layer in m.layers)
+        assert {layer.attention.softmax_scale for layer in m.layers} == {(text.dim // text.n_heads) ** -0.5}
     if name.startswith("opt__"):  # the query is scaled by head_dim^-0.5 before the kernel (modeling_opt.py)
         head_dim = text.hidden_size // text.num_attention_heads
         assert {layer.attention.softmax_scale for layer in m.layers} == {head_dim ** -0.5}
