@@ -78,10 +78,10 @@ const char* kRuleAliases[][2] = {
     {"jina_embeddings_v3", "llama"},
     {"eurobert", "llama"},
     {"esmc", "llama"},
-    // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
-    // buckets (_relative_position_bucket) and unscaled attention
     // modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation (a fused q / gate projection)
     {"axk2", "deepseek_v32"},
+    // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
+    // buckets (_relative_position_bucket) and unscaled attention
     {"mt5", "t5"},
     {"umt5", "t5"},
     {"switch_transformers", "t5"},
@@ -140,6 +140,25 @@ void dbrx_base(Obj& j, RopeConfig& rope, std::vector<std::string>& warnings) {
 }
 
 double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
+// nomic_bert: nomic's remote-code keys (n_embd, n_positions, rotary_emb_base, ...) have no attribute_map in
+// transformers 5's NomicBertConfig (configuration_nomic_bert.py L31-76), which builds its own defaults
+// and rotates the whole head in halves (modeling_nomic_bert.py L135-165): each is reported, none read.
+void nomic_legacy_keys(Obj& j, std::vector<std::string>& warnings) {
+  const char* const kMeaning[][2] = {{"n_embd", "hidden_size"},
+                                     {"n_head", "num_attention_heads"},
+                                     {"n_layer", "num_hidden_layers"},
+                                     {"n_positions", "max_position_embeddings"},
+                                     {"n_inner", "intermediate_size"},
+                                     {"rotary_emb_base", "rope_parameters' rope_theta (1000 by default)"},
+                                     {"rotary_emb_fraction", "the whole head rotating"},
+                                     {"rotary_emb_interleaved", "rotate_half (halves)"},
+                                     {"rotary_scaling_factor", "rope_parameters"}};
+  for (const auto& [key, used] : kMeaning)
+    if (j.has(key))
+      warnings.push_back(std::string(key) + " = " + detail::json_excerpt(j.at(key)) +
+                         " is not read by transformers 5's nomic_bert, which uses " + used + " instead");
+}
 }  // namespace
 
 ModelPositions model_positions_from_hf_json(const std::string& text) {
@@ -241,12 +260,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                              std::to_string(derived) + " (configuration_jetmoe.py)");
     m.heads = derived;
   }
+  if (own_type == "nomic_bert") {  // the canonical keys only (nomic_legacy_keys)
+    nomic_legacy_keys(j, out.warnings);
+    m.hidden = j.int_or("hidden_size", 768);
+    m.heads = j.int_or("num_attention_heads", 12);
+    m.layers = j.int_or("num_hidden_layers", 12);
+  }
   if (m.heads <= 0) fail(kOp, j.where, "num_attention_heads = ", m.heads, " is invalid: must be > 0");
   if (m.layers <= 0 || m.layers > kMaxModelLayers)
     fail(kOp, j.where, "num_hidden_layers = ", m.layers, " is invalid: must be in [1, ", kMaxModelLayers,
          "]");
   m.max_pos =
       first_int(j, {"max_position_embeddings", "n_positions", "max_seq_len"}, m.family->max_pos, false);
+  if (own_type == "nomic_bert") m.max_pos = j.int_or("max_position_embeddings", m.family->max_pos);
   // kimi_linear, bailing_hybrid: attribute_map max_position_embeddings -> model_max_length.
   if (type == "kimi_linear" || type == "bailing_hybrid")
     m.max_pos = first_int(j, {"model_max_length", "max_position_embeddings"}, m.family->max_pos, false);
@@ -665,10 +691,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // SwitchTransformersConfig: 12); Pix2Struct's text model is a decoder of num_layers.
   const bool t5_decoder_only = own_type == "pix2struct_text_model";
   const int64_t encoder_layers = t5 && t5_decoder_only ? 0 : m.layers;
+  // (SwitchTransformersConfig: a null num_decoder_layers is num_layers too, L92-94.)
+  const bool decoder_null = j.j.contains("num_decoder_layers") && j.j.at("num_decoder_layers").is_null();
   const int64_t decoder_layers =
       !t5               ? 0
       : t5_decoder_only ? m.layers
-                        : j.int_or("num_decoder_layers", own_type == "switch_transformers" ? 12 : m.layers);
+                        : j.int_or("num_decoder_layers",
+                                   own_type == "switch_transformers" && !decoder_null ? 12 : m.layers);
+  // Pix2StructTextModel: is_causal = config.is_decoder (modeling_pix2struct.py L784), its buckets
+  // unidirectional either way (L673): a bidirectional mask over causal buckets is not modeled.
+  if (t5_decoder_only && !j.bool_or("is_decoder", true))
+    fail(kOp, j.where, "is_decoder = false is not supported for ", own_type,
+         ": a bidirectional mask over its unidirectional buckets");
   if (decoder_layers < 0 || decoder_layers > kMaxModelLayers)
     fail(kOp, j.where, "num_decoder_layers = ", decoder_layers, " is invalid: must be in [0, ",
          kMaxModelLayers, "]");

@@ -525,9 +525,10 @@ bool attention_free(const std::string& t) {
 }
 
 bool always_bidirectional(const std::string& t) {
-  // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says.
+  // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says
+  // (ibert: modeling_ibert.py L698).
   for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-                        "distilbert", "squeezebert"})
+                        "distilbert", "squeezebert", "ibert"})
     if (t == e) return true;
   return false;
 }

@@ -60,7 +60,8 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     qk_head_dim = m.head_dim;
     j.read.insert("head_dim");
   } else if (t5) {
-    m.head_dim = j.int_or("d_kv", 64);
+    // attribute_map head_dim -> d_kv (configuration_mt5.py L36-41, t5 and umt5 alike): the alias wins
+    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : j.int_or("d_kv", 64);
   } else if (type == "jetmoe") {
     m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
     j.read.insert("head_dim");

@@ -70,25 +70,27 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
   ModelPositions out;
   out.model_type = type;
   // attribute_map: hidden_size -> d_model, num_hidden_layers -> encoder_layers, num_attention_heads ->
-  // encoder_attention_heads (configuration_bart.py L40-44).
-  const int64_t d = positive(j, "d_model", j.int_or("hidden_size", f.d_model));
-  j.read.insert("hidden_size");
-  const int64_t enc_layers = j.int_or("encoder_layers", j.int_or("num_hidden_layers", f.encoder_layers));
+  // encoder_attention_heads (configuration_bart.py L43-47). Where a config has both, the alias wins, as
+  // in transformers 5 (BartConfig.from_dict({d_model: 512, hidden_size: 256}).d_model is 256).
+  const char* d_key = j.has("hidden_size") ? "hidden_size" : "d_model";
+  const char* layers_key = j.has("num_hidden_layers") ? "num_hidden_layers" : "encoder_layers";
+  const char* heads_key = j.has("num_attention_heads") ? "num_attention_heads" : "encoder_attention_heads";
+  j.read.insert({"hidden_size", "d_model", "num_hidden_layers", "encoder_layers", "num_attention_heads",
+                 "encoder_attention_heads"});
+  const int64_t d = positive(j, d_key, f.d_model);
+  const int64_t enc_layers = j.int_or(layers_key, f.encoder_layers);
   const int64_t dec_layers = j.int_or("decoder_layers", f.decoder_layers);
-  const int64_t enc_heads =
-      positive(j, "encoder_attention_heads", j.int_or("num_attention_heads", f.encoder_heads));
+  const int64_t enc_heads = positive(j, heads_key, f.encoder_heads);
   const int64_t dec_heads = positive(j, "decoder_attention_heads", f.decoder_heads);
-  j.read.insert("num_attention_heads");
   // BartForCausalLM & co. save is_encoder_decoder false: the decoder alone (modeling_bart.py L1216+).
   const bool encoder = j.bool_or("is_encoder_decoder", true);
   j.read.insert("is_decoder");
-  for (auto [key, n] : {std::pair{"encoder_layers", enc_layers}, std::pair{"decoder_layers", dec_layers}})
+  for (auto [key, n] : {std::pair{layers_key, enc_layers}, std::pair{"decoder_layers", dec_layers}})
     if (n < 0 || n > kMaxModelLayers)
       fail(kOp, j.where, key, " = ", n, " is invalid: must be in [0, ", kMaxModelLayers, "]");
-  for (auto [key, h] :
-       {std::pair{"encoder_attention_heads", enc_heads}, std::pair{"decoder_attention_heads", dec_heads}})
+  for (auto [key, h] : {std::pair{heads_key, enc_heads}, std::pair{"decoder_attention_heads", dec_heads}})
     if (d % h != 0)  // BartAttention: "embed_dim must be divisible by num_heads"
-      fail(kOp, j.where, "d_model = ", d, " is not divisible by ", key, " = ", h);
+      fail(kOp, j.where, d_key, " = ", d, " is not divisible by ", key, " = ", h);
 
   const bool whisper = f.table == Table::whisper;
   if (whisper) {
@@ -111,7 +113,13 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
     if (f.table != Table::sinusoidal_fairseq && d % 2 != 0)
       fail(kOp, j.where, "d_model = ", d, " is not supported for ", type,
            ": its sinusoidal table needs an even width");
+    if (d < 4)  // fairseq's frequencies divide by d/2 - 1
+      fail(kOp, j.where, d_key, " = ", d, " is invalid for ", type, "'s sinusoidal table: must be >= 4");
     if (f.table == Table::sinusoidal_fairseq) {
+      // modeling_m2m_100.py L131: padding_idx + 1 (a null pad_token_id fails there)
+      if (j.j.contains("pad_token_id") && j.j.at("pad_token_id").is_null())
+        fail(kOp, j.where, "pad_token_id = null is invalid for ", type,
+             ": position 0 reads row pad_token_id + 1 of its sinusoidal table");
       const int64_t pad = j.int_or("pad_token_id", f.pad);
       if (pad < 0 || pad > kMaxModelLayers * 64)
         fail(kOp, j.where, "pad_token_id = ", pad, " is invalid for ", type,
@@ -127,7 +135,7 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
     out.warnings.push_back("static_position_embeddings = " + j.at("static_position_embeddings").dump() +
                            " is not read by transformers 5: " + type + " uses " +
                            (sinusoidal_stacks ? "sinusoidal" : "learned") + " position tables");
-  j.read.insert("extra_pos_embeddings");  // marian's vocabulary size, not positions
+  j.read.insert("extra_pos_embeddings");  // a fairseq conversions' leftover: no transformers 5 code reads it
   if (type == "mvp" && j.bool_or("use_prompt", false))
     out.warnings.push_back(
         "use_prompt = true: mvp prepends prompt_length learned keys and values (no positions) "

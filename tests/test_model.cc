@@ -170,8 +170,8 @@ const RealCase kReal[] = {
   {"modernbert__granite-embedding-small-english-r2.json", "modernbert", 12, "rope", 8e4, 0, 32, 0, 0,
    "position_embedding_type = \"relative_key_query\" is not read by modernbert"},
   {"modernbert__ruri-v3-30m.json", "modernbert", 10, "rope", 1.6e5, 0, 64, 0, 0, "is not read by modernbert"},
-  {"distilbert__distilbert-base-uncased-finetuned-sst-2-english.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0,
-   ""},
+  {"distilbert__distilbert-base-uncased-finetuned-sst-2-english.json", "distilbert", 6, "learned", 0, 0, 0,
+   0, 0, ""},
   {"distilbert__distilbert-base-uncased-finetune.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0, ""},
 };
 // clang-format on
@@ -1143,6 +1143,31 @@ TEST(ModelFamilies, ModernBertEncoder) {
   EXPECT_EQ(w.layers[2].rope->base, 5e4);
   EXPECT_TRUE(has_warning(model_positions_from_hf_json(R"({"model_type": "modernbert", "rope_theta": 1e4})"),
                           "rope_theta is not read by modernbert"));
+}
+
+// Encoders bidirectional whatever is_decoder says (modeling_ibert.py L698, modeling_distilbert.py L170);
+// nomic's remote-code keys, which NomicBertConfig does not map, are reported and not read; DistilBERT's
+// sinusoidal_pos_embds only initializes its learned table.
+TEST(ModelFamilies, EncoderForms) {
+  for (const char* type : {"ibert", "distilbert", "gte", "modernbert"}) {
+    SCOPED_TRACE(type);
+    const ModelPositions m =
+        model_positions_from_hf_json(std::string(R"({"model_type": ")") + type + R"(", "is_decoder": true})");
+    for (const LayerPlan& l : m.layers) EXPECT_FALSE(l.attention.causal);
+  }
+  const ModelPositions n = model_positions_from_hf_json(
+      R"({"model_type": "nomic_bert", "n_embd": 384, "n_head": 6, "n_layer": 4, "n_positions": 8192,
+          "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": false})");
+  EXPECT_EQ(n.num_layers, 12);
+  EXPECT_EQ(n.num_heads, 12);
+  EXPECT_EQ(n.max_position_embeddings, 2048);
+  EXPECT_EQ(n.layers[0].rotary_hi, 64);
+  EXPECT_EQ(n.layers[0].rope->base, 1000.0);
+  EXPECT_EQ(n.warnings.size(), 7u);
+  EXPECT_TRUE(has_warning(n, "n_positions = 8192 is not read by transformers 5's nomic_bert"));
+  EXPECT_TRUE(has_warning(
+      model_positions_from_hf_json(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})"),
+      "only initializes distilbert's learned table"));
 }
 
 TEST(ModelFamilies, SinusoidalFamiliesCarryTheirTable) {

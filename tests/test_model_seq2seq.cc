@@ -145,6 +145,26 @@ TEST(ModelSeq2Seq, BadSizesNameTheKey) {
             std::string::npos);
 }
 
+// transformers 5 lets an attribute_map alias win over the field it maps to (BartConfig.from_dict({d_model:
+// 512, hidden_size: 256}).d_model is 256; MT5Config's head_dim -> d_kv likewise); null keys as transformers.
+TEST(ModelSeq2Seq, AliasesNullsAndWarnings) {
+  const ModelPositions b = plan("bart", R"("d_model": 512, "hidden_size": 256, "encoder_layers": 12,
+                                          "num_hidden_layers": 6, "decoder_layers": 1)");
+  ASSERT_EQ(b.num_layers, 7);
+  EXPECT_EQ(b.layers[0].qk_head_dim, 16);
+  EXPECT_EQ(plan("mt5", R"("head_dim": 32, "d_kv": 64)").layers[0].qk_head_dim, 32);
+  EXPECT_EQ(plan("switch_transformers", R"("num_layers": 6, "num_decoder_layers": null)").num_layers, 12);
+  EXPECT_NE(error_of("pix2struct_text_model", R"("is_decoder": false)").find("is_decoder = false"),
+            std::string::npos);
+  EXPECT_NE(error_of("m2m_100", R"("pad_token_id": null)").find("pad_token_id = null"), std::string::npos);
+  EXPECT_NE(error_of("whisper", R"("d_model": 2, "encoder_attention_heads": 1, "decoder_attention_heads": 1)")
+                .find("d_model = 2 is invalid for whisper"),
+            std::string::npos);
+  const ModelPositions mvp = plan("mvp", R"("use_prompt": true)");
+  ASSERT_EQ(mvp.warnings.size(), 1u);
+  EXPECT_NE(mvp.warnings[0].find("use_prompt = true"), std::string::npos);
+}
+
 // A legacy key that claims what transformers 5 does not do is reported; an agreeing one is not.
 TEST(ModelSeq2Seq, StaticPositionEmbeddingsIsCheckedNotRead) {
   EXPECT_TRUE(plan("marian", R"("static_position_embeddings": true)").warnings.empty());

@@ -110,7 +110,8 @@ struct AttentionConfig {
   // output row is sum_j p~_j v_j / sum_j p~_j with p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex
   // combination of the value rows, each weight within ~2^-7 relative of the exact one, so the output is
   // off by at most ~2^-7 max_j |v_j| before its one rounding to bf16. Off (the default): P stays fp32.
-  // The backward differentiates the unrounded softmax (it recomputes P from lse).
+  // The backward recomputes unrounded probabilities from lse (the log of the rounded sum): the gradient
+  // of the unrounded softmax, its rows summing to 1 within ~2^-8.
   bool round_probabilities = false;
 };
 
