@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model_plan.h"
 #include "posenc/error.h"
 #include "posenc/model.h"
 #include "posenc/rope.h"
@@ -20,11 +21,7 @@ const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
 
 ModelPositions load(const std::string& file) { return model_positions_from_hf_file(kDir + file); }
 
-bool has_warning(const ModelPositions& m, const std::string& text) {
-  for (const std::string& w : m.warnings)
-    if (w.find(text) != std::string::npos) return true;
-  return false;
-}
+using test::has_warning;
 
 void expect_error(const std::string& json, const std::string& text) {
   try {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model_plan.h"
 #include "posenc/error.h"
 #include "posenc/model.h"
 #include "posenc/rope.h"
@@ -40,11 +41,7 @@ void expect_error(const std::string& json, const std::string& text) {
   }
 }
 
-bool has_warning(const ModelPositions& m, const std::string& text) {
-  for (const std::string& w : m.warnings)
-    if (w.find(text) != std::string::npos) return true;
-  return false;
-}
+using test::has_warning;
 
 // The layers that run softmax attention.
 std::vector<int64_t> attending(const ModelPositions& m) {

@@ -7,30 +7,24 @@
 #include <cmath>
 #include <string>
 
+#include "model_plan.h"
 #include "posenc/error.h"
 #include "posenc/model.h"
 
 namespace posenc {
 namespace {
+using test::has_warning;
+
+std::string six_layers(const std::string& extra) {
+  return R"("num_hidden_layers": 6)" + (extra.empty() ? "" : ", " + extra);
+}
 
 ModelPositions plan(const std::string& type, const std::string& extra = "") {
-  return model_positions_from_hf_json(R"({"model_type": ")" + type + R"(", "num_hidden_layers": 6)" +
-                                      (extra.empty() ? "" : ", " + extra) + "}");
+  return model_positions_from_hf_json(test::model_json(type, six_layers(extra)));
 }
 
 std::string error_of(const std::string& type, const std::string& extra) {
-  try {
-    plan(type, extra);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
-bool has_warning(const ModelPositions& m, const std::string& text) {
-  for (const std::string& w : m.warnings)
-    if (w.find(text) != std::string::npos) return true;
-  return false;
+  return test::plan_error(test::model_json(type, six_layers(extra)));
 }
 
 TEST(ModelIndexer, DeepSeekV32IsV3MlaWithAHalfRotatedIndexerOnEveryLayer) {

@@ -7,24 +7,20 @@
 #include <cmath>
 #include <string>
 
+#include "model_plan.h"
 #include "posenc/error.h"
 #include "posenc/model.h"
 
 namespace posenc {
 namespace {
+using test::model_json;
 
 ModelPositions plan(const std::string& type, const std::string& extra = "") {
-  return model_positions_from_hf_json(R"({"model_type": ")" + type + "\"" +
-                                      (extra.empty() ? "" : ", " + extra) + "}");
+  return model_positions_from_hf_json(model_json(type, extra));
 }
 
 std::string error_of(const std::string& type, const std::string& extra) {
-  try {
-    plan(type, extra);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::plan_error(model_json(type, extra));
 }
 
 int64_t count(const ModelPositions& m, const std::string& layer_type) {

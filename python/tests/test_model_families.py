@@ -981,6 +981,38 @@ def test_fairseq_sinusoidal_seq2seq_against_transformers(model_type):
     check_seq2seq(model_type, build(config), m, seq2seq_inputs(config))
 
 
+@pytest.mark.parametrize("model_type", ["t5", "mt5", "umt5", "switch_transformers"])
+def test_t5_variants_against_their_modules(model_type):
+    """T5's family (no causal-LM or masked-LM head: not in FAMILIES), class defaults shrunk, against each
+    stack's self-attention modules: which ones own a bucket table (T5, mT5, Switch: the first of each stack;
+    UMT5: every one, modeling_umt5.py L371-378), the bucket count and distance they read, bidirectional
+    buckets in the encoder (not is_decoder) and the unscaled head of d_kv; the decoder's causal mask."""
+    cls = type(configuration_auto.CONFIG_MAPPING[model_type]())
+    kw = dict(d_model=64, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=3, d_ff=32, vocab_size=256,
+              relative_attention_num_buckets=16, relative_attention_max_distance=40)
+    if model_type == "switch_transformers":
+        kw.update(num_experts=2, expert_capacity=4, num_sparse_encoder_layers=1, num_sparse_decoder_layers=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = cls(**kw)
+    model = build(config)
+    m = plan(config.to_dict())
+    assert m.num_layers == 5 and m.t5_num_buckets == 16 and m.t5_max_distance == 40
+    assert m.t5_bias_per_layer == (model_type == "umt5")
+    stacks = [("encoder", model.encoder), ("decoder", model.decoder)]
+    attns = [(t, block.layer[0].SelfAttention) for t, stack in stacks for block in stack.block]
+    for layer, (stack, attn) in zip(m.layers, attns):
+        where = f"{model_type} layer {layer.layer}"
+        assert layer.layer_type == stack and layer.position == "t5", where
+        first = layer.layer in (0, 2)
+        assert attn.has_relative_attention_bias == (first or m.t5_bias_per_layer), where
+        if attn.has_relative_attention_bias:
+            assert attn.relative_attention_num_buckets == m.t5_num_buckets, where
+            assert attn.relative_attention_max_distance == m.t5_max_distance, where
+        assert attn.is_decoder == layer.attention.causal == (stack == "decoder"), where
+        assert layer.qk_head_dim == attn.key_value_proj_dim and layer.attention.softmax_scale == 1.0, where
+
+
 def test_hunyuan_ntk_alpha_against_transformers():
     """Hunyuan's checkpoints save rope_type "dynamic" with an alpha: a fixed base theta * alpha^(d / (d - 2))
     (modeling_hunyuan_v1_dense.py compute_ntk_alpha_rope_parameters), not a length-dependent rescale."""

@@ -1,0 +1,32 @@
+// tests/model_plan.h: what the model-plan tests (tests/test_model*.cc) share: a config's JSON from a
+// model_type and members, the message of the error a config raises, and a plan's warnings.
+#pragma once
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+
+namespace posenc::test {
+
+// {"model_type": "<type>", <members>} (members: more JSON members, or empty).
+inline std::string model_json(const std::string& type, const std::string& members = "") {
+  return R"({"model_type": ")" + type + "\"" + (members.empty() ? "" : ", " + members) + "}";
+}
+
+// The message of the posenc::Error planning `json` raises, or "no error".
+inline std::string plan_error(const std::string& json) {
+  try {
+    model_positions_from_hf_json(json);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+inline bool has_warning(const ModelPositions& m, const std::string& text) {
+  for (const std::string& w : m.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace posenc::test
