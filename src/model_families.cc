@@ -7,6 +7,7 @@
 
 #include <array>
 #include <string_view>
+#include <utility>
 
 namespace posenc::detail {
 namespace {
@@ -434,34 +435,30 @@ std::string refusal_reason(const std::string& t) {
     return "it is Falcon's legacy remote-code type (configuration_RW.py), which transformers 5 does not map "
            "to falcon";
   // In transformers 5.23, with positional code posenc does not model yet (each family's modeling file).
-  static const char* const kNotModeled[][2] = {
+  static const char* const kInkling =
+      "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) and short "
+      "convolutions, without RoPE";
+  static const char* const kMerged =
+      "merged attention (one softmax over rotated self keys and unrotated encoder keys)";
+  static const std::pair<const char*, std::string> kNotModeled[] = {
       {"deepseek_v4", "its compressed attention (compress_rope_theta, compress_ratios)"},
       {"mistral_large4_text",
-       "its rotary frequencies are multiplied by exp(alpha) of a checkpoint tensor (LeRoPE: "
-       "rotary_emb.alpha) "
-       "and its queries by learned per-head s_h ln(p + 1) + b_h (SSMax), neither in config.json"},
-      {"inkling_text",
-       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) "
-       "and short convolutions, without RoPE"},
-      {"inkling2_text",
-       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) "
-       "and short convolutions, without RoPE"},
+       "its rotary frequencies times exp(alpha) of a checkpoint tensor (LeRoPE: rotary_emb.alpha) and "
+       "its queries times learned per-head s_h ln(p + 1) + b_h (SSMax), neither in config.json"},
+      {"inkling_text", kInkling},
+      {"inkling2_text", kInkling},
       {"diffusion_gemma_text", "its bidirectional canvas decoding (a second pass over the prompt's cache)"},
       {"unlimited_ocr_text",
-       "its reference sliding window (the whole prefill stays visible: a mask that "
-       "depends on the prompt's length at run time)"},
+       "its reference sliding window (the whole prefill stays visible: a mask that depends on the prompt's "
+       "length at run time)"},
       {"led", "its encoder's Longformer attention (attention_window, global tokens)"},
       {"bigbird_pegasus", "its encoder's block-sparse attention (global, sliding and random blocks)"},
       {"big_bird", "its block-sparse attention (global, sliding and random blocks)"},
       {"pegasus_x", "its encoder's block-local attention with global tokens"},
       {"longt5", "its encoder's local / transient-global attention"},
       {"t5gemma", "its encoder's bidirectional sliding window"},
-      {"t5gemma2",
-       "its decoder's merged attention (one softmax over rotated self keys and unrotated encoder "
-       "keys)"},
-      {"t5gemma2_decoder",
-       "its merged attention (one softmax over rotated self keys and unrotated encoder "
-       "keys)"},
+      {"t5gemma2", std::string("its decoder's ") + kMerged},
+      {"t5gemma2_decoder", std::string("its ") + kMerged},
       {"prophetnet", "its content-dependent relative bias and n-gram streams"},
       {"udop", "its 2-D layout embeddings and bounding-box relative buckets"},
       {"cpmant", "its segment-pair relative buckets and prompt prefix"},
@@ -472,11 +469,10 @@ std::string refusal_reason(const std::string& t) {
       {"pi0", "its prefix-LM and action-block bidirectional masks"},
       {"hrm_text", "its recurrent stacks and prefix-LM mask"},
       {"molmo2_text",
-       "its per-layer scaled / unscaled RoPE (rope_scaling_layers) and bidirectional image "
-       "blocks"},
+       "its per-layer scaled / unscaled RoPE (rope_scaling_layers) and bidirectional image blocks"},
   };
   for (const auto& [type, why] : kNotModeled)
-    if (t == type) return std::string(why) + " is not modeled by posenc yet";
+    if (t == type) return why + " is not modeled by posenc yet";
   return {};
 }
 

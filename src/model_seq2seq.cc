@@ -111,19 +111,17 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
     // marian / pegasus: [sin of ceil(d/2) | cos of floor(d/2)]; whisper's sinusoids() needs d even;
     // fairseq's odd d appends a zero column, as posenc's split layout.
     if (f.table != Table::sinusoidal_fairseq && d % 2 != 0)
-      fail(kOp, j.where, "d_model = ", d, " is not supported for ", type,
+      fail(kOp, j.where, d_key, " = ", d, " is not supported for ", type,
            ": its sinusoidal table needs an even width");
     if (d < 4)  // fairseq's frequencies divide by d/2 - 1
       fail(kOp, j.where, d_key, " = ", d, " is invalid for ", type, "'s sinusoidal table: must be >= 4");
     if (f.table == Table::sinusoidal_fairseq) {
       // modeling_m2m_100.py L131: padding_idx + 1 (a null pad_token_id fails there)
-      if (j.j.contains("pad_token_id") && j.j.at("pad_token_id").is_null())
-        fail(kOp, j.where, "pad_token_id = null is invalid for ", type,
-             ": position 0 reads row pad_token_id + 1 of its sinusoidal table");
+      const bool pad_null = j.j.contains("pad_token_id") && j.j.at("pad_token_id").is_null();
       const int64_t pad = j.int_or("pad_token_id", f.pad);
-      if (pad < 0 || pad > kMaxModelLayers * 64)
-        fail(kOp, j.where, "pad_token_id = ", pad, " is invalid for ", type,
-             ": position 0 reads row pad_token_id + 1 of its sinusoidal table");
+      if (pad_null || pad < 0 || pad > kMaxModelLayers * 64)
+        fail(kOp, j.where, "pad_token_id = ", pad_null ? "null" : std::to_string(pad), " is invalid for ",
+             type, ": position 0 reads row pad_token_id + 1 of its sinusoidal table");
       s.position_offset = pad + 1;
     }
     validate(s);
