@@ -310,6 +310,61 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.max_position_embeddings = m.max_pos - pad - 1;
   }
 
+  // ESM: a learned table unless position_embedding_type is "rotary" (configuration_esm.py: "absolute"
+  // by default; modeling_esm.py L209-212, L253-255). transformers 5 applies no position at all for any
+  // other value (ESM-1's "relative_key" checkpoints): refused.
+  const bool esm_learned = type == "esm" && j.str_or("position_embedding_type", "absolute") != "rotary";
+  if (type == "esm") {
+    const std::string kind = j.str_or("position_embedding_type", "absolute");
+    if (kind != "absolute" && kind != "rotary")
+      fail(kOp, j.where, "position_embedding_type = ", detail::json_excerpt(j.at("position_embedding_type")),
+           " is not supported for esm: transformers 5 knows \"absolute\" and \"rotary\" and adds no "
+           "position for any other value");
+  }
+  if (esm_learned) {
+    // create_position_ids_from_input_ids (modeling_esm.py L1023-1036): row p + pad + 1, padding skipped.
+    if (!j.has("pad_token_id"))
+      fail(kOp, j.where, "pad_token_id is missing: esm's learned positions start at row pad_token_id + 1");
+    const int64_t pad = j.integer("pad_token_id");
+    if (pad < 0 || pad + 1 >= m.max_pos)
+      fail(kOp, j.where, "pad_token_id = ", pad, " is invalid for esm: the position table has ", m.max_pos,
+           " rows and position 0 reads row pad_token_id + 1");
+    out.learned_position_offset = pad + 1;
+    out.max_position_embeddings = m.max_pos - pad - 1;
+  }
+  if (type == "mpnet") {
+    // modeling_mpnet.py L61-76: a learned table with padding_idx 1 whatever pad_token_id says (row p + 2),
+    // and (L270-347) T5's bidirectional buckets, one table for every layer: compute_position_bias runs
+    // with its defaults, 32 buckets and max_distance 128 (the config only sizes the embedding).
+    out.learned_embeddings = true;
+    out.learned_position_offset = 2;
+    out.max_position_embeddings = m.max_pos - 2;
+    if (m.max_pos < 3)
+      fail(kOp, j.where, "max_position_embeddings = ", m.max_pos,
+           " is invalid for mpnet: position 0 reads row 2 of the table");
+    out.t5_num_buckets = 32;
+    out.t5_max_distance = 128;
+    const int64_t sized = j.int_or("relative_attention_num_buckets", 32);
+    if (sized != 32)
+      out.warnings.push_back("relative_attention_num_buckets = " + std::to_string(sized) +
+                             " only sizes mpnet's bias table: its buckets are 32 (modeling_mpnet.py "
+                             "compute_position_bias)");
+  }
+  if (type == "roformer" && j.bool_or("rotary_value", false))
+    fail(kOp, j.where,
+         "rotary_value = true is not supported for roformer: its values are rotated too "
+         "(modeling_roformer.py L180-183), which posenc's attention does not do");
+  if (type == "albert") {
+    // modeling_albert.py L245-276: num_hidden_layers steps, each running inner_group_num layers of its
+    // group (num_hidden_groups share the weights): one attention per layer run, all alike.
+    const int64_t inner = j.int_or("inner_group_num", 1);
+    if (inner < 1 || inner > kMaxModelLayers / m.layers)
+      fail(kOp, j.where, "inner_group_num = ", inner, " is invalid: must be in [1, ",
+           kMaxModelLayers / m.layers, "]");
+    m.layers *= inner;
+    out.num_layers = m.layers;
+  }
+
   const int64_t window = detail::sliding_window(j, m);
 
   // NoPE layers (llama4, smollm3): no_rope_layers[i] == 1 means the layer USES RoPE.
@@ -346,6 +401,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
            "rope_theta but keeps it (modeling_zamba2.py), so the model's RoPE base is ambiguous");
   }
   if (type == "olmo_hybrid") rope_off = detail::rope_theta_is_null(j.j);
+  if (esm_learned) rope_off = true;
   const bool rotary = m.family->method == PositionMethod::rope && !falcon_alibi && !rope_off;
   std::optional<RopeConfig> flat;
   std::map<std::string, std::optional<RopeConfig>> nested;
@@ -382,7 +438,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     // gptj, codegen: a fixed sin/cos table of base 10000 over rotary_dim (modeling_gptj.py,
     // modeling_codegen.py create_sinusoidal_positions); no rope dict is read.
-    const bool fixed_table = type == "gptj" || type == "codegen";
+    // roformer: create_weight's table, base 10000 over the head (modeling_roformer.py L55-68).
+    const bool fixed_table = type == "gptj" || type == "codegen" || type == "roformer";
     for (const char* k : {"rope_theta", "rope_scaling", "rope_parameters"})
       if (fixed_table && j.has(k))
         out.warnings.push_back(std::string(k) + " is ignored by " + type + " (a fixed table of base 10000)");
@@ -615,7 +672,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       cross = {3, 8, 13, 18, 23, 28, 33, 38};
   }
   // BERT's family: causal iff is_decoder (modeling_bert.py L359, L696-708; the CausalLM heads only warn).
-  bool bidirectional = detail::bert_like(type) && !j.bool_or("is_decoder", false);
+  bool bidirectional = detail::causal_iff_decoder(type) && !j.bool_or("is_decoder", false);
   if (detail::always_bidirectional(own_type)) bidirectional = true;
   // modeling_distilbert.py L72-76, L304-311: a sinusoidal table only initializes the learned one.
   if (own_type == "distilbert" && j.bool_or("sinusoidal_pos_embds", false))
@@ -641,13 +698,39 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back(
         "use_bidirectional_attention = \"vision\": image tokens attend to each other "
         "both ways, which the caller's mask must add; text layers shown causal");
-  } else if (j.bool_or("use_bidirectional_attention", false))
+  } else if (own_type == "gemma3_text" && j.bool_or("use_bidirectional_attention", false)) {
+    // Gemma3TextModel (EmbeddingGemma): full layers see every key, sliding layers a symmetric window
+    // (modeling_gemma3.py L536-538; the window in model_layer_types.cc).
+    bidirectional = true;
+  } else if (outer_type == "paligemma") {
+    // PaliGemmaConfig sets text_config.use_bidirectional_attention (L90-93), but the mask is PaliGemma's
+    // own: causal, with the prefix (token_type_ids == 0: image and prompt) bidirectional.
+    j.read.insert("use_bidirectional_attention");
+    out.warnings.push_back(
+        "paligemma: the prefix (image tokens and prompt, token_type_ids 0) attends both ways (prefix-LM), "
+        "which the caller's mask must add; and its positions start at 1 (position_ids = arange + 1: the "
+        "same attention, other rotated keys); layers shown causal");
+  } else if (j.bool_or("use_bidirectional_attention", false)) {
     out.warnings.push_back(
         "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
+  }
+  if (outer_type == "gemma3" && wrapped)
+    // Gemma3Model: each image's tokens attend to each other both ways (get_block_sequence_ids_for_mask).
+    out.warnings.push_back(
+        "gemma3: each image's tokens attend to each other both ways (token_type_ids 1), which the caller's "
+        "mask must add; text layers shown causal");
+  // transformers 5's BERT family has no position_embedding_type: it adds the learned table whatever the
+  // key says. A checkpoint trained with another kind does not hold positions in that table: transformers
+  // 4's "relative_key" / "relative_key_query" (distance embeddings in every layer, removed in 5) and
+  // Jina's "alibi" (remote code, auto_map JinaBert*). Refused rather than planned with untrained rows.
   if (detail::bert_like(type) && j.has("position_embedding_type") &&
       j.str("position_embedding_type") != "absolute")
-    out.warnings.push_back("position_embedding_type = " + j.at("position_embedding_type").dump() +
-                           " was removed in transformers 5 (absolute positions are used)");
+    fail(kOp, j.where, "position_embedding_type = ", detail::json_excerpt(j.at("position_embedding_type")),
+         " is not supported for ", type,
+         ": transformers 5 adds the learned table instead, which this checkpoint did not train (",
+         j.str("position_embedding_type") == "alibi" ? "ALiBi is the remote code of its auto_map"
+                                                     : "transformers 4's relative distance embeddings",
+         ")");
   const bool gpt2_inverse = type == "gpt2" && j.bool_or("scale_attn_by_inverse_layer_idx", false);
   if ((type == "gpt2" || type == "gpt_bigcode") && !j.bool_or("scale_attn_weights", true)) scale = 1.0;
   if (type == "gpt_neo") scale = 1.0;  // modeling_gpt_neo.py _attn: q k^T with no 1/sqrt(d)
@@ -745,7 +828,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     } else if (falcon_alibi || m.family->method == PositionMethod::alibi) {
       p.position = PositionMethod::alibi;
     } else if (m.family->method != PositionMethod::rope || rope_off) {
-      p.position = rope_off ? PositionMethod::none : m.family->method;
+      p.position = esm_learned ? PositionMethod::learned : rope_off ? PositionMethod::none : m.family->method;
     } else {
       std::optional<RopeConfig> rc = flat;
       if (!flat) {

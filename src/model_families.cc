@@ -155,6 +155,11 @@ constexpr Family kFamilies[] = {
   {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H},
   {"eurobert",       R,      1e4,     8192,    0,       0,    false, H},
   {"esmc",           R,      1e4,     2048,    0,       0,    false, H},
+  // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
+  // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
+  // table (RoBERTa's rows), causal iff is_decoder.
+  {"roformer",       R,      1e4,     1536,    0,       0,    false, I},
+  {"esm",            R,      1e4,     1026,    0,       0,    false, H},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
   {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
@@ -192,6 +197,10 @@ constexpr Family kFamilies[] = {
   {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"ibert",          PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"openai-gpt",     PositionMethod::learned, 0, 512,  0, 0, false, H},
+  // ALBERT: row p, bidirectional; MPNet: a learned table (row p + 2) and T5's bidirectional buckets in
+  // every layer (ModelPositions::learned_embeddings).
+  {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H},
   {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
   // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
   {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H},
@@ -220,6 +229,10 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"arcee", 2560, 32, 32},
       {"aria_text", 4096, 32, 32},
       {"bert", 768, 12, 12},
+      {"roformer", 768, 12, 12},
+      {"esm", 768, 12, 12},
+      {"albert", 4096, 64, 12},
+      {"mpnet", 768, 12, 12},
       {"xglm", 1024, 16, 24},
       {"t5", 512, 8, 6},
       {"mt5", 512, 6, 8},
@@ -523,8 +536,9 @@ bool attention_free(const std::string& t) {
 bool always_bidirectional(const std::string& t) {
   // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says
   // (ibert: modeling_ibert.py L698).
+  // albert: modeling_albert.py L164, L388-392; mpnet: modeling_mpnet.py L414-418.
   for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-                        "distilbert", "squeezebert", "ibert"})
+                        "distilbert", "squeezebert", "ibert", "albert", "mpnet"})
     if (t == e) return true;
   return false;
 }
@@ -541,6 +555,11 @@ bool bert_like(const std::string& t) {
        {"bert", "electra", "ernie", "megatron-bert", "roc_bert", "rembert", "bert-generation"})
     if (t == b) return true;
   return roberta_like(t);
+}
+
+bool causal_iff_decoder(const std::string& t) {
+  // modeling_roformer.py L725, modeling_esm.py L758-770: is_decoder picks the causal mask.
+  return bert_like(t) || t == "roformer" || t == "esm";
 }
 
 bool known_irrelevant_key(const std::string& key) {

@@ -285,6 +285,12 @@ int64_t sliding_window(Obj& j, const Model& m) {
   // function gets sliding_window + 1 (modeling_modernbert.py L240-242): posenc's symmetric window
   // |q - k| < window is one more.
   if (t == "modernbert-decoder" && std::string_view(m.family->model_type) == "modernbert") window += 1;
+  // gemma3_text with use_bidirectional_attention (EmbeddingGemma): __post_init__ halves the window,
+  // sliding_window // 2 + 1, and the sliding layers keep |q - k| < it (configuration_gemma3.py L101-103,
+  // modeling_gemma3.py _bidirectional_window_overlay): posenc's symmetric window, unchanged.
+  if (std::string_view(m.family->model_type) == "gemma3_text" && window > 0 &&
+      j.bool_or("use_bidirectional_attention", false))
+    window = window / 2 + 1;
   j.read.insert("local_attention");
   // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
   // (configuration_mimo_v2_flash.py L131-133).
@@ -395,6 +401,12 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   } else {
     types = default_layer_types(j, m, use_rope, window);
   }
+  // Gemma3TextConfig.to_dict saves the private _sliding_window_pattern, which __post_init__ overwrites
+  // with sliding_window_pattern (6 if absent) on loading (configuration_gemma3.py L105): with layer_types
+  // saved beside it, it decides nothing.
+  if (j.has("_sliding_window_pattern") && !j.has("layer_types") && !j.has("sliding_window_pattern"))
+    m.warnings->push_back(j.where + "_sliding_window_pattern is ignored: transformers 5 reads " +
+                          "sliding_window_pattern (6 when absent)");
   for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
     j.read.insert(k);
   j.read.insert("full_attention_interval");

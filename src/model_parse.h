@@ -70,6 +70,7 @@ struct Obj {
   double num_or(const std::string& k, double d) { return has(k) ? num(k) : d; }
   int64_t int_or(const std::string& k, int64_t d) { return has(k) ? integer(k) : d; }
   bool bool_or(const std::string& k, bool d) { return has(k) ? boolean(k) : d; }
+  std::string str_or(const std::string& k, const std::string& d) { return has(k) ? str(k) : d; }
   std::vector<double> numbers(const std::string& k) {
     const json& v = at(k);
     if (!v.is_array()) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a list of numbers");

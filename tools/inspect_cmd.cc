@@ -137,7 +137,7 @@ void run_inspect(const InspectOptions& o) {
   if (o.seq_len < 0) throw Error("--seq-len = " + std::to_string(o.seq_len) + " is invalid: must be > 0");
   const ModelPositions m = model_positions_from_hf_file(o.path);
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : m.max_position_embeddings;
-  bool learned = false;
+  bool learned = m.learned_embeddings;
   for (const LayerPlan& l : m.layers) learned = learned || l.position == PositionMethod::learned;
   if (o.format == "json") {
     json layers = json::array();

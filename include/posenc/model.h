@@ -11,7 +11,7 @@
 // their RopeConfig has head_dim = qk_rope_head_dim and the plan says [nope, nope + rope).
 //
 // Layouts (RopeConfig::layout, pictograms in posenc/rope.h): interleaved for gptj, cohere, cohere2,
-// glm, glm4, deepseek_v2, deepseek_v3 (rope_interleave, the default) and llama4; half elsewhere.
+// glm, glm4, deepseek_v2, deepseek_v3 (rope_interleave, the default), llama4 and roformer; half elsewhere.
 // DeepSeek-V3 reads pairs (2j, 2j + 1) but writes them back de-interleaved, [x_even' | x_odd']
 // (modeling_deepseek_v3.py apply_rotary_pos_emb_interleave): the same q.k products as the
 // interleaved layout, with permuted q/k tensors.
@@ -88,14 +88,18 @@ struct ModelPositions {
   std::string model_type;  // the text model's type (text_config.model_type for multimodal wrappers)
   int64_t num_layers = 0, num_heads = 0, max_position_embeddings = 0;
   // alibi: slopes as BLOOM (Falcon: also scaled by softmax_scale); t5: buckets (bidirectional in
-  // "encoder" layers, causal in "decoder" layers), one table per stack in its first layer, shared by
-  // the stack's layers; UMT5: a table in every layer (t5_bias_per_layer).
+  // layers whose attention is not causal: T5's "encoder" layers, MPNet's; causal in "decoder" layers),
+  // one table per stack in its first layer, shared by the stack's layers; UMT5: a table in every layer
+  // (t5_bias_per_layer).
   int64_t t5_num_buckets = 0, t5_max_distance = 0;
   bool t5_bias_per_layer = false;
   // learned: position p reads row p + learned_position_offset of a table of max_position_embeddings +
   // learned_position_offset rows. OPT: 2 (modeling_opt.py OPTLearnedPositionalEmbedding, a fairseq
   // leftover: rows 0 and 1 belong to no position); 0 elsewhere.
   int64_t learned_position_offset = 0;
+  // A learned table added to the token embeddings besides the layers' own positions (MPNet: t5 layers
+  // and a learned table read at row p + 2). Layers whose position is learned imply the table already.
+  bool learned_embeddings = false;
   // sinusoidal layers: the fixed table added to the token embeddings (posenc::sinusoidal_add with it):
   // XGLM's fairseq table [sin | cos], w_i = 10000^(-i / (dim/2 - 1)), position p at row p + 2
   // (modeling_xglm.py XGLMSinusoidalPositionalEmbedding); CTRL's [sin | cos], w_i = 10000^(-2i / dim)

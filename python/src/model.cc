@@ -69,6 +69,7 @@ void bind_model(nb::module_& m) {
       .def_ro("t5_max_distance", &ModelPositions::t5_max_distance)
       .def_ro("t5_bias_per_layer", &ModelPositions::t5_bias_per_layer)
       .def_ro("learned_position_offset", &ModelPositions::learned_position_offset)
+      .def_ro("learned_embeddings", &ModelPositions::learned_embeddings)
       .def_ro("encoder_max_position_embeddings", &ModelPositions::encoder_max_position_embeddings)
       // sinusoidal: None, or the keyword arguments of posenc.sinusoidal (dim, base, layout, frequencies,
       // offset)

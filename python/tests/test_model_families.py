@@ -36,6 +36,7 @@ import transformers
 from transformers.models.auto import configuration_auto, modeling_auto
 
 import posenc
+from encoder_checks import ENCODER_CHECKS
 
 transformers.utils.logging.set_verbosity_error()
 
@@ -98,7 +99,7 @@ SUPPORTED = {
     "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-    "distilbert", "squeezebert", "ibert",
+    "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -128,6 +129,9 @@ FAMILY_KWARGS = {
     # takes exactly 2 max_source_positions input frames
     "plbart": dict(decoder_attention_heads=4),
     "whisper": dict(decoder_attention_heads=4, max_source_positions=16),
+    # ESM-2's rotary positions (the class default, "absolute", needs a pad_token_id, which EsmConfig
+    # leaves None: test_model_encoders.py checks that form with ESM-1b's pad 1)
+    "esm": dict(position_embedding_type="rotary", vocab_size=256),  # (vocab_size: None in EsmConfig)
     # SqueezeBERT asserts embedding_size == hidden_size (4 heads of 64)
     "squeezebert": dict(embedding_size=256),
     # Pix2StructTextConfig lacks the initializer_range its model's _init_weights reads (5.23)
@@ -183,6 +187,7 @@ ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
 ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
                         "hunyuan_v1_moe": "head_dim is missing",
+                        "esm": "pad_token_id is missing",
                         "glm4v_moe_text": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
                         "qwen3_omni_moe_text":
@@ -579,7 +584,8 @@ def hf_frequencies(rotary, layer_type, seq_len, streams):
     pos = torch.tensor([[seq_len - 1]])
     if streams == 3:
         pos = pos[None].expand(3, 1, 1)
-    if isinstance(getattr(rotary, "rope_type", None), dict):  # one set of buffers per layer type
+    # one set of buffers per layer type (esm: an empty dict, one set)
+    if isinstance(getattr(rotary, "rope_type", None), dict) and rotary.rope_type:
         rotary(x, pos, layer_type)
         return getattr(rotary, f"{layer_type}_inv_freq"), getattr(rotary, f"{layer_type}_attention_scaling")
     rotary(x, pos)
@@ -751,6 +757,8 @@ def check_family(model_type, config, variant="default"):
     m = plan(d)
     if model_type in SEQ2SEQ:
         return check_seq2seq(model_type, build(config), m, seq2seq_inputs(config))
+    if model_type in ENCODER_CHECKS:  # their own attention code (python/tests/encoder_checks.py)
+        return ENCODER_CHECKS[model_type](build(config), m, f"{model_type} ({variant})")
     text = config
     model = build(config)
     capture = Capture(model)
@@ -795,6 +803,9 @@ def check_family(model_type, config, variant="default"):
             kw = call["kwargs"]
             attn = capture.modules[i]
             scaling = kw.get("scaling", getattr(attn, "scaling", None))
+            if model_type == "esm":  # q is multiplied by head^-0.5 before RoPE, the kernel uses 1.0
+                assert scaling == 1.0, where  # (modeling_esm.py L366, L383: the same scores)
+                scaling = attn.self.attention_head_size ** -0.5
             if model_type == "opt":  # q is multiplied by self.scaling first, the kernel then uses 1.0
                 scaling = attn.scaling  # (modeling_opt.py OPTAttention.forward L151, L174)
             assert a.softmax_scale == pytest.approx(scaling, rel=1e-12), where
@@ -1156,3 +1167,22 @@ def test_ernie_vl_alternating_mrope_against_transformers():
     yarn["rope_parameters"] = {**yarn["rope_parameters"], "rope_type": "linear", "factor": 2.0}
     with pytest.raises(posenc.Error, match='requires "default"'):
         plan(yarn)
+
+
+def test_embeddinggemma_bidirectional_against_transformers():
+    """Gemma 3 text models with use_bidirectional_attention (EmbeddingGemma): Gemma3TextConfig halves the
+    saved window (sliding_window // 2 + 1) and Gemma3TextModel's masks see every key on full layers, the
+    keys |q - k| < that window on sliding layers (modeling_gemma3.py _bidirectional_window_overlay)."""
+    text_cls, _ = FAMILIES["gemma3_text"]
+    kw = {**_shrunk_kwargs(text_cls), "use_bidirectional_attention": True, "sliding_window": 6}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    saved = config.to_dict()
+    assert saved["sliding_window"] == 6 and config.sliding_window == 4
+    m = plan(saved)
+    assert not m.warnings
+    for layer in m.layers:
+        assert not layer.attention.causal
+        assert layer.attention.window == (4 if layer.layer_type == "sliding_attention" else 0)
+    check_family("gemma3_text", config)

@@ -42,6 +42,8 @@ UNMODELED = {"glm4v"}
 # attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
 NOPE = {"nemotron_h"}
 ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta", "distilbert"}
+# encoders with attention code of their own (test_encoder_real_configs_against_transformers)
+ENCODERS = {"roformer", "albert", "mpnet"}
 # encoder-decoders with absolute tables (test_encoder_decoder_real_configs_against_transformers)
 SEQ2SEQ = {"whisper", "bart", "mbart", "blenderbot", "m2m_100", "marian", "pegasus"}
 
@@ -117,7 +119,7 @@ def hf_frequencies(rotary, layer_type, seq_len, streams):
 def model_files(excluded=frozenset()):
     """The real configs of families with attention that posenc models (rope_files: with RoPE)."""
     return [name for name in FILES
-            if load(name)["model_type"] not in REMOTE | ABSOLUTE | SEQ2SEQ | REFUSED | UNMODELED | excluded]
+            if load(name)["model_type"] not in REMOTE | ABSOLUTE | SEQ2SEQ | ENCODERS | REFUSED | UNMODELED | excluded]
 
 
 def rope_files():
@@ -157,18 +159,24 @@ def test_inv_freq_and_attention_factor_per_layer(name):
 
 def hf_attention_modules(model):
     out = {}
-    for mod in model.modules():
+    for name, mod in model.named_modules():
         cls = type(mod).__name__
         # gptj divides by scale_attn; ModernBertAttention passes scaling=self.head_dim**-0.5 (L282)
         scaled = hasattr(mod, "scaling") or hasattr(mod, "scale_attn") or cls == "ModernBertAttention"
         if cls.endswith("Attention") and "Vision" not in cls and scaled and hasattr(mod, "layer_idx"):
-            out.setdefault(mod.layer_idx, mod)
+            index = mod.layer_idx
+            if index is None and ".layer." in name:  # EsmSelfAttention: built without its index
+                index = int(name.split(".layer.")[1].split(".")[0])
+            out.setdefault(index, mod)
     return out
 
 
 def hf_scaling(attn):
     if type(attn).__name__ == "ModernBertAttention":
         return attn.head_dim ** -0.5
+    if type(attn).__name__ == "EsmSelfAttention":  # q scaled before RoPE, the kernel by 1.0 (L366, L383)
+        assert attn.scaling == 1.0
+        return attn.attention_head_size ** -0.5
     return attn.scaling if hasattr(attn, "scaling") else 1.0 / attn.scale_attn  # modeling_gptj.py _attn
 
 
@@ -205,6 +213,11 @@ def test_attention_scale_window_sinks_layer_types(name):
         assert a.sinks == (getattr(attn, "sinks", None) is not None), (name, layer.layer)  # (mimo: None)
         # cross-attention (mllama) sees the vision tokens without a causal mask
         causal = False if "CrossAttention" in type(attn).__name__ else getattr(attn, "is_causal", True)
+        if config.model_type == "paligemma":  # is_causal False (use_bidirectional_attention, set by
+            # PaliGemmaConfig), but PaliGemmaModel hands every layer create_causal_mask with the prefix
+            # bidirectional (modeling_paligemma.py L255-261): causal, the prefix reported in a warning
+            assert not causal and any("prefix-LM" in w for w in m.warnings), name
+            causal = True
         assert a.causal == causal, (name, layer.layer)
 
 
@@ -232,7 +245,8 @@ ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-
             "gpt-neox__gpt-neox-20b", "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite",
             "minicpm3__MiniCPM3-4B", "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B",
             "qwen1.5__CodeQwen1.5-7B", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it",
-            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su", "laguna__Laguna-XS.2-FP8"]
+            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su", "laguna__Laguna-XS.2-FP8",
+            "esm__esm2_t6_8M_UR50D", "qwen3_moe__Qwen3-Coder-30B-A3B-Instruct", "paligemma__paligemma-3b-pt-224"]
 
 
 def layers_to_rotate(m):
@@ -279,6 +293,7 @@ def test_applied_rotation(name):
             torch.testing.assert_close(torch.from_numpy(q_pe).transpose(1, 2), q_hf, atol=2e-3, rtol=1e-4)
             torch.testing.assert_close(torch.from_numpy(k_pe).transpose(1, 2), k_hf, atol=2e-3, rtol=1e-4)
             continue
+        per_type = per_type and bool(rotary.rope_type)  # (esm: an empty dict, one set of buffers)
         cos, sin = rotary(x, hf_pos, layer.layer_type) if per_type else rotary(x, hf_pos)
         # gpt_oss's rotary returns cos/sin of R / 2 (its _apply_rotary_emb splits halves), others of R
         assert cos.shape[-1] in (R, R // 2), (name, layer.layer)
@@ -591,6 +606,52 @@ def test_encoder_decoder_real_configs_against_transformers(name):
         torch.manual_seed(0)
         model = AutoModel.from_config(config).eval()
     check_seq2seq(d["model_type"], model, m, seq2seq_inputs(config))
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] in ENCODERS])
+def test_encoder_real_configs_against_transformers(name, decoder):
+    """RoFormer, ALBERT and MPNet real configs cut to 2 layers (vocabulary 256) against their transformers
+    models (encoder_checks.py: per attention call the mask, scale, rotation or bucket bias, the learned
+    table), and once more with is_decoder (a causal mask for RoFormer; ALBERT and MPNet stay
+    bidirectional); the cut plan is the file's plan's first two layers."""
+    from encoder_checks import ENCODER_CHECKS
+    d = load(name)
+    small = {**d, "num_hidden_layers": 2, "vocab_size": 256, "is_decoder": decoder}
+    full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)
+    if not decoder:
+        assert [repr(layer) for layer in full.layers[:2 * (m.num_layers // 2)]][:2] == [repr(layer) for layer in m.layers][:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(**small)
+        config._attn_implementation = "eager"
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config).eval()
+    ENCODER_CHECKS[d["model_type"]](model, m, f"{name} (is_decoder {decoder})")
+    assert any(layer.attention.causal for layer in m.layers) == (decoder and d["model_type"] == "roformer")
+
+
+def test_esm_learned_positions_against_transformers():
+    """ESM's "absolute" form (ESM-1b: pad_token_id 1): position p reads row p + 2 of the table
+    (create_position_ids_from_input_ids), 1026 rows hold 1024 positions; the ESM-2 config with its
+    position_embedding_type switched, cut to 2 layers."""
+    d = {**load("esm__esm2_t6_8M_UR50D"), "position_embedding_type": "absolute", "num_hidden_layers": 2}
+    m = posenc.ModelPositions.from_hf(d, warn=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(**d)
+        torch.manual_seed(0)
+        model = AutoModel.from_config(config).eval()
+    table = model.embeddings.position_embeddings
+    assert {layer.position for layer in m.layers} == {"learned"}
+    assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset
+    assert table.padding_idx + 1 == m.learned_position_offset
+    ids = torch.tensor([[5, 6, 7, 8]])  # no padding: rows 2, 3, 4, 5
+    from transformers.models.esm.modeling_esm import create_position_ids_from_input_ids
+    assert create_position_ids_from_input_ids(ids, config.pad_token_id).tolist() == \
+        [[p + m.learned_position_offset for p in range(4)]]
+    assert model.encoder.layer[0].attention.self.position_embedding_type == "absolute"
+    assert not any(layer.attention.causal for layer in m.layers)
 
 
 def test_bloom_alibi_slopes_and_scale():

@@ -1,0 +1,181 @@
+// Encoder families' plans (RoFormer, ESM, ALBERT, MPNet, the BERT family's position_embedding_type):
+// real configs where the collection has them, each rule against transformers 5.23's modeling file.
+// Their layers are checked against transformers' own modules by python/tests/test_model_families.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/model.h"
+#include "tests/model_plan.h"
+
+namespace posenc {
+namespace {
+
+const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
+
+ModelPositions load(const std::string& file) { return model_positions_from_hf_file(kDir + file); }
+ModelPositions plan(const std::string& type, const std::string& members = "") {
+  return model_positions_from_hf_json(test::model_json(type, members));
+}
+using test::has_warning;
+using test::plan_error;
+
+// RoFormer (modeling_roformer.py L55-68, L224-236): create_weight's table of base 10000 over the head,
+// rotated in pairs (2j, 2j + 1), every head dim; bidirectional unless is_decoder; scale head^-0.5.
+TEST(ModelEncoders, RoformerPairsOfAFixedBase) {
+  const ModelPositions m = load("roformer__roformer_chinese_base.json");
+  EXPECT_EQ(m.max_position_embeddings, 512);
+  for (const LayerPlan& l : m.layers) {
+    ASSERT_TRUE(l.rope.has_value());
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+    EXPECT_EQ(l.rope->base, 1e4);
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::none);
+    EXPECT_EQ(l.rotary_hi, 64);
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+  }
+  EXPECT_TRUE(plan("roformer", R"("is_decoder": true)").layers[0].attention.causal);
+  EXPECT_EQ(plan("roformer").max_position_embeddings, 1536);  // RoFormerConfig's default
+  // The table's base is fixed: a rope_theta is reported, not applied.
+  const ModelPositions themed = plan("roformer", R"("rope_theta": 5e5)");
+  EXPECT_EQ(themed.layers[0].rope->base, 1e4);
+  EXPECT_TRUE(has_warning(themed, "rope_theta is ignored by roformer"));
+  // Rotated values (rotary_value) are not modeled: refused by name.
+  EXPECT_NE(plan_error(test::model_json("roformer", R"("rotary_value": true)")).find("rotary_value = true"),
+            std::string::npos);
+  EXPECT_FALSE(plan("roformer", R"("rotary_value": false)").layers[0].attention.causal);
+}
+
+// ESM (configuration_esm.py, modeling_esm.py): "rotary" (ESM-2) rotates halves of every head with
+// rope_theta (10000) from position 0; "absolute" (the class default, ESM-1b) adds a learned table read
+// at row p + pad_token_id + 1 (create_position_ids_from_input_ids). The query is scaled by head^-0.5
+// before RoPE and the kernel by 1 (modeling_esm.py L366, L383): the same scores as scale head^-0.5.
+TEST(ModelEncoders, EsmRotaryOrLearned) {
+  const ModelPositions esm2 = load("esm__esm2_t33_650M_UR50D.json");
+  EXPECT_EQ(esm2.learned_position_offset, 0);
+  for (const LayerPlan& l : esm2.layers) {
+    ASSERT_TRUE(l.rope.has_value());
+    EXPECT_EQ(l.rope->layout, RopeLayout::half);
+    EXPECT_EQ(l.rope->head_dim, 64);
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+  }
+  EXPECT_EQ(plan("esm", R"("position_embedding_type": "rotary", "rope_theta": 5e4)").layers[0].rope->base,
+            5e4);
+  const ModelPositions absolute = plan("esm", R"("pad_token_id": 1)");
+  EXPECT_EQ(absolute.layers[0].position, PositionMethod::learned);
+  EXPECT_FALSE(absolute.layers[0].rope.has_value());
+  EXPECT_EQ(absolute.learned_position_offset, 2);
+  EXPECT_EQ(absolute.max_position_embeddings, 1024);  // 1026 rows
+  EXPECT_TRUE(plan("esm", R"("pad_token_id": 1, "is_decoder": true)").layers[0].attention.causal);
+  // EsmConfig's pad_token_id is None: the learned rows are then undefined.
+  EXPECT_NE(plan_error(test::model_json("esm")).find("pad_token_id is missing"), std::string::npos);
+  // transformers 5 adds no position for any other kind (ESM-1's relative_key): refused.
+  EXPECT_NE(
+      plan_error(test::model_json("esm", R"("position_embedding_type": "relative_key", "pad_token_id": 1)"))
+          .find("position_embedding_type = \"relative_key\" is not supported for esm"),
+      std::string::npos);
+  EXPECT_TRUE(has_warning(plan("esm", R"("pad_token_id": 1, "rope_theta": 1e4)"), "rope_theta is not used"));
+}
+
+// ALBERT (modeling_albert.py L245-276): num_hidden_layers steps of inner_group_num layers each, every
+// attention bidirectional with the learned table read at row p.
+TEST(ModelEncoders, AlbertRunsInnerGroupsOfSharedLayers) {
+  const ModelPositions base = load("albert__albert-base-v2.json");
+  EXPECT_EQ(base.num_layers, 12);
+  EXPECT_EQ(base.learned_position_offset, 0);
+  EXPECT_EQ(base.max_position_embeddings, 512);
+  for (const LayerPlan& l : base.layers) {
+    EXPECT_EQ(l.position, PositionMethod::learned);
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);  // 768 / 12 = 64
+  }
+  EXPECT_FALSE(plan("albert", R"("is_decoder": true)").layers[0].attention.causal);  // no decoder path
+  const ModelPositions twice = plan("albert", R"("num_hidden_layers": 3, "inner_group_num": 2)");
+  EXPECT_EQ(twice.num_layers, 6);
+  EXPECT_EQ(twice.layers.size(), 6u);
+  EXPECT_DOUBLE_EQ(plan("albert").layers[0].attention.softmax_scale, 1.0 / 8);  // 4096 / 64 heads
+  EXPECT_NE(plan_error(test::model_json("albert", R"("inner_group_num": 0)")).find("inner_group_num = 0"),
+            std::string::npos);
+}
+
+// MPNet (modeling_mpnet.py): a learned table with padding_idx 1 whatever pad_token_id says (row p + 2,
+// L61-76) and T5's bidirectional buckets, 32 of them and max_distance 128 (compute_position_bias's
+// defaults, L312-347), one table for all layers; scores scaled by head^-0.5 before the bias.
+TEST(ModelEncoders, MpnetLearnedTableAndBuckets) {
+  const ModelPositions m = load("mpnet__all-mpnet-base-v2.json");
+  EXPECT_TRUE(m.learned_embeddings);
+  EXPECT_EQ(m.learned_position_offset, 2);
+  EXPECT_EQ(m.max_position_embeddings, 512);  // 514 rows
+  EXPECT_EQ(m.t5_num_buckets, 32);
+  EXPECT_EQ(m.t5_max_distance, 128);
+  EXPECT_FALSE(m.t5_bias_per_layer);
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.position, PositionMethod::t5);
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+  }
+  EXPECT_EQ(plan("mpnet", R"("pad_token_id": 0)").learned_position_offset, 2);
+  const ModelPositions more = plan("mpnet", R"("relative_attention_num_buckets": 64)");
+  EXPECT_EQ(more.t5_num_buckets, 32);
+  EXPECT_TRUE(has_warning(more, "relative_attention_num_buckets = 64 only sizes mpnet's bias table"));
+  EXPECT_NE(plan_error(test::model_json("mpnet", R"("max_position_embeddings": 2)"))
+                .find("max_position_embeddings = 2 is invalid for mpnet"),
+            std::string::npos);
+  EXPECT_FALSE(load("bert__bert-base-uncased-finetuned-seqcls.json").learned_embeddings);
+}
+
+// The BERT family in transformers 5 has no position_embedding_type and adds its learned table whatever a
+// config says: a checkpoint trained with ALiBi (Jina's remote code) or transformers 4's relative
+// distances did not train that table, so such configs are refused.
+TEST(ModelEncoders, BertPositionKindsTransformers5CannotRun) {
+  const std::string jina = [] {
+    try {
+      load("bert__jina-embeddings-v2-base-en.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  }();
+  EXPECT_NE(jina.find("position_embedding_type = \"alibi\" is not supported for bert"), std::string::npos)
+      << jina;
+  EXPECT_NE(jina.find("remote code"), std::string::npos) << jina;
+  EXPECT_NE(plan_error(test::model_json("roberta", R"("position_embedding_type": "relative_key_query")"))
+                .find("relative distance embeddings"),
+            std::string::npos);
+  EXPECT_EQ(plan("bert", R"("position_embedding_type": "absolute")").layers[0].position,
+            PositionMethod::learned);
+}
+
+// Gemma 3 text models with use_bidirectional_attention (EmbeddingGemma): every layer bidirectional, the
+// sliding layers keeping |q - k| < sliding_window // 2 + 1 (configuration_gemma3.py L101-103,
+// modeling_gemma3.py L536-538 _bidirectional_window_overlay).
+TEST(ModelEncoders, EmbeddingGemmaBidirectionalHalvedWindows) {
+  // EmbeddingGemma's 24-layer pattern, cut to 12: five sliding layers, then a full one
+  std::string types;
+  for (int i = 0; i < 12; ++i)
+    types += std::string(i ? ", " : "") + (i % 6 == 5 ? "\"full" : "\"sliding") + "_attention\"";
+  const ModelPositions m =
+      plan("gemma3_text", R"("num_hidden_layers": 12, "sliding_window": 512, )"
+                          R"("use_bidirectional_attention": true, "_sliding_window_pattern": 6, )"
+                          R"("layer_types": [)" +
+                              types + "]");
+  EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_EQ(l.attention.window, l.layer_type == "sliding_attention" ? 257 : 0);
+  }
+  const ModelPositions causal = plan("gemma3_text", R"("sliding_window": 512, "_sliding_window_pattern": 3)");
+  EXPECT_TRUE(causal.layers[0].attention.causal);
+  EXPECT_EQ(causal.layers[0].attention.window, 512);
+  EXPECT_EQ(causal.layers[2].attention.window, 512);  // sliding_window_pattern 6, not 3
+  EXPECT_TRUE(has_warning(causal, "_sliding_window_pattern is ignored"));
+  // Gemma 1 / 2 text models build a causal mask whatever the flag says (modeling_gemma.py): reported.
+  EXPECT_TRUE(has_warning(plan("gemma", R"("use_bidirectional_attention": true)"),
+                          "use_bidirectional_attention = true is not modeled"));
+}
+
+}  // namespace
+}  // namespace posenc
