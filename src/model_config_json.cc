@@ -104,7 +104,7 @@ void refuse_if_unsupported(const std::string& type) {
   if (!why.empty())
     fail(kOp, "model_type '", type, "' is not supported: ", why,
          ". Pass an explicit RopeConfig (rope_config_from_hf_json, or RopeConfig fields) instead");
-  if (!detail::find_family(type) && !detail::seq2seq_family(type))
+  if (!detail::find_family(type) && !detail::seq2seq_family(type) && type != "t5gemma")
     fail(kOp, "model_type '", type,
          "' is not in posenc's model table. Pass an explicit RopeConfig "
          "(rope_config_from_hf_json, or RopeConfig fields) instead");
@@ -180,6 +180,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   refuse_if_unsupported(own_type);
 
   if (detail::seq2seq_family(own_type)) return detail::seq2seq_positions(j, own_type);
+  if (own_type == "t5gemma") return detail::t5gemma_positions(j);
   ModelPositions out;
   // Glm4vConfig / Glm4vMoeConfig build the text model from text_config alone: transformers 5 gives a flat
   // config (the form of transformers 4.53's development builds, e.g. copies of GLM-4.1V) the text class's

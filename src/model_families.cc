@@ -469,7 +469,6 @@ std::string refusal_reason(const std::string& t) {
       {"big_bird", "its block-sparse attention (global, sliding and random blocks)"},
       {"pegasus_x", "its encoder's block-local attention with global tokens"},
       {"longt5", "its encoder's local / transient-global attention"},
-      {"t5gemma", "its encoder's bidirectional sliding window"},
       {"t5gemma2", std::string("its decoder's ") + kMerged},
       {"t5gemma2_decoder", std::string("its ") + kMerged},
       {"prophetnet", "its content-dependent relative bias and n-gram streams"},
@@ -478,6 +477,9 @@ std::string refusal_reason(const std::string& t) {
       {"beam", "its full layers' query temperature (1 + (p + 1) / 2048)^0.1"},
       {"doge", "its content-dependent key bias and top-k key selection"},
       {"diffllama", "its differential attention (two softmax maps per head, subtracted)"},
+      // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], i.e. angles -p theta: posenc's
+      // RoPE of q and k with their second halves negated, and that negation undone (S R(p) S = R(-p)).
+      {"nanochat", "its reversed rotation (rotate_half = [x2, -x1]: every angle is -p theta)"},
       {"git", "its bidirectional image prefix"},
       {"pi0", "its prefix-LM and action-block bidirectional masks"},
       {"hrm_text", "its recurrent stacks and prefix-LM mask"},

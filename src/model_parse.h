@@ -134,6 +134,8 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
 // whole plan (src/model_seq2seq.cc). T5's family goes through the main reader.
 bool seq2seq_family(const std::string& model_type);
 ModelPositions seq2seq_positions(Obj& j, const std::string& model_type);
+// T5Gemma: its encoder and decoder sub-configs, each planned as gemma2 (src/model_t5gemma.cc).
+ModelPositions t5gemma_positions(Obj& j);
 
 // The sliding window (0 = none) as each family's config class fills and gates it (src/model_layer_types.cc).
 int64_t sliding_window(Obj& j, const Model& m);

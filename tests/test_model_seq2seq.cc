@@ -189,5 +189,43 @@ TEST(ModelSeq2Seq, T5Variants) {
   EXPECT_EQ(p.t5_num_buckets, 32);
 }
 
+// T5Gemma (src/model_t5gemma.cc): two Gemma 2 stacks from the encoder / decoder sub-configs (class
+// defaults when absent: 26 layers, sliding on even layers, window 4096, base 10000, scale 256^-0.5,
+// softcap 50); the encoder's sliding layers keep |q - k| <= 4096 (posenc window 4097), bidirectional.
+TEST(ModelSeq2Seq, T5GemmaTwoGemma2Stacks) {
+  const ModelPositions m =
+      plan("t5gemma", R"("encoder": {"num_hidden_layers": 4}, "decoder": {"num_hidden_layers": 2,
+                                              "sliding_window": 512, "rope_theta": 5e5}, "is_encoder_decoder": true)");
+  ASSERT_EQ(m.num_layers, 6);
+  EXPECT_EQ(count(m, "encoder"), 4);
+  EXPECT_EQ(count(m, "decoder"), 2);
+  EXPECT_EQ(m.encoder_max_position_embeddings, 8192);
+  for (const LayerPlan& l : m.layers) {
+    SCOPED_TRACE(l.layer);
+    const bool enc = l.layer < 4, sliding = (enc ? l.layer : l.layer - 4) % 2 == 0;
+    EXPECT_EQ(l.attention.causal, !enc);
+    EXPECT_EQ(l.attention.window, !sliding ? 0 : enc ? 4097 : 512);
+    ASSERT_TRUE(l.rope.has_value());
+    EXPECT_EQ(l.rope->base, enc ? 1e4 : 5e5);
+    EXPECT_EQ(l.rope->head_dim, 256);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / 16);
+    EXPECT_EQ(l.attention.softcap.value_or(0), 50.0);
+  }
+  EXPECT_EQ(plan("t5gemma").num_layers, 52);  // both stacks' defaults
+  const ModelPositions encoder_only = plan("t5gemma", R"("is_encoder_decoder": false)");
+  EXPECT_EQ(encoder_only.num_layers, 26);
+  EXPECT_EQ(count(encoder_only, "encoder"), 26);
+  EXPECT_EQ(error_of("t5gemma", R"("encoder": {"head_dim": 3})"),
+            "model config: t5gemma's encoder: rope: rotary_dim = 3 is invalid: must be even");
+  EXPECT_NE(error_of("t5gemma", R"("decoder": {"num_attention_heads": 0})")
+                .find("model config: decoder.num_attention_heads = 0 is invalid"),
+            std::string::npos);
+  EXPECT_NE(error_of("t5gemma", R"("decoder": [])").find("decoder = [] is invalid: must be an object"),
+            std::string::npos);
+  EXPECT_TRUE(
+      test::has_warning(plan("t5gemma", R"("decoder": {"rope_magic": 1})"), "decoder: key 'rope_magic'"));
+  EXPECT_TRUE(test::has_warning(plan("t5gemma", R"("sliding_window": 7)"), "key 'sliding_window'"));
+}
+
 }  // namespace
 }  // namespace posenc
