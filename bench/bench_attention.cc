@@ -284,12 +284,14 @@ void BM_attention_decode_storage(benchmark::State& state) {
 }
 
 // Prefill, S 4096, D 128, 8 heads, causal, encoding range(0), q k v out in fp32 (range(1) = 0) or
-// bf16 (1: the logits by vdpbf16ps where the CPU has it, src/cpu/bf16_dot.h). One warm-up call,
-// then 3 timed; rated against the fp32 FMA peak and the bf16 dot peak of the same threads.
+// bf16 (1: the logits by vdpbf16ps where the CPU has it, src/cpu/bf16_dot.h; 2: and
+// round_probabilities, P V by vdpbf16ps too). One warm-up call, then 3 timed; rated against the
+// fp32 FMA peak and the bf16 dot peak of the same threads.
 void BM_attention_prefill_storage(benchmark::State& state) {
   Fixture f(4096, 128, state.range(0));
-  const bool bf16 = state.range(1) == 1;
-  state.SetLabel(bf16 ? "bf16" : "fp32");
+  const bool bf16 = state.range(1) >= 1;
+  f.cfg.round_probabilities = state.range(1) == 2;
+  state.SetLabel(!bf16 ? "fp32" : f.cfg.round_probabilities ? "bf16 rounded P" : "bf16");
   if (bf16) f.store_bf16();
   f.forward();
   const double t0 = posenc::bench::now_seconds();
@@ -368,7 +370,7 @@ BENCHMARK(BM_attention_decode_storage)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_attention_prefill_storage)
     ->ArgNames({"enc", "bf16"})
-    ->ArgsProduct({{kNone, kAlibi, kT5}, {0, 1}})
+    ->ArgsProduct({{kNone, kAlibi, kT5}, {0, 1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);

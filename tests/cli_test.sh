@@ -125,6 +125,19 @@ bound = {"bf16": 4 * 2 ** -8, "fp16": 4 * 2 ** -11}[sys.argv[2]] + 1e-5
 assert 0 < r["max_abs_error_vs_reference"] <= bound, r
 PY
 done
+# --round-probabilities (bf16 only): within AttentionConfig's bound 2.02 u max|v| + u |out| + 1e-5 (u = 2^-8;
+# |v| < 6 and |out| < 4 for these seeded normal inputs); anything but bf16 is refused by name.
+check attention_round_probabilities 0 "$posenc" attention --seq 70 --causal -e rope+alibi --check \
+  --dtype bf16 --round-probabilities --format json
+python3 - "$tmp/out" <<'PY' || { echo "FAIL attention_round_probabilities"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["round_probabilities"] is True, r
+assert 0 < r["max_abs_error_vs_reference"] <= 2.02 * 2 ** -8 * 6 + 4 * 2 ** -8 + 1e-5, r
+PY
+check attention_round_probabilities_fp32 2 "$posenc" attention --seq 8 --round-probabilities
+expect_in attention_round_probabilities_fp32 "$tmp/err" \
+  "round_probabilities = true needs bf16 keys and values"
 check attention_dtype_backward 0 "$posenc" attention --dtype bf16 --backward --seq 40 --repeat 1
 expect_in attention_dtype_backward "$tmp/out" "backward"
 check attention_bad_dtype 2 "$posenc" attention --dtype int8

@@ -12,8 +12,9 @@
 #include <cmath>
 
 #include "attention_case.h"
-#include "posenc/error.h"
 #include "half_storage.h"
+#include "posenc/error.h"
+#include "src/cpu/bf16_dot.h"
 
 namespace posenc::test {
 namespace {
@@ -181,10 +182,22 @@ TEST(AttentionHalf, RoundedProbabilities) {
   wide.Dv = 100;  // value blocks of 64, 16, 16 and a masked 4
   Case capped{1, 70, 70, 4, 2, 24, true};
   capped.softcap = 2.0, capped.sinks = true;
-  for (const Case& c : {Case{1, 70, 70, 2, 1, 40, true}, Case{2, 131, 131, 4, 2, 32, true}, wide, mla, capped,
-                        Case{2, 3, 67, 4, 2, 24, false}})  // (the last: decode)
-    for (Enc e : {Enc::none, Enc::rope_alibi, Enc::t5})
-      for (bool bf16_out : {false, true}) check_rounded_probabilities(c, e, bf16_out, "");
+  // Where the CPU has vdpbf16ps, P V takes it (src/cpu/bf16_dot.h; preferred here whatever the CPU's
+  // rates); the FMA path over the same rounded P is checked there too, switched off.
+  const bool dots = cpu::bf16_dot_available();
+  for (bool use_dots : {true, false}) {
+    if (!use_dots && !dots) continue;
+    if (dots) cpu::set_bf16_dot_enabled(use_dots);
+    cpu::set_bf16_value_dots_preferred(use_dots);
+    ASSERT_EQ(cpu::bf16_value_dots_available(), use_dots && dots);
+    for (const Case& c : {Case{1, 70, 70, 2, 1, 40, true}, Case{2, 131, 131, 4, 2, 32, true}, wide, mla,
+                          capped, Case{2, 3, 67, 4, 2, 24, false}})  // (the last: decode)
+      for (Enc e : {Enc::none, Enc::rope_alibi, Enc::t5})
+        for (bool bf16_out : {false, true})
+          check_rounded_probabilities(c, e, bf16_out, use_dots && dots ? "bf16 dots" : "");
+  }
+  if (dots) cpu::set_bf16_dot_enabled(true);
+  cpu::set_bf16_value_dots_preferred(cpu::cpu_prefers_bf16_value_dots());
   // The rounding itself (ExpShiftSum<true>) on every target: test_simd_helpers.cc; here a prefill and
   // a decode through each target's kernels.
   for_each_cpu_target([&](const std::string& target) {

@@ -3,6 +3,9 @@
 // zero), 1 to 70 keys (vector tails), 1 to 9 query rows (register-block tails), queries that need
 // 1, 2 or 3 bf16 parts. The products are exact, so the only error is fp32 summation:
 //   |S - exact| <= (parts D + 16) 2^-24 scale sum_d |q_d k_d|   (a bound on recursive summation).
+// P V with rounded probabilities (bf16_tile_values): value heads ending inside a vector or a 64-dim
+// block, 1 to 64 keys (an odd last pair), 1 to 9 rows (the 4-row blocks' tails), accumulated into O:
+//   |O - exact| <= (n + 2) 2^-24 (|O0| + sum_j |p_j v_j|)   (products exact, fp32 summation).
 // Skipped on CPUs without AVX512_BF16 (the attention tests then cover the widening path alone).
 #include <cmath>
 
@@ -135,6 +138,69 @@ TEST_F(Bf16Dot, TileLogitsOfPackedPairsMatchTheReference) {
             expect_logits(tile, 2.0f, S, ld, split.parts);
           }
         }
+}
+
+TEST_F(Bf16Dot, ValuePairsInterleaveRowsAndPadWithZeros) {
+  for (int64_t Dv : {1, 16, 17, 40})
+    for (int64_t n : {1, 2, 5, 64}) {
+      const int64_t stride = Dv + 5, width = (Dv + 15) / 16 * 16;
+      std::vector<uint16_t> v(static_cast<size_t>(n * stride));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint16_t>(i + 1);  // never zero
+      std::vector<uint16_t> pairs(static_cast<size_t>(cpu::value_pairs_size(Dv, n)), 0xffff);
+      ASSERT_EQ(static_cast<int64_t>(pairs.size()), (n + 1) / 2 * width * 2);
+      cpu::pack_value_pairs(v.data(), stride, n, Dv, pairs.data());
+      for (int64_t j = 0; j < (n + 1) / 2 * 2; ++j)
+        for (int64_t d = 0; d < width; ++d) {
+          const uint16_t want = j < n && d < Dv ? v[j * stride + d] : 0;
+          ASSERT_EQ(pairs[((j / 2) * width + d) * 2 + j % 2], want)
+              << "Dv " << Dv << " n " << n << " key " << j << " dim " << d;
+        }
+    }
+}
+
+TEST_F(Bf16Dot, TileValuesMatchTheReference) {
+  for (int64_t Dv : {1, 15, 16, 17, 64, 65, 100, 128, 256})
+    for (int64_t n : {1, 2, 17, 63, 64})
+      for (int64_t m : {1, 3, 4, 5, 9}) {
+        SCOPED_TRACE("Dv " + std::to_string(Dv) + " n " + std::to_string(n) + " m " + std::to_string(m));
+        const uint32_t seed = static_cast<uint32_t>(m * 1000 + n * 10 + Dv);
+        // Probabilities as the softmax leaves them: bf16 values in [0, 1], some exactly 0 or 1. The
+        // row stride ldp leaves columns past n holding garbage, which must not be read.
+        const int64_t ldp = 70, ldo = Dv + 7, v_stride = Dv + 3;
+        std::vector<float> P = random_floats(static_cast<size_t>(m * ldp), seed, 0.0f, 1.0f);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ldp; ++j) {
+            float& x = P[i * ldp + j];
+            x = j >= n        ? 1e30f
+                : j % 7 == 3  ? 0.0f
+                : j % 11 == 5 ? 1.0f
+                              : detail::bf16_to_f32(detail::f32_to_bf16(x));
+          }
+        std::vector<uint16_t> v;
+        for (float x : random_floats(static_cast<size_t>(n * v_stride), seed + 1, -4.0f, 4.0f))
+          v.push_back(detail::f32_to_bf16(x));
+        std::vector<float> O = random_floats(static_cast<size_t>(m * ldo), seed + 2);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t d = Dv; d < ldo; ++d) O[i * ldo + d] = -7.0f;
+        const std::vector<float> O0 = O;
+        std::vector<uint16_t> pairs(static_cast<size_t>(cpu::value_pairs_size(Dv, n)));
+        cpu::pack_value_pairs(v.data(), v_stride, n, Dv, pairs.data());
+        cpu::bf16_tile_values(m, n, Dv, P.data(), ldp, pairs.data(), O.data(), ldo);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t d = 0; d < ldo; ++d) {
+            if (d >= Dv) {
+              ASSERT_EQ(O[i * ldo + d], -7.0f) << "wrote past Dv at row " << i << " dim " << d;
+              continue;
+            }
+            double exact = O0[i * ldo + d], magnitude = std::abs(exact);
+            for (int64_t j = 0; j < n; ++j) {
+              const double term = double(P[i * ldp + j]) * detail::bf16_to_f32(v[j * v_stride + d]);
+              exact += term, magnitude += std::abs(term);
+            }
+            const double bound = (n + 2) * std::ldexp(1.0, -24) * magnitude;
+            ASSERT_LE(std::abs(O[i * ldo + d] - exact), bound) << "row " << i << " dim " << d;
+          }
+      }
 }
 
 // The public switch (posenc/attention.h) turns the path off and on again where the CPU has it.

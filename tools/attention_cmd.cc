@@ -26,7 +26,7 @@ struct AttentionOptions {
   int64_t batch = 1, seq = 512, kv_len = 0, heads = 8, kv_heads = 0, dim = 64, window = 0, repeat = 3;
   int64_t num_buckets = 32, max_distance = 128, shaw_max_distance = 16, d_model = 0;
   double base = 10000;
-  bool causal = false, backward = false, check = false;
+  bool causal = false, backward = false, check = false, round_probabilities = false;
   uint32_t seed = 0;
 };
 
@@ -224,6 +224,7 @@ void run_attention(const AttentionOptions& o) {
     throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
                 " is too large for the naive reference (limit 2^24)");
   const DType dtype = parse_dtype(o.dtype);
+  p.config.round_probabilities = o.round_probabilities;  // the library refuses it unless bf16
   AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
                            view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
   std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
@@ -268,6 +269,7 @@ void run_attention(const AttentionOptions& o) {
                 {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
   j["encoding"] = o.encoding;
   j["dtype"] = dtype_name(dtype);
+  j["round_probabilities"] = o.round_probabilities;
   j["causal"] = o.causal;
   j["window"] = o.window;
   j["forward_ms"] = fwd * 1e3;
@@ -305,8 +307,9 @@ void run_attention(const AttentionOptions& o) {
     return;
   }
   std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ", "
-            << dtype_name(dtype) << ": batch " << p.B << ", q_len " << p.Q << ", kv_len " << p.K << ", heads "
-            << p.H << "/" << p.Hkv << ", head_dim " << p.D << "\n";
+            << dtype_name(dtype) << (o.round_probabilities ? " (P rounded to bf16)" : "") << ": batch " << p.B
+            << ", q_len " << p.Q << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim "
+            << p.D << "\n";
   std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>()
             << " GFLOP/s\n";
   if (o.backward)
@@ -346,6 +349,9 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype,
                   "storage of q, k, v and out: fp32, bf16 or fp16 (accumulation is fp32)")
       ->capture_default_str();
+  cmd->add_flag("--round-probabilities", o->round_probabilities,
+                "bf16 only: round each probability to bf16 before P V (AttentionConfig::round_probabilities; "
+                "vdpbf16ps where the CPU has it)");
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

@@ -105,11 +105,12 @@ struct AttentionConfig {
   // every score term; its gradient scales dq by the same factor. Not with transformer_xl.
   QueryTemperature query_temperature;
   // bf16 keys and values only, opt-in: every probability is rounded once to bf16 before P V, as GPU
-  // flash attention feeds P to its bf16 tensor cores: the numerics of a bf16 P V (vdpbf16ps, twice the
-  // fp32 FMA rate, is the aim: that kernel is not in yet, P V runs on fp32 FMAs of the rounded P). Each
-  // output row is sum_j p~_j v_j / sum_j p~_j with p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex
-  // combination of the value rows, each weight within ~2^-7 relative of the exact one, so the output is
-  // off by at most ~2^-7 max_j |v_j| before its one rounding to bf16. Off (the default): P stays fp32.
+  // flash attention feeds P to its bf16 tensor cores: the numerics of a bf16 P V, which runs on
+  // vdpbf16ps where the CPU has AVX512_BF16 (exact products, fp32 sums; set_bf16_dot_products) and on
+  // fp32 FMAs of the same rounded P elsewhere. Each output row is sum_j p~_j v_j / sum_j p~_j with
+  // p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex combination of the value rows, each weight
+  // within ~2^-7 relative of the exact one, so the output is off by at most ~2^-7 max_j |v_j| before
+  // its one rounding to bf16. Off (the default): P stays fp32.
   // The backward recomputes unrounded probabilities from lse (the log of the rounded sum): the gradient
   // of the unrounded softmax, its rows summing to 1 within ~2^-8.
   bool round_probabilities = false;
@@ -162,7 +163,8 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads);
 
 // The forward's q.k of bf16 keys by the CPU's bf16 dot product (vdpbf16ps, AVX512_BF16) where every
-// query is a bf16 value: the same exact products, fp32 sums in another order (README, Numerics). On
+// query is a bf16 value, and its P V with round_probabilities: the same exact products, fp32 sums in
+// another order (README, Numerics). On
 // by default where the CPU has it, unless the environment sets POSENC_BF16_DOT=0. Off, a 16-bit
 // attention is bit for bit the fp32 computation of its widened values on every CPU. Call it between
 // attention calls, not during one.

@@ -50,6 +50,19 @@ bool CanUseBf16Dots(const AttentionPlan& p) {
 #endif
 }
 
+// Whether this target computes P V with vdpbf16ps: with round_probabilities (every probability a bf16
+// value, so the products are exact, src/cpu/bf16_dot.h) on the plan's bf16 values, on the targets of
+// CanUseBf16Dots and the CPUs where it pays (bf16_value_dots_available). Whatever the keys (RoPE's
+// fp32 keys too) and the queries.
+bool CanUseBf16ValueDots(const AttentionPlan& p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return p.round_probabilities && p.storage == DType::bf16 && !p.v16.empty() && bf16_value_dots_available();
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 // A decode step streams its keys and values from memory once, and the per-key work between the
 // loads leaves the hardware prefetcher behind: rows this far ahead are requested as each tile
 // starts (measured: 32 rows, 8 KiB of a head's bf16 keys and values, turned 74 ns per key and head
@@ -67,10 +80,11 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
 // kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
 // bf16_dots: K^T packed in bf16 pairs (CanUseBf16Dots and every query a bf16 value). dot_keys:
 // CanUseBf16Dots, read once per call (a decode step's key rows then take vdpbf16ps where its query
-// rows are bf16 values).
+// rows are bf16 values). value_dots: CanUseBf16ValueDots, read once per call.
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
-                 const uint16_t* kt_pairs, bool bf16_dots, bool dot_keys, int64_t problem, int64_t h0,
-                 int64_t h1, int64_t block, int64_t k_begin, int64_t k_end, const SplitPartial* split) {
+                 const uint16_t* kt_pairs, bool bf16_dots, bool dot_keys, bool value_dots, int64_t problem,
+                 int64_t h0, int64_t h1, int64_t block, int64_t k_begin, int64_t k_end,
+                 const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -116,9 +130,11 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   // (WidensVectors); more rows share each tile widened once (k_tile, v_tile).
   const bool widen_in_products = R <= kRowDotQueries && WidensVectors(p.storage);
   const bool widen_keys = key_rows && p.k16.data && !row_dots && !widen_in_products;
-  const bool widen_values = p.v16.data && !widen_in_products;
+  const bool widen_values = p.v16.data && !widen_in_products && !value_dots;
   std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
       v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
+  // value_dots: each tile's value rows in pairs, packed once for every query row of the task.
+  std::vector<uint16_t> v_pairs(value_dots ? static_cast<size_t>(value_pairs_size(Dv, kAttentionBlockK)) : 0);
   const int64_t k_bytes = p.D * (p.k16.data ? 2 : 4), v_bytes = Dv * (p.v16.data ? 2 : 4);
   std::vector<float> scratch;
 
@@ -195,7 +211,10 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
       }
     }
     // O += P V for every row of the task at once (each value row loaded once).
-    if (widen_values || !p.v16.data)
+    if (value_dots) {
+      pack_value_pairs(p.v16.at(pr.b, key, hk), p.v16.stride[1], n, Dv, v_pairs.data());
+      bf16_tile_values(R, n, Dv, S.data(), kAttentionBlockK, v_pairs.data(), O.data(), Dv);
+    } else if (widen_values || !p.v16.data)
       TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, widen_values ? v_tile.data() : p.v.at(pr.b, key, hk),
                 widen_values ? Dv : p.v.stride[1], O.data(), Dv, 1.0f, true});
     else
@@ -244,6 +263,7 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::cpu {
 HWY_EXPORT(ForwardTask);
 HWY_EXPORT(CanUseBf16Dots);
+HWY_EXPORT(CanUseBf16ValueDots);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
@@ -367,6 +387,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   // Decided once per call (set_bf16_dot_products between calls must not mix paths within one).
   const bool dot_keys = HWY_DYNAMIC_DISPATCH(CanUseBf16Dots)(p);
   const bool bf16_dots = dot_keys && every_value_bf16(p.q, p.D);
+  const bool value_dots = HWY_DYNAMIC_DISPATCH(CanUseBf16ValueDots)(p);
   const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
@@ -408,8 +429,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
-     bf16_dots, dot_keys, task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end,
-     splitp);
+     bf16_dots, dot_keys, value_dots, task.problem, task.head, task.head + task.heads, task.block,
+     job.k_begin, job.k_end, splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

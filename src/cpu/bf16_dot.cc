@@ -1,4 +1,5 @@
-// src/cpu/bf16_dot.cc: vdpbf16ps kernels of the attention forward's logits (see bf16_dot.h). Written
+// src/cpu/bf16_dot.cc: vdpbf16ps kernels of the attention forward's logits and rounded P V (see
+// bf16_dot.h). Written
 // with AVX-512 intrinsics in functions compiled for avx512_bf16 (Highway 1.0.3 has no target with
 // it: its bf16 dot emulates by widening) and called only when the CPU reports it.
 #include "src/cpu/bf16_dot.h"
@@ -44,6 +45,27 @@ inline uint16_t truncated_bf16(float x) { return static_cast<uint16_t>(detail::f
 bool bf16_dot_available() { return enabled.load(std::memory_order_relaxed) && cpu_has_bf16_dot(); }
 void set_bf16_dot_enabled(bool on) { enabled.store(on, std::memory_order_relaxed); }
 
+bool cpu_prefers_bf16_value_dots() {
+#if POSENC_BF16_DOT
+  static const bool amd = [] {
+    __builtin_cpu_init();  // value_dots_preferred's initializer may run before the library's constructors
+    return __builtin_cpu_is("amd");
+  }();
+  return amd;
+#else
+  return false;
+#endif
+}
+namespace {
+std::atomic<bool> value_dots_preferred{cpu_prefers_bf16_value_dots()};
+}
+bool bf16_value_dots_available() {
+  return value_dots_preferred.load(std::memory_order_relaxed) && bf16_dot_available();
+}
+void set_bf16_value_dots_preferred(bool preferred) {
+  value_dots_preferred.store(preferred, std::memory_order_relaxed);
+}
+
 void split_queries(const float* q, int64_t q_stride, int64_t m, int64_t D, Bf16Queries& out) {
   out.m = m, out.dim = (D + 31) / 32 * 32;
   out.data.assign(static_cast<size_t>(3 * m * out.dim), 0);
@@ -68,6 +90,7 @@ void split_queries(const float* q, int64_t q_stride, int64_t m, int64_t D, Bf16Q
 }
 
 int64_t key_pairs_size(int64_t D, int64_t nk) { return (D + 1) / 2 * nk * 2; }
+int64_t value_pairs_size(int64_t Dv, int64_t n) { return (n + 1) / 2 * ((Dv + 15) / 16 * 16) * 2; }
 
 void pack_key_pairs(const uint16_t* k, int64_t k_stride, int64_t D, int64_t nk, uint16_t* pairs) {
   for (int64_t j = 0; j < nk; ++j) {
@@ -207,6 +230,83 @@ POSENC_BF16_TARGET void tile_rows(const Bf16Queries& q, int64_t i0, int64_t D, c
       _mm512_mask_storeu_ps(S + (i0 + r) * ld + 16 * v, mask[v], _mm512_mul_ps(acc[r][v], vscale));
 }
 
+// Rows [i0, i0 + kRows) of O, dims [c, c + 16 kVectors): per pair of keys, each row's two
+// probabilities broadcast as one 32-bit pair against kVectors vectors of 16 dims x 2 keys. The sums
+// start at zero and are added to O at the end, as TileGemm's accumulate. 4 x 4 accumulators, 4
+// value vectors and a broadcast: 21 of the 32 registers.
+template <int kRows, int kVectors>
+POSENC_BF16_TARGET void value_block(const uint32_t* p_pairs, int64_t npairs, const uint16_t* pairs,
+                                    int64_t width, int64_t c, int64_t Dv, float* O, int64_t ldo) {
+  __m512 acc[kRows][kVectors];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t l = 0; l < npairs; ++l) {
+    const uint16_t* b = pairs + (l * width + c) * 2;
+    __m512bh vv[kVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) vv[v] = (__m512bh)_mm512_loadu_si512(b + 32 * v);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh pv = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(p_pairs[r * 32 + l]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], pv, vv[v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      float* o = O + r * ldo + c + 16 * v;
+      const __mmask16 live = first_bits16(Dv - c - 16 * v);
+      _mm512_mask_storeu_ps(o, live, _mm512_add_ps(_mm512_maskz_loadu_ps(live, o), acc[r][v]));
+    }
+}
+
+template <int kRows>
+POSENC_BF16_TARGET void value_rows(const uint32_t* p_pairs, int64_t npairs, const uint16_t* pairs, int64_t Dv,
+                                   float* O, int64_t ldo) {
+  const int64_t width = (Dv + 15) / 16 * 16;
+  for (int64_t c = 0; c < width; c += 64) {
+    switch ((width - c) / 16) {
+      case 1:
+        value_block<kRows, 1>(p_pairs, npairs, pairs, width, c, Dv, O, ldo);
+        break;
+      case 2:
+        value_block<kRows, 2>(p_pairs, npairs, pairs, width, c, Dv, O, ldo);
+        break;
+      case 3:
+        value_block<kRows, 3>(p_pairs, npairs, pairs, width, c, Dv, O, ldo);
+        break;
+      default:
+        value_block<kRows, 4>(p_pairs, npairs, pairs, width, c, Dv, O, ldo);
+    }
+  }
+}
+
+// Rows 2l and 2l + 1 interleaved 16 dims at a time: element t of row 2l to lane pair (t, 0), of
+// row 2l + 1 to (t, 1), by one two-source word permute (masked loads: zeros past Dv and past n).
+POSENC_BF16_TARGET void pack_value_pairs_avx512(const uint16_t* v, int64_t v_stride, int64_t n, int64_t Dv,
+                                                uint16_t* pairs) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                           37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                           11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i index = _mm512_load_si512(kInterleave);
+  const int64_t width = (Dv + 15) / 16 * 16;
+  for (int64_t l = 0; l < (n + 1) / 2; ++l) {
+    const uint16_t* even = v + 2 * l * v_stride;
+    const uint16_t* odd = 2 * l + 1 < n ? even + v_stride : even;
+    const __mmask16 odd_live = 2 * l + 1 < n ? __mmask16(0xffff) : __mmask16(0);
+    for (int64_t c = 0; c < width; c += 16) {
+      const __mmask16 live = first_bits16(Dv - c);
+      const __m512i a = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(live, even + c));
+      const __m512i b = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(live & odd_live, odd + c));
+      _mm512_storeu_si512(pairs + (l * width + c) * 2, _mm512_permutex2var_epi16(a, index, b));
+    }
+  }
+}
+
 template <int kParts>
 POSENC_BF16_TARGET void tile_logits(const Bf16Queries& q, int64_t D, const uint16_t* pairs, int64_t nk,
                                     int64_t j0, int64_t n, float scale, float* S, int64_t ld) {
@@ -239,6 +339,32 @@ void bf16_tile_logits(const Bf16Queries& q, int64_t D, const uint16_t* pairs, in
       return tile_logits<3>(q, D, pairs, nk, j0, n, scale, S, ld);
   }
 }
+void pack_value_pairs(const uint16_t* v, int64_t v_stride, int64_t n, int64_t Dv, uint16_t* pairs) {
+  pack_value_pairs_avx512(v, v_stride, n, Dv, pairs);
+}
+
+void bf16_tile_values(int64_t m, int64_t n, int64_t Dv, const float* P, int64_t ldp, const uint16_t* pairs,
+                      float* O, int64_t ldo) {
+  const int64_t npairs = (n + 1) / 2;
+  // Each row's probabilities as pairs (key 2l in the low half, 2l + 1 in the high half; zero past n).
+  uint32_t p_pairs[4 * 32];
+  for (int64_t i = 0; i < m;) {
+    const int rows = m - i >= 4 ? 4 : 1;
+    for (int r = 0; r < rows; ++r) {
+      const float* p = P + (i + r) * ldp;
+      for (int64_t l = 0; l < npairs; ++l) {
+        const uint32_t lo = detail::f32_bits(p[2 * l]) >> 16,
+                       hi = 2 * l + 1 < n ? detail::f32_bits(p[2 * l + 1]) & 0xffff0000u : 0;
+        p_pairs[r * 32 + l] = hi | lo;
+      }
+    }
+    if (rows == 4)
+      value_rows<4>(p_pairs, npairs, pairs, Dv, O + i * ldo, ldo);
+    else
+      value_rows<1>(p_pairs, npairs, pairs, Dv, O + i * ldo, ldo);
+    i += rows;
+  }
+}
 #pragma GCC diagnostic pop
 #else
 // Never called: bf16_dot_available() is false.
@@ -246,6 +372,8 @@ void bf16_row_logits(const Bf16Queries&, int64_t, const uint16_t*, int64_t, int6
 }
 void bf16_tile_logits(const Bf16Queries&, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float, float*,
                       int64_t) {}
+void pack_value_pairs(const uint16_t*, int64_t, int64_t, int64_t, uint16_t*) {}
+void bf16_tile_values(int64_t, int64_t, int64_t, const float*, int64_t, const uint16_t*, float*, int64_t) {}
 #endif
 
 }  // namespace posenc::cpu
