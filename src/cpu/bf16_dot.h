@@ -25,7 +25,7 @@ void set_bf16_dot_enabled(bool enabled);
 // path is available and preferred. Preferred by default where the CPU issues vdpbf16ps at the FMA's
 // instruction rate, twice its multiply-adds: AMD's (Zen 4: 469 vs 234 GFLOP/s, BENCHMARKS.md). Intel
 // Sapphire Rapids issues it at half that rate (151 vs 305 GFLOP/s on 2 threads): no more multiply-adds
-// than FMAs, and the pair packing made its prefill 12-20% slower there, so P V stays on FMAs. The q.k
+// than FMAs, and the pair packing made its prefill 12-23% slower there, so P V stays on FMAs. The q.k
 // dots pay on both (they replace widening the keys). Tests prefer it to run the kernel on any such CPU.
 bool bf16_value_dots_available();
 bool cpu_prefers_bf16_value_dots();
