@@ -11,7 +11,7 @@
 namespace posenc::ref {
 
 // x: (B, T, H, D) contiguous; positions: (S, B, T) contiguous. Returns the rotated copy.
-// inverse = true applies R(-theta) (the backward).
+// inverse = true applies R(-theta): the backward, and RopeConfig::reversed's forward.
 template <typename T>
 std::vector<T> rope(const RopeFrequencies& f, RopeLayout layout, int64_t head_dim, const std::vector<T>& x,
                     const std::vector<int64_t>& positions, int64_t B, int64_t T_, int64_t H,

@@ -19,7 +19,7 @@ AngleTable RopePlan::angles(bool inverse) const {
   a.pairs = static_cast<int64_t>(freq.inv_freq.size());
   a.positions = positions.data();
   a.scale = freq.attention_factor;
-  a.inverse = inverse;
+  a.inverse = inverse != reversed;  // R(-p theta) = R(p theta)^T
   return a;
 }
 
@@ -36,6 +36,7 @@ RopePlan plan_rope(const Rope& rope, std::vector<int64_t> positions, std::option
   p.freq = rope.frequencies(len);
   p.layout = rope.config().layout;
   p.multi_stream = rope.config().num_position_streams() > 1;
+  p.reversed = rope.config().reversed;
   return p;
 }
 

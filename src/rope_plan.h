@@ -45,7 +45,9 @@ struct RopePlan {
   RopeFrequencies freq;            // for the call's sequence length (a copy: a few hundred bytes)
   RopeLayout layout = RopeLayout::half;
   bool multi_stream = false;
+  bool reversed = false;  // RopeConfig::reversed: every rotation transposed
 
+  // `inverse` rotates back (a backward, a context shift undone); with `reversed` the two swap.
   AngleTable angles(bool inverse) const;
 };
 

@@ -123,6 +123,18 @@ inline std::vector<RopeCase> rope_cases() {
     add("divisors_partial_odd_pairs", c, 3, 1, 1, 1);
     add("length1_batch1", c, 1, 1, 1, 1, 7);
   }
+  {  // NanoChat (d32: head_dim 128, theta 10000): every angle -p theta (RopeConfig::reversed)
+    RopeConfig c;
+    c.head_dim = 128;
+    c.reversed = true;
+    add("nanochat_reversed", c, 2, 5, 3, 3, 300);
+    RopeConfig p;  // reversed with an interleaved partial rotation
+    p.head_dim = 12;
+    p.rotary_dim = 8;
+    p.layout = RopeLayout::interleaved;
+    p.reversed = true;
+    add("reversed_partial_interleaved", p, 1, 4, 2, 1);
+  }
   return cases;
 }
 

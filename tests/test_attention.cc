@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
@@ -34,6 +35,42 @@ TEST(Attention, EverySimdTarget) {
     check_forward({1, 67, 67, 2, 1, 40, false}, Enc::transformer_xl, target);
     check_forward({2, 3, 130, 4, 2, 66, true}, Enc::rope_t5, target);  // decode path: key rows, no packed K^T
   });
+}
+
+// A reversed RoPE (RopeConfig::reversed, NanoChat) inside the attention is its rotation of q and k
+// followed by attention without RoPE; and its backward's dq, dk are the rotated-back gradients.
+TEST(Attention, ReversedRopeIsRotationThenAttention) {
+  const int64_t B = 1, T = 70, H = 2, D = 16;
+  RopeConfig rc;
+  rc.head_dim = D;
+  rc.reversed = true;
+  const Rope rope(rc);
+  const std::vector<float> q0 = random_floats(B * T * H * D, 41), k0 = random_floats(B * T * H * D, 42),
+                           v = random_floats(B * T * H * D, 43);
+  std::vector<float> q = q0, k = k0, fused(q0.size()), plain(q0.size());
+  std::vector<int64_t> pos(T);
+  std::iota(pos.begin(), pos.end(), 0);
+  rope.forward_qk(view(q.data(), {B, T, H, D}), view(k.data(), {B, T, H, D}), view(pos.data(), {T}));
+  AttentionConfig cfg;
+  cfg.causal = true;
+  attention_forward(
+      cfg, qkv(view(q.data(), {B, T, H, D}), view(k.data(), {B, T, H, D}), view(v.data(), {B, T, H, D})),
+      view(plain.data(), {B, T, H, D}), TensorView{});
+  cfg.rope = &rope;
+  attention_forward(
+      cfg, qkv(view(q0.data(), {B, T, H, D}), view(k0.data(), {B, T, H, D}), view(v.data(), {B, T, H, D})),
+      view(fused.data(), {B, T, H, D}), TensorView{});
+  EXPECT_TRUE(all_close(fused, std::vector<double>(plain.begin(), plain.end()), kF32Reduction));
+  // Against the unreversed RoPE the scores differ (a reversed rotation is not a no-op here).
+  RopeConfig usual = rc;
+  usual.reversed = false;
+  const Rope usual_rope(usual);
+  cfg.rope = &usual_rope;
+  std::vector<float> other(q0.size());
+  attention_forward(
+      cfg, qkv(view(q0.data(), {B, T, H, D}), view(k0.data(), {B, T, H, D}), view(v.data(), {B, T, H, D})),
+      view(other.data(), {B, T, H, D}), TensorView{});
+  EXPECT_FALSE(all_close(other, std::vector<double>(plain.begin(), plain.end()), kF32Reduction));
 }
 
 // Flash-decoding: a decode step against more than 2048 keys is split by keys (src/cpu/attention.cc

@@ -137,19 +137,22 @@ Snapshot snapshot(const KVCache& c) {
 TEST(KVCache, ShiftPositionsEqualsACacheFilledAtTheNewPositions) {
   const int64_t T = 70, Hkv = 2, D = 16;
   const std::vector<float> k = random_floats(T * Hkv * D, 31), v = random_floats(T * Hkv * D, 32);
-  for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved}) {
-    RopeConfig rc = yarn_config(D);
-    rc.layout = layout;
-    const Rope rope(rc);
-    KVCache shifted(1, Hkv, D, &rope), fresh(1, Hkv, D, &rope);
-    const std::vector<int64_t> old_pos = arange(0, T), new_pos = arange(1000, T);
-    shifted.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}), view(old_pos.data(), {T}));
-    shifted.shift_positions(1000);
-    fresh.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}), view(new_pos.data(), {T}));
-    const Snapshot a = snapshot(shifted), b = snapshot(fresh);
-    EXPECT_EQ(a.positions, b.positions);
-    EXPECT_TRUE(all_close(a.keys, b.keys, kF32Reduction));
-  }
+  for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved})
+    for (bool reversed : {false, true}) {  // NanoChat's -p theta: shifted by -delta theta
+      RopeConfig rc = yarn_config(D);
+      rc.layout = layout;
+      rc.reversed = reversed;
+      const Rope rope(rc);
+      KVCache shifted(1, Hkv, D, &rope), fresh(1, Hkv, D, &rope);
+      const std::vector<int64_t> old_pos = arange(0, T), new_pos = arange(1000, T);
+      shifted.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}),
+                     view(old_pos.data(), {T}));
+      shifted.shift_positions(1000);
+      fresh.append(view(k.data(), {1, T, Hkv, D}), view(v.data(), {1, T, Hkv, D}), view(new_pos.data(), {T}));
+      const Snapshot a = snapshot(shifted), b = snapshot(fresh);
+      EXPECT_EQ(a.positions, b.positions);
+      EXPECT_TRUE(all_close(a.keys, b.keys, kF32Reduction));
+    }
 }
 
 // llama.cpp's context shift: drop the oldest n tokens, re-number the rest from 0.

@@ -23,10 +23,11 @@ TEST(Rope, ForwardQKMatchesReferenceOnEveryTarget) {
     const std::vector<float> k0 = random_floats(c.batch * c.tokens * c.kv_heads * D, 2);
     const std::vector<int64_t> pos = case_positions(c);
     const RopeFrequencies f = rope.frequencies(max_plus_one(pos));
+    const bool rev = c.config.reversed;  // R(-p theta)
     const auto q_ref =
-        ref::rope<double>(f, c.config.layout, D, to_double(q0), pos, c.batch, c.tokens, c.heads);
+        ref::rope<double>(f, c.config.layout, D, to_double(q0), pos, c.batch, c.tokens, c.heads, rev);
     const auto k_ref =
-        ref::rope<double>(f, c.config.layout, D, to_double(k0), pos, c.batch, c.tokens, c.kv_heads);
+        ref::rope<double>(f, c.config.layout, D, to_double(k0), pos, c.batch, c.tokens, c.kv_heads, rev);
     for_each_cpu_target([&](const std::string&) {
       std::vector<float> q = q0, k = k0;
       rope.forward_qk(view(q.data(), {c.batch, c.tokens, c.heads, D}),
@@ -53,7 +54,9 @@ TEST(Rope, BackwardMatchesFiniteDifferencesOfTheReference) {
     const std::vector<double> x = to_double(random_floats(n, 3));
     const std::vector<float> w = random_floats(n, 4);  // loss = sum(w * rope(x))
     auto loss = [&](const std::vector<double>& xs) {
-      return dot(ref::rope<double>(f, c.config.layout, D, xs, pos, c.batch, c.tokens, c.heads), to_double(w));
+      return dot(
+          ref::rope<double>(f, c.config.layout, D, xs, pos, c.batch, c.tokens, c.heads, c.config.reversed),
+          to_double(w));
     };
     const std::vector<size_t> coords = sample_coords(n);
     const std::vector<double> fd = finite_difference(loss, x, coords);
@@ -237,6 +240,44 @@ TEST(Rope, CosSinTableMatchesDoublePrecision) {
     }
   EXPECT_TRUE(all_close(cs, ec, kF32Elementwise));
   EXPECT_TRUE(all_close(sn, es, kF32Elementwise));
+}
+
+// RopeConfig::reversed against NanoChat's own formula, written out (transformers modeling_nanochat.py
+// L107-128, L169-173): q cos + rotate_half(q) sin with rotate_half(x) = [x2, -x1] and HF's cos / sin
+// tables of p theta (emb = cat(freqs, freqs)); and it is exactly the usual rotation's transpose.
+TEST(Rope, ReversedIsNanoChatsRotateHalf) {
+  RopeConfig c;
+  c.head_dim = 16;
+  c.base = 10000;
+  c.reversed = true;
+  const Rope rope(c);
+  const int64_t T = 5, H = 2, D = 16, h = D / 2;
+  const std::vector<int64_t> pos = {0, 1, 7, 300, 1 << 20};
+  const std::vector<float> x0 = random_floats(T * H * D, 9);
+  std::vector<float> x = x0;
+  rope.forward(view(x.data(), {1, T, H, D}), view(pos.data(), {T}));
+  std::vector<double> expected(x0.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hd = 0; hd < H; ++hd)
+      for (int64_t d = 0; d < D; ++d) {
+        const long double inv_freq = std::pow(10000.0L, -2.0L * static_cast<long double>(d % h) / D);
+        const long double angle = static_cast<long double>(pos[t]) * inv_freq;
+        const float* row = x0.data() + (t * H + hd) * D;
+        const double rotated_half = d < h ? row[d + h] : -row[d - h];
+        expected[(t * H + hd) * D + d] = row[d] * std::cos(angle) + rotated_half * std::sin(angle);
+      }
+  EXPECT_TRUE(all_close(x, expected, {2e-6, 2e-6}));
+  // The usual RoPE's backward is the same rotation, bit for bit; cos_sin gives sin(-p theta).
+  RopeConfig usual = c;
+  usual.reversed = false;
+  std::vector<float> back = x0;
+  Rope(usual).backward(view(back.data(), {1, T, H, D}), view(pos.data(), {T}));
+  EXPECT_EQ(back, x);
+  std::vector<float> cs(T * h), sn(T * h), cs_usual(T * h), sn_usual(T * h);
+  rope.cos_sin(view(pos.data(), {T}), view(cs.data(), {T, h}), view(sn.data(), {T, h}));
+  Rope(usual).cos_sin(view(pos.data(), {T}), view(cs_usual.data(), {T, h}), view(sn_usual.data(), {T, h}));
+  EXPECT_EQ(cs, cs_usual);
+  for (size_t i = 0; i < sn.size(); ++i) ASSERT_EQ(sn[i], -sn_usual[i]) << i;
 }
 
 TEST(Rope, DynamicAndLongRopeFollowTheSequenceLength) {

@@ -59,9 +59,11 @@ TEST(RopeHalf, EveryCaseEveryTargetRoundsOnce) {
       std::vector<double> qd(q0.size()), kd(k0.size());
       for (size_t i = 0; i < q0.size(); ++i) q16[i] = s.round(q0[i]), qd[i] = s.value(q16[i]);
       for (size_t i = 0; i < k0.size(); ++i) k16[i] = s.round(k0[i]), kd[i] = s.value(k16[i]);
-      const auto q_exact = ref::rope<double>(f, c.config.layout, D, qd, pos, c.batch, c.tokens, c.heads);
-      const auto k_exact = ref::rope<double>(f, c.config.layout, D, kd, pos, c.batch, c.tokens, c.kv_heads);
-      const auto q_back = ref::rope<double>(f, c.config.layout, D, qd, pos, c.batch, c.tokens, c.heads, true);
+      const bool rev = c.config.reversed;
+      const auto q_exact = ref::rope<double>(f, c.config.layout, D, qd, pos, c.batch, c.tokens, c.heads, rev);
+      const auto k_exact =
+          ref::rope<double>(f, c.config.layout, D, kd, pos, c.batch, c.tokens, c.kv_heads, rev);
+      const auto q_back = ref::rope<double>(f, c.config.layout, D, qd, pos, c.batch, c.tokens, c.heads, !rev);
       for_each_cpu_target([&](const std::string&) {
         std::vector<uint16_t> q = q16, k = k16;
         rope.forward_qk(view16(q, s.dtype, {c.batch, c.tokens, c.heads, D}),

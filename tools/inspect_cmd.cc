@@ -44,7 +44,8 @@ json rope_json(const LayerPlan& l, int64_t seq_len) {
             {"base", c.base},
             {"rope_type", rope_scaling_name(c.scaling.type)},
             {"inv_freq", f.inv_freq},
-            {"attention_factor", f.attention_factor}};
+            {"attention_factor", f.attention_factor},
+            {"reversed", c.reversed}};  // angles -p theta (RopeConfig::reversed)
   if (c.multimodal != RopeMultimodal::none) {
     r["multimodal"] = rope_multimodal_name(c.multimodal);
     r["mrope_section"] = c.mrope_section;
@@ -99,6 +100,7 @@ std::string describe(const LayerPlan& l) {
          std::to_string(l.qk_head_dim) + " " + rope_layout_name(c.layout);
     if (c.scaling.type != RopeScalingType::none) s += " factor " + short_number(c.scaling.factor);
     if (c.multimodal != RopeMultimodal::none) s += " " + std::string(rope_multimodal_name(c.multimodal));
+    if (c.reversed) s += " reversed";
   }
   if (!l.softmax_attention) return s;
   const LayerAttention& a = l.attention;

@@ -78,6 +78,11 @@ struct RopeConfig {
   // pairs per stream: {t, h, w} (mrope, mrope_interleaved), {h, w, t} (mrope_alternating_hw, as ERNIE's
   // config lists them); the position streams are (t, h, w) in every mode.
   std::vector<int64_t> mrope_section;
+  // Rotate by -p theta instead of p theta (every angle negated: the rotation is the transpose of the
+  // usual one, and so is its backward). NanoChat's: its rotate_half returns [x2, -x1] (transformers
+  // modeling_nanochat.py L169-173), so q cos + rotate_half(q) sin = R(-p theta) q. Attention scores
+  // stay relative: they depend on -(m - n) theta. cos_sin returns the angles applied (sin of -p theta).
+  bool reversed = false;
 
   int64_t effective_rotary_dim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }
   // The pre-training context yarn and longrope read: scaling.original_max_position_embeddings if

@@ -79,6 +79,7 @@ void bind_rope(nb::module_& m) {
                            rope_multimodal_name);
           })
       .def_rw("mrope_section", &RopeConfig::mrope_section)
+      .def_rw("reversed", &RopeConfig::reversed)
       .def_prop_ro("effective_rotary_dim", &RopeConfig::effective_rotary_dim)
       .def_prop_ro("num_position_streams", &RopeConfig::num_position_streams)
       .def("validate", [](const RopeConfig& c) { validate(c); });

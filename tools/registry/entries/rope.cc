@@ -85,7 +85,8 @@ Array tabulate_rope(const TableRequest& r) {
           {}};
   a.notes.push_back(std::string("layout ") + rope_layout_name(rope.config().layout) + ", scaling " +
                     rope_scaling_name(rope.config().scaling.type) + ", attention_factor " +
-                    std::to_string(f.attention_factor));
+                    std::to_string(f.attention_factor) +
+                    (rope.config().reversed ? ", reversed (angles -position * inv_freq)" : ""));
   return a;
 }
 
