@@ -200,6 +200,9 @@ constexpr Family kFamilies[] = {
   // ALBERT: row p, bidirectional; MPNet: a learned table (row p + 2) and T5's bidirectional buckets in
   // every layer (ModelPositions::learned_embeddings).
   {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H},
+  // MobileBERT (modeling_mobilebert.py L78, L105-106, L134): row p, bidirectional; heads of the
+  // bottleneck (src/model_per_layer.cc head_dims).
+  {"mobilebert",     PositionMethod::learned, 0, 512,  0, 0, false, H},
   {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H},
   {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
   // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
@@ -232,6 +235,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"roformer", 768, 12, 12},
       {"esm", 768, 12, 12},
       {"albert", 4096, 64, 12},
+      {"mobilebert", 512, 4, 24},
       {"mpnet", 768, 12, 12},
       {"xglm", 1024, 16, 24},
       {"t5", 512, 8, 6},
@@ -480,6 +484,43 @@ std::string refusal_reason(const std::string& t) {
       // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], i.e. angles -p theta: posenc's
       // RoPE of q and k with their second halves negated, and that negation undone (S R(p) S = R(-p)).
       {"nanochat", "its reversed rotation (rotate_half = [x2, -x1]: every angle is -p theta)"},
+      // Encoders with attention or positions of their own (transformers 5.23's modeling_<type>.py):
+      // deberta: with relative_attention, c2p / p2c terms of each layer's projections of shared relative
+      // embeddings (L72, L174-183), the query scaled by (head (1 + len(pos_att_type)))^-0.5 (L246-248);
+      // deberta-v2: the same, log-bucketed with position_buckets (L56, L162-176); xlnet: Transformer-XL's
+      // r_w_bias / r_r_bias terms over sinusoidal relative encodings and a segment term (L59-62,
+      // L108-118, L938); funnel: relative_shift / factorized position terms over pooled sequences
+      // (configuration_funnel.py L68; modeling_funnel.py L105-121, L253, L367); longformer: windows of
+      // attention_window // 2 keys a side and global tokens (L478, L1172); reformer: LSH and chunked local
+      // attention, axial position embeddings (L192-213, L321, L415, L1109); nystromformer: landmarks
+      // (L114, L140, L182); yoso: hashed sampling (L85, L280); mra: block-sparse multi-resolution
+      // (L312-341, L517); fnet: FFTs instead of attention (L67-79, L138-160); convbert: span-based
+      // dynamic convolution heads beside num_attention_heads // head_ratio attention heads (L106, L141-161);
+      // layoutlm: bounding-box embeddings added to the learned rows (L54-57, L95-97); tapas: row / column
+      // token types and positions reset per cell (L81-85, L105-110); luke: entity positions as the mean of
+      // their words' rows (L361, L393) and entity-aware queries (L416-424).
+      {"deberta",
+       "its disentangled attention (with relative_attention: content-to-position and position-to-content "
+       "terms over relative positions, projected by each layer)"},
+      {"deberta-v2",
+       "its disentangled attention (with relative_attention: content-to-position and position-to-content "
+       "terms over relative positions, log-bucketed with position_buckets, projected by each layer)"},
+      {"xlnet",
+       "its relative attention (Transformer-XL's content and position terms over sinusoidal relative "
+       "encodings, and a segment term)"},
+      {"funnel", "its relative attention over pooled sequences (attention_type relative_shift / factorized)"},
+      {"longformer", "its sliding-window attention with global tokens (attention_window)"},
+      {"reformer", "its LSH and chunked local attention with axial position embeddings"},
+      {"nystromformer", "its Nystrom approximation of attention (landmark queries and keys)"},
+      {"yoso", "its LSH-sampled approximate attention"},
+      {"mra", "its multi-resolution approximate attention"},
+      {"fnet", "its Fourier token mixing (no attention)"},
+      {"convbert", "its span-based dynamic convolution heads beside attention (head_ratio)"},
+      {"layoutlm", "its 2-D layout embeddings of bounding boxes, added beside the learned positions"},
+      {"tapas", "its table row / column embeddings and per-cell reset positions"},
+      {"luke",
+       "its entity positions (the mean of each entity's word position embeddings) and entity-aware "
+       "attention"},
       {"git", "its bidirectional image prefix"},
       {"pi0", "its prefix-LM and action-block bidirectional masks"},
       {"hrm_text", "its recurrent stacks and prefix-LM mask"},
@@ -538,9 +579,10 @@ bool attention_free(const std::string& t) {
 bool always_bidirectional(const std::string& t) {
   // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says
   // (ibert: modeling_ibert.py L698).
-  // albert: modeling_albert.py L164, L388-392; mpnet: modeling_mpnet.py L414-418.
+  // albert: modeling_albert.py L164, L388-392; mpnet: modeling_mpnet.py L414-418; mobilebert:
+  // modeling_mobilebert.py L187 (is_causal False), L635-639 (create_bidirectional_mask).
   for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-                        "distilbert", "squeezebert", "ibert", "albert", "mpnet"})
+                        "distilbert", "squeezebert", "ibert", "albert", "mpnet", "mobilebert"})
     if (t == e) return true;
   return false;
 }

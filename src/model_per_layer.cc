@@ -78,6 +78,36 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
       warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) +
                          " is ignored by dbrx (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
+  } else if (type == "mobilebert") {
+    // configuration_mobilebert.py L86-91: true_hidden_size = intra_bottleneck_size (128) with use_bottleneck
+    // (the default), else hidden_size; modeling_mobilebert.py L176-178: heads of int(true_hidden_size /
+    // heads), scaled by that head^-0.5. A saved true_hidden_size is set again after that rule
+    // (configuration_utils.py L500-504: extra keys win), and q / k / v take inputs of the bottleneck's or
+    // hidden_size's width (L180-183, L324, L414-416): another value cannot run.
+    const bool bottleneck = j.bool_or("use_bottleneck", true);
+    const int64_t width = bottleneck ? j.int_or("intra_bottleneck_size", 128) : m.hidden;
+    if (j.has("true_hidden_size") && j.integer("true_hidden_size") != width)
+      fail(kOp, j.where, "true_hidden_size = ", j.integer("true_hidden_size"),
+           " is invalid for mobilebert: transformers keeps it, and its layers then take inputs of ",
+           bottleneck ? "intra_bottleneck_size" : "hidden_size", " = ", width);
+    if (width <= 0 || width % m.heads != 0)
+      fail(kOp, j.where, "the attention width ", width, " (intra_bottleneck_size, or hidden_size without ",
+           "use_bottleneck) is not divisible by num_attention_heads = ", m.heads,
+           " (transformers floors the head, and its output projection then fails)");
+    // Bottleneck.forward (L359-366): q and k read the shared bottleneck (key_query_shared_bottleneck, the
+    // default) or, with use_bottleneck_attention, the layer's bottleneck; with neither they read the
+    // hidden_size-wide layer input through projections of true_hidden_size inputs (L180-181), which
+    // transformers cannot run unless the two widths agree. use_bottleneck_attention otherwise only picks the
+    // value projection's input (L182-183).
+    const bool bottleneck_attention = j.bool_or("use_bottleneck_attention", false);
+    const bool shared_query_key = j.bool_or("key_query_shared_bottleneck", true);
+    if (bottleneck && !bottleneck_attention && !shared_query_key && width != m.hidden)
+      fail(kOp, j.where,
+           "key_query_shared_bottleneck = false is not supported for mobilebert: without "
+           "use_bottleneck_attention its queries and keys read the hidden_size = ",
+           m.hidden, " input through projections of intra_bottleneck_size = ", width,
+           " inputs, which transformers 5 cannot run");
+    m.head_dim = width / m.heads;
   } else if (type == "nemotron_h") {
     // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
     // transformers 5 (the authors' code read it): a different value is reported.

@@ -179,6 +179,9 @@ const RealCase kReal[] = {
   {"albert__albert-base-v2.json", "albert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"albert__albert-large-v2.json", "albert", 24, "learned", 0, 0, 0, 0, 0, ""},
   {"mpnet__all-mpnet-base-v2.json", "mpnet", 12, "t5", 0, 0, 0, 0, 0, ""},
+  // MobileBERT: heads of the 128-wide bottleneck (tests/test_model_encoders.cc)
+  {"mobilebert__mobilebert-uncased-finetune-ner.json", "mobilebert", 24, "learned", 0, 0, 0, 0, 0, ""},
+  {"mobilebert__mobilebert-uncased-finetuned-seqcls.json", "mobilebert", 24, "learned", 0, 0, 0, 0, 0, ""},
   // Jina Embeddings v2: model_type bert, ALiBi in its auto_map's remote code (refused)
   {"bert__jina-embeddings-v2-base-en.json", "bert", 0, "", 0, 0, 0, 0, 0, ""},
   {"qwen3_moe__Qwen3-Coder-30B-A3B-Instruct.json", "qwen3_moe", 48, "rope", 1e7, 0, 128, 0, 0, ""},

@@ -1,10 +1,12 @@
-// Encoder families' plans (RoFormer, ESM, ALBERT, MPNet, the BERT family's position_embedding_type):
+// Encoder families' plans (RoFormer, ESM, ALBERT, MPNet, MobileBERT, the BERT family's
+// position_embedding_type; the encoders refused by mechanism):
 // real configs where the collection has them, each rule against transformers 5.23's modeling file.
 // Their layers are checked against transformers' own modules by python/tests/test_model_families.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "posenc/error.h"
 #include "posenc/model.h"
@@ -125,6 +127,117 @@ TEST(ModelEncoders, MpnetLearnedTableAndBuckets) {
                 .find("max_position_embeddings = 2 is invalid for mpnet"),
             std::string::npos);
   EXPECT_FALSE(load("bert__bert-base-uncased-finetuned-seqcls.json").learned_embeddings);
+}
+
+// MobileBERT (configuration_mobilebert.py, modeling_mobilebert.py): the learned table read at row p,
+// bidirectional whatever is_decoder says; heads of true_hidden_size / num_attention_heads, where
+// true_hidden_size is intra_bottleneck_size with use_bottleneck (the default) and hidden_size without.
+TEST(ModelEncoders, MobileBertHeadsOfTheBottleneck) {
+  for (const char* file : {"mobilebert__mobilebert-uncased-finetune-ner.json",
+                           "mobilebert__mobilebert-uncased-finetuned-seqcls.json"}) {
+    SCOPED_TRACE(file);
+    const ModelPositions m = load(file);
+    EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+    EXPECT_EQ(m.num_layers, 24);
+    EXPECT_EQ(m.num_heads, 4);
+    EXPECT_EQ(m.learned_position_offset, 0);
+    EXPECT_EQ(m.max_position_embeddings, 512);
+    for (const LayerPlan& l : m.layers) {
+      EXPECT_EQ(l.position, PositionMethod::learned);
+      EXPECT_FALSE(l.attention.causal);
+      EXPECT_EQ(l.qk_head_dim, 32);  // intra_bottleneck_size 128 / 4 heads, not hidden_size 512 / 4
+      EXPECT_EQ(l.v_head_dim, 32);
+      EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(32.0));
+    }
+  }
+  // MobileBertConfig's defaults: 24 layers of 4 heads over the 128-wide bottleneck
+  const ModelPositions defaults = plan("mobilebert");
+  EXPECT_EQ(defaults.num_layers, 24);
+  EXPECT_EQ(defaults.layers[0].qk_head_dim, 32);
+  // Without the bottleneck the heads split hidden_size (512 / 4); intra_bottleneck_size is then unused.
+  for (const char* members :
+       {R"("use_bottleneck": false)", R"("use_bottleneck": false, "intra_bottleneck_size": 96)"}) {
+    SCOPED_TRACE(members);
+    const ModelPositions wide = plan("mobilebert", members);
+    EXPECT_EQ(wide.layers[0].qk_head_dim, 128);
+    EXPECT_DOUBLE_EQ(wide.layers[0].attention.softmax_scale, 1.0 / std::sqrt(128.0));
+  }
+  const ModelPositions narrow =
+      plan("mobilebert", R"("intra_bottleneck_size": 96, "num_attention_heads": 8)");
+  EXPECT_EQ(narrow.layers[0].qk_head_dim, 12);
+  EXPECT_EQ(narrow.num_heads, 8);
+  // use_bottleneck_attention only feeds the values from the bottleneck: the heads stay (read, not
+  // reported, with or without the bottleneck).
+  for (const char* members : {R"("use_bottleneck_attention": true)",
+                              R"("use_bottleneck_attention": true, "use_bottleneck": false)"}) {
+    const ModelPositions values = plan("mobilebert", members);
+    EXPECT_TRUE(values.warnings.empty()) << values.warnings.front();
+    EXPECT_EQ(values.layers[0].qk_head_dim,
+              std::string(members).find("false") != std::string::npos ? 128 : 32);
+  }
+  EXPECT_NE(plan_error(test::model_json("mobilebert", R"("use_bottleneck_attention": 1)"))
+                .find("use_bottleneck_attention = 1 is invalid: must be true or false"),
+            std::string::npos);
+  // Without the shared bottleneck (and without use_bottleneck_attention), q and k read the 512-wide input
+  // through projections of 128 inputs: transformers cannot run it.
+  EXPECT_NE(plan_error(test::model_json("mobilebert", R"("key_query_shared_bottleneck": false)"))
+                .find("key_query_shared_bottleneck = false is not supported for mobilebert: without "
+                      "use_bottleneck_attention its queries and keys read the hidden_size = 512 input"),
+            std::string::npos);
+  for (const char* members : {R"("key_query_shared_bottleneck": false, "use_bottleneck_attention": true)",
+                              R"("key_query_shared_bottleneck": false, "intra_bottleneck_size": 512)",
+                              R"("key_query_shared_bottleneck": false, "use_bottleneck": false)"})
+    EXPECT_EQ(plan("mobilebert", members).layers[0].qk_head_dim,
+              std::string(members).find("use_bottleneck_attention") != std::string::npos ? 32 : 128)
+        << members;
+  // A saved true_hidden_size overrides the derived one in transformers 5.23 (set after __post_init__'s
+  // rule): equal to the width, it is the same model; another value cannot run (refused).
+  EXPECT_EQ(plan("mobilebert", R"("use_bottleneck": false, "true_hidden_size": 512)").layers[0].qk_head_dim,
+            128);
+  EXPECT_NE(
+      plan_error(test::model_json("mobilebert", R"("intra_bottleneck_size": 64, "true_hidden_size": 128)"))
+          .find("true_hidden_size = 128 is invalid for mobilebert: transformers keeps it, and its layers "
+                "then take inputs of intra_bottleneck_size = 64"),
+      std::string::npos);
+  EXPECT_FALSE(plan("mobilebert", R"("is_decoder": true)").layers[0].attention.causal);  // no decoder path
+  // Heads that do not split the width: transformers floors the head and its output projection fails.
+  EXPECT_NE(
+      plan_error(test::model_json("mobilebert", R"("intra_bottleneck_size": 130)"))
+          .find("the attention width 130 (intra_bottleneck_size, or hidden_size without use_bottleneck) "
+                "is not divisible by num_attention_heads = 4"),
+      std::string::npos);
+  EXPECT_NE(plan_error(test::model_json("mobilebert", R"("use_bottleneck": false, "hidden_size": 510)"))
+                .find("the attention width 510"),
+            std::string::npos);
+}
+
+// Encoders whose attention or positions posenc does not model: refused by name, with the mechanism
+// (src/model_families.cc refusal_reason), whatever the config holds.
+TEST(ModelEncoders, EncodersWithTheirOwnAttentionAreRefusedByMechanism) {
+  const std::pair<const char*, const char*> kRefused[] = {
+      {"deberta", "disentangled attention"},
+      {"deberta-v2", "disentangled attention"},
+      {"xlnet", "relative attention (Transformer-XL's content and position terms"},
+      {"funnel", "relative attention over pooled sequences"},
+      {"longformer", "sliding-window attention with global tokens"},
+      {"reformer", "LSH and chunked local attention"},
+      {"nystromformer", "Nystrom approximation"},
+      {"yoso", "LSH-sampled approximate attention"},
+      {"mra", "multi-resolution approximate attention"},
+      {"fnet", "Fourier token mixing"},
+      {"convbert", "span-based dynamic convolution"},
+      {"layoutlm", "2-D layout embeddings"},
+      {"tapas", "table row / column embeddings"},
+      {"luke", "entity positions (the mean of each entity's word position embeddings)"},
+  };
+  for (const auto& [type, mechanism] : kRefused) {
+    SCOPED_TRACE(type);
+    const std::string msg = plan_error(test::model_json(type, R"("num_hidden_layers": 2)"));
+    EXPECT_NE(msg.find("model_type '" + std::string(type) + "' is not supported: "), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find(mechanism), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not modeled by posenc yet"), std::string::npos) << msg;
+  }
 }
 
 // The BERT family in transformers 5 has no position_embedding_type and adds its learned table whatever a

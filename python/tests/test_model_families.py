@@ -99,7 +99,7 @@ SUPPORTED = {
     "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-    "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet",
+    "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -1186,3 +1186,75 @@ def test_embeddinggemma_bidirectional_against_transformers():
         assert not layer.attention.causal
         assert layer.attention.window == (4 if layer.layer_type == "sliding_attention" else 0)
     check_family("gemma3_text", config)
+
+
+def check_mobilebert(config, where):
+    """MobileBERT's heads split true_hidden_size (modeling_mobilebert.py L176-178): the q and k its
+    attention function receives, per layer, against the plan's head; then the family's checks (scale,
+    mask, the learned table)."""
+    m = plan(config.to_dict())
+    model = build(config)
+    capture = Capture(model)
+    try:
+        torch.manual_seed(1)
+        ids = torch.randint(1, config.vocab_size, (1, T))
+        calls = run(model, ids, torch.arange(T)[None], capture=capture)
+    finally:
+        capture.close()
+    assert sorted(calls) == list(range(m.num_layers)), where
+    for layer in m.layers:
+        q, k = calls[layer.layer]["query"], calls[layer.layer]["key"]
+        assert q.shape[1] == k.shape[1] == m.num_heads, f"{where} layer {layer.layer}"
+        assert q.shape[-1] == k.shape[-1] == layer.qk_head_dim == layer.v_head_dim, \
+            f"{where} layer {layer.layer}"
+    check_family("mobilebert", config)
+
+
+@pytest.mark.parametrize("extra", [{}, {"use_bottleneck": False}, {"use_bottleneck_attention": True},
+                                   {"intra_bottleneck_size": 96, "num_attention_heads": 8},
+                                   {"key_query_shared_bottleneck": False, "use_bottleneck_attention": True},
+                                   {"key_query_shared_bottleneck": False, "use_bottleneck": False},
+                                   {"is_decoder": True}])
+def test_mobilebert_bottleneck_heads_against_transformers(extra):
+    """true_hidden_size is intra_bottleneck_size with use_bottleneck (the default), hidden_size without
+    (configuration_mobilebert.py L86-91); use_bottleneck_attention and key_query_shared_bottleneck only
+    choose the projections' inputs; is_decoder leaves the mask bidirectional (L187, L635-639)."""
+    text_cls, _ = FAMILIES["mobilebert"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), **extra})
+    width = config.intra_bottleneck_size if config.use_bottleneck else config.hidden_size
+    assert config.true_hidden_size == width
+    m = plan(config.to_dict())
+    assert {layer.qk_head_dim for layer in m.layers} == {width // config.num_attention_heads}
+    assert not any(layer.attention.causal for layer in m.layers)
+    check_mobilebert(config, f"mobilebert {extra}")
+
+
+def test_mobilebert_configs_transformers_cannot_run_are_refused():
+    """A saved true_hidden_size is set after MobileBertConfig.__post_init__ derives it
+    (configuration_utils.py L500-504): another width than the bottleneck's cannot run in transformers;
+    neither can key_query_shared_bottleneck false without use_bottleneck_attention (q and k read the
+    hidden_size-wide input, modeling_mobilebert.py L365-366, through projections of true_hidden_size
+    inputs). posenc refuses both by name; the equal true_hidden_size of the released configs plans as
+    without it."""
+    text_cls, _ = FAMILIES["mobilebert"]
+    kw = {**_shrunk_kwargs(text_cls), "intra_bottleneck_size": 64}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        saved = text_cls(**kw, true_hidden_size=128)
+        unshared = text_cls(**kw, key_query_shared_bottleneck=False)
+    assert saved.true_hidden_size == 128  # the saved value, not intra_bottleneck_size
+    for config, message in ((saved, "true_hidden_size = 128 is invalid for mobilebert"),
+                            (unshared, "key_query_shared_bottleneck = false is not supported for mobilebert")):
+        with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                build(config)(input_ids=torch.ones(1, 2, dtype=torch.long))
+        with pytest.raises(posenc.Error, match=message):
+            plan(config.to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same = text_cls(**kw, true_hidden_size=64)
+    assert [repr(a) for a in plan(same.to_dict()).layers] == \
+        [repr(a) for a in plan({k: v for k, v in same.to_dict().items() if k != "true_hidden_size"}).layers]

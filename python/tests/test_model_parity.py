@@ -41,7 +41,8 @@ REFUSED = {"deepseek_v4"}
 UNMODELED = {"glm4v"}
 # attention without any positional encoding (Nemotron-H's layers: Mamba, MLP, MoE and NoPE attention)
 NOPE = {"nemotron_h"}
-ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta", "distilbert"}
+ABSOLUTE = {"gpt2", "bert", "t5", "bloom", "mpt", "gpt_neo", "gpt_bigcode", "opt", "roberta", "distilbert",
+            "mobilebert"}
 # encoders with attention code of their own (test_encoder_real_configs_against_transformers)
 ENCODERS = {"roformer", "albert", "mpnet"}
 # encoder-decoders with absolute tables (test_encoder_decoder_real_configs_against_transformers)
@@ -537,7 +538,9 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
                                            ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
                                            ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned"),
                                            ("distilbert__distilbert-base-uncased-finetuned-sst-2-english", "learned"),
-                                           ("distilbert__distilbert-base-uncased-finetune", "learned")])
+                                           ("distilbert__distilbert-base-uncased-finetune", "learned"),
+                                           ("mobilebert__mobilebert-uncased-finetune-ner", "learned"),
+                                           ("mobilebert__mobilebert-uncased-finetuned-seqcls", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
     d = load(name)
@@ -566,6 +569,14 @@ def test_absolute_and_t5_families(name, position):
     if name.startswith("distilbert__"):  # modeling_distilbert.py: is_causal False, scaling head_dim^-0.5
         assert not any(layer.attention.causal for layer in m.layers)
         assert {layer.attention.softmax_scale for layer in m.layers} == {(text.dim // text.n_heads) ** -0.5}
+    if name.startswith("mobilebert__"):  # heads of true_hidden_size, the 128-wide bottleneck (L176-178, L187)
+        attns = [mod for mod in model.modules() if type(mod).__name__ == "MobileBertSelfAttention"]
+        assert len(attns) == m.num_layers and text.true_hidden_size == text.intra_bottleneck_size == 128
+        for layer, attn in zip(m.layers, attns):
+            assert layer.qk_head_dim == layer.v_head_dim == attn.attention_head_size == 32, \
+                (name, layer.layer)
+            assert layer.attention.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), (name, layer.layer)
+            assert layer.attention.causal == attn.is_causal == False, (name, layer.layer)  # noqa: E712
     if name.startswith("opt__"):  # the query is scaled by head_dim^-0.5 before the kernel (modeling_opt.py)
         head_dim = text.hidden_size // text.num_attention_heads
         assert {layer.attention.softmax_scale for layer in m.layers} == {head_dim ** -0.5}
@@ -629,6 +640,23 @@ def test_encoder_real_configs_against_transformers(name, decoder):
         model = AutoModel.from_config(config).eval()
     ENCODER_CHECKS[d["model_type"]](model, m, f"{name} (is_decoder {decoder})")
     assert any(layer.attention.causal for layer in m.layers) == (decoder and d["model_type"] == "roformer")
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] == "mobilebert"])
+def test_mobilebert_real_configs_against_transformers(name, decoder):
+    """The real MobileBERT configs cut to 2 layers (vocabulary 256) run in transformers: per layer the q and
+    k heads its attention function receives, the scale, the mask (bidirectional, is_decoder or not) and
+    the learned table (test_model_families.check_mobilebert); the cut plan is the file's first two layers."""
+    from test_model_families import check_mobilebert
+    d = load(name)
+    small = {**d, "num_hidden_layers": 2, "vocab_size": 256, "is_decoder": decoder}
+    full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)
+    assert [repr(layer) for layer in full.layers[:2]] == [repr(layer) for layer in m.layers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = AutoConfig.for_model(**small)
+    check_mobilebert(config, f"{name} (is_decoder {decoder})")
 
 
 def test_esm_learned_positions_against_transformers():
