@@ -110,6 +110,26 @@ void refuse_if_unsupported(const std::string& type) {
          "(rope_config_from_hf_json, or RopeConfig fields) instead");
 }
 
+}  // namespace
+
+std::string detail::unplanned_reason(const json& root) {
+  if (!has(root, "model_type") || !root.at("model_type").is_string()) return "it has no model_type";
+  const std::string outer = root.at("model_type").get<std::string>();
+  std::string why = detail::refusal_reason(outer);
+  if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;
+  const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
+  const json& tj = wrapped ? root.at("text_config") : root;
+  const std::string own = canonical_type(wrapped && has(tj, "model_type") && tj.at("model_type").is_string()
+                                             ? tj.at("model_type").get<std::string>()
+                                             : outer);
+  why = detail::refusal_reason(own);
+  if (!why.empty()) return "model_type '" + own + "' is not supported: " + why;
+  if (!detail::find_family(own) && !detail::seq2seq_family(own) && own != "t5gemma")
+    return "model_type '" + own + "' is not in posenc's model table";
+  return "";
+}
+
+namespace {
 int64_t first_int(Obj& j, std::initializer_list<const char*> keys, int64_t fallback, bool required) {
   for (const char* k : keys)
     if (j.has(k)) return j.integer(k);
@@ -260,6 +280,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                              " is replaced by num_key_value_heads * num_experts_per_tok = " +
                              std::to_string(derived) + " (configuration_jetmoe.py)");
     m.heads = derived;
+  }
+  if (own_type == "nanochat") {
+    // nanochat's own export (its repository's configuration_nanochat.py, through auto_map) writes n_layer,
+    // n_head, n_kv_head, n_embd, sequence_len and window_pattern (sliding-window layers): transformers 5's
+    // NanoChatConfig has no attribute_map for them (configuration_nanochat.py L54-72) and would build its
+    // class defaults, and the repository's attention (windows) is not transformers'. Refused, not guessed.
+    for (const char* key : {"n_layer", "n_head", "n_kv_head", "n_embd", "sequence_len", "window_pattern"})
+      if (j.has(key))
+        fail(kOp, j.where, key, " = ", detail::json_excerpt(j.at(key)),
+             " is nanochat's remote-code form (its auto_map's configuration_nanochat.py), which transformers "
+             "5 "
+             "does not read: pass the transformers-5 config (hidden_size, num_attention_heads, "
+             "num_hidden_layers, ...)");
   }
   if (own_type == "nomic_bert") {  // the canonical keys only (nomic_legacy_keys)
     nomic_legacy_keys(j, out.warnings);

@@ -18,6 +18,8 @@ constexpr PositionMethod R = PositionMethod::rope;
 constexpr Family kFamilies[] = {
   // type            method  theta    max_pos  head_dim prf   prf-aware layout
   {"llama",          R,      1e4,     2048,    0,       0,    false, H},
+  // NanoChat: Llama's default RoPE with every angle negated (reversed_rotation below).
+  {"nanochat",       R,      1e4,     2048,    0,       0,    false, H},
   {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
   {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
@@ -286,6 +288,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"kolibri1", 2560, 48, 50},
       {"lfm2", 2560, 32, 32},
       {"llama", 4096, 32, 32},
+      {"nanochat", 768, 6, 12},  // configuration_nanochat.py L55-58
       {"llama4_text", 5120, 40, 48},
       {"minicpm3", 2560, 40, 62},
       {"minimax_m2", 3072, 48, 62},
@@ -481,9 +484,6 @@ std::string refusal_reason(const std::string& t) {
       {"beam", "its full layers' query temperature (1 + (p + 1) / 2048)^0.1"},
       {"doge", "its content-dependent key bias and top-k key selection"},
       {"diffllama", "its differential attention (two softmax maps per head, subtracted)"},
-      // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], i.e. angles -p theta: posenc's
-      // RoPE of q and k with their second halves negated, and that negation undone (S R(p) S = R(-p)).
-      {"nanochat", "its reversed rotation (rotate_half = [x2, -x1]: every angle is -p theta)"},
       // Encoders with attention or positions of their own (transformers 5.23's modeling_<type>.py):
       // deberta: with relative_attention, c2p / p2c terms of each layer's projections of shared relative
       // embeddings (L72, L174-183), the query scaled by (head (1 + len(pos_att_type)))^-0.5 (L246-248);
@@ -574,6 +574,13 @@ const char* default_rope_parameters(const std::string& t) {
 
 bool attention_free(const std::string& t) {
   return t == "mamba" || t == "mamba2" || t == "falcon_mamba" || t == "rwkv" || t == "xlstm";
+}
+
+bool reversed_rotation(const std::string& t) {
+  // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], so apply_rotary_pos_emb (L107-128)
+  // gives q cos + [x2, -x1] sin = R(-p theta) q. Its q_norm / k_norm after RoPE (L216-218) are
+  // weightless RMS norms (L44-53), which commute with a rotation: the plan's rotation stands.
+  return t == "nanochat";
 }
 
 bool always_bidirectional(const std::string& t) {

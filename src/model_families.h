@@ -45,6 +45,8 @@ bool attention_free(const std::string& model_type);
 bool roberta_like(const std::string& model_type);
 // Encoders whose mask is causal iff is_decoder (BERT's family, RoFormer, ESM).
 bool causal_iff_decoder(const std::string& model_type);
+// Families whose rotation turns by -p theta (RopeConfig::reversed): NanoChat.
+bool reversed_rotation(const std::string& model_type);
 // Encoders whose self-attention is bidirectional on every layer (ModernBERT, the RoPE embedding
 // encoders, DistilBERT, SqueezeBERT).
 bool always_bidirectional(const std::string& model_type);

@@ -23,6 +23,10 @@ inline bool has(const json& j, const std::string& key) {
   return j.is_object() && j.contains(key) && !j.at(key).is_null();
 }
 
+// Why posenc's model table does not plan this config.json (empty when it does): its model_type's
+// refusal (remote code, a mechanism posenc lacks), its absence from the table, or no model_type.
+std::string unplanned_reason(const json& root);
+
 // A JSON object whose reads are recorded, so that unread keys can be reported.
 // Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any
 // allocation or cast: a config beyond them is refused, not allocated.

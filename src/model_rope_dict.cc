@@ -156,6 +156,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   c.head_dim = m.head_dim;
   c.max_position_embeddings = m.max_pos;
   c.layout = m.family->layout;
+  c.reversed = reversed_rotation(m.family->model_type);
   // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
   // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
   double used_prf = 1.0;
@@ -263,6 +264,16 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     validate(c);
   } catch (const Error& e) {
     fail(kOp, "model_type '", m.family->model_type, "': ", e.what());
+  }
+  if (c.reversed) {
+    // NanoChat's weightless RMS norms of q and k after RoPE (modeling_nanochat.py L216-218) commute with
+    // the rotation but cancel a scaled rotation's attention factor: the model never applies it.
+    const double factor = rope_frequencies(c, c.original_context()).attention_factor;
+    if (factor != 1.0)
+      m.warnings->push_back(d.where + "rope_type '" + std::string(rope_scaling_name(s.type)) +
+                            "' scales cos and sin by " + std::to_string(factor) + ", which " + m.type +
+                            "'s q_norm / k_norm after RoPE cancel: normalize after posenc's rotation, or "
+                            "rotate with attention_factor 1 when normalizing first");
   }
   // Unknown keys of a rope dict: every one is reported (the dict is positional by definition).
   for (auto it = d.j.begin(); it != d.j.end(); ++it)

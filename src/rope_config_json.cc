@@ -9,7 +9,9 @@
 
 #include "src/check.h"
 #include "src/config_json.h"
+#include "posenc/model.h"
 #include "posenc/rope.h"
+#include "src/model_parse.h"
 
 namespace posenc {
 using detail::fail;
@@ -122,10 +124,9 @@ void parse_scaling(const json& s, RopeConfig& c) {
       c.multimodal = RopeMultimodal::mrope_interleaved;
   }
 }
-}  // namespace
-
-RopeConfig rope_config_from_hf_json(const std::string& text) {
-  const json root = detail::parse_config_json(kOp, text);
+// The generic reader: HF's common keys, whatever the model_type (for the types posenc's model table
+// does not plan, with a warning from rope_config_from_hf_json).
+RopeConfig generic_rope_config(const json& root) {
   // Vision-language models keep the language model's keys under text_config.
   const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config"))
                       ? root.at("text_config")
@@ -191,8 +192,72 @@ RopeConfig rope_config_from_hf_json(const std::string& text) {
   return c;
 }
 
-RopeConfig rope_config_from_hf_file(const std::string& path) {
-  return rope_config_from_hf_json(detail::read_text_file(kOp, path));
+// Whether two layers' RoPE rotate alike: the same dims, layout, direction and streams, and the same
+// frequencies and attention factor at lengths around the original context (dynamic and longrope switch).
+bool same_rotation(const RopeConfig& a, const RopeConfig& b) {
+  if (a.head_dim != b.head_dim || a.effective_rotary_dim() != b.effective_rotary_dim() ||
+      a.layout != b.layout || a.reversed != b.reversed || a.multimodal != b.multimodal ||
+      a.mrope_section != b.mrope_section)
+    return false;
+  const int64_t original = std::max<int64_t>(a.original_context(), 1);
+  for (int64_t n : {int64_t{1}, original, 2 * original, 8 * original}) {
+    const RopeFrequencies fa = rope_frequencies(a, n), fb = rope_frequencies(b, n);
+    if (fa.inv_freq != fb.inv_freq || fa.attention_factor != fb.attention_factor || fa.stream != fb.stream)
+      return false;
+  }
+  return true;
+}
+
+// The one RoPE of a planned model: its rope layers must share it and rotate from dim 0 of the head.
+RopeConfig rope_of_model(const ModelPositions& m) {
+  const LayerPlan* first = nullptr;
+  for (const LayerPlan& l : m.layers) {
+    if (l.position != PositionMethod::rope || !l.rope) continue;
+    if (!first) {
+      first = &l;
+    } else if (!same_rotation(*first->rope, *l.rope)) {
+      fail(kOp, "model_type '", m.model_type, "': layers ", first->layer, " (", first->layer_type, ", base ",
+           first->rope->base, ") and ", l.layer, " (", l.layer_type, ", base ", l.rope->base,
+           ") rotate differently, which one RopeConfig cannot describe: use model_positions_from_hf_json "
+           "(ModelPositions) for the per-layer plan");
+    }
+  }
+  if (!first)
+    fail(kOp, "model_type '", m.model_type, "' has no RoPE layer (its layers' positions: ",
+         m.layers.empty() ? "none" : position_method_name(m.layers[0].position),
+         "): use model_positions_from_hf_json (ModelPositions)");
+  if (first->rotary_lo != 0)
+    fail(kOp, "model_type '", m.model_type, "' rotates dims [", first->rotary_lo, ", ", first->rotary_hi,
+         ") of its ", first->qk_head_dim,
+         "-dim q/k heads, but a RopeConfig rotates from dim 0: use "
+         "model_positions_from_hf_json (ModelPositions: rotary_lo, attention_config's rope_offset)");
+  return *first->rope;
+}
+}  // namespace
+
+RopeConfig rope_config_from_hf_json(const std::string& text, std::vector<std::string>* warnings) {
+  const json root = detail::parse_config_json(kOp, text);
+  // A model_type posenc's model table plans reads as that family's code does (Cohere's pairs, NanoChat's
+  // reversed rotation, class defaults, ...); any other is read by the generic rules, with a warning.
+  if (has(root, "model_type")) {
+    const std::string why = detail::unplanned_reason(root);
+    if (why.empty()) {
+      const ModelPositions m = model_positions_from_hf_json(text);
+      const RopeConfig c = rope_of_model(m);
+      if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
+      return c;
+    }
+    if (warnings)
+      warnings->push_back(why +
+                          ": read by the generic rules (rope_theta, rope_scaling or rope_parameters, "
+                          "partial_rotary_factor, head_dim or hidden_size / num_attention_heads): check "
+                          "them against the model's own code");
+  }
+  return generic_rope_config(root);
+}
+
+RopeConfig rope_config_from_hf_file(const std::string& path, std::vector<std::string>* warnings) {
+  return rope_config_from_hf_json(detail::read_text_file(kOp, path), warnings);
 }
 
 }  // namespace posenc

@@ -1020,6 +1020,36 @@ TEST(ModelFamilies, AddedLlamaLikeFamilies) {
             64);  // 0.25 of 256
 }
 
+// NanoChat (transformers 5.23 configuration_nanochat.py L55-60, modeling_nanochat.py L169-173): Llama's
+// default RoPE over hidden / heads (768 / 6 = 128 dims), every angle negated (RopeConfig::reversed), causal,
+// head^-0.5; under a scaled rope type its weightless q / k norms after RoPE cancel the attention factor.
+TEST(ModelFamilies, NanoChatReversedRotation) {
+  const ModelPositions m = model_positions_from_hf_json(test::model_json("nanochat"));  // class defaults
+  ASSERT_EQ(m.layers.size(), 12u);
+  const LayerPlan& l = m.layers[0];
+  ASSERT_TRUE(l.rope);
+  EXPECT_TRUE(l.rope->reversed);
+  EXPECT_EQ(l.rope->layout, RopeLayout::half);
+  EXPECT_EQ(l.rope->base, 1e4);
+  EXPECT_EQ(l.rotary_hi, 128);
+  EXPECT_TRUE(l.attention.causal);
+  EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(128.0));
+  EXPECT_TRUE(m.warnings.empty()) << m.warnings[0];
+  EXPECT_FALSE(model_positions_from_hf_json(cfg("llama", "")).layers[0].rope->reversed);
+  const ModelPositions yarn = model_positions_from_hf_json(
+      cfg("nanochat", R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0})"));
+  EXPECT_TRUE(yarn.layers[0].rope->reversed);
+  EXPECT_TRUE(has_warning(yarn, "q_norm / k_norm after RoPE cancel")) << yarn.warnings.size();
+  // nanochat's own export (n_layer, n_embd, window_pattern, ...: its auto_map's code) is refused by name.
+  EXPECT_NE(test::plan_error(
+                test::model_json("nanochat", R"("n_layer": 20, "n_embd": 1280, "window_pattern": "SSSL")"))
+                .find("n_layer = 20 is nanochat's remote-code form"),
+            std::string::npos);
+  EXPECT_NE(
+      test::plan_error(test::model_json("nanochat", R"("window_pattern": "SSSL")")).find("window_pattern"),
+      std::string::npos);
+}
+
 TEST(ModelForms, NonFiniteNumbersOfPythonsJsonDumps) {
   // json.dumps writes NaN / Infinity bare (Mamba-2's time_step_limit [0.0, Infinity]): the
   // model_type decides, and a positional key holding one is named.

@@ -82,6 +82,48 @@ TEST(RopeConfigJson, PartialRotaryFactorInsideRopeParametersRealQwen35) {
       16);
 }
 
+// A model_type posenc's model table plans reads as its family applies RoPE (model_positions_from_hf_json),
+// the real configs of issue 13's silent failures: Cohere's pairs (modeling_cohere.py rotate_half on
+// interleaved dims), NanoChat's reversed rotation; Gemma 3's two bases and DeepSeek-V2's rotation of
+// dims [128, 192) cannot be one RopeConfig and are refused naming ModelPositions, as is a model without
+// RoPE; a remote-code type (ChatGLM) and configs without model_type read by the generic rules, the former
+// with a warning naming why.
+TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
+  const std::string dir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
+  std::vector<std::string> warnings;
+  const RopeConfig cohere = rope_config_from_hf_file(dir + "cohere__c4ai-command-r-v01.json", &warnings);
+  EXPECT_EQ(cohere.layout, RopeLayout::interleaved);
+  EXPECT_EQ(cohere.base, 8e6);
+  EXPECT_TRUE(warnings.empty());
+  const RopeConfig nanochat = rope_config_from_hf_json(
+      R"({"model_type": "nanochat", "hidden_size": 1280, "num_attention_heads": 10, "num_hidden_layers": 20})");
+  EXPECT_TRUE(nanochat.reversed);
+  EXPECT_EQ(nanochat.head_dim, 128);
+  expect_error([&] { rope_config_from_hf_file(dir + "gemma3__gemma-3-27b-it.json"); },
+               "layers 0 (sliding_attention, base 10000) and 5 (full_attention, base 1000000) rotate "
+               "differently, which one RopeConfig cannot describe: use model_positions_from_hf_json");
+  expect_error([&] { rope_config_from_hf_file(dir + "deepseek-v2__DeepSeek-V2-Lite.json"); },
+               "model_type 'deepseek_v2' rotates dims [128, 192) of its 192-dim q/k heads");
+  expect_error(
+      [&] { rope_config_from_hf_json(R"({"model_type": "bloom", "n_head": 8, "hidden_size": 512})"); },
+      "model_type 'bloom' has no RoPE layer (its layers' positions: alibi)");
+  warnings.clear();
+  const RopeConfig glm = rope_config_from_hf_file(dir + "chatglm__chatglm2-6b.json", &warnings);
+  EXPECT_EQ(glm.layout, RopeLayout::half);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("model_type 'chatglm' is not supported: its positional code is remote code"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("read by the generic rules"), std::string::npos);
+  warnings.clear();
+  rope_config_from_hf_json(R"({"head_dim": 64})", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  // The model plan's warnings come along (a key it does not understand).
+  rope_config_from_hf_json(R"({"model_type": "llama", "rope_bogus_key": 1})", &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("rope_bogus_key"), std::string::npos) << warnings[0];
+}
+
 TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   auto expect_error = [](const std::string& json, const std::string& needle) {
     try {

@@ -149,10 +149,17 @@ class Rope {
   RopeFrequencies long_;   // longrope past original_max_position_embeddings
 };
 
-// Parse a HuggingFace config.json (text): rope_theta, partial_rotary_factor, rope_scaling (also the
-// legacy key "type"), head_dim or hidden_size/num_attention_heads, max_position_embeddings,
-// original_max_position_embeddings (Phi-3), and mrope_section inside rope_scaling (Qwen2-VL).
-RopeConfig rope_config_from_hf_json(const std::string& json_text);
-RopeConfig rope_config_from_hf_file(const std::string& path);
+// Parse a HuggingFace config.json (text). A model_type posenc's model table plans
+// (model_positions_from_hf_json) gives that model's RoPE as its family's code applies it (layout,
+// direction, class defaults, partial rotary as transformers 5 reads it); a model whose RoPE layers
+// differ (Gemma 3's local / global bases), rotate a range not at dim 0 (MLA) or has none is refused
+// with a pointer to ModelPositions. Any other config (no model_type, remote code, a type not in the
+// table) is read by the generic rules: rope_theta, partial_rotary_factor, rope_scaling or
+// rope_parameters (also the legacy key "type"), head_dim or hidden_size / num_attention_heads,
+// max_position_embeddings, original_max_position_embeddings (Phi-3), mrope_section (Qwen2-VL), with
+// a warning naming why. warnings (optional) receives those and the model plan's.
+RopeConfig rope_config_from_hf_json(const std::string& json_text,
+                                    std::vector<std::string>* warnings = nullptr);
+RopeConfig rope_config_from_hf_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace posenc

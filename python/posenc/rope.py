@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -17,9 +18,11 @@ RopeScaling = _core.RopeScaling
 
 
 def _from_hf(config) -> RopeConfig:
-    """A RopeConfig from a model's config (a dict, or the path of a config.json): rope_theta,
-    partial_rotary_factor, head_dim or hidden_size / num_attention_heads, max_position_embeddings,
-    rope_scaling (or rope_parameters), text_config for multimodal models."""
+    """A RopeConfig from a model's config (a dict, or the path of a config.json). A model_type posenc's
+    model table plans gives that model's RoPE as its family applies it (ModelPositions; refused where
+    its layers rotate differently or not from dim 0); other configs are read by the generic rules
+    (rope_theta, partial_rotary_factor, head_dim or hidden_size / num_attention_heads,
+    max_position_embeddings, rope_scaling or rope_parameters, text_config) with a PositionWarning."""
     if isinstance(config, (str, os.PathLike)):
         try:
             with open(config, encoding="utf-8") as f:
@@ -33,7 +36,12 @@ def _from_hf(config) -> RopeConfig:
             fail(f"config: not JSON-serialisable ({exc})")
     else:
         fail(f"config: expected a dict or the path of a config.json, got {type(config).__name__}")
-    return _core.rope_config_from_hf_json(text)
+    from .model import PositionWarning  # (model.py imports this module)
+
+    config, messages = _core.rope_config_from_hf_json(text)
+    for message in messages:  # the model plan's, or why the generic rules read it
+        warnings.warn(message, PositionWarning, stacklevel=2)
+    return config
 
 
 RopeConfig.from_hf = staticmethod(_from_hf)

@@ -84,7 +84,15 @@ void bind_rope(nb::module_& m) {
       .def_prop_ro("num_position_streams", &RopeConfig::num_position_streams)
       .def("validate", [](const RopeConfig& c) { validate(c); });
 
-  m.def("rope_config_from_hf_json", &rope_config_from_hf_json, nb::arg("json_text"));
+  // (config, warnings): python/posenc/rope.py emits the warnings.
+  m.def(
+      "rope_config_from_hf_json",
+      [](const std::string& text) {
+        std::vector<std::string> warnings;
+        RopeConfig c = rope_config_from_hf_json(text, &warnings);
+        return std::make_tuple(c, warnings);
+      },
+      nb::arg("json_text"));
 
   nb::class_<Rope>(m, "Rope")
       .def(nb::init<RopeConfig>(), nb::arg("config"))

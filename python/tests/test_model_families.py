@@ -77,7 +77,7 @@ WRAPPERS = sorted((mt, text) for text, (_, wrappers) in FAMILIES.items() for mt 
 SUPPORTED = {
     "arcee", "helium", "olmo", "olmoe", "flex_olmo", "granitemoe", "granitemoeshared", "ernie4_5", "ernie4_5_moe",
     "seed_oss", "bitnet", "solar_open", "hyperclovax", "qwen3_vl_moe_text", "qwen3_5_moe_text",
-    "llama", "mistral", "ministral", "ministral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+    "llama", "nanochat", "mistral", "ministral", "ministral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
     "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_next", "qwen3_5_text", "phi", "phi3",
     "deepseek_v2", "deepseek_v3", "minicpm3", "gemma", "gemma2", "gemma3_text", "gptj", "gpt_neox", "falcon",
     "stablelm", "cohere", "cohere2", "glm", "glm4", "glm4_moe", "starcoder2", "olmo2", "olmo3", "smollm3",
@@ -840,6 +840,10 @@ def check_family(model_type, config, variant="default"):
             if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (cancels any attention factor)
                 after = dict.fromkeys(("query", "key"),
                                       lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+            if model_type == "nanochat":  # weightless RMS norms after RoPE (modeling_nanochat.py L216-218)
+                eps = text.rms_norm_eps
+                after = dict.fromkeys(("query", "key"),
+                                      lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
             if model_type.startswith("hunyuan_v1"):  # RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197)
                 after = {"query": attn.query_layernorm, "key": attn.key_layernorm}
             for t in ("query", "key"):

@@ -4,6 +4,7 @@
 // it at evaluation time, lab/positional.h) and hands it to this entry in LabModel::rope.
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <random>
 
 #include "analyze/judge.h"
@@ -19,7 +20,12 @@ using tools::Array;
 using namespace table;
 
 RopeConfig table_rope_config(const TableOptions& o) {
-  if (!o.config.empty()) return rope_config_from_hf_file(o.config);
+  if (!o.config.empty()) {
+    std::vector<std::string> warnings;
+    RopeConfig c = rope_config_from_hf_file(o.config, &warnings);
+    for (const std::string& w : warnings) std::cerr << "posenc: warning: " << w << "\n";
+    return c;
+  }
   RopeConfig c;
   c.head_dim = o.head_dim;
   c.rotary_dim = o.rotary_dim;
