@@ -288,6 +288,14 @@ check inspect_gemma3 0 "$posenc" inspect "$configs/gemma3__gemma-3-27b-it.json"
 expect_in inspect_gemma3 "$tmp/out" "layers 0-4, 6-10, 12-16"
 expect_in inspect_gemma3 "$tmp/out" "sliding_attention, rope default base 10000 dims [0, 128) of 128 half, causal, window 1024"
 expect_in inspect_gemma3 "$tmp/out" "layers 5, 11, 17"
+# encode rope --config reads a planned model_type as its family (Cohere: pairs), refuses what one RoPE
+# cannot describe (Gemma 3's two bases) and warns where it falls back to the generic rules (ChatGLM).
+check encode_cohere 0 "$posenc" encode rope --config "$configs/cohere__c4ai-command-r-v01.json" -p 0:2
+expect_in encode_cohere "$tmp/out" "layout interleaved"
+check encode_gemma3 2 "$posenc" encode rope --config "$configs/gemma3__gemma-3-27b-it.json" -p 0:2
+expect_in encode_gemma3 "$tmp/err" "rotate differently, which one RopeConfig cannot describe"
+check encode_chatglm 0 "$posenc" encode rope --config "$configs/chatglm__chatglm2-6b.json" -p 0:2
+expect_in encode_chatglm "$tmp/err" "posenc: warning: model_type 'chatglm' is not supported"
 check inspect_scout 0 "$posenc" inspect "$configs/llama4__Llama-4-Scout-17B-16E-Instruct.json"
 expect_in inspect_scout "$tmp/err" "low_freq_factor == high_freq_factor"
 expect_in inspect_scout "$tmp/out" "chunk 8192"

@@ -225,3 +225,42 @@ def test_gpt2_learned_positions():
     np.testing.assert_array_equal(got.detach().numpy(), model.wpe(positions).detach().numpy())
     with pytest.raises(ValueError, match="max_len = 32"):
         pt.learned(model.wpe.weight, torch.tensor([32]))
+
+
+def test_nanochat_reversed_rotation_through_from_hf():
+    """NanoChat's rotate_half returns [x2, -x1] (modeling_nanochat.py L169-173): RotaryEmbedding.from_hf of
+    its config rotates by -p theta, as transformers' own apply_rotary_pos_emb with its rotary module's
+    cos / sin; values and gradients."""
+    from transformers import NanoChatConfig
+    from transformers.models.nanochat.modeling_nanochat import NanoChatRotaryEmbedding
+    from transformers.models.nanochat.modeling_nanochat import apply_rotary_pos_emb as nanochat_apply
+
+    config = NanoChatConfig(hidden_size=128, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=512)
+    rc = posenc.RopeConfig.from_hf(config.to_dict())
+    assert rc.reversed and rc.head_dim == 32 and rc.layout == "half"
+    torch.manual_seed(0)
+    B, T, H, D = 2, 50, 4, 32
+    q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
+    positions = (300 + torch.arange(T))[None].repeat(B, 1)
+    cos, sin = NanoChatRotaryEmbedding(config=config)(q, positions)
+    qq = q.clone().requires_grad_()
+    q_hf, k_hf = nanochat_apply(qq, k, cos, sin)
+    module = pt.RotaryEmbedding.from_hf(config.to_dict())
+    qp = q.transpose(1, 2).clone().requires_grad_()
+    q_pe, k_pe = module(qp, k.transpose(1, 2), positions)
+    np.testing.assert_allclose(q_pe.transpose(1, 2).detach().numpy(), q_hf.detach().numpy(), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(k_pe.transpose(1, 2).detach().numpy(), k_hf.numpy(), atol=2e-5, rtol=1e-4)
+    g = torch.randn(B, H, T, D)
+    (q_hf * g).sum().backward()
+    (q_pe.transpose(1, 2) * g).sum().backward()
+    np.testing.assert_allclose(qp.grad.transpose(1, 2).numpy(), qq.grad.numpy(), atol=2e-5, rtol=1e-4)
+
+
+def test_from_hf_refuses_what_one_rope_cannot_describe_and_warns_on_generic_rules():
+    """Gemma 3's local / global bases are not one RopeConfig (ModelPositions is named); a remote-code
+    type is read by the generic rules with a PositionWarning naming why."""
+    with pytest.raises(posenc.Error, match="rotate differently, which one RopeConfig cannot describe"):
+        posenc.RopeConfig.from_hf({"model_type": "gemma3_text"})
+    with pytest.warns(posenc.PositionWarning, match="model_type 'chatglm' is not supported: its positional code is remote"):
+        rc = posenc.RopeConfig.from_hf({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32})
+    assert rc.head_dim == 128 and not rc.reversed
