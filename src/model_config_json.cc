@@ -113,7 +113,9 @@ void refuse_if_unsupported(const std::string& type) {
 }  // namespace
 
 std::string detail::unplanned_reason(const json& root) {
-  if (!has(root, "model_type") || !root.at("model_type").is_string()) return "it has no model_type";
+  if (!has(root, "model_type")) return "it has no model_type";
+  if (!root.at("model_type").is_string())
+    return "model_type = " + detail::json_excerpt(root.at("model_type")) + " is not a string";
   const std::string outer = root.at("model_type").get<std::string>();
   std::string why = detail::refusal_reason(outer);
   if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;

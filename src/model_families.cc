@@ -578,7 +578,7 @@ bool attention_free(const std::string& t) {
 
 bool reversed_rotation(const std::string& t) {
   // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], so apply_rotary_pos_emb (L107-128)
-  // gives q cos + [x2, -x1] sin = R(-p theta) q. Its q_norm / k_norm after RoPE (L216-218) are
+  // gives q cos + [x2, -x1] sin = R(-p theta) q. Its q_norm / k_norm after RoPE (L224-226) are
   // weightless RMS norms (L44-53), which commute with a rotation: the plan's rotation stands.
   return t == "nanochat";
 }

@@ -266,7 +266,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     fail(kOp, "model_type '", m.family->model_type, "': ", e.what());
   }
   if (c.reversed) {
-    // NanoChat's weightless RMS norms of q and k after RoPE (modeling_nanochat.py L216-218) commute with
+    // NanoChat's weightless RMS norms of q and k after RoPE (modeling_nanochat.py L224-226) commute with
     // the rotation but cancel a scaled rotation's attention factor: the model never applies it.
     const double factor = rope_frequencies(c, c.original_context()).attention_factor;
     if (factor != 1.0)

@@ -209,10 +209,17 @@ bool same_rotation(const RopeConfig& a, const RopeConfig& b) {
 }
 
 // The one RoPE of a planned model: its rope layers must share it and rotate from dim 0 of the head.
-RopeConfig rope_of_model(const ModelPositions& m) {
+// Layers without RoPE (Llama 4's and SmolLM3's NoPE layers, Cohere 2's full layers) are named in a warning.
+RopeConfig rope_of_model(const ModelPositions& m, std::vector<std::string>* warnings) {
   const LayerPlan* first = nullptr;
+  std::string unrotated;
+  int64_t count = 0;
   for (const LayerPlan& l : m.layers) {
-    if (l.position != PositionMethod::rope || !l.rope) continue;
+    if (l.position != PositionMethod::rope || !l.rope) {
+      if (l.softmax_attention && ++count <= 8)
+        unrotated += (unrotated.empty() ? "" : ", ") + std::to_string(l.layer);
+      continue;
+    }
     if (!first) {
       first = &l;
     } else if (!same_rotation(*first->rope, *l.rope)) {
@@ -231,6 +238,11 @@ RopeConfig rope_of_model(const ModelPositions& m) {
          ") of its ", first->qk_head_dim,
          "-dim q/k heads, but a RopeConfig rotates from dim 0: use "
          "model_positions_from_hf_json (ModelPositions: rotary_lo, attention_config's rope_offset)");
+  if (count > 0 && warnings)
+    warnings->push_back("model_type '" + m.model_type + "': " + std::to_string(count) + " attention layer" +
+                        (count > 1 ? "s (" : " (") + unrotated + (count > 8 ? ", ..." : "") +
+                        ") rotate nothing: this RopeConfig is the other layers'; ModelPositions has the "
+                        "per-layer plan");
   return *first->rope;
 }
 }  // namespace
@@ -243,7 +255,7 @@ RopeConfig rope_config_from_hf_json(const std::string& text, std::vector<std::st
     const std::string why = detail::unplanned_reason(root);
     if (why.empty()) {
       const ModelPositions m = model_positions_from_hf_json(text);
-      const RopeConfig c = rope_of_model(m);
+      const RopeConfig c = rope_of_model(m, warnings);
       if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
       return c;
     }

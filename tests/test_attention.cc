@@ -38,7 +38,7 @@ TEST(Attention, EverySimdTarget) {
 }
 
 // A reversed RoPE (RopeConfig::reversed, NanoChat) inside the attention is its rotation of q and k
-// followed by attention without RoPE; and its backward's dq, dk are the rotated-back gradients.
+// followed by attention without RoPE (the backward rotates back through the same plan).
 TEST(Attention, ReversedRopeIsRotationThenAttention) {
   const int64_t B = 1, T = 70, H = 2, D = 16;
   RopeConfig rc;

@@ -165,13 +165,14 @@ TEST_F(Bf16Dot, TileValuesMatchTheReference) {
         SCOPED_TRACE("Dv " + std::to_string(Dv) + " n " + std::to_string(n) + " m " + std::to_string(m));
         const uint32_t seed = static_cast<uint32_t>(m * 1000 + n * 10 + Dv);
         // Probabilities as the softmax leaves them: bf16 values in [0, 1], some exactly 0 or 1. The
-        // row stride ldp leaves columns past n holding garbage, which must not be read.
+        // row stride ldp leaves columns past n holding NaN, which must not be read (NaN times the zero
+        // padding of an odd n's last pair is still NaN).
         const int64_t ldp = 70, ldo = Dv + 7, v_stride = Dv + 3;
         std::vector<float> P = random_floats(static_cast<size_t>(m * ldp), seed, 0.0f, 1.0f);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < ldp; ++j) {
             float& x = P[i * ldp + j];
-            x = j >= n        ? 1e30f
+            x = j >= n        ? NAN
                 : j % 7 == 3  ? 0.0f
                 : j % 11 == 5 ? 1.0f
                               : detail::bf16_to_f32(detail::f32_to_bf16(x));

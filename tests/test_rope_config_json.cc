@@ -96,7 +96,8 @@ TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
   EXPECT_EQ(cohere.base, 8e6);
   EXPECT_TRUE(warnings.empty());
   const RopeConfig nanochat = rope_config_from_hf_json(
-      R"({"model_type": "nanochat", "hidden_size": 1280, "num_attention_heads": 10, "num_hidden_layers": 20})");
+      R"({"model_type": "nanochat", "hidden_size": 1280, "num_attention_heads": 10,
+          "num_hidden_layers": 20})");
   EXPECT_TRUE(nanochat.reversed);
   EXPECT_EQ(nanochat.head_dim, 128);
   expect_error([&] { rope_config_from_hf_file(dir + "gemma3__gemma-3-27b-it.json"); },
@@ -118,7 +119,18 @@ TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
   warnings.clear();
   rope_config_from_hf_json(R"({"head_dim": 64})", &warnings);
   EXPECT_TRUE(warnings.empty());
+  // Llama 4 Scout's NoPE layers (every fourth, no_rope_layers) are named; its RoPE layers share one config.
+  warnings.clear();
+  const RopeConfig scout =
+      rope_config_from_hf_file(dir + "llama4__Llama-4-Scout-17B-16E-Instruct.json", &warnings);
+  EXPECT_EQ(scout.base, 5e5);
+  bool named = false;
+  for (const std::string& w : warnings)
+    named = named || w.find("12 attention layers (3, 7, 11, 15, 19, 23, 27, 31, ...) rotate nothing") !=
+                         std::string::npos;
+  EXPECT_TRUE(named) << warnings.size();
   // The model plan's warnings come along (a key it does not understand).
+  warnings.clear();
   rope_config_from_hf_json(R"({"model_type": "llama", "rope_bogus_key": 1})", &warnings);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("rope_bogus_key"), std::string::npos) << warnings[0];

@@ -351,7 +351,7 @@ void add_attention_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--round-probabilities", o->round_probabilities,
                 "bf16 only: round each probability to bf16 before P V (AttentionConfig::round_probabilities; "
-                "vdpbf16ps where the CPU has it)");
+                "vdpbf16ps on AMD CPUs with AVX512_BF16)");
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

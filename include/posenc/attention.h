@@ -105,14 +105,14 @@ struct AttentionConfig {
   // every score term; its gradient scales dq by the same factor. Not with transformer_xl.
   QueryTemperature query_temperature;
   // bf16 keys and values only, opt-in: every probability is rounded once to bf16 before P V, as GPU
-  // flash attention feeds P to its bf16 tensor cores: the numerics of a bf16 P V, which runs on
-  // vdpbf16ps where the CPU has AVX512_BF16 (exact products, fp32 sums; set_bf16_dot_products) and on
-  // fp32 FMAs of the same rounded P elsewhere. Each output row is sum_j p~_j v_j / sum_j p~_j with
-  // p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex combination of the value rows, each weight
-  // within ~2^-7 relative of the exact one, so the output is off by at most ~2^-7 max_j |v_j| before
-  // its one rounding to bf16. Off (the default): P stays fp32.
-  // The backward recomputes unrounded probabilities from lse (the log of the rounded sum): the gradient
-  // of the unrounded softmax, its rows summing to 1 within ~2^-8.
+  // flash attention feeds P to its bf16 tensor cores: the numerics of a bf16 P V, whose prefill runs on
+  // vdpbf16ps on AMD CPUs with AVX512_BF16 (exact products, fp32 sums; set_bf16_dot_products) and on
+  // fp32 FMAs of the same rounded P elsewhere (Intel's vdpbf16ps has half the FMA's rate: BENCHMARKS.md).
+  // Each output row is sum_j p~_j v_j / sum_j p~_j with p~_j = p_j (1 + d_j), |d_j| <= 2^-8: still a convex
+  // combination of the value rows, each weight within ~2^-7 relative of the exact one, so the output is off
+  // by at most ~2^-7 max_j |v_j| before its one rounding to bf16. Off (the default): P stays fp32. The
+  // backward recomputes unrounded probabilities from lse (the log of the rounded sum): the gradient of the
+  // unrounded softmax, its rows summing to 1 within ~2^-8.
   bool round_probabilities = false;
 };
 

@@ -153,11 +153,12 @@ class Rope {
 // (model_positions_from_hf_json) gives that model's RoPE as its family's code applies it (layout,
 // direction, class defaults, partial rotary as transformers 5 reads it); a model whose RoPE layers
 // differ (Gemma 3's local / global bases), rotate a range not at dim 0 (MLA) or has none is refused
-// with a pointer to ModelPositions. Any other config (no model_type, remote code, a type not in the
-// table) is read by the generic rules: rope_theta, partial_rotary_factor, rope_scaling or
-// rope_parameters (also the legacy key "type"), head_dim or hidden_size / num_attention_heads,
-// max_position_embeddings, original_max_position_embeddings (Phi-3), mrope_section (Qwen2-VL), with
-// a warning naming why. warnings (optional) receives those and the model plan's.
+// with a pointer to ModelPositions; layers without RoPE (NoPE) are named in a warning. Any other config
+// is read by the generic rules: rope_theta, partial_rotary_factor, rope_scaling or rope_parameters
+// (also the legacy key "type"), head_dim or hidden_size / num_attention_heads, max_position_embeddings,
+// original_max_position_embeddings (Phi-3), mrope_section (Qwen2-VL): with a warning naming why when
+// it has a model_type (remote code, a type not in the table), silently when it has none (a bare RoPE
+// description). warnings (optional) receives those and the model plan's.
 RopeConfig rope_config_from_hf_json(const std::string& json_text,
                                     std::vector<std::string>* warnings = nullptr);
 RopeConfig rope_config_from_hf_file(const std::string& path, std::vector<std::string>* warnings = nullptr);

@@ -22,7 +22,8 @@ def _from_hf(config) -> RopeConfig:
     model table plans gives that model's RoPE as its family applies it (ModelPositions; refused where
     its layers rotate differently or not from dim 0); other configs are read by the generic rules
     (rope_theta, partial_rotary_factor, head_dim or hidden_size / num_attention_heads,
-    max_position_embeddings, rope_scaling or rope_parameters, text_config) with a PositionWarning."""
+    max_position_embeddings, rope_scaling or rope_parameters, text_config), with a PositionWarning
+    naming why when they have a model_type (remote code, a type outside posenc's table)."""
     if isinstance(config, (str, os.PathLike)):
         try:
             with open(config, encoding="utf-8") as f:

@@ -840,7 +840,7 @@ def check_family(model_type, config, variant="default"):
             if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (cancels any attention factor)
                 after = dict.fromkeys(("query", "key"),
                                       lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
-            if model_type == "nanochat":  # weightless RMS norms after RoPE (modeling_nanochat.py L216-218)
+            if model_type == "nanochat":  # weightless RMS norms after RoPE (modeling_nanochat.py L224-226)
                 eps = text.rms_norm_eps
                 after = dict.fromkeys(("query", "key"),
                                       lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))

@@ -109,6 +109,9 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   const int64_t hk = heads[0].qb.hk;
   std::vector<float> O(static_cast<size_t>(R * Dv), 0.0f), S(static_cast<size_t>(R * kAttentionBlockK));
   const bool key_rows = !kt && !kt_pairs;  // a decode step: key rows read in place
+  // P V by vdpbf16ps in prefill tasks only: a decode step's few rows would pay a packing per tile for
+  // little reuse (not measured).
+  value_dots = value_dots && !key_rows;
   // The q rows of a stacked group, contiguous (one head: its rows where they are).
   std::vector<float> q_group;
   const float* q_rows = heads[0].qb.q;
@@ -134,6 +137,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
       v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
   // value_dots: each tile's value rows in pairs, packed once for every query row of the task.
+  static_assert(kAttentionBlockK <= 64, "bf16_tile_values pairs the probabilities of at most 64 keys");
   std::vector<uint16_t> v_pairs(value_dots ? static_cast<size_t>(value_pairs_size(Dv, kAttentionBlockK)) : 0);
   const int64_t k_bytes = p.D * (p.k16.data ? 2 : 4), v_bytes = Dv * (p.v16.data ? 2 : 4);
   std::vector<float> scratch;

@@ -65,7 +65,7 @@ void pack_value_pairs(const uint16_t* v, int64_t v_stride, int64_t n, int64_t Dv
 // O (m x Dv, row stride ldo) += P V for the tile's n keys: P (m x n, row stride ldp) holds bf16
 // values (probabilities rounded once to bf16 by the softmax: the top 16 bits of each are read), so
 // every product is exact and sums are fp32, as the FMA path over the same rounded P; vdpbf16ps
-// flushes a probability under 2^-126 to zero (an error under 2^-126 |v| per key).
+// flushes a probability under 2^-126 to zero (an error under 2^-126 |v| per key) and subnormal sums.
 void bf16_tile_values(int64_t m, int64_t n, int64_t Dv, const float* P, int64_t ldp, const uint16_t* pairs,
                       float* O, int64_t ldo);
 
