@@ -23,8 +23,24 @@ double QueryTemperature::factor(int64_t p) const {
       return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
     case Kind::ministral3:
       return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
+    case Kind::qwen_logn:  // logn_list = [math.log(i, seq_length) if i > seq_length else 1 ...], row p
+      return pos + 1.0 > floor_scale ? std::log(pos + 1.0) / std::log(floor_scale) : 1.0;
   }
   return 1.0;
+}
+
+const char* query_temperature_name(QueryTemperature::Kind kind) {
+  switch (kind) {
+    case QueryTemperature::Kind::none:
+      return "none";
+    case QueryTemperature::Kind::llama4:
+      return "llama4";
+    case QueryTemperature::Kind::ministral3:
+      return "ministral3";
+    case QueryTemperature::Kind::qwen_logn:
+      return "qwen_logn";
+  }
+  return "?";
 }
 
 using detail::fail;

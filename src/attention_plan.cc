@@ -171,6 +171,8 @@ void AttentionPlan::set_query_temperature() {
     fail_arg(kOp, "query_temperature.scale", t.scale, "must be finite, |scale| <= 1e6");
   if (!std::isfinite(t.floor_scale) || !(t.floor_scale >= 1))
     fail_arg(kOp, "query_temperature.floor_scale", t.floor_scale, "must be finite and >= 1");
+  if (t.kind == QueryTemperature::Kind::qwen_logn && !(t.floor_scale > 1))
+    fail_arg(kOp, "query_temperature.floor_scale", t.floor_scale, "must be > 1 for qwen_logn (log base)");
   q_temperature.resize(q_pos.size());
   for (size_t i = 0; i < q_pos.size(); ++i) {
     const double f = t.factor(q_pos[i]);

@@ -117,6 +117,11 @@ std::string detail::unplanned_reason(const json& root) {
   if (!root.at("model_type").is_string())
     return "model_type = " + detail::json_excerpt(root.at("model_type")) + " is not a string";
   const std::string outer = root.at("model_type").get<std::string>();
+  if (outer == "internlm" &&
+      !(has(root, "architectures") && root.at("architectures").is_array() &&
+        root.at("architectures").dump().find("\"InternLM2ForCausalLM\"") != std::string::npos))
+    return "model_type 'internlm' is not supported: InternLM (1)'s rotary code is remote code";
+  if (detail::remote_code_planned(outer)) return "";
   std::string why = detail::refusal_reason(outer);
   if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;
   const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
@@ -188,6 +193,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   Obj top{root, "", {}};
   if (!top.has("model_type")) fail(kOp, "model_type is missing");
   const std::string outer_type = top.str("model_type");
+  if (detail::remote_code_planned(outer_type)) return detail::remote_code_positions(root, outer_type);
   if (!detail::refusal_reason(outer_type).empty()) refuse_if_unsupported(outer_type);
   // Multimodal wrappers (gemma3, llama4, mistral3, qwen3_5, voxtral, ...) keep the language model
   // under text_config; its model_type (or the wrapper's text class) decides the family.

@@ -446,14 +446,10 @@ const SizeDefaults* find_size_defaults(const std::string& model_type) {
 
 std::string refusal_reason(const std::string& t) {
   // Not in transformers 5.23.0 (remote code: the repository's own modeling file defines the rotation).
-  for (const char* remote :
-       {"chatglm", "internlm", "internlm2", "baichuan", "qwen", "minicpmv", "minicpm", "stablelm_epoch"})
+  // (qwen, chatglm, internlm2, stablelm_epoch, RefinedWeb and minicpmv are planned from the authors' files:
+  // src/model_remote.cc.)
+  for (const char* remote : {"baichuan", "minicpm"})
     if (t == remote) return "its positional code is remote code (trust_remote_code), not in transformers 5";
-  // Falcon's first releases (configuration_RW.py / modelling_RW.py); transformers 5's falcon
-  // reads model_type "falcon" and has no alias for these.
-  if (t == "RefinedWeb" || t == "RefinedWebModel")
-    return "it is Falcon's legacy remote-code type (configuration_RW.py), which transformers 5 does not map "
-           "to falcon";
   // In transformers 5.23, with positional code posenc does not model yet (each family's modeling file).
   static const char* const kInkling =
       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) and short "

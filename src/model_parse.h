@@ -134,6 +134,10 @@ int64_t nemotron_h_layer_count(Obj& j);
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       std::vector<std::string>& warnings);
 
+// Remote-code model types posenc plans from the authors' modeling files (src/model_remote.cc).
+bool remote_code_planned(const std::string& model_type);
+ModelPositions remote_code_positions(const json& root, const std::string& model_type);
+
 // Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's): the
 // whole plan (src/model_seq2seq.cc). T5's family goes through the main reader.
 bool seq2seq_family(const std::string& model_type);

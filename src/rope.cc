@@ -101,6 +101,8 @@ const RopeFrequencies* Rope::cached_frequencies(int64_t seq_len) const {
   switch (config_.scaling.type) {
     case RopeScalingType::dynamic:  // the NTK base grows with every length past max_position_embeddings
       return seq_len > config_.max_position_embeddings ? nullptr : &short_;
+    case RopeScalingType::qwen_dynamic:  // alpha steps up past seq_length
+      return seq_len > config_.scaling.original_max_position_embeddings ? nullptr : &short_;
     case RopeScalingType::longrope:
       return seq_len > config_.original_context() ? &long_ : &short_;
     default:

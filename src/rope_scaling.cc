@@ -35,6 +35,8 @@ const char* rope_scaling_name(RopeScalingType type) {
       return "llama3";
     case RopeScalingType::proportional:
       return "proportional";
+    case RopeScalingType::qwen_dynamic:
+      return "qwen_dynamic";
   }
   return "?";
 }
@@ -168,6 +170,13 @@ void validate(const RopeConfig& c) {
             "rope_scaling 'longrope' with original_max_position_embeddings needs max_position_embeddings > 0 "
             "(HF takes factor = max_position_embeddings / original_max_position_embeddings)");
       break;
+    case RopeScalingType::qwen_dynamic:
+      if (s.original_max_position_embeddings <= 0)
+        fail_arg(op, "rope_scaling.original_max_position_embeddings", s.original_max_position_embeddings,
+                 "must be > 0 for rope_scaling 'qwen_dynamic' (Qwen's seq_length)");
+      if (r <= 2)
+        fail_arg(op, "rotary_dim", r, "must be > 2 for rope_scaling 'qwen_dynamic' (exponent dim/(dim-2))");
+      break;
     case RopeScalingType::llama3:
       check_scale(op, "rope_scaling.low_freq_factor", s.low_freq_factor);
       check_scale(op, "rope_scaling.high_freq_factor", s.high_freq_factor);
@@ -296,6 +305,16 @@ void apply_llama3(const RopeScaling& s, std::vector<double>& inv_freq) {
     }
   }
 }
+
+// modeling_qwen.py QWenModel.get_ntk_alpha: context_value = math.log(L / seq_length, 2) + 1, ntk_alpha =
+// max(2 ** math.ceil(context_value) - 1, 1). math.log(x, 2) is log(x) / log(2) (CPython loghelper), not
+// log2(x): the same quotient here, so L = 2^k S lands in the same step as Qwen's.
+double qwen_ntk_alpha(int64_t seq_len, int64_t seq_length) {
+  if (seq_len <= seq_length) return 1.0;
+  const double context =
+      std::log(static_cast<double>(seq_len) / static_cast<double>(seq_length)) / std::log(2.0) + 1.0;
+  return std::max(std::exp2(std::ceil(context)) - 1.0, 1.0);
+}
 }  // namespace
 
 RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
@@ -321,6 +340,9 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
       const double max_pos = static_cast<double>(c.max_position_embeddings);
       const double len = seq_len > c.max_position_embeddings ? static_cast<double>(seq_len) : max_pos;
       base = base * std::pow(s.factor * len / max_pos - (s.factor - 1), static_cast<double>(r) / (r - 2));
+    } else if (s.type == RopeScalingType::qwen_dynamic) {
+      base = base * std::pow(qwen_ntk_alpha(seq_len, s.original_max_position_embeddings),
+                             static_cast<double>(r) / (r - 2));
     }
     out.inv_freq = default_ladder(base, r);
   }
@@ -328,6 +350,7 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
   switch (s.type) {
     case RopeScalingType::none:
     case RopeScalingType::dynamic:
+    case RopeScalingType::qwen_dynamic:
       break;
     case RopeScalingType::linear:
       for (double& f : out.inv_freq) f /= s.factor;

@@ -56,7 +56,8 @@ struct Case {
   bool sinks = false;  // learned sinks, one per head (gpt-oss)
   int64_t chunk = 0;   // chunked attention (Llama 4)
   // Query temperature: 0 none, 1 Llama 4's (attn_scale 0.1, floor_scale 8), 2 Ministral 3's
-  // (beta 0.3, original context 16): small floors so that the test lengths cross several steps.
+  // (beta 0.3, original context 16), 3 Qwen 1's log-n (seq_length 16): small floors so that the test
+  // lengths cross several steps.
   int temperature = 0;
   // Multi-head latent attention shapes (DeepSeek-V2/V3): value heads of Dv (0: D), and RoPE on dims
   // [rope_offset, D) of the q/k head, in rope_layout.
@@ -242,6 +243,7 @@ class AttentionCase {
   QueryTemperature temperature() const {
     if (c_.temperature == 1) return {QueryTemperature::Kind::llama4, 0.1, 8};
     if (c_.temperature == 2) return {QueryTemperature::Kind::ministral3, 0.3, 16};
+    if (c_.temperature == 3) return {QueryTemperature::Kind::qwen_logn, 0, 16};
     return {};
   }
 

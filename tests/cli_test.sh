@@ -289,13 +289,17 @@ expect_in inspect_gemma3 "$tmp/out" "layers 0-4, 6-10, 12-16"
 expect_in inspect_gemma3 "$tmp/out" "sliding_attention, rope default base 10000 dims [0, 128) of 128 half, causal, window 1024"
 expect_in inspect_gemma3 "$tmp/out" "layers 5, 11, 17"
 # encode rope --config reads a planned model_type as its family (Cohere: pairs), refuses what one RoPE
-# cannot describe (Gemma 3's two bases) and warns where it falls back to the generic rules (ChatGLM).
+# cannot describe (Gemma 3's two bases), reads a remote-code family posenc follows (ChatGLM: pairs on half the
+# head) and warns where it falls back to the generic rules (Baichuan).
 check encode_cohere 0 "$posenc" encode rope --config "$configs/cohere__c4ai-command-r-v01.json" -p 0:2
 expect_in encode_cohere "$tmp/out" "layout interleaved"
 check encode_gemma3 2 "$posenc" encode rope --config "$configs/gemma3__gemma-3-27b-it.json" -p 0:2
 expect_in encode_gemma3 "$tmp/err" "rotate differently, which one RopeConfig cannot describe"
 check encode_chatglm 0 "$posenc" encode rope --config "$configs/chatglm__chatglm2-6b.json" -p 0:2
-expect_in encode_chatglm "$tmp/err" "posenc: warning: model_type 'chatglm' is not supported"
+expect_in encode_chatglm "$tmp/out" "layout interleaved"
+echo '{"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32}' >"$tmp/baichuan.json"
+check encode_baichuan 0 "$posenc" encode rope --config "$tmp/baichuan.json" -p 0:2
+expect_in encode_baichuan "$tmp/err" "posenc: warning: model_type 'baichuan' is not supported"
 check inspect_scout 0 "$posenc" inspect "$configs/llama4__Llama-4-Scout-17B-16E-Instruct.json"
 expect_in inspect_scout "$tmp/err" "low_freq_factor == high_freq_factor"
 expect_in inspect_scout "$tmp/out" "chunk 8192"
@@ -345,8 +349,21 @@ assert d["sinusoidal"] == {"dim": 1024, "base": 10000.0, "layout": "split", "fre
                            "position_offset": 2}, d["sinusoidal"]
 assert [l["layer_type"] for l in d["layers"]] == ["encoder"] * 12 + ["decoder"] * 12
 PY
-check inspect_chatglm 2 "$posenc" inspect "$configs/chatglm__chatglm2-6b.json"
-expect_in inspect_chatglm "$tmp/err" "model_type 'chatglm' is not supported"
+check inspect_chatglm 0 "$posenc" inspect "$configs/chatglm__chatglm2-6b.json"
+expect_in inspect_chatglm "$tmp/out" "remote code, planned from the authors' THUDM/chatglm2-6b"
+expect_in inspect_chatglm "$tmp/out" "layers 0-27: full_attention, rope default base 10000 dims [0, 64) of 128 interleaved"
+check inspect_qwen 0 "$posenc" inspect "$configs/qwen__Qwen-7B-Chat.json" --format json --seq-len 16385
+python3 - "$tmp/out" <<'PY' || failures=$((failures + 1))
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["remote_code"].startswith("Qwen/Qwen-7B modeling_qwen.py"), d["remote_code"]
+layer = d["layers"][0]
+assert layer["attention"]["query_temperature"] == {"rule": "qwen_logn", "scale": 0.0, "floor_scale": 8192.0}, layer
+# get_ntk_alpha at 16385 tokens: 2^ceil(log2(16385 / 8192) + 1) - 1 = 7
+assert math.isclose(layer["rope"]["inv_freq"][1], (1e4 * 7 ** (128 / 126)) ** (-2 / 128), rel_tol=1e-12), layer
+PY
+check inspect_baichuan 2 "$posenc" inspect "$tmp/baichuan.json"
+expect_in inspect_baichuan "$tmp/err" "model_type 'baichuan' is not supported"
 check inspect_missing 2 "$posenc" inspect "$tmp/nope.json"
 expect_in inspect_missing "$tmp/err" "cannot open config file"
 echo '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}' >"$tmp/bad.json"

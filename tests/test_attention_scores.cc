@@ -93,11 +93,12 @@ TEST(AttentionScores, LibraryBackwardMatchesTheReferenceBackward) {
       }
 }
 
-// The query temperature of Llama 4 (NoPE layers) and Ministral 3 (after RoPE): q scaled per
-// position, forward and backward, alone and with the other mechanisms.
+// The query temperature of Llama 4 (NoPE layers), Ministral 3 and Qwen 1 (after RoPE): q scaled per
+// position, forward and backward, alone and with the other mechanisms (Qwen's with RoPE, as it is used).
 TEST(AttentionScores, QueryTemperature) {
-  for (int temperature : {1, 2}) {
+  for (int temperature : {1, 2, 3}) {
     for (Enc e : {Enc::none, Enc::rope, Enc::rope_alibi, Enc::t5, Enc::shaw}) {
+      if (temperature == 3 && e != Enc::rope) continue;
       Case c{1, 70, 70, 2, 1, 24, true};
       c.temperature = temperature;
       check_forward(c, e);
@@ -281,6 +282,8 @@ TEST(AttentionScores, BadInputIsRejectedAndNothingIsWritten) {
   expect(cfg, "query_temperature.floor_scale = 0");
   cfg.query_temperature = {QueryTemperature::Kind::ministral3, NAN, 8};
   expect(cfg, "query_temperature.scale = nan");
+  cfg.query_temperature = {QueryTemperature::Kind::qwen_logn, 0, 1};  // log(1) = 0 as a divisor
+  expect(cfg, "query_temperature.floor_scale = 1 is invalid: must be > 1 for qwen_logn");
   cfg.query_temperature = {};
   // A sinks gradient without sinks in the config.
   cfg.sinks = {};

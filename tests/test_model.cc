@@ -47,7 +47,7 @@ struct RealCase {
 // clang-format off
 const RealCase kReal[] = {
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
-  {"chatglm__chatglm2-6b.json", "chatglm", 0, "", 0, 0, 0, 0, 0, ""},
+  {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
   {"deepseek-v3__DeepSeek-V3.json", "deepseek_v3", 61, "rope", 1e4, 128, 192, 0, 0, ""},
   {"deepseek-v4__DeepSeek-V4-Flash-NVFP4.json", "deepseek_v4", 0, "", 0, 0, 0, 0, 0, ""},
@@ -72,7 +72,7 @@ const RealCase kReal[] = {
   {"llama4__Llama-4-Scout-17B-16E-Instruct.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192,
    "low_freq_factor == high_freq_factor"},
   {"llama__ALLaM-7B-Instruct-preview.json", "llama", 32, "rope", 1e6, 0, 128, 0, 0, ""},
-  {"minicpmv__MiniCPM-V-4.json", "minicpmv", 0, "", 0, 0, 0, 0, 0, ""},
+  {"minicpmv__MiniCPM-V-4.json", "minicpmv", 32, "rope", 1e4, 0, 128, 0, 0, ""},
   {"ministral3__Devstral-2-123B-Instruct.json", "ministral3", 88, "rope", 1e6, 0, 128, 0, 0, ""},
   {"mistral3__Devstral-Small-2-24B-Instruct.json", "ministral3", 40, "rope", 1e8, 0, 128, 0, 0, ""},
   {"mistral__Mistral-7B-Instruct-v0.3.json", "mistral", 32, "rope", 1e6, 0, 128, 0, 0, ""},
@@ -93,7 +93,7 @@ const RealCase kReal[] = {
   {"qwen3__Qwen3-32B.json", "qwen3", 64, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen3__Qwen3-8B.json", "qwen3", 36, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen3__Qwen3-Embedding-0.6B.json", "qwen3", 28, "rope", 1e6, 0, 128, 0, 0, ""},
-  {"qwen__Qwen-7B-Chat.json", "qwen", 0, "", 0, 0, 0, 0, 0, ""},
+  {"qwen__Qwen-7B-Chat.json", "qwen", 32, "rope", 1e4, 0, 128, 0, 0, ""},
   {"t5__t5-small.json", "t5", 12, "t5", 0, 0, 0, 0, 0, ""},
   {"voxtral__Voxtral-Mini-3B-2507.json", "llama", 30, "rope", 1e8, 0, 128, 0, 0, ""},
   {"gemma2__gemma-2-9b-it.json", "gemma2", 42, "rope", 1e4, 0, 256, 4096, 0,
@@ -108,8 +108,8 @@ const RealCase kReal[] = {
   {"gpt-neox__gpt-neox-20b.json", "gpt_neox", 44, "rope", 1e4, 0, 24, 0, 0, ""},  // 96 * rotary_pct 0.25
   {"gpt-neox__pythia-410m-chatbot.json", "gpt_neox", 24, "rope", 1e4, 0, 16, 0, 0,
    "partial_rotary_factor is ignored by gpt_neox"},  // rotary_pct wins (configuration_gpt_neox.py)
-  {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
-  {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 0, "", 0, 0, 0, 0, 0, ""},
+  {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 60, "rope", 1e4, 0, 64, 0, 0, ""},
+  {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 32, "rope", 1e4, 0, 64, 0, 0, ""},
   {"mpt__mpt-7b-instruct.json", "mpt", 32, "alibi", 0, 0, 0, 0, 0, ""},
   // MiMo-V2-Flash: layer 0 full (base 5e6, 64 of 192 dims), its SGLang keys agreeing with transformers'.
   {"mimo-v2-flash__MiMo-V2-Flash.json", "mimo_v2_flash", 48, "rope", 5e6, 0, 64, 0, 0, ""},
@@ -120,12 +120,14 @@ const RealCase kReal[] = {
   {"phi3__Phi-3-mini-128k-instruct.json", "phi3", 32, "rope", 1e4, 0, 96, 262144, 0, ""},
   {"deepseek-v2__DeepSeek-V2-Lite.json", "deepseek_v2", 27, "rope", 1e4, 128, 192, 0, 0, ""},
   {"minicpm3__MiniCPM3-4B.json", "minicpm3", 62, "rope", 1e4, 64, 96, 0, 0, ""},
-  {"stablelm__stable-code-3b.json", "stablelm_epoch", 0, "", 0, 0, 0, 0, 0, ""},
+  {"stablelm__stable-code-3b.json", "stablelm_epoch", 32, "rope", 1e6, 0, 20, 0, 0, ""},
   {"gemma__gemma-2b-it-prerelease.json", "gemma", 18, "rope", 1e4, 0, 256, 0, 0, ""},
   {"gemma__codegemma-7b-it.json", "gemma", 28, "rope", 1e4, 0, 256, 0, 0, ""},  // head_dim 256, not 3072 / 16
-  {"internlm2__internlm2-chat-1_8b.json", "internlm2", 0, "", 0, 0, 0, 0, 0, ""},
-  {"internlm2__internlm2-chat-7b-rev-2292b86.json", "internlm", 0, "", 0, 0, 0, 0, 0, ""},
-  {"internlm2__internlm2-chat-7b-rev-03da3f2.json", "internlm", 0, "", 0, 0, 0, 0, 0, ""},
+  {"internlm2__internlm2-chat-1_8b.json", "internlm2", 24, "rope", 1e6, 0, 128, 0, 0, ""},
+  {"internlm2__internlm2-chat-7b-rev-2292b86.json", "internlm", 32, "rope", 1e6, 0, 128, 0, 0,
+   "InternLM2's code keeps a grown base"},
+  {"internlm2__internlm2-chat-7b-rev-03da3f2.json", "internlm", 32, "rope", 1e6, 0, 128, 0, 0,
+   "InternLM2's code keeps a grown base"},
   {"qwen1.5__CodeQwen1.5-7B.json", "qwen2", 32, "rope", 1e6, 0, 128, 0, 0,
    "key 'rotary_emb_base' is not understood"},  // inert in Qwen2Config; use_sliding_window false
   {"qwen3-vl__Qwen3-VL-Embedding-8B.json", "qwen3_vl", 36, "rope", 5e6, 0, 128, 0, 0, ""},
@@ -172,6 +174,8 @@ const RealCase kReal[] = {
   {"distilbert__distilbert-base-uncased-finetuned-sst-2-english.json", "distilbert", 6, "learned", 0, 0, 0,
    0, 0, ""},
   {"distilbert__distilbert-base-uncased-finetune.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0, ""},
+  // session 17: a Qwen2.5 fine-tune (use_sliding_window false: no window)
+  {"qwen2__cogito-v1-preview-qwen-14B.json", "qwen2", 48, "rope", 1e6, 0, 128, 0, 0, ""},
   // encoders of session 16: RoFormer (pairs), ESM-2 (rotary), ALBERT, MPNet (learned + buckets)
   {"roformer__roformer_chinese_base.json", "roformer", 12, "rope", 1e4, 0, 64, 0, 0, ""},
   {"esm__esm2_t33_650M_UR50D.json", "esm", 33, "rope", 1e4, 0, 64, 0, 0, ""},
@@ -472,20 +476,13 @@ TEST(ModelFamilies, SecondCollectionLayoutsAndScales) {
   EXPECT_EQ(vl.layers[0].rope->mrope_section, (std::vector<int64_t>{24, 20, 20}));
 }
 
-// Remote-code model types (not in transformers 5.23's CONFIG_MAPPING): refused as remote code,
-// Falcon's legacy RefinedWeb / RefinedWebModel included (transformers 5's falcon reads "falcon").
+// Remote-code model types posenc does not follow are refused as remote code (the ones it follows:
+// tests/test_model_remote.cc).
 TEST(ModelFamilies, RemoteCodeTypesAreRefusedAsSuch) {
-  for (const char* file : {"falcon__falcon-40b-RefinedWeb.json", "stablelm__stable-code-3b.json",
-                           "internlm2__internlm2-chat-1_8b.json"}) {
-    try {
-      load(file);
-      ADD_FAILURE() << file;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("remote"), std::string::npos) << e.what();
-    }
-  }
-  expect_error(R"({"model_type": "RefinedWebModel", "hidden_size": 4544, "n_head": 71, "n_layer": 32})",
-               "model_type 'RefinedWebModel' is not supported: it is Falcon's legacy");
+  expect_error(R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})",
+               "model_type 'baichuan' is not supported: its positional code is remote code");
+  expect_error(R"({"model_type": "minicpm", "hidden_size": 2304, "num_attention_heads": 36})",
+               "model_type 'minicpm' is not supported: its positional code is remote code");
 }
 
 // Small fixtures: the forms no collected file shows. Base keys of a tiny llama-like model.
@@ -1130,7 +1127,7 @@ TEST(ModelForms, BadInput) {
   expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "ntk-by-parts", "factor": 2})"), "rope_type");
   expect_error(cfg("llama", R"("layer_types": ["full_attention"])"), "layer_types");
   expect_error(cfg("llama", R"("rope_scaling": {"rope_type": "llama3", "factor": 8})"), "low_freq_factor");
-  expect_error(cfg("chatglm", ""), "model_type 'chatglm' is not supported");
+  expect_error(cfg("baichuan", ""), "model_type 'baichuan' is not supported");
   expect_error(cfg("some_new_model", ""), "model_type 'some_new_model' is not in posenc's model table");
 }
 

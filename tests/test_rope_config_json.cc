@@ -86,8 +86,9 @@ TEST(RopeConfigJson, PartialRotaryFactorInsideRopeParametersRealQwen35) {
 // the real configs of issue 13's silent failures: Cohere's pairs (modeling_cohere.py rotate_half on
 // interleaved dims), NanoChat's reversed rotation; Gemma 3's two bases and DeepSeek-V2's rotation of
 // dims [128, 192) cannot be one RopeConfig and are refused naming ModelPositions, as is a model without
-// RoPE; a remote-code type (ChatGLM) and configs without model_type read by the generic rules, the former
-// with a warning naming why.
+// RoPE; a remote-code type posenc follows (ChatGLM: half the head, pairs) through its plan; one it does
+// not follow (Baichuan) and configs without model_type read by the generic rules, the former with a
+// warning naming why.
 TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
   const std::string dir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
   std::vector<std::string> warnings;
@@ -110,9 +111,20 @@ TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
       "model_type 'bloom' has no RoPE layer (its layers' positions: alibi)");
   warnings.clear();
   const RopeConfig glm = rope_config_from_hf_file(dir + "chatglm__chatglm2-6b.json", &warnings);
-  EXPECT_EQ(glm.layout, RopeLayout::half);
+  EXPECT_EQ(glm.layout, RopeLayout::interleaved);
+  EXPECT_EQ(glm.head_dim, 128);
+  EXPECT_EQ(glm.rotary_dim, 64);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("model_type 'chatglm' is not supported: its positional code is remote code"),
+  EXPECT_NE(
+      warnings[0].find("torch_dtype = float16: ChatGLM2's code builds positions and angles in that dtype"),
+      std::string::npos)
+      << warnings[0];
+  warnings.clear();
+  const RopeConfig baichuan = rope_config_from_hf_json(
+      R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})", &warnings);
+  EXPECT_EQ(baichuan.layout, RopeLayout::half);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("model_type 'baichuan' is not supported: its positional code is remote code"),
             std::string::npos)
       << warnings[0];
   EXPECT_NE(warnings[0].find("read by the generic rules"), std::string::npos);

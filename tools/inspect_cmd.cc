@@ -22,18 +22,6 @@ struct InspectOptions {
   int64_t seq_len = 0;
 };
 
-const char* temperature_name(QueryTemperature::Kind k) {
-  switch (k) {
-    case QueryTemperature::Kind::none:
-      return nullptr;
-    case QueryTemperature::Kind::llama4:
-      return "llama4";
-    case QueryTemperature::Kind::ministral3:
-      return "ministral3";
-  }
-  return nullptr;
-}
-
 json rope_json(const LayerPlan& l, int64_t seq_len) {
   if (!l.rope) return nullptr;
   const RopeConfig& c = *l.rope;
@@ -70,8 +58,10 @@ json attention_json(const LayerPlan& l) {
   if (!l.softmax_attention) return nullptr;
   const LayerAttention& a = l.attention;
   json t = nullptr;
-  if (const char* name = temperature_name(a.temperature.kind))
-    t = {{"rule", name}, {"scale", a.temperature.scale}, {"floor_scale", a.temperature.floor_scale}};
+  if (a.temperature.kind != QueryTemperature::Kind::none)
+    t = {{"rule", query_temperature_name(a.temperature.kind)},
+         {"scale", a.temperature.scale},
+         {"floor_scale", a.temperature.floor_scale}};
   return {{"causal", a.causal},
           {"qk_head_dim", l.qk_head_dim},
           {"v_head_dim", l.v_head_dim},
@@ -111,7 +101,8 @@ std::string describe(const LayerPlan& l) {
   s += ", scale " + short_number(a.softmax_scale);
   if (a.softcap) s += ", softcap " + short_number(*a.softcap);
   if (a.sinks) s += ", sinks";
-  if (const char* t = temperature_name(a.temperature.kind)) s += ", query temperature " + std::string(t);
+  if (a.temperature.kind != QueryTemperature::Kind::none)
+    s += ", query temperature " + std::string(query_temperature_name(a.temperature.kind));
   if (l.indexer)
     s += ", top-" + std::to_string(l.indexer->topk) + " indexer (" +
          rope_layout_name(l.indexer->rope.layout) + " RoPE on [" + std::to_string(l.indexer->rotary_lo) +
@@ -155,6 +146,7 @@ void run_inspect(const InspectOptions& o) {
                 {"warnings", m.warnings}};
     if (m.encoder_max_position_embeddings > 0)
       doc["encoder_max_position_embeddings"] = m.encoder_max_position_embeddings;
+    if (!m.remote_code.empty()) doc["remote_code"] = m.remote_code;
     if (m.t5_num_buckets > 0)
       doc["t5"] = {{"num_buckets", m.t5_num_buckets},
                    {"max_distance", m.t5_max_distance},
@@ -177,6 +169,7 @@ void run_inspect(const InspectOptions& o) {
   if (m.encoder_max_position_embeddings > 0)
     std::cout << " (encoder " << m.encoder_max_position_embeddings << ")";
   std::cout << "\n";
+  if (!m.remote_code.empty()) std::cout << "remote code, planned from the authors' " << m.remote_code << "\n";
   std::vector<std::string> order;
   std::map<std::string, std::vector<int64_t>> groups;
   for (const LayerPlan& l : m.layers) {

@@ -62,16 +62,20 @@ struct AttentionTransformerXL {
 
 // A multiplier on the query after RoPE that grows with the position (applied per token).
 struct QueryTemperature {
-  enum class Kind : uint8_t { none, llama4, ministral3 };
+  enum class Kind : uint8_t { none, llama4, ministral3, qwen_logn };
   Kind kind = Kind::none;
   // llama4 (modeling_llama4.py Llama4TextAttention.forward, NoPE layers only), p = cache index:
   //   q *= 1 + attn_scale * log(1 + floor((p + 1) / floor_scale))
   // ministral3 (modeling_ministral3.py get_llama_4_attn_scale), p = position id:
   //   q *= 1 + beta * log(1 + floor(p / original_max_position_embeddings))
+  // qwen_logn (Qwen 1's use_logn_attn, remote code modeling_qwen.py QWenAttention logn_tensor), p = cache
+  // index, S = seq_length > 1 (scale unused):
+  //   q *= log(p + 1) / log(S) where p + 1 > S, else 1
   double scale = 0;        // attn_scale or llama_4_scaling_beta
-  double floor_scale = 0;  // floor_scale or original_max_position_embeddings
+  double floor_scale = 0;  // floor_scale or original_max_position_embeddings (qwen_logn: seq_length)
   double factor(int64_t p) const;
 };
+const char* query_temperature_name(QueryTemperature::Kind kind);  // "none", "llama4", ...
 
 struct AttentionConfig {
   bool causal = false;

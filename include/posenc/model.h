@@ -111,12 +111,18 @@ struct ModelPositions {
   // and heads; the encoder's table holds encoder_max_position_embeddings positions (Whisper: 1500
   // sinusoidal rows, its decoder 448 learned ones; 0 for decoder-only models and T5).
   int64_t encoder_max_position_embeddings = 0;
+  // Model types whose positional code is remote code (the model repository's own modeling file, loaded
+  // with trust_remote_code), planned from the authors' file: that file (e.g. "... modeling_qwen.py ...").
+  // Empty for the families of transformers 5.
+  std::string remote_code;
   std::vector<LayerPlan> layers;
   std::vector<std::string> warnings;
 };
 
 // Throws posenc::Error naming the key (malformed JSON, missing or mistyped keys) or the model_type
-// (families whose positional code lives outside transformers, e.g. chatglm: pass a RopeConfig).
+// (families whose positional code lives outside transformers and that posenc does not follow, e.g.
+// baichuan: pass a RopeConfig). Remote-code families posenc follows: qwen (Qwen 1), chatglm (ChatGLM2,
+// ChatGLM3, GLM-4), internlm2, stablelm_epoch, RefinedWeb / RefinedWebModel (Falcon's first), minicpmv.
 ModelPositions model_positions_from_hf_json(const std::string& json_text);
 ModelPositions model_positions_from_hf_file(const std::string& path);
 

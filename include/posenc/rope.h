@@ -31,7 +31,21 @@ enum class RopeLayout : uint8_t { half, interleaved };
 // proportional: Gemma 4's p-RoPE (transformers 5 modeling_rope_utils.py
 // _compute_proportional_rope_parameters): the first floor(proportion * R / 2) pairs keep the ladder
 // base^(-2j/R) over the full R, the other pairs get inv_freq 0 (identity rotation).
-enum class RopeScalingType : uint8_t { none, linear, dynamic, yarn, longrope, llama3, proportional };
+// qwen_dynamic: Qwen (1)'s dynamic NTK (remote code modeling_qwen.py QWenModel.get_ntk_alpha), not an HF
+// rope_type: for a sequence of L tokens and S = original_max_position_embeddings (Qwen's seq_length),
+//   alpha = max(2^ceil(log2(L / S) + 1) - 1, 1),  base' = base alpha^(R / (R - 2))
+// so 1 up to S, 3 up to 2S, 7 up to 4S, ... Qwen takes L at the prefill (the prompt's length) and keeps
+// that base while it decodes: pass RopeCall::seq_len = the prompt's length for the decode steps.
+enum class RopeScalingType : uint8_t {
+  none,
+  linear,
+  dynamic,
+  yarn,
+  longrope,
+  llama3,
+  proportional,
+  qwen_dynamic
+};
 enum class RopeMultimodal : uint8_t { none, mrope, mrope_interleaved, axial_2d, mrope_alternating_hw };
 
 const char* rope_layout_name(RopeLayout layout);
@@ -43,7 +57,7 @@ const char* rope_multimodal_name(RopeMultimodal mode);
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::none;
   double factor = 1.0;                                   // linear, dynamic, yarn, llama3 (and longrope)
-  int64_t original_max_position_embeddings = 0;          // yarn, longrope, llama3 (0 = not given)
+  int64_t original_max_position_embeddings = 0;          // yarn, longrope, llama3, qwen_dynamic (0 = none)
   std::optional<double> attention_factor;                // yarn, longrope: final multiplier on cos/sin
   double beta_fast = 32.0, beta_slow = 1.0;              // yarn ramp, in rotations
   std::optional<double> mscale, mscale_all_dim;          // yarn, DeepSeek form of the attention factor

@@ -192,7 +192,7 @@ def _query_temperature(value) -> tuple[str, float, float]:
         value = (value.get("rule"), value.get("scale"), value.get("floor_scale"))
     if not isinstance(value, (tuple, list)) or len(value) != 3:
         fail(f"query_temperature = {value!r} is invalid: expected (rule, scale, floor_scale), e.g. ('llama4', 0.1, 8192)")
-    rule = choice("query_temperature rule", value[0], ("none", "llama4", "ministral3"))
+    rule = choice("query_temperature rule", value[0], ("none", "llama4", "ministral3", "qwen_logn"))
     return rule, real("query_temperature scale", value[1]), real("query_temperature floor_scale", value[2])
 
 
@@ -214,8 +214,9 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     chunked attention (Llama 4's attention_chunk_size): a query sees only keys with
     k_pos // chunk == q_pos // chunk. query_temperature: q scaled per position after RoPE, ("llama4", attn_scale,
     floor_scale): 1 + attn_scale log(1 + floor((pos + 1) / floor_scale)) (Llama 4's NoPE layers), or
-    ("ministral3", beta, original_max_position_embeddings): 1 + beta log(1 + floor(pos / original)); a LayerPlan's
-    attention.temperature is accepted as is. rope_offset (with "rope"): RoPE on dims [rope_offset, ...) of the q/k
+    ("ministral3", beta, original_max_position_embeddings): 1 + beta log(1 + floor(pos / original)), or
+    ("qwen_logn", 0, seq_length): log(pos + 1) / log(seq_length) past seq_length (Qwen 1's use_logn_attn);
+    a LayerPlan's attention.temperature is accepted as is. rope_offset (with "rope"): RoPE on dims [rope_offset, ...) of the q/k
     head. A real model's layer: posenc.attention(q, k, v, **layer.attention_config()).
     float16 and bfloat16 (ml_dtypes) q, k, v are read as they are (16-bit tiles widened inside the kernel, fp32
     products and softmax, out rounded once); k and v share a dtype, q may differ (fp32 q against a 16-bit cache).

@@ -7,6 +7,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -89,5 +90,17 @@ void bind_attention(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_kv_cache(nb::module_& m);
 void bind_mrope(nb::module_& m);
+
+// An enum from its name (`name` maps each option to the string the Python API uses).
+template <typename Enum>
+Enum parse_enum(const std::string& what, const std::string& value, std::initializer_list<Enum> options,
+                const char* (*name)(Enum)) {
+  std::string expected;
+  for (Enum e : options) {
+    if (value == name(e)) return e;
+    expected += (expected.empty() ? "'" : ", '") + std::string(name(e)) + "'";
+  }
+  throw Error(what + " = '" + value + "' is invalid: expected one of " + expected);
+}
 
 }  // namespace posenc::python

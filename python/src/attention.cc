@@ -66,14 +66,13 @@ void bind_attention(nb::module_& m) {
             if (rope) self->rope.emplace(*rope);
             c.rope = self->rope ? &*self->rope : nullptr;
             c.rope_offset = rope_offset;
-            if (temperature_rule == "llama4" || temperature_rule == "ministral3") {
-              c.query_temperature.kind = temperature_rule == "llama4" ? QueryTemperature::Kind::llama4
-                                                                      : QueryTemperature::Kind::ministral3;
+            using K = QueryTemperature::Kind;
+            c.query_temperature.kind =
+                parse_enum("query_temperature rule", temperature_rule,
+                           {K::none, K::llama4, K::ministral3, K::qwen_logn}, query_temperature_name);
+            if (c.query_temperature.kind != K::none) {
               c.query_temperature.scale = temperature_scale;
               c.query_temperature.floor_scale = temperature_floor_scale;
-            } else if (temperature_rule != "none") {
-              throw Error("attention: query_temperature rule = '" + temperature_rule +
-                          "' is invalid: expected 'none', 'llama4' or 'ministral3'");
             }
             if (bias == "alibi") {
               c.bias.kind = AttentionBias::Kind::alibi;

@@ -14,16 +14,7 @@ namespace posenc::python {
 void bind_model(nb::module_& m) {
   nb::class_<QueryTemperature>(m, "QueryTemperature")
       .def_prop_ro("kind",
-                   [](const QueryTemperature& t) -> std::string {
-                     switch (t.kind) {
-                       case QueryTemperature::Kind::llama4:
-                         return "llama4";
-                       case QueryTemperature::Kind::ministral3:
-                         return "ministral3";
-                       default:
-                         return "none";
-                     }
-                   })
+                   [](const QueryTemperature& t) { return std::string(query_temperature_name(t.kind)); })
       .def_ro("scale", &QueryTemperature::scale)
       .def_ro("floor_scale", &QueryTemperature::floor_scale)
       .def("factor", &QueryTemperature::factor, nb::arg("position"));
@@ -85,6 +76,7 @@ void bind_model(nb::module_& m) {
                      d["offset"] = s.position_offset;
                      return d;
                    })
+      .def_ro("remote_code", &ModelPositions::remote_code)
       .def_ro("layers", &ModelPositions::layers)
       .def_ro("warnings", &ModelPositions::warnings);
 

@@ -11,17 +11,6 @@
 namespace posenc::python {
 namespace {
 
-template <typename Enum>
-Enum parse_enum(const std::string& what, const std::string& value, std::initializer_list<Enum> options,
-                const char* (*name)(Enum)) {
-  std::string expected;
-  for (Enum e : options) {
-    if (value == name(e)) return e;
-    expected += (expected.empty() ? "'" : ", '") + std::string(name(e)) + "'";
-  }
-  throw Error(what + " = '" + value + "' is invalid: expected one of " + expected);
-}
-
 RopeCall call_of(std::optional<int64_t> seq_len) {
   RopeCall call;
   call.seq_len = seq_len;
@@ -37,10 +26,10 @@ void bind_rope(nb::module_& m) {
       .def_prop_rw(
           "rope_type", [](const RopeScaling& s) { return std::string(rope_scaling_name(s.type)); },
           [](RopeScaling& s, const std::string& v) {
-            s.type =
-                parse_enum("rope_type", v,
-                           {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3, T::proportional},
-                           rope_scaling_name);
+            s.type = parse_enum("rope_type", v,
+                                {T::none, T::linear, T::dynamic, T::yarn, T::longrope, T::llama3,
+                                 T::proportional, T::qwen_dynamic},
+                                rope_scaling_name);
           })
       .def_rw("factor", &RopeScaling::factor)
       .def_rw("original_max_position_embeddings", &RopeScaling::original_max_position_embeddings)

@@ -28,10 +28,7 @@ import posenc
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs")
 FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*.json")))
 # remote-code families (their code lives in the model's repository, not in transformers 5.23's
-# CONFIG_MAPPING): posenc refuses them (a RopeConfig must be given); minicpmv's longrope is checked
-# against Phi-3's classes below. internlm / internlm2 (InternLM2's early and current types),
-# stablelm_epoch (stable-code-3b) and RefinedWeb (Falcon's first releases; transformers 5's falcon
-# reads model_type "falcon") are refused as remote code too.
+# CONFIG_MAPPING): planned from the authors' files and checked against them in test_model_remote.py.
 REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb"}
 # in transformers but refused by posenc (positional code posenc does not model yet): deepseek_v4's
 # compressed attention (compress_rope_theta, compress_ratios).
@@ -369,17 +366,6 @@ def test_mpt_alibi_slopes_and_scale():
     assert all(layer.attention.softmax_scale == pytest.approx(scale, rel=1e-12) for layer in m.layers)
     bias = build_mpt_alibi_tensor(text.n_heads, 3).double().numpy()  # (H, 1, 3): slope * [-2, -1, 0]
     np.testing.assert_allclose(posenc.alibi_slopes(text.n_heads), -bias[:, 0, 1], rtol=1e-6)
-
-
-@pytest.mark.parametrize("name", [f for f in FILES if load(f)["model_type"] in REMOTE - {"chatglm", "qwen", "minicpmv"}])
-def test_remote_code_types_are_refused_by_name(name):
-    """internlm / internlm2 / stablelm_epoch / RefinedWeb: not in transformers 5.23 (AutoConfig
-    raises "Unrecognized model identifier"); posenc refuses them naming the type."""
-    t = load(name)["model_type"]
-    with pytest.raises(ValueError, match="Unrecognized model identifier"):
-        AutoConfig.for_model(**load(name))
-    with pytest.raises(posenc.Error, match=f"model_type '{t}' is not supported: .*remote"):
-        posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
 
 
 def test_deepseek_v3_rotates_the_last_64_dims_of_192():
@@ -761,8 +747,8 @@ def test_gpt_neo_saved_gpt_j_fork_is_refused():
 def test_refused_family_raises_posenc_error_with_the_library_message():
     with pytest.raises(posenc.Error, match="deepseek_v4.*compress"):
         posenc.ModelPositions.from_hf(os.path.join(DATA, "deepseek-v4__DeepSeek-V4-Flash-NVFP4.json"))
-    with pytest.raises(posenc.Error, match="chatglm"):
-        posenc.ModelPositions.from_hf(os.path.join(DATA, "chatglm__chatglm2-6b.json"))
+    with pytest.raises(posenc.Error, match="model_type 'baichuan' is not supported: its positional code is remote"):
+        posenc.ModelPositions.from_hf({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})
     with pytest.raises(posenc.Error):
         posenc.ModelPositions.from_hf({"model_type": "llama", "hidden_size": "big"})
     with pytest.raises(posenc.Error, match="cannot read"):
