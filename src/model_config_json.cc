@@ -243,6 +243,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                              " layers of the layer pattern (configuration_nemotron_h.py)");
     m.layers = counted;
   }
+  if (type == "deepseek_v4") return detail::deepseek_v4_positions(j, m);
   if (detail::attention_free(type)) {
     // modeling_mamba.py, modeling_mamba2.py, modeling_falcon_mamba.py: state-space layers only;
     // position_ids are accepted and ignored. num_heads (Mamba2) counts SSM heads, not attention heads.

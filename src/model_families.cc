@@ -110,6 +110,7 @@ constexpr Family kFamilies[] = {
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
   {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
+  {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model_deepseek_v4.cc
   {"axk2",           R,      1e4,     131072,  0,       0,    false, I},  // deepseek_v32's rules
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
@@ -337,6 +338,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm4_moe_lite", 2048, 20, 47},
       {"mistral4", 4096, 32, 36},
       {"deepseek_v32", 7168, 128, 61},
+      {"deepseek_v4", 4096, 64, 43},
       {"axk2", 2048, 32, 48},
       {"laguna", 2048, 48, 40},
       {"glm_moe_dsa", 6144, 64, 78},
@@ -457,7 +459,6 @@ std::string refusal_reason(const std::string& t) {
   static const char* const kMerged =
       "merged attention (one softmax over rotated self keys and unrotated encoder keys)";
   static const std::pair<const char*, std::string> kNotModeled[] = {
-      {"deepseek_v4", "its compressed attention (compress_rope_theta, compress_ratios)"},
       {"mistral_large4_text",
        "its rotary frequencies times exp(alpha) of a checkpoint tensor (LeRoPE: rotary_emb.alpha) and "
        "its queries times learned per-head s_h ln(p + 1) + b_h (SSMax), neither in config.json"},

@@ -134,6 +134,9 @@ int64_t nemotron_h_layer_count(Obj& j);
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       std::vector<std::string>& warnings);
 
+// DeepSeek-V4: its layer types, two rope dicts, compressed keys and indexer (src/model_deepseek_v4.cc).
+ModelPositions deepseek_v4_positions(Obj& j, Model& m);
+
 // Remote-code model types posenc plans from the authors' modeling files (src/model_remote.cc).
 bool remote_code_planned(const std::string& model_type);
 ModelPositions remote_code_positions(const json& root, const std::string& model_type);

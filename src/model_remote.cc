@@ -33,6 +33,27 @@ int64_t positive(Obj& j, std::initializer_list<const char*> keys, int64_t fallba
   return fallback;
 }
 
+// A rotary base read from `key` (or derived from it), in the range posenc's RoPE accepts.
+double checked_base(const std::string& key, double base) {
+  if (!(base >= kMinRopeBase && base <= kMaxRopeBase))
+    fail(kOp, key, " gives the rotary base ", base, ": must be in [2^-16, 2^126]");
+  return base;
+}
+
+// int(dims * fraction) as the authors' code truncates it: 0 rotates nothing and an odd count leaves a
+// pair half-built (their cat(freqs, freqs) is longer than the slice): both refused, naming the key.
+int64_t rotated_dims(Obj& j, const std::string& key, double fallback, int64_t dims) {
+  const double fraction = j.num_or(key, fallback);
+  const std::string shown =
+      key + " = " + (j.has(key) ? excerpt(j, key) : std::to_string(fallback) + " (default)");
+  if (!(fraction > 0 && fraction <= 1)) fail(kOp, shown, " is invalid: must be in (0, 1]");
+  const auto r = static_cast<int64_t>(static_cast<double>(dims) * fraction);
+  if (r == 0 || r % 2 != 0)
+    fail(kOp, shown, " rotates int(", dims, " * ", key, ") = ", r, " dims: must be even and > 0 (",
+         r == 0 ? "the model applies no RoPE" : "pairs of dims", ")");
+  return r;
+}
+
 int64_t head_size(const std::string& type, int64_t hidden, int64_t heads) {
   if (hidden % heads != 0)
     fail(kOp, "hidden_size = ", hidden, " is not a multiple of num_attention_heads = ", heads, " (", type,
@@ -45,7 +66,7 @@ int64_t head_size(const std::string& type, int64_t hidden, int64_t heads) {
 ModelPositions uniform(const std::string& type, const char* code, int64_t layers, int64_t heads, int64_t head,
                        int64_t max_pos, const std::optional<RopeConfig>& rope, PositionMethod method) {
   if (layers > kMaxModelLayers)
-    fail(kOp, "num_hidden_layers = ", layers, " is invalid: at most ", kMaxModelLayers);
+    fail(kOp, "the layer count ", layers, " is invalid: at most ", kMaxModelLayers);
   ModelPositions out;
   out.model_type = type;
   out.remote_code = code;
@@ -75,6 +96,9 @@ ModelPositions uniform(const std::string& type, const char* code, int64_t layers
 // log_seq_length(p + 1) (QueryTemperature::qwen_logn; its table has 32767 rows: the model fails past
 // them). Positions are cache indices: position_ids are not read, a left-padded row starts late.
 ModelPositions qwen(Obj& j) {
+  // QWenConfig's first revision (attribute_map n_embd / n_head / n_layer / n_positions) defaults both
+  // rules off; the later one on (configuration_qwen.py).
+  const bool first_revision = j.has("n_embd") || j.has("n_head") || j.has("n_layer") || j.has("n_positions");
   const int64_t hidden = positive(j, {"hidden_size", "n_embd"}, 4096);
   const int64_t heads = positive(j, {"num_attention_heads", "n_head"}, 32);
   const int64_t layers = positive(j, {"num_hidden_layers", "n_layer"}, 32);
@@ -84,13 +108,14 @@ ModelPositions qwen(Obj& j) {
     fail(kOp, "kv_channels = ", kv_channels, " differs from hidden_size / num_attention_heads = ", head,
          ": QWenAttention's projections and head split disagree");
   const double pct = j.num_or("rotary_pct", 1.0);
-  if (!(pct > 0 && pct <= 1)) fail(kOp, "rotary_pct = ", pct, " is invalid: must be in (0, 1]");
   RopeConfig rope;
   rope.head_dim = head;
-  rope.rotary_dim = pct < 1 ? static_cast<int64_t>(static_cast<double>(kv_channels) * pct) : 0;
-  rope.base = j.num_or("rotary_emb_base", 10000.0);
+  rope.rotary_dim = pct < 1 ? rotated_dims(j, "rotary_pct", 1.0, kv_channels) : 0;
+  if (pct == 1 && kv_channels % 2 != 0) fail(kOp, "kv_channels = ", kv_channels, " is invalid: must be even");
+  rope.base = checked_base("rotary_emb_base", j.num_or("rotary_emb_base", 10000.0));
   rope.layout = RopeLayout::half;
-  const bool ntk = j.bool_or("use_dynamic_ntk", true), logn = j.bool_or("use_logn_attn", true);
+  const bool ntk = j.bool_or("use_dynamic_ntk", !first_revision);
+  const bool logn = j.bool_or("use_logn_attn", !first_revision);
   int64_t seq_length = 0;
   if (ntk || logn) {
     if (!j.has("seq_length"))
@@ -102,7 +127,8 @@ ModelPositions qwen(Obj& j) {
     rope.scaling.type = RopeScalingType::qwen_dynamic;
     rope.scaling.original_max_position_embeddings = seq_length;
   }
-  const int64_t max_pos = positive(j, {"max_position_embeddings"}, 8192);  // unused by the model's code
+  // The causal-mask buffer's length in the first revision and the non-flash paths (a longer input fails).
+  const int64_t max_pos = positive(j, {"max_position_embeddings", "n_positions"}, 8192);
   rope.max_position_embeddings = max_pos;
   ModelPositions out = uniform("qwen", "Qwen/Qwen-7B modeling_qwen.py (QWenModel, QWenAttention)", layers,
                                heads, head, max_pos, rope, PositionMethod::rope);
@@ -134,7 +160,11 @@ ModelPositions chatglm(Obj& j, std::vector<std::string>& warnings) {
   if (j.has("num_hidden_layers") && positive(j, {"num_hidden_layers"}, 0) != layers)
     warnings.push_back("num_hidden_layers = " + excerpt(j, "num_hidden_layers") +
                        " is not read by modeling_chatglm.py: num_layers = " + std::to_string(layers) + " is");
-  const int64_t kv_channels = positive(j, {"kv_channels"}, head_size("chatglm", hidden, heads));
+  // ChatGLMConfig defaults kv_channels to 128; ChatGLMModel falls back to hidden_size // heads only for an
+  // explicit null (its projections are kv_channels * heads wide, whatever hidden_size is).
+  const bool null_kv = j.j.contains("kv_channels") && j.j.at("kv_channels").is_null();
+  const int64_t kv_channels =
+      positive(j, {"kv_channels"}, null_kv ? head_size("chatglm", hidden, heads) : 128);
   if (kv_channels % 4 != 0)
     fail(kOp, "kv_channels = ", kv_channels, " is invalid: ChatGLM rotates kv_channels / 2 dims in pairs");
   const int64_t seq_length = positive(j, {"seq_length"}, 2048);
@@ -146,9 +176,9 @@ ModelPositions chatglm(Obj& j, std::vector<std::string>& warnings) {
   rope.max_position_embeddings = seq_length;
   if (j.has("rope_ratio")) {
     const double ratio = j.num("rope_ratio");
-    if (!(ratio >= kMinRopeScale && ratio <= kMaxRopeBase))
-      fail(kOp, "rope_ratio = ", ratio, " is invalid: must be in [2^-16, 2^126]");
-    rope.base *= ratio;
+    if (!(ratio > 0)) fail(kOp, "rope_ratio = ", ratio, " is invalid: must be > 0");
+    rope.base =
+        checked_base("rope_ratio = " + excerpt(j, "rope_ratio") + " (10000 * rope_ratio)", 1e4 * ratio);
     if (ratio != 1)
       warnings.push_back(
           "rope_ratio = " + excerpt(j, "rope_ratio") +
@@ -187,7 +217,8 @@ ModelPositions internlm2(Obj& j, const std::string& type, std::vector<std::strin
   const int64_t max_pos = positive(j, {"max_position_embeddings"}, 2048);
   RopeConfig rope;
   rope.head_dim = head;
-  rope.base = j.num_or("rope_theta", 10000.0);
+  if (head % 2 != 0) fail(kOp, "hidden_size / num_attention_heads = ", head, " is invalid: must be even");
+  rope.base = checked_base("rope_theta", j.num_or("rope_theta", 10000.0));
   rope.max_position_embeddings = max_pos;
   if (j.has("rope_scaling")) {
     const json& s = j.at("rope_scaling");
@@ -220,12 +251,10 @@ ModelPositions stablelm_epoch(Obj& j, std::vector<std::string>& warnings) {
   const int64_t heads = positive(j, {"num_attention_heads"}, 32);
   const int64_t layers = positive(j, {"num_hidden_layers"}, 32);
   const int64_t head = head_size("stablelm_epoch", hidden, heads);
-  const double pct = j.num_or("rope_pct", 0.25);
-  if (!(pct > 0 && pct <= 1)) fail(kOp, "rope_pct = ", pct, " is invalid: must be in (0, 1]");
   RopeConfig rope;
   rope.head_dim = head;
-  rope.rotary_dim = static_cast<int64_t>(static_cast<double>(head) * pct);
-  rope.base = j.num_or("rope_theta", 10000.0);
+  rope.rotary_dim = rotated_dims(j, "rope_pct", 0.25, head);
+  rope.base = checked_base("rope_theta", j.num_or("rope_theta", 10000.0));
   const int64_t max_pos = positive(j, {"max_position_embeddings"}, 4096);  // the first cache's length
   rope.max_position_embeddings = max_pos;
   // In stable-code-3b's config.json, never read by its code.
@@ -236,20 +265,26 @@ ModelPositions stablelm_epoch(Obj& j, std::vector<std::string>& warnings) {
                  layers, heads, head, max_pos, rope, PositionMethod::rope);
 }
 
-// configuration_RW.py (n_head, n_layer; head_dim = hidden_size / n_head) and modelling_RW.py: RoPE of
-// base 10000 (no key) on the whole head, rotate_half, unless alibi (BLOOM's slopes, added before the
-// 1 / sqrt(head_dim) scale as transformers' falcon). The first files round cos / sin to bfloat16
-// (cos_sin's default dtype); posenc's are fp32.
-ModelPositions refined_web(Obj& j, const std::string& type) {
-  const int64_t hidden = positive(j, {"hidden_size", "n_embed"}, 64);
+// configuration_RW.py (n_head, n_layer; n_embed overrides hidden_size; head_dim = hidden_size / n_head) and
+// modelling_RW.py: RoPE of base 10000 (no key) on the whole head, rotate_half, unless alibi (BLOOM's
+// slopes, cast to bfloat16 there, added before the 1 / sqrt(head_dim) scale as transformers' falcon). The
+// first files rotate each call's q and k from position 0 (cos_sin(seq_len) without the cache's offset;
+// transformers issue #24701): a warning says so.
+ModelPositions refined_web(Obj& j, const std::string& type, std::vector<std::string>& warnings) {
+  const int64_t hidden = positive(j, {"n_embed", "hidden_size"}, 64);
   const int64_t heads = positive(j, {"n_head", "num_attention_heads"}, 8);
   const int64_t layers = positive(j, {"n_layer", "num_hidden_layers"}, 2);
   const int64_t head = head_size(type, hidden, heads);
   const bool alibi = j.bool_or("alibi", false);
   std::optional<RopeConfig> rope;
   if (!alibi) {
+    if (head % 2 != 0) fail(kOp, "hidden_size / n_head = ", head, " is invalid: must be even for RoPE");
     rope.emplace();
     rope->head_dim = head;
+    warnings.push_back(
+        "modelling_RW.py's first files rotate each call's q and k from position 0 (no cache "
+        "offset): with a KV cache they are not this plan, which rotates cache positions as "
+        "the later files and transformers' falcon do");
   }
   // No position limit: cos_sin builds the table of each call's length (max_position_embeddings 0).
   return uniform(type, "tiiuae/falcon-7b, falcon-40b modelling_RW.py (RotaryEmbedding, build_alibi_tensor)",
@@ -271,7 +306,14 @@ ModelPositions remote_code_positions(const json& root, const std::string& type) 
   std::vector<std::string> warnings;
   ModelPositions out;
   if (type == "minicpmv") {
-    // MiniCPMV's language model is LlamaForCausalLM(config): the config read as transformers 5's llama.
+    // MiniCPM-V 4's language model is LlamaForCausalLM(config): the config read as transformers 5's llama.
+    // The type's other releases build other models (2.x MiniCPMForCausalLM, 2.6 Qwen2ForCausalLM): refused.
+    const bool v4 = root.contains("version") && root.at("version").is_number() && root.at("version") == 4.0;
+    if (!v4)
+      fail(kOp, "model_type 'minicpmv' with version = ",
+           root.contains("version") ? json_excerpt(root.at("version")) : std::string("(none)"),
+           " is not supported: posenc follows MiniCPM-V 4 (version 4.0, a Llama); the type's other releases "
+           "build other language models. Pass an explicit RopeConfig instead");
     json llama = root;
     llama["model_type"] = "llama";
     out = model_positions_from_hf_json(llama.dump());
@@ -298,7 +340,7 @@ ModelPositions remote_code_positions(const json& root, const std::string& type) 
   } else if (type == "stablelm_epoch") {
     out = stablelm_epoch(j, warnings);
   } else {
-    out = refined_web(j, type);
+    out = refined_web(j, type, warnings);
   }
   out.warnings = std::move(warnings);
   j.warn_unread(out.warnings, type);

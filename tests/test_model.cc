@@ -50,7 +50,7 @@ const RealCase kReal[] = {
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
   {"deepseek-v3__DeepSeek-V3.json", "deepseek_v3", 61, "rope", 1e4, 128, 192, 0, 0, ""},
-  {"deepseek-v4__DeepSeek-V4-Flash-NVFP4.json", "deepseek_v4", 0, "", 0, 0, 0, 0, 0, ""},
+  {"deepseek-v4__DeepSeek-V4-Flash-NVFP4.json", "deepseek_v4", 43, "rope", 1e4, 448, 512, 128, 0, ""},
   {"exaone4.5__EXAONE-4.5-33B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
   {"exaone4__EXAONE-4.0-32B.json", "exaone4", 64, "rope", 1e6, 0, 128, 4096, 0, ""},
   {"gemma3__gemma-3-27b-it.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0, 
@@ -108,8 +108,10 @@ const RealCase kReal[] = {
   {"gpt-neox__gpt-neox-20b.json", "gpt_neox", 44, "rope", 1e4, 0, 24, 0, 0, ""},  // 96 * rotary_pct 0.25
   {"gpt-neox__pythia-410m-chatbot.json", "gpt_neox", 24, "rope", 1e4, 0, 16, 0, 0,
    "partial_rotary_factor is ignored by gpt_neox"},  // rotary_pct wins (configuration_gpt_neox.py)
-  {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 60, "rope", 1e4, 0, 64, 0, 0, ""},
-  {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 32, "rope", 1e4, 0, 64, 0, 0, ""},
+  {"falcon__falcon-40b-RefinedWeb.json", "RefinedWeb", 60, "rope", 1e4, 0, 64, 0, 0,
+   "from position 0 (no cache offset)"},
+  {"falcon__falcon-7b-RefinedWeb-early.json", "RefinedWeb", 32, "rope", 1e4, 0, 64, 0, 0,
+   "from position 0 (no cache offset)"},
   {"mpt__mpt-7b-instruct.json", "mpt", 32, "alibi", 0, 0, 0, 0, 0, ""},
   // MiMo-V2-Flash: layer 0 full (base 5e6, 64 of 192 dims), its SGLang keys agreeing with transformers'.
   {"mimo-v2-flash__MiMo-V2-Flash.json", "mimo_v2_flash", 48, "rope", 5e6, 0, 64, 0, 0, ""},

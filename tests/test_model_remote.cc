@@ -96,11 +96,20 @@ TEST(ModelRemote, QwenKeysAndDefaults) {
   m = model_positions_from_hf_json(base + R"(, "use_dynamic_ntk": false, "use_logn_attn": false})");
   EXPECT_EQ(m.layers[1].rope->scaling.type, RopeScalingType::none);
   EXPECT_EQ(m.layers[1].attention.temperature.kind, QueryTemperature::Kind::none);
-  // QWenConfig's first revision: n_embd / n_head / n_layer; without seq_length and both rules off.
+  // QWenConfig's first revision: n_embd / n_head / n_layer / n_positions, both rules off by default (no
+  // seq_length needed).
   m = model_positions_from_hf_json(R"({"model_type": "qwen", "n_embd": 128, "n_head": 2, "n_layer": 3,
-      "kv_channels": 64, "use_dynamic_ntk": false, "use_logn_attn": false, "rotary_emb_base": 5e5})");
+      "n_positions": 6144, "kv_channels": 64, "rotary_emb_base": 5e5})");
   expect_uniform(m, 3, RopeLayout::half, 64, 64);
   EXPECT_EQ(m.layers[0].rope->base, 5e5);
+  EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_EQ(m.layers[0].attention.temperature.kind, QueryTemperature::Kind::none);
+  EXPECT_EQ(m.max_position_embeddings, 6144);
+  EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+  // int(kv_channels * rotary_pct) = 0 rotates nothing in QWen's code, an odd count breaks it: refused.
+  expect_error(base + R"(, "rotary_pct": 0.01})", "rotary_pct = 0.01 rotates int(64 * rotary_pct) = 0 dims");
+  expect_error(base + R"(, "rotary_pct": 0.05})", "rotary_pct = 0.05 rotates int(64 * rotary_pct) = 3 dims");
+  expect_error(base + R"(, "rotary_emb_base": 0})", "rotary_emb_base gives the rotary base 0");
   expect_error(R"({"model_type": "qwen", "hidden_size": 256, "num_attention_heads": 4, "kv_channels": 64})",
                "seq_length is missing: QWenModel reads it");
   expect_error(base + R"(, "kv_channels": 32})",
@@ -133,6 +142,16 @@ TEST(ModelRemote, ChatGlmHalfTheHeadInPairs) {
   EXPECT_TRUE(
       has_warning(glm4, "rope_ratio = 500 is read as ChatGLM3's and GLM-4's base = 10000 * rope_ratio"));
   EXPECT_EQ(glm4.warnings.size(), 1u);
+  // ChatGLMConfig's kv_channels default is 128 whatever hidden_size / heads is; an explicit null falls
+  // back to hidden_size // num_attention_heads (ChatGLMModel.__init__).
+  const ModelPositions small = model_positions_from_hf_json(
+      R"({"model_type": "chatglm", "hidden_size": 2048, "num_attention_heads": 32})");
+  expect_uniform(small, 28, RopeLayout::interleaved, 128, 64);
+  const ModelPositions null_kv = model_positions_from_hf_json(
+      R"({"model_type": "chatglm", "hidden_size": 2048, "num_attention_heads": 32, "kv_channels": null})");
+  expect_uniform(null_kv, 28, RopeLayout::interleaved, 64, 32);
+  expect_error(R"({"model_type": "chatglm", "rope_ratio": 1e300})",
+               "rope_ratio = 1e+300 (10000 * rope_ratio) gives the rotary base");
   expect_error(R"({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32,
                    "position_encoding_2d": true})",
                "is ChatGLM-6B's first release, whose 2-D RoPE posenc does not model");
@@ -186,6 +205,8 @@ TEST(ModelRemote, StableLmEpochRotatesRopePct) {
           "num_hidden_layers": 2, "rope_pct": 0.5, "rotary_scaling_factor": 4.0})");
   EXPECT_EQ(other.layers[0].rotary_hi, 32);
   EXPECT_TRUE(has_warning(other, "rotary_scaling_factor = 4.0 is never read by modeling_stablelm_epoch.py"));
+  expect_error(R"({"model_type": "stablelm_epoch", "rope_pct": 0.001})",
+               "rope_pct = 0.001 rotates int(80 * rope_pct) = 0");
 }
 
 // Falcon's first releases (modelling_RW.py): n_head / n_layer, RoPE of base 10000 on the whole head,
@@ -198,6 +219,7 @@ TEST(ModelRemote, RefinedWebRotaryOrAlibi) {
   const ModelPositions early = load("falcon__falcon-7b-RefinedWeb-early.json");
   expect_uniform(early, 32, RopeLayout::half, 64, 64);
   EXPECT_EQ(early.num_heads, 71);
+  EXPECT_TRUE(has_warning(early, "first files rotate each call's q and k from position 0"));
   const ModelPositions alibi = model_positions_from_hf_json(
       R"({"model_type": "RefinedWebModel", "hidden_size": 512, "n_head": 8, "n_layer": 2, "alibi": true})");
   for (const LayerPlan& l : alibi.layers) {
@@ -215,6 +237,10 @@ TEST(ModelRemote, MiniCpmVIsItsLlama) {
   expect_uniform(m, 32, RopeLayout::half, 128, 128);
   EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::longrope);
   EXPECT_EQ(m.layers[0].rope->scaling.short_factor.size(), 64u);
+  // The type's other releases build other language models (2.6: Qwen2): refused by their version.
+  expect_error(
+      R"({"model_type": "minicpmv", "version": 2.6, "hidden_size": 3584, "num_attention_heads": 28})",
+      "model_type 'minicpmv' with version = 2.6 is not supported");
 }
 
 }  // namespace

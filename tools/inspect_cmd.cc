@@ -51,6 +51,7 @@ json indexer_json(const LayerPlan& l) {
       {"heads", x.heads},
       {"head_dim", x.head_dim},
       {"shared", x.shared},
+      {"over_compressed", x.over_compressed},
       {"rope", {{"layout", rope_layout_name(x.rope.layout)}, {"rotary_dims", {x.rotary_lo, x.rotary_hi}}}}};
 }
 
@@ -71,7 +72,11 @@ json attention_json(const LayerPlan& l) {
           {"softcap", a.softcap ? json(*a.softcap) : json(nullptr)},
           {"sinks", a.sinks},
           {"query_temperature", t},
-          {"indexer", indexer_json(l)}};
+          {"indexer", indexer_json(l)},
+          {"rotated_values", l.rotated_values},
+          {"compressed", l.compressed
+                             ? json{{"rate", l.compressed->rate}, {"overlapping", l.compressed->overlapping}}
+                             : json(nullptr)}};
 }
 
 std::string short_number(double v) {
@@ -107,7 +112,12 @@ std::string describe(const LayerPlan& l) {
     s += ", top-" + std::to_string(l.indexer->topk) + " indexer (" +
          rope_layout_name(l.indexer->rope.layout) + " RoPE on [" + std::to_string(l.indexer->rotary_lo) +
          ", " + std::to_string(l.indexer->rotary_hi) + ") of " + std::to_string(l.indexer->head_dim) +
-         (l.indexer->shared ? ", shared" : "") + ")";
+         (l.indexer->shared ? ", shared" : "") + (l.indexer->over_compressed ? ", over the compressed" : "") +
+         ")";
+  if (l.compressed)
+    s += ", compressed entries of " + std::to_string(l.compressed->rate) + " tokens at w * " +
+         std::to_string(l.compressed->rate) + (l.compressed->overlapping ? " (overlapping)" : "");
+  if (l.rotated_values) s += ", values rotated (output rotated back)";
   return s;
 }
 

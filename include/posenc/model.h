@@ -62,6 +62,21 @@ struct TopkIndexer {
   // as DeepSeek-V3's attention: the same q.k products).
   RopeConfig rope;
   int64_t rotary_lo = 0, rotary_hi = 0;  // rotated dims of the index head: its first qk_rope_head_dim
+  // DeepSeek-V4's compressed_sparse_attention layers: the indexer picks among the layer's compressed
+  // entries only (their positions w * rate; DeepseekV4Indexer), the window's keys are always attended; its
+  // RoPE is on the index head's last qk_rope_head_dim dims.
+  bool over_compressed = false;
+};
+
+// DeepSeek-V4's compressed keys (compressed_sparse_attention, heavily_compressed_attention layers): beside
+// the window's keys, one softmax also covers entries that pool the keys of `rate` tokens each by learned
+// gates (DeepseekV4HCACompressor, DeepseekV4CSACompressor). Entry w is rotated at position w * rate and
+// query t sees it iff (w + 1) * rate <= t + 1, without the window's limit. Its content depends on learned
+// weights: the caller computes the entries.
+struct CompressedKeys {
+  int64_t rate = 0;
+  bool overlapping =
+      false;  // CSA: entry w pools tokens [rate (w - 1), rate (w + 1)); HCA: [rate w, rate (w + 1))
 };
 
 struct LayerPlan {
@@ -77,10 +92,16 @@ struct LayerPlan {
   int64_t qk_head_dim = 0;               // the q/k head the range refers to
   int64_t v_head_dim = 0;                // the value (and attention output) head: DeepSeek 128 of 192
   LayerAttention attention;
-  std::optional<TopkIndexer> indexer;  // indexed_attention layers (DeepSeek sparse attention)
+  std::optional<TopkIndexer> indexer;        // indexed_attention layers (DeepSeek sparse attention)
+  std::optional<CompressedKeys> compressed;  // DeepSeek-V4's compressed layers
+  // DeepSeek-V4: keys are values (K = V, rotated), and the output is rotated back at the query's
+  // position on [rotary_lo, rotary_hi): o_t = R(-t) sum_s p_ts R(s) v_s = sum_s p_ts R(s - t) v_s
+  // (modeling_deepseek_v4.py DeepseekV4Attention.forward, apply_rotary_pos_emb(attn_output, cos, -sin)).
+  bool rotated_values = false;
   // attention.attention_config(rope) with RoPE on this layer's range: rope_offset = rotary_lo. rope
   // must be built from `this->rope` (or null for a layer without RoPE); q/k heads of qk_head_dim,
-  // v heads of v_head_dim.
+  // v heads of v_head_dim. Throws for a layer with rotated_values or compressed keys (DeepSeek-V4), which
+  // AttentionConfig does not express: use attention.attention_config and the plan's fields.
   AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 

@@ -82,6 +82,11 @@ def _attention_config(layer, rope=True) -> dict:
     alibi and t5 layers (add encoding="alibi"/"t5" with the model's slopes or relative_table).
     rope=False leaves RoPE out, for q and k the caller has rotated already; a multimodal RoPE (mrope, whose
     positions are 3 streams) needs that: posenc.rope(x, positions [3, ...], config=layer.rope) first."""
+    if layer.rotated_values or layer.compressed is not None:
+        fail(f"layer {layer.layer} ({layer.layer_type}) rotates its values with the keys and its output back"
+             + (" and attends to compressed entries (DeepSeek-V4)" if layer.compressed is not None else " (DeepSeek-V4)")
+             + ", which posenc.attention does not express: use layer.attention and layer.rope with the plan's "
+             "rotated_values / compressed fields")
     a = layer.attention
     kwargs = {"causal": a.causal, "window": a.window, "chunk": a.chunk, "scale": a.softmax_scale,
               "softcap": 0.0 if a.softcap is None else a.softcap}

@@ -33,6 +33,7 @@ void bind_model(nb::module_& m) {
       .def_ro("heads", &TopkIndexer::heads)
       .def_ro("head_dim", &TopkIndexer::head_dim)
       .def_ro("shared", &TopkIndexer::shared)
+      .def_ro("over_compressed", &TopkIndexer::over_compressed)
       .def_ro("rope", &TopkIndexer::rope)
       .def_prop_ro("rotary_dims",
                    [](const TopkIndexer& x) { return std::make_tuple(x.rotary_lo, x.rotary_hi); });
@@ -49,7 +50,15 @@ void bind_model(nb::module_& m) {
       .def_ro("qk_head_dim", &LayerPlan::qk_head_dim)
       .def_ro("v_head_dim", &LayerPlan::v_head_dim)
       .def_ro("attention", &LayerPlan::attention)
-      .def_ro("indexer", &LayerPlan::indexer);
+      .def_ro("indexer", &LayerPlan::indexer)
+      .def_ro("rotated_values", &LayerPlan::rotated_values)
+      .def_prop_ro("compressed", [](const LayerPlan& l) -> nb::object {
+        if (!l.compressed) return nb::none();
+        nb::dict d;
+        d["rate"] = l.compressed->rate;
+        d["overlapping"] = l.compressed->overlapping;
+        return d;
+      });
 
   nb::class_<ModelPositions>(m, "ModelPositions")
       .def_ro("model_type", &ModelPositions::model_type)

@@ -99,7 +99,7 @@ SUPPORTED = {
     "modernbert-decoder", "xglm", "ctrl", "ernie4_5_vl_moe_text", "longcat_flash",
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-    "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert",
+    "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -752,6 +752,25 @@ def seq2seq_inputs(config, decoder=True):
     return {**inputs, "decoder_input_ids": ids}
 
 
+def check_deepseek_v4(config, m, variant):
+    """The plan against the config class and rotary module (their attention: test_model_deepseek_v4.py)."""
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    assert [layer.layer_type for layer in m.layers] == list(config.layer_types), variant
+    rotary = DeepseekV4RotaryEmbedding(config)
+    for layer in m.layers:
+        label = "main" if layer.layer_type == "sliding_attention" else "compress"
+        np.testing.assert_allclose(layer.inv_freq(1 << 20)[0], getattr(rotary, f"{label}_inv_freq").double().numpy(),
+                                   rtol=2e-6, err_msg=f"deepseek_v4 ({variant}) layer {layer.layer}")
+        assert layer.inv_freq()[1] == pytest.approx(getattr(rotary, f"{label}_attention_scaling"))
+        assert layer.attention.window == config.sliding_window and layer.attention.sinks
+        assert layer.rotary_dims[1] == config.head_dim
+        assert layer.rotary_dims[1] - layer.rotary_dims[0] == getattr(rotary, f"{label}_inv_freq").numel() * 2
+        assert layer.attention.softmax_scale == pytest.approx(config.head_dim ** -0.5)
+        if layer.compressed is not None:
+            assert layer.compressed["rate"] == config.compress_rates[layer.layer_type]
+
+
 def check_family(model_type, config, variant="default"):
     d = config.to_dict()
     m = plan(d)
@@ -759,6 +778,8 @@ def check_family(model_type, config, variant="default"):
         return check_seq2seq(model_type, build(config), m, seq2seq_inputs(config))
     if model_type in ENCODER_CHECKS:  # their own attention code (python/tests/encoder_checks.py)
         return ENCODER_CHECKS[model_type](build(config), m, f"{model_type} ({variant})")
+    if model_type == "deepseek_v4":  # compressed keys and rotated values: no eager_attention_forward to capture
+        return check_deepseek_v4(config, m, variant)
     text = config
     model = build(config)
     capture = Capture(model)

@@ -30,8 +30,8 @@ FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*
 # remote-code families (their code lives in the model's repository, not in transformers 5.23's
 # CONFIG_MAPPING): planned from the authors' files and checked against them in test_model_remote.py.
 REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb"}
-# in transformers but refused by posenc (positional code posenc does not model yet): deepseek_v4's
-# compressed attention (compress_rope_theta, compress_ratios).
+# families with a parity test of their own: deepseek_v4 (test_model_deepseek_v4.py: its rotary module keys
+# its frequencies by rope label, main / compress, not by layer type).
 REFUSED = {"deepseek_v4"}
 # configs transformers 5 cannot build as written: the flat GLM-4.1V copy (Glm4vConfig reads text_config
 # only; test_glm4v_flat_config_against_transformers_text_config compares it on its text_config form).
@@ -745,8 +745,6 @@ def test_gpt_neo_saved_gpt_j_fork_is_refused():
 
 
 def test_refused_family_raises_posenc_error_with_the_library_message():
-    with pytest.raises(posenc.Error, match="deepseek_v4.*compress"):
-        posenc.ModelPositions.from_hf(os.path.join(DATA, "deepseek-v4__DeepSeek-V4-Flash-NVFP4.json"))
     with pytest.raises(posenc.Error, match="model_type 'baichuan' is not supported: its positional code is remote"):
         posenc.ModelPositions.from_hf({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})
     with pytest.raises(posenc.Error):

@@ -1,0 +1,106 @@
+"""DeepSeek-V4's per-layer plan (src/model_deepseek_v4.cc) against transformers 5.23's own code, built from
+the real config tests/data/hf_configs/deepseek-v4__DeepSeek-V4-Flash-NVFP4.json: the config class's layer
+types and rates, the rotary module's two frequency sets, the attention modules (scale, window, sinks,
+compressors, indexers), and apply_rotary_pos_emb on the last 64 of 512 dims, forward and with -sin on the
+output (the rotation back that makes the rotated values relative)."""
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import posenc
+
+torch = pytest.importorskip("torch")
+from transformers import AutoConfig  # noqa: E402
+
+NAME = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs",
+                    "deepseek-v4__DeepSeek-V4-Flash-NVFP4.json")
+
+
+def real():
+    with open(NAME, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def hf_config(**changes):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AutoConfig.for_model(**{**real(), **changes})
+
+
+def test_layer_types_rates_and_frequencies_against_transformers():
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding
+
+    config = hf_config()
+    m = posenc.ModelPositions.from_hf(NAME)
+    assert [layer.layer_type for layer in m.layers] == config.layer_types
+    rotary = DeepseekV4RotaryEmbedding(config)
+    for layer in m.layers:
+        label = "main" if layer.layer_type == "sliding_attention" else "compress"
+        want = getattr(rotary, f"{label}_inv_freq").double().numpy()
+        for seq_len in (1, 65536, 2 * 65536, config.max_position_embeddings):  # yarn here is static
+            got, factor = layer.inv_freq(seq_len)
+            np.testing.assert_allclose(got, want, rtol=2e-6, err_msg=f"layer {layer.layer} {label}")
+            assert factor == pytest.approx(getattr(rotary, f"{label}_attention_scaling"), rel=1e-12)
+        if layer.compressed is not None:
+            assert layer.compressed["rate"] == config.compress_rates[layer.layer_type]
+            assert layer.compressed["overlapping"] == (layer.layer_type == "compressed_sparse_attention")
+        assert layer.rotary_dims == (config.head_dim - config.qk_rope_head_dim, config.head_dim)
+
+
+def test_attention_modules_against_transformers():
+    """Four layers of the real config (the layer types of layers 0-3: sliding, sliding, CSA, HCA), on meta."""
+    from transformers import AutoModel
+
+    config = hf_config(num_hidden_layers=4, n_routed_experts=4, num_experts_per_tok=2)
+    with torch.device("meta"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModel.from_config(config)
+    d = real()
+    m = posenc.ModelPositions.from_hf({**d, "num_hidden_layers": 4})
+    for layer, block in zip(m.layers, model.layers):
+        attn = block.self_attn
+        a = layer.attention
+        assert a.softmax_scale == pytest.approx(attn.scaling, rel=1e-15)
+        assert a.window == attn.sliding_window and a.causal == attn.is_causal
+        assert a.sinks and tuple(attn.sinks.shape) == (config.num_attention_heads,)
+        assert attn.rope_layer_type == ("main" if layer.layer_type == "sliding_attention" else "compress")
+        assert layer.rotated_values and attn.config.num_key_value_heads == 1
+        if layer.compressed is None:
+            assert attn.compressor is None
+            continue
+        assert attn.compressor.compress_rate == layer.compressed["rate"]
+        has_indexer = hasattr(attn.compressor, "indexer")
+        assert has_indexer == (layer.indexer is not None)
+        if has_indexer:
+            ix = attn.compressor.indexer
+            assert layer.indexer.over_compressed and layer.indexer.topk == config.index_topk
+            assert (layer.indexer.heads, layer.indexer.head_dim) == (config.index_n_heads, config.index_head_dim)
+            assert ix.rope_layer_type == "compress"
+    with pytest.raises(posenc.Error, match="rotates its values with the keys"):
+        m.layers[0].attention_config()
+
+
+def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
+    """modeling_deepseek_v4.py apply_rotary_pos_emb: pairs on x[..., -64:], the rest passed; with -sin
+    (the output's rotation back at the query's position) it is the transposed rotation, posenc.rope_backward."""
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding, apply_rotary_pos_emb
+
+    config = hf_config()
+    rotary = DeepseekV4RotaryEmbedding(config)
+    m = posenc.ModelPositions.from_hf(NAME)
+    rng = np.random.default_rng(4)
+    pos = np.array([0, 1, 127, 128, 2049, 4096, 8191])  # transformers' angles are fp32 products: kept < 8192
+    x = rng.standard_normal((1, 2, pos.size, 512)).astype(np.float32)  # [B, H, T, D] as the module
+    for layer in (m.layers[0], m.layers[2]):
+        label = "main" if layer.layer_type == "sliding_attention" else "compress"
+        cos, sin = rotary(torch.from_numpy(x), torch.from_numpy(pos)[None], layer_type=label)
+        lo, hi = layer.rotary_dims
+        rope_in = np.ascontiguousarray(x.transpose(0, 2, 1, 3)[..., lo:hi])  # [B, T, H, 64]
+        for sign, posenc_op in ((1, posenc.rope), (-1, posenc.rope_backward)):
+            want = apply_rotary_pos_emb(torch.from_numpy(x).double(), cos.double(), sign * sin.double()).numpy()
+            got = posenc_op(rope_in, pos, config=layer.rope).transpose(0, 2, 1, 3)
+            np.testing.assert_allclose(got, want[..., lo:hi], atol=2e-3, rtol=1e-4, err_msg=f"{label} sign {sign}")
+            np.testing.assert_array_equal(want[..., :lo], x[..., :lo])
