@@ -917,6 +917,21 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     out.layers.push_back(std::move(p));
   }
+  // Llama 4's use_qk_norm (default true): Llama4TextL2Norm, weightless, on q and k after RoPE in the RoPE
+  // layers (modeling_llama4.py L331-332, L349-356): it cancels a scaled rotation's attention factor
+  // (freqs_cis * attention_scaling), as NanoChat's norms do (src/model_rope_dict.cc).
+  if (type == "llama4_text" && j.bool_or("use_qk_norm", true))
+    for (const LayerPlan& p : out.layers) {
+      if (!p.rope) continue;
+      const double factor = rope_frequencies(*p.rope, p.rope->original_context()).attention_factor;
+      if (factor != 1.0)
+        out.warnings.push_back(
+            "rope_type '" + std::string(rope_scaling_name(p.rope->scaling.type)) +
+            "' scales cos and sin by " + std::to_string(factor) +
+            ", which llama4_text's qk_norm (use_qk_norm) after RoPE cancels: normalize after "
+            "posenc's rotation, or rotate with attention_factor 1 when normalizing first");
+      break;
+    }
   j.warn_unread(out.warnings, own_type);
   // A wrapper's own positional-looking keys are not read (the text model uses text_config's):
   // report those that text_config lacks or contradicts.

@@ -1102,6 +1102,21 @@ TEST(ModelForms, HostileSizesAreRefusedBeforeAnyCastOrAllocation) {
   for (const LayerPlan& layer : qwen2.layers) EXPECT_EQ(layer.attention.window, 512) << layer.layer;
 }
 
+// Llama 4's qk_norm after RoPE cancels a scaled rotation's attention factor (yarn's 0.1 ln(factor) + 1):
+// named; without qk_norm (use_qk_norm false, Maverick's form), or with llama3's factor 1, nothing.
+TEST(ModelForms, Llama4QkNormCancelsTheAttentionFactor) {
+  const std::string yarn = R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 1024})";
+  const ModelPositions m = model_positions_from_hf_json(cfg("llama4_text", yarn));
+  EXPECT_TRUE(has_warning(m, "which llama4_text's qk_norm (use_qk_norm) after RoPE cancels"));
+  const ModelPositions off =
+      model_positions_from_hf_json(cfg("llama4_text", yarn + R"(, "use_qk_norm": false)"));
+  EXPECT_FALSE(has_warning(off, "qk_norm"));
+  const ModelPositions scout =
+      model_positions_from_hf_file(kDir + "llama4__Llama-4-Scout-17B-16E-Instruct.json");
+  EXPECT_FALSE(has_warning(scout, "qk_norm"));
+}
+
 TEST(ModelForms, WarningsForUnknownPositionalKeys) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("llama", R"("rope_foo": 1, "my_window": 3, "vocab_size": 5, "attention_dropout": 0.0,
