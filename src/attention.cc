@@ -99,7 +99,11 @@ void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out
   else
     o.out16 = strided16<3>(out);
   if (lse.data != nullptr) o.lse = strided<3>(lse);
+  if (plan.rotate_values && out_dtype != DType::f32)
+    fail(kOp, "rotate_values = true needs an fp32 out (it is ", dtype_name(out_dtype),
+         "): the output is rotated back before any rounding");
   cpu::attention_forward(plan, o);
+  if (plan.rotate_values) plan.rotate_output_rows(strided<3>(out), true);  // o_t = R(-t) sum p R(s) v
 }
 
 void attention_forward(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
@@ -129,8 +133,19 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     if (detail::activation_dtype(*v) != DType::f32)
       detail::check_unit_last_stride(kOp, name, *v);  // 16-bit rows
   std::vector<float> out_wide, grad_out_wide;
-  const Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),
-                                grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);
+  Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),
+                          grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);
+  // rotate_values: out = R(-t) o' with o' the kernel's output, so the kernel's o' = R(t) out and its
+  // gradient R(-t)^T grad_out = R(t) grad_out: fp32 copies rotated forward at the query positions.
+  std::vector<float> out_rot, grad_out_rot;
+  if (p.rotate_values)
+    for (auto [rows, copy] : {std::pair{&out_rows, &out_rot}, std::pair{&grad_out_rows, &grad_out_rot}}) {
+      copy->resize(static_cast<size_t>(B * Q * H * Dv));
+      cpu::copy_rows(*rows, Dv, copy->data());
+      const Strided<float, 3> r{copy->data(), {B, Q, H}, {Q * H * Dv, H * Dv, Dv}};
+      p.rotate_output_rows(r, false);
+      *rows = r;
+    }
   const bool relative = config.bias.kind == AttentionBias::Kind::relative;
   const int64_t table_rows = relative ? config.bias.relative.num_rows() : 0;
   const int64_t shaw_rows = config.shaw ? config.shaw->config.num_rows() : 0;
@@ -179,6 +194,12 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     const detail::HeadRows q_rows{dq_rows, dq_rows, p.rope_dim}, k_rows{dk_rows, dk_rows, p.rope_dim};
     detail::rope_apply(*p.rope_q, {B, Q}, &q_rows, 1, true);
     detail::rope_apply(*p.rope_k, {B, K}, &k_rows, 1, true);
+  }
+  if (p.rotate_values) {  // v' = R(s) v: dv = R(s)^T dv'
+    const Strided<float, 3> dv_rows =
+        Strided<float, 3>{dv.data(), {B, K, Hkv}, {K * Hkv * Dv, Hkv * Dv, Dv}}.columns_from(p.rope_offset);
+    const detail::HeadRows v_rows{dv_rows, dv_rows, p.rope_dim};
+    detail::rope_apply(*p.rope_k, {B, K}, &v_rows, 1, true);
   }
   accumulate_gradient(grads.q, dq.data());
   accumulate_gradient(grads.k, dk.data());

@@ -87,6 +87,8 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
   if (in.k_positions.data != nullptr) k_pos = gather_positions(kOp, in.k_positions, 1, B, K);
 
   set_storage(in);
+  if (config.rotate_values && !config.rope)
+    fail(kOp, "rotate_values = true needs rope: the values are rotated like the keys");
   if (config.rope) set_rope();
 }
 
@@ -161,6 +163,30 @@ void AttentionPlan::set_rope() {
   rope_apply(*rope_q, {B, Q}, &q_rows, 1, false);
   rope_apply(*rope_k, {B, K}, &k_rows, 1, false);
   q = q_rot, k = k_rot;
+  if (config.rotate_values) set_rotated_values();
+}
+
+// DeepSeek-V4's values: a copy of v with the rope range rotated at the key positions (the output's range
+// is rotated back at the query positions by the front end: rotate_output).
+void AttentionPlan::set_rotated_values() {
+  if (storage != DType::f32)
+    fail(kOp, "rotate_values = true needs fp32 k and v (they are ", dtype_name(storage), ")");
+  if (rope_offset + rope_dim > Dv)
+    fail(kOp, "rotate_values = true rotates dims [", rope_offset, ", ", rope_offset + rope_dim,
+         ") of the values, whose head_dim is ", Dv);
+  rotate_values = true;
+  v_buf_.resize(static_cast<size_t>(B * K * Hkv * Dv));
+  const Strided<float, 3> v_rot{v_buf_.data(), {B, K, Hkv}, {K * Hkv * Dv, Hkv * Dv, Dv}};
+  cpu::copy_rows(v, Dv, v_buf_.data());
+  const HeadRows rows{v_rot.columns_from(rope_offset), v_rot.columns_from(rope_offset), rope_dim};
+  rope_apply(*rope_k, {B, K}, &rows, 1, false);
+  v = v_rot;
+}
+
+void AttentionPlan::rotate_output_rows(const Strided<float, 3>& rows, bool back) const {
+  const Strided<float, 3> range = rows.columns_from(rope_offset);
+  const HeadRows r{range, range, rope_dim};
+  rope_apply(*rope_q, {B, Q}, &r, 1, back);
 }
 
 void AttentionPlan::set_query_temperature() {

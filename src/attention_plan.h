@@ -90,6 +90,10 @@ class AttentionPlan {
   // their gradients back).
   std::optional<RopePlan> rope_q, rope_k;
   int64_t rope_offset = 0, rope_dim = 0;
+  // AttentionConfig::rotate_values: v is a copy with that range rotated at the key positions; the output
+  // rows (B, Q, H) of Dv are rotated back at the query positions (back = true), their gradients forward.
+  bool rotate_values = false;
+  void rotate_output_rows(const Strided<float, 3>& rows, bool back) const;
   // (B, Q) query temperature factors (the plan's q is scaled by them), or empty.
   std::vector<float> q_temperature;
 
@@ -110,13 +114,14 @@ class AttentionPlan {
   void set_inputs(const AttentionInputs& in);
   void set_storage(const AttentionInputs& in);
   void set_rope();
+  void set_rotated_values();
   void set_scores();
   void set_query_temperature();
   void set_bias();
   void set_shaw();
   void set_transformer_xl();
 
-  std::vector<float> q_buf_, k_buf_;             // rotated (and + u) copies when needed
+  std::vector<float> q_buf_, k_buf_, v_buf_;     // rotated (and + u) copies when needed
   std::vector<float> q_wide_, k_wide_, v_wide_;  // fp32 copies of 16-bit q (and of k for RoPE, of v
                                                  // for the backward)
   Bias bias_;

@@ -140,6 +140,9 @@ void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorVie
                      ConstTensorView q_positions, TensorView lse) const {
   if (config.rope != nullptr && config.rope != rope_)
     fail(kOp, "config.rope differs from the cache's rope (keys are stored rotated by the cache's rope)");
+  if (config.rotate_values)
+    fail(kOp,
+         "config.rotate_values = true is not supported by the KV cache (its values are stored as given)");
   if (config.rope_offset != 0)
     fail(kOp, "config.rope_offset = ", config.rope_offset,
          " is invalid here: the cache's rope rotates whole heads");

@@ -44,13 +44,17 @@ AttentionConfig LayerPlan::attention_config(const Rope* rope_for_layer) const {
   if (rope_for_layer != nullptr && rope_for_layer->config().head_dim != rope->head_dim)
     detail::fail("model", "layer ", layer, ": the rope has head_dim ", rope_for_layer->config().head_dim,
                  ", the layer's RopeConfig ", rope->head_dim, " (build it from layer.rope)");
-  if (rotated_values || compressed)
+  if (compressed)
+    detail::fail(
+        "model", "layer ", layer, " (", layer_type,
+        ") attends to compressed entries (DeepSeek-V4), whose keys AttentionConfig does not hold: "
+        "build it from layer.attention.attention_config() with rotate_values, and the plan's compressed "
+        "field for the entries");
+  if (rotated_values && rope_for_layer == nullptr)
     detail::fail("model", "layer ", layer, " (", layer_type,
-                 ") rotates its values with the keys and its output back",
-                 compressed ? " and attends to compressed entries (DeepSeek-V4)" : " (DeepSeek-V4)",
-                 ", which AttentionConfig does not express: build it from layer.attention.attention_config() "
-                 "and the plan's rotated_values / compressed fields");
+                 ") rotates its values with the keys: it needs its rope");
   AttentionConfig c = attention.attention_config(rope_for_layer);
+  c.rotate_values = rotated_values;
   if (rope_for_layer != nullptr) c.rope_offset = rotary_lo;
   return c;
 }

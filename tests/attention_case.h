@@ -64,6 +64,8 @@ struct Case {
   int64_t Dv = 0;
   int64_t rope_offset = 0;
   RopeLayout rope_layout = RopeLayout::half;
+  // DeepSeek-V4's rotated values (AttentionConfig::rotate_values; RoPE encodings, Dv == D).
+  bool rotate_values = false;
   int64_t dv() const { return Dv > 0 ? Dv : D; }
 };
 
@@ -145,7 +147,8 @@ class AttentionCase {
        << (c_.temperature ? " temperature " + std::to_string(c_.temperature) : "")
        << (c_.Dv > 0 ? " Dv " + std::to_string(c_.Dv) : "")
        << (c_.rope_offset > 0 ? " rope from " + std::to_string(c_.rope_offset) : "")
-       << (c_.rope_layout == RopeLayout::interleaved ? " interleaved" : "");
+       << (c_.rope_layout == RopeLayout::interleaved ? " interleaved" : "")
+       << (c_.rotate_values ? " rotated values" : "");
     return os.str();
   }
 
@@ -159,6 +162,7 @@ class AttentionCase {
     if (c_.sinks) cfg.sinks = view(parts_[Params::sinks].data(), {c_.H});
     cfg.rope = rope_.get();
     cfg.rope_offset = c_.rope_offset;
+    cfg.rotate_values = c_.rotate_values;
     cfg.bias = bias_;
     if (bias_.kind == AttentionBias::Kind::relative)
       cfg.bias.relative_table = view(parts_[Params::table].data(), {bias_.relative.num_rows(), c_.H});
@@ -252,17 +256,7 @@ class AttentionCase {
   // gradients w.r.t. the unrotated, unscaled inputs; the factor is a scalar per row).
   std::vector<double> rotated(const std::vector<double>& x, Params::Part part, bool inverse = false) const {
     const bool is_q = part == Params::q;
-    std::vector<double> y = x;
-    if (uses_rope()) {  // dims [rope_offset, D) of each head, gathered, rotated and put back
-      const int64_t lo = c_.rope_offset, R = c_.D - lo, rows = static_cast<int64_t>(x.size()) / c_.D;
-      std::vector<double> sub(static_cast<size_t>(rows * R));
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(x.begin() + r * c_.D + lo, x.begin() + (r + 1) * c_.D, sub.begin() + r * R);
-      sub = ref::rope<double>(rope_->frequencies(), rc_.layout, R, sub, is_q ? q_pos_ : k_pos_, c_.B,
-                              is_q ? c_.Q : c_.K, is_q ? c_.H : c_.Hkv, inverse);
-      for (int64_t r = 0; r < rows; ++r)
-        std::copy(sub.begin() + r * R, sub.begin() + (r + 1) * R, y.begin() + r * c_.D + lo);
-    }
+    std::vector<double> y = uses_rope() ? rotated_rows(x, is_q, c_.D, inverse) : x;
     if (is_q && c_.temperature != 0) {
       const QueryTemperature t = temperature();
       const int64_t row = c_.H * c_.D;
@@ -272,10 +266,35 @@ class AttentionCase {
     return y;
   }
 
-  // The reference forward (double) at the parameters `f` (layout of flat()).
+  // Rows of `width` (q's or k's, v's or out's) with dims [rope_offset, D) of each head rotated at the
+  // query (at_q) or key positions; inverse = true rotates back (the transposed map).
+  std::vector<double> rotated_rows(const std::vector<double>& x, bool at_q, int64_t width,
+                                   bool inverse) const {
+    std::vector<double> y = x;
+    const int64_t lo = c_.rope_offset, R = c_.D - lo, rows = static_cast<int64_t>(x.size()) / width;
+    std::vector<double> sub(static_cast<size_t>(rows * R));
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(x.begin() + r * width + lo, x.begin() + r * width + lo + R, sub.begin() + r * R);
+    sub = ref::rope<double>(rope_->frequencies(), rc_.layout, R, sub, at_q ? q_pos_ : k_pos_, c_.B,
+                            at_q ? c_.Q : c_.K, at_q ? c_.H : c_.Hkv, inverse);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(sub.begin() + r * R, sub.begin() + (r + 1) * R, y.begin() + r * width + lo);
+    return y;
+  }
+  // v as the reference attention sees it: rotated at the key positions with rotate_values.
+  std::vector<double> values(const std::vector<double>& f) const {
+    const std::vector<double> v = slice(f, Params::v);
+    return c_.rotate_values ? rotated_rows(v, false, c_.dv(), false) : v;
+  }
+
+  // The reference forward (double) at the parameters `f` (layout of flat()); with rotate_values the
+  // output is rotated back at the query positions, o_t = R(-t) sum_s p_ts R(s) v_s.
   ref::AttentionResult<double> reference(const std::vector<double>& f) const {
-    return ref::attention<double>(reference_problem(f), rotated(slice(f, Params::q), Params::q),
-                                  rotated(slice(f, Params::k), Params::k), slice(f, Params::v));
+    ref::AttentionResult<double> r =
+        ref::attention<double>(reference_problem(f), rotated(slice(f, Params::q), Params::q),
+                               rotated(slice(f, Params::k), Params::k), values(f));
+    if (c_.rotate_values) r.out = rotated_rows(r.out, true, c_.dv(), true);
+    return r;
   }
 
  private:

@@ -18,9 +18,13 @@ namespace posenc::test {
 inline std::vector<double> reference_gradients(const AttentionCase& ac, const std::vector<double>& f,
                                                const std::vector<double>& grad_out) {
   const ref::AttentionProblem<double> p = ac.reference_problem(f);
-  const ref::AttentionGradients<double> g = ref::attention_backward<double>(
+  // rotate_values: out = R(-t) o', so d o' = R(t) d out; v' = R(s) v, so dv = R(s)^T dv'.
+  const bool rv = ac.shape().rotate_values;
+  const int64_t Dv = ac.shape().dv();
+  ref::AttentionGradients<double> g = ref::attention_backward<double>(
       p, ac.rotated(ac.slice(f, Params::q), Params::q), ac.rotated(ac.slice(f, Params::k), Params::k),
-      ac.slice(f, Params::v), grad_out);
+      ac.values(f), rv ? ac.rotated_rows(grad_out, true, Dv, false) : grad_out);
+  if (rv) g.v = ac.rotated_rows(g.v, false, Dv, true);
   const std::vector<double>* parts[Params::count] = {nullptr,
                                                      nullptr,
                                                      &g.v,

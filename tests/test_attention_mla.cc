@@ -8,6 +8,8 @@
 
 #include "attention_gradients.h"
 #include "posenc/error.h"
+#include "half_storage.h"
+#include "posenc/kv_cache.h"
 
 namespace posenc::test {
 namespace {
@@ -166,6 +168,94 @@ TEST(AttentionMla, RopeOffsetRotatesOnlyItsRange) {
   attention_forward(with_rope, in, view(out1.data(), {1, 3, 1, 4}), view(lse1.data(), {1, 1, 3}));
   attention_forward(without, in, view(out2.data(), {1, 3, 1, 4}), view(lse2.data(), {1, 1, 3}));
   EXPECT_NE(lse1, lse2);
+}
+
+// DeepSeek-V4's attention (modeling_deepseek_v4.py DeepseekV4Attention): K = V, RoPE in pairs on the last
+// dims of q, k and v, the output rotated back at the query's position (rotate_values), with a window
+// and sinks: forward against the reference, its backward against finite differences, the library's
+// backward against it; and every SIMD target.
+Case v4(Case c) {
+  c = mla(c, 0, c.D - 4);
+  c.rotate_values = true;
+  return c;
+}
+
+TEST(AttentionMla, RotatedValues) {
+  for (Case c :
+       {v4({1, 70, 70, 4, 1, 12, true}), v4({2, 5, 9, 2, 1, 8, true}), v4({1, 1, 40, 2, 1, 8, true})}) {
+    check_forward(c, Enc::rope);
+    check_library_against_reference(c, Enc::rope);
+    c.window = 16, c.sinks = true;
+    check_forward(c, Enc::rope);
+    check_library_against_reference(c, Enc::rope);
+  }
+  check_reference_against_finite_differences(v4({1, 3, 5, 2, 1, 8, true}), Enc::rope);
+  {  // not vacuous: the rotation of the values changes the output
+    const Case rotated = v4({1, 3, 9, 2, 1, 8, true});
+    Case plain = rotated;
+    plain.rotate_values = false;
+    const AttentionCase a(rotated, Enc::rope), b(plain, Enc::rope);
+    const std::vector<double> x = a.reference(a.flat()).out, y = b.reference(b.flat()).out;
+    double diff = 0;
+    for (size_t i = 0; i < x.size(); ++i) diff = std::max(diff, std::abs(x[i] - y[i]));
+    EXPECT_GT(diff, 0.05);
+  }
+  Case sinks = v4({1, 4, 6, 2, 1, 8, true});
+  sinks.window = 3, sinks.sinks = true;
+  check_reference_against_finite_differences(sinks, Enc::rope);
+  for_each_cpu_target([](const std::string& target) {
+    check_forward(v4({1, 70, 70, 2, 1, 20, true}), Enc::rope, target);
+  });
+}
+
+TEST(AttentionMla, RotatedValuesBadInput) {
+  const int64_t D = 8, H = 2;
+  std::vector<float> q(H * 3 * D), k(3 * D), v(3 * D), out(H * 3 * D, 7.0f);
+  std::vector<uint16_t> v16(3 * D), k16(3 * D), out16(H * 3 * D, 7);
+  RopeConfig rc;
+  rc.head_dim = 4;
+  const Rope rope(rc);
+  auto expect = [&](const AttentionConfig& cfg, const AttentionInputs& in, TensorView o,
+                    const std::string& needle) {
+    try {
+      attention_forward(cfg, in, o, TensorView{});
+      ADD_FAILURE() << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(out, std::vector<float>(out.size(), 7.0f));
+    EXPECT_EQ(out16, std::vector<uint16_t>(out16.size(), 7));
+  };
+  const AttentionInputs in =
+      qkv(view(q.data(), {1, 3, H, D}), view(k.data(), {1, 3, 1, D}), view(v.data(), {1, 3, 1, D}));
+  AttentionConfig cfg;
+  cfg.rotate_values = true;
+  expect(cfg, in, view(out.data(), {1, 3, H, D}), "rotate_values = true needs rope");
+  cfg.rope = &rope;
+  cfg.rope_offset = 4;
+  const AttentionInputs narrow =
+      qkv(view(q.data(), {1, 3, H, D}), view(k.data(), {1, 3, 1, D}), view(v.data(), {1, 3, 1, 6}));
+  expect(cfg, narrow, view(out.data(), {1, 3, H, 6}),
+         "rotates dims [4, 8) of the values, whose head_dim is 6");
+  const AttentionInputs half = qkv(view(q.data(), {1, 3, H, D}), view16(k16, DType::bf16, {1, 3, 1, D}),
+                                   view16(v16, DType::bf16, {1, 3, 1, D}));
+  expect(cfg, half, view(out.data(), {1, 3, H, D}),
+         "rotate_values = true needs fp32 k and v (they are bf16)");
+  expect(cfg, in, view16(out16, DType::bf16, {1, 3, H, D}), "rotate_values = true needs an fp32 out");
+  RopeConfig whole;
+  whole.head_dim = D;
+  const Rope cache_rope(whole);
+  KVCache cache(1, 1, D, &cache_rope);
+  cfg.rope = &cache_rope;
+  cache.append(view(k.data(), {1, 3, 1, D}), view(v.data(), {1, 3, 1, D}));
+  cfg.rope_offset = 0;
+  try {
+    cache.attend(cfg, view(q.data(), {1, 3, H, D}), view(out.data(), {1, 3, H, D}));
+    ADD_FAILURE() << "rotate_values in the KV cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotate_values = true is not supported by the KV cache"),
+              std::string::npos);
+  }
 }
 
 TEST(AttentionMla, BadInputIsRejectedAndNothingIsWritten) {

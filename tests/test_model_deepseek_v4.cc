@@ -83,13 +83,18 @@ TEST(ModelDeepseekV4, FlashPlanFromItsRealConfig) {
     EXPECT_NEAR(f.inv_freq[i], theta * (1 - ramp) + theta / 16 * ramp, 1e-15) << i;
   }
   EXPECT_DOUBLE_EQ(rope_frequencies(*m.layers[0].rope).inv_freq[1], std::pow(1e4, -2.0 / 64));
-  // Values rotated with the keys, an output rotated back and compressed entries: not an AttentionConfig.
+  // A sliding layer is an AttentionConfig with rotate_values; compressed entries are not.
+  const Rope main(*m.layers[0].rope);
+  const AttentionConfig sliding = m.layers[0].attention_config(&main);
+  EXPECT_TRUE(sliding.rotate_values);
+  EXPECT_EQ(sliding.rope_offset, 448);
+  EXPECT_EQ(sliding.window, 128);
   try {
     (void)m.layers[3].attention_config(nullptr);
-    ADD_FAILURE() << "attention_config of a DeepSeek-V4 layer";
+    ADD_FAILURE() << "attention_config of a compressed DeepSeek-V4 layer";
   } catch (const Error& e) {
     EXPECT_NE(
-        std::string(e.what()).find("layer 3 (heavily_compressed_attention) rotates its values with the keys"),
+        std::string(e.what()).find("layer 3 (heavily_compressed_attention) attends to compressed entries"),
         std::string::npos)
         << e.what();
   }

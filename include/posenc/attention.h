@@ -118,6 +118,12 @@ struct AttentionConfig {
   // backward recomputes unrounded probabilities from lse (the log of the rounded sum): the gradient of the
   // unrounded softmax, its rows summing to 1 within ~2^-8.
   bool round_probabilities = false;
+  // DeepSeek-V4's rotated values (its K = V; modeling_deepseek_v4.py DeepseekV4Attention.forward): v's dims
+  // [rope_offset, rope_offset + rope.head_dim) are rotated at the key positions like k's, and the output's
+  // same dims rotated back at the query's position, o_t = R(-t) sum_s p_ts R(s) v_s = sum_s p_ts R(s - t)
+  // v_s: values that carry relative positions. Needs rope, Dv >= rope_offset + rope.head_dim, fp32 v and out;
+  // not in the KV cache.
+  bool rotate_values = false;
 };
 
 // Storage: q, k, v in f32, bf16 or f16 (k and v share one; q may differ, e.g. f32 q against a

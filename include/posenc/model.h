@@ -100,8 +100,8 @@ struct LayerPlan {
   bool rotated_values = false;
   // attention.attention_config(rope) with RoPE on this layer's range: rope_offset = rotary_lo. rope
   // must be built from `this->rope` (or null for a layer without RoPE); q/k heads of qk_head_dim,
-  // v heads of v_head_dim. Throws for a layer with rotated_values or compressed keys (DeepSeek-V4), which
-  // AttentionConfig does not express: use attention.attention_config and the plan's fields.
+  // v heads of v_head_dim; rotate_values with rotated_values (DeepSeek-V4's sliding layers). Throws for a
+  // layer with compressed keys (DeepSeek-V4's CSA / HCA), whose entries AttentionConfig does not hold.
   AttentionConfig attention_config(const Rope* rope = nullptr) const;
 };
 

@@ -63,7 +63,7 @@ class AttentionCall:
     """One attention configuration, checked once, run forward and backward (posenc.torch uses it)."""
 
     def __init__(self, q_shape, causal=False, scale=None, encoding=None, window=0, softcap=0.0, sinks=None, chunk=0,
-                 query_temperature=None, round_probabilities=False, **params):
+                 query_temperature=None, round_probabilities=False, rotate_values=False, **params):
         if len(q_shape) != 4:
             fail(f"q: rank {len(q_shape)} is invalid: expected [batch, seq, heads, head_dim]")
         self.parts = parse_encoding(encoding)
@@ -140,7 +140,8 @@ class AttentionCall:
             max_distance=max_distance, bidirectional=bidirectional, shaw_max_distance=shaw_max_distance, head_dim=head_dim,
             transformer_xl_d_model=transformer_xl_d_model, transformer_xl_base=real("transformer_xl_base", params.get("transformer_xl_base", 10000.0), positive=True),
             chunk=chunk, softcap=softcap, rope_offset=rope_offset, temperature_rule=rule, temperature_scale=t_scale,
-            temperature_floor_scale=t_floor, round_probabilities=bool(round_probabilities))
+            temperature_floor_scale=t_floor, round_probabilities=bool(round_probabilities),
+            rotate_values=bool(rotate_values))
 
     @staticmethod
     def positions(q_positions=None, k_positions=None, cu_seqlens_q=None, cu_seqlens_k=None) -> dict:
@@ -198,7 +199,7 @@ def _query_temperature(value) -> tuple[str, float, float]:
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
               cu_seqlens_q=None, cu_seqlens_k=None, return_lse=False, softcap=0.0, sinks=None, chunk=0,
-              query_temperature=None, round_probabilities=False, **encoding_params):
+              query_temperature=None, round_probabilities=False, rotate_values=False, **encoding_params):
     """softmax(scale * q k^T + bias) v with the encoding applied inside the fused kernel.
 
     Default positions: keys 0..K-1, queries aligned to the end (K-Q..K-1), as a KV cache. scale
@@ -224,10 +225,12 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     with return_lse=True. attention_backward computes in float32 (16-bit inputs are converted there).
     round_probabilities=True (bfloat16 k and v only): each probability is rounded once to bfloat16 before P V, as
     GPU flash attention does (posenc/attention.h AttentionConfig::round_probabilities: the error bound).
+    rotate_values=True (with "rope", float32 v and out): DeepSeek-V4's values, rotated like the keys on the RoPE
+    range, and the output rotated back at the query's position (o_t = sum_s p_ts R(s - t) v_s).
     """
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
                          chunk=chunk, query_temperature=query_temperature, round_probabilities=round_probabilities,
-                         **encoding_params)
+                         rotate_values=rotate_values, **encoding_params)
     out, lse = call.forward(q, k, v, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                             cu_seqlens_k=cu_seqlens_k)
     return (out, lse) if return_lse else out

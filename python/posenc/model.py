@@ -82,11 +82,10 @@ def _attention_config(layer, rope=True) -> dict:
     alibi and t5 layers (add encoding="alibi"/"t5" with the model's slopes or relative_table).
     rope=False leaves RoPE out, for q and k the caller has rotated already; a multimodal RoPE (mrope, whose
     positions are 3 streams) needs that: posenc.rope(x, positions [3, ...], config=layer.rope) first."""
-    if layer.rotated_values or layer.compressed is not None:
-        fail(f"layer {layer.layer} ({layer.layer_type}) rotates its values with the keys and its output back"
-             + (" and attends to compressed entries (DeepSeek-V4)" if layer.compressed is not None else " (DeepSeek-V4)")
-             + ", which posenc.attention does not express: use layer.attention and layer.rope with the plan's "
-             "rotated_values / compressed fields")
+    if layer.compressed is not None:
+        fail(f"layer {layer.layer} ({layer.layer_type}) attends to compressed entries (DeepSeek-V4), which "
+             "posenc.attention does not hold: use layer.attention and layer.rope with rotate_values=True and the plan's "
+             "compressed field")
     a = layer.attention
     kwargs = {"causal": a.causal, "window": a.window, "chunk": a.chunk, "scale": a.softmax_scale,
               "softcap": 0.0 if a.softcap is None else a.softcap}
@@ -97,6 +96,10 @@ def _attention_config(layer, rope=True) -> dict:
             fail(f"layer {layer.layer}: its RoPE is multimodal ({layer.rope.multimodal}, positions of 3 streams): rotate q "
                  "and k with posenc.rope(x, positions, config=layer.rope) first, then attention_config(rope=False)")
         kwargs.update(encoding="rope", rope_config=layer.rope, rope_offset=layer.rotary_dims[0])
+    if layer.rotated_values:  # DeepSeek-V4: values rotated like the keys, the output rotated back
+        if not (layer.position == "rope" and rope):
+            fail(f"layer {layer.layer}: its values are rotated with its RoPE: attention_config(rope=False) cannot express it")
+        kwargs["rotate_values"] = True
     return kwargs
 
 

@@ -54,10 +54,11 @@ void bind_attention(nb::module_& m) {
              int64_t shaw_max_distance, int64_t head_dim, int64_t transformer_xl_d_model,
              double transformer_xl_base, int64_t chunk, double softcap, int64_t rope_offset,
              const std::string& temperature_rule, double temperature_scale, double temperature_floor_scale,
-             bool round_probabilities) {
+             bool round_probabilities, bool rotate_values) {
             new (self) Attention();
             AttentionConfig& c = self->config;
             c.round_probabilities = round_probabilities;
+            c.rotate_values = rotate_values;
             c.causal = causal;
             c.window = window;
             c.chunk = chunk;
@@ -100,7 +101,7 @@ void bind_attention(nb::module_& m) {
           nb::arg("transformer_xl_d_model"), nb::arg("transformer_xl_base"), nb::arg("chunk") = 0,
           nb::arg("softcap") = 0.0, nb::arg("rope_offset") = 0, nb::arg("temperature_rule") = "none",
           nb::arg("temperature_scale") = 0.0, nb::arg("temperature_floor_scale") = 0.0,
-          nb::arg("round_probabilities") = false)
+          nb::arg("round_probabilities") = false, nb::arg("rotate_values") = false)
       .def(
           "forward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const OutArray& out,

@@ -171,8 +171,8 @@ def test_attention_config_of_every_real_config_runs():
             q = rng.standard_normal((1, 3, 2, layer.qk_head_dim), dtype=np.float32)
             k = rng.standard_normal((1, 3, 1, layer.qk_head_dim), dtype=np.float32)
             v = rng.standard_normal((1, 3, 1, layer.v_head_dim), dtype=np.float32)
-            if layer.rotated_values:  # DeepSeek-V4: rotated values, compressed entries (test_model_deepseek_v4.py)
-                with pytest.raises(posenc.Error, match="rotates its values with the keys"):
+            if layer.compressed is not None:  # DeepSeek-V4's compressed entries (test_model_deepseek_v4.py)
+                with pytest.raises(posenc.Error, match="attends to compressed entries"):
                     layer.attention_config()
                 continue
             if layer.rope is not None and layer.rope.multimodal != "none":

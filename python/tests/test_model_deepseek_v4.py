@@ -79,8 +79,9 @@ def test_attention_modules_against_transformers():
             assert layer.indexer.over_compressed and layer.indexer.topk == config.index_topk
             assert (layer.indexer.heads, layer.indexer.head_dim) == (config.index_n_heads, config.index_head_dim)
             assert ix.rope_layer_type == "compress"
-    with pytest.raises(posenc.Error, match="rotates its values with the keys"):
-        m.layers[0].attention_config()
+    assert m.layers[0].attention_config()["rotate_values"]  # a sliding layer: rotate_values
+    with pytest.raises(posenc.Error, match="attends to compressed entries"):
+        m.layers[2].attention_config()
 
 
 def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
@@ -104,3 +105,52 @@ def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
             got = posenc_op(rope_in, pos, config=layer.rope).transpose(0, 2, 1, 3)
             np.testing.assert_allclose(got, want[..., lo:hi], atol=2e-3, rtol=1e-4, err_msg=f"{label} sign {sign}")
             np.testing.assert_array_equal(want[..., :lo], x[..., :lo])
+
+
+def test_sliding_layer_attention_against_transformers():
+    """A shrunk DeepSeek-V4 (two sliding layers of the real config's form, random weights): each layer's
+    DeepseekV4Attention output against posenc.attention(q, kv, kv, sinks, **layer.attention_config())
+    (window, sinks, RoPE on the last dims, rotate_values) through the module's own projections."""
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+    d = real()
+    small = dict(vocab_size=64, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 head_dim=32, q_lora_rank=16, qk_rope_head_dim=8, o_groups=2, o_lora_rank=16, sliding_window=8,
+                 compress_ratios=[0, 0], index_n_heads=2, index_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+                 rope_theta=d["rope_theta"], compress_rope_theta=d["compress_rope_theta"],
+                 rope_scaling=d["rope_scaling"], max_position_embeddings=d["max_position_embeddings"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = DeepseekV4Config(**small)
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = DeepseekV4ForCausalLM(config).float().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    captured = {}
+    for i, block in enumerate(model.model.layers):
+        block.self_attn.register_forward_hook(
+            lambda mod, args, kwargs, out, i=i: captured.__setitem__(i, (kwargs.get("hidden_states", args[0] if args else None), out[0])),
+            with_kwargs=True)
+    T = 20  # > the window of 8
+    with torch.no_grad():
+        model(torch.randint(0, 64, (1, T)))
+    m = posenc.ModelPositions.from_hf({**small, "model_type": "deepseek_v4"})
+    for i, attn in enumerate(model.model.layers):
+        attn = attn.self_attn
+        layer = m.layers[i]
+        x, want = captured[i]
+        with torch.no_grad():
+            q = attn.q_b_norm(attn.q_b_proj(attn.q_a_norm(attn.q_a_proj(x))).view(1, T, 4, 32))
+            kv = attn.kv_norm(attn.kv_proj(x)).view(1, T, 1, 32)
+            out = posenc.attention(q.numpy(), kv.numpy(), kv.numpy(), sinks=attn.sinks.detach().numpy(),
+                                   **layer.attention_config())
+            got = attn.o_b_proj(attn.o_a_proj(torch.from_numpy(out).reshape(1, T, 2, -1)).flatten(2))
+        torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+    # without the values' rotation the outputs differ: the test is not vacuous
+    kwargs = m.layers[0].attention_config()
+    kwargs["rotate_values"] = False
+    with torch.no_grad():
+        plain = posenc.attention(q.numpy(), kv.numpy(), kv.numpy(), sinks=attn.sinks.detach().numpy(), **kwargs)
+    assert np.abs(plain - out).max() > 1e-2
