@@ -1,6 +1,8 @@
 // tests/model_plan.h: what the model-plan tests (tests/test_model*.cc) share: a config's JSON from a
 // model_type and members, the message of the error a config raises, and a plan's warnings.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "posenc/error.h"
@@ -21,6 +23,12 @@ inline std::string plan_error(const std::string& json) {
     return e.what();
   }
   return "no error";
+}
+
+// Expects planning `json` to raise a posenc::Error whose message contains `text`.
+inline void expect_plan_error(const std::string& json, const std::string& text) {
+  const std::string message = plan_error(json);
+  EXPECT_NE(message.find(text), std::string::npos) << message;
 }
 
 inline bool has_warning(const ModelPositions& m, const std::string& text) {

@@ -16,16 +16,9 @@
 namespace posenc {
 namespace {
 
-const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
+using test::expect_plan_error;
 
-void expect_error(const std::string& json, const std::string& text) {
-  try {
-    model_positions_from_hf_json(json);
-    ADD_FAILURE() << "no error for " << json;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
+const std::string kDir = std::string(POSENC_TEST_DATA_DIR) + "/hf_configs/";
 
 // DeepSeek-V4-Flash: compress_ratios [0, 0, 4, 128, 4, ..., 128, 4, 0] cut to 43 layers; RoPE on the last
 // 64 of 512 dims in pairs; sliding layers base 10000, compressed ones base 160000 with yarn 16x of 65536
@@ -129,11 +122,12 @@ TEST(ModelDeepseekV4, DefaultsAndOtherForms) {
   EXPECT_EQ(nested.layers[1].rope->scaling.type, RopeScalingType::linear);
   EXPECT_EQ(nested.layers[1].compressed->rate, 8);
   EXPECT_FALSE(nested.layers[2].compressed.has_value());
-  expect_error(base + R"(, "compress_ratios": [0, 4, 5, 0, 0, 0]})", "compress_ratios contains 5");
-  expect_error(base + R"(, "compress_ratios": [0, 4]})", "compress_ratios has 2 entries, fewer than");
-  expect_error(base + R"(, "layer_types": ["full_attention"]})", "layer_types contains \"full_attention\"");
-  expect_error(base + R"(, "sliding_window": 0})", "sliding_window = 0 is invalid");
-  expect_error(base + R"(, "qk_rope_head_dim": 128})", "partial_rotary_factor = 2 is invalid");
+  expect_plan_error(base + R"(, "compress_ratios": [0, 4, 5, 0, 0, 0]})", "compress_ratios contains 5");
+  expect_plan_error(base + R"(, "compress_ratios": [0, 4]})", "compress_ratios has 2 entries, fewer than");
+  expect_plan_error(base + R"(, "layer_types": ["full_attention"]})",
+                    "layer_types contains \"full_attention\"");
+  expect_plan_error(base + R"(, "sliding_window": 0})", "sliding_window = 0 is invalid");
+  expect_plan_error(base + R"(, "qk_rope_head_dim": 128})", "partial_rotary_factor = 2 is invalid");
 }
 
 }  // namespace
