@@ -135,8 +135,8 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
   std::vector<float> out_wide, grad_out_wide;
   Strided<const float, 3> out_rows = rows_f32(out, Dv, out_wide),
                           grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);
-  // rotate_values: out = R(-t) o' with o' the kernel's output, so the kernel's o' = R(t) out and its
-  // gradient R(-t)^T grad_out = R(t) grad_out: fp32 copies rotated forward at the query positions.
+  // rotate_values: out = af R(-t) o' on the RoPE range (o' the kernel's output, af the rope's attention
+  // factor), so o' = R(t) out / af and d o' = af R(t) grad_out: fp32 copies rotated at the query positions.
   std::vector<float> out_rot, grad_out_rot;
   if (p.rotate_values)
     for (auto [rows, copy] : {std::pair{&out_rows, &out_rot}, std::pair{&grad_out_rows, &grad_out_rot}}) {
@@ -146,6 +146,13 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
       p.rotate_output_rows(r, false);
       *rows = r;
     }
+  if (p.rotate_values) {  // rope_apply scales by its attention factor af both ways: o' = af R(t) out / af^2
+    const double af = p.rope_q->freq.attention_factor;
+    const auto undo = static_cast<float>(1.0 / (af * af));
+    if (undo != 1.0f)
+      for (int64_t row = 0; row < B * Q * H; ++row)
+        for (int64_t d = p.rope_offset; d < p.rope_offset + p.rope_dim; ++d) out_rot[row * Dv + d] *= undo;
+  }
   const bool relative = config.bias.kind == AttentionBias::Kind::relative;
   const int64_t table_rows = relative ? config.bias.relative.num_rows() : 0;
   const int64_t shaw_rows = config.shaw ? config.shaw->config.num_rows() : 0;

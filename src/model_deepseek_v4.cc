@@ -38,8 +38,9 @@ std::vector<std::string> v4_layer_types(Obj& j, int64_t n) {
              kTypes[1], " and ", kTypes[2]);
       types.push_back(e.get<std::string>());
     }
-    if (static_cast<int64_t>(types.size()) != n)
-      fail(kOp, j.where, "layer_types has ", types.size(), " entries, num_hidden_layers = ", n);
+    if (static_cast<int64_t>(types.size()) < n)  // the config class cuts a longer list (its MTP entries)
+      fail(kOp, j.where, "layer_types has ", types.size(), " entries, fewer than num_hidden_layers = ", n);
+    types.resize(static_cast<size_t>(n));
     j.read.insert("compress_ratios");  // popped by the config class, unused when layer_types is given
     return types;
   }
@@ -61,10 +62,10 @@ std::vector<std::string> v4_layer_types(Obj& j, int64_t n) {
 }
 
 // One rope dict as the rope init functions read it, over the last rope_dims dims alone.
-RopeConfig v4_rope(const json& dict, const std::string& where, Model& m, double prf) {
+RopeConfig v4_rope(const json& dict, const std::string& where, Model& m, double theta, double prf) {
   Obj d{dict, where, {}};
   std::optional<double> unused_beta;
-  RopeConfig c = rope_from_dict(d, m, d.num_or("rope_theta", 1e4), prf, false, unused_beta);
+  RopeConfig c = rope_from_dict(d, m, theta, prf, false, unused_beta);
   c.head_dim = c.effective_rotary_dim();  // the rotated dims are the head's last: rotary_lo says where
   c.rotary_dim = 0;
   d.read.insert("truncate");  // _compute_yarn_parameters reads the top-level dict's: always true here
@@ -94,35 +95,56 @@ ModelPositions deepseek_v4_positions(Obj& j, Model& m) {
     fail(kOp, j.where, "partial_rotary_factor = ", prf, " is invalid: must be in (0, 1]");
   m.head_dim = head;
   m.max_pos = j.int_or("max_position_embeddings", 1048576);
-  // rope_parameters: nested {main, compress} as given, else built from the flat dict (rope_scaling).
+  // convert_rope_params_to_dict takes `rope_scaling or rope_parameters`; a nested {main, compress} is kept,
+  // its dicts completed by standardize_rope_params from the top-level rope_theta and partial_rotary_factor
+  // (not from qk_rope_head_dim: without a factor such a dict rotates the whole head).
   json main, compress;
-  const json* given = j.has("rope_parameters") ? &j.at("rope_parameters") : nullptr;
+  const bool scaling =
+      j.has("rope_scaling") && j.at("rope_scaling").is_object() && !j.at("rope_scaling").empty();
+  j.read.insert("rope_scaling");
+  const json* given = scaling                    ? &j.at("rope_scaling")
+                      : j.has("rope_parameters") ? &j.at("rope_parameters")
+                                                 : nullptr;
+  if (scaling && j.has("rope_parameters"))
+    out.warnings.push_back(
+        "rope_parameters is ignored: transformers 5 reads rope_scaling when both are given");
   if (given && !given->is_object())
     fail(kOp, j.where, "rope_parameters = ", json_excerpt(*given), " is invalid");
+  const double theta = j.num_or("rope_theta", 1e4);
+  j.read.insert("compress_rope_theta");
+  double dict_prf = prf;
   if (given && given->contains("main") && given->contains("compress") && given->at("main").is_object() &&
       given->at("compress").is_object()) {
     main = given->at("main"), compress = given->at("compress");
+    dict_prf = j.has("partial_rotary_factor") ? prf : 1.0;
   } else {
-    json flat = given ? *given : j.has("rope_scaling") ? j.at("rope_scaling") : json::object();
-    j.read.insert("rope_scaling");
-    if (!flat.is_object()) fail(kOp, j.where, "rope_scaling = ", json_excerpt(flat), " is invalid");
+    json flat = given ? *given : json::object();
     flat.erase("main"), flat.erase("compress");
-    main = {{"rope_type", "default"}, {"rope_theta", j.num_or("rope_theta", 1e4)}};
+    main = {{"rope_type", "default"}, {"rope_theta", theta}};
     compress = flat;
     compress["rope_theta"] = j.num_or("compress_rope_theta", 160000.0);
+    // __post_init__ writes the config's factor over the dict's own.
+    if (compress.contains("partial_rotary_factor") && compress["partial_rotary_factor"] != prf)
+      out.warnings.push_back(
+          "rope_scaling.partial_rotary_factor = " + json_excerpt(compress["partial_rotary_factor"]) +
+          " is replaced by the config's " + std::to_string(prf) + " (configuration_deepseek_v4.py)");
+    compress["partial_rotary_factor"] = prf;
     if (!compress.contains("rope_type")) compress["rope_type"] = compress.value("type", json("default"));
     compress.erase("type");
     if (compress["rope_type"] == "yarn" && !compress.contains("attention_factor"))
       compress["attention_factor"] = 1.0;
   }
-  j.read.insert("rope_theta"), j.read.insert("compress_rope_theta");
-  const RopeConfig main_rope = v4_rope(main, "rope_parameters.main.", m, prf);
-  const RopeConfig compress_rope = v4_rope(compress, "rope_parameters.compress.", m, prf);
+  const RopeConfig main_rope = v4_rope(main, "rope_parameters.main.", m, theta, dict_prf);
+  const RopeConfig compress_rope = v4_rope(compress, "rope_parameters.compress.", m, theta, dict_prf);
   // compress_rates: dict, default {CSA: 4, HCA: 128}; legacy compress_rate_csa / compress_rate_hca.
   int64_t rate_csa = 4, rate_hca = 128;
-  if (j.has("compress_rates")) {
+  if (j.has("compress_rates")) {  // the model reads both entries (a missing one is a KeyError there)
     Obj r{j.at("compress_rates"), j.where + "compress_rates.", {}};
-    rate_csa = r.int_or(kTypes[1], rate_csa), rate_hca = r.int_or(kTypes[2], rate_hca);
+    if (!r.has(kTypes[1]) || !r.has(kTypes[2]))
+      fail(kOp, j.where, "compress_rates = ", json_excerpt(j.at("compress_rates")), " is invalid: needs ",
+           kTypes[1], " and ", kTypes[2]);
+    rate_csa = r.integer(kTypes[1]), rate_hca = r.integer(kTypes[2]);
+    r.warn_unread(out.warnings, "deepseek_v4");
   }
   rate_csa = j.int_or("compress_rate_csa", rate_csa), rate_hca = j.int_or("compress_rate_hca", rate_hca);
   for (const int64_t rate : {rate_csa, rate_hca})

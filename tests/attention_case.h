@@ -66,6 +66,8 @@ struct Case {
   RopeLayout rope_layout = RopeLayout::half;
   // DeepSeek-V4's rotated values (AttentionConfig::rotate_values; RoPE encodings, Dv == D).
   bool rotate_values = false;
+  // RoPE with an attention factor: yarn (factor 4 of 32 positions) with attention_factor 1.5.
+  bool rope_attention_factor = false;
   int64_t dv() const { return Dv > 0 ? Dv : D; }
 };
 
@@ -84,6 +86,12 @@ class AttentionCase {
     rc_.head_dim = c.D - c.rope_offset;
     rc_.layout = c.rope_layout;
     rc_.base = 500;  // small base: every pair turns visibly within these lengths
+    if (c.rope_attention_factor) {
+      rc_.scaling.type = RopeScalingType::yarn;
+      rc_.scaling.factor = 4;
+      rc_.scaling.original_max_position_embeddings = 32;
+      rc_.scaling.attention_factor = 1.5;
+    }
     if (uses_rope()) rope_ = std::make_unique<Rope>(rc_);
     if (e == Enc::alibi || e == Enc::alibi_symmetric || e == Enc::rope_alibi) {
       bias_.kind = AttentionBias::Kind::alibi;
@@ -148,7 +156,7 @@ class AttentionCase {
        << (c_.Dv > 0 ? " Dv " + std::to_string(c_.Dv) : "")
        << (c_.rope_offset > 0 ? " rope from " + std::to_string(c_.rope_offset) : "")
        << (c_.rope_layout == RopeLayout::interleaved ? " interleaved" : "")
-       << (c_.rotate_values ? " rotated values" : "");
+       << (c_.rotate_values ? " rotated values" : "") << (c_.rope_attention_factor ? " yarn 1.5" : "");
     return os.str();
   }
 

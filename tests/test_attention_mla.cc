@@ -190,6 +190,14 @@ TEST(AttentionMla, RotatedValues) {
     check_library_against_reference(c, Enc::rope);
   }
   check_reference_against_finite_differences(v4({1, 3, 5, 2, 1, 8, true}), Enc::rope);
+  // GQA, and a rope whose attention factor (1.5) scales q, k, v and the output's rotation back.
+  Case scaled = v4({1, 9, 9, 4, 2, 8, true});
+  scaled.rope_attention_factor = true, scaled.sinks = true;
+  check_forward(scaled, Enc::rope);
+  check_library_against_reference(scaled, Enc::rope);
+  Case small = v4({1, 3, 5, 2, 1, 8, true});
+  small.rope_attention_factor = true, small.sinks = true;
+  check_reference_against_finite_differences(small, Enc::rope);
   {  // not vacuous: the rotation of the values changes the output
     const Case rotated = v4({1, 3, 9, 2, 1, 8, true});
     Case plain = rotated;

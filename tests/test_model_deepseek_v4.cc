@@ -113,7 +113,7 @@ TEST(ModelDeepseekV4, DefaultsAndOtherForms) {
   EXPECT_EQ(d.layers[3].indexer->rotary_lo, 16);
   const ModelPositions nested = model_positions_from_hf_json(base + R"(, "layer_types": ["sliding_attention",
       "compressed_sparse_attention", "sliding_attention", "sliding_attention", "sliding_attention",
-      "sliding_attention"], "compress_rates": {"compressed_sparse_attention": 8},
+      "sliding_attention"], "compress_rates": {"compressed_sparse_attention": 8, "heavily_compressed_attention": 64},
       "rope_parameters": {"main": {"rope_type": "default", "rope_theta": 5e4, "partial_rotary_factor": 0.5},
                           "compress": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6,
                                        "partial_rotary_factor": 0.5}}})");
@@ -127,6 +127,26 @@ TEST(ModelDeepseekV4, DefaultsAndOtherForms) {
   expect_plan_error(base + R"(, "layer_types": ["full_attention"]})",
                     "layer_types contains \"full_attention\"");
   expect_plan_error(base + R"(, "sliding_window": 0})", "sliding_window = 0 is invalid");
+  expect_plan_error(base + R"(, "compress_rates": {"compressed_sparse_attention": 8}})",
+                    "compress_rates = {\"compressed_sparse_attention\":8} is invalid: needs");
+  // transformers 5 reads rope_scaling over rope_parameters; a nested dict without a factor rotates the whole
+  // head (standardize_rope_params fills it from partial_rotary_factor only); a longer layer_types is cut.
+  const ModelPositions both = model_positions_from_hf_json(
+      base +
+      R"(, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": {"rope_type": "linear",
+      "factor": 4.0}})");
+  EXPECT_EQ(both.layers[0].rope->scaling.factor, 2.0);
+  EXPECT_TRUE(test::has_warning(both, "rope_parameters is ignored"));
+  const ModelPositions whole = model_positions_from_hf_json(
+      R"({"model_type": "deepseek_v4", "num_hidden_layers": 2, "head_dim": 64, "num_attention_heads": 4,
+          "hidden_size": 64, "qk_rope_head_dim": 16, "index_head_dim": 64, "rope_theta": 5e4,
+          "rope_parameters": {"main": {"rope_type": "default"}, "compress": {"rope_type": "default"}}})");
+  EXPECT_EQ(whole.layers[0].rotary_lo, 0);
+  EXPECT_EQ(whole.layers[0].rope->base, 5e4);
+  const ModelPositions cut = model_positions_from_hf_json(base + R"(, "layer_types": ["sliding_attention",
+      "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+      "compressed_sparse_attention"]})");
+  EXPECT_EQ(cut.num_layers, 6);
   expect_plan_error(base + R"(, "qk_rope_head_dim": 128})", "partial_rotary_factor = 2 is invalid");
 }
 

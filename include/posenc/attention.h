@@ -121,7 +121,8 @@ struct AttentionConfig {
   // DeepSeek-V4's rotated values (its K = V; modeling_deepseek_v4.py DeepseekV4Attention.forward): v's dims
   // [rope_offset, rope_offset + rope.head_dim) are rotated at the key positions like k's, and the output's
   // same dims rotated back at the query's position, o_t = R(-t) sum_s p_ts R(s) v_s = sum_s p_ts R(s - t)
-  // v_s: values that carry relative positions. Needs rope, Dv >= rope_offset + rope.head_dim, fp32 v and out;
+  // v_s: values that carry relative positions (times af^2 on those dims for a rope of attention factor af, as
+  // transformers scales cos / sin both ways). Needs rope, Dv >= rope_offset + rope.head_dim, fp32 v and out;
   // not in the KV cache.
   bool rotate_values = false;
 };
