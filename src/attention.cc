@@ -137,8 +137,9 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
                           grad_out_rows = rows_f32(grad_out, Dv, grad_out_wide);
   // rotate_values: out = af R(-t) o' on the RoPE range (o' the kernel's output, af the rope's attention
   // factor), so o' = R(t) out / af and d o' = af R(t) grad_out: fp32 copies rotated at the query positions.
+  // rope_apply scales by af both ways, so the rotated out is divided by af^2 on the RoPE range.
   std::vector<float> out_rot, grad_out_rot;
-  if (p.rotate_values)
+  if (p.rotate_values) {
     for (auto [rows, copy] : {std::pair{&out_rows, &out_rot}, std::pair{&grad_out_rows, &grad_out_rot}}) {
       copy->resize(static_cast<size_t>(B * Q * H * Dv));
       cpu::copy_rows(*rows, Dv, copy->data());
@@ -146,12 +147,10 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
       p.rotate_output_rows(r, false);
       *rows = r;
     }
-  if (p.rotate_values) {  // rope_apply scales by its attention factor af both ways: o' = af R(t) out / af^2
     const double af = p.rope_q->freq.attention_factor;
     const auto undo = static_cast<float>(1.0 / (af * af));
-    if (undo != 1.0f)
-      for (int64_t row = 0; row < B * Q * H; ++row)
-        for (int64_t d = p.rope_offset; d < p.rope_offset + p.rope_dim; ++d) out_rot[row * Dv + d] *= undo;
+    for (int64_t row = 0; undo != 1.0f && row < B * Q * H; ++row)
+      for (int64_t d = p.rope_offset; d < p.rope_offset + p.rope_dim; ++d) out_rot[row * Dv + d] *= undo;
   }
   const bool relative = config.bias.kind == AttentionBias::Kind::relative;
   const int64_t table_rows = relative ? config.bias.relative.num_rows() : 0;

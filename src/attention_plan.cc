@@ -167,7 +167,7 @@ void AttentionPlan::set_rope() {
 }
 
 // DeepSeek-V4's values: a copy of v with the rope range rotated at the key positions (the output's range
-// is rotated back at the query positions by the front end: rotate_output).
+// is rotated back at the query positions by the front end: rotate_output_rows).
 void AttentionPlan::set_rotated_values() {
   if (storage != DType::f32)
     fail(kOp, "rotate_values = true needs fp32 k and v (they are ", dtype_name(storage), ")");
