@@ -110,9 +110,34 @@ void refuse_if_unsupported(const std::string& type) {
          "(rope_config_from_hf_json, or RopeConfig fields) instead");
 }
 
+// Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
+// the configuration class auto_map names (AutoConfig with trust_remote_code). Re-saves prefix the class with
+// its repository ("openbmb/MiniCPM-1B-sft-bf16--configuration_minicpm.MiniCPMConfig").
+std::string model_type_from_auto_map(const json& root) {
+  static const char* const kClasses[][2] = {{"configuration_minicpm.MiniCPMConfig", "minicpm"},
+                                            {"configuration_baichuan.BaichuanConfig", "baichuan"},
+                                            {"configuration_baichuan.BaiChuanConfig", "baichuan"},
+                                            {"configuration_chatglm.ChatGLMConfig", "chatglm"},
+                                            {"configuration_qwen.QWenConfig", "qwen"},
+                                            {"configuration_internlm2.InternLM2Config", "internlm2"}};
+  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
+      !root.at("auto_map").at("AutoConfig").is_string())
+    return "";
+  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
+  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
+  for (const auto& c : kClasses)
+    if (cls == c[0]) return c[1];
+  return "";
+}
+
 }  // namespace
 
 std::string detail::unplanned_reason(const json& root) {
+  if (!has(root, "model_type") && !model_type_from_auto_map(root).empty()) {
+    json named = root;
+    named["model_type"] = model_type_from_auto_map(root);
+    return unplanned_reason(named);
+  }
   if (!has(root, "model_type")) return "it has no model_type";
   if (!root.at("model_type").is_string())
     return "model_type = " + detail::json_excerpt(root.at("model_type")) + " is not a string";
@@ -126,9 +151,11 @@ std::string detail::unplanned_reason(const json& root) {
   if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;
   const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
   const json& tj = wrapped ? root.at("text_config") : root;
-  const std::string own = canonical_type(wrapped && has(tj, "model_type") && tj.at("model_type").is_string()
-                                             ? tj.at("model_type").get<std::string>()
-                                             : outer);
+  const std::string own =
+      outer == "step3p7" ? "step3p5"  // Step3p7Config drops text_config.model_type
+                         : canonical_type(wrapped && has(tj, "model_type") && tj.at("model_type").is_string()
+                                              ? tj.at("model_type").get<std::string>()
+                                              : outer);
   why = detail::refusal_reason(own);
   if (!why.empty()) return "model_type '" + own + "' is not supported: " + why;
   if (!detail::find_family(own) && !detail::seq2seq_family(own) && own != "t5gemma")
@@ -191,7 +218,17 @@ void nomic_legacy_keys(Obj& j, std::vector<std::string>& warnings) {
 ModelPositions model_positions_from_hf_json(const std::string& text) {
   const json root = detail::parse_config_json(kOp, text);
   Obj top{root, "", {}};
-  if (!top.has("model_type")) fail(kOp, "model_type is missing");
+  if (!top.has("model_type")) {
+    const std::string inferred = model_type_from_auto_map(root);
+    if (inferred.empty()) fail(kOp, "model_type is missing");
+    json named = root;
+    named["model_type"] = inferred;
+    ModelPositions out = model_positions_from_hf_json(named.dump());
+    out.warnings.insert(out.warnings.begin(), "model_type is missing: read as '" + inferred +
+                                                  "', the type of auto_map.AutoConfig = " +
+                                                  root.at("auto_map").at("AutoConfig").get<std::string>());
+    return out;
+  }
   const std::string outer_type = top.str("model_type");
   if (detail::remote_code_planned(outer_type)) return detail::remote_code_positions(root, outer_type);
   if (!detail::refusal_reason(outer_type).empty()) refuse_if_unsupported(outer_type);
@@ -200,9 +237,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const bool wrapped = has(root, "text_config");
   if (wrapped && !root.at("text_config").is_object())
     fail(kOp, "text_config = ", root.at("text_config").dump(), " is invalid: must be an object");
-  const json& tj = wrapped ? root.at("text_config") : root;
-  Obj j{tj, wrapped ? "text_config." : "", {}};
-  const std::string declared_type = wrapped && j.has("model_type") ? j.str("model_type") : outer_type;
+  const json& given = wrapped ? root.at("text_config") : root;
+  const std::string where = wrapped ? "text_config." : "";
+  // Step3p7Config drops text_config.model_type: its text model is always step3p5 (configuration_step3p7.py).
+  const std::string declared_type = outer_type == "step3p7" ? "step3p5"
+                                    : wrapped && has(given, "model_type")
+                                        ? Obj{given, where, {}}.str("model_type")
+                                        : outer_type;
+  std::vector<std::string> resolve_warnings;
+  const json resolved =
+      declared_type == "step3p5" ? detail::step3p5_resolved(given, where, resolve_warnings) : json(nullptr);
+  const json& tj = resolved.is_null() ? given : resolved;
+  Obj j{tj, where, {}};
+  j.read.insert("model_type");
   const std::string own_type = canonical_type(declared_type);
   std::string type = rules_type(own_type);
   refuse_if_unsupported(own_type);
@@ -210,6 +257,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (detail::seq2seq_family(own_type)) return detail::seq2seq_positions(j, own_type);
   if (own_type == "t5gemma") return detail::t5gemma_positions(j);
   ModelPositions out;
+  out.warnings = resolve_warnings;
   // Glm4vConfig / Glm4vMoeConfig build the text model from text_config alone: transformers 5 gives a flat
   // config (the form of transformers 4.53's development builds, e.g. copies of GLM-4.1V) the text class's
   // defaults, which it cannot run (64 rotary pairs for mrope_section [8, 12, 12]). posenc reads the
@@ -498,7 +546,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // rope_parameters per layer type, or the class's; the checkpoints' own keys are checked below.
     // laguna: likewise (configuration_laguna.py convert_rope_params_to_dict returns its input); its
     // rotary module reads each type's own partial_rotary_factor (1.0 if absent), never the top-level one.
-    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna";
+    // step3p5: its config class builds the per-type dicts (src/model_step3p5.cc resolved them).
+    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5";
+    if (type == "step3p5") prf.reset();
     if (type == "laguna") {
       prf.reset();
       for (const char* k : {"rope_theta", "partial_rotary_factor", "rope_scaling"})
@@ -644,6 +694,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back("query_pre_attn_scalar is not read by gemma3n_text: its attention scale is 1");
   if ((type == "gemma2" || type == "vaultgemma" || type == "gemma3_text") && !gemma3n)
     scale = std::pow(j.num_or("query_pre_attn_scalar", 256), -0.5);
+  // step3p5: query_pre_attn_scalar ** -0.5, the head_dim by default (configuration_step3p7.py L251-252,
+  // modeling_step3p7.py L680). Its sliding layers' head count (num_sliding_attention_heads,
+  // attention_other_setting, per_layer_config) does not change the head's size.
+  if (type == "step3p5") {
+    const double scalar = j.num_or("query_pre_attn_scalar", static_cast<double>(qk_head_dim));
+    if (!(scalar > 0)) fail(kOp, j.where, "query_pre_attn_scalar = ", scalar, " is invalid: must be > 0");
+    scale = std::pow(scalar, -0.5);
+    for (const char* k : {"num_sliding_attention_heads", "attention_other_setting"}) j.read.insert(k);
+  }
   if (gemma3n) scale = 1.0;
   // granite, granitemoe(shared), hyperclovax: self.scaling = config.attention_multiplier
   // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190).
@@ -741,7 +800,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back(
         "use_bidirectional_attention = \"vision\": image tokens attend to each other "
         "both ways, which the caller's mask must add; text layers shown causal");
-  } else if (own_type == "gemma3_text" && j.bool_or("use_bidirectional_attention", false)) {
+  } else if ((own_type == "gemma3_text" || type == "step3p5") &&
+             j.bool_or("use_bidirectional_attention", false)) {
+    // step3p5: full layers see every key, sliding layers |q - k| < sliding_window (modeling_step3p7.py
+    // L800-809, L880-888; the window unchanged).
     // Gemma3TextModel (EmbeddingGemma): full layers see every key, sliding layers a symmetric window
     // (modeling_gemma3.py L536-538; the window in model_layer_types.cc).
     bidirectional = true;

@@ -114,6 +114,8 @@ constexpr Family kFamilies[] = {
   {"axk2",           R,      1e4,     131072,  0,       0,    false, I},  // deepseek_v32's rules
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
+  // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors (src/model_step3p5.cc)
+  {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
   // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
   {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I},
@@ -341,6 +343,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"deepseek_v4", 4096, 64, 43},
       {"axk2", 2048, 32, 48},
       {"laguna", 2048, 48, 40},
+      {"step3p5", 4096, 64, 45},
       {"glm_moe_dsa", 6144, 64, 78},
       {"longcat_flash", 6144, 64, 56},
       {"jetmoe", 2048, 32, 12},
@@ -408,13 +411,14 @@ constexpr SizeDefaults kSizeDefaults[] = {
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 23> kIrrelevant = {
+constexpr std::array<std::string_view, 24> kIrrelevant = {
     "attention_dropout",
     "attention_bias",
     "attention_probs_dropout_prob",
     "attn_pdrop",
     "routed_scaling_factor",
     "moe_routed_scaling_factor",
+    "moe_router_scaling_factor",  // step3p5's MoE output scale
     "mtp_loss_scaling_factor",
     "output_attentions",
     "chunk_size_feed_forward",
@@ -447,11 +451,8 @@ const SizeDefaults* find_size_defaults(const std::string& model_type) {
 }
 
 std::string refusal_reason(const std::string& t) {
-  // Not in transformers 5.23.0 (remote code: the repository's own modeling file defines the rotation).
-  // (qwen, chatglm, internlm2, stablelm_epoch, RefinedWeb and minicpmv are planned from the authors' files:
+  // (Remote-code types, not in transformers 5.23.0, are planned from the authors' files or refused there:
   // src/model_remote.cc.)
-  for (const char* remote : {"baichuan", "minicpm"})
-    if (t == remote) return "its positional code is remote code (trust_remote_code), not in transformers 5";
   // In transformers 5.23, with positional code posenc does not model yet (each family's modeling file).
   static const char* const kInkling =
       "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) and short "

@@ -137,6 +137,10 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
 // DeepSeek-V4: its layer types, two rope dicts, compressed keys and indexer (src/model_deepseek_v4.cc).
 ModelPositions deepseek_v4_positions(Obj& j, Model& m);
 
+// step3p5's text config in the form its config class builds: MTP tails trimmed, rope_parameters per
+// layer type (src/model_step3p5.cc); the reader then plans it like laguna's.
+json step3p5_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
+
 // Remote-code model types posenc plans from the authors' modeling files (src/model_remote.cc).
 bool remote_code_planned(const std::string& model_type);
 ModelPositions remote_code_positions(const json& root, const std::string& model_type);

@@ -158,9 +158,12 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
   const bool gemma4 = m.type == "gemma4_text";
   // Only Gemma 4's modeling code builds its layers from per-layer configs (other families read the
   // global attributes, or raise AmbiguousGlobalPerLayerAttributeError): refused elsewhere.
-  if (!gemma4 && j.has("per_layer_config"))
+  // step3p5's config class writes per_layer_config itself (its sliding layers' head counts,
+  // configuration_step3p7.py L240-249); its rotary module reads the global head_dim.
+  const bool step3p5 = m.type == "step3p5";
+  if (!gemma4 && !step3p5 && j.has("per_layer_config"))
     fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.family->model_type,
-         "' (read for gemma4_text only)");
+         "' (read for gemma4_text and step3p5 only)");
   // Gemma4TextConfig: `if "per_layer_config" not in kwargs` -- an explicit null counts as given.
   if (gemma4 && j.j.contains("per_layer_config") && !j.has("per_layer_config")) return dims;
   if (j.has("per_layer_config")) {
@@ -181,8 +184,16 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
       if (!it.value().is_object())
         fail(kOp, j.where, where, " = ", json_excerpt(it.value()), " must be an object");
       for (auto o = it.value().begin(); o != it.value().end(); ++o) {
-        if (o.key() == "head_dim") {
+        if (o.key() == "head_dim" && step3p5) {
+          if (checked_dim(where + ".head_dim", o.value()) != m.head_dim)
+            fail(kOp, j.where, where, ".head_dim = ", json_excerpt(o.value()),
+                 " is not modeled by posenc: step3p5's rotary module sizes every layer's rotation by the "
+                 "global head_dim = ",
+                 m.head_dim);
+        } else if (o.key() == "head_dim") {
           dims[layer] = checked_dim(where + ".head_dim", o.value());
+        } else if (o.key() == "num_attention_heads" || o.key() == "num_key_value_heads") {
+          // head counts: not positional
         } else if (o.key() == "skip" || looks_positional(o.key())) {
           fail(kOp, j.where, where, ".", o.key(),
                ": a per-layer override of this attribute is not modeled by posenc (head_dim is)");

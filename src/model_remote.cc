@@ -10,15 +10,17 @@
 //   RefinedWeb, RefinedWebModel: tiiuae/falcon-40b / falcon-7b's first modelling_RW.py, configuration_RW.py
 //   minicpmv:       openbmb/MiniCPM-V-4 modeling_minicpmv.py, whose language model is transformers'
 //                   LlamaForCausalLM built from this config (a LlamaConfig subclass)
+//   minicpm, baichuan: src/model_remote_llama_forks.cc
 // Each plan is uniform over the layers: causal attention, scale head_dim^-0.5, no window.
 #include <cmath>
 #include <string>
 
 #include "src/config_json.h"
 #include "src/model_parse.h"
+#include "src/model_remote.h"
 
 namespace posenc::detail {
-namespace {
+namespace remote {
 
 std::string excerpt(Obj& j, const std::string& k) { return json_excerpt(j.at(k)); }
 
@@ -33,7 +35,6 @@ int64_t positive(Obj& j, std::initializer_list<const char*> keys, int64_t fallba
   return fallback;
 }
 
-// A rotary base read from `key` (or derived from it), in the range posenc's RoPE accepts.
 double checked_base(const std::string& key, double base) {
   if (!(base >= kMinRopeBase && base <= kMaxRopeBase))
     fail(kOp, key, " gives the rotary base ", base, ": must be in [2^-16, 2^126]");
@@ -88,6 +89,11 @@ ModelPositions uniform(const std::string& type, const char* code, int64_t layers
   if (rope) validate(*rope);
   return out;
 }
+
+}  // namespace remote
+
+namespace {
+using namespace remote;
 
 // QWenConfig / QWenModel / QWenAttention. RoPE: rotate_half (halves) on the first int(kv_channels *
 // rotary_pct) dims (all if rotary_pct == 1), base rotary_emb_base, inv_freq over the rotated dims.
@@ -295,7 +301,7 @@ ModelPositions refined_web(Obj& j, const std::string& type, std::vector<std::str
 
 bool remote_code_planned(const std::string& type) {
   for (const char* t : {"qwen", "chatglm", "internlm2", "internlm", "stablelm_epoch", "RefinedWeb",
-                        "RefinedWebModel", "minicpmv"})
+                        "RefinedWebModel", "minicpmv", "minicpm", "baichuan"})
     if (type == t) return true;
   return false;
 }
@@ -339,6 +345,10 @@ ModelPositions remote_code_positions(const json& root, const std::string& type) 
     out = internlm2(j, type, warnings);
   } else if (type == "stablelm_epoch") {
     out = stablelm_epoch(j, warnings);
+  } else if (type == "minicpm") {
+    out = minicpm(j, warnings);
+  } else if (type == "baichuan") {
+    out = baichuan(j, warnings);
   } else {
     out = refined_web(j, type, warnings);
   }

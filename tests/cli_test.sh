@@ -297,9 +297,9 @@ check encode_gemma3 2 "$posenc" encode rope --config "$configs/gemma3__gemma-3-2
 expect_in encode_gemma3 "$tmp/err" "rotate differently, which one RopeConfig cannot describe"
 check encode_chatglm 0 "$posenc" encode rope --config "$configs/chatglm__chatglm2-6b.json" -p 0:2
 expect_in encode_chatglm "$tmp/out" "layout interleaved"
-echo '{"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32}' >"$tmp/baichuan.json"
-check encode_baichuan 0 "$posenc" encode rope --config "$tmp/baichuan.json" -p 0:2
-expect_in encode_baichuan "$tmp/err" "posenc: warning: model_type 'baichuan' is not supported"
+echo '{"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32}' >"$tmp/internlm.json"
+check encode_internlm 0 "$posenc" encode rope --config "$tmp/internlm.json" -p 0:2
+expect_in encode_internlm "$tmp/err" "posenc: warning: model_type 'internlm' is not supported"
 check inspect_scout 0 "$posenc" inspect "$configs/llama4__Llama-4-Scout-17B-16E-Instruct.json"
 expect_in inspect_scout "$tmp/err" "low_freq_factor == high_freq_factor"
 expect_in inspect_scout "$tmp/out" "chunk 8192"
@@ -362,8 +362,8 @@ assert layer["attention"]["query_temperature"] == {"rule": "qwen_logn", "scale":
 # get_ntk_alpha at 16385 tokens: 2^ceil(log2(16385 / 8192) + 1) - 1 = 7
 assert math.isclose(layer["rope"]["inv_freq"][1], (1e4 * 7 ** (128 / 126)) ** (-2 / 128), rel_tol=1e-12), layer
 PY
-check inspect_baichuan 2 "$posenc" inspect "$tmp/baichuan.json"
-expect_in inspect_baichuan "$tmp/err" "model_type 'baichuan' is not supported"
+check inspect_internlm 2 "$posenc" inspect "$tmp/internlm.json"
+expect_in inspect_internlm "$tmp/err" "model_type 'internlm' is not supported"
 check inspect_missing 2 "$posenc" inspect "$tmp/nope.json"
 expect_in inspect_missing "$tmp/err" "cannot open config file"
 echo '{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 0}' >"$tmp/bad.json"

@@ -39,6 +39,7 @@ struct RealCase {
 
 // clang-format off
 const RealCase kReal[] = {
+  {"baichuan__Baichuan2-13B-Chat.json", "baichuan", 40, "alibi", 0, 0, 0, 0, 0, ""},
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
@@ -66,6 +67,11 @@ const RealCase kReal[] = {
    "low_freq_factor == high_freq_factor"},
   {"llama__ALLaM-7B-Instruct-preview.json", "llama", 32, "rope", 1e6, 0, 128, 0, 0, ""},
   {"minicpmv__MiniCPM-V-4.json", "minicpmv", 32, "rope", 1e4, 0, 128, 0, 0, ""},
+  {"minicpm__MiniCPM-2B-sft-bf16.json", "minicpm", 40, "rope", 1e4, 0, 64, 0, 0, "model_type is missing"},
+  {"minicpm__MiniCPM-2B-128k.json", "minicpm", 40, "rope", 1e6, 0, 64, 0, 0, "rope_scaling 'dynamic'"},
+  {"minicpm__MiniCPM-S-1B-sft.json", "minicpm", 52, "rope", 1e4, 0, 64, 0, 0, "model_type is missing"},
+  {"minicpm__MiniCPM-Embedding.json", "minicpm", 40, "rope", 1e4, 0, 64, 0, 0, "model_type is missing"},
+  {"minicpm__SLM_qlora-MiniCPM-1B-sft-bf16.json", "minicpm", 52, "rope", 1e4, 0, 64, 0, 0, ""},
   {"ministral3__Devstral-2-123B-Instruct.json", "ministral3", 88, "rope", 1e6, 0, 128, 0, 0, ""},
   {"mistral3__Devstral-Small-2-24B-Instruct.json", "ministral3", 40, "rope", 1e8, 0, 128, 0, 0, ""},
   {"mistral__Mistral-7B-Instruct-v0.3.json", "mistral", 32, "rope", 1e6, 0, 128, 0, 0, ""},
@@ -474,10 +480,12 @@ TEST(ModelFamilies, SecondCollectionLayoutsAndScales) {
 // Remote-code model types posenc does not follow are refused as remote code (the ones it follows:
 // tests/test_model_remote.cc).
 TEST(ModelFamilies, RemoteCodeTypesAreRefusedAsSuch) {
-  expect_plan_error(R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})",
-                    "model_type 'baichuan' is not supported: its positional code is remote code");
-  expect_plan_error(R"({"model_type": "minicpm", "hidden_size": 2304, "num_attention_heads": 36})",
-                    "model_type 'minicpm' is not supported: its positional code is remote code");
+  // (Remote-code types posenc plans: tests/test_model_remote.cc.)
+  expect_plan_error(R"({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})",
+                    "model_type 'internlm' is not supported: InternLM (1)'s remote code");
+  expect_plan_error(
+      R"({"model_type": "baichuan", "hidden_size": 2048, "num_attention_heads": 16})",
+      "model_type 'baichuan' with hidden_size = 2048 and num_hidden_layers = 32 is not supported");
 }
 
 // Small fixtures: the forms no collected file shows. Base keys of a tiny llama-like model.
@@ -1145,7 +1153,7 @@ TEST(ModelForms, BadInput) {
   expect_plan_error(cfg("llama", R"("layer_types": ["full_attention"])"), "layer_types");
   expect_plan_error(cfg("llama", R"("rope_scaling": {"rope_type": "llama3", "factor": 8})"),
                     "low_freq_factor");
-  expect_plan_error(cfg("baichuan", ""), "model_type 'baichuan' is not supported");
+  expect_plan_error(cfg("internlm", ""), "model_type 'internlm' is not supported");
   expect_plan_error(cfg("some_new_model", ""), "model_type 'some_new_model' is not in posenc's model table");
 }
 

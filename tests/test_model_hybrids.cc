@@ -497,5 +497,68 @@ TEST(ModelHybrids, LongcatFlashPlansTwoMlaSublayersPerLayer) {
   }
 }
 
+// configuration_step3p7.py Step3p7TextConfig.__post_init__ (L160-298): lists padded with the MTP layers'
+// entries lose them; one rope dict per layer type from its first layer's rope_theta /
+// partial_rotary_factors; rope_scaling merged into full_attention only. modeling_step3p7.py: rotate_half on
+// the first int(head_dim * prf) dims (L629-665), scale query_pre_attn_scalar^-0.5 (L680).
+TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
+  const ModelPositions m = plan("step3p5", 4, R"("head_dim": 128, "num_nextn_predict_layers": 1,
+      "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention",
+                      "full_attention"],
+      "rope_theta": [5e6, 1e4, 2e4, 5e6, 7e6], "partial_rotary_factors": [0.5, 1.0, 0.25, 0.5, 0.5],
+      "rope_scaling": {"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 65536,
+                       "low_freq_factor": 1.0, "high_freq_factor": 32.0},
+      "sliding_window": 512, "query_pre_attn_scalar": 64,
+      "attention_other_setting": {"num_attention_heads": 6}, "use_rope_layers": [true, true, true, true, true],
+      "yarn_only_types": ["full_attention"])");
+  ASSERT_EQ(m.num_layers, 4);
+  EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+  for (const LayerPlan& l : m.layers) {
+    const bool full = l.layer_type == "full_attention";
+    EXPECT_EQ(l.rope->base, full ? 5e6 : 1e4) << l.layer;  // the type's first layer wins
+    EXPECT_EQ(l.rotary_lo, 0);
+    EXPECT_EQ(l.rotary_hi, full ? 64 : 128) << l.layer;
+    EXPECT_EQ(l.rope->layout, RopeLayout::half);
+    EXPECT_EQ(l.rope->scaling.type, full ? RopeScalingType::llama3 : RopeScalingType::none) << l.layer;
+    EXPECT_EQ(l.attention.window, full ? 0 : 512) << l.layer;
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+    EXPECT_TRUE(l.attention.causal);
+  }
+  // The class defaults: every layer full, base 1e4 on the whole 128-dim head, scale head_dim^-0.5.
+  const ModelPositions d = model_positions_from_hf_json(R"({"model_type": "step3p5"})");
+  EXPECT_EQ(d.num_layers, 45);
+  EXPECT_EQ(d.layers[44].rope->base, 1e4);
+  EXPECT_EQ(d.layers[44].rotary_hi, 128);
+  EXPECT_DOUBLE_EQ(d.layers[0].attention.softmax_scale, 1 / std::sqrt(128.0));
+  // Step3p7Config (step3p7) drops text_config.model_type: the text model is step3p5's.
+  const ModelPositions w = model_positions_from_hf_json(
+      R"({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2, "rope_theta": 3e5,
+          "use_bidirectional_attention": true}})");
+  EXPECT_EQ(w.model_type, "step3p5");
+  EXPECT_EQ(w.layers[1].rope->base, 3e5);
+  EXPECT_FALSE(w.layers[1].attention.causal);  // use_bidirectional_attention: every key (L880-888)
+  // A legacy "type" is merged unconverted: rope_type stays "default" and the scaling unused.
+  const ModelPositions t = plan("step3p5", 2, R"("rope_scaling": {"type": "linear", "factor": 2.0})");
+  EXPECT_EQ(t.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_TRUE(has_warning(t, "rope_scaling.type = \"linear\" is not read by step3p5"));
+  // A flat rope_parameters is not read (the class builds the per-type dicts from rope_theta).
+  const ModelPositions f =
+      plan("step3p5", 2, R"("rope_parameters": {"rope_type": "default", "rope_theta": 3e5})");
+  EXPECT_EQ(f.layers[0].rope->base, 1e4);
+  EXPECT_TRUE(has_warning(f, "rope_parameters = "));
+  EXPECT_TRUE(has_warning(plan("step3p5", 2, R"("use_rope_layers": [true, false])"), "use_rope_layers"));
+  expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention", "sliding_attention"])"),
+                    "sliding_window is missing");
+  expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention", "minimax_m3_sparse"])"),
+                    "layer_types contains 'minimax_m3_sparse'");
+  expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention"])"), "must list the 2 layers");
+  expect_plan_error(
+      cfg("step3p5", 3, R"("layer_types": ["full_attention", "full_attention", "sliding_attention"],
+                                      "sliding_window": 8, "rope_theta": [1e4, 1e4])"),
+      "layer 2 (the first of its type) has no entry");
+  expect_plan_error(cfg("step3p5", 2, R"("per_layer_config": {"1": {"head_dim": 64}})"),
+                    "per_layer_config.1.head_dim = 64 is not modeled");
+}
+
 }  // namespace
 }  // namespace posenc

@@ -242,5 +242,93 @@ TEST(ModelRemote, MiniCpmVIsItsLlama) {
       "model_type 'minicpmv' with version = 2.6 is not supported");
 }
 
+// MiniCPM 1 / 2 (modeling_minicpm.py MiniCPMRotaryEmbedding): halves on hidden / heads, base rope_theta;
+// their files have no model_type (auto_map names MiniCPMConfig). MiniCPM-2B-128k: dynamic, factor 4.
+TEST(ModelRemote, MiniCpmFromItsRealConfigs) {
+  const ModelPositions m = load("minicpm__MiniCPM-2B-sft-bf16.json");
+  EXPECT_EQ(m.model_type, "minicpm");
+  EXPECT_TRUE(has_warning(m, "model_type is missing: read as 'minicpm'"));
+  expect_uniform(m, 40, RopeLayout::half, 64, 64);
+  EXPECT_EQ(m.layers[0].rope->base, 1e4);
+  EXPECT_EQ(m.max_position_embeddings, 4096);
+  const ModelPositions k = load("minicpm__MiniCPM-2B-128k.json");
+  EXPECT_EQ(k.layers[0].rope->scaling.type, RopeScalingType::dynamic);
+  EXPECT_EQ(k.layers[0].rope->scaling.factor, 4.0);
+  // The dynamic base past max_position_embeddings: base (4 L / 65536 - 3)^(64 / 62).
+  const Rope rope(*k.layers[0].rope);
+  const double base = 1e6 * std::pow(4.0 * 131072 / 65536 - 3, 64.0 / 62.0);
+  EXPECT_NEAR(rope.frequencies(131072).inv_freq[1], std::pow(base, -2.0 / 64), 1e-12);
+  const ModelPositions e = load("minicpm__MiniCPM-Embedding.json");
+  EXPECT_FALSE(e.layers[0].attention.causal);  // is_causal false
+}
+
+// MiniCPM4 (MiniCPMLongRoPE): rope_scaling.rope_type; longrope's factors per pair, cos / sin times
+// sqrt(1 + ln(max_pos / original) / ln(original)), long factors once the table exceeds original (built at
+// max_position_embeddings: long from the start when that is longer).
+TEST(ModelRemote, MiniCpm4LongRopeAndTheValidation) {
+  auto config = [](const std::string& max_pos, const std::string& scaling) {
+    return R"({"model_type": "minicpm", "hidden_size": 256, "num_attention_heads": 4, "num_hidden_layers": 2,
+               "max_position_embeddings": )" +
+           max_pos + R"(, "rope_scaling": )" + scaling + "}";
+  };
+  const std::string factors = R"("short_factor": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+      1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+      "long_factor": [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+      2, 2])";
+  const std::string longrope =
+      R"({"rope_type": "longrope", "original_max_position_embeddings": 4096, )" + factors + "}";
+  const ModelPositions same = model_positions_from_hf_json(config("4096", longrope));
+  const RopeScaling& s = same.layers[0].rope->scaling;
+  EXPECT_EQ(s.type, RopeScalingType::longrope);
+  EXPECT_DOUBLE_EQ(*s.attention_factor, 1.0);
+  EXPECT_EQ(s.short_factor[0], 1.0);
+  EXPECT_TRUE(has_warning(same, "keeps it for every later call"));
+  const ModelPositions longer = model_positions_from_hf_json(config("16384", longrope));
+  const RopeScaling& l = longer.layers[0].rope->scaling;
+  EXPECT_EQ(l.short_factor[0], 2.0);  // long at every length
+  EXPECT_DOUBLE_EQ(*l.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(4096.0)));
+  EXPECT_EQ(Rope(*longer.layers[0].rope).frequencies(16).inv_freq[0], 0.5);
+  expect_plan_error(config("4096", R"({"rope_type": "longrope", )" + factors + "}"),
+                    "original_max_position_embeddings is missing");
+  expect_plan_error(config("4096", R"({"type": "linear", "factor": 2})"), "must be {\"type\"");  // int
+  expect_plan_error(config("4096", R"({"type": "longrope", "factor": 2.0})"), "linear or dynamic");
+  expect_plan_error(config("4096", R"({"factor": 2.0})"), "MiniCPM4 its \"rope_type\"");
+  const ModelPositions linear =
+      model_positions_from_hf_json(config("4096", R"({"type": "linear", "factor": 2.0})"));
+  EXPECT_EQ(linear.layers[0].rope->scaling.type, RopeScalingType::linear);
+  const ModelPositions sparse = model_positions_from_hf_json(
+      R"({"model_type": "minicpm", "sparse_config": {"dense_len": 8192}, "head_dim": 32})");
+  EXPECT_TRUE(has_warning(sparse, "sparse_config (InfLLM v2): below dense_len = 8192"));
+  EXPECT_TRUE(has_warning(sparse, "head_dim = 32 is not read"));
+  expect_uniform(sparse, 32, RopeLayout::half, 128, 128);  // the class defaults: 4096 / 32
+}
+
+// Baichuan: the 7B files rotate (base 10000, halves), the 13B ones add ALiBi; config.json names neither:
+// Baichuan-7B's class BaiChuanForCausalLM, else the sizes vLLM and llama.cpp use.
+TEST(ModelRemote, BaichuanRopeOrAlibiBySize) {
+  const ModelPositions alibi = load("baichuan__Baichuan2-13B-Chat.json");
+  EXPECT_EQ(alibi.max_position_embeddings, 4096);  // model_max_length
+  for (const LayerPlan& l : alibi.layers) {
+    EXPECT_EQ(l.position, PositionMethod::alibi);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1 / std::sqrt(128.0));
+    EXPECT_TRUE(l.attention.causal);
+  }
+  const ModelPositions v2 = model_positions_from_hf_json(
+      R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
+          "max_position_embeddings": 4096, "architectures": ["BaichuanForCausalLM"]})");
+  expect_uniform(v2, 32, RopeLayout::half, 128, 128);
+  EXPECT_EQ(v2.layers[0].rope->base, 1e4);
+  const ModelPositions v1 = model_positions_from_hf_json(
+      R"({"architectures": ["BaiChuanForCausalLM"], "hidden_size": 512, "num_attention_heads": 4,
+          "num_hidden_layers": 3, "torch_dtype": "float16",
+          "auto_map": {"AutoConfig": "configuration_baichuan.BaiChuanConfig"}})");
+  expect_uniform(v1, 3, RopeLayout::half, 128, 128);
+  EXPECT_TRUE(has_warning(v1, "rotates in it"));
+  EXPECT_TRUE(has_warning(v1, "read as 'baichuan'"));
+  expect_plan_error(R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32,
+                        "num_hidden_layers": 40})",
+                    "hidden_size = 4096 and num_hidden_layers = 40 is not supported");
+}
+
 }  // namespace
 }  // namespace posenc

@@ -120,12 +120,13 @@ TEST(RopeConfigJson, ModelTypesReadAsTheirFamilyAppliesRope) {
       std::string::npos)
       << warnings[0];
   warnings.clear();
-  const RopeConfig baichuan = rope_config_from_hf_json(
-      R"({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})", &warnings);
-  EXPECT_EQ(baichuan.layout, RopeLayout::half);
+  const RopeConfig internlm = rope_config_from_hf_json(
+      R"({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})", &warnings);
+  EXPECT_EQ(internlm.layout, RopeLayout::half);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("model_type 'baichuan' is not supported: its positional code is remote code"),
-            std::string::npos)
+  EXPECT_NE(
+      warnings[0].find("model_type 'internlm' is not supported: InternLM (1)'s rotary code is remote code"),
+      std::string::npos)
       << warnings[0];
   EXPECT_NE(warnings[0].find("read by the generic rules"), std::string::npos);
   warnings.clear();

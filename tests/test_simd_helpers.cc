@@ -364,28 +364,37 @@ HWY_EXPORT(TestRowDots);
 HWY_EXPORT(TestWidenedProducts);
 HWY_EXPORT(TestSoftmaxHelpers);
 HWY_EXPORT(TestAngles);
+// Dispatched from here, not as HWY_DYNAMIC_DISPATCH(cpu::X) from posenc::test: a build of one target
+// (POSENC_BASELINE_FLAGS) dispatches statically, to N_AVX2::X, which only this namespace can name.
+int64_t DispatchFloatLanes() { return HWY_DYNAMIC_DISPATCH(FloatLanes)(); }
+void DispatchTileGemm() { HWY_DYNAMIC_DISPATCH(TestTileGemm)(); }
+void DispatchTransposedSums() { HWY_DYNAMIC_DISPATCH(TestTransposedSums)(); }
+void DispatchRowDots() { HWY_DYNAMIC_DISPATCH(TestRowDots)(); }
+void DispatchWidenedProducts() { HWY_DYNAMIC_DISPATCH(TestWidenedProducts)(); }
+void DispatchSoftmaxHelpers() { HWY_DYNAMIC_DISPATCH(TestSoftmaxHelpers)(); }
+void DispatchAngles() { HWY_DYNAMIC_DISPATCH(TestAngles)(); }
 }  // namespace posenc::cpu
 
 namespace posenc::test {
 namespace {
 
 TEST(SimdHelpers, TileGemm) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTileGemm)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchTileGemm(); });
 }
 TEST(SimdHelpers, TransposedSums) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestTransposedSums)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchTransposedSums(); });
 }
 TEST(SimdHelpers, RowDots) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestRowDots)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchRowDots(); });
 }
 TEST(SimdHelpers, RowDotsAndTileGemmOn16BitRows) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestWidenedProducts)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchWidenedProducts(); });
 }
 TEST(SimdHelpers, ExpShiftSumAndProbsFromLse) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestSoftmaxHelpers)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchSoftmaxHelpers(); });
 }
 TEST(SimdHelpers, RowAnglesAndSinCos) {
-  for_each_cpu_target([](const std::string&) { HWY_DYNAMIC_DISPATCH(cpu::TestAngles)(); });
+  for_each_cpu_target([](const std::string&) { cpu::DispatchAngles(); });
 }
 
 // The rotation kernels (RotateHalf, RotateInterleaved in src/cpu/rope.cc) are reached through the
@@ -395,7 +404,7 @@ TEST(SimdHelpers, RowAnglesAndSinCos) {
 // too. Versus ref::rope in double; rows are separated by sentinel gaps.
 TEST(SimdHelpers, RopeRotationCountsAndMisalignments) {
   for_each_cpu_target([](const std::string&) {
-    const int64_t N = HWY_DYNAMIC_DISPATCH(cpu::FloatLanes)();
+    const int64_t N = cpu::DispatchFloatLanes();
     const std::vector<int64_t> pos = {5, 1000};
     for (RopeLayout layout : {RopeLayout::half, RopeLayout::interleaved})
       for (int64_t pairs = 1; pairs <= 2 * N + 1; ++pairs)

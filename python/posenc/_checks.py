@@ -116,6 +116,7 @@ def real(name: str, value, positive: bool = False) -> float:
 
 
 def choice(name: str, value, options) -> str:
-    if value not in options:
+    # (an array or other non-string is named too, not compared element-wise)
+    if not isinstance(value, str) or value not in options:
         fail(f"{name} = {value!r} is invalid: expected one of {', '.join(map(repr, options))}")
     return value

@@ -141,3 +141,11 @@ def test_hypothesis_found_cases_are_errors_naming_the_argument():
     with pytest.raises(posenc.Error, match=r"alibi_bias_max.*126"):
         posenc.alibi_slopes(1, slopes="mpt", alibi_bias_max=1075)
     assert (posenc.alibi_slopes(4, slopes="mpt", alibi_bias_max=126) > 0).all()
+
+
+def test_a_named_choice_given_an_array_is_an_error_naming_it():
+    """encoding="alibi" takes slopes="bloom" | "mpt"; an array of slopes (a common guess) was compared
+    element-wise and raised numpy's "truth value of an array is ambiguous" instead of naming slopes."""
+    x = np.zeros((1, 2, 2, 4), np.float32)
+    with pytest.raises(posenc.Error, match=r"slopes = array.*'bloom', 'mpt'"):
+        posenc.attention(x, x, x, encoding="alibi", slopes=np.ones(2))

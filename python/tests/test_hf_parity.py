@@ -261,8 +261,8 @@ def test_from_hf_refuses_what_one_rope_cannot_describe_and_warns_on_generic_rule
     type is read by the generic rules with a PositionWarning naming why."""
     with pytest.raises(posenc.Error, match="rotate differently, which one RopeConfig cannot describe"):
         posenc.RopeConfig.from_hf({"model_type": "gemma3_text"})
-    with pytest.warns(posenc.PositionWarning, match="model_type 'baichuan' is not supported: its positional code is remote"):
-        rc = posenc.RopeConfig.from_hf({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})
+    with pytest.warns(posenc.PositionWarning, match="model_type 'internlm' is not supported: InternLM \\(1\\)'s rotary code is remote"):
+        rc = posenc.RopeConfig.from_hf({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})
     assert rc.head_dim == 128 and not rc.reversed
     # ChatGLM's remote code, which posenc follows: pairs on the first half of the head, no warning.
     rc = posenc.RopeConfig.from_hf({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32})

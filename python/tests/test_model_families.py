@@ -100,6 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
+    "step3p5",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -162,6 +163,16 @@ FAMILY_KWARGS = {
     "rwkv": dict(hidden_size=64, attention_hidden_size=64, intermediate_size=128),
     "mamba": dict(hidden_size=64, state_size=8), "falcon_mamba": dict(hidden_size=64, state_size=8),
 }
+# Step 3.5's own config form (its hub configs): per-layer lists padded with the MTP layer's entry, full
+# layers with base 5e6 on half the head and llama3 scaling, sliding layers with base 1e4 on the whole head.
+_STEP_TYPES = (["full_attention"] + ["sliding_attention"] * 3) * LAYERS
+FAMILY_KWARGS["step3p5"] = dict(
+    num_nextn_predict_layers=1, layer_types=_STEP_TYPES[:LAYERS + 1], sliding_window=4,
+    rope_theta=[5e6 if t == "full_attention" else 1e4 for t in _STEP_TYPES[:LAYERS + 1]],
+    partial_rotary_factors=[0.5 if t == "full_attention" else 1.0 for t in _STEP_TYPES[:LAYERS + 1]],
+    rope_scaling={"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 16,
+                  "low_freq_factor": 1.0, "high_freq_factor": 32.0},
+    n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, share_expert_dim=16)
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])

@@ -29,7 +29,7 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_
 FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*.json")))
 # remote-code families (their code lives in the model's repository, not in transformers 5.23's
 # CONFIG_MAPPING): planned from the authors' files and checked against them in test_model_remote.py.
-REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb"}
+REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb", "minicpm", "baichuan"}
 # families with a parity test of their own: deepseek_v4 (test_model_deepseek_v4.py: its rotary module keys
 # its frequencies by rope label, main / compress, not by layer type).
 REFUSED = {"deepseek_v4"}
@@ -51,6 +51,11 @@ def load(name):
         return json.load(f)
 
 
+def kind(d):
+    """model_type; for remote-code files saved without one (MiniCPM's), the type auto_map's class names."""
+    return d.get("model_type") or d["auto_map"]["AutoConfig"].split(".")[-1].removesuffix("Config").lower()
+
+
 def plan(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", posenc.PositionWarning)
@@ -64,7 +69,7 @@ def hf(name):
     """(config, text config, meta-device model) of transformers 5 for a real config file."""
     if name not in _HF:
         d = load(name)
-        if d["model_type"] in REMOTE:
+        if kind(d) in REMOTE:
             pytest.skip(f"{d['model_type']}: remote code, not in transformers")
         if (d.get("rope_scaling") or {}).get("type") == "su":
             # Early Phi-3 releases: 5.23 cannot load them (standardize_rope_params does not know "su",
@@ -117,7 +122,7 @@ def hf_frequencies(rotary, layer_type, seq_len, streams):
 def model_files(excluded=frozenset()):
     """The real configs of families with attention that posenc models (rope_files: with RoPE)."""
     return [name for name in FILES
-            if load(name)["model_type"] not in REMOTE | ABSOLUTE | SEQ2SEQ | ENCODERS | REFUSED | UNMODELED | excluded]
+            if kind(load(name)) not in REMOTE | ABSOLUTE | SEQ2SEQ | ENCODERS | REFUSED | UNMODELED | excluded]
 
 
 def rope_files():
@@ -569,7 +574,7 @@ def test_absolute_and_t5_families(name, position):
         assert all(layer.attention.causal for layer in m.layers)
 
 
-@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] in SEQ2SEQ])
+@pytest.mark.parametrize("name", [n for n in FILES if kind(load(n)) in SEQ2SEQ])
 def test_encoder_decoder_real_configs_against_transformers(name):
     """Each real encoder-decoder config with its stacks cut to 2 layers (vocabulary 256, token ids
     below it except M2M100's pad_token_id, whose row offset it is; d_model, heads, tables as the file
@@ -606,7 +611,7 @@ def test_encoder_decoder_real_configs_against_transformers(name):
 
 
 @pytest.mark.parametrize("decoder", [False, True])
-@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] in ENCODERS])
+@pytest.mark.parametrize("name", [n for n in FILES if kind(load(n)) in ENCODERS])
 def test_encoder_real_configs_against_transformers(name, decoder):
     """RoFormer, ALBERT and MPNet real configs cut to 2 layers (vocabulary 256) against their transformers
     models (encoder_checks.py: per attention call the mask, scale, rotation or bucket bias, the learned
@@ -629,7 +634,7 @@ def test_encoder_real_configs_against_transformers(name, decoder):
 
 
 @pytest.mark.parametrize("decoder", [False, True])
-@pytest.mark.parametrize("name", [n for n in FILES if load(n)["model_type"] == "mobilebert"])
+@pytest.mark.parametrize("name", [n for n in FILES if kind(load(n)) == "mobilebert"])
 def test_mobilebert_real_configs_against_transformers(name, decoder):
     """The real MobileBERT configs cut to 2 layers (vocabulary 256) run in transformers: per layer the q and
     k heads its attention function receives, the scale, the mask (bidirectional, is_decoder or not) and
@@ -745,8 +750,8 @@ def test_gpt_neo_saved_gpt_j_fork_is_refused():
 
 
 def test_refused_family_raises_posenc_error_with_the_library_message():
-    with pytest.raises(posenc.Error, match="model_type 'baichuan' is not supported: its positional code is remote"):
-        posenc.ModelPositions.from_hf({"model_type": "baichuan", "hidden_size": 4096, "num_attention_heads": 32})
+    with pytest.raises(posenc.Error, match="model_type 'internlm' is not supported: InternLM \\(1\\)'s remote code"):
+        posenc.ModelPositions.from_hf({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})
     with pytest.raises(posenc.Error):
         posenc.ModelPositions.from_hf({"model_type": "llama", "hidden_size": "big"})
     with pytest.raises(posenc.Error, match="cannot read"):
