@@ -48,7 +48,10 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"granite4_vision", "granite4_vision_text"},
                                  {"gemma4_unified", "gemma4_unified_text"},
                                  {"gemma3n", "gemma3n_text"},
-                                 {"ernie4_5_vl_moe", "ernie4_5_vl_moe_text"}};
+                                 {"ernie4_5_vl_moe", "ernie4_5_vl_moe_text"},
+                                 {"muse_spark", "muse_spark_text"},
+                                 {"muse_glimmer", "muse_glimmer_text"},
+                                 {"hunyuan_vl", "hunyuan_vl_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -80,6 +83,10 @@ const char* kRuleAliases[][2] = {
     {"esmc", "llama"},
     // modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation (a fused q / gate projection)
     {"axk2", "deepseek_v32"},
+    // modular_muse_spark.py: MuseSparkTextConfig, its attention and model subclass Muse Glimmer's
+    {"muse_spark_text", "muse_glimmer_text"},
+    // modeling_hunyuan_vl.py: HunYuan dense's NTK-alpha rotary module and attention with multi-axis positions
+    {"hunyuan_vl_text", "hunyuan_v1_dense"},
     // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
     // buckets (_relative_position_bucket) and unscaled attention
     {"mt5", "t5"},
@@ -191,6 +198,40 @@ void dbrx_base(Obj& j, RopeConfig& rope, std::vector<std::string>& warnings) {
     rope.base = authors;
   }
   ac.warn_unread(warnings, "dbrx");
+}
+
+// hunyuan_vl_text: xdrope_section (renamed mrope_section, configuration_hunyuan_vl.py L171-206): integers
+// summing to head_dim / 2, one position axis each. Text tokens carry their index on every axis, so their
+// rotation is this 1-D plan; image tokens take (w, h, image index) on the last three axes, each axis a
+// contiguous chunk of the doubled frequencies (modeling_hunyuan_vl.py HunYuanVLRotaryEmbedding.forward: the
+// two halves of a rotated pair from different axes), which posenc's M-RoPE does not express: a warning.
+void hunyuan_vl_sections(Obj& j, const json* rp, const std::string& rp_name, const RopeConfig& rope,
+                         std::vector<std::string>& warnings) {
+  const json* sections = nullptr;
+  std::string name;
+  for (const char* k : {"mrope_section", "xdrope_section"}) {
+    if (!sections && rp && has(*rp, k)) sections = &rp->at(k), name = rp_name + "." + k;
+    if (!sections && j.has(k)) sections = &j.at(k), name = k;
+  }
+  if (!sections)
+    fail(kOp, j.where,
+         "xdrope_section (mrope_section) is missing: hunyuan_vl_text's rotary module splits its ",
+         "frequencies by it (transformers 5.23 fails without one)");
+  int64_t sum = 0;
+  if (!sections->is_array())
+    fail(kOp, j.where, name, " = ", detail::json_excerpt(*sections), " must be a list");
+  for (const json& s : *sections) {
+    if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() > kMaxModelHeadDim)
+      fail(kOp, j.where, name, " contains ", s.dump(), ": must be non-negative integers");
+    sum += s.get<int64_t>();
+  }
+  if (sum != rope.head_dim / 2)
+    fail(kOp, j.where, name, " = ", detail::json_excerpt(*sections), " sums to ", sum,
+         ", not head_dim / 2 = ", rope.head_dim / 2, " (configuration_hunyuan_vl.py raises)");
+  warnings.push_back(
+      j.where + name + " = " + detail::json_excerpt(*sections) +
+      ": hunyuan_vl_text's image tokens take other positions on its axes, which posenc's M-RoPE does "
+      "not express; the plan is exact for text tokens (every axis equal: 1-D RoPE)");
 }
 
 double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
@@ -470,7 +511,26 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     for (int64_t i = 0; i < m.layers; ++i)
       use_rope[i] = given.empty() ? static_cast<int>((i + 1) % interval != 0) : given[i] != 0;
   }
+  // muse_glimmer_text (and Muse Spark): RoPE iff layer_rope_theta[i] != 0 (modeling_muse_glimmer.py
+  // MuseGlimmerTextModel.forward: position_embeddings if layer_rope_theta[i] else None); the value is
+  // only a switch: every RoPE layer takes the global base. By default 0 on every fourth layer counted
+  // back from the last (configuration_muse_glimmer.py __post_init__), whatever layer_types says.
+  std::vector<double> muse_theta;
+  if (type == "muse_glimmer_text") {
+    if (j.has("layer_rope_theta")) {
+      muse_theta = j.numbers("layer_rope_theta");
+      if (static_cast<int64_t>(muse_theta.size()) != m.layers)
+        fail(kOp, j.where, "layer_rope_theta has ", muse_theta.size(),
+             " entries, expected num_hidden_layers = ", m.layers);
+    }
+    for (int64_t i = 0; i < m.layers; ++i)
+      use_rope[i] = muse_theta.empty() ? (m.layers - 1 - i) % 4 != 0 : muse_theta[i] != 0;
+  }
   const std::vector<std::string> types = detail::layer_types(j, m, use_rope, window, out.warnings);
+  if (type == "muse_glimmer_text" && window <= 0)
+    for (const std::string& t : types)
+      if (t == "sliding_attention")  // masking_utils.py create_sliding_window_causal_mask raises
+        fail(kOp, j.where, "sliding_window is missing: ", own_type, "'s sliding_attention layers need it");
   const std::vector<int64_t> head_dims = detail::layer_head_dims(j, m, types);
 
   // RoPE parameters: convert_rope_params_to_dict (modeling_rope_utils.py L775-804), with the family
@@ -605,6 +665,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         owned = {{"full_attention", one}, {"sliding_attention", one}};
         rp = &owned;
       }
+    } else if (!rp && own_type == "muse_spark_text") {
+      // configuration_muse_spark.py __post_init__: rope_parameters preset before convert_rope_params_to_dict,
+      // so a top-level rope_theta is not read (a legacy rope_scaling still replaces the preset).
+      if (j.has("rope_theta"))
+        out.warnings.push_back(j.where + "rope_theta = " + detail::json_excerpt(j.at("rope_theta")) +
+                               " is not read by muse_spark_text: its config class presets rope_theta 500000");
+      owned = json::parse(R"({"rope_type": "default", "rope_theta": 5e5})");
+      rp = &owned;
     } else if (!rp && detail::default_rope_parameters(type)) {
       owned = json::parse(detail::default_rope_parameters(type));
       rp = &owned;
@@ -669,6 +737,25 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     if (type == "mimo_v2_flash") detail::check_mimo_keys(j, *rp, nested);
     if (type == "dbrx" && flat) dbrx_base(j, *flat, out.warnings);
+    if (own_type == "hunyuan_vl_text" && flat) hunyuan_vl_sections(j, rp, rp_name, *flat, out.warnings);
+    if (type == "muse_glimmer_text" && flat) {
+      // MuseGlimmerRotaryEmbedding.compute_default_rope_parameters rotates the whole head (dim = head_dim;
+      // the generic rules warned about an unread partial_rotary_factor); another rope type's init would
+      // shorten cos / sin, which its apply_rotary_pos_emb cannot apply to the head.
+      if (flat->rotary_dim != 0 && flat->rotary_dim != flat->head_dim)
+        fail(kOp, j.where, "partial_rotary_factor with rope type '", rope_scaling_name(flat->scaling.type),
+             "' is not supported for ", own_type, ": its rotary module then builds cos / sin of ",
+             flat->rotary_dim, " dims, which its apply_rotary_pos_emb cannot apply to the ", flat->head_dim,
+             "-dim head");
+      for (double t : muse_theta)
+        if (t != 0 && t != flat->base) {
+          out.warnings.push_back(j.where + "layer_rope_theta contains " + detail::json_excerpt(json(t)) +
+                                 ", read as 'RoPE on' by " + own_type +
+                                 ": every RoPE layer rotates with the base " +
+                                 detail::json_excerpt(json(flat->base)) + " (modeling_muse_glimmer.py)");
+          break;
+        }
+    }
   }
   if (!rotary && !falcon_alibi && m.family->method != PositionMethod::alibi)
     for (const char* k : {"rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor"})

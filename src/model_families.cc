@@ -95,6 +95,9 @@ constexpr Family kFamilies[] = {
   {"kolibri1",       R,      1e4,     262144,  128,     0,    false, H},  // RoPE as exaone4
   {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
   {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
+  // RoPE iff layer_rope_theta[i] != 0 (by default the sliding layers), whole head, q / k norms before it
+  {"muse_glimmer_text", R,   1e4,     131072,  128,     0,    false, H},
+  {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H},  // rope_parameters preset 5e5
   {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
   // Fourth batch (python/tests/test_model_families.py checks each against transformers 5.23).
   {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
@@ -124,6 +127,8 @@ constexpr Family kFamilies[] = {
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
   {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
   {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
+  // HunYuan-VL's text model (HunyuanOCR): hunyuan_v1_dense's rules, "xdrope" = dynamic, multi-axis positions
+  {"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H},
   // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
   {"granite_swa",    R,      1e4,     8192,    0,       0,    false, H},
   {"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H},
@@ -344,6 +349,9 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"axk2", 2048, 32, 48},
       {"laguna", 2048, 48, 40},
       {"step3p5", 4096, 64, 45},
+      {"muse_glimmer_text", 6656, 32, 52},
+      {"hunyuan_vl_text", 4096, 32, 32},
+      {"muse_spark_text", 8192, 128, 62},
       {"glm_moe_dsa", 6144, 64, 78},
       {"longcat_flash", 6144, 64, 56},
       {"jetmoe", 2048, 32, 12},

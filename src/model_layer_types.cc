@@ -97,6 +97,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
     pattern(5);  // configuration_kolibri1.py: full iff (i + 1) % 5 == 0
   else if (t == "afmoe")
     pattern(period("global_attn_every_n_layers", 4));  // configuration_afmoe.py L107-111
+  else if (t == "muse_glimmer_text")  // configuration_muse_glimmer.py: full iff (n - 1 - i) % 4 == 0
+    for (int64_t i = 0; i < m.layers; ++i)
+      types[i] = (m.layers - 1 - i) % 4 == 0 ? "full_attention" : "sliding_attention";
   else if (t == "flint") {
     // configuration_flint.py L104-109: full on layers 0, 1, every i % 4 == 1 and the last.
     for (int64_t i = 0; i < m.layers; ++i)
@@ -259,6 +262,7 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (t == "mellum") window = 1024;
     if (t == "lfm3") window = 256;
     if (t == "afmoe") window = 1024;
+    if (t == "muse_glimmer_text") window = 2048;
     if (t == "gpt_oss") window = 128;
     if (t == "gemma4_text")
       window = std::string_view(m.family->model_type) == "gemma4_unified_text" ? 1024 : 512;

@@ -62,6 +62,14 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
   } else if (t5) {
     // attribute_map head_dim -> d_kv (configuration_mt5.py L36-41, t5 and umt5 alike): the alias wins
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : j.int_or("d_kv", 64);
+  } else if (std::string_view(m.family->model_type) == "hunyuan_vl_text") {
+    // configuration_hunyuan_vl.py: head_dim (alias attention_head_dim) None by default, which its attention
+    // cannot run (scaling = head_dim ** -0.5) and its NTK-alpha base reads directly.
+    if (!j.has("head_dim") && !j.has("attention_head_dim"))
+      fail(kOp, j.where,
+           "head_dim is missing: model_type 'hunyuan_vl_text' reads it (or attention_head_dim) and has no "
+           "default (transformers 5.23 fails without it)");
+    m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim") : j.integer("head_dim");
   } else if (type == "jetmoe") {
     m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
     j.read.insert("head_dim");

@@ -106,6 +106,15 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
         "rope_type 'su' (Phi-3's early name of longrope): read as longrope with the top-level "
         "original_max_position_embeddings, as Phi-3's own code and transformers 4.x do; "
         "transformers 5.23 fails to load this config (KeyError)");
+  // configuration_hunyuan_vl.py convert_rope_params_to_dict: "xdrope" is "dynamic" (with alpha: NTK alpha),
+  // whose validation requires factor.
+  if (std::string_view(m.family->model_type) == "hunyuan_vl_text" &&
+      (type == "xdrope" || type == "dynamic")) {
+    type = "dynamic";
+    if (!d.has("factor"))
+      fail(kOp, d.where, "factor is missing: hunyuan_vl_text's rope type '", type,
+           "' requires it (transformers 5.23 raises KeyError)");
+  }
   if (m.type == "phi3" && (type == "su" || type == "yarn"))
     type = "longrope";  // Phi3Config (after standardize)
   if (type == "su")
@@ -241,7 +250,14 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
           ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
   }
   const std::vector<int64_t> class_sections = default_mrope_section(m.family->model_type);
-  if (d.has("mrope_section") || !class_sections.empty()) {
+  // hunyuan_vl_text: its sections split contiguous chunks of the doubled frequencies, not M-RoPE's
+  // (model_config_json.cc hunyuan_vl_sections checks them and names what the plan omits).
+  const bool hunyuan_vl = std::string_view(m.family->model_type) == "hunyuan_vl_text";
+  if (hunyuan_vl) {
+    d.read.insert("mrope_section");
+    d.read.insert("xdrope_section");
+  }
+  if (!hunyuan_vl && (d.has("mrope_section") || !class_sections.empty())) {
     c.mrope_section =
         d.has("mrope_section") ? d.integers("mrope_section", 0, kMaxModelHeadDim) : class_sections;
     // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope), and

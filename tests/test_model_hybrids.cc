@@ -560,5 +560,69 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
                     "per_layer_config.1.head_dim = 64 is not modeled");
 }
 
+// configuration_muse_glimmer.py / configuration_muse_spark.py __post_init__: full attention on every fourth
+// layer counted back from the last, layer_rope_theta 0 there (RoPE off), the global base elsewhere;
+// Muse Spark presets rope_parameters {default, 5e5} (a top-level rope_theta is not read).
+// modeling_muse_glimmer.py: RoPE iff layer_rope_theta[i], the whole head, windows of 2048.
+TEST(ModelHybrids, MuseRopeOnTheSlidingLayersCountedFromTheLast) {
+  const ModelPositions spark = plan("muse_spark_text", 6, R"("head_dim": 64, "rope_theta": 1e6)");
+  EXPECT_TRUE(has_warning(spark, "rope_theta = 1000000.0 is not read by muse_spark_text"));
+  for (const LayerPlan& l : spark.layers) {
+    const bool full = (6 - 1 - l.layer) % 4 == 0;  // layers 1 and 5
+    EXPECT_EQ(l.layer_type, full ? "full_attention" : "sliding_attention") << l.layer;
+    EXPECT_EQ(l.position, full ? PositionMethod::none : PositionMethod::rope) << l.layer;
+    EXPECT_EQ(l.attention.window, full ? 0 : 2048) << l.layer;
+    if (!full) {
+      EXPECT_EQ(l.rope->base, 5e5);
+      EXPECT_EQ(l.rotary_hi, 64);
+    }
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale,
+                     0.125);  // head_dim^-0.5 (q x qk_scale_factor is the caller's)
+  }
+  const ModelPositions glimmer = plan("muse_glimmer_text", 4, R"("rope_theta": 5e5,
+      "layer_rope_theta": [5e5, 0, 7, 0], "partial_rotary_factor": 0.5)");
+  EXPECT_EQ(glimmer.layers[0].rope->base, 5e5);
+  EXPECT_EQ(glimmer.layers[1].position, PositionMethod::none);  // a sliding layer switched off
+  EXPECT_EQ(glimmer.layers[2].rope->base, 5e5);                 // 7: on, at the global base
+  EXPECT_EQ(glimmer.layers[0].rotary_hi, 128);                  // the whole head
+  EXPECT_TRUE(has_warning(glimmer, "layer_rope_theta contains 7.0, read as 'RoPE on'"));
+  EXPECT_TRUE(has_warning(glimmer, "partial_rotary_factor = 0.500000 is ignored by muse_glimmer_text"));
+  expect_plan_error(cfg("muse_glimmer_text", 4, R"("sliding_window": null)"), "sliding_window is missing");
+  expect_plan_error(cfg("muse_glimmer_text", 4, R"("layer_rope_theta": [1, 0])"), "layer_rope_theta has 2");
+  expect_plan_error(cfg("muse_glimmer_text", 4, R"("partial_rotary_factor": 0.5,
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0})"),
+                    "partial_rotary_factor with rope type 'linear' is not supported");
+}
+
+// configuration_hunyuan_vl.py (HunyuanOCR's flat form: the wrapper folds the top-level keys into
+// text_config): rope type "xdrope" read as "dynamic", whose alpha is HunYuan's fixed NTK base theta *
+// alpha^(d / (d - 2)) (factor still required); head_dim alias attention_head_dim, no default;
+// xdrope_section sums to head_dim / 2; text tokens: 1-D RoPE (a warning names what image tokens do).
+TEST(ModelHybrids, HunyuanVlTextXdRope) {
+  const std::string ocr =
+      R"("attention_head_dim": 128, "rope_theta": 10000.0, "max_position_embeddings": 32768,
+      "rope_scaling": {"type": "xdrope", "factor": 1.0, "alpha": 1000.0, "beta_fast": 32, "beta_slow": 1,
+                       "mscale": 1.0, "mscale_all_dim": 1.0, "xdrope_section": [16, 16, 16, 16]})";
+  const ModelPositions m = plan("hunyuan_vl", 3, ocr);
+  EXPECT_EQ(m.model_type, "hunyuan_vl_text");
+  ASSERT_TRUE(m.layers[0].rope);
+  EXPECT_NEAR(m.layers[0].rope->base, 1e4 * std::pow(1000.0, 128.0 / 126.0), 1e-6);
+  EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_EQ(m.layers[0].rope->multimodal, RopeMultimodal::none);
+  EXPECT_EQ(m.layers[0].rotary_hi, 128);
+  EXPECT_TRUE(has_warning(m, "rope_scaling.xdrope_section = [16,16,16,16]: hunyuan_vl_text's image tokens"));
+  EXPECT_EQ(m.warnings.size(), 1u) << m.warnings.back();
+  auto changed = [&](const std::string& from, const std::string& to) {
+    std::string c = ocr;
+    c.replace(c.find(from), from.size(), to);
+    return cfg("hunyuan_vl", 2, c);
+  };
+  expect_plan_error(changed(R"("factor": 1.0, )", ""), "factor is missing");
+  expect_plan_error(changed("[16, 16, 16, 16]", "[16, 16, 16]"), "sums to 48, not head_dim / 2 = 64");
+  expect_plan_error(changed(R"(, "xdrope_section": [16, 16, 16, 16])", ""),
+                    "xdrope_section (mrope_section) is missing");
+  expect_plan_error(changed(R"("attention_head_dim": 128, )", ""), "head_dim is missing");
+}
+
 }  // namespace
 }  // namespace posenc

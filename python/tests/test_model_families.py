@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -173,6 +173,9 @@ FAMILY_KWARGS["step3p5"] = dict(
     rope_scaling={"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 16,
                   "low_freq_factor": 1.0, "high_freq_factor": 32.0},
     n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, share_expert_dim=16)
+# HunyuanOCR's form (its rotary module needs the sections; text tokens: every axis equal).
+FAMILY_KWARGS["hunyuan_vl_text"] = dict(rope_parameters={
+    "rope_type": "xdrope", "rope_theta": 1e4, "factor": 1.0, "alpha": 1000.0, "xdrope_section": [16, 16, 16, 16]})
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
@@ -197,7 +200,7 @@ ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
 # hunyuan_v1's head_dim is None by default, which its attention cannot use (None ** -0.5).
 ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
-                        "hunyuan_v1_moe": "head_dim is missing",
+                        "hunyuan_v1_moe": "head_dim is missing", "hunyuan_vl_text": "head_dim is missing",
                         "esm": "pad_token_id is missing",
                         "glm4v_moe_text": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
@@ -1073,6 +1076,26 @@ def test_hunyuan_ntk_alpha_against_transformers():
     assert layer.rope.base == pytest.approx(1e4 * 1000.0 ** (d / (d - 2)), rel=1e-12)
     assert layer.rope.scaling.rope_type == "default"
     check_family("hunyuan_v1_dense", config)
+
+
+def test_hunyuan_vl_flat_legacy_form_against_transformers():
+    """HunyuanOCR's flat config (model_type hunyuan_vl, text keys at the top, rope_scaling type "xdrope" with
+    xdrope_section and the attention_head_dim alias): HunYuanVLConfig folds it into text_config
+    (configuration_hunyuan_vl.py L276-289); the whole text model checked (text tokens: every axis equal)."""
+    from transformers import AutoConfig
+
+    flat = {"model_type": "hunyuan_vl", "hidden_size": 4 * 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "num_hidden_layers": LAYERS, "intermediate_size": 32, "attention_head_dim": 128, "vocab_size": 128,
+            "max_position_embeddings": 32768, "rope_theta": 1e4,
+            "rope_scaling": {"type": "xdrope", "factor": 1.0, "alpha": 1000.0, "beta_fast": 32, "beta_slow": 1,
+                             "mscale": 1.0, "mscale_all_dim": 1.0, "xdrope_section": [16, 16, 16, 16]}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = AutoConfig.for_model(**flat).get_text_config()
+    flat_plan = plan(flat)
+    assert flat_plan.model_type == "hunyuan_vl_text"
+    assert flat_plan.layers[0].rope.base == pytest.approx(1e4 * 1000.0 ** (128 / 126), rel=1e-12)
+    check_family("hunyuan_vl_text", text)
 
 
 def test_dbrx_base_against_transformers_and_the_authors_code():
