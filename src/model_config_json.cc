@@ -51,7 +51,8 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"ernie4_5_vl_moe", "ernie4_5_vl_moe_text"},
                                  {"muse_spark", "muse_spark_text"},
                                  {"muse_glimmer", "muse_glimmer_text"},
-                                 {"hunyuan_vl", "hunyuan_vl_text"}};
+                                 {"hunyuan_vl", "hunyuan_vl_text"},
+                                 {"cohere_compass", "cohere_compass_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -607,7 +608,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // laguna: likewise (configuration_laguna.py convert_rope_params_to_dict returns its input); its
     // rotary module reads each type's own partial_rotary_factor (1.0 if absent), never the top-level one.
     // step3p5: its config class builds the per-type dicts (src/model_step3p5.cc resolved them).
-    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5";
+    // cohere_compass_text: its own convert_rope_params_to_dict leaves rope_theta / rope_scaling inert
+    // (configuration_cohere_compass.py L133-142) and its rotary module reads rope_parameters[layer_type].
+    const bool per_type_only =
+        type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" || type == "cohere_compass_text";
+    if (type == "cohere_compass_text") {
+      prf.reset();
+      for (const char* k : {"rope_theta", "rope_scaling", "partial_rotary_factor"})
+        if (j.has(k))
+          out.warnings.push_back(
+              j.where + k + " = " + detail::json_excerpt(j.at(k)) +
+              " is not read by cohere_compass_text: its rope_parameters are per layer type");
+    }
     if (type == "step3p5") prf.reset();
     if (type == "laguna") {
       prf.reset();
@@ -622,6 +634,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     } else if (per_type_only) {
       if (j.has("rope_parameters"))
         rp = &j.at("rope_parameters");
+      else if (type == "cohere_compass_text")  // the class default {} (its rotary module raises KeyError)
+        fail(kOp, j.where, "rope_parameters is missing: it must be a dict per layer type for model_type ",
+             "'cohere_compass_text' (null: no RoPE on that type), which its rotary module reads");
       else
         owned = json::parse(detail::default_rope_parameters(type)), rp = &owned;
       j.read.insert("rope_scaling");
@@ -706,7 +721,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       }
     } else {
       if (type == "gemma4_text" || per_type_only)  // modeling_gemma4.py L1090: rope_parameters[layer_type]
-        fail(kOp, j.where, rp_name, " must be a dict per layer type for ", type,
+        fail(kOp, j.where, rp_name, " must be a dict per layer type for ", type, " (model_type '", own_type,
+             "')",
              " ({\"full_attention\": {...}, \"sliding_attention\": {...}}): its rotary module reads one per "
              "type");
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};

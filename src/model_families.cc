@@ -53,6 +53,8 @@ constexpr Family kFamilies[] = {
   {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
   {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
   {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
+  // rope_parameters per layer type only (null: no RoPE), Qwen3-VL's interleaved M-RoPE in halves
+  {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H},
   {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H},  // rope per layer type; v head 128
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
@@ -351,6 +353,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"step3p5", 4096, 64, 45},
       {"muse_glimmer_text", 6656, 32, 52},
       {"hunyuan_vl_text", 4096, 32, 32},
+      {"cohere_compass_text", 8192, 64, 40},
       {"muse_spark_text", 8192, 128, 62},
       {"glm_moe_dsa", 6144, 64, 78},
       {"longcat_flash", 6144, 64, 56},

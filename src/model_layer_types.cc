@@ -269,7 +269,7 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (std::string_view(m.family->model_type) == "gemma3n_text") window = 512;
     if (t == "cwm") window = 8192;
     if (t == "granite_swa" || t == "granitemoe_swa") window = 128;
-    if (t == "cohere2_moe") window = 4096;
+    if (t == "cohere2_moe" || t == "cohere_compass_text") window = 4096;
     if (t == "mimo_v2_flash") window = 129;
   }
   // modernbert-decoder: sliding_window = local_attention // 2 ("only half of" ModernBERT's symmetric window),

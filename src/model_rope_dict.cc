@@ -33,7 +33,9 @@ std::vector<int64_t> default_mrope_section(std::string_view own_type) {
   if (own_type == "glm4v_text" || own_type == "glm_ocr_text" || own_type == "glm4v_moe_text")
     return {8, 12, 12};
   if (own_type == "qwen2_5_omni_text" || own_type == "paddleocr_vl_text") return {16, 24, 24};
-  if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text") return {24, 20, 20};
+  if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text" ||
+      own_type == "cohere_compass_text")
+    return {24, 20, 20};  // (cohere_compass_text: modeling_cohere_compass.py CohereCompassRotaryEmbedding)
   if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};  // modeling_ernie4_5_vl_moe.py L72: {h, w, t}
   return {};
 }
@@ -264,6 +266,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     // so do the models with their rotary module (Qwen3-Omni, Cosmos 3 Edge).
     const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" ||
                        std::string_view(m.family->model_type) == "cosmos3_edge_text" ||
+                       std::string_view(m.family->model_type) == "cohere_compass_text" ||
                        d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
     if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text")

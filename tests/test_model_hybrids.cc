@@ -624,5 +624,34 @@ TEST(ModelHybrids, HunyuanVlTextXdRope) {
   expect_plan_error(changed(R"("attention_head_dim": 128, )", ""), "head_dim is missing");
 }
 
+// configuration_cohere_compass.py: rope_parameters per layer type only (null: no RoPE on that type; the
+// legacy rope_theta / rope_scaling stay inert), head_dim = hidden / heads always, layer_types all full
+// by default, windows of sliding_window (4096); modeling_cohere_compass.py: Qwen3-VL's interleaved M-RoPE
+// (sections [24, 20, 20] by default: python/tests/test_model_families.py) in halves.
+TEST(ModelHybrids, CohereCompassPerTypeRopeWithNullForNoPe) {
+  const ModelPositions m = plan("cohere_compass", 4, R"("head_dim": 32, "rope_theta": 1e6,
+      "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [16, 8, 8]},
+                          "full_attention": null, "rope_theta": 5e4})");
+  EXPECT_EQ(m.model_type, "cohere_compass_text");
+  for (const LayerPlan& l : m.layers) {
+    const bool full = l.layer == 3;
+    EXPECT_EQ(l.position, full ? PositionMethod::none : PositionMethod::rope) << l.layer;
+    EXPECT_EQ(l.attention.window, full ? 0 : 4096) << l.layer;
+    if (!full) {
+      EXPECT_EQ(l.rope->base, 5e4);
+      EXPECT_EQ(l.rope->head_dim, 64);  // 256 / 4, not the head_dim key
+      EXPECT_EQ(l.rope->layout, RopeLayout::half);
+      EXPECT_EQ(l.rope->multimodal, RopeMultimodal::mrope_interleaved);
+      EXPECT_EQ(l.rope->mrope_section, (std::vector<int64_t>{16, 8, 8}));
+    }
+  }
+  EXPECT_TRUE(has_warning(m, "head_dim = 32 is not read by cohere_compass_text"));
+  EXPECT_TRUE(has_warning(m, "rope_theta = 1000000.0 is not read by cohere_compass_text"));
+  expect_plan_error(cfg("cohere_compass_text", 2, ""), "rope_parameters is missing");
+  expect_plan_error(cfg("cohere_compass_text", 2, R"("rope_parameters": {"rope_type": "default"})"),
+                    "must be a dict per layer type");
+}
+
 }  // namespace
 }  // namespace posenc

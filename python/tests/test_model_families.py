@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -176,6 +176,12 @@ FAMILY_KWARGS["step3p5"] = dict(
 # HunyuanOCR's form (its rotary module needs the sections; text tokens: every axis equal).
 FAMILY_KWARGS["hunyuan_vl_text"] = dict(rope_parameters={
     "rope_type": "xdrope", "rope_theta": 1e4, "factor": 1.0, "alpha": 1000.0, "xdrope_section": [16, 16, 16, 16]})
+# Cohere's North form (the class default {} has no dict per type, which transformers cannot run): sliding
+# layers with interleaved M-RoPE in halves, full layers without RoPE.
+FAMILY_KWARGS["cohere_compass_text"] = dict(
+    layer_types=["sliding_attention", "sliding_attention", "full_attention"] * (LAYERS // 3),
+    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [24, 20, 20],
+                                           "mrope_interleaved": True}, "full_attention": None})
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
@@ -190,7 +196,11 @@ FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
 # mrope_section [8, 12, 12] cannot split (transformers fails); qwen3_omni_moe_text's head is 2048 // 28 = 73
 # (getattr(config, "head_dim", hidden // heads)), an odd rotary width (transformers fails). A tuple: any of
 # the messages (the heads variant's hidden size no longer divides).
+# cohere_compass_text's class default rope_parameters is {} (its rotary module raises KeyError); with the
+# heads variant's 64-dim head its North-form sections [24, 20, 20] overrun the 32 pairs (transformers slices
+# past the end).
 ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
+                       "cohere_compass_text": ("must be a dict per layer type", "sums to 64"),
                        "glm4v_moe_text": "rotary_dim = 21 is invalid",
                        "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
                        "qwen3_omni_moe_text": ("rotary_dim = 73 is invalid", "is not divisible by"),
@@ -201,6 +211,7 @@ ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
 ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
                         "hunyuan_v1_moe": "head_dim is missing", "hunyuan_vl_text": "head_dim is missing",
+                        "cohere_compass_text": "must be a dict per layer type",
                         "esm": "pad_token_id is missing",
                         "glm4v_moe_text": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
@@ -1096,6 +1107,30 @@ def test_hunyuan_vl_flat_legacy_form_against_transformers():
     assert flat_plan.model_type == "hunyuan_vl_text"
     assert flat_plan.layers[0].rope.base == pytest.approx(1e4 * 1000.0 ** (128 / 126), rel=1e-12)
     check_family("hunyuan_vl_text", text)
+
+
+def test_cohere_compass_multimodal_positions_against_transformers():
+    """Cohere's North form: the sliding layers' rotary module (CohereCompassRotaryEmbedding, Qwen3-VL's
+    interleaved M-RoPE of sections [24, 20, 20], rotate_half) at three distinct position rows (t, h, w), as
+    image tokens get them; the full layers have none (rope_parameters["full_attention"] = null)."""
+    from transformers.models.cohere_compass.modeling_cohere_compass import (CohereCompassRotaryEmbedding,
+                                                                            apply_rotary_pos_emb)
+    text_cls, _ = FAMILIES["cohere_compass_text"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), **FAMILY_KWARGS["cohere_compass_text"]})
+    m = plan(config.to_dict())
+    layer = next(lay for lay in m.layers if lay.layer_type == "sliding_attention")
+    assert all(lay.position == "none" for lay in m.layers if lay.layer_type == "full_attention")
+    rotary = CohereCompassRotaryEmbedding(config)
+    rng = np.random.default_rng(5)
+    T, D = 12, config.head_dim
+    pos = rng.integers(0, 256, (3, T))  # (transformers' fp32 angles: p * inv_freq exact to ~2e-5 here)
+    x = torch.from_numpy(rng.standard_normal((1, 2, T, D)).astype(np.float32))
+    cos, sin = rotary(x, torch.from_numpy(pos)[:, None, :], "sliding_attention")
+    want, _ = apply_rotary_pos_emb(x.double(), x.double(), cos.double(), sin.double())
+    got = posenc.rope(x.transpose(1, 2).numpy(), pos, config=layer.rope)
+    np.testing.assert_allclose(got, want.transpose(1, 2).numpy(), atol=3e-5)
 
 
 def test_dbrx_base_against_transformers_and_the_authors_code():
