@@ -52,7 +52,8 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"muse_spark", "muse_spark_text"},
                                  {"muse_glimmer", "muse_glimmer_text"},
                                  {"hunyuan_vl", "hunyuan_vl_text"},
-                                 {"cohere_compass", "cohere_compass_text"}};
+                                 {"cohere_compass", "cohere_compass_text"},
+                                 {"minimax_m3_vl", "minimax_m3_vl_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -754,6 +755,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "mimo_v2_flash") detail::check_mimo_keys(j, *rp, nested);
     if (type == "dbrx" && flat) dbrx_base(j, *flat, out.warnings);
     if (own_type == "hunyuan_vl_text" && flat) hunyuan_vl_sections(j, rp, rp_name, *flat, out.warnings);
+    // minimax_m3_vl_text drops minimax_m2's rotary_dim conversion (modular_minimax_m3_vl.py): only
+    // partial_rotary_factor sizes the rotation.
+    if (type == "minimax_m3_vl_text" && flat && j.has("rotary_dim") &&
+        j.integer("rotary_dim") != flat->effective_rotary_dim())
+      out.warnings.push_back(
+          j.where + "rotary_dim = " + std::to_string(j.integer("rotary_dim")) +
+          " is not read by minimax_m3_vl_text: it rotates " + std::to_string(flat->effective_rotary_dim()) +
+          " dims (partial_rotary_factor; minimax_m2's rotary_dim conversion is not inherited)");
+    if (type == "minimax_m3_vl_text") j.read.insert("sparse_attention_config");
     if (type == "muse_glimmer_text" && flat) {
       // MuseGlimmerRotaryEmbedding.compute_default_rope_parameters rotates the whole head (dim = head_dim;
       // the generic rules warned about an unread partial_rotary_factor); another rope type's init would
@@ -998,7 +1008,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     fail(kOp, j.where, "num_decoder_layers = ", decoder_layers, " is invalid: must be in [0, ",
          kMaxModelLayers, "]");
   out.num_layers = encoder_layers + decoder_layers;
-  const std::vector<std::optional<TopkIndexer>> indexers = detail::topk_indexers(j, m, out.warnings);
+  const std::vector<std::optional<TopkIndexer>> indexers = detail::topk_indexers(j, m, types, out.warnings);
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
@@ -1075,6 +1085,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
           const RopeLayout layout = p.indexer->rope.layout;
           p.indexer->rope = *rc;
           p.indexer->rope.layout = layout;
+          if (p.indexer->block_size > 0) {  // MiniMax-M3: the first rotated dims of its head
+            if (rc->effective_rotary_dim() > p.indexer->head_dim)
+              fail(kOp, j.where, "index_head_dim = ", p.indexer->head_dim, " is smaller than the ",
+                   rc->effective_rotary_dim(), " rotated dims its indexer slices cos / sin to: unsupported");
+            p.indexer->rope.head_dim = p.indexer->head_dim;
+            p.indexer->rotary_lo = 0;
+            p.indexer->rotary_hi = rc->effective_rotary_dim();
+          }
         }
       } else if (type == "llama4_text") {
         a.temperature = llama4_temp;  // NoPE layers only

@@ -90,6 +90,8 @@ constexpr Family kFamilies[] = {
   {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
   {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
   {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
+  // minimax_m2 without the rotary_dim conversion, with a block top-k indexer on minimax_m3_sparse layers
+  {"minimax_m3_vl_text", R,  5e6,     524288,  128,     0,    true,  H},
   {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
   {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
   {"cwm",            R,      1e6,     131072,  128,     0,    false, H},  // llama3 by default (below)
@@ -354,6 +356,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"muse_glimmer_text", 6656, 32, 52},
       {"hunyuan_vl_text", 4096, 32, 32},
       {"cohere_compass_text", 8192, 64, 40},
+      {"minimax_m3_vl_text", 6144, 64, 60},
       {"muse_spark_text", 8192, 128, 62},
       {"glm_moe_dsa", 6144, 64, 78},
       {"longcat_flash", 6144, 64, 56},

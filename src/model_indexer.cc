@@ -43,8 +43,50 @@ std::vector<bool> glm_shared_layers(Obj& j, int64_t layers) {
 }
 }  // namespace
 
+// MiniMax-M3 (configuration_minimax_m3_vl.py, modeling_minimax_m3_vl.py MiniMaxM3VLIndexer) on its
+// minimax_m3_sparse layers: index_n_heads query heads and one key head of index_head_dim, both rotated on
+// their first dims with the layer's cos / sin in halves (cos[..., :index_head_dim]); unscaled fp32 scores,
+// max-pooled per key block of index_block_size; the query's block and the index_local_blocks - 1 before
+// it forced in; the top index_topk_blocks blocks kept. The legacy sparse_attention_config's names win.
+std::vector<std::optional<TopkIndexer>> minimax_m3_indexers(Obj& j, const Model& m,
+                                                            const std::vector<std::string>& types,
+                                                            std::vector<std::string>& warnings) {
+  std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
+  const json none = json::object();
+  const json& legacy = j.has("sparse_attention_config") && j.at("sparse_attention_config").is_object()
+                           ? j.at("sparse_attention_config")
+                           : none;
+  auto value = [&](const char* flat, const char* old, int64_t fallback) {
+    const json* v = has(legacy, old) ? &legacy.at(old) : j.has(flat) ? &j.at(flat) : nullptr;
+    if (!v) return fallback;
+    if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxModelLayers * 64)
+      fail(kOp, j.where, has(legacy, old) ? std::string("sparse_attention_config.") + old : std::string(flat),
+           " = ", json_excerpt(*v), " is invalid: must be a positive integer");
+    return v->get<int64_t>();
+  };
+  TopkIndexer ix;
+  ix.heads = value("index_n_heads", "sparse_num_index_heads", 4);
+  ix.head_dim = value("index_head_dim", "sparse_index_dim", 128);
+  ix.block_size = value("index_block_size", "sparse_block_size", 128);
+  ix.topk = value("index_topk_blocks", "sparse_topk_blocks", 16);
+  ix.local_blocks = value("index_local_blocks", "sparse_local_block", 1);
+  ix.rope.layout = RopeLayout::half;
+  bool any = false;
+  for (int64_t i = 0; i < m.layers; ++i)
+    if (types[i] == "minimax_m3_sparse") out[i] = ix, any = true;
+  if (any)
+    warnings.push_back(
+        "minimax_m3_sparse (MiniMax-M3's block indexer): each query attends to the index_topk_blocks = " +
+        std::to_string(ix.topk) + " blocks of index_block_size = " + std::to_string(ix.block_size) +
+        " keys its indexer scores highest, its own block always; LayerPlan::attention_config() is dense "
+        "attention, exact while a query sees at most that many blocks");
+  return out;
+}
+
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
+                                                      const std::vector<std::string>& types,
                                                       std::vector<std::string>& warnings) {
+  if (m.type == "minimax_m3_vl_text") return minimax_m3_indexers(j, m, types, warnings);
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
   const bool glm = m.type == "glm_moe_dsa";
   if (m.type != "deepseek_v32" && !glm) return out;

@@ -42,6 +42,25 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   // deepseek_v32, glm_moe_dsa: ["indexed_attention"] * layers (configuration_deepseek_v32.py L137-139).
   std::vector<std::string> types(
       m.layers, t == "deepseek_v32" || t == "glm_moe_dsa" ? "indexed_attention" : "full_attention");
+  // minimax_m3_vl_text: the legacy sparse_attention_config.sparse_attention_freq (1: an indexer layer),
+  // else every layer full (configuration_minimax_m3_vl.py L141-146).
+  if (t == "minimax_m3_vl_text" && j.has("sparse_attention_config") &&
+      j.at("sparse_attention_config").is_object() &&
+      has(j.at("sparse_attention_config"), "sparse_attention_freq")) {
+    const json& f = j.at("sparse_attention_config").at("sparse_attention_freq");
+    if (!f.is_array() || static_cast<int64_t>(f.size()) != m.layers)
+      fail(kOp, j.where, "sparse_attention_config.sparse_attention_freq = ", json_excerpt(f),
+           " is invalid: must give num_hidden_layers = ", m.layers, " entries");
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const json& e = f.at(static_cast<size_t>(i));
+      if (!e.is_number() && !e.is_boolean())
+        fail(kOp, j.where, "sparse_attention_config.sparse_attention_freq contains ", e.dump(),
+             ": must be 0 / 1");
+      types[i] =
+          (e.is_boolean() ? e.get<bool>() : e.get<double>() != 0) ? "minimax_m3_sparse" : "full_attention";
+    }
+    return types;
+  }
   // Python's `(i + 1) % p` raises ZeroDivisionError at 0; a period below 1 means nothing.
   auto period = [&](const char* key, int64_t fallback) {
     const int64_t p = j.int_or(key, fallback);
@@ -355,6 +374,9 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
   else if (type == "deepseek_v32" || type == "glm_moe_dsa")
     allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
+  else if (type == "minimax_m3_vl_text")
+    allowed = {"full_attention",
+               "minimax_m3_sparse"};  // one causal mask for both (modeling_minimax_m3_vl.py)
   else
     allowed = {"full_attention", "sliding_attention", "chunked_attention", "linear_attention", "conv"};
   for (const std::string& t : types)
@@ -395,10 +417,11 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       if (s == "mamba") s = "linear_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
           s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp" &&
-          s != "indexed_attention")
+          s != "indexed_attention" && s != "minimax_m3_sparse")
         fail(kOp, j.where, list_key, " contains \"", s,
              "\": posenc knows full_attention, sliding_attention, "
-             "chunked_attention, linear_attention, conv, hybrid, moe, mlp, indexed_attention");
+             "chunked_attention, linear_attention, conv, hybrid, moe, mlp, indexed_attention, "
+             "minimax_m3_sparse");
       types.push_back(s);
     }
     check_family_layer_types(type, types, list_key);

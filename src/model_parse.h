@@ -132,6 +132,7 @@ int64_t nemotron_h_layer_count(Obj& j);
 // Per layer, DeepSeek sparse attention's indexer (deepseek_v32, glm_moe_dsa; nullopt elsewhere) without
 // its rope, which the caller copies from the layer's (src/model_indexer.cc).
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
+                                                      const std::vector<std::string>& types,
                                                       std::vector<std::string>& warnings);
 
 // DeepSeek-V4: its layer types, two rope dicts, compressed keys and indexer (src/model_deepseek_v4.cc).

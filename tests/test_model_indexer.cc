@@ -13,6 +13,7 @@
 
 namespace posenc {
 namespace {
+using test::expect_plan_error;
 using test::has_warning;
 
 std::string six_layers(const std::string& extra) {
@@ -109,6 +110,49 @@ TEST(ModelIndexer, BadIndexerKeysAreRefusedByName) {
       "indexed_attention", "full_attention", "full_attention", "full_attention", "full_attention"])")
           .find("indexed_attention"),
       std::string::npos);
+}
+
+// configuration_minimax_m3_vl.py: layer types from the legacy sparse_attention_config.sparse_attention_freq
+// (else every layer full), its sparse_* names over the flat index_* ones; modeling_minimax_m3_vl.py
+// MiniMaxM3VLIndexer: blocks of index_block_size keys, top index_topk_blocks, the index head rotated on the
+// layer's first rotated dims (partial_rotary_factor; rotary_dim is not read).
+TEST(ModelIndexer, MiniMaxM3BlockIndexerOnItsSparseLayers) {
+  const std::string base =
+      R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 4, "partial_rotary_factor": 0.5,
+      "index_topk_blocks": 8, "rotary_dim": 32, "sparse_attention_config": {"sparse_attention_freq": [0, 1, 1, 0],
+      "sparse_topk_blocks": 16, "sparse_block_size": 64, "sparse_init_block": 0})";
+  const ModelPositions m = model_positions_from_hf_json(base + "}");
+  for (const LayerPlan& l : m.layers) {
+    const bool sparse = l.layer == 1 || l.layer == 2;
+    EXPECT_EQ(l.layer_type, sparse ? "minimax_m3_sparse" : "full_attention");
+    EXPECT_EQ(l.rotary_hi, 64);
+    EXPECT_EQ(l.rope->base, 5e6);
+    ASSERT_EQ(l.indexer.has_value(), sparse);
+    if (!sparse) continue;
+    EXPECT_EQ(l.indexer->topk, 16);  // the legacy name wins
+    EXPECT_EQ(l.indexer->block_size, 64);
+    EXPECT_EQ(l.indexer->heads, 4);
+    EXPECT_EQ(l.indexer->head_dim, 128);
+    EXPECT_EQ(l.indexer->local_blocks, 1);
+    EXPECT_EQ(l.indexer->rotary_hi, 64);
+    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::half);
+  }
+  EXPECT_TRUE(has_warning(m, "rotary_dim = 32 is not read by minimax_m3_vl_text: it rotates 64 dims"));
+  EXPECT_TRUE(has_warning(m, "minimax_m3_sparse (MiniMax-M3's block indexer)"));
+  // Without the legacy list: every layer full, no indexer.
+  const ModelPositions d = model_positions_from_hf_json(R"({"model_type": "minimax_m3_vl_text"})");
+  EXPECT_EQ(d.num_layers, 60);
+  EXPECT_EQ(d.layers[59].rotary_hi, 128);
+  EXPECT_FALSE(d.layers[59].indexer.has_value());
+  expect_plan_error(R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2,
+                        "sparse_attention_config": {"sparse_attention_freq": [1]}})",
+                    "must give num_hidden_layers = 2 entries");
+  expect_plan_error(R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2, "index_head_dim": 32,
+                        "layer_types": ["full_attention", "minimax_m3_sparse"]})",
+                    "index_head_dim = 32 is smaller than the 128 rotated dims");
+  expect_plan_error(R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2,
+                        "layer_types": ["full_attention", "sliding_attention"]})",
+                    "which model_type 'minimax_m3_vl_text' does not build");
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ json rope_json(const LayerPlan& l, int64_t seq_len) {
   return r;
 }
 
-// DeepSeek sparse attention's top-k indexer (posenc/model.h TopkIndexer), or null.
+// DeepSeek sparse attention's top-k indexer, or MiniMax-M3's block one (posenc/model.h TopkIndexer), or null.
 json indexer_json(const LayerPlan& l) {
   if (!l.indexer) return nullptr;
   const TopkIndexer& x = *l.indexer;
@@ -52,6 +52,8 @@ json indexer_json(const LayerPlan& l) {
       {"head_dim", x.head_dim},
       {"shared", x.shared},
       {"over_compressed", x.over_compressed},
+      {"block_size", x.block_size},
+      {"local_blocks", x.local_blocks},
       {"rope", {{"layout", rope_layout_name(x.rope.layout)}, {"rotary_dims", {x.rotary_lo, x.rotary_hi}}}}};
 }
 
@@ -109,11 +111,12 @@ std::string describe(const LayerPlan& l) {
   if (a.temperature.kind != QueryTemperature::Kind::none)
     s += ", query temperature " + std::string(query_temperature_name(a.temperature.kind));
   if (l.indexer)
-    s += ", top-" + std::to_string(l.indexer->topk) + " indexer (" +
-         rope_layout_name(l.indexer->rope.layout) + " RoPE on [" + std::to_string(l.indexer->rotary_lo) +
-         ", " + std::to_string(l.indexer->rotary_hi) + ") of " + std::to_string(l.indexer->head_dim) +
-         (l.indexer->shared ? ", shared" : "") + (l.indexer->over_compressed ? ", over the compressed" : "") +
-         ")";
+    s += ", top-" + std::to_string(l.indexer->topk) +
+         (l.indexer->block_size > 0 ? " blocks of " + std::to_string(l.indexer->block_size) : std::string()) +
+         " indexer (" + rope_layout_name(l.indexer->rope.layout) + " RoPE on [" +
+         std::to_string(l.indexer->rotary_lo) + ", " + std::to_string(l.indexer->rotary_hi) + ") of " +
+         std::to_string(l.indexer->head_dim) + (l.indexer->shared ? ", shared" : "") +
+         (l.indexer->over_compressed ? ", over the compressed" : "") + ")";
   if (l.compressed)
     s += ", compressed entries of " + std::to_string(l.compressed->rate) + " tokens at w * " +
          std::to_string(l.compressed->rate) + (l.compressed->overlapping ? " (overlapping)" : "");

@@ -34,6 +34,8 @@ void bind_model(nb::module_& m) {
       .def_ro("head_dim", &TopkIndexer::head_dim)
       .def_ro("shared", &TopkIndexer::shared)
       .def_ro("over_compressed", &TopkIndexer::over_compressed)
+      .def_ro("block_size", &TopkIndexer::block_size)
+      .def_ro("local_blocks", &TopkIndexer::local_blocks)
       .def_ro("rope", &TopkIndexer::rope)
       .def_prop_ro("rotary_dims",
                    [](const TopkIndexer& x) { return std::make_tuple(x.rotary_lo, x.rotary_hi); });

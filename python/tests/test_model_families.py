@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -1208,6 +1208,49 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     torch.testing.assert_close(scores(q_pe, k_pe), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)
     if halves:  # no write-back permutation: the tensors themselves
         torch.testing.assert_close(q_pe, q_hf, atol=2e-3, rtol=1e-4)
+
+
+def test_minimax_m3_block_indexer_against_transformers():
+    """MiniMax-M3's checkpoint form (partial_rotary_factor 0.5, the legacy sparse_attention_config with
+    sparse_attention_freq and its renamed indexer sizes): the layer types, the indexer's sizes, and its
+    q / k rotated on the first rotated dims of the index head as MiniMaxM3VLIndexer does
+    (apply_rotary_pos_emb with cos[..., :index_head_dim]); the whole model through check_family."""
+    text_cls, _ = FAMILIES["minimax_m3_vl_text"]
+    freq = [0, 1, 1, 0, 1, 1][:LAYERS]
+    kw = {**_shrunk_kwargs(text_cls), "partial_rotary_factor": 0.5, "rotary_dim": 64,
+          "sparse_attention_config": {"sparse_attention_freq": freq, "sparse_num_index_heads": 2,
+                                      "sparse_index_dim": 64, "sparse_block_size": 4096, "sparse_topk_blocks": 3,
+                                      "sparse_local_block": 1}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    assert config.layer_types == ["minimax_m3_sparse" if f else "full_attention" for f in freq]
+    m = posenc.ModelPositions.from_hf(kw | {"model_type": "minimax_m3_vl_text"}, warn=False)
+    assert [lay.layer_type for lay in m.layers] == config.layer_types
+    rotated = int(config.head_dim * 0.5)
+    for layer in m.layers:
+        assert layer.rotary_dims == (0, rotated)
+        ix = layer.indexer
+        if layer.layer_type == "full_attention":
+            assert ix is None
+            continue
+        assert (ix.topk, ix.heads, ix.head_dim, ix.block_size, ix.local_blocks) == (3, 2, 64, 4096, 1)
+        assert ix.rotary_dims == (0, rotated) and ix.rope.layout == "half"
+    model = build(config)
+    family = sys.modules[type(model).__module__]
+    rc = next(lay for lay in m.layers if lay.indexer is not None).indexer.rope
+    torch.manual_seed(0)
+    B, T = 2, 16
+    q, k = torch.randn(B, T, 2, 64), torch.randn(B, T, 1, 64)
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos)
+    q_hf, k_hf = family.apply_rotary_pos_emb(q, k, cos[..., :64], sin[..., :64], unsqueeze_dim=2)
+    rotate = lambda x: torch.from_numpy(posenc.rope(x.numpy(), pos.numpy(), config=rc))  # noqa: E731
+    torch.testing.assert_close(rotate(q), q_hf, atol=2e-3, rtol=1e-4)
+    torch.testing.assert_close(rotate(k), k_hf, atol=2e-3, rtol=1e-4)
+    # The whole model: 8 tokens at positions ~3000 in one block of 4096 (the indexer numbers blocks by
+    # absolute position but counts them from the call's keys: smaller blocks fail in transformers), dense.
+    check_family("minimax_m3_vl_text", config)
 
 
 def test_modernbert_decoder_legacy_keys_against_transformers():
