@@ -53,7 +53,8 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"muse_glimmer", "muse_glimmer_text"},
                                  {"hunyuan_vl", "hunyuan_vl_text"},
                                  {"cohere_compass", "cohere_compass_text"},
-                                 {"minimax_m3_vl", "minimax_m3_vl_text"}};
+                                 {"minimax_m3_vl", "minimax_m3_vl_text"},
+                                 {"glm5_next", "glm5_next_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -1012,8 +1013,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   for (int64_t i = 0; i < out.num_layers; ++i) {
     LayerPlan p;
     p.layer = i;
-    const bool own_dims =
-        mla || t5 || type == "kimi_linear" || type == "mimo_v2_flash";  // q/k and v heads of their own sizes
+    const bool own_dims = mla || t5 || type == "kimi_linear" || type == "glm5_next_text" ||
+                          type == "mimo_v2_flash";  // q/k and v heads of their own sizes
     p.qk_head_dim = own_dims ? qk_head_dim : head_dims[i];
     p.v_head_dim = own_dims ? v_head_dim : head_dims[i];
     p.layer_type = t5 ? (i < encoder_layers ? "encoder" : "decoder") : types[i];

@@ -145,6 +145,9 @@ constexpr Family kFamilies[] = {
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // GLM-5-Next (GLM-5.3-Flash): NoPE MLA on its indexed_attention layers (qk_rope_head_dim must be 0, a
+  // k-pool indexer without RoPE), KDA linear attention elsewhere (modeling_glm5_next.py "Key change using NoPE")
+  {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
   // Text models with another family's positional code (model_config_json.cc kRuleAliases); their own
   // class defaults. M-RoPE sections when a config has none: src/model_rope_dict.cc.
   {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I},  // prf from rope_parameters, 1.0
@@ -387,6 +390,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"lfm2_moe", 2048, 32, 32},
       {"bailing_hybrid", 2560, 32, 42},
       {"kimi_linear", 2304, 32, 27},
+      {"glm5_next_text", 4096, 64, 45},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},
@@ -425,7 +429,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 24> kIrrelevant = {
+constexpr std::array<std::string_view, 25> kIrrelevant = {
     "attention_dropout",
     "attention_bias",
     "attention_probs_dropout_prob",
@@ -433,6 +437,7 @@ constexpr std::array<std::string_view, 24> kIrrelevant = {
     "routed_scaling_factor",
     "moe_routed_scaling_factor",
     "moe_router_scaling_factor",  // step3p5's MoE output scale
+    "hc_sinkhorn_iters",          // GLM-5-Next's mHC residual streams
     "mtp_loss_scaling_factor",
     "output_attentions",
     "chunk_size_feed_forward",

@@ -87,6 +87,32 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       const std::vector<std::string>& types,
                                                       std::vector<std::string>& warnings) {
   if (m.type == "minimax_m3_vl_text") return minimax_m3_indexers(j, m, types, warnings);
+  if (m.type == "glm5_next_text") {
+    // Glm5NextTextIndexer: no RoPE (nothing positional to plan), pools of index_kpool keys averaged by
+    // learned gates, the top index_topk / index_kpool pools and the incomplete tail kept; indexer_types as
+    // GLM-5's, over every layer. A "shared" layer reuses the selection the layer before it returns, which a
+    // linear layer does not (modeling_glm5_next.py: "Shared DSA layers require top-k indices ...").
+    const std::vector<bool> shared = glm_shared_layers(j, m.layers);
+    for (int64_t i = 0; i < m.layers; ++i)
+      if (types[i] == "indexed_attention" && shared[i] && (i == 0 || types[i - 1] != "indexed_attention"))
+        fail(kOp, j.where, "indexer_types makes layer ", i,
+             " \"shared\", but the layer before it has no indexer to share (transformers 5.23 raises)");
+    const int64_t topk = j.int_or("index_topk", 2048), kpool = j.int_or("index_kpool", 16);
+    if (kpool < 1 || topk < kpool || topk % kpool != 0)
+      fail(kOp, j.where, "index_topk = ", topk, " and index_kpool = ", kpool,
+           " are invalid: index_topk must be a positive multiple of index_kpool");
+    for (const char* k : {"index_n_heads", "index_head_dim", "index_kpool_always_select_tail"})
+      j.read.insert(k);
+    if (std::find(types.begin(), types.end(), "indexed_attention") != types.end())
+      warnings.push_back(
+          "indexed_attention (GLM-5-Next's k-pool indexer, without RoPE): each query attends to the "
+          "index_topk = " +
+          std::to_string(topk) + " keys of the pools of index_kpool = " + std::to_string(kpool) +
+          " keys its indexer scores highest (and the incomplete tail), chosen by content; "
+          "LayerPlan::attention_config() is dense attention, exact while a query sees at most that many "
+          "keys");
+    return std::vector<std::optional<TopkIndexer>>(static_cast<size_t>(m.layers));
+  }
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
   const bool glm = m.type == "glm_moe_dsa";
   if (m.type != "deepseek_v32" && !glm) return out;

@@ -202,6 +202,8 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "lfm2_moe") {  // configuration_lfm2_moe.py L88-92: no default; the model cannot be built
     fail(kOp, j.where, "layer_types is missing: required for lfm2_moe (transformers 5 has no default ",
          "and fails to build the model without it)");
+  } else if (t == "glm5_next_text") {  // configuration_glm5_next.py L164-169: indexed iff i % 4 == 3
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "indexed_attention" : "linear_attention";
   } else if (t == "kimi_linear") {
     // configuration_kimi_linear.py L127-140: linear_attn_config's 1-based full_attn_layers / kda_layers
     // (both needed), else full on layers 4, 8, 12, ...
@@ -374,6 +376,8 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
   else if (type == "deepseek_v32" || type == "glm_moe_dsa")
     allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
+  else if (type == "glm5_next_text")
+    allowed = {"indexed_attention", "linear_attention"};  // the two masks its model builds
   else if (type == "minimax_m3_vl_text")
     allowed = {"full_attention",
                "minimax_m3_sparse"};  // one causal mask for both (modeling_minimax_m3_vl.py)
@@ -415,6 +419,8 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       std::string s = e.get<std::string>();
       if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
       if (s == "mamba") s = "linear_attention";
+      if (s == "deepseek_sparse_attention" || s == "qwen_sparse_attention") s = "indexed_attention";
+      if (type == "glm5_next_text" && s == "full_attention") s = "indexed_attention";  // L170-172
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
           s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp" &&
           s != "indexed_attention" && s != "minimax_m3_sparse")

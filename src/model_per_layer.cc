@@ -52,6 +52,19 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
            "takes head_dim frequencies for the qk_rope_head_dim = ", m.head_dim, " rotated dims");
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
+  } else if (type == "glm5_next_text") {
+    // configuration_glm5_next.py L199-226: head_dim forced to qk_rope_head_dim, which must be 0 (NoPE);
+    // q / k heads of qk_nope_head_dim.
+    if (j.int_or("qk_rope_head_dim", 0) != 0)
+      fail(kOp, j.where, "qk_rope_head_dim = ", j.integer("qk_rope_head_dim"),
+           " is invalid for glm5_next_text: its indexed attention is NoPE (transformers 5.23 raises)");
+    m.head_dim = j.int_or("qk_nope_head_dim", 256);
+    v_head_dim = j.int_or("v_head_dim", 256);
+    qk_head_dim = m.head_dim;
+    if (j.has("head_dim") && j.integer("head_dim") != 0)
+      warnings.push_back(j.where + "head_dim = " + std::to_string(j.integer("head_dim")) +
+                         " is not read by glm5_next_text: its q / k heads are qk_nope_head_dim = " +
+                         std::to_string(m.head_dim));
   } else if (type == "kimi_linear") {
     // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
     // (head_dim is rewritten to qk_rope_head_dim: not a head size).
@@ -155,7 +168,7 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
   if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
     fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
-  if (!mla && type != "kimi_linear") qk_head_dim = v_head_dim = m.head_dim;
+  if (!mla && type != "kimi_linear" && type != "glm5_next_text") qk_head_dim = v_head_dim = m.head_dim;
   if (type == "mimo_v2_flash") v_head_dim = j.int_or("v_head_dim", 128);  // q/k 192, v 128 by default
   if (v_head_dim == 0) {                                                  // MiniCPM3 without v_head_dim
     if (m.hidden % m.heads != 0)

@@ -155,5 +155,47 @@ TEST(ModelIndexer, MiniMaxM3BlockIndexerOnItsSparseLayers) {
                     "which model_type 'minimax_m3_vl_text' does not build");
 }
 
+// configuration_glm5_next.py: indexed_attention on i % 4 == 3, KDA linear attention elsewhere
+// ("full_attention" and the legacy "deepseek_sparse_attention" read as indexed); modeling_glm5_next.py: NoPE
+// MLA (q / k heads of qk_nope_head_dim, scale its ^-0.5, no mscale), a k-pool indexer without RoPE; a flat
+// config is the text model's.
+TEST(ModelIndexer, Glm5NextIsNoPeMlaWithAKPoolIndexer) {
+  const ModelPositions m = model_positions_from_hf_json(
+      R"({"model_type": "glm5_next", "num_hidden_layers": 8, "rope_theta": 1e6, "head_dim": 64})");
+  EXPECT_EQ(m.model_type, "glm5_next_text");
+  for (const LayerPlan& l : m.layers) {
+    const bool attends = l.layer % 4 == 3;
+    EXPECT_EQ(l.layer_type, attends ? "indexed_attention" : "linear_attention");
+    EXPECT_EQ(l.softmax_attention, attends);
+    EXPECT_EQ(l.position, PositionMethod::none);
+    EXPECT_FALSE(l.indexer.has_value());
+    if (!attends) continue;
+    EXPECT_EQ(l.qk_head_dim, 256);
+    EXPECT_EQ(l.v_head_dim, 256);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / 16);
+    EXPECT_TRUE(l.attention.causal);
+  }
+  EXPECT_TRUE(has_warning(m, "GLM-5-Next's k-pool indexer, without RoPE"));
+  EXPECT_TRUE(has_warning(m, "head_dim = 64 is not read by glm5_next_text"));
+  EXPECT_TRUE(has_warning(m, "rope_theta is not used"));
+  const ModelPositions legacy =
+      model_positions_from_hf_json(R"({"model_type": "glm5_next_text", "num_hidden_layers": 3,
+      "layer_types": ["linear_attention", "full_attention", "deepseek_sparse_attention"],
+      "indexer_types": ["full", "full", "shared"]})");
+  EXPECT_EQ(legacy.layers[1].layer_type, "indexed_attention");
+  EXPECT_EQ(legacy.layers[2].layer_type, "indexed_attention");
+  expect_plan_error(R"({"model_type": "glm5_next_text", "num_hidden_layers": 3,
+      "layer_types": ["indexed_attention", "linear_attention", "indexed_attention"],
+      "indexer_types": ["full", "full", "shared"]})",
+                    "makes layer 2 \"shared\", but the layer before it has no indexer");
+  expect_plan_error(R"({"model_type": "glm5_next_text", "qk_rope_head_dim": 64})",
+                    "qk_rope_head_dim = 64 is invalid");
+  expect_plan_error(R"({"model_type": "glm5_next_text", "index_topk": 100, "index_kpool": 16})",
+                    "index_topk must be a positive multiple of index_kpool");
+  expect_plan_error(R"({"model_type": "glm5_next_text", "num_hidden_layers": 2,
+      "layer_types": ["linear_attention", "sliding_attention"]})",
+                    "which model_type 'glm5_next_text' does not build");
+}
+
 }  // namespace
 }  // namespace posenc
