@@ -54,7 +54,8 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"hunyuan_vl", "hunyuan_vl_text"},
                                  {"cohere_compass", "cohere_compass_text"},
                                  {"minimax_m3_vl", "minimax_m3_vl_text"},
-                                 {"glm5_next", "glm5_next_text"}};
+                                 {"glm5_next", "glm5_next_text"},
+                                 {"qwen4_exp", "qwen4_exp_text"}};
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc

@@ -36,6 +36,9 @@ constexpr Family kFamilies[] = {
   {"qwen3_vl",       R,      5e5,     128000,  128,     0,    false, H},
   {"qwen3_next",     R,      1e4,     32768,   256,     0.25, true,  H},
   {"qwen3_5",        R,      1e4,     32768,   256,     0.25, true,  H},
+  // Qwen4-Exp (Qwen3.8-Flash-Next): qwen3_5's layout with the whole head rotated by default and a QSA block
+  // indexer on every indexed_attention layer
+  {"qwen4_exp_text", R,      1e4,     32768,   256,     0,    true,  H},
   {"phi",            R,      1e4,     2048,    0,       0.5,  true,  H},
   {"phi3",           R,      1e4,     4096,    0,       1.0,  true,  H},
   {"deepseek_v2",    R,      1e4,     2048,    0,       0,    false, I},
@@ -391,6 +394,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"bailing_hybrid", 2560, 32, 42},
       {"kimi_linear", 2304, 32, 27},
       {"glm5_next_text", 4096, 64, 45},
+      {"qwen4_exp_text", 2048, 16, 40},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},

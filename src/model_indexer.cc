@@ -83,10 +83,65 @@ std::vector<std::optional<TopkIndexer>> minimax_m3_indexers(Obj& j, const Model&
   return out;
 }
 
+// Qwen4-Exp's QSA (configuration_qwen4_exp.py L157-161, L206-230; modeling_qwen4_exp.py
+// Qwen4ExpTextQSAIndexer) on every indexed_attention layer: indexer_n_heads query heads and one key head
+// (indexer_kv_heads must be 1) of indexer_head_dim, the query rotated at its position and each block of
+// indexer_compress_ratio keys mean-pooled and rotated at the block's first position, on the first rotated
+// dims in halves; the top indexer_budget / ratio blocks and the incomplete tail kept. All five keys or none
+// (the model cannot be built without them).
+std::vector<std::optional<TopkIndexer>> qwen4_exp_indexers(Obj& j, const Model& m,
+                                                           const std::vector<std::string>& types,
+                                                           std::vector<std::string>& warnings) {
+  const char* keys[] = {"indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget",
+                        "indexer_compress_ratio"};
+  int given = 0;
+  for (const char* k : keys) given += j.has(k) ? 1 : 0;
+  if (given != 5)
+    fail(kOp, j.where,
+         given == 0 ? "indexer_n_heads, indexer_kv_heads, indexer_head_dim, indexer_budget and "
+                      "indexer_compress_ratio are missing"
+                    : "indexer_* must be given all five or none",
+         ": qwen4_exp_text's indexed_attention layers build their QSA indexer from them (transformers 5.23 "
+         "cannot build the model without them)");
+  auto positive = [&](const char* k) {
+    const int64_t v = j.integer(k);
+    if (v < 1 || v > kMaxModelLayers * 1024) fail(kOp, j.where, k, " = ", v, " is invalid: must be >= 1");
+    return v;
+  };
+  if (positive("indexer_kv_heads") != 1)
+    fail(kOp, j.where, "indexer_kv_heads = ", j.integer("indexer_kv_heads"),
+         " is invalid: Qwen4-Exp's QSA has 1");
+  TopkIndexer ix;
+  ix.heads = positive("indexer_n_heads");
+  ix.head_dim = positive("indexer_head_dim");
+  ix.block_size = positive("indexer_compress_ratio");
+  const int64_t budget = positive("indexer_budget");
+  if (budget % ix.block_size != 0)
+    fail(kOp, j.where, "indexer_budget = ", budget,
+         " is not a multiple of indexer_compress_ratio = ", ix.block_size);
+  ix.topk = budget / ix.block_size;
+  ix.pooled_keys = true;
+  ix.rope.layout = RopeLayout::half;
+  std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
+  bool any = false;
+  for (int64_t i = 0; i < m.layers; ++i)
+    if (types[i] == "indexed_attention") out[i] = ix, any = true;
+  if (any)
+    warnings.push_back(
+        "indexed_attention (Qwen4-Exp's QSA): each query attends to the indexer_budget / "
+        "indexer_compress_ratio = " +
+        std::to_string(ix.topk) + " blocks of " + std::to_string(ix.block_size) +
+        " keys its indexer scores highest and the incomplete tail; LayerPlan::attention_config() "
+        "is dense attention, exact while a query sees at most indexer_budget = " +
+        std::to_string(budget) + " keys");
+  return out;
+}
+
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       const std::vector<std::string>& types,
                                                       std::vector<std::string>& warnings) {
   if (m.type == "minimax_m3_vl_text") return minimax_m3_indexers(j, m, types, warnings);
+  if (m.type == "qwen4_exp_text") return qwen4_exp_indexers(j, m, types, warnings);
   if (m.type == "glm5_next_text") {
     // Glm5NextTextIndexer: no RoPE (nothing positional to plan), pools of index_kpool keys averaged by
     // learned gates, the top index_topk / index_kpool pools and the incomplete tail kept; indexer_types as

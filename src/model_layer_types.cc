@@ -202,6 +202,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "lfm2_moe") {  // configuration_lfm2_moe.py L88-92: no default; the model cannot be built
     fail(kOp, j.where, "layer_types is missing: required for lfm2_moe (transformers 5 has no default ",
          "and fails to build the model without it)");
+  } else if (t == "qwen4_exp_text") {  // configuration_qwen4_exp.py L173-179: full_attention_interval (4)
+    const int64_t n = period("full_attention_interval", 4);
+    for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % n ? "linear_attention" : "indexed_attention";
   } else if (t == "glm5_next_text") {  // configuration_glm5_next.py L164-169: indexed iff i % 4 == 3
     for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "indexed_attention" : "linear_attention";
   } else if (t == "kimi_linear") {
@@ -376,7 +379,7 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
   else if (type == "deepseek_v32" || type == "glm_moe_dsa")
     allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
-  else if (type == "glm5_next_text")
+  else if (type == "glm5_next_text" || type == "qwen4_exp_text")
     allowed = {"indexed_attention", "linear_attention"};  // the two masks its model builds
   else if (type == "minimax_m3_vl_text")
     allowed = {"full_attention",
@@ -417,10 +420,17 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
     for (const json& e : lt) {
       if (!e.is_string()) fail(kOp, j.where, "layer_types contains ", e.dump(), ": must be strings");
       std::string s = e.get<std::string>();
+      // Qwen4ExpTextConfig rewrites full_attention before the legacy remap: "attention" then fails there.
+      if (type == "qwen4_exp_text" && s == "attention")
+        fail(kOp, j.where, list_key,
+             " contains \"attention\", which qwen4_exp_text rejects (transformers 5.23: ",
+             "its full_attention rewrite runs before the legacy names' remap)");
       if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
       if (s == "mamba") s = "linear_attention";
       if (s == "deepseek_sparse_attention" || s == "qwen_sparse_attention") s = "indexed_attention";
-      if (type == "glm5_next_text" && s == "full_attention") s = "indexed_attention";  // L170-172
+      // configuration_glm5_next.py L170-172, configuration_qwen4_exp.py L180-183
+      if ((type == "glm5_next_text" || type == "qwen4_exp_text") && s == "full_attention")
+        s = "indexed_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
           s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp" &&
           s != "indexed_attention" && s != "minimax_m3_sparse")

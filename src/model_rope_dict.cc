@@ -36,7 +36,10 @@ std::vector<int64_t> default_mrope_section(std::string_view own_type) {
   if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text" ||
       own_type == "cohere_compass_text")
     return {24, 20, 20};  // (cohere_compass_text: modeling_cohere_compass.py CohereCompassRotaryEmbedding)
-  if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};  // modeling_ernie4_5_vl_moe.py L72: {h, w, t}
+  if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};
+  if (own_type == "qwen4_exp_text")
+    return {11, 11, 10};  // modeling_qwen4_exp.py Qwen4ExpTextRotaryEmbedding  // modeling_ernie4_5_vl_moe.py
+                          // L72: {h, w, t}
   return {};
 }
 }  // namespace
@@ -267,6 +270,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" ||
                        std::string_view(m.family->model_type) == "cosmos3_edge_text" ||
                        std::string_view(m.family->model_type) == "cohere_compass_text" ||
+                       std::string_view(m.family->model_type) == "qwen4_exp_text" ||
                        d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
     if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text")

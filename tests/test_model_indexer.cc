@@ -197,5 +197,53 @@ TEST(ModelIndexer, Glm5NextIsNoPeMlaWithAKPoolIndexer) {
                     "which model_type 'glm5_next_text' does not build");
 }
 
+// configuration_qwen4_exp.py: linear_attention, then indexed_attention every full_attention_interval (4)
+// layers ("full_attention" read as indexed); the whole 256-dim head rotated unless partial_rotary_factor says
+// otherwise (not qwen3_5's 0.25), interleaved M-RoPE [11, 11, 10]; the five indexer_* keys all or none
+// (rotary dims <= indexer_head_dim, indexer_kv_heads 1, budget a multiple of the ratio).
+TEST(ModelIndexer, Qwen4ExpQsaBlockIndexerOnEveryIndexedLayer) {
+  const std::string qsa = R"("indexer_n_heads": 16, "indexer_kv_heads": 1, "indexer_head_dim": 128,
+      "indexer_budget": 2048, "indexer_compress_ratio": 4)";
+  const ModelPositions m =
+      model_positions_from_hf_json(R"({"model_type": "qwen4_exp_text", "num_hidden_layers": 6,
+      "full_attention_interval": 3, "rope_parameters": {"rope_type": "default", "rope_theta": 1e7,
+      "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]}, )" +
+                                   qsa + "}");
+  for (const LayerPlan& l : m.layers) {
+    const bool indexed = (l.layer + 1) % 3 == 0;
+    EXPECT_EQ(l.layer_type, indexed ? "indexed_attention" : "linear_attention");
+    ASSERT_EQ(l.indexer.has_value(), indexed);
+    if (!indexed) continue;
+    EXPECT_EQ(l.rope->base, 1e7);
+    EXPECT_EQ(l.rotary_hi, 64);
+    EXPECT_EQ(l.rope->multimodal, RopeMultimodal::mrope_interleaved);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / 16);
+    EXPECT_EQ(l.indexer->topk, 512);
+    EXPECT_EQ(l.indexer->block_size, 4);
+    EXPECT_TRUE(l.indexer->pooled_keys);
+    EXPECT_EQ(l.indexer->rotary_hi, 64);
+  }
+  auto config = [&](const std::string& extra) {
+    return R"({"model_type": "qwen4_exp_text", "num_hidden_layers": 4, "rope_parameters": {"rope_type": "default",
+        "partial_rotary_factor": 0.25}, )" +
+           extra + "}";
+  };
+  expect_plan_error(config(R"("indexer_n_heads": 16)"), "must be given all five or none");
+  expect_plan_error(
+      R"({"model_type": "qwen4_exp_text", "num_hidden_layers": 4, "partial_rotary_factor": 0.25})",
+      "indexer_compress_ratio are missing");
+  std::string kv = qsa;
+  kv.replace(kv.find(R"("indexer_kv_heads": 1)"), 21, R"("indexer_kv_heads": 2)");
+  expect_plan_error(config(kv), "indexer_kv_heads = 2 is invalid");
+  std::string budget = qsa;
+  budget.replace(budget.find("2048"), 4, "2047");
+  expect_plan_error(config(budget), "indexer_budget = 2047 is not a multiple");
+  expect_plan_error(
+      config(
+          R"("layer_types": ["linear_attention", "attention", "linear_attention", "indexed_attention"], )" +
+          qsa),
+      "contains \"attention\", which qwen4_exp_text rejects");
+}
+
 }  // namespace
 }  // namespace posenc

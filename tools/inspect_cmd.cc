@@ -54,6 +54,7 @@ json indexer_json(const LayerPlan& l) {
       {"over_compressed", x.over_compressed},
       {"block_size", x.block_size},
       {"local_blocks", x.local_blocks},
+      {"pooled_keys", x.pooled_keys},
       {"rope", {{"layout", rope_layout_name(x.rope.layout)}, {"rotary_dims", {x.rotary_lo, x.rotary_hi}}}}};
 }
 
@@ -112,7 +113,9 @@ std::string describe(const LayerPlan& l) {
     s += ", query temperature " + std::string(query_temperature_name(a.temperature.kind));
   if (l.indexer)
     s += ", top-" + std::to_string(l.indexer->topk) +
-         (l.indexer->block_size > 0 ? " blocks of " + std::to_string(l.indexer->block_size) : std::string()) +
+         (l.indexer->block_size > 0 ? " blocks of " + std::to_string(l.indexer->block_size) +
+                                          (l.indexer->pooled_keys ? " pooled keys" : "")
+                                    : std::string()) +
          " indexer (" + rope_layout_name(l.indexer->rope.layout) + " RoPE on [" +
          std::to_string(l.indexer->rotary_lo) + ", " + std::to_string(l.indexer->rotary_hi) + ") of " +
          std::to_string(l.indexer->head_dim) + (l.indexer->shared ? ", shared" : "") +

@@ -66,10 +66,14 @@ struct TopkIndexer {
   // entries only (their positions w * rate; DeepseekV4Indexer), the window's keys are always attended; its
   // RoPE is on the index head's last qk_rope_head_dim dims.
   bool over_compressed = false;
-  // MiniMax-M3's block indexer (minimax_m3_sparse layers): the scores of each key block of block_size
-  // keys max-pooled, topk counts blocks, and the query's own block and the local_blocks - 1 before it are
-  // always kept (modeling_minimax_m3_vl.py MiniMaxM3VLIndexer). 0: DeepSeek's per-key selection.
+  // Block indexers (block_size > 0; 0: DeepSeek's per-key selection), topk counting blocks:
+  // MiniMax-M3's (minimax_m3_sparse layers): the scores of each block of block_size keys max-pooled, the
+  // query's own block and the local_blocks - 1 before it always kept (modeling_minimax_m3_vl.py
+  // MiniMaxM3VLIndexer). Qwen4-Exp's QSA (pooled_keys): each block's keys mean-pooled and rotated at the
+  // block's first position, the incomplete tail of visible keys always kept (modeling_qwen4_exp.py
+  // Qwen4ExpTextQSAIndexer).
   int64_t block_size = 0, local_blocks = 0;
+  bool pooled_keys = false;
 };
 
 // DeepSeek-V4's compressed keys (compressed_sparse_attention, heavily_compressed_attention layers): beside

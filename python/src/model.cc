@@ -36,6 +36,7 @@ void bind_model(nb::module_& m) {
       .def_ro("over_compressed", &TopkIndexer::over_compressed)
       .def_ro("block_size", &TopkIndexer::block_size)
       .def_ro("local_blocks", &TopkIndexer::local_blocks)
+      .def_ro("pooled_keys", &TopkIndexer::pooled_keys)
       .def_ro("rope", &TopkIndexer::rope)
       .def_prop_ro("rotary_dims",
                    [](const TopkIndexer& x) { return std::make_tuple(x.rotary_lo, x.rotary_hi); });

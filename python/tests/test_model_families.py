@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -182,6 +182,12 @@ FAMILY_KWARGS["cohere_compass_text"] = dict(
     layer_types=["sliding_attention", "sliding_attention", "full_attention"] * (LAYERS // 3),
     rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [24, 20, 20],
                                            "mrope_interleaved": True}, "full_attention": None})
+# Qwen4-Exp's QSA sizes (None in the class: its model cannot be built without them) and the released
+# checkpoint's rotation (a quarter of the 256-dim head, base 1e7: its rotated dims must fit the index head).
+FAMILY_KWARGS["qwen4_exp_text"] = dict(
+    indexer_n_heads=4, indexer_kv_heads=1, indexer_head_dim=128, indexer_budget=16, indexer_compress_ratio=4,
+    rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                     "mrope_section": [11, 11, 10]})
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
@@ -212,6 +218,8 @@ ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_
                         "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
                         "hunyuan_v1_moe": "head_dim is missing", "hunyuan_vl_text": "head_dim is missing",
                         "cohere_compass_text": "must be a dict per layer type",
+                        # (the default sections [11, 11, 10] against the whole 256-dim head: refused first)
+                        "qwen4_exp_text": "mrope_section = [11, 11, 10] sums to 32",
                         "esm": "pad_token_id is missing",
                         "glm4v_moe_text": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
@@ -548,6 +556,10 @@ def identity_rope_hook(module, args, kwargs):
     if kwargs.get("position_embeddings", False) is None:  # a NoPE layer (granite_swa's base 0)
         return args, kwargs
     pe = kwargs.get("position_embeddings")
+    positional = args[1] if len(args) > 1 else None  # (qwen4_exp's decoder passes it second, by position)
+    if pe is None and isinstance(positional, tuple) and len(positional) == 2 and all(map(torch.is_tensor, positional)):
+        cos, sin = positional
+        return (args[0], (torch.ones_like(cos), torch.zeros_like(sin)), *args[2:]), kwargs
     if pe is None:
         raise AssertionError(f"{type(module).__name__}: no position_embeddings keyword to neutralize")
     if torch.is_tensor(pe):  # complex freqs_cis (llama4): e^(i angle) -> 1
@@ -1251,6 +1263,35 @@ def test_minimax_m3_block_indexer_against_transformers():
     # The whole model: 8 tokens at positions ~3000 in one block of 4096 (the indexer numbers blocks by
     # absolute position but counts them from the call's keys: smaller blocks fail in transformers), dense.
     check_family("minimax_m3_vl_text", config)
+
+
+def test_qwen4_exp_qsa_indexer_against_transformers():
+    """Qwen4-Exp's QSA indexer: the query rotated at its position with the model's cos / sin on the first
+    rotated dims of the index head (Qwen4ExpTextQSAIndexer: apply_rotary_pos_emb(q, cos, sin)); pooled block
+    keys get the same rotation at the block's first position. Its sizes from the indexer_* keys."""
+    text_cls, _ = FAMILIES["qwen4_exp_text"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), **FAMILY_KWARGS["qwen4_exp_text"]})
+    m = posenc.ModelPositions.from_hf(config.to_dict(), warn=False)
+    model = build(config)
+    family = sys.modules[type(model).__module__]
+    indexed = [lay for lay in m.layers if lay.layer_type == "indexed_attention"]
+    assert indexed and all(lay.layer_type == "linear_attention" and lay.position == "none"
+                           for lay in m.layers if lay not in indexed)
+    for layer in indexed:
+        ix = layer.indexer
+        assert (ix.topk, ix.heads, ix.head_dim, ix.block_size, ix.pooled_keys) == (4, 4, 128, 4, True)
+        assert ix.rotary_dims == (0, 64) and ix.rope.layout == "half" and layer.rotary_dims == (0, 64)
+    rc = indexed[0].indexer.rope
+    torch.manual_seed(0)
+    B, T = 2, 16
+    q = torch.randn(B, T, 4, 128)
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos)
+    q_hf = family.apply_rotary_pos_emb(q, cos=cos, sin=sin, unsqueeze_dim=2)
+    got = np.stack([posenc.rope(q[b:b + 1].numpy(), np.stack([pos[b].numpy()] * 3), config=rc)[0] for b in range(B)])
+    torch.testing.assert_close(torch.from_numpy(got), q_hf, atol=2e-3, rtol=1e-4)
 
 
 def test_modernbert_decoder_legacy_keys_against_transformers():
