@@ -290,8 +290,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                         ? Obj{given, where, {}}.str("model_type")
                                         : outer_type;
   std::vector<std::string> resolve_warnings;
-  const json resolved =
-      declared_type == "step3p5" ? detail::step3p5_resolved(given, where, resolve_warnings) : json(nullptr);
+  const json resolved = declared_type == "step3p5" ? detail::step3p5_resolved(given, where, resolve_warnings)
+                        : declared_type == "zaya"  ? detail::zaya_resolved(given, where, resolve_warnings)
+                                                   : json(nullptr);
   const json& tj = resolved.is_null() ? given : resolved;
   Obj j{tj, where, {}};
   j.read.insert("model_type");
@@ -613,8 +614,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // step3p5: its config class builds the per-type dicts (src/model_step3p5.cc resolved them).
     // cohere_compass_text: its own convert_rope_params_to_dict leaves rope_theta / rope_scaling inert
     // (configuration_cohere_compass.py L133-142) and its rotary module reads rope_parameters[layer_type].
-    const bool per_type_only =
-        type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" || type == "cohere_compass_text";
+    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" ||
+                               type == "cohere_compass_text" || type == "zaya";
+    if (type == "zaya") prf.reset();
     if (type == "cohere_compass_text") {
       prf.reset();
       for (const char* k : {"rope_theta", "rope_scaling", "partial_rotary_factor"})
@@ -1117,6 +1119,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
             "posenc's rotation, or rotate with attention_factor 1 when normalizing first");
       break;
     }
+  if (type == "zaya")
+    for (LayerPlan& p : out.layers) p.layer_type = detail::zaya_layer_type(p.layer_type);
   j.warn_unread(out.warnings, own_type);
   // A wrapper's own positional-looking keys are not read (the text model uses text_config's):
   // report those that text_config lacks or contradicts.

@@ -151,6 +151,9 @@ constexpr Family kFamilies[] = {
   // GLM-5-Next (GLM-5.3-Flash): NoPE MLA on its indexed_attention layers (qk_rope_head_dim must be 0, a
   // k-pool indexer without RoPE), KDA linear attention elsewhere (modeling_glm5_next.py "Key change using NoPE")
   {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
+  // and a norm with a learned key temperature before RoPE (the caller's), src/model_zaya.cc
+  {"zaya",           R,      1e4,     131072,  128,     0,    true,  H},
   // Text models with another family's positional code (model_config_json.cc kRuleAliases); their own
   // class defaults. M-RoPE sections when a config has none: src/model_rope_dict.cc.
   {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I},  // prf from rope_parameters, 1.0
@@ -395,6 +398,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"kimi_linear", 2304, 32, 27},
       {"glm5_next_text", 4096, 64, 45},
       {"qwen4_exp_text", 2048, 16, 40},
+      {"zaya", 2048, 8, 40},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},

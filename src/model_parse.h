@@ -141,6 +141,10 @@ ModelPositions deepseek_v4_positions(Obj& j, Model& m);
 // step3p5's text config in the form its config class builds: MTP tails trimmed, rope_parameters per
 // layer type (src/model_step3p5.cc); the reader then plans it like laguna's.
 json step3p5_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
+// zaya's text config with its layer types (hybrid, hybrid_sliding) and rope dict keys renamed to
+// full_attention / sliding_attention (src/model_zaya.cc); zaya_layer_type names a plan's type back.
+json zaya_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
+std::string zaya_layer_type(const std::string& type);
 
 // Remote-code model types posenc plans from the authors' modeling files (src/model_remote.cc).
 bool remote_code_planned(const std::string& model_type);

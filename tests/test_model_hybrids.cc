@@ -653,5 +653,34 @@ TEST(ModelHybrids, CohereCompassPerTypeRopeWithNullForNoPe) {
                     "must be a dict per layer type");
 }
 
+// configuration_zaya.py: layer types "hybrid" (full) / "hybrid_sliding" (windows of sliding_window,
+// required), rope_parameters per those types (class default: 5e6 / 1e4, half the head each), its convert only
+// dropping a top-level rope_type (legacy keys inert); modeling_zaya.py: rotate_half on the first int(128 *
+// prf) dims.
+TEST(ModelHybrids, ZayaRopePerHybridType) {
+  const ModelPositions m = plan("zaya", 4, R"("head_dim": 128, "sliding_window": 1024, "rope_theta": 1e6,
+      "layer_types": ["hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"])");
+  for (const LayerPlan& l : m.layers) {
+    const bool sliding = l.layer % 2 == 1;
+    EXPECT_EQ(l.layer_type, sliding ? "hybrid_sliding" : "hybrid");
+    EXPECT_EQ(l.rope->base, sliding ? 1e4 : 5e6);
+    EXPECT_EQ(l.rotary_hi, 64);
+    EXPECT_EQ(l.attention.window, sliding ? 1024 : 0);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1 / std::sqrt(128.0));
+  }
+  EXPECT_TRUE(has_warning(m, "rope_theta = 1000000.0 is not read by zaya"));
+  const ModelPositions given = plan("zaya", 2, R"("head_dim": 64, "rope_parameters": {"rope_type": "default",
+      "hybrid": {"rope_type": "default", "rope_theta": 2e6}})");
+  EXPECT_EQ(given.layers[1].layer_type, "hybrid");
+  EXPECT_EQ(given.layers[1].rope->base, 2e6);
+  EXPECT_EQ(given.layers[1].rotary_hi, 64);  // no partial_rotary_factor: the whole head
+  expect_plan_error(cfg("zaya", 2, R"("rope_parameters": {"rope_type": "default", "rope_theta": 1e6})"),
+                    "must be a dict per layer type for model_type 'zaya'");
+  expect_plan_error(cfg("zaya", 2, R"("layer_types": ["hybrid", "hybrid_sliding"])"),
+                    "sliding_window is missing");
+  expect_plan_error(cfg("zaya", 2, R"("layer_types": ["hybrid", "full_attention"])"),
+                    "zaya builds \"hybrid\"");
+}
+
 }  // namespace
 }  // namespace posenc

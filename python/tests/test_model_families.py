@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -188,6 +188,10 @@ FAMILY_KWARGS["qwen4_exp_text"] = dict(
     indexer_n_heads=4, indexer_kv_heads=1, indexer_head_dim=128, indexer_budget=16, indexer_compress_ratio=4,
     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                      "mrope_section": [11, 11, 10]})
+# ZAYA accepts one expert per token only; hybrid (full) and hybrid_sliding layers alternating, as its
+# reference code declares them.
+FAMILY_KWARGS["zaya"] = dict(num_experts_per_tok=1, layer_types=["hybrid", "hybrid_sliding"] * (LAYERS // 2),
+                             sliding_window=4)
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
