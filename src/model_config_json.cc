@@ -749,9 +749,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       // deepseek_v32, glm_moe_dsa: always interleaved (their modular files drop rope_interleave).
       const bool always_pairs = type == "bailing_hybrid" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
                                 type == "longcat_flash";
-      if (mla && type != "deepseek_v2" && type != "minicpm3" && !always_pairs &&
+      if (mla && type != "deepseek_v2" && type != "minicpm3" && type != "hy_v4" && !always_pairs &&
           !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;
+      // hy_v4: rotate_half ("Non-interleave RoPE", modeling_hy_v4.py HYV4Attention), rope_interleave unread.
+      if (type == "hy_v4" && j.bool_or("rope_interleave", false))
+        out.warnings.push_back("rope_interleave = true is ignored: transformers 5's hy_v4 rotates halves");
       if (always_pairs && type != "bailing_hybrid" && !j.bool_or("rope_interleave", true))
         out.warnings.push_back("rope_interleave = false is ignored: transformers 5's " + type +
                                " always rotates interleaved pairs");
@@ -1026,7 +1029,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     a.softmax_scale = gpt2_inverse ? scale / static_cast<double>(i + 1) : scale;
     a.softcap = softcap;
     // modeling_flint.py L226-227: gpt-oss's sinks; modeling_granite_swa.py L152: a sink per head.
-    a.sinks = type == "gpt_oss" || type == "flint" || type == "granite_swa" || type == "granitemoe_swa";
+    a.sinks = type == "gpt_oss" || type == "flint" || type == "granite_swa" || type == "granitemoe_swa" ||
+              type == "hy_v4";  // modeling_hy_v4.py HYV4Attention: one learnable sink per head
     const std::string& lt = p.layer_type;
     // minimax: a set sliding_window masks every full_attention layer (modeling_minimax.py L666-668).
     if (type == "minimax" && lt == "full_attention") a.window = window;

@@ -127,6 +127,9 @@ constexpr Family kFamilies[] = {
   // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors (src/model_step3p5.cc)
   {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
+  // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
+  // per head, indexer_types sharing
+  {"hy_v4",          R,      1e4,     262144,  0,       0,    false, H},
   // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
   {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I},
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
@@ -399,6 +402,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm5_next_text", 4096, 64, 45},
       {"qwen4_exp_text", 2048, 16, 40},
       {"zaya", 2048, 8, 40},
+      {"hy_v4", 2816, 32, 34},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},

@@ -170,11 +170,12 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   }
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
   const bool glm = m.type == "glm_moe_dsa";
-  if (m.type != "deepseek_v32" && !glm) return out;
+  const bool hy = m.type == "hy_v4";
+  if (m.type != "deepseek_v32" && !glm && !hy) return out;
   TopkIndexer ix;
   ix.topk = j.int_or("index_topk", 2048);
   const bool axk2 = m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 16
-  ix.heads = j.int_or("index_n_heads", glm ? 32 : axk2 ? 16 : 64);
+  ix.heads = j.int_or("index_n_heads", glm ? 32 : axk2 || hy ? 16 : 64);
   ix.head_dim = j.int_or("index_head_dim", 128);
   if (ix.topk < 1) fail(kOp, j.where, "index_topk = ", ix.topk, " is invalid: must be >= 1");
   if (ix.heads < 1 || ix.heads > kMaxIndexHeads)
@@ -186,16 +187,28 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
          " is invalid: must be in [qk_rope_head_dim = ", m.head_dim, ", ", kMaxModelHeadDim, "]");
   ix.rotary_lo = 0;
   ix.rotary_hi = m.head_dim;
+  if (hy) {  // modeling_hy_v4.py HYV4Indexer: "Flipped RoPE position (later portion instead of the first)"
+    ix.rotary_lo = ix.head_dim - m.head_dim;
+    ix.rotary_hi = ix.head_dim;
+  }
   // Layout: DeepSeek-V3.2's indexer rotates halves ("The indexer uses NON-interleaved (half-split) RoPE
   // — unlike the main MLA attention", modeling_deepseek_v32.py L219; DeepSeek's inference/model.py
   // likewise), GLM-5's pairs (modeling_glm_moe_dsa.py L220-221). The checkpoints' indexer_rope_interleave
   // is not read by transformers 5.
-  ix.rope.layout = glm ? RopeLayout::interleaved : RopeLayout::half;
+  ix.rope.layout = glm ? RopeLayout::interleaved : RopeLayout::half;  // (hy_v4: halves)
   if (j.has("indexer_rope_interleave") && j.boolean("indexer_rope_interleave") != glm)
     warnings.push_back(j.where + "indexer_rope_interleave = " +
                        json_excerpt(j.at("indexer_rope_interleave")) + " is ignored: transformers 5's " +
                        m.type + " indexer rotates " + (glm ? "interleaved pairs" : "halves"));
-  const std::vector<bool> shared = glm ? glm_shared_layers(j, m.layers) : std::vector<bool>(m.layers, false);
+  std::vector<bool> shared = glm ? glm_shared_layers(j, m.layers) : std::vector<bool>(m.layers, false);
+  if (hy) {
+    // configuration_hy_v4.py L152-156: indexer_types, else full on layer 0 and every (i - 1) % 4 == 0.
+    if (j.has("indexer_types")) {
+      shared = glm_shared_layers(j, m.layers);
+    } else {
+      for (int64_t i = 0; i < m.layers; ++i) shared[i] = !(i == 0 || (i - 1) % 4 == 0);
+    }
+  }
   for (int64_t i = 0; i < m.layers; ++i) {
     out[i] = ix;
     out[i]->shared = shared[i];

@@ -40,8 +40,9 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
                                              int64_t window) {
   const std::string& t = m.type;
   // deepseek_v32, glm_moe_dsa: ["indexed_attention"] * layers (configuration_deepseek_v32.py L137-139).
-  std::vector<std::string> types(
-      m.layers, t == "deepseek_v32" || t == "glm_moe_dsa" ? "indexed_attention" : "full_attention");
+  std::vector<std::string> types(m.layers, t == "deepseek_v32" || t == "glm_moe_dsa" || t == "hy_v4"
+                                               ? "indexed_attention"
+                                               : "full_attention");
   // minimax_m3_vl_text: the legacy sparse_attention_config.sparse_attention_freq (1: an indexer layer),
   // else every layer full (configuration_minimax_m3_vl.py L141-146).
   if (t == "minimax_m3_vl_text" && j.has("sparse_attention_config") &&
@@ -377,7 +378,7 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"hybrid", "linear_attention"};  // anything but "hybrid" builds a mamba-only layer
   else if (type == "nemotron_h")
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
-  else if (type == "deepseek_v32" || type == "glm_moe_dsa")
+  else if (type == "deepseek_v32" || type == "glm_moe_dsa" || type == "hy_v4")
     allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
   else if (type == "glm5_next_text" || type == "qwen4_exp_text")
     allowed = {"indexed_attention", "linear_attention"};  // the two masks its model builds

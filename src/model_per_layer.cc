@@ -27,9 +27,9 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
                    type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
                    type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
-                   type == "longcat_flash";
-  // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py: nope 192, v 256
-  const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa";
+                   type == "longcat_flash" || type == "hy_v4";
+  // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py, configuration_hy_v4.py: nope 192, v 256
+  const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa" || type == "hy_v4";
   const bool axk2 =
       m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 64 / 32 / 64
   int64_t qk_head_dim = 0, v_head_dim = 0;

@@ -245,5 +245,36 @@ TEST(ModelIndexer, Qwen4ExpQsaBlockIndexerOnEveryIndexedLayer) {
       "contains \"attention\", which qwen4_exp_text rejects");
 }
 
+// configuration_hy_v4.py / modeling_hy_v4.py: DeepSeek-V3.2's MLA (nope 192, rope 64, v 256) in halves on the
+// last 64 of 256 dims, a sink per head, every layer indexed; the indexer rotates the LAST 64 of its 128 dims;
+// indexer_types, else full on layer 0 and every (i - 1) % 4 == 0.
+TEST(ModelIndexer, HyV4HalvesSinksAndAFlippedIndexerRope) {
+  const ModelPositions m = plan("hy_v4", R"("rope_interleave": true)");
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.layer_type, "indexed_attention");
+    EXPECT_EQ(l.rotary_lo, 192);
+    EXPECT_EQ(l.rotary_hi, 256);
+    EXPECT_EQ(l.v_head_dim, 256);
+    EXPECT_EQ(l.rope->layout, RopeLayout::half);
+    EXPECT_TRUE(l.attention.sinks);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / 16);
+    ASSERT_TRUE(l.indexer.has_value());
+    EXPECT_EQ(l.indexer->heads, 16);
+    EXPECT_EQ(l.indexer->rotary_lo, 64);
+    EXPECT_EQ(l.indexer->rotary_hi, 128);
+    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::half);
+    EXPECT_EQ(l.indexer->shared, !(l.layer == 0 || (l.layer - 1) % 4 == 0)) << l.layer;
+  }
+  EXPECT_TRUE(has_warning(m, "rope_interleave = true is ignored: transformers 5's hy_v4 rotates halves"));
+  const ModelPositions given =
+      plan("hy_v4", R"("indexer_types": ["full", "shared", "shared", "full", "full", "shared"])");
+  EXPECT_TRUE(given.layers[2].indexer->shared);
+  EXPECT_FALSE(given.layers[4].indexer->shared);
+  EXPECT_NE(error_of("hy_v4", R"("layer_types": ["sparse_attention", "indexed_attention", "indexed_attention",
+      "indexed_attention", "indexed_attention", "indexed_attention"])")
+                .find("sparse_attention"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace posenc

@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -1175,7 +1175,7 @@ def test_dbrx_base_against_transformers_and_the_authors_code():
     check_family("dbrx", same)
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa", "axk2"])
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa", "axk2", "hy_v4"])
 def test_sparse_attention_indexer_against_transformers(model_type):
     """DeepSeek sparse attention's lightning indexer: its q and k rotate the first qk_rope_head_dim dims of
     the index head with the layer's cos / sin, in halves for DeepSeek-V3.2 (modeling_deepseek_v32.py L219-220,
@@ -1187,7 +1187,7 @@ def test_sparse_attention_indexer_against_transformers(model_type):
           "rope_parameters": {"rope_type": "yarn", "factor": 40.0, "rope_theta": 1e4, "beta_fast": 32.0,
                               "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
                               "original_max_position_embeddings": 4096}}
-    if model_type == "glm_moe_dsa":
+    if model_type in ("glm_moe_dsa", "hy_v4"):
         kw["indexer_types"] = ["full", "full", "shared", "shared", "full", "shared"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1199,8 +1199,10 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     for layer in m.layers:
         ix = layer.indexer
         assert ix.topk == 5 and ix.heads == config.index_n_heads and ix.head_dim == config.index_head_dim
-        assert ix.rotary_dims == (0, config.qk_rope_head_dim)
-        assert ix.shared == (model_type == "glm_moe_dsa" and config.indexer_types[layer.layer] == "shared")
+        # hy_v4: "Flipped RoPE position (later portion instead of the first)" (modeling_hy_v4.py HYV4Indexer)
+        lo = config.index_head_dim - config.qk_rope_head_dim if model_type == "hy_v4" else 0
+        assert ix.rotary_dims == (lo, lo + config.qk_rope_head_dim)
+        assert ix.shared == (model_type in ("glm_moe_dsa", "hy_v4") and config.indexer_types[layer.layer] == "shared")
     rc = m.layers[0].indexer.rope
     R = config.qk_rope_head_dim
     torch.manual_seed(0)
@@ -1209,7 +1211,7 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     # (below 8192: transformers' fp32 angles err by ~position * 2^-24 rad, as in test_model_parity.py)
     pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
     cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos)
-    halves = model_type in ("deepseek_v32", "axk2")  # (axk2: DeepSeek-V3.2's indexer, modular_axk2.py)
+    halves = model_type in ("deepseek_v32", "axk2", "hy_v4")  # (axk2: DeepSeek-V3.2's indexer, modular_axk2.py)
     if halves:
         assert rc.layout == "half"
         q_hf, k_hf = family.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
