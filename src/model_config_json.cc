@@ -619,7 +619,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "zaya") prf.reset();
     if (type == "cohere_compass_text") {
       prf.reset();
-      for (const char* k : {"rope_theta", "rope_scaling", "partial_rotary_factor"})
+      for (const char* k : {"rope_theta", "partial_rotary_factor"})
         if (j.has(k))
           out.warnings.push_back(
               j.where + k + " = " + detail::json_excerpt(j.at(k)) +
@@ -637,7 +637,18 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (fixed_table) {
       // (the dicts were reported above)
     } else if (per_type_only) {
-      if (j.has("rope_parameters"))
+      if (type == "cohere_compass_text" && j.j.contains("rope_scaling")) {
+        // Its convert leaves rope_scaling in the kwargs, and PreTrainedConfig's rope_scaling setter then
+        // replaces rope_parameters with it (configuration_utils.py L724-733): null fails there.
+        if (!j.has("rope_scaling"))
+          fail(kOp, j.where, "rope_scaling = null is not supported for model_type 'cohere_compass_text': it ",
+               "replaces rope_parameters (transformers 5.23 then fails)");
+        rp = &j.at("rope_scaling"), rp_name = "rope_scaling";
+        if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
+          out.warnings.push_back(j.where +
+                                 "rope_parameters is replaced by rope_scaling for cohere_compass_text "
+                                 "(PreTrainedConfig's rope_scaling setter)");
+      } else if (j.has("rope_parameters"))
         rp = &j.at("rope_parameters");
       else if (type == "cohere_compass_text")  // the class default {} (its rotary module raises KeyError)
         fail(kOp, j.where, "rope_parameters is missing: it must be a dict per layer type for model_type ",
@@ -838,7 +849,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (type == "zamba" || type == "zamba2") scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim) / 2.0);
   if (t5) scale = 1.0;                     // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
   if (type == "gemma4_text") scale = 1.0;  // modeling_gemma4.py Gemma4TextAttention: q/k RMS norms instead
-  j.read.insert("attention_k_eq_v");       // Gemma 4: values reuse the key projection (not positional)
+  // Muse: the weightlessly normed query times qk_scale_factor before RoPE (modeling_muse_glimmer.py
+  // MuseGlimmerAttention.forward), then the kernel's head_dim^-0.5: RoPE is linear, so the factor is the
+  // logits' and the plan's scale carries it (q / k in: the normed ones).
+  if (type == "muse_glimmer_text") {
+    const double factor = j.num_or("qk_scale_factor", own_type == "muse_spark_text" ? 5.4730064863875 : 3.87);
+    if (!(factor > 0)) fail(kOp, j.where, "qk_scale_factor = ", factor, " is invalid: must be > 0");
+    scale *= factor;
+  }
+  j.read.insert("attention_k_eq_v");  // Gemma 4: values reuse the key projection (not positional)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {
     // modeling_deepseek_v3.py yarn_apply_mscale: scaling *= get_mscale(factor, mscale_all_dim)^2
@@ -1111,16 +1130,20 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // Llama 4's use_qk_norm (default true): Llama4TextL2Norm, weightless, on q and k after RoPE in the RoPE
   // layers (modeling_llama4.py L331-332, L349-356): it cancels a scaled rotation's attention factor
   // (freqs_cis * attention_scaling), as NanoChat's norms do (src/model_rope_dict.cc).
-  if (type == "llama4_text" && j.bool_or("use_qk_norm", true))
+  // HunYuan (dense, MoE, VL): query_layernorm / key_layernorm, RMS norms per head after RoPE, always
+  // (modeling_hunyuan_v1_dense.py L197-199, modeling_hunyuan_vl.py L541-542): the same cancellation.
+  const bool hunyuan = type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe";
+  if ((type == "llama4_text" && j.bool_or("use_qk_norm", true)) || hunyuan)
     for (const LayerPlan& p : out.layers) {
       if (!p.rope) continue;
       const double factor = rope_frequencies(*p.rope, p.rope->original_context()).attention_factor;
       if (factor != 1.0)
-        out.warnings.push_back(
-            "rope_type '" + std::string(rope_scaling_name(p.rope->scaling.type)) +
-            "' scales cos and sin by " + std::to_string(factor) +
-            ", which llama4_text's qk_norm (use_qk_norm) after RoPE cancels: normalize after "
-            "posenc's rotation, or rotate with attention_factor 1 when normalizing first");
+        out.warnings.push_back("rope_type '" + std::string(rope_scaling_name(p.rope->scaling.type)) +
+                               "' scales cos and sin by " + std::to_string(factor) + ", which " + own_type +
+                               (hunyuan ? "'s RMS norms of q and k after RoPE cancel"
+                                        : "'s qk_norm (use_qk_norm) after RoPE cancels") +
+                               ": normalize after posenc's rotation, or rotate with attention_factor 1 when "
+                               "normalizing first");
       break;
     }
   if (type == "zaya")

@@ -56,12 +56,12 @@ std::vector<std::optional<TopkIndexer>> minimax_m3_indexers(Obj& j, const Model&
   const json& legacy = j.has("sparse_attention_config") && j.at("sparse_attention_config").is_object()
                            ? j.at("sparse_attention_config")
                            : none;
-  auto value = [&](const char* flat, const char* old, int64_t fallback) {
+  auto value = [&](const char* flat, const char* old, int64_t fallback, int64_t least = 1) {
     const json* v = has(legacy, old) ? &legacy.at(old) : j.has(flat) ? &j.at(flat) : nullptr;
     if (!v) return fallback;
-    if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxModelLayers * 64)
+    if (!v->is_number_integer() || v->get<int64_t>() < least || v->get<int64_t>() > kMaxModelLayers * 64)
       fail(kOp, j.where, has(legacy, old) ? std::string("sparse_attention_config.") + old : std::string(flat),
-           " = ", json_excerpt(*v), " is invalid: must be a positive integer");
+           " = ", json_excerpt(*v), " is invalid: must be an integer >= ", least);
     return v->get<int64_t>();
   };
   TopkIndexer ix;
@@ -69,7 +69,7 @@ std::vector<std::optional<TopkIndexer>> minimax_m3_indexers(Obj& j, const Model&
   ix.head_dim = value("index_head_dim", "sparse_index_dim", 128);
   ix.block_size = value("index_block_size", "sparse_block_size", 128);
   ix.topk = value("index_topk_blocks", "sparse_topk_blocks", 16);
-  ix.local_blocks = value("index_local_blocks", "sparse_local_block", 1);
+  ix.local_blocks = value("index_local_blocks", "sparse_local_block", 1, 0);  // 0: no block forced in
   ix.rope.layout = RopeLayout::half;
   bool any = false;
   for (int64_t i = 0; i < m.layers; ++i)

@@ -84,13 +84,9 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
            "default (transformers 5.23 fails without it)");
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim") : j.integer("head_dim");
   } else if (type == "cohere_compass_text") {
-    // configuration_cohere_compass.py L120: head_dim = hidden_size // num_attention_heads, always.
-    m.head_dim = m.hidden / m.heads;
-    if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
-      warnings.push_back(
-          j.where + "head_dim = " + std::to_string(j.integer("head_dim")) +
-          " is not read by cohere_compass_text: its heads are hidden_size / num_attention_heads = " +
-          std::to_string(m.head_dim));
+    // configuration_cohere_compass.py L120: head_dim = hidden_size // num_attention_heads, then a given
+    // head_dim is set over it (L131: PreTrainedConfig.__post_init__ sets the remaining kwargs).
+    m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.hidden / m.heads;
     if (j.has("sliding_window_pattern"))  // L122-129: dead code (layer_types is set before it)
       warnings.push_back(j.where +
                          "sliding_window_pattern is not read by cohere_compass_text: layer_types is "

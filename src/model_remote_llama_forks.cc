@@ -23,8 +23,9 @@ double factor_of(const json& s, const std::string& where) {
 }
 
 std::vector<double> factor_list(const json& s, const char* key, int64_t pairs) {
-  if (!s.contains(key) || !s.at(key).is_array())
-    fail(kOp, "rope_scaling.", key, " is missing or not a list: MiniCPMLongRoPE reads it");
+  if (!s.contains(key)) fail(kOp, "rope_scaling.", key, " is missing: MiniCPMLongRoPE reads it");
+  if (!s.at(key).is_array())
+    fail(kOp, "rope_scaling.", key, " = ", json_excerpt(s.at(key)), " is invalid: must be a list of numbers");
   std::vector<double> out;
   for (const json& e : s.at(key)) {
     if (!e.is_number()) fail(kOp, "rope_scaling.", key, " contains ", e.dump(), ": must be numbers");
@@ -85,12 +86,18 @@ ModelPositions minicpm(Obj& j, std::vector<std::string>& warnings) {
             "its cache keeps each key rotated with the base of its step; posenc's frequencies are "
             "those of the call's length");
     } else if (name == "longrope" && v4) {
-      if (!s.contains("original_max_position_embeddings") ||
-          !s.at("original_max_position_embeddings").is_number_integer() ||
-          s.at("original_max_position_embeddings").get<int64_t>() < 2)
-        fail(kOp, "rope_scaling.original_max_position_embeddings is missing or invalid (an integer > 1): ",
-             "MiniCPMLongRoPE reads it there, not at the top level");
-      const int64_t original = s.at("original_max_position_embeddings").get<int64_t>();
+      const json* o = s.contains("original_max_position_embeddings")
+                          ? &s.at("original_max_position_embeddings")
+                          : nullptr;
+      if (!o)
+        fail(kOp,
+             "rope_scaling.original_max_position_embeddings is missing: MiniCPMLongRoPE reads it there, ",
+             "not at the top level");
+      if (!o->is_number() || !(o->get<double>() >= 2) || o->get<double>() > 1e15 ||
+          std::floor(o->get<double>()) != o->get<double>())
+        fail(kOp, "rope_scaling.original_max_position_embeddings = ", json_excerpt(*o),
+             " is invalid: must be an integer > 1");
+      const auto original = static_cast<int64_t>(o->get<double>());
       rope.scaling.type = RopeScalingType::longrope;
       rope.scaling.original_max_position_embeddings = original;
       rope.scaling.short_factor = factor_list(s, "short_factor", head / 2);
@@ -183,6 +190,13 @@ ModelPositions baichuan(Obj& j, std::vector<std::string>& warnings) {
   }
   // The ALiBi mask's first length; longer inputs rebuild it (max_cache_pos).
   const int64_t max_pos = positive(j, {"model_max_length", "max_position_embeddings"}, 4096);
+  // _gen_alibi_mask(...).to(tensor): slope * key index rounded to the model's dtype.
+  if (is_half(j.str_or("torch_dtype", "")))
+    warnings.push_back(
+        "torch_dtype = " + j.str("torch_dtype") +
+        ": Baichuan's 13B code adds slope * key index to the scores as a mask rounded to it "
+        "(bfloat16: steps of 16 past index 2048, up to 8 logits off at 4k keys); posenc's bias "
+        "is exact");
   return uniform("baichuan",
                  "baichuan-inc/Baichuan-13B, Baichuan2-13B modeling_baichuan.py (_get_interleave)", layers,
                  heads, head, max_pos, std::nullopt, PositionMethod::alibi);

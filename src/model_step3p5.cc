@@ -99,6 +99,14 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
       else {
         json& full = built["full_attention"];
         full.update(scaling);
+        // Not standardized: yarn, llama3 and longrope need original_max_position_embeddings in the dict
+        // (transformers 5.23's validation raises KeyError without it).
+        const json& kind = full.at("rope_type");
+        if ((kind == "yarn" || kind == "llama3" || kind == "longrope") &&
+            !full.contains("original_max_position_embeddings"))
+          fail(kOp, where,
+               "rope_scaling.original_max_position_embeddings is missing: step3p5 merges rope_scaling ",
+               "without filling it, and rope type ", kind.dump(), " requires it (transformers 5.23 raises)");
         // The dict is not standardized afterwards: a legacy "type" leaves rope_type "default" and the
         // scaling unused (transformers 5.23 warns about the unrecognized keys).
         if (!scaling.contains("rope_type") && scaling.contains("type")) {
@@ -134,11 +142,12 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
           "layers only");
     out.erase("yarn_only_types");
   }
-  // modeling_step3p7.py L883-893: the sliding mask is built with config.sliding_window, which must be set.
-  const bool slides = std::find(order.begin(), order.end(), "sliding_attention") != order.end();
-  if (slides && !j.has("sliding_window"))
-    fail(kOp, where, "sliding_window is missing: step3p5's sliding_attention layers need it ",
-         "(transformers 5.23 raises without one)");
+  // modeling_step3p7.py L883-893: the sliding mask is built for every config, with config.sliding_window,
+  // which must be set (masking_utils.py raises without one, sliding layers or not).
+  if (!j.has("sliding_window"))
+    fail(kOp, where, "sliding_window is not set (", j.j.contains("sliding_window") ? "null" : "missing",
+         "): model_type 'step3p5' builds its sliding mask for every config (transformers 5.23 raises without "
+         "one)");
   return out;
 }
 

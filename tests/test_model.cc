@@ -39,7 +39,7 @@ struct RealCase {
 
 // clang-format off
 const RealCase kReal[] = {
-  {"baichuan__Baichuan2-13B-Chat.json", "baichuan", 40, "alibi", 0, 0, 0, 0, 0, ""},
+  {"baichuan__Baichuan2-13B-Chat.json", "baichuan", 40, "alibi", 0, 0, 0, 0, 0, "torch_dtype = bfloat16"},
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},

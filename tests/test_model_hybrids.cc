@@ -524,31 +524,39 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
     EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
     EXPECT_TRUE(l.attention.causal);
   }
-  // The class defaults: every layer full, base 1e4 on the whole 128-dim head, scale head_dim^-0.5.
-  const ModelPositions d = model_positions_from_hf_json(R"({"model_type": "step3p5"})");
+  // The class defaults (sliding_window null: transformers cannot run them) and a window: every layer full,
+  // base 1e4 on the whole 128-dim head, scale head_dim^-0.5.
+  expect_plan_error(R"({"model_type": "step3p5"})", "sliding_window is not set");
+  const ModelPositions d =
+      model_positions_from_hf_json(R"({"model_type": "step3p5", "sliding_window": 512})");
   EXPECT_EQ(d.num_layers, 45);
   EXPECT_EQ(d.layers[44].rope->base, 1e4);
   EXPECT_EQ(d.layers[44].rotary_hi, 128);
   EXPECT_DOUBLE_EQ(d.layers[0].attention.softmax_scale, 1 / std::sqrt(128.0));
   // Step3p7Config (step3p7) drops text_config.model_type: the text model is step3p5's.
   const ModelPositions w = model_positions_from_hf_json(
-      R"({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2, "rope_theta": 3e5,
+      R"({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2, "rope_theta": 3e5, "sliding_window": 8,
           "use_bidirectional_attention": true}})");
   EXPECT_EQ(w.model_type, "step3p5");
   EXPECT_EQ(w.layers[1].rope->base, 3e5);
   EXPECT_FALSE(w.layers[1].attention.causal);  // use_bidirectional_attention: every key (L880-888)
   // A legacy "type" is merged unconverted: rope_type stays "default" and the scaling unused.
-  const ModelPositions t = plan("step3p5", 2, R"("rope_scaling": {"type": "linear", "factor": 2.0})");
+  const ModelPositions t =
+      plan("step3p5", 2, R"("sliding_window": 8, "rope_scaling": {"type": "linear", "factor": 2.0})");
   EXPECT_EQ(t.layers[0].rope->scaling.type, RopeScalingType::none);
   EXPECT_TRUE(has_warning(t, "rope_scaling.type = \"linear\" is not read by step3p5"));
   // A flat rope_parameters is not read (the class builds the per-type dicts from rope_theta).
-  const ModelPositions f =
-      plan("step3p5", 2, R"("rope_parameters": {"rope_type": "default", "rope_theta": 3e5})");
+  const ModelPositions f = plan(
+      "step3p5", 2, R"("sliding_window": 8, "rope_parameters": {"rope_type": "default", "rope_theta": 3e5})");
   EXPECT_EQ(f.layers[0].rope->base, 1e4);
   EXPECT_TRUE(has_warning(f, "rope_parameters = "));
-  EXPECT_TRUE(has_warning(plan("step3p5", 2, R"("use_rope_layers": [true, false])"), "use_rope_layers"));
+  EXPECT_TRUE(has_warning(plan("step3p5", 2, R"("sliding_window": 8, "use_rope_layers": [true, false])"),
+                          "use_rope_layers"));
+  expect_plan_error(
+      cfg("step3p5", 2, R"("sliding_window": 8, "rope_scaling": {"rope_type": "yarn", "factor": 4.0})"),
+      "rope_scaling.original_max_position_embeddings is missing");
   expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention", "sliding_attention"])"),
-                    "sliding_window is missing");
+                    "sliding_window is not set");
   expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention", "minimax_m3_sparse"])"),
                     "layer_types contains 'minimax_m3_sparse'");
   expect_plan_error(cfg("step3p5", 2, R"("layer_types": ["full_attention"])"), "must list the 2 layers");
@@ -556,7 +564,7 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
       cfg("step3p5", 3, R"("layer_types": ["full_attention", "full_attention", "sliding_attention"],
                                       "sliding_window": 8, "rope_theta": [1e4, 1e4])"),
       "layer 2 (the first of its type) has no entry");
-  expect_plan_error(cfg("step3p5", 2, R"("per_layer_config": {"1": {"head_dim": 64}})"),
+  expect_plan_error(cfg("step3p5", 2, R"("sliding_window": 8, "per_layer_config": {"1": {"head_dim": 64}})"),
                     "per_layer_config.1.head_dim = 64 is not modeled");
 }
 
@@ -576,8 +584,8 @@ TEST(ModelHybrids, MuseRopeOnTheSlidingLayersCountedFromTheLast) {
       EXPECT_EQ(l.rope->base, 5e5);
       EXPECT_EQ(l.rotary_hi, 64);
     }
-    EXPECT_DOUBLE_EQ(l.attention.softmax_scale,
-                     0.125);  // head_dim^-0.5 (q x qk_scale_factor is the caller's)
+    // head_dim^-0.5 times qk_scale_factor, by which Muse multiplies the normed query before RoPE
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125 * 5.4730064863875);
   }
   const ModelPositions glimmer = plan("muse_glimmer_text", 4, R"("rope_theta": 5e5,
       "layer_rope_theta": [5e5, 0, 7, 0], "partial_rotary_factor": 0.5)");
@@ -631,7 +639,7 @@ TEST(ModelHybrids, HunyuanVlTextXdRope) {
 TEST(ModelHybrids, CohereCompassPerTypeRopeWithNullForNoPe) {
   const ModelPositions m = plan("cohere_compass", 4, R"("head_dim": 32, "rope_theta": 1e6,
       "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
-      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [16, 8, 8]},
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [8, 4, 4]},
                           "full_attention": null, "rope_theta": 5e4})");
   EXPECT_EQ(m.model_type, "cohere_compass_text");
   for (const LayerPlan& l : m.layers) {
@@ -640,13 +648,19 @@ TEST(ModelHybrids, CohereCompassPerTypeRopeWithNullForNoPe) {
     EXPECT_EQ(l.attention.window, full ? 0 : 4096) << l.layer;
     if (!full) {
       EXPECT_EQ(l.rope->base, 5e4);
-      EXPECT_EQ(l.rope->head_dim, 64);  // 256 / 4, not the head_dim key
+      EXPECT_EQ(l.rope->head_dim, 32);  // the head_dim key, set over hidden / heads
       EXPECT_EQ(l.rope->layout, RopeLayout::half);
       EXPECT_EQ(l.rope->multimodal, RopeMultimodal::mrope_interleaved);
-      EXPECT_EQ(l.rope->mrope_section, (std::vector<int64_t>{16, 8, 8}));
+      EXPECT_EQ(l.rope->mrope_section, (std::vector<int64_t>{8, 4, 4}));
     }
   }
-  EXPECT_TRUE(has_warning(m, "head_dim = 32 is not read by cohere_compass_text"));
+  const ModelPositions s =
+      plan("cohere_compass_text", 2, R"("rope_scaling": {"full_attention": {"rope_type": "default",
+      "rope_theta": 2e5, "mrope_section": [16, 8, 8]}}, "rope_parameters": {"full_attention": null})");
+  EXPECT_EQ(s.layers[0].rope->base, 2e5);  // rope_scaling replaces rope_parameters
+  EXPECT_TRUE(has_warning(s, "rope_parameters is replaced by rope_scaling"));
+  expect_plan_error(cfg("cohere_compass_text", 2, R"("rope_scaling": null)"),
+                    "rope_scaling = null is not supported");
   EXPECT_TRUE(has_warning(m, "rope_theta = 1000000.0 is not read by cohere_compass_text"));
   expect_plan_error(cfg("cohere_compass_text", 2, ""), "rope_parameters is missing");
   expect_plan_error(cfg("cohere_compass_text", 2, R"("rope_parameters": {"rope_type": "default"})"),

@@ -222,6 +222,7 @@ ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_
                         "lfm2_moe": "layer_types is missing", "hunyuan_v1_dense": "head_dim is missing",
                         "hunyuan_v1_moe": "head_dim is missing", "hunyuan_vl_text": "head_dim is missing",
                         "cohere_compass_text": "must be a dict per layer type",
+                        "step3p5": "sliding_window is not set",
                         # (the default sections [11, 11, 10] against the whole 256-dim head: refused first)
                         "qwen4_exp_text": "mrope_section = [11, 11, 10] sums to 32",
                         "esm": "pad_token_id is missing",
@@ -870,6 +871,8 @@ def check_family(model_type, config, variant="default"):
                 scaling = attn.self.attention_head_size ** -0.5
             if model_type == "opt":  # q is multiplied by self.scaling first, the kernel then uses 1.0
                 scaling = attn.scaling  # (modeling_opt.py OPTAttention.forward L151, L174)
+            if model_type.startswith("muse_"):  # the normed q times qk_scale_factor before RoPE (linear in q)
+                scaling = scaling * config.qk_scale_factor  # (modeling_muse_glimmer.py MuseGlimmerAttention)
             assert a.softmax_scale == pytest.approx(scaling, rel=1e-12), where
             assert (a.softcap or None) == kw.get("softcap"), where
             if "sliding_window" in kw:
