@@ -958,6 +958,11 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back(
         "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
   }
+  if (outer_type == "molmo2" && wrapped)  // Molmo2Model: one block of every image / frame token in prefill
+    out.warnings.push_back(
+        "molmo2: in prefill its image and frame tokens (mm_token_type_ids 1) attend to each other both ways, "
+        "as one "
+        "block, which the caller's mask must add; text layers shown causal");
   if (outer_type == "gemma3" && wrapped)
     // Gemma3Model: each image's tokens attend to each other both ways (get_block_sequence_ids_for_mask).
     out.warnings.push_back(
@@ -1002,6 +1007,21 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     }
     for (int64_t i = 0; i < m.layers; ++i)
       force_rope[i] = prefix_rope && (mlp.empty() ? i < dense : mlp[i] == "dense");
+  }
+  // molmo2_text (configuration_molmo2.py L156-164): rope_scaling_layers, null = every layer; qk_norm_type
+  // qwen3 | olmo (the norms before RoPE are the caller's; another value raises there).
+  std::vector<int> molmo_scaled;
+  if (type == "molmo2_text") {
+    molmo_scaled.assign(static_cast<size_t>(m.layers), 1);
+    if (j.has("rope_scaling_layers")) {
+      molmo_scaled.assign(static_cast<size_t>(m.layers), 0);
+      for (int64_t i : j.integers("rope_scaling_layers", 0, m.layers - 1))
+        molmo_scaled[static_cast<size_t>(i)] = 1;
+    }
+    const std::string norm = j.str_or("qk_norm_type", "qwen3");
+    if (norm != "qwen3" && norm != "olmo")
+      fail(kOp, j.where, "qk_norm_type = ", detail::json_excerpt(j.at("qk_norm_type")),
+           " is invalid for molmo2_text: \"qwen3\" or \"olmo\" (transformers 5.23 raises)");
   }
   std::vector<double> layer_theta;  // granite_swa, granitemoe_swa: layer_rope_theta
   if ((type == "granite_swa" || type == "granitemoe_swa") && j.has("layer_rope_theta")) {
@@ -1076,6 +1096,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       p.position = esm_learned ? PositionMethod::learned : rope_off ? PositionMethod::none : m.family->method;
     } else {
       std::optional<RopeConfig> rc = flat;
+      // molmo2_text: layers outside rope_scaling_layers take rotary_emb_unscaled, the default rope of the
+      // same base (modeling_molmo2.py Molmo2TextModel: position_embeddings["scaled" | "unscaled"]).
+      if (rc && !molmo_scaled.empty() && !molmo_scaled[i]) rc->scaling = RopeScaling{};
       if (!flat) {
         const auto it = nested.find(lt);
         if (it == nested.end())

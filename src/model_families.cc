@@ -157,6 +157,8 @@ constexpr Family kFamilies[] = {
   // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
   // and a norm with a learned key temperature before RoPE (the caller's), src/model_zaya.cc
   {"zaya",           R,      1e4,     131072,  128,     0,    true,  H},
+  // Molmo 2: the rope dict on rope_scaling_layers (all by default), plain RoPE of the same base elsewhere
+  {"molmo2_text",    R,      1e4,     36864,   128,     0,    false, H},
   // Text models with another family's positional code (model_config_json.cc kRuleAliases); their own
   // class defaults. M-RoPE sections when a config has none: src/model_rope_dict.cc.
   {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I},  // prf from rope_parameters, 1.0
@@ -403,6 +405,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"qwen4_exp_text", 2048, 16, 40},
       {"zaya", 2048, 8, 40},
       {"hy_v4", 2816, 32, 34},
+      {"molmo2_text", 4096, 32, 36},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},
       {"falcon_mamba", 768, 0, 32},
@@ -553,8 +556,6 @@ std::string refusal_reason(const std::string& t) {
       {"git", "its bidirectional image prefix"},
       {"pi0", "its prefix-LM and action-block bidirectional masks"},
       {"hrm_text", "its recurrent stacks and prefix-LM mask"},
-      {"molmo2_text",
-       "its per-layer scaled / unscaled RoPE (rope_scaling_layers) and bidirectional image blocks"},
   };
   for (const auto& [type, why] : kNotModeled)
     if (t == type) return why + " is not modeled by posenc yet";

@@ -696,5 +696,27 @@ TEST(ModelHybrids, ZayaRopePerHybridType) {
                     "zaya builds \"hybrid\"");
 }
 
+// configuration_molmo2.py / modeling_molmo2.py: the rope dict on rope_scaling_layers (null: every layer), the
+// default rope of the same base on the others; qk_norm_type qwen3 | olmo; the wrapper's image blocks warned.
+TEST(ModelHybrids, Molmo2ScaledAndUnscaledLayers) {
+  const ModelPositions m = plan("molmo2_text", 4, R"("rope_scaling_layers": [1, 3],
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})");
+  EXPECT_EQ(m.model_type, "molmo2_text");
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.rope->base, 1e6);
+    EXPECT_EQ(l.rope->scaling.type, l.layer % 2 ? RopeScalingType::linear : RopeScalingType::none) << l.layer;
+  }
+  const ModelPositions all =
+      plan("molmo2_text", 2, R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})");
+  EXPECT_EQ(all.layers[0].rope->scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(all.layers[1].rope->scaling.type, RopeScalingType::linear);
+  const ModelPositions wrapped = model_positions_from_hf_json(
+      R"({"model_type": "molmo2", "text_config": {"model_type": "molmo2_text", "num_hidden_layers": 2}})");
+  EXPECT_TRUE(has_warning(wrapped, "molmo2: in prefill its image and frame tokens"));
+  expect_plan_error(cfg("molmo2_text", 2, R"("qk_norm_type": "gemma")"),
+                    "qk_norm_type = \"gemma\" is invalid");
+  expect_plan_error(cfg("molmo2_text", 2, R"("rope_scaling_layers": [2])"), "rope_scaling_layers contains 2");
+}
+
 }  // namespace
 }  // namespace posenc

@@ -100,7 +100,7 @@ SUPPORTED = {
     "bart", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "marian", "pegasus", "whisper",
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
-    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4",
+    "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text", "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -917,6 +917,9 @@ def check_family(model_type, config, variant="default"):
             # the frequencies of the family's rotary module at several lengths
             if layer.position == "rope":
                 rotary = rotary_for_layer(rotaries, i, layer.rope.base)
+                scaled = getattr(text, "rope_scaling_layers", None)  # molmo2: the others take the unscaled module
+                if model_type == "molmo2_text" and scaled is not None and i not in scaled:
+                    rotary = next(r for n, r in rotaries.items() if n.endswith("rotary_emb_unscaled"))
                 assert rotary is not None, f"{where}: no rotary module in transformers"
                 s = layer.rope.scaling
                 original = s.original_max_position_embeddings or m.max_position_embeddings or 4096
@@ -1301,6 +1304,23 @@ def test_qwen4_exp_qsa_indexer_against_transformers():
     q_hf = family.apply_rotary_pos_emb(q, cos=cos, sin=sin, unsqueeze_dim=2)
     got = np.stack([posenc.rope(q[b:b + 1].numpy(), np.stack([pos[b].numpy()] * 3), config=rc)[0] for b in range(B)])
     torch.testing.assert_close(torch.from_numpy(got), q_hf, atol=2e-3, rtol=1e-4)
+
+
+def test_molmo2_scaled_and_unscaled_layers_against_transformers():
+    """Molmo 2 with yarn on rope_scaling_layers [0, 2, 3] only: those layers take rotary_emb (yarn), the others
+    rotary_emb_unscaled (default, the same base) (modeling_molmo2.py Molmo2TextModel); the whole model."""
+    text_cls, _ = FAMILIES["molmo2_text"]
+    kw = {**_shrunk_kwargs(text_cls), "rope_scaling_layers": [0, 2, 3],
+          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
+                              "original_max_position_embeddings": 1024}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    m = plan(config.to_dict())
+    assert [lay.rope.scaling.rope_type for lay in m.layers] == \
+        ["yarn" if i in (0, 2, 3) else "default" for i in range(LAYERS)]
+    assert all(lay.rope.base == 1e6 for lay in m.layers)
+    check_family("molmo2_text", config)  # (layer 1's frequencies against rotary_emb_unscaled)
 
 
 def test_modernbert_decoder_legacy_keys_against_transformers():
