@@ -3,10 +3,7 @@ Llama; src/model_remote_llama_forks.cc) against transcriptions of the authors' c
 float64, with the file and function each follows: MiniCPM's rotary modules (plain, linear, dynamic NTK,
 MiniCPM4's MiniCPMLongRoPE), Baichuan's RoPE and its 13B models' ALiBi (_get_interleave, slope times the
 key index under a causal mask) in a whole attention. The real configs are tests/data/hf_configs."""
-import json
 import math
-import os
-import warnings
 
 import numpy as np
 import pytest
@@ -15,19 +12,7 @@ import posenc
 
 torch = pytest.importorskip("torch")
 from transformers import AutoConfig  # noqa: E402
-
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf_configs")
-
-
-def load(name):
-    with open(os.path.join(DATA, name + ".json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def plan(config):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", posenc.PositionWarning)
-        return posenc.ModelPositions.from_hf(config)
+from test_model_remote import load, plan  # noqa: E402  (a file name under tests/data/hf_configs, or a dict)
 
 
 def rotate_halves(x, angles, scale=1.0):
@@ -44,7 +29,7 @@ def test_not_in_transformers(name):
     d = load(name)
     with pytest.raises((ValueError, KeyError)):
         AutoConfig.for_model(**d) if "model_type" in d else AutoConfig.for_model("minicpm", **d)
-    m = plan(os.path.join(DATA, name + ".json"))
+    m = plan(name)
     assert m.model_type in ("minicpm", "baichuan") and m.remote_code
 
 
@@ -59,7 +44,7 @@ def test_minicpm_dynamic_ntk_against_the_authors_code():
     """MiniCPMDynamicNTKScalingRotaryEmbedding._set_cos_sin_cache(seq_len): past max_position_embeddings
     M, base = rope_theta * ((factor * seq_len / M) - (factor - 1)) ** (dim / (dim - 2)) (MiniCPM-2B-128k)."""
     d = load("minicpm__MiniCPM-2B-128k")
-    layer = plan(os.path.join(DATA, "minicpm__MiniCPM-2B-128k.json")).layers[0]
+    layer = plan("minicpm__MiniCPM-2B-128k").layers[0]
     factor, M, dim = d["rope_scaling"]["factor"], d["max_position_embeddings"], 64
     for L in (1, M, M + 1, 2 * M, 4 * M):
         base = d["rope_theta"]
@@ -125,7 +110,7 @@ def test_baichuan_alibi_attention_against_the_authors_code():
     """Baichuan2-13B's real config, shrunk to head 16: _gen_alibi_mask's bias slope_h * key index
     (0 .. L - 1) on a causal mask (triu -inf), scores q k^T / sqrt(head_dim) + mask, softmax, times v
     (BaichuanAttention); against posenc.attention with the plan's layer and BLOOM's slopes."""
-    m = plan(os.path.join(DATA, "baichuan__Baichuan2-13B-Chat.json"))
+    m = plan("baichuan__Baichuan2-13B-Chat")
     layer = m.layers[0]
     assert layer.position == "alibi" and m.num_heads == 40
     slopes = np.array(baichuan_interleave(40))
