@@ -238,12 +238,14 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
 
 def attention_backward(q, k, v, out, lse, grad_out, *, causal=False, scale=None, encoding=None, q_positions=None,
                        k_positions=None, window=0, cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0,
-                       query_temperature=None, **encoding_params) -> dict:
+                       query_temperature=None, rotate_values=False, **encoding_params) -> dict:
     """Gradients of attention: a dict with q, k, v and the encoding's tables that were given
     (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r),
-    and sinks when given."""
+    and sinks when given. The keyword arguments are attention()'s (rotate_values: DeepSeek-V4's rotated
+    values, with the forward's out and lse)."""
     call = AttentionCall(np.shape(q), causal=causal, scale=scale, encoding=encoding, window=window, softcap=softcap, sinks=sinks,
-                         chunk=chunk, query_temperature=query_temperature, **encoding_params)
+                         chunk=chunk, query_temperature=query_temperature, rotate_values=rotate_values,
+                         **encoding_params)
     return call.backward(q, k, v, out, lse, grad_out, q_positions=q_positions, k_positions=k_positions, cu_seqlens_q=cu_seqlens_q,
                          cu_seqlens_k=cu_seqlens_k)
 

@@ -192,6 +192,31 @@ def test_attention_backward_matches_finite_differences(rng, encoding):
         np.testing.assert_allclose(grads[name], fd, rtol=1e-3, atol=1e-4, err_msg=name)
 
 
+def test_rotated_values_forward_and_backward_match_the_reference(rng):
+    """rotate_values (DeepSeek-V4's K = V): values rotated like the keys, the output rotated back at the
+    query's position, o_t = R(-t) sum_s p_ts R(s) v_s; the reference rotates in double with ref.rope, and
+    attention_backward's gradients match central differences of it (GQA, causal, a partial rotation)."""
+    B, Q, K, H, Hkv, D, R = 1, 5, 5, 2, 1, 8, 4
+    q, k, v = (rng.standard_normal((B, n, h, D)).astype(np.float32) for n, h in ((Q, H), (K, Hkv), (K, Hkv)))
+    inv_freq = 10000.0 ** (-np.arange(0, R, 2) / R)
+    pos = np.arange(K)
+    params = dict(causal=True, encoding="rope", base=10000.0, rotary_dim=R, rotate_values=True)
+
+    def f(q_, k_, v_):
+        rot = lambda x, p: ref.rope(x, p, inv_freq)  # noqa: E731
+        out = ref.attention(rot(q_, pos), rot(k_, pos), rot(v_, pos), True, D ** -0.5)
+        return rot(out, -pos)
+    out, lse = posenc.attention(q, k, v, return_lse=True, **params)
+    np.testing.assert_allclose(out, f(q, k, v), atol=2e-5)
+    g = rng.standard_normal(out.shape)
+    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), **params)
+    fds = {"q": ref.finite_difference(lambda x: f(x, k, v), q, g),
+           "k": ref.finite_difference(lambda x: f(q, x, v), k, g),
+           "v": ref.finite_difference(lambda x: f(q, k, x), v, g)}
+    for name, fd in fds.items():
+        np.testing.assert_allclose(grads[name], fd, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
 def test_packed_sequences_do_not_attend_to_each_other(rng):
     # two sequences of 3 and 5 tokens packed in one batch row: each equals its own attention
     q, k, v = (rng.standard_normal((1, 8, 2, 8)).astype(np.float32) for _ in range(3))
