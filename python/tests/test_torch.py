@@ -163,3 +163,21 @@ def test_seed_snippets_agree_with_posenc():
     expected = scores.softmax(-1) @ v
     got = pt.attention(*(t.transpose(1, 2) for t in (q, k, v)), causal=True, encoding="alibi")
     np.testing.assert_allclose(got.transpose(1, 2).numpy(), expected.numpy(), atol=2e-5)
+
+
+def test_rotated_values_through_the_custom_operator():
+    """rotate_values (DeepSeek-V4's K = V) reaches posenc::attention through the settings key: the forward and
+    the gradients equal posenc.attention / attention_backward's (which test_numpy_api.py checks against a double
+    reference and central differences)."""
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 5, h, 8)).astype(np.float32) for h in (2, 1, 1))
+    params = dict(causal=True, encoding="rope", base=1e4, rotary_dim=4, rotate_values=True)
+    out, lse = posenc.attention(q, k, v, return_lse=True, **params)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    want = posenc.attention_backward(q, k, v, out, lse, g, **params)
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    got = pt.attention(tq, tk, tv, **params)
+    np.testing.assert_array_equal(got.detach().numpy(), out)
+    got.backward(torch.from_numpy(g))
+    for name, t in (("q", tq), ("k", tk), ("v", tv)):
+        np.testing.assert_allclose(t.grad.numpy(), want[name], rtol=1e-6, atol=1e-7, err_msg=name)
