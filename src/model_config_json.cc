@@ -54,8 +54,7 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  {"hunyuan_vl", "hunyuan_vl_text"},
                                  {"cohere_compass", "cohere_compass_text"},
                                  {"minimax_m3_vl", "minimax_m3_vl_text"},
-                                 {"glm5_next", "glm5_next_text"},
-                                 {"qwen4_exp", "qwen4_exp_text"}};
+                                 {"glm5_next", "glm5_next_text"}};  // (Qwen4ExpConfig reads text_config only)
 
 // Text models whose positional code is another family's (their modular_<type>.py imports its rotary
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
@@ -628,7 +627,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (type == "step3p5") prf.reset();
     if (type == "laguna") {
       prf.reset();
-      for (const char* k : {"rope_theta", "partial_rotary_factor", "rope_scaling"})
+      for (const char* k : {"rope_theta", "partial_rotary_factor"})
         if (j.has(k))
           out.warnings.push_back(j.where + k + " = " + detail::json_excerpt(j.at(k)) +
                                  " is not read by laguna: each rope_parameters entry has its own");
@@ -637,17 +636,19 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (fixed_table) {
       // (the dicts were reported above)
     } else if (per_type_only) {
-      if (type == "cohere_compass_text" && j.j.contains("rope_scaling")) {
-        // Its convert leaves rope_scaling in the kwargs, and PreTrainedConfig's rope_scaling setter then
-        // replaces rope_parameters with it (configuration_utils.py L724-733): null fails there.
-        if (!j.has("rope_scaling"))
-          fail(kOp, j.where, "rope_scaling = null is not supported for model_type 'cohere_compass_text': it ",
-               "replaces rope_parameters (transformers 5.23 then fails)");
+      if (type != "step3p5" && j.j.contains("rope_scaling")) {
+        // Their converts leave rope_scaling in the kwargs (laguna's and mimo_v2_flash's return them, Cohere
+        // Compass's pops only rope_type / rope_theta), and PreTrainedConfig's rope_scaling setter then
+        // replaces rope_parameters with it (configuration_utils.py L724-733): a non-dict fails there.
+        if (!j.at("rope_scaling").is_object())
+          fail(kOp, j.where, "rope_scaling = ", detail::json_excerpt(j.at("rope_scaling")),
+               " is not supported for ", own_type,
+               ": it replaces rope_parameters (PreTrainedConfig's rope_scaling setter; transformers 5.23 ",
+               "then fails for model_type '", own_type, "')");
         rp = &j.at("rope_scaling"), rp_name = "rope_scaling";
         if (j.has("rope_parameters") && j.at("rope_parameters") != *rp)
-          out.warnings.push_back(j.where +
-                                 "rope_parameters is replaced by rope_scaling for cohere_compass_text "
-                                 "(PreTrainedConfig's rope_scaling setter)");
+          out.warnings.push_back(j.where + "rope_parameters is replaced by rope_scaling for " + own_type +
+                                 " (PreTrainedConfig's rope_scaling setter)");
       } else if (j.has("rope_parameters"))
         rp = &j.at("rope_parameters");
       else if (type == "cohere_compass_text")  // the class default {} (its rotary module raises KeyError)

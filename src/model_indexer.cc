@@ -14,7 +14,8 @@ constexpr int64_t kMaxIndexHeads = 1 << 12;
 // GLM-5's indexer_types: "full" runs the layer's own indexer, "shared" reuses the previous layer's
 // selection (configuration_glm_moe_dsa.py L137-148): the saved list, else the index_topk_pattern
 // string ("F"/"S") or list, else the index_topk_freq / index_skip_topk_offset schedule.
-std::vector<bool> glm_shared_layers(Obj& j, int64_t layers) {
+// first_may_share: GLM-5-Next's linear layers never read their entry (its check is per indexed layer).
+std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, bool first_may_share = false) {
   std::vector<bool> shared(static_cast<size_t>(layers), false);
   const char* key = j.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
   if (j.has(key)) {
@@ -33,7 +34,8 @@ std::vector<bool> glm_shared_layers(Obj& j, int64_t layers) {
              " is invalid: entries must be \"full\" / \"shared\" (\"F\" / \"S\" in a pattern string)");
       shared[i] = names[i] == "shared";
     }
-    if (shared[0]) fail(kOp, j.where, key, ": layer 0 is \"shared\" but no earlier layer selects keys");
+    if (shared[0] && !first_may_share)
+      fail(kOp, j.where, key, ": layer 0 is \"shared\" but no earlier layer selects keys");
     return shared;
   }
   const int64_t freq = std::max<int64_t>(j.int_or("index_topk_freq", 1), 1);
@@ -147,11 +149,14 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     // learned gates, the top index_topk / index_kpool pools and the incomplete tail kept; indexer_types as
     // GLM-5's, over every layer. A "shared" layer reuses the selection the layer before it returns, which a
     // linear layer does not (modeling_glm5_next.py: "Shared DSA layers require top-k indices ...").
-    const std::vector<bool> shared = glm_shared_layers(j, m.layers);
+    // A shared layer returns no selection of its own (modeling_glm5_next.py: only a full indexer's layer
+    // passes its top-k on): the layer before a shared one must be a full indexed layer.
+    const std::vector<bool> shared = glm_shared_layers(j, m.layers, true);
     for (int64_t i = 0; i < m.layers; ++i)
-      if (types[i] == "indexed_attention" && shared[i] && (i == 0 || types[i - 1] != "indexed_attention"))
-        fail(kOp, j.where, "indexer_types makes layer ", i,
-             " \"shared\", but the layer before it has no indexer to share (transformers 5.23 raises)");
+      if (types[i] == "indexed_attention" && shared[i] &&
+          (i == 0 || types[i - 1] != "indexed_attention" || shared[i - 1]))
+        fail(kOp, j.where, "indexer_types / index_topk_pattern make layer ", i,
+             " \"shared\", but the layer before it runs no indexer of its own (transformers 5.23 raises)");
     const int64_t topk = j.int_or("index_topk", 2048), kpool = j.int_or("index_kpool", 16);
     if (kpool < 1 || topk < kpool || topk % kpool != 0)
       fail(kOp, j.where, "index_topk = ", topk, " and index_kpool = ", kpool,

@@ -422,9 +422,8 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       if (!e.is_string()) fail(kOp, j.where, "layer_types contains ", e.dump(), ": must be strings");
       std::string s = e.get<std::string>();
       // Qwen4ExpTextConfig rewrites full_attention before the legacy remap: "attention" then fails there.
-      if (type == "qwen4_exp_text" && s == "attention")
-        fail(kOp, j.where, list_key,
-             " contains \"attention\", which qwen4_exp_text rejects (transformers 5.23: ",
+      if ((type == "qwen4_exp_text" || type == "glm5_next_text") && s == "attention")
+        fail(kOp, j.where, list_key, " contains \"attention\", which ", type, " rejects (transformers 5.23: ",
              "its full_attention rewrite runs before the legacy names' remap)");
       if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
       if (s == "mamba") s = "linear_attention";

@@ -40,7 +40,22 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
     for (int64_t i = 0; i < n; ++i) types.push_back("full_attention");  // ["hybrid"] * n
   }
   out["layer_types"] = types;
-  json rp = j.has("rope_parameters")
+  // Its convert leaves rope_scaling in the kwargs: PreTrainedConfig's rope_scaling setter then replaces
+  // rope_parameters with it (configuration_utils.py L724-733); a non-dict fails there.
+  if (j.j.contains("rope_scaling")) {
+    if (!j.j.at("rope_scaling").is_object())
+      fail(kOp, where, "rope_scaling = ", json_excerpt(j.j.at("rope_scaling")),
+           " is not supported for zaya: it ",
+           "replaces rope_parameters (PreTrainedConfig's rope_scaling setter; transformers 5.23 then fails "
+           "for ",
+           "model_type 'zaya')");
+    if (j.has("rope_parameters") && j.at("rope_parameters") != j.at("rope_scaling"))
+      warnings.push_back(where +
+                         "rope_parameters is replaced by rope_scaling for zaya (PreTrainedConfig's "
+                         "rope_scaling setter)");
+  }
+  json rp = j.j.contains("rope_scaling") ? j.j.at("rope_scaling")
+            : j.has("rope_parameters")
                 ? j.at("rope_parameters")
                 : json::parse(
                       R"({"hybrid": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5},
@@ -62,7 +77,8 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
     renamed[key] = it.value();
   }
   out["rope_parameters"] = renamed;
-  for (const char* k : {"rope_theta", "rope_scaling", "partial_rotary_factor"})
+  out.erase("rope_scaling");
+  for (const char* k : {"rope_theta", "partial_rotary_factor"})
     if (j.has(k)) {
       warnings.push_back(where + k + " = " + json_excerpt(j.at(k)) +
                          " is not read by zaya: its rope_parameters are per layer type");

@@ -692,6 +692,17 @@ TEST(ModelHybrids, ZayaRopePerHybridType) {
                     "must be a dict per layer type for model_type 'zaya'");
   expect_plan_error(cfg("zaya", 2, R"("layer_types": ["hybrid", "hybrid_sliding"])"),
                     "sliding_window is missing");
+  // rope_scaling replaces rope_parameters (PreTrainedConfig's setter: ZAYA's convert leaves it), as for
+  // laguna, mimo_v2_flash and cohere_compass_text; false (tiny-random/zaya1's) fails in transformers 5.23.
+  const ModelPositions s =
+      plan("zaya", 2, R"("rope_scaling": {"hybrid": {"rope_type": "default", "rope_theta": 7e5}})");
+  EXPECT_EQ(s.layers[0].rope->base, 7e5);
+  expect_plan_error(cfg("zaya", 2, R"("rope_scaling": false)"), "rope_scaling = false is not supported");
+  const ModelPositions l = plan("laguna", 2, R"("rope_scaling": {"full_attention": {"rope_type": "default",
+      "rope_theta": 3e5}, "sliding_attention": {"rope_type": "default", "rope_theta": 2e4}})");
+  EXPECT_EQ(l.layers[0].rope->base, 3e5);
+  expect_plan_error(cfg("mimo_v2_flash", 2, R"("rope_scaling": null)"),
+                    "rope_scaling = null is not supported");
   expect_plan_error(cfg("zaya", 2, R"("layer_types": ["hybrid", "full_attention"])"),
                     "zaya builds \"hybrid\"");
 }

@@ -187,7 +187,20 @@ TEST(ModelIndexer, Glm5NextIsNoPeMlaWithAKPoolIndexer) {
   expect_plan_error(R"({"model_type": "glm5_next_text", "num_hidden_layers": 3,
       "layer_types": ["indexed_attention", "linear_attention", "indexed_attention"],
       "indexer_types": ["full", "full", "shared"]})",
-                    "makes layer 2 \"shared\", but the layer before it has no indexer");
+                    "make layer 2 \"shared\", but the layer before it runs no indexer of its own");
+  // After another shared layer too (a shared layer passes no selection on); a linear layer 0 may be "shared".
+  expect_plan_error(R"({"model_type": "glm5_next_text", "num_hidden_layers": 3,
+      "layer_types": ["indexed_attention", "indexed_attention", "indexed_attention"],
+      "indexer_types": ["full", "shared", "shared"]})",
+                    "make layer 2 \"shared\"");
+  EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "glm5_next_text", "num_hidden_layers": 8,
+      "index_topk_pattern": "SSSFSSSF"})")
+                .layers[3]
+                .layer_type,
+            "indexed_attention");
+  expect_plan_error(R"({"model_type": "glm5_next_text", "num_hidden_layers": 2,
+      "layer_types": ["linear_attention", "attention"]})",
+                    "contains \"attention\", which glm5_next_text rejects");
   expect_plan_error(R"({"model_type": "glm5_next_text", "qk_rope_head_dim": 64})",
                     "qk_rope_head_dim = 64 is invalid");
   expect_plan_error(R"({"model_type": "glm5_next_text", "index_topk": 100, "index_kpool": 16})",
