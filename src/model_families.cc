@@ -124,7 +124,8 @@ constexpr Family kFamilies[] = {
   {"axk2",           R,      1e4,     131072,  0,       0,    false, I},  // deepseek_v32's rules
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
-  // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors (src/model_step3p5.cc)
+  // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
+  // (src/model_step3p5.cc)
   {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H},
   {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
   // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
@@ -152,7 +153,8 @@ constexpr Family kFamilies[] = {
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
   // GLM-5-Next (GLM-5.3-Flash): NoPE MLA on its indexed_attention layers (qk_rope_head_dim must be 0, a
-  // k-pool indexer without RoPE), KDA linear attention elsewhere (modeling_glm5_next.py "Key change using NoPE")
+  // k-pool indexer without RoPE), KDA linear attention elsewhere
+  // (modeling_glm5_next.py: "Key change using NoPE")
   {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
   // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
   // and a norm with a learned key temperature before RoPE (the caller's), src/model_zaya.cc

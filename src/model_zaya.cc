@@ -59,7 +59,8 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
                 ? j.at("rope_parameters")
                 : json::parse(
                       R"({"hybrid": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5},
-                    "hybrid_sliding": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}})");
+                    "hybrid_sliding": {"rope_type": "default", "rope_theta": 1e4,
+                                       "partial_rotary_factor": 0.5}})");
   if (!rp.is_object())
     fail(kOp, where, "rope_parameters = ", json_excerpt(rp), " is invalid: must be an object");
   json renamed = json::object();

@@ -44,10 +44,10 @@ const RealCase kReal[] = {
   {"baichuan__Baichuan-13B-Base.json", "baichuan", 40, "alibi", 0, 0, 0, 0, 0, "torch_dtype = bfloat16"},
   {"baichuan__Baichuan-13B-Chat.json", "baichuan", 40, "alibi", 0, 0, 0, 0, 0, "torch_dtype = bfloat16"},
   // hub test models (hf-tiny-v2, tiny-random: SOURCES.md, eighth collection)
-  {"cohere_compass_text__tiny-random-CohereCompassTextForSequenceClassification.json", "cohere_compass_text", 2,
-   "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
-  {"cohere_compass__tiny-random-CohereCompassForConditionalGeneration.json", "cohere_compass_text", 2, "rope", 1e4, 0,
-   8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
+  {"cohere_compass_text__tiny-random-CohereCompassTextForSequenceClassification.json",
+   "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
+  {"cohere_compass__tiny-random-CohereCompassForConditionalGeneration.json",
+   "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
   {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},  // rope_scaling false: transformers 5.23 fails too
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},

@@ -509,7 +509,8 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
       "rope_scaling": {"rope_type": "llama3", "factor": 2.0, "original_max_position_embeddings": 65536,
                        "low_freq_factor": 1.0, "high_freq_factor": 32.0},
       "sliding_window": 512, "query_pre_attn_scalar": 64,
-      "attention_other_setting": {"num_attention_heads": 6}, "use_rope_layers": [true, true, true, true, true],
+      "attention_other_setting": {"num_attention_heads": 6},
+      "use_rope_layers": [true, true, true, true, true],
       "yarn_only_types": ["full_attention"])");
   ASSERT_EQ(m.num_layers, 4);
   EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
@@ -535,7 +536,8 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
   EXPECT_DOUBLE_EQ(d.layers[0].attention.softmax_scale, 1 / std::sqrt(128.0));
   // Step3p7Config (step3p7) drops text_config.model_type: the text model is step3p5's.
   const ModelPositions w = model_positions_from_hf_json(
-      R"({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2, "rope_theta": 3e5, "sliding_window": 8,
+      R"({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2, "rope_theta": 3e5,
+          "sliding_window": 8,
           "use_bidirectional_attention": true}})");
   EXPECT_EQ(w.model_type, "step3p5");
   EXPECT_EQ(w.layers[1].rope->base, 3e5);
@@ -639,7 +641,8 @@ TEST(ModelHybrids, HunyuanVlTextXdRope) {
 TEST(ModelHybrids, CohereCompassPerTypeRopeWithNullForNoPe) {
   const ModelPositions m = plan("cohere_compass", 4, R"("head_dim": 32, "rope_theta": 1e6,
       "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
-      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e4, "mrope_section": [8, 4, 4]},
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e4,
+                                                "mrope_section": [8, 4, 4]},
                           "full_attention": null, "rope_theta": 5e4})");
   EXPECT_EQ(m.model_type, "cohere_compass_text");
   for (const LayerPlan& l : m.layers) {

@@ -119,7 +119,8 @@ TEST(ModelIndexer, BadIndexerKeysAreRefusedByName) {
 TEST(ModelIndexer, MiniMaxM3BlockIndexerOnItsSparseLayers) {
   const std::string base =
       R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 4, "partial_rotary_factor": 0.5,
-      "index_topk_blocks": 8, "rotary_dim": 32, "sparse_attention_config": {"sparse_attention_freq": [0, 1, 1, 0],
+      "index_topk_blocks": 8, "rotary_dim": 32,
+      "sparse_attention_config": {"sparse_attention_freq": [0, 1, 1, 0],
       "sparse_topk_blocks": 16, "sparse_block_size": 64, "sparse_init_block": 0})";
   const ModelPositions m = model_positions_from_hf_json(base + "}");
   for (const LayerPlan& l : m.layers) {
@@ -237,7 +238,8 @@ TEST(ModelIndexer, Qwen4ExpQsaBlockIndexerOnEveryIndexedLayer) {
     EXPECT_EQ(l.indexer->rotary_hi, 64);
   }
   auto config = [&](const std::string& extra) {
-    return R"({"model_type": "qwen4_exp_text", "num_hidden_layers": 4, "rope_parameters": {"rope_type": "default",
+    return R"({"model_type": "qwen4_exp_text", "num_hidden_layers": 4,
+        "rope_parameters": {"rope_type": "default",
         "partial_rotary_factor": 0.25}, )" +
            extra + "}";
   };

@@ -273,8 +273,8 @@ TEST(ModelRemote, MiniCpm4LongRopeAndTheValidation) {
   };
   const std::string factors = R"("short_factor": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
       1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
-      "long_factor": [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
-      2, 2])";
+      "long_factor": [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+                      2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2])";
   const std::string longrope =
       R"({"rope_type": "longrope", "original_max_position_embeddings": 4096, )" + factors + "}";
   const ModelPositions same = model_positions_from_hf_json(config("4096", longrope));
