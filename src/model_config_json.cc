@@ -143,9 +143,10 @@ std::string model_type_from_auto_map(const json& root) {
 }  // namespace
 
 std::string detail::unplanned_reason(const json& root) {
-  if (!has(root, "model_type") && !model_type_from_auto_map(root).empty()) {
+  if (const std::string inferred = model_type_from_auto_map(root);
+      !has(root, "model_type") && !inferred.empty()) {
     json named = root;
-    named["model_type"] = model_type_from_auto_map(root);
+    named["model_type"] = inferred;
     return unplanned_reason(named);
   }
   if (!has(root, "model_type")) return "it has no model_type";
@@ -615,16 +616,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // (configuration_cohere_compass.py L133-142) and its rotary module reads rope_parameters[layer_type].
     const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" ||
                                type == "cohere_compass_text" || type == "zaya";
-    if (type == "zaya") prf.reset();
+    // Each type's dict carries its own partial_rotary_factor (the top-level one is not read).
+    if (type == "step3p5" || type == "zaya" || type == "cohere_compass_text") prf.reset();
     if (type == "cohere_compass_text") {
-      prf.reset();
       for (const char* k : {"rope_theta", "partial_rotary_factor"})
         if (j.has(k))
           out.warnings.push_back(
               j.where + k + " = " + detail::json_excerpt(j.at(k)) +
               " is not read by cohere_compass_text: its rope_parameters are per layer type");
     }
-    if (type == "step3p5") prf.reset();
     if (type == "laguna") {
       prf.reset();
       for (const char* k : {"rope_theta", "partial_rotary_factor"})
@@ -961,9 +961,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   }
   if (outer_type == "molmo2" && wrapped)  // Molmo2Model: one block of every image / frame token in prefill
     out.warnings.push_back(
-        "molmo2: in prefill its image and frame tokens (mm_token_type_ids 1) attend to each other both ways, "
-        "as one "
-        "block, which the caller's mask must add; text layers shown causal");
+        "molmo2: in prefill its image and frame tokens (mm_token_type_ids 1) attend to each other both "
+        "ways, as one block, which the caller's mask must add; text layers shown causal");
   if (outer_type == "gemma3" && wrapped)
     // Gemma3Model: each image's tokens attend to each other both ways (get_block_sequence_ids_for_mask).
     out.warnings.push_back(
