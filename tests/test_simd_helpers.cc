@@ -111,7 +111,7 @@ void TestTileGemm() {
   for (int64_t n = 0; n <= 2 * N + 1; ++n) widths.push_back(n);
   for (int64_t n : {4 * N, 4 * N + 1, 6 * N + 3, 8 * N, 8 * N + 1, 12 * N + 5}) widths.push_back(n);
   for (int64_t n : widths)
-    for (int64_t m : {0, 1, 2, 3, 4, 5, 7})  // 4-row blocks and every remainder
+    for (int64_t m : {0, 1, 2, 3, 4, 5, 6, 7, 11, 13})  // 4- and 6-row blocks and every remainder
       for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{3}, N + 1})
         for (int64_t misalign = 0; misalign < N; ++misalign)
           for (int variant = 0; variant < 2; ++variant) {  // 0: A row-major, set C; 1: A^T, accumulate

@@ -82,9 +82,9 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
 // CanUseBf16Dots, read once per call (a decode step's key rows then take vdpbf16ps where its query
 // rows are bf16 values). value_dots: CanUseBf16ValueDots, read once per call.
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
-                 const uint16_t* kt_pairs, bool bf16_dots, bool dot_keys, bool value_dots, int64_t problem,
-                 int64_t h0, int64_t h1, int64_t block, int64_t k_begin, int64_t k_end,
-                 const SplitPartial* split) {
+                 const uint16_t* kt_pairs, const float* v_rows, bool bf16_dots, bool dot_keys,
+                 bool value_dots, int64_t problem, int64_t h0, int64_t h1, int64_t block, int64_t k_begin,
+                 int64_t k_end, const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -134,8 +134,9 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
   const bool widen_in_products = R <= kRowDotQueries && WidensVectors(p.storage);
   const bool widen_keys = key_rows && p.k16.data && !row_dots && !widen_in_products;
   const bool widen_values = p.v16.data && !widen_in_products && !value_dots;
+  const int64_t v_tile_stride = padded_row_floats(Dv);
   std::vector<float> k_tile(widen_keys ? static_cast<size_t>(kAttentionBlockK * p.D) : 0),
-      v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * Dv) : 0);
+      v_tile(widen_values ? static_cast<size_t>(kAttentionBlockK * v_tile_stride) : 0);
   // value_dots: each tile's value rows in pairs, packed once for every query row of the task.
   static_assert(kAttentionBlockK <= 64, "bf16_tile_values pairs the probabilities of at most 64 keys");
   std::vector<uint16_t> v_pairs(value_dots ? static_cast<size_t>(value_pairs_size(Dv, kAttentionBlockK)) : 0);
@@ -157,7 +158,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
                     v_bytes);
       }
     for (int64_t j = 0; j < n && widen_values; ++j)
-      WidenRow(p.storage, p.v16.at(pr.b, key + j, hk), Dv, v_tile.data() + j * Dv);
+      WidenRow(p.storage, p.v16.at(pr.b, key + j, hk), Dv, v_tile.data() + j * v_tile_stride);
     for (int64_t j = 0; j < n && widen_keys; ++j)
       WidenRow(p.storage, p.k16.at(pr.b, key + j, hk), p.D, k_tile.data() + j * p.D);
     // S = the logits of every query row of the task.
@@ -167,7 +168,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
                          kAttentionBlockK);
     } else if (kt) {
       for (OnlineSoftmax& st : heads)
-        TileGemm({st.qb.m, n, p.D, st.qb.q, p.q.stride[1], 1, kt + kt0, pr.nk,
+        TileGemm({st.qb.m, n, p.D, st.qb.q, p.q.stride[1], 1, packed_tile(kt, p.D, kt0), kPackedTileStride,
                   S.data() + st.row0 * kAttentionBlockK, kAttentionBlockK, p.scale, false});
     } else if (row_dots) {
       bf16_row_logits(q16_rows, p.D, p.k16.at(pr.b, key, hk), p.k16.stride[1], n, p.scale, S.data(),
@@ -218,9 +219,15 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
     if (value_dots) {
       pack_value_pairs(p.v16.at(pr.b, key, hk), p.v16.stride[1], n, Dv, v_pairs.data());
       bf16_tile_values(R, n, Dv, S.data(), kAttentionBlockK, v_pairs.data(), O.data(), Dv);
-    } else if (widen_values || !p.v16.data)
-      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, widen_values ? v_tile.data() : p.v.at(pr.b, key, hk),
-                widen_values ? Dv : p.v.stride[1], O.data(), Dv, 1.0f, true});
+    } else if (!v_tile.empty()) {
+      TileGemm(
+          {R, Dv, n, S.data(), kAttentionBlockK, 1, v_tile.data(), v_tile_stride, O.data(), Dv, 1.0f, true});
+    } else if (v_rows) {
+      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, v_rows + kt0 * v_tile_stride, v_tile_stride,
+                O.data(), Dv, 1.0f, true});
+    } else if (!p.v16.data)
+      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, p.v.at(pr.b, key, hk), p.v.stride[1], O.data(), Dv,
+                1.0f, true});
     else
       TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, nullptr, p.v16.stride[1], O.data(), Dv, 1.0f, true,
                 p.v16.at(pr.b, key, hk), p.storage});
@@ -276,9 +283,11 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
   packed.dim = dim;
   packed.per_key = bf16_pairs ? key_pairs_size(dim, 1) : dim;
   packed.offset.assign(p.problems.size() + 1, 0);
-  for (size_t i = 0; i < p.problems.size(); ++i)
-    packed.offset[i + 1] =
-        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * packed.per_key * p.problems[i].nk : 0);
+  for (size_t i = 0; i < p.problems.size(); ++i) {
+    const int64_t nk = p.problems[i].nk;
+    const int64_t head = bf16_pairs ? packed.per_key * nk : PackedTransposed::head_floats(dim, nk);
+    packed.offset[i + 1] = packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * head : 0);
+  }
   if (bf16_pairs)
     packed.pairs.resize(static_cast<size_t>(packed.offset.back()));
   else
@@ -292,13 +301,34 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
                      packed.pairs.data() + packed.offset[problem] + hk * packed.per_key * pr.nk);
       return;
     }
-    float* dst = packed.data.data() + packed.offset[problem] + hk * dim * pr.nk;
+    const float* head =
+        packed.data.data() + packed.offset[problem] + hk * PackedTransposed::head_floats(dim, pr.nk);
     std::vector<float> wide(x16.data ? static_cast<size_t>(dim) : 0);
     for (int64_t j = 0; j < pr.nk; ++j) {
       const float* src = x16.data ? wide.data() : x.at(pr.b, pr.k0 + j, hk);
       if (x16.data) widen_row(p.storage, x16.at(pr.b, pr.k0 + j, hk), dim, wide.data());
-      for (int64_t d = 0; d < dim; ++d) dst[d * pr.nk + j] = src[d];
+      float* dst =
+          const_cast<float*>(packed_tile(head, dim, j - j % kAttentionBlockK)) + j % kAttentionBlockK;
+      for (int64_t d = 0; d < dim; ++d) dst[d * kPackedTileStride] = src[d];
     }
+  });
+  return packed;
+}
+
+PackedRows pack_rows(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim, int64_t min_queries) {
+  PackedRows packed;
+  packed.stride = padded_row_floats(dim);
+  packed.offset.assign(p.problems.size() + 1, 0);
+  for (size_t i = 0; i < p.problems.size(); ++i)
+    packed.offset[i + 1] =
+        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * packed.stride * p.problems[i].nk : 0);
+  packed.data.resize(static_cast<size_t>(packed.offset.back()));
+  parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
+    const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
+    const AttentionProblem& pr = p.problems[problem];
+    if (packed.offset[problem + 1] == packed.offset[problem]) return;
+    float* dst = packed.data.data() + packed.offset[problem] + hk * packed.stride * pr.nk;
+    for (int64_t j = 0; j < pr.nk; ++j) std::copy_n(x.at(pr.b, pr.k0 + j, hk), dim, dst + j * packed.stride);
   });
   return packed;
 }
@@ -393,6 +423,7 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   const bool bf16_dots = dot_keys && every_value_bf16(p.q, p.D);
   const bool value_dots = HWY_DYNAMIC_DISPATCH(CanUseBf16ValueDots)(p);
   const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
+  const PackedRows v_rows = pack_rows(p, p.v, p.Dv, p.v16.data ? p.Q : kRowDotQueries);  // fp32 values
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
@@ -433,8 +464,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
-     bf16_dots, dot_keys, value_dots, task.problem, task.head, task.head + task.heads, task.block,
-     job.k_begin, job.k_end, splitp);
+     v_rows.head(p, task.problem, task.head / group), bf16_dots, dot_keys, value_dots, task.problem,
+     task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

@@ -16,24 +16,46 @@ using detail::kAttentionBlockQ;
 using detail::ShawTerms;
 using detail::TransformerXLTerms;
 
-// A key or value tensor transposed per (problem, kv head): (dim, nk) at offset[problem] +
-// hk * dim * nk, so a tile of 64 keys is `dim` contiguous runs for the tile products.
+// Rows of this many floats hold `width` floats: whole 64-byte lines, an odd number of them, so that
+// the rows of a tile fall in every set of the L1 cache. With a power-of-two row stride every row of a
+// tile maps to the same few sets: K^T packed (dim, nk) at nk = 4096 (16 KiB between rows) and value
+// rows of 8 heads of 128 (4 KiB) stalled the tile products on their loads (AVX2, 32 KiB 8-way L1:
+// BENCHMARKS.md, "Tile strides").
+inline int64_t padded_row_floats(int64_t width) {
+  const int64_t lines = (width + 15) / 16;
+  return 16 * (lines % 2 ? lines : lines + 1);
+}
+constexpr int64_t kPackedTileStride = 80;  // padded_row_floats(kAttentionBlockK)
+static_assert(kAttentionBlockK == 64, "kPackedTileStride is padded_row_floats(kAttentionBlockK)");
+
+// A key or value tensor transposed per (problem, kv head), in tiles of kAttentionBlockK keys: tile t
+// of a head is `dim` rows of kPackedTileStride floats (row d: element d of keys [64 t, 64 t + 64), the
+// last tile's missing keys zero), so the tile products read one contiguous block per tile.
 // Or (bf16 keys for vdpbf16ps, src/cpu/bf16_dot.h) `pairs` instead of `data`: K^T in pairs of dims,
 // key_pairs_size(dim, nk) elements per head.
 struct PackedTransposed {
   std::vector<int64_t> offset;
   std::vector<float> data;
   std::vector<uint16_t> pairs;
-  int64_t dim = 0, per_key = 0;  // elements per key of one head: dim, or dim rounded up to even
+  int64_t dim = 0, per_key = 0;  // pairs' elements per key of one head: dim rounded up to even
+  // The floats of one head's tiles.
+  static int64_t head_floats(int64_t dim, int64_t nk) {
+    return (nk + kAttentionBlockK - 1) / kAttentionBlockK * dim * kPackedTileStride;
+  }
   const float* head(const AttentionPlan& p, int64_t problem, int64_t hk) const {
     if (data.empty() || offset[problem + 1] == offset[problem]) return nullptr;
-    return data.data() + offset[problem] + hk * per_key * p.problems[problem].nk;
+    return data.data() + offset[problem] + hk * head_floats(dim, p.problems[problem].nk);
   }
   const uint16_t* head_pairs(const AttentionPlan& p, int64_t problem, int64_t hk) const {
     if (pairs.empty() || offset[problem + 1] == offset[problem]) return nullptr;
     return pairs.data() + offset[problem] + hk * per_key * p.problems[problem].nk;
   }
 };
+// The tile of keys [kt0, kt0 + 64) (kt0 a multiple of 64) of a head's packed rows: `dim` rows of
+// kPackedTileStride floats.
+inline const float* packed_tile(const float* head, int64_t dim, int64_t kt0) {
+  return head + kt0 / kAttentionBlockK * dim * kPackedTileStride;
+}
 // x: rows (B, K, Hkv) of `dim` (the plan's D for keys, Dv for values). Problems with at most `min_queries`
 // queries are left out (head() is null: the kernels read key rows directly, which a decode step against a
 // long cache needs, instead of repacking it).
@@ -42,6 +64,20 @@ struct PackedTransposed {
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
                                  int64_t min_queries = 0, Strided<const uint16_t, 3> x16 = {},
                                  bool bf16_pairs = false);
+// Rows x (B, K, Hkv) of `dim` copied per (problem, kv head), each padded to `stride` =
+// padded_row_floats(dim) floats: the prefill's value tiles, copied once per call rather than by every
+// task that reads them. Problems with at most `min_queries` queries are left out (head() is null).
+struct PackedRows {
+  std::vector<int64_t> offset;
+  std::vector<float> data;
+  int64_t stride = 0;
+  const float* head(const AttentionPlan& p, int64_t problem, int64_t hk) const {
+    if (data.empty() || offset[problem + 1] == offset[problem]) return nullptr;
+    return data.data() + offset[problem] + hk * stride * p.problems[problem].nk;
+  }
+};
+PackedRows pack_rows(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim, int64_t min_queries);
+
 // Up to this many queries, the forward reads key rows instead of packing K^T.
 constexpr int64_t kRowDotQueries = 4;
 

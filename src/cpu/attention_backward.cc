@@ -53,18 +53,18 @@ BlockGrad MakeBlockGrad(const AttentionPlan& p, const AttentionBackwardIO& io,
 }
 
 // One tile of the backward: P (probabilities) and dS (logit gradients), both m x n with row
-// stride kAttentionBlockK. vt: V^T of the problem's key/value head, (Dv, nk).
+// stride kAttentionBlockK. vt: V^T of the problem's key/value head (PackedTransposed::head).
 // dcap: the softcap's derivative per logit (with a softcap), for SoftcapGrad.
 void TileGrad(const AttentionPlan& p, const AttentionBackwardIO& io, const QueryBlock& qb,
-              const BlockGrad& bg, const float* kt, const float* vt, int64_t nk, int64_t kt0, int64_t n,
+              const BlockGrad& bg, const float* kt, const float* vt, int64_t kt0, int64_t n,
               float* HWY_RESTRICT P, float* HWY_RESTRICT dS, float* HWY_RESTRICT dcap,
               std::vector<float>& scratch) {
   const AttentionProblem& pr = p.problems[qb.problem];
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0 + kt0;
-  TileLogits(p, qb, kt, nk, kt0, n, P, scratch, dcap);
+  TileLogits(p, qb, kt, kt0, n, P, scratch, dcap);
   for (int64_t i = 0; i < qb.m; ++i) ProbsFromLse(P + i * kAttentionBlockK, n, bg.lse[i]);
-  TileGemm({qb.m, n, p.Dv, bg.dO, io.grad_out.stride[1], 1, vt + kt0, nk, dS, kAttentionBlockK, 1.0f,
-            false});  // dP = dO V^T
+  TileGemm({qb.m, n, p.Dv, bg.dO, io.grad_out.stride[1], 1, packed_tile(vt, p.Dv, kt0), kPackedTileStride, dS,
+            kAttentionBlockK, 1.0f, false});  // dP = dO V^T
   for (int64_t i = 0; i < qb.m; ++i) {
     float* ds = dS + i * kAttentionBlockK;
     const float* pr_i = P + i * kAttentionBlockK;
@@ -103,7 +103,7 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
       if (!TileVisible(p, qb, kpos, n)) continue;
       PrepareQueryBlock(p, qb);
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
-      TileGrad(p, io, qb, bg, kt, vt, pr.nk, kt0, n, P, dS, dcap, scratch);
+      TileGrad(p, io, qb, bg, kt, vt, kt0, n, P, dS, dcap, scratch);
       SoftcapGrad(p, qb.m, n, dcap, dS);
       TileGemm({n, Dv, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), Dv, 1.0f,
                 true});  // dV += P^T dO
@@ -141,7 +141,7 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
   for (int64_t kt0 = 0; kt0 < pr.nk; kt0 += kAttentionBlockK) {
     const int64_t n = std::min(kAttentionBlockK, pr.nk - kt0);
     if (!TileVisible(p, qb, kpos + kt0, n)) continue;
-    TileGrad(p, io, qb, bg, kt_h, vt_h, pr.nk, kt0, n, P, dS, dcap, scratch);
+    TileGrad(p, io, qb, bg, kt_h, vt_h, kt0, n, P, dS, dcap, scratch);
     if (sums.relative)  // the bias is added after the softcap: its gradient is dS itself
       for (int64_t i = 0; i < m; ++i) {
         const float* ds = dS + i * kAttentionBlockK;

@@ -359,16 +359,17 @@ inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0,
 }
 
 // S (m x n, row stride kAttentionBlockK) = the masked logits of keys [kt0, kt0 + n) of the problem.
-// kt: K^T of the problem's key/value head, (D, nk), or null to read key rows (RowDots): the plan's
-// fp32 rows, or `key_tile` (n rows of D, contiguous: a tile of 16-bit keys widened by the caller).
-// dcap (m x n, same stride): the softcap's derivative per logit, when non-null and softcap > 0.
-// scratch: reused across calls.
-inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t nk, int64_t kt0,
-                       int64_t n, float* HWY_RESTRICT S, std::vector<float>& scratch,
-                       float* HWY_RESTRICT dcap = nullptr, const float* key_tile = nullptr) {
+// kt: K^T of the problem's key/value head (PackedTransposed::head), or null to read key rows (RowDots):
+// the plan's fp32 rows, or `key_tile` (n rows of D, contiguous: a tile of 16-bit keys widened by the
+// caller). dcap (m x n, same stride): the softcap's derivative per logit, when non-null and
+// softcap > 0. scratch: reused across calls.
+inline void TileLogits(const AttentionPlan& p, const QueryBlock& qb, const float* kt, int64_t kt0, int64_t n,
+                       float* HWY_RESTRICT S, std::vector<float>& scratch, float* HWY_RESTRICT dcap = nullptr,
+                       const float* key_tile = nullptr) {
   const AttentionProblem& pr = p.problems[qb.problem];
   if (kt) {
-    TileGemm({qb.m, n, p.D, qb.q, p.q.stride[1], 1, kt + kt0, nk, S, kAttentionBlockK, p.scale, false});
+    TileGemm({qb.m, n, p.D, qb.q, p.q.stride[1], 1, packed_tile(kt, p.D, kt0), kPackedTileStride, S,
+              kAttentionBlockK, p.scale, false});
   } else if (key_tile) {
     RowDots(qb.m, n, p.D, qb.q, p.q.stride[1], key_tile, p.D, p.scale, S, kAttentionBlockK);
   } else {

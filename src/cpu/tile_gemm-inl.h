@@ -1,8 +1,8 @@
 // src/cpu/tile_gemm-inl.h: the one small matrix product of the attention kernels, per target.
 //   C (m x n) = [C +] alpha * A (m x k) * B (k x n)
 // A is read element by element with any strides (so A^T costs nothing), B row by row (unit
-// stride within a row), C row by row. Register blocking: up to 4 rows of A times 1 to 8 vectors of
-// B columns, as many as the target's registers hold (GemmRows).
+// stride within a row), C row by row. Register blocking: up to 6 rows of A times 1 to 8 vectors of
+// B columns, as many as the target's registers hold (GemmBlockRows).
 #if defined(POSENC_CPU_TILE_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_CPU_TILE_GEMM_INL_H_
 #undef POSENC_CPU_TILE_GEMM_INL_H_
@@ -76,58 +76,74 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   }
 }
 
-template <int kRows, bool kB16>
-HWY_INLINE void GemmRows(const GemmArgs& g, int64_t i) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  int64_t j = 0;
-  // The widest blocks whose kRows x kVectors accumulators, kVectors B vectors and a broadcast fit the
-  // target's registers (16 on SSE4 / AVX2, 32 on AVX-512): enough independent FMA chains along the k
-  // loop (a decode step's P V has 1 to 4 rows), and each row of B read in as few passes as fit (at a
-  // long cache the rows come from memory: measured, 4 rows over 2-vector blocks stalled on 4 passes
-  // over each value row).
+// The target's vector registers, and the most rows of A a block takes: 6 x 2 vectors on the
+// 16-register targets (BLIS's Haswell micro-kernel shape: 12 accumulators, 2 B vectors and a
+// broadcast), 4 x 4 on AVX-512 (measured there, BENCHMARKS.md).
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-  constexpr int kRegisters = 16;
+constexpr int kGemmRegisters = 16, kGemmMaxRows = 6;
 #else
-  constexpr int kRegisters = 32;
+constexpr int kGemmRegisters = 32, kGemmMaxRows = 4;
 #endif
-  if constexpr (kRows * 8 + 8 + 1 <= kRegisters)
-    for (; j + 8 * N <= g.n; j += 8 * N) GemmBlock<kRows, 8, kB16>(g, i, j);
-  if constexpr (kRows * 4 + 4 + 1 <= kRegisters)
-    for (; j + 4 * N <= g.n; j += 4 * N) GemmBlock<kRows, 4, kB16>(g, i, j);
-  for (; j + 2 * N <= g.n; j += 2 * N) GemmBlock<kRows, 2, kB16>(g, i, j);
-  for (; j + N <= g.n; j += N) GemmBlock<kRows, 1, kB16>(g, i, j);
-  for (; j < g.n; ++j)  // scalar tail: no masked accesses past the row (see rope.cc)
-    for (int r = 0; r < kRows; ++r) {
-      float s = 0;
-      for (int64_t l = 0; l < g.k; ++l) {
-        const float b = kB16 ? (g.b16_dtype == DType::bf16 ? detail::bf16_to_f32(g.b16[l * g.ldb + j])
-                                                           : detail::f16_to_f32(g.b16[l * g.ldb + j]))
-                             : g.b[l * g.ldb + j];
-        s += g.a[(i + r) * g.a_row + l * g.a_col] * b;
-      }
-      float& c = g.c[(i + r) * g.ldc + j];
-      c = (g.accumulate ? c : 0.0f) + g.alpha * s;
-    }
+// The rows of a block of kVectors B vectors: its accumulators, its B vectors and a broadcast in registers.
+constexpr int GemmBlockRows(int kVectors) {
+  const int fit = (kGemmRegisters - kVectors - 1) / kVectors;
+  return fit < kGemmMaxRows ? fit : kGemmMaxRows;
 }
 
+// Rows [i, m) of A, fewer than a whole block, times the column block at j.
+template <int kRows, int kVectors, bool kB16>
+HWY_INLINE void GemmLastRows(const GemmArgs& g, int64_t i, int64_t j) {
+  if constexpr (kRows > 0) {
+    if (g.m - i == kRows) return GemmBlock<kRows, kVectors, kB16>(g, i, j);
+    GemmLastRows<kRows - 1, kVectors, kB16>(g, i, j);
+  }
+}
+
+// Columns [j, j + kVectors N) of C for every row: the strip of B they read (k x kVectors N) stays in
+// L1 while the blocks of rows pass over it (rows outer, columns inner streamed all of B per block of
+// rows: a 64-key tile of K^T is 32 KiB, and the tile products stalled on its loads from L2).
+template <int kVectors, bool kB16>
+HWY_INLINE void GemmColumns(const GemmArgs& g, int64_t j) {
+  constexpr int kRows = GemmBlockRows(kVectors);
+  int64_t i = 0;
+  for (; i + kRows <= g.m; i += kRows) GemmBlock<kRows, kVectors, kB16>(g, i, j);
+  GemmLastRows<kRows - 1, kVectors, kB16>(g, i, j);
+}
+
+// The columns in blocks of kVectors B vectors while they last, then narrower ones.
+template <int kVectors, bool kB16>
+HWY_INLINE void GemmColumnsFrom(const GemmArgs& g, int64_t j) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  for (; j + kVectors * N <= g.n; j += kVectors * N) GemmColumns<kVectors, kB16>(g, j);
+  if constexpr (kVectors > 1) {
+    GemmColumnsFrom<kVectors / 2, kB16>(g, j);
+  } else {
+    for (; j < g.n; ++j)  // scalar tail: no masked accesses past the row (see rope.cc)
+      for (int64_t i = 0; i < g.m; ++i) {
+        float s = 0;
+        for (int64_t l = 0; l < g.k; ++l) {
+          const float b = kB16 ? (g.b16_dtype == DType::bf16 ? detail::bf16_to_f32(g.b16[l * g.ldb + j])
+                                                             : detail::f16_to_f32(g.b16[l * g.ldb + j]))
+                               : g.b[l * g.ldb + j];
+          s += g.a[i * g.a_row + l * g.a_col] * b;
+        }
+        float& c = g.c[i * g.ldc + j];
+        c = (g.accumulate ? c : 0.0f) + g.alpha * s;
+      }
+  }
+}
+
+// The widest column blocks whose rows cover the whole of A, or a full block of rows: enough
+// independent FMA chains along the k loop (a decode step's P V has 1 to 4 rows), and each row of B
+// read in as few passes as fit (at a long cache the rows come from memory: measured, 4 rows over
+// 2-vector blocks stalled on 4 passes over each value row).
 template <bool kB16>
 HWY_INLINE void TileGemmRows(const GemmArgs& g) {
-  int64_t i = 0;
-  for (; i + 4 <= g.m; i += 4) GemmRows<4, kB16>(g, i);
-  switch (g.m - i) {
-    case 3:
-      GemmRows<3, kB16>(g, i);
-      break;
-    case 2:
-      GemmRows<2, kB16>(g, i);
-      break;
-    case 1:
-      GemmRows<1, kB16>(g, i);
-      break;
-    default:
-      break;
-  }
+  const int64_t rows = g.m < kGemmMaxRows ? g.m : kGemmMaxRows;
+  if constexpr (GemmBlockRows(8) > 0)
+    if (GemmBlockRows(8) >= rows) return GemmColumnsFrom<8, kB16>(g, 0);
+  if (GemmBlockRows(4) >= rows) return GemmColumnsFrom<4, kB16>(g, 0);
+  GemmColumnsFrom<2, kB16>(g, 0);
 }
 
 HWY_INLINE void TileGemm(const GemmArgs& g) {
