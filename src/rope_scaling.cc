@@ -222,7 +222,10 @@ void validate(const RopeConfig& c) {
                " is invalid: values must be in [0, ", pairs, "] (rotary_dim/2)");
         sum += v;
       }
-      if (sum != pairs)
+      // Qwen3-VL's apply_interleaved_mrope only overwrites the h and w slices of the t frequencies, so any
+      // sections are well defined there (transformers 5's qwen4_exp default [11, 11, 10] against a
+      // whole 256-dim head leaves pairs 33 .. 127 on t); Qwen2-VL's split needs the exact sum.
+      if (sum != pairs && c.multimodal != RopeMultimodal::mrope_interleaved)
         fail(op, "mrope_section = ", detail::to_string(c.mrope_section), " sums to ", sum,
              ", expected rotary_dim/2 = ", pairs);
       break;

@@ -155,6 +155,20 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
   const std::vector<std::pair<size_t, int>> expected = {{0, 0},  {1, 1},  {2, 2},  {3, 0},  {4, 1}, {58, 1},
                                                         {59, 2}, {60, 0}, {61, 0}, {62, 0}, {63, 0}};
   for (auto [j, s] : expected) EXPECT_EQ(f.stream[j], s) << j;
+  // Sections that do not sum to the pairs: the interleave overwrites h and w below 3h and 3w only
+  // (transformers 5.23's qwen4_exp default [11, 11, 10] against a whole 128-pair head; Qwen3-VL's
+  // [24, 20, 20] against 32 pairs, past whose end its slices stop).
+  c.mrope_section = {11, 11, 10};
+  c.head_dim = 256;
+  f = rope_frequencies(c);
+  ASSERT_EQ(f.stream.size(), 128u);
+  for (size_t j = 0; j < 128; ++j)
+    EXPECT_EQ(f.stream[j], j % 3 == 1 && j < 33 ? 1 : (j % 3 == 2 && j < 30 ? 2 : 0)) << j;
+  c.mrope_section = {24, 20, 20};
+  c.head_dim = 64;
+  f = rope_frequencies(c);
+  for (size_t j = 0; j < 32; ++j) EXPECT_EQ(f.stream[j], j % 3) << j;
+  c.head_dim = 128;
   // ERNIE 4.5 VL (modeling_ernie4_5_vl_moe.py recomposition_frequencies): {h, w, t} = {22, 22, 20}; h on the
   // even pairs below 44, w on the odd ones, t above; the frequencies keep their order.
   c.multimodal = RopeMultimodal::mrope_alternating_hw;
