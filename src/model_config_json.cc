@@ -97,6 +97,15 @@ const char* kRuleAliases[][2] = {
     {"switch_transformers", "t5"},
     {"pix2struct_text_model", "t5"}};
 
+// Wrappers whose config class builds text_config with its own text class when the dict has no model_type
+// (configuration_utils.py L248-267: a sub_configs_defaults spec naming a class, not AutoConfig).
+std::string wrapper_text_type(const std::string& outer, const json& text_config) {
+  if (has(text_config, "model_type") && text_config.at("model_type").is_string())
+    return text_config.at("model_type").get<std::string>();
+  if (outer == "molmo2") return "molmo2_text";  // configuration_molmo2.py L195-199: Molmo2TextConfig
+  return outer;
+}
+
 std::string rules_type(const std::string& t) {
   for (auto& a : kRuleAliases)
     if (t == a[0]) return a[1];
@@ -162,11 +171,8 @@ std::string detail::unplanned_reason(const json& root) {
   if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;
   const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
   const json& tj = wrapped ? root.at("text_config") : root;
-  const std::string own =
-      outer == "step3p7" ? "step3p5"  // Step3p7Config drops text_config.model_type
-                         : canonical_type(wrapped && has(tj, "model_type") && tj.at("model_type").is_string()
-                                              ? tj.at("model_type").get<std::string>()
-                                              : outer);
+  const std::string own = outer == "step3p7" ? "step3p5"  // Step3p7Config drops text_config.model_type
+                                             : canonical_type(wrapped ? wrapper_text_type(outer, tj) : outer);
   why = detail::refusal_reason(own);
   if (!why.empty()) return "model_type '" + own + "' is not supported: " + why;
   if (!detail::find_family(own) && !detail::seq2seq_family(own) && own != "t5gemma")
@@ -285,10 +291,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const json& given = wrapped ? root.at("text_config") : root;
   const std::string where = wrapped ? "text_config." : "";
   // Step3p7Config drops text_config.model_type: its text model is always step3p5 (configuration_step3p7.py).
+  // Molmo2Config builds a text_config without model_type as Molmo2TextConfig (wrapper_text_type).
   const std::string declared_type = outer_type == "step3p7" ? "step3p5"
                                     : wrapped && has(given, "model_type")
                                         ? Obj{given, where, {}}.str("model_type")
-                                        : outer_type;
+                                    : wrapped ? wrapper_text_type(outer_type, given)
+                                              : outer_type;
   std::vector<std::string> resolve_warnings;
   const json resolved = declared_type == "step3p5" ? detail::step3p5_resolved(given, where, resolve_warnings)
                         : declared_type == "zaya"  ? detail::zaya_resolved(given, where, resolve_warnings)
@@ -560,6 +568,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (esm_learned) rope_off = true;
   const bool rotary = m.family->method == PositionMethod::rope && !falcon_alibi && !rope_off;
   std::optional<RopeConfig> flat;
+  // The flat dict's partial_rotary_factor as given (the dict's, else the top-level one), for messages.
+  std::optional<double> flat_prf;
   std::map<std::string, std::optional<RopeConfig>> nested;
   std::optional<double> beta;
   if (rotary) {
@@ -744,6 +754,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
              "type");
       Obj d{rp ? *rp : empty, j.where + rp_name + ".", {}};
       flat = rope_from_dict(d, m, theta, prf, true, beta);
+      flat_prf = d.has("partial_rotary_factor") ? std::optional<double>(d.num("partial_rotary_factor")) : prf;
       if (type == "gptj") {
         // GPTJConfig rotary_dim = 64 when the key is absent; modeling_gptj.py: all dims if null.
         flat->rotary_dim = j.j.contains("rotary_dim") ? j.int_or("rotary_dim", m.head_dim) : 64;
@@ -1014,15 +1025,56 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (type == "molmo2_text") {
     molmo_scaled.assign(static_cast<size_t>(m.layers), 1);
     if (j.has("rope_scaling_layers")) {
+      // modeling_molmo2.py L661-664: layer i is scaled iff `i in config.rope_scaling_layers`, so an index
+      // outside [0, num_hidden_layers) scales no layer (ignored, with a warning); the strict list[int] field
+      // rejects anything but integers (configuration_molmo2.py L149).
+      const json& v = j.at("rope_scaling_layers");
+      if (!v.is_array())
+        fail(kOp, j.where, "rope_scaling_layers = ", detail::json_excerpt(v),
+             " is invalid: must be a list of layer indices (transformers 5.23 raises)");
       molmo_scaled.assign(static_cast<size_t>(m.layers), 0);
-      for (int64_t i : j.integers("rope_scaling_layers", 0, m.layers - 1))
-        molmo_scaled[static_cast<size_t>(i)] = 1;
+      std::vector<std::string> ignored;
+      for (const json& e : v) {
+        if (!e.is_number_integer())
+          fail(kOp, j.where, "rope_scaling_layers contains ", e.dump(),
+               ": must be integers (transformers 5.23 raises)");
+        const bool in_range = e.is_number_unsigned() ? e.get<uint64_t>() < static_cast<uint64_t>(m.layers)
+                                                     : e.get<int64_t>() >= 0 && e.get<int64_t>() < m.layers;
+        if (in_range)
+          molmo_scaled[static_cast<size_t>(e.get<int64_t>())] = 1;
+        else if (std::find(ignored.begin(), ignored.end(), e.dump()) == ignored.end())
+          ignored.push_back(e.dump());
+      }
+      if (!ignored.empty()) {
+        std::string list;
+        for (const std::string& x : ignored) list += (list.empty() ? "" : ", ") + x;
+        out.warnings.push_back(
+            j.where + "rope_scaling_layers contains " + list +
+            ", not a layer of the num_hidden_layers = " + std::to_string(m.layers) +
+            ": ignored, as transformers 5.23 does (no layer takes the scaled rope for it)");
+      }
     }
     const std::string norm = j.str_or("qk_norm_type", "qwen3");
     if (norm != "qwen3" && norm != "olmo")
       fail(kOp, j.where, "qk_norm_type = ", detail::json_excerpt(j.at("qk_norm_type")),
            " is invalid for molmo2_text: \"qwen3\" or \"olmo\" (transformers 5.23 raises)");
   }
+  // molmo2_text (its rope_scaling_layers), hy_v4 (every layer): their default rope init rotates the whole
+  // head and ignores partial_rotary_factor (modeling_molmo2.py L121-138, modeling_hy_v4.py L93-110), but
+  // every other rope type's init reads it (modeling_rope_utils.py L181, L325, L416, L549, L639): cos / sin of
+  // int(head_dim * prf) dims, which apply_rotary_pos_emb multiplies with the whole head (modeling_molmo2.py
+  // L230-231, modeling_hy_v4.py L151-152): a shape mismatch at the first forward in transformers 5.23.
+  const bool whole_head_apply =
+      type == "hy_v4" ||
+      (type == "molmo2_text" && std::find(molmo_scaled.begin(), molmo_scaled.end(), 1) != molmo_scaled.end());
+  if (whole_head_apply && flat && flat->scaling.type != RopeScalingType::none &&
+      flat->effective_rotary_dim() != flat->head_dim)
+    fail(kOp, j.where, "partial_rotary_factor = ", flat_prf ? detail::json_excerpt(json(*flat_prf)) : "?",
+         " with rope type '", rope_scaling_name(flat->scaling.type), "' is not supported for ", own_type,
+         ": its rotary module then builds cos / sin of ", flat->effective_rotary_dim(),
+         " dims, which its apply_rotary_pos_emb cannot apply to the ", flat->head_dim, "-dim rotated head",
+         type == "molmo2_text" ? " of its rope_scaling_layers" : "",
+         " (transformers 5.23 fails at the first forward; the default rope type ignores the factor)");
   std::vector<double> layer_theta;  // granite_swa, granitemoe_swa: layer_rope_theta
   if ((type == "granite_swa" || type == "granitemoe_swa") && j.has("layer_rope_theta")) {
     layer_theta = j.numbers("layer_rope_theta");
@@ -1098,7 +1150,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       std::optional<RopeConfig> rc = flat;
       // molmo2_text: layers outside rope_scaling_layers take rotary_emb_unscaled, the default rope of the
       // same base (modeling_molmo2.py Molmo2TextModel: position_embeddings["scaled" | "unscaled"]).
-      if (rc && !molmo_scaled.empty() && !molmo_scaled[i]) rc->scaling = RopeScaling{};
+      // Its compute_default_rope_parameters rotates the whole head, whatever partial_rotary_factor says
+      // (modeling_molmo2.py L121-138).
+      if (rc && !molmo_scaled.empty() && !molmo_scaled[i]) {
+        rc->scaling = RopeScaling{};
+        rc->rotary_dim = rc->head_dim;
+      }
       if (!flat) {
         const auto it = nested.find(lt);
         if (it == nested.end())

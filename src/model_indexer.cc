@@ -14,8 +14,13 @@ constexpr int64_t kMaxIndexHeads = 1 << 12;
 // GLM-5's indexer_types: "full" runs the layer's own indexer, "shared" reuses the previous layer's
 // selection (configuration_glm_moe_dsa.py L137-148): the saved list, else the index_topk_pattern
 // string ("F"/"S") or list, else the index_topk_freq / index_skip_topk_offset schedule.
-// first_may_share: GLM-5-Next's linear layers never read their entry (its check is per indexed layer).
-std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, bool first_may_share = false) {
+// Each layer reads its own entry, indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347,
+// modeling_hy_v4.py L369, modeling_glm5_next.py L1150-1153): entries past the last layer are never read
+// (ignored, with a warning), a missing one raises IndexError when its layer is built.
+// indexed_only (GLM-5-Next): only these layers read their entry (its linear layers build no MLA), so the
+// list may end after the last of them, and layer 0 may be "shared" (its check is per indexed layer).
+std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, std::vector<std::string>& warnings,
+                                    const std::vector<std::string>* indexed_only = nullptr) {
   std::vector<bool> shared(static_cast<size_t>(layers), false);
   const char* key = j.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
   if (j.has(key)) {
@@ -25,16 +30,35 @@ std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, bool first_may_share
       for (char c : v.get<std::string>()) names.push_back(c == 'F' ? "full" : c == 'S' ? "shared" : "?");
     else if (v.is_array())
       for (const json& e : v) names.push_back(e.is_string() ? e.get<std::string>() : "?");
-    if (static_cast<int64_t>(names.size()) != layers)
-      fail(kOp, j.where, key, " = ", json_excerpt(v), " is invalid: must give num_hidden_layers = ", layers,
-           " entries");
-    for (int64_t i = 0; i < layers; ++i) {
-      if (names[i] != "full" && names[i] != "shared")
+    const int64_t given = static_cast<int64_t>(names.size());
+    int64_t needed = layers;
+    if (indexed_only) {
+      needed = 0;
+      for (int64_t i = 0; i < layers; ++i)
+        if ((*indexed_only)[i] == "indexed_attention") needed = i + 1;
+    }
+    if (!v.is_string() && !v.is_array())
+      fail(kOp, j.where, key, " = ", json_excerpt(v),
+           " is invalid: must be a list of \"full\" / \"shared\" (or an \"F\" / \"S\" pattern string)");
+    if (given < needed)
+      fail(kOp, j.where, key, " = ", json_excerpt(v), " is invalid: must give ",
+           indexed_only && needed < layers ? "an entry for each layer up to its last indexed_attention layer "
+                                           : "an entry for each of num_hidden_layers = ",
+           indexed_only && needed < layers ? std::to_string(needed - 1) : std::to_string(layers),
+           " (transformers 5.23 raises IndexError)");
+    // A pattern string is mapped whole ({"F": "full", "S": "shared"}[c], configuration_glm_moe_dsa.py
+    // L139-142): another letter raises KeyError even past the last layer.
+    for (int64_t i = 0; i < given; ++i)
+      if ((i < layers || v.is_string()) && names[i] != "full" && names[i] != "shared")
         fail(kOp, j.where, key, " = ", json_excerpt(v),
              " is invalid: entries must be \"full\" / \"shared\" (\"F\" / \"S\" in a pattern string)");
-      shared[i] = names[i] == "shared";
-    }
-    if (shared[0] && !first_may_share)
+    for (int64_t i = 0; i < std::min(given, layers); ++i) shared[i] = names[i] == "shared";
+    if (given > layers)
+      warnings.push_back(j.where + key + " = " + json_excerpt(v) + " has " + std::to_string(given) +
+                         " entries: the " + std::to_string(given - layers) +
+                         " past num_hidden_layers = " + std::to_string(layers) +
+                         " are ignored, as transformers 5.23 does (each layer reads its own entry)");
+    if (shared[0] && !indexed_only)
       fail(kOp, j.where, key, ": layer 0 is \"shared\" but no earlier layer selects keys");
     return shared;
   }
@@ -151,7 +175,7 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     // linear layer does not (modeling_glm5_next.py: "Shared DSA layers require top-k indices ...").
     // A shared layer returns no selection of its own (modeling_glm5_next.py: only a full indexer's layer
     // passes its top-k on): the layer before a shared one must be a full indexed layer.
-    const std::vector<bool> shared = glm_shared_layers(j, m.layers, true);
+    const std::vector<bool> shared = glm_shared_layers(j, m.layers, warnings, &types);
     for (int64_t i = 0; i < m.layers; ++i)
       if (types[i] == "indexed_attention" && shared[i] &&
           (i == 0 || types[i - 1] != "indexed_attention" || shared[i - 1]))
@@ -205,11 +229,12 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     warnings.push_back(j.where + "indexer_rope_interleave = " +
                        json_excerpt(j.at("indexer_rope_interleave")) + " is ignored: transformers 5's " +
                        m.type + " indexer rotates " + (glm ? "interleaved pairs" : "halves"));
-  std::vector<bool> shared = glm ? glm_shared_layers(j, m.layers) : std::vector<bool>(m.layers, false);
+  std::vector<bool> shared =
+      glm ? glm_shared_layers(j, m.layers, warnings) : std::vector<bool>(m.layers, false);
   if (hy) {
     // configuration_hy_v4.py L152-156: indexer_types, else full on layer 0 and every (i - 1) % 4 == 0.
     if (j.has("indexer_types")) {
-      shared = glm_shared_layers(j, m.layers);
+      shared = glm_shared_layers(j, m.layers, warnings);
     } else {
       for (int64_t i = 0; i < m.layers; ++i) shared[i] = !(i == 0 || (i - 1) % 4 == 0);
     }

@@ -61,6 +61,16 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     m.head_dim = j.int_or("qk_nope_head_dim", 256);
     v_head_dim = j.int_or("v_head_dim", 256);
     qk_head_dim = m.head_dim;
+    // configuration_glm5_next.py L106-107, L206-212: num_key_value_heads (64 by default, whatever the heads)
+    // must equal num_attention_heads; a null one fails the strict int field (transformers 5.23 raises).
+    if (j.j.contains("num_key_value_heads") && !j.has("num_key_value_heads"))
+      fail(kOp, j.where,
+           "num_key_value_heads = null is invalid for glm5_next_text: an integer equal to "
+           "num_attention_heads (transformers 5.23 raises)");
+    if (const int64_t kv = j.int_or("num_key_value_heads", 64); kv != m.heads)
+      fail(kOp, j.where, "num_key_value_heads = ", kv, " is invalid for glm5_next_text: it must equal ",
+           "num_attention_heads = ", m.heads, j.has("num_key_value_heads") ? "" : " (64 when absent)",
+           " (transformers 5.23 raises)");
     if (j.has("head_dim") && j.integer("head_dim") != 0)
       warnings.push_back(j.where + "head_dim = " + std::to_string(j.integer("head_dim")) +
                          " is not read by glm5_next_text: its q / k heads are qk_nope_head_dim = " +

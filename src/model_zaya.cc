@@ -5,6 +5,7 @@
 // rope_type from rope_parameters: legacy rope_theta / rope_scaling / partial_rotary_factor stay inert, and
 // its rotary module reads rope_parameters[layer_type] (modeling_zaya.py ZayaRotaryEmbedding), each type with
 // its own partial_rotary_factor over the first dims of the head in halves.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,28 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
     renamed[key] = it.value();
   }
   out["rope_parameters"] = renamed;
+  // Its convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py L114-120), which
+  // fills original_max_position_embeddings into the dicts of other families (modeling_rope_utils.py
+  // L856-859): a llama3 / yarn / longrope dict of a layer type the model builds must carry it, or the
+  // validation raises (KeyError, modeling_rope_utils.py L1151-1153; a null one: a TypeError).
+  const std::string rp_name = j.j.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  for (const auto& k : kNames) {
+    if (std::find(types.begin(), types.end(), k[1]) == types.end() || !has(rp, k[0]) ||
+        !rp.at(k[0]).is_object())
+      continue;
+    const json& d = rp.at(k[0]);
+    const json kind = has(d, "rope_type") ? d.at("rope_type")
+                      : has(d, "type")    ? d.at("type")
+                                          : json("default");
+    if (kind != "yarn" && kind != "llama3" && kind != "longrope") continue;
+    const std::string key = rp_name + "." + k[0] + ".original_max_position_embeddings";
+    if (!d.contains("original_max_position_embeddings"))
+      fail(kOp, where, key, " is missing: rope type ", kind.dump(),
+           " requires it, and zaya's config class does not fill it in (transformers 5.23 raises KeyError)");
+    if (d.at("original_max_position_embeddings").is_null())
+      fail(kOp, where, key, " = null is invalid: rope type ", kind.dump(),
+           " computes with it (transformers 5.23 raises TypeError)");
+  }
   out.erase("rope_scaling");
   for (const char* k : {"rope_theta", "partial_rotary_factor"})
     if (j.has(k)) {

@@ -710,6 +710,39 @@ TEST(ModelHybrids, ZayaRopePerHybridType) {
                     "zaya builds \"hybrid\"");
 }
 
+// configuration_zaya.py L114-120: its convert_rope_params_to_dict skips standardize_rope_params, so a yarn /
+// llama3 / longrope dict is never given original_max_position_embeddings (modeling_rope_utils.py L856-859 for
+// other families) and the validation raises KeyError (L1151-1153); a dict of a layer type the model does not
+// build is not validated (nested_rope_parameter_keys: the declared layer types only, L764-773).
+TEST(ModelHybrids, ZayaScaledRopeNeedsItsOriginalContext) {
+  const std::string yarn = R"({"rope_type": "yarn", "rope_theta": 5e6, "factor": 4.0)";
+  expect_plan_error(cfg("zaya", 2, R"("rope_parameters": {"hybrid": )" + yarn + "}}"),
+                    "rope_parameters.hybrid.original_max_position_embeddings is missing: rope type \"yarn\"");
+  expect_plan_error(cfg("zaya", 2,
+                        R"("original_max_position_embeddings": 4096,
+      "rope_parameters": {"hybrid": )" +
+                            yarn + "}}"),
+                    "transformers 5.23 raises KeyError");  // (the top-level key is not read)
+  expect_plan_error(cfg("zaya", 2, R"("rope_scaling": {"hybrid": {"type": "llama3", "rope_theta": 5e6,
+      "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}})"),
+                    "rope_scaling.hybrid.original_max_position_embeddings is missing: rope type \"llama3\"");
+  expect_plan_error(cfg("zaya", 2, R"("sliding_window": 8, "layer_types": ["hybrid", "hybrid_sliding"],
+      "rope_parameters": {"hybrid": {"rope_type": "default", "rope_theta": 5e6},
+      "hybrid_sliding": )" + yarn + R"(, "original_max_position_embeddings": null}})"),
+                    "rope_parameters.hybrid_sliding.original_max_position_embeddings = null is invalid");
+  // Given: planned; on a layer type no layer has: not read.
+  const ModelPositions m =
+      plan("zaya", 2,
+           R"("rope_parameters": {"hybrid": )" + yarn + R"(, "original_max_position_embeddings": 4096}})");
+  EXPECT_EQ(m.layers[0].rope->scaling.type, RopeScalingType::yarn);
+  EXPECT_EQ(m.layers[0].rope->scaling.original_max_position_embeddings, 4096);
+  const ModelPositions unused = plan("zaya", 2,
+                                     R"("rope_parameters": {"hybrid": {"rope_type": "default",
+      "rope_theta": 5e6}, "hybrid_sliding": )" +
+                                         yarn + "}}");
+  EXPECT_EQ(unused.layers[1].rope->scaling.type, RopeScalingType::none);
+}
+
 // configuration_molmo2.py / modeling_molmo2.py: the rope dict on rope_scaling_layers (null: every layer), the
 // default rope of the same base on the others; qk_norm_type qwen3 | olmo; the wrapper's image blocks warned.
 TEST(ModelHybrids, Molmo2ScaledAndUnscaledLayers) {
@@ -729,7 +762,56 @@ TEST(ModelHybrids, Molmo2ScaledAndUnscaledLayers) {
   EXPECT_TRUE(has_warning(wrapped, "molmo2: in prefill its image and frame tokens"));
   expect_plan_error(cfg("molmo2_text", 2, R"("qk_norm_type": "gemma")"),
                     "qk_norm_type = \"gemma\" is invalid");
-  expect_plan_error(cfg("molmo2_text", 2, R"("rope_scaling_layers": [2])"), "rope_scaling_layers contains 2");
+  // Molmo2Config builds a text_config without model_type as Molmo2TextConfig (its sub_configs_defaults).
+  const ModelPositions untyped = model_positions_from_hf_json(
+      R"({"model_type": "molmo2", "text_config": {"num_hidden_layers": 3, "rope_scaling_layers": [1],
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6}}})");
+  EXPECT_EQ(untyped.model_type, "molmo2_text");
+  EXPECT_EQ(untyped.layers[1].rope->scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(untyped.layers[2].rope->scaling.type, RopeScalingType::none);
+}
+
+// modeling_molmo2.py L661-664: a layer is scaled iff `layer_idx in config.rope_scaling_layers`: other indices
+// scale no layer (ignored, warned); the strict list[int] field refuses anything else.
+TEST(ModelHybrids, Molmo2ScalingLayersOutsideTheModelAreIgnored) {
+  const ModelPositions m = plan("molmo2_text", 4, R"("rope_scaling_layers": [0, 2, 7, -1, 7],
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})");
+  for (const LayerPlan& l : m.layers)
+    EXPECT_EQ(l.rope->scaling.type, l.layer % 2 ? RopeScalingType::none : RopeScalingType::linear) << l.layer;
+  EXPECT_TRUE(has_warning(m, "rope_scaling_layers contains 7, -1, not a layer of the num_hidden_layers = 4"));
+  const ModelPositions none = plan("molmo2_text", 2, R"("rope_scaling_layers": [2],
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})");
+  EXPECT_EQ(none.layers[0].rope->scaling.type, RopeScalingType::none);
+  EXPECT_EQ(none.layers[1].rope->scaling.type, RopeScalingType::none);
+  expect_plan_error(cfg("molmo2_text", 2, R"("rope_scaling_layers": [1.0])"),
+                    "rope_scaling_layers contains 1.0: must be integers");
+  expect_plan_error(cfg("molmo2_text", 2, R"("rope_scaling_layers": 1)"),
+                    "rope_scaling_layers = 1 is invalid");
+}
+
+// modeling_molmo2.py L121-138: the default init (and rotary_emb_unscaled) rotates the whole head whatever
+// partial_rotary_factor says; every other rope type's init reads it (modeling_rope_utils.py L181, L325, L416,
+// L549, L639): cos / sin of int(head_dim * prf) dims, which apply_rotary_pos_emb multiplies with the whole
+// head (L230): transformers 5.23 fails at the first forward on a scaled layer.
+TEST(ModelHybrids, Molmo2PartialRotationOnlyWhereTheDefaultInitRuns) {
+  expect_plan_error(cfg("molmo2_text", 2, R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+      "rope_theta": 1e6, "original_max_position_embeddings": 1024, "partial_rotary_factor": 0.5})"),
+                    "partial_rotary_factor = 0.5 with rope type 'yarn' is not supported for molmo2_text: its "
+                    "rotary module then builds cos / sin of 64 dims");
+  expect_plan_error(cfg("molmo2_text", 2, R"("partial_rotary_factor": 0.25, "rope_scaling_layers": [1],
+      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})"),
+                    "partial_rotary_factor = 0.25 with rope type 'linear'");
+  // No scaled layer: every layer takes rotary_emb_unscaled, the whole head.
+  const ModelPositions unscaled = plan("molmo2_text", 2, R"("rope_scaling_layers": [],
+      "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
+      "original_max_position_embeddings": 1024, "partial_rotary_factor": 0.5})");
+  for (const LayerPlan& l : unscaled.layers) {
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::none);
+    EXPECT_EQ(l.rotary_hi, 128);  // (molmo2's head_dim: 128)
+  }
+  const ModelPositions plain = plan("molmo2_text", 2, R"("rope_parameters": {"rope_type": "default",
+      "rope_theta": 1e6, "partial_rotary_factor": 0.5})");
+  EXPECT_EQ(plain.layers[0].rotary_hi, 128);
 }
 
 }  // namespace

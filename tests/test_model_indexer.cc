@@ -211,6 +211,60 @@ TEST(ModelIndexer, Glm5NextIsNoPeMlaWithAKPoolIndexer) {
                     "which model_type 'glm5_next_text' does not build");
 }
 
+// configuration_glm5_next.py L106-107, L206-212: num_key_value_heads (64 when absent) must equal
+// num_attention_heads (MLA: no grouped keys); validate_architecture raises otherwise.
+TEST(ModelIndexer, Glm5NextKeyValueHeadsMustEqualTheHeads) {
+  expect_plan_error(
+      R"({"model_type": "glm5_next_text", "num_attention_heads": 4, "num_key_value_heads": 2})",
+      "num_key_value_heads = 2 is invalid for glm5_next_text: it must equal num_attention_heads = 4 "
+      "(transformers 5.23 raises)");
+  expect_plan_error(
+      R"({"model_type": "glm5_next_text", "num_attention_heads": 4})",
+      "num_key_value_heads = 64 is invalid for glm5_next_text: it must equal num_attention_heads = 4 "
+      "(64 when absent)");
+  expect_plan_error(R"({"model_type": "glm5_next", "text_config": {"num_attention_heads": 4,
+      "num_key_value_heads": null}})",
+                    "num_key_value_heads = null is invalid for glm5_next_text");
+  EXPECT_EQ(model_positions_from_hf_json(
+                R"({"model_type": "glm5_next_text", "num_attention_heads": 4, "num_key_value_heads": 4})")
+                .num_heads,
+            4);
+}
+
+// Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347, modeling_hy_v4.py L369,
+// modeling_glm5_next.py L1150-1153): entries past the last layer are never read (ignored, warned); a pattern
+// string is mapped whole (configuration_glm_moe_dsa.py L139-142: another letter raises KeyError);
+// GLM-5-Next's linear layers never read theirs, so its list may end after the last indexed_attention layer.
+TEST(ModelIndexer, IndexerTypesPastTheLastLayerAreIgnored) {
+  for (const char* type : {"glm_moe_dsa", "hy_v4"}) {
+    const ModelPositions m =
+        plan(type, R"("indexer_types": ["full", "shared", "full", "full", "shared", "full", "shared", "x"])");
+    const bool want[6] = {false, true, false, false, true, false};
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(m.layers[i].indexer->shared, want[i]) << type << " " << i;
+    EXPECT_TRUE(has_warning(m, "entries: the 2 past num_hidden_layers = 6 are ignored")) << type;
+    EXPECT_NE(
+        error_of(type, R"("indexer_types": ["full", "shared", "full", "full", "shared"])")
+            .find(
+                "must give an entry for each of num_hidden_layers = 6 (transformers 5.23 raises IndexError)"),
+        std::string::npos)
+        << type;
+  }
+  const ModelPositions pattern = plan("glm_moe_dsa", R"("index_topk_pattern": "FSFFSFSS")");
+  EXPECT_TRUE(pattern.layers[4].indexer->shared);
+  EXPECT_TRUE(has_warning(pattern, "the 2 past num_hidden_layers = 6 are ignored"));
+  EXPECT_NE(error_of("glm_moe_dsa", R"("index_topk_pattern": "FSFFSFSX")").find("\"F\" / \"S\""),
+            std::string::npos);
+  // GLM-5-Next: layers 3 and 7 indexed (i % 4 == 3); the list may stop after layer 3 of 6.
+  const std::string glm5 = R"({"model_type": "glm5_next_text", "num_hidden_layers": 6, "indexer_types": )";
+  const ModelPositions shorter = model_positions_from_hf_json(glm5 + R"(["full", "full", "full", "full"]})");
+  EXPECT_TRUE(shorter.layers[3].softmax_attention);
+  expect_plan_error(glm5 + R"(["full", "full", "full"]})",
+                    "must give an entry for each layer up to its last indexed_attention layer 3");
+  EXPECT_TRUE(has_warning(model_positions_from_hf_json(glm5 + R"(["full", "full", "full", "full", "full",
+      "full", "shared"]})"),
+                          "the 1 past num_hidden_layers = 6 are ignored"));
+}
+
 // configuration_qwen4_exp.py: linear_attention, then indexed_attention every full_attention_interval (4)
 // layers ("full_attention" read as indexed); the whole 256-dim head rotated unless partial_rotary_factor says
 // otherwise (not qwen3_5's 0.25), interleaved M-RoPE [11, 11, 10]; the five indexer_* keys all or none
@@ -289,6 +343,24 @@ TEST(ModelIndexer, HyV4HalvesSinksAndAFlippedIndexerRope) {
       "indexed_attention", "indexed_attention", "indexed_attention"])")
                 .find("sparse_attention"),
             std::string::npos);
+}
+
+// modeling_hy_v4.py L93-110: the default init rotates the whole 64-dim rope head whatever
+// partial_rotary_factor says; every other rope type's init reads it (modeling_rope_utils.py L181, L325, L416,
+// L549, L639): cos / sin narrower than the head apply_rotary_pos_emb multiplies (L151): transformers 5.23
+// fails at the first forward.
+TEST(ModelIndexer, HyV4ScaledRopeRotatesTheWholeRopeHead) {
+  EXPECT_NE(
+      error_of("hy_v4", R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
+      "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.5})")
+          .find("partial_rotary_factor = 0.5 with rope type 'yarn' is not supported for hy_v4: its rotary "
+                "module then builds cos / sin of 32 dims, which its apply_rotary_pos_emb cannot apply to "
+                "the 64-dim rotated head"),
+      std::string::npos);
+  const ModelPositions plain =
+      plan("hy_v4", R"("rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5})");
+  EXPECT_EQ(plain.layers[0].rotary_lo, 192);
+  EXPECT_EQ(plain.layers[0].rotary_hi, 256);
 }
 
 }  // namespace

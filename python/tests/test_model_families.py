@@ -23,6 +23,7 @@ What is compared, per layer, with a tiny CPU model built from that config (eager
 - the attention function's arguments: scaling, sliding_window, softcap; the attention mask
   (causal / bidirectional); layer_types; sinks.
 """
+import copy
 import importlib
 import math
 import re
@@ -1354,6 +1355,154 @@ def test_molmo2_scaled_and_unscaled_layers_against_transformers():
         ["yarn" if i in (0, 2, 3) else "default" for i in range(LAYERS)]
     assert all(lay.rope.base == 1e6 for lay in m.layers)
     check_family("molmo2_text", config)  # (layer 1's frequencies against rotary_emb_unscaled)
+
+
+def test_molmo2_partial_rotation_against_transformers():
+    """Molmo 2's default init (and rotary_emb_unscaled) rotates the whole head whatever partial_rotary_factor
+    says (modeling_molmo2.py L121-138); a scaled type's init reads it (modeling_rope_utils.py L416: yarn), and
+    its cos / sin of int(head_dim * prf) dims cannot multiply the whole head (modeling_molmo2.py L230): the
+    model builds, its first forward fails, and posenc refuses by name. Without a scaled layer
+    (rope_scaling_layers []) transformers runs every layer on the unscaled module: the whole head."""
+    text_cls, _ = FAMILIES["molmo2_text"]
+    yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6, "original_max_position_embeddings": 1024,
+            "partial_rotary_factor": 0.5}
+    for layers in (None, [1]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = text_cls(**{**_shrunk_kwargs(text_cls), "rope_parameters": dict(yarn),
+                                 "rope_scaling_layers": layers})
+        with pytest.raises(RuntimeError, match="must match the size of tensor"), torch.no_grad():
+            build(config)(input_ids=torch.ones(1, 2, dtype=torch.long))
+        with pytest.raises(posenc.Error, match="partial_rotary_factor = 0.5 with rope type 'yarn' is not "
+                                               "supported for molmo2_text: its rotary module then builds "
+                                               "cos / sin of 64 dims"):
+            plan(config.to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), "rope_parameters": dict(yarn),
+                             "rope_scaling_layers": []})
+    m = plan(config.to_dict())
+    assert all(lay.rotary_dims == (0, config.head_dim) and lay.rope.scaling.rope_type == "default"
+               for lay in m.layers)
+    check_family("molmo2_text", config)
+
+
+def test_molmo2_wrapper_and_scaling_layers_against_transformers():
+    """Molmo2Config builds a text_config without model_type as Molmo2TextConfig (its sub_configs_defaults,
+    configuration_utils.py L248-267): the same plan as with model_type. rope_scaling_layers indices outside
+    the model scale no layer (modeling_molmo2.py L661-664: `layer_idx in config.rope_scaling_layers`): planned
+    without them, with a warning naming them; the whole model against transformers."""
+    text_cls, _ = FAMILIES["molmo2_text"]
+    kw = {**_shrunk_kwargs(text_cls), "rope_scaling_layers": [0, 2, 7, -1],
+          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
+                              "original_max_position_embeddings": 1024}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapper = configuration_auto.CONFIG_MAPPING["molmo2"](text_config=dict(kw))
+        config = text_cls(**kw)
+    assert type(wrapper.text_config) is text_cls
+    untyped = {**wrapper.to_dict(), "text_config": {k: v for k, v in wrapper.text_config.to_dict().items()
+                                                     if k != "model_type"}}
+    m = plan(config.to_dict())
+    got = plan(untyped)
+    assert got.model_type == "molmo2_text" and [repr(a) for a in got.layers] == [repr(a) for a in m.layers]
+    assert any("rope_scaling_layers contains 7, -1, not a layer" in w for w in m.warnings), m.warnings
+    model = build(config)
+    assert [lay.rope.scaling.rope_type for lay in m.layers] == \
+        ["yarn" if t == "scaled" else "default" for t in model.rope_types] == \
+        ["yarn" if i in (0, 2) else "default" for i in range(LAYERS)]
+    check_family("molmo2_text", config)
+
+
+def test_hy_v4_partial_rotation_with_yarn_is_refused_as_transformers_fails():
+    """Hunyuan 4's default init rotates the whole 64-dim rope head (modeling_hy_v4.py L93-110); yarn's init
+    reads partial_rotary_factor (modeling_rope_utils.py L416) and its narrower cos / sin cannot multiply the
+    head (modeling_hy_v4.py L151): transformers' first forward fails, posenc refuses by name."""
+    text_cls, _ = FAMILIES["hy_v4"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**{**_shrunk_kwargs(text_cls), "rope_parameters": {
+            "rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4, "original_max_position_embeddings": 1024,
+            "partial_rotary_factor": 0.5}})
+    with pytest.raises(RuntimeError, match="must match the size of tensor"), torch.no_grad():
+        build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+    with pytest.raises(posenc.Error, match="partial_rotary_factor = 0.5 with rope type 'yarn' is not "
+                                           "supported for hy_v4: its rotary module then builds cos / sin "
+                                           "of 32 dims"):
+        plan(config.to_dict())
+
+
+def test_zaya_scaled_rope_needs_original_max_position_embeddings():
+    """ZAYA's convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py L114-120),
+    which gives other families' yarn dicts original_max_position_embeddings (modeling_rope_utils.py
+    L856-859): its validation raises KeyError without it (L1151-1153), as posenc refuses by name; with it,
+    the whole model against transformers (yarn on the hybrid layers' half head)."""
+    text_cls, _ = FAMILIES["zaya"]
+    yarn = {"rope_type": "yarn", "rope_theta": 5e6, "factor": 4.0, "partial_rotary_factor": 0.5}
+    rp = {"hybrid": yarn,
+          "hybrid_sliding": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}
+    kw = {**_shrunk_kwargs(text_cls), "rope_parameters": rp}
+    with pytest.raises(KeyError, match="original_max_position_embeddings"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text_cls(**copy.deepcopy(kw))
+    with pytest.raises(posenc.Error, match=r"rope_parameters\.hybrid\.original_max_position_embeddings is "
+                                           "missing: rope type \"yarn\" requires it"):
+        plan({**copy.deepcopy(kw), "model_type": "zaya"})
+    kw["rope_parameters"] = {**rp, "hybrid": {**yarn, "original_max_position_embeddings": 1024}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    m = plan(config.to_dict())
+    assert [lay.rope.scaling.rope_type for lay in m.layers] == \
+        ["yarn" if t == "hybrid" else "default" for t in config.layer_types]
+    check_family("zaya", config)
+
+
+def test_glm5_next_key_value_heads_must_equal_the_heads():
+    """GLM-5-Next's validate_architecture raises unless num_key_value_heads (64 when absent) equals
+    num_attention_heads (configuration_glm5_next.py L106-107, L206-212): posenc refuses by name."""
+    text_cls, _ = FAMILIES["glm5_next_text"]
+    kw = _shrunk_kwargs(text_cls)
+    assert kw["num_attention_heads"] == HEADS
+    for kv, message in ((KV_HEADS, f"num_key_value_heads = {KV_HEADS} is invalid for glm5_next_text: it must "
+                                   f"equal num_attention_heads = {HEADS}"), (None, "(64 when absent)")):
+        given = {k: v for k, v in kw.items() if k != "num_key_value_heads"}
+        if kv:
+            given["num_key_value_heads"] = kv
+        with pytest.raises(Exception, match="must be the same as num_key_value_heads"), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            text_cls(**given)
+        with pytest.raises(posenc.Error, match=re.escape(message)):
+            plan({**given, "model_type": "glm5_next_text"})
+
+
+@pytest.mark.parametrize("model_type", ["glm_moe_dsa", "hy_v4", "glm5_next_text"])
+def test_indexer_types_past_the_last_layer_against_transformers(model_type):
+    """Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347, modeling_hy_v4.py L369,
+    modeling_glm5_next.py L1150-1153): entries past the last layer are never read, so transformers runs;
+    posenc ignores them too, with a warning. GLM-5-Next's linear layers never read theirs: a list ending
+    after its last indexed layer runs as well. The shared layers against the attention modules'
+    skip_topk; the whole model through check_family."""
+    text_cls, _ = FAMILIES[model_type]
+    kw = _shrunk_kwargs(text_cls)
+    lists = [["full", "shared", "full", "full", "shared", "full", "shared", "other"]]
+    if model_type == "glm5_next_text":  # (indexed: layer 3 of 6)
+        lists = [["full", "full", "full", "full", "full", "full", "shared"], ["full", "full", "full", "full"]]
+    for indexer_types in lists:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = text_cls(**kw, indexer_types=indexer_types)
+        m = plan(config.to_dict())
+        if len(indexer_types) > LAYERS:
+            assert any(f"the {len(indexer_types) - LAYERS} past num_hidden_layers = {LAYERS} are ignored" in w
+                       for w in m.warnings), m.warnings
+        model = build(config)
+        for layer in m.layers:
+            attn = model.layers[layer.layer].self_attn
+            if hasattr(attn, "skip_topk"):
+                assert layer.indexer is None or layer.indexer.shared == attn.skip_topk, layer.layer
+        check_family(model_type, config)
 
 
 def test_modernbert_decoder_legacy_keys_against_transformers():
