@@ -65,8 +65,9 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
                                  int64_t min_queries = 0, Strided<const uint16_t, 3> x16 = {},
                                  bool bf16_pairs = false);
 // Rows x (B, K, Hkv) of `dim` copied per (problem, kv head), each padded to `stride` =
-// padded_row_floats(dim) floats: the prefill's value tiles, copied once per call rather than by every
-// task that reads them. Problems with at most `min_queries` queries are left out (head() is null).
+// padded_row_floats(dim) floats: the B rows of the tile products (the forward's values, the
+// backward's keys), copied once per call rather than by every task that reads them. Problems with at
+// most `min_queries` queries are left out (head() is null).
 struct PackedRows {
   std::vector<int64_t> offset;
   std::vector<float> data;

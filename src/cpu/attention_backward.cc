@@ -96,6 +96,11 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dcap[kAttentionBlockQ * kAttentionBlockK];
   std::vector<float> dK(static_cast<size_t>(n * D), 0.0f), dV(static_cast<size_t>(n * Dv), 0.0f), scratch;
+  // The block's rows of dO and q, the B of the two products below, copied with padded rows (rows H * D
+  // apart, often a power of two, fall in a few L1 sets: padded_row_floats).
+  const int64_t do_stride = padded_row_floats(Dv), q_stride = padded_row_floats(D);
+  std::vector<float> dO_rows(static_cast<size_t>(kAttentionBlockQ * do_stride)),
+      q_rows(static_cast<size_t>(kAttentionBlockQ * q_stride));
   const int64_t group = p.H / p.Hkv;
   for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
     for (int64_t i0 = 0; i0 < pr.nq; i0 += kAttentionBlockQ) {
@@ -105,9 +110,13 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
       const BlockGrad bg = MakeBlockGrad(p, io, delta, qb);
       TileGrad(p, io, qb, bg, kt, vt, kt0, n, P, dS, dcap, scratch);
       SoftcapGrad(p, qb.m, n, dcap, dS);
-      TileGemm({n, Dv, qb.m, P, 1, kAttentionBlockK, bg.dO, io.grad_out.stride[1], dV.data(), Dv, 1.0f,
+      for (int64_t i = 0; i < qb.m; ++i) {
+        std::copy_n(bg.dO + i * io.grad_out.stride[1], Dv, dO_rows.data() + i * do_stride);
+        std::copy_n(qb.q + i * p.q.stride[1], D, q_rows.data() + i * q_stride);
+      }
+      TileGemm({n, Dv, qb.m, P, 1, kAttentionBlockK, dO_rows.data(), do_stride, dV.data(), Dv, 1.0f,
                 true});  // dV += P^T dO
-      TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, qb.q, p.q.stride[1], dK.data(), D, p.scale,
+      TileGemm({n, D, qb.m, dS, 1, kAttentionBlockK, q_rows.data(), q_stride, dK.data(), D, p.scale,
                 true});  // dK += s dS^T Q
     }
   for (int64_t j = 0; j < n; ++j) {
@@ -119,8 +128,8 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
 
 // Pass 2: dQ of one query block of one head, and its positional sums.
 void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const std::vector<float>& delta,
-                    const PackedTransposed& kt, const PackedTransposed& vt, int64_t problem, int64_t h,
-                    int64_t i0, const QuerySums& sums) {
+                    const PackedTransposed& kt, const PackedTransposed& vt, const PackedRows& k_rows,
+                    int64_t problem, int64_t h, int64_t i0, const QuerySums& sums) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t D = p.D;
   QueryBlock qb = MakeQueryBlock(p, problem, h, i0);
@@ -129,7 +138,7 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
   const int64_t m = qb.m, rows = p.shaw ? p.shaw->rows : 0;
   const float* kt_h = kt.head(p, problem, qb.hk);
   const float* vt_h = vt.head(p, problem, qb.hk);
-  const float* krows = pr.nk > 0 ? p.k.at(pr.b, pr.k0, qb.hk) : nullptr;  // no offset on empty views
+  const float* krows = k_rows.head(p, problem, qb.hk);  // null without keys
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
   alignas(64) float P[kAttentionBlockQ * kAttentionBlockK];
   alignas(64) float dS[kAttentionBlockQ * kAttentionBlockK];
@@ -154,7 +163,7 @@ void QueryBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const
         }
       }
     SoftcapGrad(p, m, n, dcap, dS);
-    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * p.k.stride[1], p.k.stride[1], dQ.data(), D,
+    TileGemm({m, D, n, dS, kAttentionBlockK, 1, krows + kt0 * k_rows.stride, k_rows.stride, dQ.data(), D,
               p.scale, true});  // dQ += s dS K
     if (p.shaw)
       for (int64_t i = 0; i < m; ++i) {
@@ -258,6 +267,7 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
     }
   const PackedTransposed kt = pack_transposed(p, p.k, p.D);
   const PackedTransposed vt = pack_transposed(p, p.v, p.Dv);
+  const PackedRows k_rows = pack_rows(p, p.k, p.D, 0);  // dQ's B: key rows, padded
 
   // Pass 1: dK, dV, per (problem, key/value head, key block).
   const std::vector<AttentionTask> key_tasks = attention_tasks(p, p.Hkv, true);
@@ -290,7 +300,7 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
     sums.relative = table_rows ? relative.data() + t * table_rows : nullptr;
     sums.row_lut = row_lut.empty() ? nullptr : row_lut.data();
     HWY_DYNAMIC_DISPATCH(QueryBlockTask)
-    (p, io, delta, kt, vt, task.problem, task.head, task.block * kAttentionBlockQ, sums);
+    (p, io, delta, kt, vt, k_rows, task.problem, task.head, task.block * kAttentionBlockQ, sums);
   };
   if (p.transformer_xl) {
     parallel_for(p.H, [&](int64_t h) {
