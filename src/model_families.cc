@@ -131,6 +131,9 @@ constexpr Family kFamilies[] = {
   // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
   // per head, indexer_types sharing
   {"hy_v4",          R,      1e4,     262144,  0,       0,    false, H},
+  // Dots 3 Note: MLA with dims per layer type (sliding: nope 192, windows of 512, base 5e4; indexed: nope
+  // 128, base 8e7, GLM-5's indexer), interleaved (src/model_dots3.cc; configuration_dots3_note.py L241-285)
+  {"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I},
   // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
   {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I},
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
@@ -407,6 +410,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"qwen4_exp_text", 2048, 16, 40},
       {"zaya", 2048, 8, 40},
       {"hy_v4", 2816, 32, 34},
+      {"dots3_note_text", 5120, 128, 46},
       {"molmo2_text", 4096, 32, 36},
       {"mamba", 768, 0, 32},  // no attention heads
       {"mamba2", 4096, 0, 64},

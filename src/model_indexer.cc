@@ -200,7 +200,12 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
   const bool glm = m.type == "glm_moe_dsa";
   const bool hy = m.type == "hy_v4";
-  if (m.type != "deepseek_v32" && !glm && !hy) return out;
+  // dots3_note_text (modeling_dots3_note.py Dots3NoteTextIndexer, L186-275): on its indexed_attention layers
+  // only (L501-503), GLM-5's indexer: index_n_heads heads of index_head_dim (L205-206), the first
+  // qk_rope_head_dim dims rotated in pairs (L248-254) with the layer's cos / sin, no shared layers. The
+  // rotated width is the layer type's (set in model_config_json.cc; src/model_dots3.cc checked it fits).
+  const bool dots3 = m.type == "dots3_note_text";
+  if (m.type != "deepseek_v32" && !glm && !hy && !dots3) return out;
   TopkIndexer ix;
   ix.topk = j.int_or("index_topk", 2048);
   const bool axk2 = m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 16
@@ -211,7 +216,7 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     fail(kOp, j.where, "index_n_heads = ", ix.heads, " is invalid: must be in [1, ", kMaxIndexHeads, "]");
   // The indexer rotates the first qk_rope_head_dim dims of its head with the layer's cos / sin
   // (modeling_deepseek_v32.py L214-220: split rope-first).
-  if (ix.head_dim < m.head_dim || ix.head_dim > kMaxModelHeadDim)
+  if ((!dots3 && ix.head_dim < m.head_dim) || ix.head_dim < 1 || ix.head_dim > kMaxModelHeadDim)
     fail(kOp, j.where, "index_head_dim = ", ix.head_dim,
          " is invalid: must be in [qk_rope_head_dim = ", m.head_dim, ", ", kMaxModelHeadDim, "]");
   ix.rotary_lo = 0;
@@ -224,11 +229,12 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   // — unlike the main MLA attention", modeling_deepseek_v32.py L219; DeepSeek's inference/model.py
   // likewise), GLM-5's pairs (modeling_glm_moe_dsa.py L220-221). The checkpoints' indexer_rope_interleave
   // is not read by transformers 5.
-  ix.rope.layout = glm ? RopeLayout::interleaved : RopeLayout::half;  // (hy_v4: halves)
-  if (j.has("indexer_rope_interleave") && j.boolean("indexer_rope_interleave") != glm)
+  const bool pairs = glm || dots3;
+  ix.rope.layout = pairs ? RopeLayout::interleaved : RopeLayout::half;  // (hy_v4: halves)
+  if (j.has("indexer_rope_interleave") && j.boolean("indexer_rope_interleave") != pairs)
     warnings.push_back(j.where + "indexer_rope_interleave = " +
                        json_excerpt(j.at("indexer_rope_interleave")) + " is ignored: transformers 5's " +
-                       m.type + " indexer rotates " + (glm ? "interleaved pairs" : "halves"));
+                       m.type + " indexer rotates " + (pairs ? "interleaved pairs" : "halves"));
   std::vector<bool> shared =
       glm ? glm_shared_layers(j, m.layers, warnings) : std::vector<bool>(m.layers, false);
   if (hy) {
@@ -239,15 +245,19 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
       for (int64_t i = 0; i < m.layers; ++i) shared[i] = !(i == 0 || (i - 1) % 4 == 0);
     }
   }
+  bool any = false;
   for (int64_t i = 0; i < m.layers; ++i) {
+    if (dots3 && types[i] != "indexed_attention") continue;
     out[i] = ix;
     out[i]->shared = shared[i];
+    any = true;
   }
-  warnings.push_back(
-      "indexed_attention (DeepSeek sparse attention): each query attends to the index_topk = " +
-      std::to_string(ix.topk) +
-      " visible keys its indexer scores highest; LayerPlan::attention_config() is dense "
-      "attention, exact while a query sees at most that many keys");
+  if (any)
+    warnings.push_back(
+        "indexed_attention (DeepSeek sparse attention): each query attends to the index_topk = " +
+        std::to_string(ix.topk) +
+        " visible keys its indexer scores highest; LayerPlan::attention_config() is dense "
+        "attention, exact while a query sees at most that many keys");
   return out;
 }
 

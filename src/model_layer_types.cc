@@ -380,6 +380,9 @@ void check_family_layer_types(const std::string& type, const std::vector<std::st
     allowed = {"full_attention", "linear_attention", "moe", "mlp"};  // configuration_nemotron_h.py L215
   else if (type == "deepseek_v32" || type == "glm_moe_dsa" || type == "hy_v4")
     allowed = {"indexed_attention"};  // every layer has its indexer (modeling_deepseek_v32.py L381)
+  else if (type == "dots3_note_text")
+    // the masks its model builds (modeling_dots3_note.py L755-759)
+    allowed = {"full_attention", "sliding_attention", "indexed_attention"};
   else if (type == "glm5_next_text" || type == "qwen4_exp_text")
     allowed = {"indexed_attention", "linear_attention"};  // the two masks its model builds
   else if (type == "minimax_m3_vl_text")

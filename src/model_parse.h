@@ -145,6 +145,10 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
 // full_attention / sliding_attention (src/model_zaya.cc); zaya_layer_type names a plan's type back.
 json zaya_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
 std::string zaya_layer_type(const std::string& type);
+// dots3_note_text's text config (flat under a "dots3_note" wrapper too) in the form its config class builds:
+// layer types from use_dsa / use_sliding_window, one rope dict per layer type, its per-type MLA dims as
+// per_layer_config's qk_nope_head_dim / qk_rope_head_dim / v_head_dim overrides (src/model_dots3.cc).
+json dots3_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
 
 // Remote-code model types posenc plans from the authors' modeling files (src/model_remote.cc).
 bool remote_code_planned(const std::string& model_type);
@@ -181,5 +185,11 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
 std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<std::string>& types);
 int64_t type_head_dim(const std::vector<int64_t>& dims, const std::vector<std::string>& types,
                       const std::string& type, int64_t fallback);
+// MLA dims per layer (dots3_note_text: per_layer_config's qk_nope_head_dim and v_head_dim overrides, the
+// rotated qk_rope_head_dim being layer_head_dims'); empty for every other family (src/model_per_layer.cc).
+struct MlaLayerDims {
+  std::vector<int64_t> nope, v;
+};
+MlaLayerDims mla_layer_dims(Obj& j, const Model& m, int64_t v_head_dim);
 
 }  // namespace posenc::detail

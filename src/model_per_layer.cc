@@ -7,7 +7,8 @@
 // full-attention layers take head_dim = global_head_dim (512 by default) (configuration_gemma4.py
 // Gemma4TextConfig.__post_init__), and its rotary module builds each layer type's frequencies from
 // that type's layer config (modeling_gemma4.py Gemma4TextRotaryEmbedding: per_layer_config[layer_type]).
-// posenc models the head_dim override; overrides of anything else positional are refused by name.
+// posenc models the head_dim override, and dots3_note_text's MLA dims (qk_nope / qk_rope / v_head_dim, as
+// src/model_dots3.cc writes them); overrides of anything else positional are refused by name.
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
   const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
                    type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
                    type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
-                   type == "longcat_flash" || type == "hy_v4";
+                   type == "longcat_flash" || type == "hy_v4" ||
+                   type == "dots3_note_text";  // modeling_dots3_note.py Dots3NoteTextAttention (L436-606)
   // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py, configuration_hy_v4.py: nope 192, v 256
   const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa" || type == "hy_v4";
   const bool axk2 =
@@ -200,9 +202,14 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
   // step3p5's config class writes per_layer_config itself (its sliding layers' head counts,
   // configuration_step3p7.py L240-249); its rotary module reads the global head_dim.
   const bool step3p5 = m.type == "step3p5";
-  if (!gemma4 && !step3p5 && j.has("per_layer_config"))
+  // dots3_note_text: each layer builds its MLA from its layer config (modeling_dots3_note.py L439-442);
+  // src/model_dots3.cc writes the per-type dims as qk_nope_head_dim / qk_rope_head_dim / v_head_dim
+  // overrides. An MLA layer's head dim here is its rotated width, qk_rope_head_dim (the dims its RopeConfig
+  // spans).
+  const bool dots3 = m.type == "dots3_note_text";
+  if (!gemma4 && !step3p5 && !dots3 && j.has("per_layer_config"))
     fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.family->model_type,
-         "' (read for gemma4_text and step3p5 only)");
+         "' (read for gemma4_text, step3p5 and dots3_note_text only)");
   // Gemma4TextConfig: `if "per_layer_config" not in kwargs` -- an explicit null counts as given.
   if (gemma4 && j.j.contains("per_layer_config") && !j.has("per_layer_config")) return dims;
   if (j.has("per_layer_config")) {
@@ -223,7 +230,11 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
       if (!it.value().is_object())
         fail(kOp, j.where, where, " = ", json_excerpt(it.value()), " must be an object");
       for (auto o = it.value().begin(); o != it.value().end(); ++o) {
-        if (o.key() == "head_dim" && step3p5) {
+        if (dots3 && o.key() == "qk_rope_head_dim") {
+          dims[layer] = checked_dim(where + ".qk_rope_head_dim", o.value());
+        } else if (dots3 && (o.key() == "qk_nope_head_dim" || o.key() == "v_head_dim")) {
+          // mla_layer_dims
+        } else if (o.key() == "head_dim" && step3p5) {
           if (checked_dim(where + ".head_dim", o.value()) != m.head_dim)
             fail(kOp, j.where, where, ".head_dim = ", json_excerpt(o.value()),
                  " is not modeled by posenc: step3p5's rotary module sizes every layer's rotation by the "
@@ -256,6 +267,27 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
       if (types[i] == "full_attention") dims[i] = global;
   }
   return dims;
+}
+
+MlaLayerDims mla_layer_dims(Obj& j, const Model& m, int64_t v_head_dim) {
+  MlaLayerDims out;
+  if (m.type != "dots3_note_text") return out;
+  out.nope.assign(static_cast<size_t>(m.layers), m.nope);
+  out.v.assign(static_cast<size_t>(m.layers), v_head_dim);
+  if (!j.has("per_layer_config")) return out;
+  const json& plc = j.at("per_layer_config");  // (its keys and values checked by layer_head_dims)
+  for (auto it = plc.begin(); it != plc.end(); ++it) {
+    const auto layer = static_cast<size_t>(std::stoll(it.key()));
+    for (auto [key, dims] : {std::pair{"qk_nope_head_dim", &out.nope}, std::pair{"v_head_dim", &out.v}})
+      if (has(it.value(), key)) {
+        const json& v = it.value().at(key);
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxModelHeadDim)
+          fail(kOp, j.where, "per_layer_config.", it.key(), ".", key, " = ", json_excerpt(v),
+               " is invalid: must be an integer in [0, ", kMaxModelHeadDim, "]");
+        (*dims)[layer] = v.get<int64_t>();
+      }
+  }
+  return out;
 }
 
 // The head dim of every layer of one type: the rotary module builds one set of frequencies per

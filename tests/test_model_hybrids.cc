@@ -771,6 +771,74 @@ TEST(ModelHybrids, Molmo2ScaledAndUnscaledLayers) {
   EXPECT_EQ(untyped.layers[2].rope->scaling.type, RopeScalingType::none);
 }
 
+// Qwen3_5MoeConfig names Qwen3_5MoeTextConfig for text_config (configuration_qwen3_5_moe.py L186), a concrete
+// class: transformers builds text_config as that class whether the dict has no model_type or another one
+// (configuration_utils.py L248-256), so posenc plans qwen3_5_moe_text either way and warns of an ignored
+// model_type. A wrapper whose text class posenc does not model is refused by that class's model_type.
+TEST(ModelHybrids, WrapperTextClassDecidesTheTextModel) {
+  // The class's defaults: 3 linear-attention layers per full one, 64 of the 256 head dims rotated
+  // (qwen3_moe's class would give 4 full-attention layers rotating whole 64-dim heads).
+  const std::string text = R"("num_hidden_layers": 4)";
+  const ModelPositions want =
+      model_positions_from_hf_json(R"({"model_type": "qwen3_5_moe_text", )" + text + "}");
+  EXPECT_EQ(attending(want), (Layers{3}));
+  for (const std::string& type : {std::string(), std::string(R"("model_type": "qwen3_moe", )")}) {
+    const ModelPositions got = model_positions_from_hf_json(
+        R"({"model_type": "qwen3_5_moe", "text_config": {)" + type + text + "}}");
+    EXPECT_EQ(got.model_type, want.model_type) << type;
+    ASSERT_EQ(got.layers.size(), want.layers.size()) << type;
+    for (size_t i = 0; i < got.layers.size(); ++i) {
+      EXPECT_EQ(got.layers[i].softmax_attention, want.layers[i].softmax_attention) << type << i;
+      if (!got.layers[i].rope) continue;
+      ASSERT_TRUE(want.layers[i].rope.has_value()) << i;
+      EXPECT_EQ(got.layers[i].rope->base, want.layers[i].rope->base);
+      EXPECT_EQ(got.layers[i].rope->effective_rotary_dim(), 64);
+      EXPECT_EQ(got.layers[i].rope->head_dim, 256);
+    }
+    EXPECT_EQ(has_warning(got,
+                          "text_config.model_type = \"qwen3_moe\" is ignored: qwen3_5_moe's config class "
+                          "builds text_config as its text class, model_type 'qwen3_5_moe_text'"),
+              !type.empty());
+  }
+  // CLIPConfig builds CLIPTextConfig (configuration_clip.py L158): refused as clip_text_model, not planned
+  // as the llama the dict names.
+  for (const char* type : {"", R"("model_type": "llama", )"})
+    expect_plan_error(R"({"model_type": "clip", "text_config": {)" + std::string(type) + text + "}}",
+                      "model_type 'clip_text_model' is not in posenc's model table");
+}
+
+// LlavaConfig's text_config spec is AutoConfig with default model_type llama (configuration_llava.py L67):
+// a dict without model_type is built as LlamaConfig, one with a model_type as that family's class.
+// VoxtralConfig also fills the dict's absent keys from the spec's init_kwargs (configuration_voxtral.py
+// L122): its base is 1e8, not LlamaConfig's 1e4. Sam3Config's default, clip_text_model, is refused by name.
+TEST(ModelHybrids, WrapperDefaultTextTypeFillsAMissingModelType) {
+  const std::string text = R"("num_hidden_layers": 2, "rope_theta": 5e5, "max_position_embeddings": 4096)";
+  const ModelPositions want = model_positions_from_hf_json(R"({"model_type": "llama", )" + text + "}");
+  const ModelPositions got =
+      model_positions_from_hf_json(R"({"model_type": "llava", "text_config": {)" + text + "}}");
+  EXPECT_EQ(got.model_type, "llama");
+  ASSERT_EQ(got.layers.size(), 2u);
+  for (size_t i = 0; i < got.layers.size(); ++i) {
+    ASSERT_TRUE(got.layers[i].rope.has_value()) << i;
+    EXPECT_EQ(got.layers[i].rope->base, want.layers[i].rope->base);
+    EXPECT_EQ(got.layers[i].rope->head_dim, want.layers[i].rope->head_dim);
+  }
+  EXPECT_EQ(got.layers[0].rope->base, 5e5);
+  const ModelPositions typed = model_positions_from_hf_json(
+      R"({"model_type": "llava", "text_config": {"model_type": "mistral", )" + text + "}}");
+  EXPECT_EQ(typed.model_type, "mistral");
+  for (const char* type : {"", R"("model_type": "llama", )"}) {
+    const ModelPositions voxtral = model_positions_from_hf_json(
+        R"({"model_type": "voxtral", "text_config": {)" + std::string(type) + R"("num_hidden_layers": 2}})");
+    EXPECT_EQ(voxtral.model_type, "llama") << type;
+    ASSERT_EQ(voxtral.layers.size(), 2u) << type;
+    EXPECT_EQ(voxtral.layers[0].rope->base, 1e8) << type;
+    EXPECT_EQ(voxtral.layers[0].rope->head_dim, 128) << type;
+  }
+  expect_plan_error(R"({"model_type": "sam3", "text_config": {"num_hidden_layers": 2}})",
+                    "model_type 'clip_text_model' is not in posenc's model table");
+}
+
 // modeling_molmo2.py L661-664: a layer is scaled iff `layer_idx in config.rope_scaling_layers`: other indices
 // scale no layer (ignored, warned); the strict list[int] field refuses anything else.
 TEST(ModelHybrids, Molmo2ScalingLayersOutsideTheModelAreIgnored) {

@@ -363,5 +363,163 @@ TEST(ModelIndexer, HyV4ScaledRopeRotatesTheWholeRopeHead) {
   EXPECT_EQ(plain.layers[0].rotary_hi, 256);
 }
 
+// Dots 3 Note (configuration_dots3_note.py, modeling_dots3_note.py of transformers 5.23): its published
+// checkpoints' flat "dots3_note" form (Dots3NoteConfig builds text_config from the top-level keys, L406-412),
+// with use_dsa, the legacy full_attention name and the swa_* keys of its sliding layers.
+const char* const kDots3Flat = R"({"model_type": "dots3_note", "num_hidden_layers": 6, "hidden_size": 5120,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1024, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "head_dim": 256,
+    "use_dsa": true, "use_sliding_window": true, "sliding_window_size": 512,
+    "layer_types": ["full_attention", "full_attention", "sliding_attention", "sliding_attention",
+                    "sliding_attention", "full_attention"],
+    "rope_theta": 80000000.0, "swa_rope_theta": 50000.0, "swa_num_attention_heads": 64,
+    "swa_num_key_value_heads": 64, "swa_q_lora_rank": 1024, "swa_kv_lora_rank": 1024, "swa_head_dim": 256,
+    "swa_qk_nope_head_dim": 192, "swa_v_head_dim": 128, "index_topk": 2048, "index_n_heads": 64,
+    "index_head_dim": 128, "max_position_embeddings": 524288, "vision_config": {"hidden_size": 1536}})";
+
+std::string dots3(const std::string& extra) { return test::model_json("dots3_note_text", six_layers(extra)); }
+
+TEST(ModelIndexer, Dots3NoteReleasedFormIsMlaPerLayerTypeWithAPairedIndexer) {
+  const ModelPositions m = model_positions_from_hf_json(kDots3Flat);
+  EXPECT_EQ(m.model_type, "dots3_note_text");
+  ASSERT_EQ(m.layers.size(), 6u);
+  for (const LayerPlan& l : m.layers) {
+    const bool sliding = l.layer >= 2 && l.layer <= 4;
+    // use_dsa renames full_attention to indexed_attention (L316-320)
+    EXPECT_EQ(l.layer_type, sliding ? "sliding_attention" : "indexed_attention") << l.layer;
+    EXPECT_EQ(l.position, PositionMethod::rope);
+    // each layer's MLA from its layer config (modeling_dots3_note.py L439-454): swa_* on the sliding layers
+    EXPECT_EQ(l.rotary_lo, sliding ? 192 : 128) << l.layer;
+    EXPECT_EQ(l.rotary_hi, sliding ? 256 : 192) << l.layer;
+    EXPECT_EQ(l.qk_head_dim, sliding ? 256 : 192);
+    EXPECT_EQ(l.v_head_dim, 128);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(sliding ? 256.0 : 192.0));  // L494
+    EXPECT_EQ(l.attention.window, sliding ? 512 : 0);  // L495, sliding_window_size (L305-306)
+    EXPECT_FALSE(l.attention.sinks);
+    EXPECT_EQ(l.rope->head_dim, 64);  // int(head_dim * qk_rope_head_dim / head_dim) dims (L358-363)
+    EXPECT_EQ(l.rope->effective_rotary_dim(), 64);
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);  // apply_rotary_pos_emb_interleave (L552)
+    EXPECT_EQ(l.rope->base, sliding ? 5e4 : 8e7);        // swa_rope_theta, rope_theta (L343-353)
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::none);
+    ASSERT_EQ(l.indexer.has_value(), !sliding) << l.layer;  // L501-503
+    if (sliding) continue;
+    EXPECT_EQ(l.indexer->topk, 2048);
+    EXPECT_EQ(l.indexer->heads, 64);
+    EXPECT_EQ(l.indexer->head_dim, 128);
+    EXPECT_FALSE(l.indexer->shared);
+    EXPECT_EQ(l.indexer->rotary_lo, 0);  // rope-first split, pairs (L248-254)
+    EXPECT_EQ(l.indexer->rotary_hi, 64);
+    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::interleaved);
+    EXPECT_EQ(l.indexer->rope.base, 8e7);
+  }
+  ASSERT_EQ(m.warnings.size(), 1u) << m.warnings[1];
+  EXPECT_TRUE(has_warning(m, "index_topk = 2048"));
+  // The class defaults (configuration_dots3_note.py L241-285, L321-336) are the released values, and the
+  // nested wrapper form is read from its text_config.
+  std::string text = kDots3Flat;
+  text.replace(text.find("\"dots3_note\""), 12, "\"dots3_note_text\"");
+  const std::string nested = R"({"model_type": "dots3_note", "text_config": )" + text + "}";
+  const ModelPositions defaults = model_positions_from_hf_json(dots3(""));
+  for (const ModelPositions& other : {model_positions_from_hf_json(nested), defaults})
+    for (size_t i = 0; i < 6; ++i) {
+      EXPECT_EQ(other.layers[i].layer_type, m.layers[i].layer_type);
+      EXPECT_EQ(other.layers[i].rotary_lo, m.layers[i].rotary_lo);
+      EXPECT_EQ(other.layers[i].rope->base, m.layers[i].rope->base);
+      EXPECT_EQ(other.layers[i].attention.window, m.layers[i].attention.window);
+      EXPECT_EQ(other.layers[i].indexer.has_value(), m.layers[i].indexer.has_value());
+    }
+  EXPECT_EQ(model_positions_from_hf_json(test::model_json("dots3_note_text")).layers.size(), 46u);
+}
+
+TEST(ModelIndexer, Dots3NoteUseDsaSavedPerLayerConfigAndUnreadKeys) {
+  // use_dsa false: full_attention layers without an indexer (L309, L316-320).
+  const ModelPositions full = plan("dots3_note_text", R"("use_dsa": false)");
+  EXPECT_EQ(full.layers[0].layer_type, "full_attention");
+  EXPECT_FALSE(full.layers[0].indexer.has_value());
+  EXPECT_EQ(full.layers[0].rotary_lo, 128);
+  EXPECT_FALSE(has_warning(full, "index_topk"));
+  // use_sliding_window false: every layer full (L311).
+  for (const LayerPlan& l : plan("dots3_note_text", R"("use_sliding_window": false)").layers)
+    EXPECT_EQ(l.layer_type, "indexed_attention");
+  // The saved form (to_dict): per_layer_config with the overrides that differ from the global values, rope
+  // dicts with partial_rotary_factor; a given per_layer_config leaves swa_* unread (L321-341).
+  const std::string sliding = R"({"num_attention_heads": 64, "num_key_value_heads": 64,
+      "qk_nope_head_dim": 96, "v_head_dim": 64, "head_dim": 128, "qk_rope_head_dim": 32})";
+  const std::string layers = R"({"2": )" + sliding + R"(, "3": )" + sliding + R"(, "04": )" + sliding + "}";
+  const ModelPositions saved = plan("dots3_note_text", R"("layer_types": ["indexed_attention",
+      "indexed_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+      "indexed_attention"], "per_layer_config": )" + layers +
+                                                           R"(,
+      "swa_head_dim": 512, "rope_parameters": {
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+      "indexed_attention": {"rope_type": "default", "rope_theta": 8e7, "partial_rotary_factor": 0.25}})");
+  EXPECT_EQ(saved.layers[3].rotary_lo, 96);
+  EXPECT_EQ(saved.layers[3].rotary_hi, 128);
+  EXPECT_EQ(saved.layers[3].v_head_dim, 64);
+  EXPECT_EQ(saved.layers[3].rope->base, 1e4);
+  EXPECT_DOUBLE_EQ(saved.layers[3].attention.softmax_scale, 1.0 / std::sqrt(128.0));
+  EXPECT_EQ(saved.layers[5].rotary_lo, 128);
+  EXPECT_TRUE(
+      has_warning(saved, "swa_head_dim = 512 is not read by dots3_note_text: per_layer_config is given"));
+  EXPECT_TRUE(
+      has_warning(saved, "rope_parameters.sliding_attention.partial_rotary_factor = 0.5 is not read"));
+  EXPECT_FALSE(has_warning(saved, "indexed_attention.partial_rotary_factor"));  // (0.25: what it sets)
+  const ModelPositions odd =
+      plan("dots3_note_text", R"("rope_interleave": false, "partial_rotary_factor": 0.5,
+      "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6, "mscale_all_dim": 1.0,
+      "original_max_position_embeddings": 4096}, "swa_rope_theta": 1e4)");
+  EXPECT_TRUE(has_warning(odd, "rope_interleave = false is ignored"));
+  EXPECT_TRUE(has_warning(odd, "partial_rotary_factor = 0.5 is not read by dots3_note_text"));
+  EXPECT_TRUE(has_warning(odd, "swa_rope_theta = 10000.0 is not read"));
+  // A flat rope dict goes to every layer type (L355-356); no mscale in the scale (L494).
+  for (const LayerPlan& l : odd.layers) {
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
+    EXPECT_EQ(l.rope->base, 1e6);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(static_cast<double>(l.qk_head_dim)));
+  }
+}
+
+TEST(ModelIndexer, Dots3NoteConfigsTransformersRejectsOrPosencCannotExpressAreRefused) {
+  const std::string types = R"("layer_types": ["attention", "attention", "sliding_attention",
+      "sliding_attention", "sliding_attention", "attention"])";
+  expect_plan_error(dots3(types), "layer_types contains \"attention\", which dots3_note_text cannot run");
+  expect_plan_error(dots3(R"("layer_types": ["chunked_attention", "indexed_attention", "indexed_attention",
+      "indexed_attention", "indexed_attention", "indexed_attention"])"),
+                    "masks for full_attention, sliding_attention and indexed_attention only");
+  // validate_architecture (L366-386)
+  expect_plan_error(dots3(R"("num_attention_heads": 64)"),
+                    "num_key_value_heads = 128 (the indexed_attention "
+                    "layers) is invalid for dots3_note_text");
+  expect_plan_error(dots3(R"("swa_qk_rope_head_dim": 32)"),
+                    "the sliding_attention layers' head_dim = 256 is invalid for dots3_note_text: it must "
+                    "equal qk_nope_head_dim + qk_rope_head_dim = 224");
+  expect_plan_error(dots3(R"("q_lora_rank": null)"), "q_lora_rank is null for the indexed_attention layers");
+  expect_plan_error(dots3(R"("qk_rope_head_dim": 160, "qk_nope_head_dim": 32)"),
+                    "qk_rope_head_dim = 160 exceeds index_head_dim = 128");
+  expect_plan_error(dots3(R"("n_group": 3)"), "n_group = 3, topk_group = 1 and n_routed_experts = 256");
+  // int(98 * (64 / 98)) = 63: frequencies base^(-2i / 63) for 64 dims
+  expect_plan_error(dots3(R"("head_dim": 98)"), "builds int(head_dim * (qk_rope_head_dim / head_dim)) = 63");
+  expect_plan_error(dots3(R"("rope_parameters": {"rope_type": "proportional"})"),
+                    "rope_type = \"proportional\" is not supported for dots3_note_text");
+  expect_plan_error(dots3(R"("rope_parameters": {"rope_type": "default"},
+      "rope_scaling": {"rope_type": "linear", "factor": 2.0})"),
+                    "beside rope_parameters is not supported");
+  expect_plan_error(dots3(R"("rope_parameters": {"indexed_attention": {"rope_type": "default"}})"),
+                    "rope_parameters.sliding_attention is missing");
+  expect_plan_error(dots3(R"("sliding_window": null, "sliding_window_size": null)"),
+                    "sliding_window = null is invalid for dots3_note_text");
+  // per_layer_config: one layer config per type (integrations/heterogeneity: "not homogeneous"), layer keys,
+  // per-layer values posenc does not vary
+  expect_plan_error(dots3(R"("per_layer_config": {"2": {"qk_nope_head_dim": 64, "head_dim": 128},
+      "3": {}, "4": {}})"),
+                    "per_layer_config gives the sliding_attention layers different overrides");
+  expect_plan_error(dots3(R"("per_layer_config": {"6": {}})"), "keys must be layer indices in [0, 6)");
+  expect_plan_error(dots3(R"("per_layer_config": {"0": {"index_topk": 16}, "1": {"index_topk": 16},
+      "5": {"index_topk": 16}}, "use_sliding_window": false)"),
+                    "per_layer_config.0.index_topk = 16 is not modeled by posenc");
+  expect_plan_error(dots3(R"("per_layer_config": {"0": {"rope_parameters": {}}})"),
+                    "per_layer_config.0.rope_parameters: a per-layer override of this attribute");
+}
+
 }  // namespace
 }  // namespace posenc

@@ -102,7 +102,7 @@ SUPPORTED = {
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
-    "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
+    "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text", "dots3_note_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -194,6 +194,11 @@ FAMILY_KWARGS["qwen4_exp_text"] = dict(
 # reference code declares them.
 FAMILY_KWARGS["zaya"] = dict(num_experts_per_tok=1, layer_types=["hybrid", "hybrid_sliding"] * (LAYERS // 2),
                              sliding_window=4)
+# Dots 3 Note's sliding layers take their head counts and latent ranks from swa_* (64 heads, ranks 1024 by
+# default: shrunk as the global ones; their head dims, base and window stay the class's).
+FAMILY_KWARGS["dots3_note_text"] = dict(
+    swa_num_attention_heads=HEADS, swa_num_key_value_heads=HEADS, swa_q_lora_rank=32, swa_kv_lora_rank=32,
+    index_n_heads=4, shared_experts_intermediate_size=32)
 # Per-layer bases (0: no RoPE), as Granite's SWA checkpoints set them.
 FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
     layer_rope_theta=[0, 1e4, 5e5, 1e4, 0, 5e5])
@@ -695,7 +700,7 @@ def posenc_mask(a, t):
 
 
 PERMUTED_WRITE_BACK = {"deepseek_v3", "youtu", "axk1", "axk2", "glm4_moe_lite", "bailing_hybrid", "mistral4",
-                       "deepseek_v32", "glm_moe_dsa", "longcat_flash"}
+                       "deepseek_v32", "glm_moe_dsa", "longcat_flash", "dots3_note_text"}
 
 
 def seq2seq_stacks(model):
@@ -980,6 +985,144 @@ def test_wrapper_gives_its_text_config_plan(wrapper, text_type):
     assert got.model_type == want.model_type and got.num_layers == want.num_layers
     assert [repr(a) for a in got.layers] == [repr(b) for b in want.layers]
 
+
+def _text_class_wrappers():
+    """(wrapper, text model_type) for every config class whose sub_configs_defaults names a concrete class
+    for text_config (not AutoConfig): SubConfigSpec.create_subconfig (configuration_utils.py L248-256) builds
+    text_config with that class whatever model_type the dict has or lacks."""
+    out = []
+    for mt, cls in configuration_auto.CONFIG_MAPPING.items():
+        spec = (getattr(cls, "sub_configs_defaults", None) or {}).get("text_config")
+        if spec is not None and isinstance(spec.config_class, type) and \
+                issubclass(spec.config_class, transformers.PreTrainedConfig):
+            out.append((mt, spec.config_class.model_type))
+    return sorted(out)
+
+
+TEXT_CLASS_WRAPPERS = _text_class_wrappers()
+
+
+def _outcome(d):
+    """posenc's plan of d as comparable values, or its error message without the text_config. prefix."""
+    try:
+        m = plan(d)
+    except posenc.Error as exc:
+        return "error", str(exc).replace("text_config.", "")
+    return m.model_type, m.num_layers, [repr(a) for a in m.layers]
+
+
+def test_text_class_wrappers_are_found():
+    found = dict(TEXT_CLASS_WRAPPERS)
+    for wrapper, text_type in [("aria", "aria_text"), ("deepseek_ocr2", "deepseek_ocr2_text"),
+                               ("emu3", "emu3_text_model"), ("granite_docling", "granite_docling_text"),
+                               ("pix2struct", "pix2struct_text_model"), ("molmo2", "molmo2_text"),
+                               ("qwen2_5_omni_thinker", "qwen2_5_omni_text"),
+                               ("qwen3_5_moe", "qwen3_5_moe_text"), ("qwen3_vl_moe", "qwen3_vl_moe_text"),
+                               ("gemma3", "gemma3_text")]:
+        assert found.get(wrapper) == text_type, (wrapper, found.get(wrapper))
+
+
+@pytest.mark.parametrize("wrapper,text_type", TEXT_CLASS_WRAPPERS)
+def test_wrapper_text_class_wins_over_text_config_model_type(wrapper, text_type):
+    """A wrapper with a concrete text class builds a text_config without model_type, and one whose
+    model_type names another family, as that class (configuration_utils.py L248-256; to_dict writes the
+    class's model_type): posenc's plan of the wrapper's dict must be the plan of get_text_config().to_dict()
+    (or the same refusal), with a warning naming an ignored model_type (Step3p7Config pops it silently,
+    configuration_step3p7.py L331-332)."""
+    cls = configuration_auto.CONFIG_MAPPING[wrapper]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        untyped = {k: v for k, v in cls().text_config.to_dict().items() if k != "model_type"}
+    for given in (None, "llama"):
+        text = {**copy.deepcopy(untyped), **({"model_type": given} if given else {})}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = cls(text_config=copy.deepcopy(text))
+        inner = config.get_text_config().to_dict()
+        assert type(config.get_text_config()).model_type == inner["model_type"] == text_type
+        want = _outcome(inner)
+        got = _outcome({**config.to_dict(), "text_config": text})
+        assert got == want, (given, got, want)
+        if want[0] == "error":
+            assert re.search(rf"'?({re.escape(text_type)}|{re.escape(wrapper)})('|'s )", got[1]), got[1]
+            continue
+        warned = [w for w in plan({**config.to_dict(), "text_config": text}).warnings if "is ignored" in w]
+        if given and wrapper != "step3p7":
+            assert any(f'text_config.model_type = "{given}" is ignored' in w and f"'{text_type}'" in w
+                       for w in warned), warned
+        else:
+            assert not any("model_type" in w for w in warned), warned
+
+
+def _default_text_wrappers():
+    """(wrapper, default text model_type) for every config class whose sub_configs_defaults gives text_config
+    an AutoConfig spec: SubConfigSpec.create_subconfig (configuration_utils.py L248-256) builds a text_config
+    dict as the class of its own model_type, or of the spec's default model_type where it has none."""
+    out = []
+    for mt, cls in configuration_auto.CONFIG_MAPPING.items():
+        spec = (getattr(cls, "sub_configs_defaults", None) or {}).get("text_config")
+        if spec is not None and not (isinstance(spec.config_class, type) and
+                                     issubclass(spec.config_class, transformers.PreTrainedConfig)):
+            out.append((mt, spec.model_type))
+    return sorted(out)
+
+
+DEFAULT_TEXT_WRAPPERS = _default_text_wrappers()
+# Text config keys a wrapper's validate_architecture needs (the default text class's values fail it).
+WRAPPER_TEXT_KEYS = {"gemma4_assistant": {"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0}}
+
+
+def test_default_text_wrappers_are_found():
+    found = dict(DEFAULT_TEXT_WRAPPERS)
+    for wrapper, text_type in [("llava", "llama"), ("mistral3", "mistral"), ("paligemma", "gemma"),
+                               ("internvl", "qwen2"), ("voxtral", "llama"), ("idefics2", "mistral"),
+                               ("blip-2", "opt"), ("shieldgemma2", "gemma3_text"), ("sam3", "clip_text_model"),
+                               ("exaone4_5", "exaone4")]:
+        assert found.get(wrapper) == text_type, (wrapper, found.get(wrapper))
+    assert not set(found) & {w for w, _ in TEXT_CLASS_WRAPPERS}
+
+
+@pytest.mark.parametrize("wrapper,default_type", DEFAULT_TEXT_WRAPPERS)
+def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_type):
+    """A wrapper with an AutoConfig text spec builds a text_config without model_type as its default type
+    (LlavaConfig: llama): posenc's plan of {"model_type": wrapper, "text_config": dict without model_type}
+    must be the plan of get_text_config().to_dict() (or the same refusal, naming the text family). A present
+    model_type keeps winning. Exaone4_5_Config fails without one (configuration_exaone4_5.py L80): refused."""
+    cls = configuration_auto.CONFIG_MAPPING[wrapper]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS[wrapper])) if wrapper in WRAPPER_TEXT_KEYS \
+            else cls()
+    untyped = {k: v for k, v in base.get_text_config().to_dict().items() if k != "model_type"}
+    got = _outcome({"model_type": wrapper, "text_config": copy.deepcopy(untyped)})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = cls(text_config=copy.deepcopy(untyped))
+    except KeyError:
+        assert wrapper == "exaone4_5"
+        assert got[0] == "error" and f"'{wrapper}'" in got[1], got
+        return
+    inner = config.get_text_config().to_dict()
+    assert type(config.get_text_config()).model_type == inner["model_type"] == default_type
+    want = _outcome(inner)
+    assert got == want, (got[:2], want[:2])
+    if want[0] == "error":
+        assert re.search(rf"'{re.escape(default_type)}'|'{re.escape(want[1].split(chr(39))[1])}'", got[1])
+        assert f"'{wrapper}'" not in got[1], got[1]
+    # Sparse dicts, untyped and of another family: the keys the class fills back (voxtral, glmasr, pe_audio
+    # fill theirs from the spec's init_kwargs, kWrapperTextKwargs) must be the ones posenc plans with.
+    other = "mistral" if default_type == "llama" else "llama"
+    for sparse in ({"num_hidden_layers": 2}, {"model_type": other, "num_hidden_layers": 2}):
+        text = {**WRAPPER_TEXT_KEYS.get(wrapper, {}), **sparse}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                inner = cls(text_config=copy.deepcopy(text)).get_text_config().to_dict()
+        except Exception:  # the wrapper validates its text model (gemma4_assistant): no other family
+            continue
+        assert inner["model_type"] == sparse.get("model_type", default_type)
+        assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
 
 def _without_each_key(config):
     """(key, dict without key) for every key whose absence the config class fills back with the same
@@ -1647,3 +1790,153 @@ def test_mobilebert_configs_transformers_cannot_run_are_refused():
         same = text_cls(**kw, true_hidden_size=64)
     assert [repr(a) for a in plan(same.to_dict()).layers] == \
         [repr(a) for a in plan({k: v for k, v in same.to_dict().items() if k != "true_hidden_size"}).layers]
+
+
+# ------------------------------------------------------------------ Dots 3 Note
+
+
+def _dots3_config(**extra):
+    text_cls, _ = FAMILIES["dots3_note_text"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return text_cls(**{**_shrunk_kwargs(text_cls), **extra})
+
+
+def check_dots3_layers(config, m):
+    """Each layer's MLA against its Dots3NoteTextAttention (modeling_dots3_note.py L439-503: built from the
+    layer's own config): the q / k head, the value head, the rotated range [qk_nope, qk_nope + qk_rope), the
+    scale, the window; the type's base and frequencies against the rotary module's buffers; the indexer on
+    indexed_attention layers (index_n_heads heads of index_head_dim, the first qk_rope_head_dim dims rotated
+    in pairs with the same cos / sin, L248-254) against the module's own apply function."""
+    model = build(config)
+    family = sys.modules[type(model).__module__]
+    assert [lay.layer_type for lay in m.layers] == list(config.layer_types)
+    torch.manual_seed(0)
+    B, T = 2, 16
+    pos = torch.sort(torch.randint(0, 8192, (B, T)), dim=1).values
+    for layer in m.layers:
+        attn = model.layers[layer.layer].self_attn
+        where = f"dots3_note_text layer {layer.layer} ({layer.layer_type})"
+        assert (layer.qk_head_dim, layer.v_head_dim) == (attn.qk_head_dim, attn.v_head_dim), where
+        assert layer.rotary_dims == (attn.qk_nope_head_dim, attn.qk_head_dim), where
+        assert layer.rope.head_dim == attn.qk_rope_head_dim and layer.rope.layout == "interleaved", where
+        assert layer.attention.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), where
+        assert layer.attention.window == (attn.sliding_window or 0), where
+        t = layer.layer_type
+        assert layer.rope.base == config.rope_parameters[t]["rope_theta"], where
+        want = getattr(model.rotary_emb, f"{t}_inv_freq").double().numpy()
+        np.testing.assert_allclose(layer.inv_freq(1)[0], want, rtol=2e-6, err_msg=where)
+        assert (layer.indexer is None) == (attn.indexer is None), where
+        if attn.indexer is None:
+            continue
+        ix, hf = layer.indexer, attn.indexer
+        assert (ix.topk, ix.heads, ix.head_dim) == (hf.index_topk, hf.n_heads, hf.head_dim), where
+        assert not ix.shared, where
+        assert ix.rotary_dims == (0, hf.qk_rope_head_dim) and ix.rope.layout == "interleaved", where
+        R = hf.qk_rope_head_dim
+        q, k = torch.randn(B, T, 3, R), torch.randn(B, T, 1, R)
+        cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos, t)
+        q_hf, k_hf = family.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=2)
+        rotate = lambda x: torch.from_numpy(  # noqa: E731
+            posenc.rope(x.numpy(), pos.numpy(), config=ix.rope, seq_len=config.max_position_embeddings))
+        scores = lambda a, b: torch.einsum("bshd,btd->bhst", a, b[:, :, 0])  # noqa: E731
+        torch.testing.assert_close(scores(rotate(q), rotate(k)), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("extra", [
+    {},
+    # other sliding dims and base (swa_* of the released form), a window the mask shows
+    {"swa_head_dim": 128, "swa_qk_nope_head_dim": 96, "swa_qk_rope_head_dim": 32, "swa_v_head_dim": 64,
+     "swa_rope_theta": 1e4, "sliding_window": 4},
+    # per-type rope dicts: yarn (mscale only in cos / sin: the scale stays qk_head_dim^-0.5, L494) and dynamic
+    {"rope_parameters": {"indexed_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
+                                               "mscale": 1.0, "mscale_all_dim": 0.5,
+                                               "original_max_position_embeddings": 2048},
+                         "sliding_attention": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 3e4}},
+     "max_position_embeddings": 8192},
+    # use_dsa false: full_attention layers, no indexer; the indexed layers' own qk_rope_head_dim 32
+    {"use_dsa": False, "qk_rope_head_dim": 32, "qk_nope_head_dim": 64},
+])
+def test_dots3_note_layer_types_mla_dims_and_bases_against_transformers(extra):
+    """Dots 3 Note's sliding layers are MLA of their own dims (per_layer_config from swa_*: nope 192, rope 64,
+    v 128 by default, base swa_rope_theta 5e4, windows of 512; configuration_dots3_note.py L321-353) beside
+    the indexed layers' (nope 128, base 8e7): per layer against the running modules, then the whole model."""
+    config = _dots3_config(**extra)
+    m = plan(config.to_dict())
+    if "use_dsa" in extra:
+        assert set(config.layer_types) == {"full_attention", "sliding_attention"}
+    sliding = next(lay for lay in m.layers if lay.layer_type == "sliding_attention")
+    assert sliding.rotary_dims == ((96, 128) if extra.get("swa_head_dim") else (192, 256))
+    assert sliding.rope.base == extra.get("swa_rope_theta", 3e4 if "rope_parameters" in extra else 5e4)
+    check_dots3_layers(config, m)
+    check_family("dots3_note_text", config)
+
+
+def test_dots3_note_checkpoint_flat_form_against_transformers():
+    """The published checkpoints' form: a flat "dots3_note" config (Dots3NoteConfig builds text_config from
+    the top-level keys, configuration_dots3_note.py L406-412) with use_dsa, the legacy full_attention name,
+    sliding_window_size and the swa_* keys. Its plan equals the text config's (and the saved wrapper's), and
+    the text model matches transformers'; with use_dsa false the full layers run without an indexer."""
+    from transformers import AutoConfig
+
+    text_cls, _ = FAMILIES["dots3_note_text"]
+    kw = _shrunk_kwargs(text_cls)
+    flat = {**{k: v for k, v in kw.items() if not k.startswith("swa_")}, "model_type": "dots3_note",
+            "use_dsa": True, "use_sliding_window": True, "sliding_window_size": 4, "rope_theta": 8e7,
+            "layer_types": ["full_attention", "full_attention", "sliding_attention", "sliding_attention",
+                            "full_attention", "full_attention"],
+            "swa_num_attention_heads": HEADS, "swa_num_key_value_heads": HEADS, "swa_q_lora_rank": 32,
+            "swa_kv_lora_rank": 32, "swa_head_dim": 192, "swa_qk_nope_head_dim": 128, "swa_v_head_dim": 96,
+            "swa_rope_theta": 1e4, "vision_config": {"adapter_out_dim": kw["hidden_size"]},
+            "audio_config": {"adapter_out_dim": kw["hidden_size"]}}
+    for use_dsa, full in ((True, "indexed_attention"), (False, "full_attention")):
+        flat["use_dsa"] = use_dsa
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapper = AutoConfig.for_model(**copy.deepcopy(flat))
+        text = wrapper.get_text_config()
+        assert text.layer_types == [full, full, "sliding_attention", "sliding_attention", full, full]
+        m = posenc.ModelPositions.from_hf(flat, warn=False)
+        assert m.model_type == "dots3_note_text" and not m.warnings[1:], m.warnings
+        for other in (text.to_dict(), wrapper.to_dict()):
+            assert [repr(a) for a in plan(other).layers] == [repr(a) for a in m.layers]
+        sliding = m.layers[2]
+        assert (sliding.rotary_dims, sliding.v_head_dim, sliding.attention.window) == ((128, 192), 96, 4)
+        assert sliding.rope.base == 1e4 and m.layers[0].rope.base == 8e7
+        assert all((lay.indexer is not None) == (lay.layer_type == "indexed_attention") for lay in m.layers)
+        check_dots3_layers(text, m)
+        check_family("dots3_note_text", text)
+    # with per_layer_config given, the swa_* keys are popped unread (L321-341): named in warnings
+    d = {**text.to_dict(), "swa_head_dim": 128}
+    assert any("swa_head_dim = 128 is not read" in w for w in plan(d).warnings)
+
+
+def test_dots3_note_configs_transformers_cannot_run_are_refused():
+    """Legacy layer names (its rope dicts are keyed before configuration_utils.py's remap: KeyError in the
+    rotary module), a proportional rope (cos / sin of head_dim, not the rotated dims: a shape mismatch), and
+    rope_scaling beside rope_parameters (it replaces them without a dict per type: KeyError) fail in
+    transformers; a head_dim whose int(head_dim * qk_rope / head_dim) falls one short (98: 63 dims) runs there
+    with frequencies base^(-2i / 63), which posenc's RoPE does not express. posenc refuses each by name."""
+    text_cls, _ = FAMILIES["dots3_note_text"]
+    kw = _shrunk_kwargs(text_cls)
+    cases = [
+        (dict(layer_types=["attention", "sliding_attention"] * 3), KeyError,
+         'layer_types contains "attention"'),
+        (dict(rope_parameters={"rope_type": "proportional", "rope_theta": 1e4}), RuntimeError,
+         'rope_type = "proportional" is not supported'),
+        (dict(rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+              rope_scaling={"rope_type": "linear", "factor": 2.0}), KeyError, "beside rope_parameters"),
+    ]
+    for extra, error, message in cases:
+        with pytest.raises(error), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = text_cls(**{**kw, **copy.deepcopy(extra)})
+            build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+        with pytest.raises(posenc.Error, match=re.escape(message)):
+            plan({**kw, **extra, "model_type": "dots3_note_text"})
+    config = _dots3_config(head_dim=98)
+    rotary = build(config).rotary_emb
+    want = 8e7 ** -(np.arange(0, 63, 2) / 63)
+    np.testing.assert_allclose(rotary.indexed_attention_inv_freq.double().numpy(), want, rtol=1e-6)
+    with pytest.raises(posenc.Error, match=re.escape("int(head_dim * (qk_rope_head_dim / head_dim)) = 63")):
+        plan(config.to_dict())
