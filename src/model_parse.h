@@ -27,6 +27,16 @@ inline bool has(const json& j, const std::string& key) {
 // refusal (remote code, a mechanism posenc lacks), its absence from the table, or no model_type.
 std::string unplanned_reason(const json& root);
 
+// A multimodal wrapper's text_config as transformers 5.23 builds it (src/model_wrappers.cc):
+// the model_type of the wrapper's concrete text class (which wins over the dict's), or nullptr;
+const char* wrapper_text_class(const std::string& outer);
+// the default text model_type of its AutoConfig spec (for a dict without one), or nullptr;
+const char* wrapper_default_text_type(const std::string& outer);
+// the type it builds: the class's, else the dict's model_type, else the spec's default, else `outer`;
+std::string wrapper_text_type(const std::string& outer, const json& text_config);
+// the dict over the keys the wrapper's __post_init__ fills in where the dict lacks them.
+json wrapper_text_config(const std::string& outer, const json& text_config);
+
 // A JSON object whose reads are recorded, so that unread keys can be reported.
 // Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any
 // allocation or cast: a config beyond them is refused, not allocated.

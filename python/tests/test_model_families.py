@@ -102,7 +102,8 @@ SUPPORTED = {
     "pix2struct_text_model", "axk2", "modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
-    "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text", "dots3_note_text",
+    "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
+    "dots3_note_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -1076,7 +1077,8 @@ def test_default_text_wrappers_are_found():
     found = dict(DEFAULT_TEXT_WRAPPERS)
     for wrapper, text_type in [("llava", "llama"), ("mistral3", "mistral"), ("paligemma", "gemma"),
                                ("internvl", "qwen2"), ("voxtral", "llama"), ("idefics2", "mistral"),
-                               ("blip-2", "opt"), ("shieldgemma2", "gemma3_text"), ("sam3", "clip_text_model"),
+                               ("blip-2", "opt"), ("shieldgemma2", "gemma3_text"),
+                               ("sam3", "clip_text_model"),
                                ("exaone4_5", "exaone4")]:
         assert found.get(wrapper) == text_type, (wrapper, found.get(wrapper))
     assert not set(found) & {w for w, _ in TEXT_CLASS_WRAPPERS}
