@@ -193,6 +193,15 @@ TEST(Attention, PackedSequencesDoNotAttendToEachOther) {
   check_forward({1, 2, 75, 2, 1, 40, true, 0, {0, 1, 2}, {0, 9, 75}}, Enc::alibi);
 }
 
+TEST(Attention, PackedTilesOnEveryTarget) {
+  // A decode problem (left out of the packed K^T and value rows) before a chunked prefill of 70 queries
+  // against 200 keys: four tiles, the last partial; head dims whose padded rows are 3 and 9 lines.
+  for_each_cpu_target([](const std::string& target) {
+    check_forward({1, 71, 209, 2, 1, 40, true, 0, {0, 1, 71}, {0, 9, 209}}, Enc::rope_alibi, target);
+    check_forward({1, 71, 209, 2, 2, 130, true, 0, {0, 1, 71}, {0, 9, 209}}, Enc::t5, target);
+  });
+}
+
 TEST(Attention, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   const int64_t K = 10, D = 8;
   std::vector<float> q = random_floats(D, 84), k = random_floats(K * D, 85), v = random_floats(K * D, 86);

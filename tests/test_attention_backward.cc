@@ -90,6 +90,9 @@ TEST(AttentionBackward, EverySimdTargetAndWideHeads) {
   for_each_cpu_target([](const std::string&) {
     check_gradients({1, 70, 70, 2, 1, 66, true}, Enc::rope_shaw, 6);  // head_dim 66: vector tails
     check_gradients({1, 9, 70, 2, 2, 20, false}, Enc::t5, 6);
+    // A decode problem before a prefill of 65 queries against 135 keys (three tiles of packed K^T, V^T
+    // and key rows; two query blocks, the second of one row).
+    check_gradients({1, 66, 140, 2, 1, 8, true, 0, {0, 1, 66}, {0, 5, 140}}, Enc::alibi, 6);
   });
   check_gradients({1, 66, 66, 2, 1, 128, true}, Enc::rope_alibi, 8);
   check_gradients({1, 3, 66, 4, 2, 80, true}, Enc::clipped, 8);

@@ -78,13 +78,15 @@ inline void PrefetchRow(const void* row, int64_t bytes) {
 // tasks have one head. Keys [k_begin, k_end) of the problem: all of them, or one split of a decode
 // step's cache (flash-decoding), whose unnormalized O, m and l go to `split` for the merge.
 // kt: K^T of the kv head (fp32 or, kt_pairs, bf16 pairs), or null for a decode step's key rows.
+// v_rows: the kv head's fp32 value rows packed with v_rows_stride (PackedRows), or null to read them
+// where they are.
 // bf16_dots: K^T packed in bf16 pairs (CanUseBf16Dots and every query a bf16 value). dot_keys:
 // CanUseBf16Dots, read once per call (a decode step's key rows then take vdpbf16ps where its query
 // rows are bf16 values). value_dots: CanUseBf16ValueDots, read once per call.
 void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const float* kt,
-                 const uint16_t* kt_pairs, const float* v_rows, bool bf16_dots, bool dot_keys,
-                 bool value_dots, int64_t problem, int64_t h0, int64_t h1, int64_t block, int64_t k_begin,
-                 int64_t k_end, const SplitPartial* split) {
+                 const uint16_t* kt_pairs, const float* v_rows, int64_t v_rows_stride, bool bf16_dots,
+                 bool dot_keys, bool value_dots, int64_t problem, int64_t h0, int64_t h1, int64_t block,
+                 int64_t k_begin, int64_t k_end, const SplitPartial* split) {
   const AttentionProblem& pr = p.problems[problem];
   const int64_t Dv = p.Dv;
   const int64_t* kpos = p.k_pos.data() + pr.b * p.K + pr.k0;
@@ -223,7 +225,7 @@ void ForwardTask(const AttentionPlan& p, const AttentionForwardOut& o, const flo
       TileGemm(
           {R, Dv, n, S.data(), kAttentionBlockK, 1, v_tile.data(), v_tile_stride, O.data(), Dv, 1.0f, true});
     } else if (v_rows) {
-      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, v_rows + kt0 * v_tile_stride, v_tile_stride,
+      TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, v_rows + kt0 * v_rows_stride, v_rows_stride,
                 O.data(), Dv, 1.0f, true});
     } else if (!p.v16.data)
       TileGemm({R, Dv, n, S.data(), kAttentionBlockK, 1, p.v.at(pr.b, key, hk), p.v.stride[1], O.data(), Dv,
@@ -277,6 +279,26 @@ HWY_EXPORT(CanUseBf16Dots);
 HWY_EXPORT(CanUseBf16ValueDots);
 constexpr float kNegInfinity = -std::numeric_limits<float>::infinity();
 
+namespace {
+// fn(problem, hk, kt0) for every tile of 64 keys of every kv head of the problems packed (a non-empty
+// range of `offset`), all of them in one parallel_for: with one kv head (MQA, MLA) and one sequence,
+// a task per head would pack on one thread.
+template <typename Fn>
+void for_each_key_tile(const AttentionPlan& p, const std::vector<int64_t>& offset, Fn&& fn) {
+  std::vector<int64_t> first(p.problems.size() + 1, 0);  // the first tile task of each problem
+  for (size_t i = 0; i < p.problems.size(); ++i) {
+    const int64_t tiles = (p.problems[i].nk + kAttentionBlockK - 1) / kAttentionBlockK;
+    first[i + 1] = first[i] + (offset[i + 1] > offset[i] ? p.Hkv * tiles : 0);
+  }
+  parallel_for(first.back(), [&](int64_t t) {
+    const int64_t problem = std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1;
+    const int64_t tiles = (p.problems[problem].nk + kAttentionBlockK - 1) / kAttentionBlockK;
+    const int64_t u = t - first[problem];
+    fn(problem, u / tiles, u % tiles * kAttentionBlockK);
+  });
+}
+}  // namespace
+
 PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3> x, int64_t dim,
                                  int64_t min_queries, Strided<const uint16_t, 3> x16, bool bf16_pairs) {
   PackedTransposed packed;
@@ -288,28 +310,28 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
     const int64_t head = bf16_pairs ? packed.per_key * nk : PackedTransposed::head_floats(dim, nk);
     packed.offset[i + 1] = packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * head : 0);
   }
-  if (bf16_pairs)
+  if (bf16_pairs) {
     packed.pairs.resize(static_cast<size_t>(packed.offset.back()));
-  else
-    packed.data.resize(static_cast<size_t>(packed.offset.back()));
-  parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
-    const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
-    const AttentionProblem& pr = p.problems[problem];
-    if (packed.offset[problem + 1] == packed.offset[problem]) return;
-    if (bf16_pairs) {
+    parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
+      const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
+      const AttentionProblem& pr = p.problems[problem];
+      if (packed.offset[problem + 1] == packed.offset[problem]) return;
       pack_key_pairs(x16.at(pr.b, pr.k0, hk), x16.stride[1], dim, pr.nk,
                      packed.pairs.data() + packed.offset[problem] + hk * packed.per_key * pr.nk);
-      return;
-    }
-    const float* head =
-        packed.data.data() + packed.offset[problem] + hk * PackedTransposed::head_floats(dim, pr.nk);
+    });
+    return packed;
+  }
+  packed.data.resize(static_cast<size_t>(packed.offset.back()));
+  for_each_key_tile(p, packed.offset, [&](int64_t problem, int64_t hk, int64_t kt0) {
+    const AttentionProblem& pr = p.problems[problem];
+    float* tile = packed_tile(
+        packed.data.data() + packed.offset[problem] + hk * PackedTransposed::head_floats(dim, pr.nk), dim,
+        kt0);
     std::vector<float> wide(x16.data ? static_cast<size_t>(dim) : 0);
-    for (int64_t j = 0; j < pr.nk; ++j) {
-      const float* src = x16.data ? wide.data() : x.at(pr.b, pr.k0 + j, hk);
-      if (x16.data) widen_row(p.storage, x16.at(pr.b, pr.k0 + j, hk), dim, wide.data());
-      float* dst =
-          const_cast<float*>(packed_tile(head, dim, j - j % kAttentionBlockK)) + j % kAttentionBlockK;
-      for (int64_t d = 0; d < dim; ++d) dst[d * kPackedTileStride] = src[d];
+    for (int64_t j = 0; j < std::min(kAttentionBlockK, pr.nk - kt0); ++j) {
+      const float* src = x16.data ? wide.data() : x.at(pr.b, pr.k0 + kt0 + j, hk);
+      if (x16.data) widen_row(p.storage, x16.at(pr.b, pr.k0 + kt0 + j, hk), dim, wide.data());
+      for (int64_t d = 0; d < dim; ++d) tile[d * kPackedTileStride + j] = src[d];
     }
   });
   return packed;
@@ -321,14 +343,13 @@ PackedRows pack_rows(const AttentionPlan& p, Strided<const float, 3> x, int64_t 
   packed.offset.assign(p.problems.size() + 1, 0);
   for (size_t i = 0; i < p.problems.size(); ++i)
     packed.offset[i + 1] =
-        packed.offset[i] + (p.problems[i].nq > min_queries ? p.Hkv * packed.stride * p.problems[i].nk : 0);
+        packed.offset[i] + (p.problems[i].nq >= min_queries ? p.Hkv * packed.stride * p.problems[i].nk : 0);
   packed.data.resize(static_cast<size_t>(packed.offset.back()));
-  parallel_for(static_cast<int64_t>(p.problems.size()) * p.Hkv, [&](int64_t t) {
-    const int64_t problem = t / p.Hkv, hk = t % p.Hkv;
+  for_each_key_tile(p, packed.offset, [&](int64_t problem, int64_t hk, int64_t kt0) {
     const AttentionProblem& pr = p.problems[problem];
-    if (packed.offset[problem + 1] == packed.offset[problem]) return;
-    float* dst = packed.data.data() + packed.offset[problem] + hk * packed.stride * pr.nk;
-    for (int64_t j = 0; j < pr.nk; ++j) std::copy_n(x.at(pr.b, pr.k0 + j, hk), dim, dst + j * packed.stride);
+    float* dst = packed.data.data() + packed.offset[problem] + (hk * pr.nk + kt0) * packed.stride;
+    for (int64_t j = 0; j < std::min(kAttentionBlockK, pr.nk - kt0); ++j)
+      std::copy_n(x.at(pr.b, pr.k0 + kt0 + j, hk), dim, dst + j * packed.stride);
   });
   return packed;
 }
@@ -423,7 +444,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
   const bool bf16_dots = dot_keys && every_value_bf16(p.q, p.D);
   const bool value_dots = HWY_DYNAMIC_DISPATCH(CanUseBf16ValueDots)(p);
   const PackedTransposed kt = pack_transposed(p, p.k, p.D, kRowDotQueries, p.k16, bf16_dots);
-  const PackedRows v_rows = pack_rows(p, p.v, p.Dv, p.v16.data ? p.Q : kRowDotQueries);  // fp32 values
+  // fp32 values of the problems with a whole query block or more (16-bit ones are widened per tile).
+  const PackedRows v_rows = pack_rows(p, p.v, p.Dv, p.v16.data ? p.Q + 1 : kAttentionBlockQ);
   // Tasks: (problem, head, query block); a decode problem (few queries, key rows read in place)
   // takes the heads of a key/value group together instead, and a long one is split by keys.
   const int64_t group = p.H / p.Hkv;
@@ -464,8 +486,8 @@ void attention_forward(const AttentionPlan& p, const AttentionForwardOut& o) {
     }
     HWY_DYNAMIC_DISPATCH(ForwardTask)
     (p, o, kt.head(p, task.problem, task.head / group), kt.head_pairs(p, task.problem, task.head / group),
-     v_rows.head(p, task.problem, task.head / group), bf16_dots, dot_keys, value_dots, task.problem,
-     task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
+     v_rows.head(p, task.problem, task.head / group), v_rows.stride, bf16_dots, dot_keys, value_dots,
+     task.problem, task.head, task.head + task.heads, task.block, job.k_begin, job.k_end, splitp);
   });
   parallel_for(static_cast<int64_t>(groups.size()), [&](int64_t gi) {
     const SplitGroup& g = groups[gi];

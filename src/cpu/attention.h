@@ -2,7 +2,9 @@
 // (src/attention.cc) validates and builds the device-independent plan (src/attention_plan.h); the
 // kernels only read it.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "src/attention_plan.h"
@@ -28,6 +30,21 @@ inline int64_t padded_row_floats(int64_t width) {
 constexpr int64_t kPackedTileStride = 80;  // padded_row_floats(kAttentionBlockK)
 static_assert(kAttentionBlockK == 64, "kPackedTileStride is padded_row_floats(kAttentionBlockK)");
 
+// Storage that starts on a 64-byte line (a large std::vector<float> starts 16 bytes past one with
+// glibc), so that padded rows are whole lines: a vector load never straddles two of them.
+template <typename T>
+struct LineAllocator {
+  using value_type = T;
+  LineAllocator() = default;
+  template <typename U>
+  LineAllocator(const LineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* ptr, size_t) { ::operator delete (ptr, std::align_val_t{64}); }
+  bool operator==(const LineAllocator&) const { return true; }
+  bool operator!=(const LineAllocator&) const { return false; }
+};
+using LineFloats = std::vector<float, LineAllocator<float>>;
+
 // A key or value tensor transposed per (problem, kv head), in tiles of kAttentionBlockK keys: tile t
 // of a head is `dim` rows of kPackedTileStride floats (row d: element d of keys [64 t, 64 t + 64), the
 // last tile's missing keys zero), so the tile products read one contiguous block per tile.
@@ -35,7 +52,7 @@ static_assert(kAttentionBlockK == 64, "kPackedTileStride is padded_row_floats(kA
 // key_pairs_size(dim, nk) elements per head.
 struct PackedTransposed {
   std::vector<int64_t> offset;
-  std::vector<float> data;
+  LineFloats data;
   std::vector<uint16_t> pairs;
   int64_t dim = 0, per_key = 0;  // pairs' elements per key of one head: dim rounded up to even
   // The floats of one head's tiles.
@@ -56,6 +73,9 @@ struct PackedTransposed {
 inline const float* packed_tile(const float* head, int64_t dim, int64_t kt0) {
   return head + kt0 / kAttentionBlockK * dim * kPackedTileStride;
 }
+inline float* packed_tile(float* head, int64_t dim, int64_t kt0) {
+  return head + kt0 / kAttentionBlockK * dim * kPackedTileStride;
+}
 // x: rows (B, K, Hkv) of `dim` (the plan's D for keys, Dv for values). Problems with at most `min_queries`
 // queries are left out (head() is null: the kernels read key rows directly, which a decode step against a
 // long cache needs, instead of repacking it).
@@ -66,11 +86,12 @@ PackedTransposed pack_transposed(const AttentionPlan& p, Strided<const float, 3>
                                  bool bf16_pairs = false);
 // Rows x (B, K, Hkv) of `dim` copied per (problem, kv head), each padded to `stride` =
 // padded_row_floats(dim) floats: the B rows of the tile products (the forward's values, the
-// backward's keys), copied once per call rather than by every task that reads them. Problems with at
-// most `min_queries` queries are left out (head() is null).
+// backward's keys), copied once per call rather than by every task that reads them. Problems with
+// fewer than `min_queries` queries are left out (head() is null): a few queries read each row once
+// or twice, not worth a copy of the cache (chunked prefill against a long cache: 64 queries or more).
 struct PackedRows {
   std::vector<int64_t> offset;
-  std::vector<float> data;
+  LineFloats data;
   int64_t stride = 0;
   const float* head(const AttentionPlan& p, int64_t problem, int64_t hk) const {
     if (data.empty() || offset[problem + 1] == offset[problem]) return nullptr;

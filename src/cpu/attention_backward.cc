@@ -99,7 +99,7 @@ void KeyBlockTask(const AttentionPlan& p, const AttentionBackwardIO& io, const s
   // The block's rows of dO and q, the B of the two products below, copied with padded rows (rows H * D
   // apart, often a power of two, fall in a few L1 sets: padded_row_floats).
   const int64_t do_stride = padded_row_floats(Dv), q_stride = padded_row_floats(D);
-  std::vector<float> dO_rows(static_cast<size_t>(kAttentionBlockQ * do_stride)),
+  LineFloats dO_rows(static_cast<size_t>(kAttentionBlockQ * do_stride)),
       q_rows(static_cast<size_t>(kAttentionBlockQ * q_stride));
   const int64_t group = p.H / p.Hkv;
   for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
@@ -267,7 +267,7 @@ void attention_backward(const AttentionPlan& p, const AttentionBackwardIO& io) {
     }
   const PackedTransposed kt = pack_transposed(p, p.k, p.D);
   const PackedTransposed vt = pack_transposed(p, p.v, p.Dv);
-  const PackedRows k_rows = pack_rows(p, p.k, p.D, 0);  // dQ's B: key rows, padded
+  const PackedRows k_rows = pack_rows(p, p.k, p.D, 1);  // dQ's B: key rows, padded
 
   // Pass 1: dK, dV, per (problem, key/value head, key block).
   const std::vector<AttentionTask> key_tasks = attention_tasks(p, p.Hkv, true);

@@ -105,6 +105,7 @@ HWY_INLINE void GemmLastRows(const GemmArgs& g, int64_t i, int64_t j) {
 template <int kVectors, bool kB16>
 HWY_INLINE void GemmColumns(const GemmArgs& g, int64_t j) {
   constexpr int kRows = GemmBlockRows(kVectors);
+  static_assert(kRows > 0, "a block of kVectors B vectors must fit the registers with one row");
   int64_t i = 0;
   for (; i + kRows <= g.m; i += kRows) GemmBlock<kRows, kVectors, kB16>(g, i, j);
   GemmLastRows<kRows - 1, kVectors, kB16>(g, i, j);
