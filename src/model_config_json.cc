@@ -146,9 +146,39 @@ std::string model_type_from_auto_map(const json& root) {
   return "";
 }
 
+// Kimi K2 (moonshotai/Kimi-K2-*): model_type "kimi_k2", not in transformers 5.23's table, whose remote code
+// (auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config, architectures DeepseekV3ForCausalLM) is
+// DeepSeek-V3's; transformers' own kimi_k25 reads a kimi_k2 text_config as deepseek_v3
+// (configuration_kimi_k25.py L85-86), as posenc does for either form.
+bool kimi_k2_is_deepseek_v3(const json& root) {
+  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
+      !root.at("auto_map").at("AutoConfig").is_string())
+    return false;
+  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
+  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
+  return cls == "configuration_deepseek.DeepseekV3Config";
+}
+constexpr const char* kKimiK2Warning =
+    "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
+    "read "
+    "as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 reads "
+    "kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)";
+
 }  // namespace
 
 std::string detail::unplanned_reason(const json& root) {
+  if (has(root, "model_type") && root.at("model_type") == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
+    json named = root;
+    named["model_type"] = "deepseek_v3";
+    return unplanned_reason(named);
+  }
+  if (has(root, "model_type") && root.at("model_type") == "kimi_k25" && has(root, "text_config") &&
+      root.at("text_config").is_object() && has(root.at("text_config"), "model_type") &&
+      root.at("text_config").at("model_type") == "kimi_k2") {  // configuration_kimi_k25.py L85-86
+    json renamed = root;
+    renamed["text_config"]["model_type"] = "deepseek_v3";
+    return unplanned_reason(renamed);
+  }
   if (const std::string inferred = model_type_from_auto_map(root);
       !has(root, "model_type") && !inferred.empty()) {
     json named = root;
@@ -278,6 +308,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     return out;
   }
   const std::string outer_type = top.str("model_type");
+  if (outer_type == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
+    json named = root;
+    named["model_type"] = "deepseek_v3";
+    ModelPositions out = model_positions_from_hf_json(named.dump());
+    out.warnings.insert(out.warnings.begin(), kKimiK2Warning);
+    return out;
+  }
   if (detail::remote_code_planned(outer_type)) return detail::remote_code_positions(root, outer_type);
   if (!detail::refusal_reason(outer_type).empty()) refuse_if_unsupported(outer_type);
   // Multimodal wrappers (gemma3, llama4, mistral3, qwen3_5, voxtral, ...) keep the language model
@@ -304,6 +341,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                     : text_default ? text_default
                                                    : outer_type;
   std::vector<std::string> resolve_warnings;
+  if (outer_type == "kimi_k25" && declared_type == "kimi_k2") {  // configuration_kimi_k25.py L85-86
+    json renamed = root;
+    renamed["text_config"]["model_type"] = "deepseek_v3";
+    ModelPositions out = model_positions_from_hf_json(renamed.dump());
+    out.warnings.insert(out.warnings.begin(),
+                        "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config "
+                        "rewrites it (configuration_kimi_k25.py L85-86)");
+    return out;
+  }
   if (text_class && outer_type != "step3p7" && has(given, "model_type") &&
       given.at("model_type") != text_class)
     resolve_warnings.push_back(where + "model_type = " + detail::json_excerpt(given.at("model_type")) +

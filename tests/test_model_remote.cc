@@ -156,6 +156,34 @@ TEST(ModelRemote, ChatGlmHalfTheHeadInPairs) {
       "kv_channels = 6 is invalid");
 }
 
+// Kimi K2 (the keys of moonshotai/Kimi-K2-Instruct's config.json): model_type kimi_k2 with DeepSeek-V3's
+// remote config class is planned as deepseek_v3, with a warning; without that class it is refused.
+TEST(ModelRemote, KimiK2IsDeepSeekV3) {
+  const std::string kimi = R"({"architectures": ["DeepseekV3ForCausalLM"],
+      "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV3Config"}, "model_type": "kimi_k2",
+      "hidden_size": 7168, "num_attention_heads": 64, "num_key_value_heads": 64, "num_hidden_layers": 61,
+      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "kv_lora_rank": 512,
+      "q_lora_rank": 1536, "max_position_embeddings": 131072, "rope_theta": 50000.0,
+      "rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.0,
+                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"})";
+  const ModelPositions m = model_positions_from_hf_json(kimi + "}");
+  std::string as_deepseek = kimi + "}";
+  as_deepseek.replace(as_deepseek.find("\"kimi_k2\""), 9, "\"deepseek_v3\"");
+  const ModelPositions want = model_positions_from_hf_json(as_deepseek);
+  ASSERT_EQ(m.layers.size(), 61u);
+  EXPECT_EQ(m.model_type, "deepseek_v3");
+  EXPECT_TRUE(has_warning(m, "model_type 'kimi_k2' (remote code: auto_map.AutoConfig"));
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    EXPECT_EQ(m.layers[i].attention.softmax_scale, want.layers[i].attention.softmax_scale);
+    EXPECT_EQ(m.layers[i].rope->scaling.factor, 32.0);
+    EXPECT_EQ(m.layers[i].rope->layout, RopeLayout::interleaved);
+  }
+  // 192^-0.5 (0.1 ln 32 + 1)^2: DeepSeek-V3's mscale_all_dim correction of the softmax scale.
+  EXPECT_NEAR(m.layers[0].attention.softmax_scale, std::pow(0.1 * std::log(32.0) + 1, 2) / std::sqrt(192.0),
+              1e-6);
+  expect_plan_error(R"({"model_type": "kimi_k2", "hidden_size": 64})", "'kimi_k2'");
+}
+
 // InternLM2 (modeling_internlm2.py): Llama's halves on the whole head, base rope_theta, rope_scaling
 // {type: linear | dynamic, factor >= 1} only; the early 7b revisions say model_type "internlm".
 TEST(ModelRemote, InternLm2AndItsEarlyType) {

@@ -1485,6 +1485,42 @@ def test_qwen4_exp_whole_head_with_default_sections_against_transformers():
     np.testing.assert_allclose(got, want.transpose(1, 2).numpy(), atol=3e-5)
 
 
+# Kimi K2's released rope (moonshotai/Kimi-K2-Instruct config.json): DeepSeek-V3's yarn with beta_fast = beta_slow.
+KIMI_K2_ROPE = {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                "original_max_position_embeddings": 4096, "type": "yarn"}
+
+
+def test_kimi_k2_is_deepseek_v3_against_transformers():
+    """Kimi K2's model_type kimi_k2 is not in transformers 5.23's table: its remote code (auto_map.AutoConfig =
+    configuration_deepseek.DeepseekV3Config) is DeepSeek-V3's, and transformers' kimi_k25 reads a kimi_k2
+    text_config as deepseek_v3 (configuration_kimi_k25.py L85-86). posenc plans both forms as deepseek_v3 (with
+    a warning), checked against transformers' DeepseekV3 modules with Kimi's rope and against the wrapper."""
+    text_cls, _ = FAMILIES["deepseek_v3"]
+    kw = {**_shrunk_kwargs(text_cls), "rope_theta": 5e4, "rope_scaling": KIMI_K2_ROPE,
+          "max_position_embeddings": 131072}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**kw)
+    check_family("deepseek_v3", config)
+    d = config.to_dict()
+    want = [repr(a) for a in plan(d).layers]
+    kimi = {**d, "model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"],
+            "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV3Config"}}
+    got = posenc.ModelPositions.from_hf(kimi, warn=False)
+    assert [repr(a) for a in got.layers] == want and "kimi_k2" in got.warnings[0]
+    with pytest.raises(posenc.Error, match="'kimi_k2'"):  # not DeepSeek-V3's remote config class
+        posenc.ModelPositions.from_hf({**kimi, "auto_map": {}}, warn=False)
+    wrapper_cls = configuration_auto.CONFIG_MAPPING["kimi_k25"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapper = wrapper_cls(text_config={**d, "model_type": "kimi_k2"})
+    assert wrapper.get_text_config().model_type == "deepseek_v3"
+    got = posenc.ModelPositions.from_hf({"model_type": "kimi_k25", "text_config": {**d, "model_type": "kimi_k2"}},
+                                        warn=False)
+    assert [repr(a) for a in got.layers] == [repr(a) for a in plan(wrapper.get_text_config().to_dict()).layers]
+    assert "kimi_k2" in got.warnings[0]
+
+
 def test_molmo2_scaled_and_unscaled_layers_against_transformers():
     """Molmo 2 with yarn on rope_scaling_layers [0, 2, 3] only: those layers take rotary_emb (yarn), the others
     rotary_emb_unscaled (default, the same base) (modeling_molmo2.py Molmo2TextModel); the whole model."""
