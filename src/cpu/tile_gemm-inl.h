@@ -137,9 +137,12 @@ HWY_INLINE void GemmColumnsFrom(const GemmArgs& g, int64_t j) {
 // The widest column blocks whose rows cover the whole of A, or a full block of rows: enough
 // independent FMA chains along the k loop (a decode step's P V has 1 to 4 rows), and each row of B
 // read in as few passes as fit (at a long cache the rows come from memory: measured, 4 rows over
-// 2-vector blocks stalled on 4 passes over each value row).
+// 2-vector blocks stalled on 4 passes over each value row). Not inlined: once per target and B type
+// rather than at every call site (a dozen block shapes each; inlined, they doubled the compile time of
+// the attention kernels), for a call per tile product.
 template <bool kB16>
-HWY_INLINE void TileGemmRows(const GemmArgs& g) {
+HWY_NOINLINE void TileGemmRows(const GemmArgs& args) {
+  const GemmArgs g = args;  // a local copy: stores to C cannot alias its fields, which stay in registers
   const int64_t rows = g.m < kGemmMaxRows ? g.m : kGemmMaxRows;
   if constexpr (GemmBlockRows(8) > 0)
     if (GemmBlockRows(8) >= rows) return GemmColumnsFrom<8, kB16>(g, 0);
