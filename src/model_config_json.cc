@@ -129,6 +129,16 @@ void refuse_if_unsupported(const std::string& type) {
 // Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
 // the configuration class auto_map names (AutoConfig with trust_remote_code). Re-saves prefix the class with
 // its repository ("openbmb/MiniCPM-1B-sft-bf16--configuration_minicpm.MiniCPMConfig").
+// auto_map.AutoConfig without a re-save's repository prefix, or "".
+std::string auto_map_config_class(const json& root) {
+  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
+      !root.at("auto_map").at("AutoConfig").is_string())
+    return "";
+  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
+  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
+  return cls;
+}
+
 std::string model_type_from_auto_map(const json& root) {
   static const char* const kClasses[][2] = {{"configuration_minicpm.MiniCPMConfig", "minicpm"},
                                             {"configuration_baichuan.BaichuanConfig", "baichuan"},
@@ -136,11 +146,7 @@ std::string model_type_from_auto_map(const json& root) {
                                             {"configuration_chatglm.ChatGLMConfig", "chatglm"},
                                             {"configuration_qwen.QWenConfig", "qwen"},
                                             {"configuration_internlm2.InternLM2Config", "internlm2"}};
-  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
-      !root.at("auto_map").at("AutoConfig").is_string())
-    return "";
-  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
-  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
+  const std::string cls = auto_map_config_class(root);
   for (const auto& c : kClasses)
     if (cls == c[0]) return c[1];
   return "";
@@ -151,12 +157,7 @@ std::string model_type_from_auto_map(const json& root) {
 // DeepSeek-V3's; transformers' own kimi_k25 reads a kimi_k2 text_config as deepseek_v3
 // (configuration_kimi_k25.py L85-86), as posenc does for either form.
 bool kimi_k2_is_deepseek_v3(const json& root) {
-  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
-      !root.at("auto_map").at("AutoConfig").is_string())
-    return false;
-  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
-  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
-  return cls == "configuration_deepseek.DeepseekV3Config";
+  return auto_map_config_class(root) == "configuration_deepseek.DeepseekV3Config";
 }
 constexpr const char* kKimiK2Warning =
     "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
