@@ -23,12 +23,11 @@ using detail::TransformerXLTerms;
 // tile maps to the same few sets: K^T packed (dim, nk) at nk = 4096 (16 KiB between rows) and value
 // rows of 8 heads of 128 (4 KiB) stalled the tile products on their loads (AVX2, 32 KiB 8-way L1:
 // BENCHMARKS.md, "Tile strides").
-inline int64_t padded_row_floats(int64_t width) {
+constexpr int64_t padded_row_floats(int64_t width) {
   const int64_t lines = (width + 15) / 16;
   return 16 * (lines % 2 ? lines : lines + 1);
 }
-constexpr int64_t kPackedTileStride = 80;  // padded_row_floats(kAttentionBlockK)
-static_assert(kAttentionBlockK == 64, "kPackedTileStride is padded_row_floats(kAttentionBlockK)");
+constexpr int64_t kPackedTileStride = padded_row_floats(kAttentionBlockK);  // 80 floats for 64 keys
 
 // Storage that starts on a 64-byte line (a large std::vector<float> starts 16 bytes past one with
 // glibc), so that padded rows are whole lines: a vector load never straddles two of them.
