@@ -31,6 +31,28 @@ inline void parallel_memcpy(char* dst, const char* src, size_t bytes) {
   });
 }
 
+// A read of `bytes` (a multiple of 32) split like parallel_memcpy, every 64-bit word summed: the fair
+// limit of a kernel that only reads its operands (decode against a KV cache), which moves no write
+// traffic that a memcpy's destination does. Returns the sum, for DoNotOptimize.
+inline uint64_t parallel_read(const char* src, size_t bytes) {
+  const auto n = static_cast<size_t>(posenc::num_threads());
+  std::vector<uint64_t> sums(n);
+  posenc::parallel_for(static_cast<int64_t>(n), [&](int64_t t) {
+    const size_t words = bytes / 32 * 4, begin = words * static_cast<size_t>(t) / n / 4 * 4,
+                 end = words * (static_cast<size_t>(t) + 1) / n / 4 * 4;
+    uint64_t s[4] = {0, 0, 0, 0};  // independent sums: the loads, not an add chain, set the pace
+    for (size_t i = begin; i < end; i += 4) {
+      uint64_t w[4];
+      std::memcpy(w, src + i * 8, sizeof(w));
+      for (int j = 0; j < 4; ++j) s[j] += w[j];
+    }
+    sums[static_cast<size_t>(t)] = s[0] + s[1] + s[2] + s[3];
+  });
+  uint64_t total = 0;
+  for (const uint64_t s : sums) total += s;
+  return total;
+}
+
 // The memcpy rate for `bytes` (best of 5, counting reads + writes), measured right after each
 // kernel run so that both figures of a ratio come from the same moment of a noisy machine.
 inline double measure_memcpy_rate(size_t bytes) {

@@ -223,20 +223,24 @@ HWY_INLINE void RowDotsBlock(int64_t D, const float* q, int64_t q_st, const Key*
   using V = hn::Vec<decltype(d)>;
   constexpr int64_t N = static_cast<int64_t>(hn::MaxLanes(d)), kKeys = N / kRows;
   const int64_t Dv = D - D % N;  // whole vectors of each row; the rest by scalars
+  // Every pair's accumulator advances in the same pass along the rows: kRows x kKeys independent FMA
+  // chains (one chain per key, key after key, was FMA-latency-bound: 16 dependent FMAs a key at D 128).
+  const Key* kj[kKeys];
+#pragma GCC unroll 16
+  for (int64_t jj = 0; jj < kKeys; ++jj) kj[jj] = k + std::min(jj, nb - 1) * k_st;
   V acc[N];
 #pragma GCC unroll 16
-  for (int64_t jj = 0; jj < kKeys; ++jj) {  // each key row read in order (the prefetchers follow)
-    const Key* kj = k + std::min(jj, nb - 1) * k_st;
-    V a[kRows];  // this key's sums, in registers (GCC keeps acc[] on the stack across the loop)
+  for (int64_t a = 0; a < N; ++a) acc[a] = hn::Zero(d);
+  for (int64_t x = 0; x < Dv; x += N) {
+    V qv[kRows];
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) a[r] = hn::Zero(d);
-    for (int64_t x = 0; x < Dv; x += N) {
-      const V kv = KeyVector(d, kj + x, dtype);
+    for (int r = 0; r < kRows; ++r) qv[r] = hn::LoadU(d, q + r * q_st + x);
+#pragma GCC unroll 16
+    for (int64_t jj = 0; jj < kKeys; ++jj) {
+      const V kv = KeyVector(d, kj[jj] + x, dtype);
 #pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) a[r] = hn::MulAdd(hn::LoadU(d, q + r * q_st + x), kv, a[r]);
+      for (int r = 0; r < kRows; ++r) acc[r * kKeys + jj] = hn::MulAdd(qv[r], kv, acc[r * kKeys + jj]);
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) acc[r * kKeys + jj] = a[r];
   }
   V sums = TransposedSums(d, acc);  // lane r kKeys + jj: row r, key jj
   if (Dv < D) {

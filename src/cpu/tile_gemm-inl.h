@@ -50,6 +50,19 @@ HWY_INLINE void GemmBlock(const GemmArgs& g, int64_t i, int64_t j) {
   const float* b = kB16 || g.k == 0 ? nullptr : g.b + j;
   [[maybe_unused]] const uint16_t* b16 = kB16 && g.k > 0 ? g.b16 + j : nullptr;
   for (int64_t l = 0; l < g.k; ++l, a += g.a_col) {
+    if constexpr (kRows == 1) {  // each B vector used once: loaded next to its FMA (no register for all)
+      const V ar = hn::Set(d, a[0]);
+      for (int v = 0; v < kVectors; ++v) {
+#if POSENC_STORAGE_VECTORS
+        if constexpr (kB16) {
+          acc[0][v] = hn::MulAdd(ar, WidenVector(d, g.b16_dtype, b16 + l * g.ldb + v * N), acc[0][v]);
+          continue;
+        }
+#endif
+        acc[0][v] = hn::MulAdd(ar, hn::LoadU(d, b + l * g.ldb + v * N), acc[0][v]);
+      }
+      continue;
+    }
     V bv[kVectors];
     for (int v = 0; v < kVectors; ++v) {
 #if POSENC_STORAGE_VECTORS
@@ -85,8 +98,11 @@ constexpr int kGemmRegisters = 16, kGemmMaxRows = 6;
 constexpr int kGemmRegisters = 32, kGemmMaxRows = 4;
 #endif
 // The rows of a block of kVectors B vectors: its accumulators, its B vectors and a broadcast in registers.
+// One row needs only one B vector at a time (each is used once), so 8 accumulators fit 16 registers: a
+// decode step's P V of one row per kv head, 4 vectors wide, was bound by the FMA latency of 4 chains.
 constexpr int GemmBlockRows(int kVectors) {
   const int fit = (kGemmRegisters - kVectors - 1) / kVectors;
+  if (fit == 0 && kVectors + 2 <= kGemmRegisters) return 1;
   return fit < kGemmMaxRows ? fit : kGemmMaxRows;
 }
 
