@@ -332,6 +332,16 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // of their spec's default type where it has none (kWrapperDefaultTextTypes).
   // Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332): its text model, flat or
   // not, is step3p5's.
+  // A wrapper saved flat (no text_config): its top-level keys are read as the text model's, the text type
+  // as its config class would build it. Most classes ignore them and build the text class's defaults;
+  // the plan says so (below). FuyuConfig forwards only some keys (configuration_fuyu.py L75-82).
+  const bool flat_wrapper =
+      !wrapped && (wrapper_text_class(outer_type) || wrapper_default_text_type(outer_type));
+  if (flat_wrapper && outer_type == "fuyu")
+    fail(kOp,
+         "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
+         "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys as "
+         "text_config, or a persimmon config");
   const char* const text_class = wrapped ? wrapper_text_class(outer_type) : nullptr;
   const char* const text_default =
       wrapped && !has(given, "model_type") ? wrapper_default_text_type(outer_type) : nullptr;
@@ -340,6 +350,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                     : wrapped && has(given, "model_type")
                                         ? Obj{given, where, {}}.str("model_type")
                                     : text_default ? text_default
+                                    : flat_wrapper ? wrapper_text_type(outer_type, json::object())
                                                    : outer_type;
   std::vector<std::string> resolve_warnings;
   if (outer_type == "kimi_k25" && declared_type == "kimi_k2") {  // configuration_kimi_k25.py L85-86
@@ -369,18 +380,23 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   std::string type = rules_type(own_type);
   refuse_if_unsupported(own_type);
 
-  if (detail::seq2seq_family(own_type)) return detail::seq2seq_positions(j, own_type);
-  if (own_type == "t5gemma") return detail::t5gemma_positions(j);
+  // Most wrappers' config classes build the text model from text_config alone: transformers 5 gives a flat
+  // config (e.g. copies of GLM-4.1V from transformers 4.53's development builds, Llama 4 configs flattened
+  // for other engines) the text class's defaults (GLM-4.1V's cannot even run: 64 rotary pairs for
+  // mrope_section [8, 12, 12]). posenc reads the top-level keys as the text model's, as the file means them.
+  if (flat_wrapper && !detail::wrapper_reads_flat_keys(outer_type))
+    resolve_warnings.push_back(
+        "model_type '" + outer_type + "' without text_config: the top-level keys are " +
+        "read as the text model's (model_type '" + declared_type + "'); transformers " +
+        "5 reads text_config only and would build its class defaults");
+  if (detail::seq2seq_family(own_type) || own_type == "t5gemma") {
+    ModelPositions out =
+        own_type == "t5gemma" ? detail::t5gemma_positions(j) : detail::seq2seq_positions(j, own_type);
+    out.warnings.insert(out.warnings.begin(), resolve_warnings.begin(), resolve_warnings.end());
+    return out;
+  }
   ModelPositions out;
   out.warnings = resolve_warnings;
-  // Glm4vConfig / Glm4vMoeConfig build the text model from text_config alone: transformers 5 gives a flat
-  // config (the form of transformers 4.53's development builds, e.g. copies of GLM-4.1V) the text class's
-  // defaults, which it cannot run (64 rotary pairs for mrope_section [8, 12, 12]). posenc reads the
-  // top-level keys as the text model's, as the file means them.
-  if (!wrapped && declared_type != own_type && (own_type == "glm4v_text" || own_type == "glm4v_moe_text"))
-    out.warnings.push_back("model_type '" + declared_type +
-                           "' without text_config: the top-level keys are read as the text model's; "
-                           "transformers 5 reads text_config only and would build its class defaults");
   Model m;
   m.family = detail::find_family(own_type);  // the class defaults are the model's own
   m.type = type;

@@ -36,6 +36,9 @@ const char* wrapper_default_text_type(const std::string& outer);
 std::string wrapper_text_type(const std::string& outer, const json& text_config);
 // the dict over the keys the wrapper's __post_init__ fills in where the dict lacks them.
 json wrapper_text_config(const std::string& outer, const json& text_config);
+// Whether transformers 5.23's config class of wrapper `outer` builds text_config from the top-level keys
+// of a config that has none (a flat config); every other wrapper builds its text class's defaults.
+bool wrapper_reads_flat_keys(const std::string& outer);
 
 // A JSON object whose reads are recorded, so that unread keys can be reported.
 // Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any

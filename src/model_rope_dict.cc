@@ -205,7 +205,9 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
                          s.type == RopeScalingType::llama3;
   if (orig_type && top_level && m.top_original) s.original_max_position_embeddings = *m.top_original;
   if (orig_type && s.original_max_position_embeddings == 0) s.original_max_position_embeddings = m.max_pos;
-  if (s.factor < 0)
+  // yarn's explicit null, and longrope without one: max_position_embeddings / original, as transformers 5
+  // (_compute_longrope_parameters); the plan then shows the factor the attention factor comes from.
+  if (s.factor < 0 || (s.type == RopeScalingType::longrope && !d.has("factor")))
     s.factor = static_cast<double>(m.max_pos) / static_cast<double>(s.original_max_position_embeddings);
   if (d.has("attention_factor")) s.attention_factor = d.num("attention_factor");
   // yarn: `d.get("beta_fast") or 32`: 0 means the default (L430-431).

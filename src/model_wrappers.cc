@@ -189,7 +189,24 @@ const char* const kWrapperTextKwargs[][2] = {
     {"pe_video", kPeText},        // configuration_pe_video.py L126
 };
 
+// Wrappers whose __post_init__ builds text_config from a flat config's top-level keys (the line cited).
+const char* const kWrappersReadingFlatKeys[] = {
+    "dots3_note",    // configuration_dots3_note.py L409-411
+    "fuyu",          // configuration_fuyu.py L75-82 (some keys only: refused flat, see model_config_json.cc)
+    "glm5_next",     // configuration_glm5_next.py L308-311
+    "hunyuan_vl",    // configuration_hunyuan_vl.py L281-290
+    "paddleocr_vl",  // configuration_paddleocr_vl.py L179-185
+    "qwen2_5_vl",    // configuration_qwen2_5_vl.py L196-202
+    "qwen2_vl",      // configuration_qwen2_vl.py L173-179
+};
+
 }  // namespace
+
+bool wrapper_reads_flat_keys(const std::string& outer) {
+  for (const char* w : kWrappersReadingFlatKeys)
+    if (outer == w) return true;
+  return false;
+}
 
 // A wrapper's text_config as its config class passes it on: the dict, over kWrapperTextKwargs's keys.
 json wrapper_text_config(const std::string& outer, const json& text_config) {

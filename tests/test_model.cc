@@ -48,7 +48,18 @@ const RealCase kReal[] = {
    "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
   {"cohere_compass__tiny-random-CohereCompassForConditionalGeneration.json",
    "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
-  {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},  // rope_scaling false: transformers 5.23 fails too
+  {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},
+  // fourth collection (session 20, SOURCES.md); the ktransformers Llama 4 copy is flat (no text_config)
+  {"granitemoe__granite-3.1-1b-a400m-instruct.json", "granitemoe", 24, "rope", 1.5e6, 0, 64, 0, 0, ""},
+  {"olmo2__OLMo-2-1124-13B-Instruct.json", "olmo2", 40, "rope", 5e5, 0, 128, 0, 0, ""},
+  {"kimi_k25__Kimi-K2.5-NVFP4.json", "deepseek_v3", 61, "rope", 5e4, 128, 192, 0, 0,
+   "\"kimi_k2\" is read as deepseek_v3"},
+  {"laguna__Laguna-S-2.1-FP8.json", "laguna", 48, "rope", 5e5, 0, 64, 0, 0, "moe_router_logit_softcapping"},
+  {"qwen3.5__Qwen3.5-27B.json", "qwen3_5", 64, "none", 0, 0, 0, 0, 0, ""},
+  {"gemma3__gemma-3-27b-neuron-resave.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0,
+   "each image's tokens attend to each other both ways"},
+  {"llama4__Llama-4-Scout-ktransformers-flattened.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192,
+   "'llama4' without text_config"},  // rope_scaling false: transformers 5.23 fails too
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},

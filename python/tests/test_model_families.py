@@ -1126,6 +1126,51 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
         assert inner["model_type"] == sparse.get("model_type", default_type)
         assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
 
+@pytest.mark.parametrize("wrapper,text_type", sorted(set(TEXT_CLASS_WRAPPERS) | set(DEFAULT_TEXT_WRAPPERS)))
+def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, text_type):
+    """A wrapper's config saved flat (the text model's keys at the top level, no text_config). Qwen2-VL's
+    class and a few others build text_config from those keys (wrapper_reads_flat_keys): posenc's plan must be
+    the plan of get_text_config().to_dict(), without a warning. The others ignore them and build their text
+    class's defaults (a Llama 4 config flattened for another engine): posenc reads the keys as the file means
+    them, as model_type text_type, and must say that transformers would not (or refuse the config)."""
+    cls = configuration_auto.CONFIG_MAPPING[wrapper]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS.get(wrapper))) if wrapper in WRAPPER_TEXT_KEYS \
+                else cls()
+        except Exception:  # exaone4_5: needs a typed text_config
+            pytest.skip(f"{wrapper}'s class cannot be built from its defaults")
+    text = {k: v for k, v in base.get_text_config().to_dict().items() if k != "model_type"}
+    if not isinstance(text.get("max_position_embeddings"), int):
+        pytest.skip(f"{text_type} has no max_position_embeddings to mark the flat keys by")
+    text["max_position_embeddings"] *= 2  # read from the flat keys, or the class default
+    flat = {**text, "model_type": wrapper}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            inner = cls(**copy.deepcopy(flat)).get_text_config()
+    except Exception:  # the class cannot take its own text keys flat (fuyu): posenc refuses or warns below
+        inner = None
+    reads = inner is not None and inner.max_position_embeddings == text["max_position_embeddings"]
+    got = _outcome(flat)
+    if wrapper == "fuyu":  # FuyuConfig forwards some keys only: refused flat, by name
+        assert got[0] == "error" and "'fuyu' without text_config" in got[1], got
+        return
+    if got[0] == "error" and f"'{wrapper}'" in got[1]:  # refused by name (exaone4_5: a typed text_config only)
+        return
+    # The same plan, or the same refusal, as the text model's own dict.
+    assert got == _outcome(inner.to_dict() if reads else {**text, "model_type": text_type}), got[:2]
+    if got[0] == "error":
+        return
+    warned = [w for w in plan(flat).warnings if "without text_config" in w]
+    if reads:
+        assert not warned, warned
+    else:
+        assert any(f"model_type '{wrapper}' without text_config" in w and "transformers 5 reads text_config only"
+                   in w for w in warned), warned
+
+
 def _without_each_key(config):
     """(key, dict without key) for every key whose absence the config class fills back with the same
     value (config.json files omit class defaults: save_pretrained writes the non-default keys)."""

@@ -56,6 +56,14 @@ def kind(d):
     return d.get("model_type") or d["auto_map"]["AutoConfig"].split(".")[-1].removesuffix("Config").lower()
 
 
+# flat copies of wrapper configs (the text model's keys at the top level): transformers 5.23 reads text_config
+# only, so the parity tests build it from those keys as text_config, the file's meaning, which posenc reads
+# (with a warning, test_flat_copies_are_read_with_a_warning).
+FLAT_COPIES = {"llama4__Llama-4-Scout-ktransformers-flattened"}
+WRAPPER_KEYS = {"model_type", "architectures", "transformers_version", "boi_token_index", "eoi_token_index",
+                "image_token_index", "vision_config", "torch_dtype"}
+
+
 def plan(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", posenc.PositionWarning)
@@ -79,6 +87,9 @@ def hf(name):
             with pytest.raises(KeyError, match="original_max_position_embeddings"):
                 AutoConfig.for_model(**d)
             d = {**d, "rope_scaling": {**d["rope_scaling"], "type": "longrope"}}
+        if name in FLAT_COPIES:
+            d = {**{k: v for k, v in d.items() if k in WRAPPER_KEYS},
+                 "text_config": {k: v for k, v in d.items() if k not in WRAPPER_KEYS}}
         try:
             config = AutoConfig.for_model(**d)
         except ValueError as exc:  # model_type unknown to transformers 5.23
@@ -491,6 +502,18 @@ def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
         assert factor == pytest.approx(ref_factor)
 
 
+@pytest.mark.parametrize("name", ["phi3__Phi-3-mini-128k-instruct", "phi3__Phi-3-medium-128k-instruct-su"])
+def test_longrope_without_factor_shows_max_over_original(name):
+    """A longrope dict without factor: transformers 5 takes factor = max_position_embeddings / original
+    (_compute_longrope_parameters), from which the attention factor comes; the plan shows that factor."""
+    m = plan(name)
+    s = m.layers[0].rope.scaling
+    assert "factor" not in (load(name).get("rope_scaling") or {})
+    assert s.factor == m.max_position_embeddings / s.original_max_position_embeddings == 32
+    _, factor = m.layers[0].inv_freq(m.max_position_embeddings)
+    assert factor == pytest.approx(math.sqrt(1 + math.log(32) / math.log(s.original_max_position_embeddings)))
+
+
 def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
     """Phi-3.5-MoE's RoPE (model_type phimoe): longrope whose cos/sin are multiplied by
     short_mscale up to the original context and long_mscale past it (both 1.243163121016122 in the
@@ -700,6 +723,19 @@ def test_bloom_alibi_slopes_and_scale():
     # (batch * heads, 1, T) = slope_h * position: the slopes at position 1
     hf_slopes = build_alibi_tensor(mask, text.n_head, torch.float32)[:, 0, 1].double().numpy()
     np.testing.assert_allclose(posenc.alibi_slopes(text.n_head), hf_slopes, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(FLAT_COPIES))
+def test_flat_copies_are_read_with_a_warning(name):
+    """As written, transformers 5.23 cannot load the flat copy (Llama4Config builds text_config from its
+    class defaults and then fails on the top-level rope_scaling); posenc plans it as the text model the file
+    means, and says that transformers would not."""
+    d = load(name)
+    with pytest.raises(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        AutoConfig.for_model(**d)
+    with pytest.warns(UserWarning, match=f"model_type '{d['model_type']}' without text_config"):
+        posenc.ModelPositions.from_hf(os.path.join(DATA, name + ".json"))
 
 
 def test_glm4v_flat_config_against_transformers_text_config():
