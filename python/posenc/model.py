@@ -119,7 +119,20 @@ def _model_repr(m):
             f"max_position_embeddings={m.max_position_embeddings}, warnings={len(m.warnings)})")
 
 
+def _to_json(m, seq_len=None) -> dict:
+    """The plan as `posenc inspect --format json` prints it (posenc/model_report.h): every layer with its
+    rope (inv_freq and attention_factor at seq_len, default max_position_embeddings) and attention."""
+    return json.loads(m.report_json(0 if seq_len is None else integer("seq_len", seq_len, 0)))
+
+
+def _table(m, seq_len=None) -> str:
+    """The plan as `posenc inspect` prints it: identical layers grouped on one line (warnings not included)."""
+    return m.report_table(0 if seq_len is None else integer("seq_len", seq_len, 0))
+
+
 ModelPositions.from_hf = staticmethod(_from_hf)
+ModelPositions.to_json = _to_json
+ModelPositions.table = _table
 LayerPlan.inv_freq = _inv_freq
 LayerPlan.attention_factor = _attention_factor
 LayerPlan.attention_config = _attention_config

@@ -8,6 +8,7 @@
 
 #include "arrays.h"
 #include "posenc/model.h"
+#include "posenc/model_report.h"
 
 namespace posenc::python {
 
@@ -90,7 +91,10 @@ void bind_model(nb::module_& m) {
                    })
       .def_ro("remote_code", &ModelPositions::remote_code)
       .def_ro("layers", &ModelPositions::layers)
-      .def_ro("warnings", &ModelPositions::warnings);
+      .def_ro("warnings", &ModelPositions::warnings)
+      // posenc/model_report.h: `posenc inspect`'s JSON document and table (seq_len 0: the maximum).
+      .def("report_json", &model_report_json, nb::arg("seq_len") = 0)
+      .def("report_table", &model_report_table, nb::arg("seq_len") = 0);
 
   m.def("model_positions_from_hf_json", &model_positions_from_hf_json, nb::arg("json_text"));
 }
