@@ -200,6 +200,27 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
   } else if (t == "olmo_hybrid") {  // configuration_olmo_hybrid.py L122-130: full iff i % 4 == 3, or the last
     for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "full_attention" : "linear_attention";
     if (m.layers < 4) types.back() = "full_attention";
+  } else if (t == "lfm2") {
+    // configuration_lfm2.py L82-89: full_attn_idxs (null: every layer) picks the attention layers, the others
+    // are short convolutions; an index past the last layer selects nothing (`i in full_attn_idxs`).
+    const json* idxs =
+        j.has("full_attn_idxs") && !j.at("full_attn_idxs").is_null() ? &j.at("full_attn_idxs") : nullptr;
+    if (idxs) {
+      if (!idxs->is_array())
+        fail(kOp, j.where, "full_attn_idxs = ", json_excerpt(*idxs),
+             " is invalid: must be a list of layer indices");
+      std::fill(types.begin(), types.end(), "conv");
+      for (const json& e : *idxs) {
+        if (!e.is_number_integer())
+          fail(kOp, j.where, "full_attn_idxs contains ", e.dump(), ": must be layer indices");
+        const int64_t i = e.get<int64_t>();
+        if (i >= 0 && i < m.layers)
+          types[i] = "full_attention";
+        else
+          m.warnings->push_back(j.where + "full_attn_idxs entry " + std::to_string(i) +
+                                " is not a layer of the model: it selects nothing (as in transformers 5)");
+      }
+    }
   } else if (t == "lfm2_moe") {  // configuration_lfm2_moe.py L88-92: no default; the model cannot be built
     fail(kOp, j.where, "layer_types is missing: required for lfm2_moe (transformers 5 has no default ",
          "and fails to build the model without it)");

@@ -339,6 +339,22 @@ TEST(ModelHybrids, DbrxBaseFromAttnConfig) {
   EXPECT_FALSE(has_warning(same, "transformers 5.23 applies"));
 }
 
+// configuration_lfm2.py L82-89: without layer_types, full_attn_idxs (null: every layer) picks the attention
+// layers and the others are convolutions; an index past the last layer selects nothing (warned).
+TEST(ModelHybrids, Lfm2FullAttentionIndices) {
+  const ModelPositions m = plan("lfm2", 6, R"("full_attn_idxs": [2, 5, 9])");
+  EXPECT_EQ(attending(m), (Layers{2, 5}));
+  EXPECT_EQ(m.layers[0].layer_type, "conv");
+  EXPECT_EQ(m.layers[2].rope->base, 1e6);
+  EXPECT_TRUE(has_warning(m, "full_attn_idxs entry 9 is not a layer of the model"));
+  EXPECT_EQ(attending(plan("lfm2", 3, R"("full_attn_idxs": null)")), (Layers{0, 1, 2}));
+  EXPECT_EQ(attending(plan("lfm2", 3, R"("full_attn_idxs": [0], "layer_types": ["conv", "full_attention",
+                                                                                    "conv"])")),
+            (Layers{1}));  // layer_types wins
+  expect_plan_error(cfg("lfm2", 3, R"("full_attn_idxs": 2)"), "full_attn_idxs = 2 is invalid");
+  expect_plan_error(cfg("lfm2", 3, R"("full_attn_idxs": [1.5])"), "full_attn_idxs contains 1.5");
+}
+
 // configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");

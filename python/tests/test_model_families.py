@@ -1126,6 +1126,22 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
         assert inner["model_type"] == sparse.get("model_type", default_type)
         assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
 
+@pytest.mark.parametrize("idxs", [[2, 5], [0], [], None, [1, 7], "absent"])
+def test_lfm2_full_attn_idxs_pick_the_attention_layers_as_transformers(idxs):
+    """LFM2 without layer_types: full_attn_idxs picks the attention layers, the others are convolutions
+    (configuration_lfm2.py L82-89); posenc's attention layers must be transformers' full_attention ones."""
+    d = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=6)
+    if idxs != "absent":
+        d["full_attn_idxs"] = idxs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = transformers.AutoConfig.for_model("lfm2", **copy.deepcopy(d)).layer_types
+    m = plan({"model_type": "lfm2", **d})
+    assert [layer.layer_type for layer in m.layers] == want
+    assert [layer.position for layer in m.layers] == ["rope" if t == "full_attention" else "none" for t in want]
+    assert any("entry 7 is not a layer" in w for w in m.warnings) == (idxs == [1, 7])
+
+
 @pytest.mark.parametrize("wrapper,text_type", sorted(set(TEXT_CLASS_WRAPPERS) | set(DEFAULT_TEXT_WRAPPERS)))
 def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, text_type):
     """A wrapper's config saved flat (the text model's keys at the top level, no text_config). Qwen2-VL's
