@@ -450,32 +450,33 @@ constexpr SizeDefaults kSizeDefaults[] = {
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 25> kIrrelevant = {
-    "attention_dropout",
-    "attention_bias",
-    "attention_probs_dropout_prob",
-    "attn_pdrop",
-    "routed_scaling_factor",
-    "moe_routed_scaling_factor",
+constexpr std::array<std::string_view, 40> kIrrelevant = {
+    "attention_dropout", "attention_bias", "attention_probs_dropout_prob", "attn_pdrop",
+    "routed_scaling_factor", "moe_routed_scaling_factor",
     "moe_router_scaling_factor",  // step3p5's MoE output scale
     "hc_sinkhorn_iters",          // GLM-5-Next's mHC residual streams
-    "mtp_loss_scaling_factor",
-    "output_attentions",
-    "chunk_size_feed_forward",
-    "cross_attention_hidden_size",
+    "mtp_loss_scaling_factor", "output_attentions", "chunk_size_feed_forward", "cross_attention_hidden_size",
     "add_cross_attention",
     "temperature",                // a generation default in old PretrainedConfig dumps
     "attention_softmax_in_fp32",  // numerics, not positions
-    "scale_attention_softmax_in_fp32",
-    "apply_query_key_layer_scaling",
-    "logits_scaling",
-    "attention_layernorm",
-    "max_window_size_unused",
+    "scale_attention_softmax_in_fp32", "apply_query_key_layer_scaling", "logits_scaling",
+    "attention_layernorm", "max_window_size_unused",
     "model_max_length",  // a tokenizer setting
-    "use_sliding_window_unused",
-    "attention_out_bias",
+    "use_sliding_window_unused", "attention_out_bias",
     "chunk_size",  // Mamba-2's SSM scan chunk (Nemotron-H, Bamba, ...), not attention chunking
-    "mamba_chunk_size"};
+    "mamba_chunk_size",
+    // keys with "attn" that choose kernels, dropout, numerics or the block's wiring, not positions or masks
+    "attn_dropout_prob", "attn_implementation", "_attn_implementation", "_attn_implementation_autoset",
+    "use_flash_attn", "deterministic_flash_attn",
+    "reorder_and_upcast_attn",  // GPT-2's fp32 upcast of q k^T
+    "attn_output_gate",         // Qwen3-Next / Qwen3.5: a sigmoid gate on the attention output
+    "parallel_attn",            // Falcon: attention and MLP side by side in a block
+    "num_ln_in_parallel_attn",
+    "full_attn_alpha_factor",  // MiniMax: residual scales of the attention blocks
+    "full_attn_beta_factor", "linear_attn_alpha_factor", "linear_attn_beta_factor",
+    // read for gpt2 and gpt_bigcode, the planned families whose modeling code reads it; a leftover in other
+    // files (StarCoder2's; Qwen's modeling_qwen.py sets self.scale_attn_weights = True whatever it says)
+    "scale_attn_weights"};
 }  // namespace
 
 const Family* find_family(const std::string& model_type) {
@@ -656,8 +657,9 @@ bool known_irrelevant_key(const std::string& key) {
 }
 
 bool looks_positional(const std::string& key) {
-  for (std::string_view s : {"rope", "rotary", "position", "window", "alibi", "attention", "scaling", "theta",
-                             "chunk", "sink", "softcap", "temperature"})
+  // "attn" and "interpolat": full_attn_idxs (LFM2's attention layers) went unread without a word.
+  for (std::string_view s : {"rope", "rotary", "position", "window", "alibi", "attention", "attn",
+                             "interpolat", "scaling", "theta", "chunk", "sink", "softcap", "temperature"})
     if (key.find(s) != std::string::npos) return true;
   return false;
 }

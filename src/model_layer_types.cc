@@ -477,6 +477,8 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
     j.read.insert(k);
   j.read.insert("full_attention_interval");
+  // LFM2 saves full_attn_idxs beside layer_types, which decides then (configuration_lfm2.py L82).
+  if (type == "lfm2") j.read.insert("full_attn_idxs");
   if (type == "mimo_v2_flash" && j.has("hybrid_layer_pattern")) {
     // The checkpoint's SGLang pattern (0 = full attention), which transformers 5 does not read: it must
     // agree with the layer types transformers uses.
