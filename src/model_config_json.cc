@@ -115,6 +115,26 @@ std::string canonical_type(std::string t) {
   return t;
 }
 
+// Why a multimodal wrapper's config without text_config is not planned (empty when it is): FuyuConfig
+// forwards only some of its top-level keys (configuration_fuyu.py L75-82); a wrapper whose own type does
+// not name a text model in posenc's table keeps keys of its own at the top level, and its class builds
+// the text model from text_config alone.
+std::string flat_wrapper_refusal(const std::string& outer, const json& root) {
+  if (has(root, "text_config") || !(wrapper_text_class(outer) || wrapper_default_text_type(outer))) return "";
+  if (outer == "fuyu")
+    return "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
+           "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys "
+           "as text_config, or a persimmon config";
+  const std::string own = outer == "step3p7" ? "step3p5" : canonical_type(outer);
+  if (detail::find_family(own) || detail::seq2seq_family(own) || !detail::refusal_reason(own).empty())
+    return "";
+  return "model_type '" + outer +
+         "' without text_config is not read: its config class builds the text model ('" +
+         detail::wrapper_text_type(outer, json::object()) +
+         "') from text_config alone (transformers 5.23 would use that class's defaults). Pass the config "
+         "with its text_config";
+}
+
 void refuse_if_unsupported(const std::string& type) {
   const std::string why = detail::refusal_reason(type);
   if (!why.empty())
@@ -197,6 +217,7 @@ std::string detail::unplanned_reason(const json& root) {
   if (detail::remote_code_planned(outer)) return "";
   std::string why = detail::refusal_reason(outer);
   if (!why.empty()) return "model_type '" + outer + "' is not supported: " + why;
+  if (const std::string flat = flat_wrapper_refusal(outer, root); !flat.empty()) return flat;
   const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
   const json& tj = wrapped ? root.at("text_config") : root;
   const std::string own = outer == "step3p7" ? "step3p5"  // Step3p7Config drops text_config.model_type
@@ -332,16 +353,13 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // of their spec's default type where it has none (kWrapperDefaultTextTypes).
   // Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332): its text model, flat or
   // not, is step3p5's.
-  // A wrapper saved flat (no text_config): its top-level keys are read as the text model's, the text type
-  // as its config class would build it. Most classes ignore them and build the text class's defaults;
-  // the plan says so (below). FuyuConfig forwards only some keys (configuration_fuyu.py L75-82).
+  // A wrapper saved flat (no text_config) is planned where its own type names a text model in posenc's
+  // table (gemma3 -> gemma3_text, qwen3_vl, glm4v, ...): its top-level keys are read as that model's. Most
+  // classes ignore them and build the text class's defaults: the plan says so (below). Other wrappers
+  // (llava, blip-2, grounding-dino, ...) keep keys of their own at the top level: refused by name.
   const bool flat_wrapper =
       !wrapped && (wrapper_text_class(outer_type) || wrapper_default_text_type(outer_type));
-  if (flat_wrapper && outer_type == "fuyu")
-    fail(kOp,
-         "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
-         "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys as "
-         "text_config, or a persimmon config");
+  if (const std::string why = flat_wrapper_refusal(outer_type, root); !why.empty()) fail(kOp, why);
   const char* const text_class = wrapped ? wrapper_text_class(outer_type) : nullptr;
   const char* const text_default =
       wrapped && !has(given, "model_type") ? wrapper_default_text_type(outer_type) : nullptr;
@@ -350,7 +368,6 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                     : wrapped && has(given, "model_type")
                                         ? Obj{given, where, {}}.str("model_type")
                                     : text_default ? text_default
-                                    : flat_wrapper ? wrapper_text_type(outer_type, json::object())
                                                    : outer_type;
   std::vector<std::string> resolve_warnings;
   if (outer_type == "kimi_k25" && declared_type == "kimi_k2") {  // configuration_kimi_k25.py L85-86
@@ -385,10 +402,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // for other engines) the text class's defaults (GLM-4.1V's cannot even run: 64 rotary pairs for
   // mrope_section [8, 12, 12]). posenc reads the top-level keys as the text model's, as the file means them.
   if (flat_wrapper && !detail::wrapper_reads_flat_keys(outer_type))
-    resolve_warnings.push_back(
-        "model_type '" + outer_type + "' without text_config: the top-level keys are " +
-        "read as the text model's (model_type '" + declared_type + "'); transformers " +
-        "5 reads text_config only and would build its class defaults");
+    resolve_warnings.push_back("model_type '" + outer_type +
+                               "' without text_config: the top-level keys are " +
+                               "read as the text model's (model_type '" + own_type + "'); transformers " +
+                               "5 reads text_config only and would build its class defaults");
   if (detail::seq2seq_family(own_type) || own_type == "t5gemma") {
     ModelPositions out =
         own_type == "t5gemma" ? detail::t5gemma_positions(j) : detail::seq2seq_positions(j, own_type);
@@ -1052,11 +1069,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     out.warnings.push_back(
         "use_bidirectional_attention = true is not modeled by posenc: layers shown causal");
   }
-  if (outer_type == "molmo2" && wrapped)  // Molmo2Model: one block of every image / frame token in prefill
+  if (outer_type == "molmo2")  // flat or not (the file means the multimodal model); Molmo2Model: one block of
+                               // every image / frame token in prefill
     out.warnings.push_back(
         "molmo2: in prefill its image and frame tokens (mm_token_type_ids 1) attend to each other both "
         "ways, as one block, which the caller's mask must add; text layers shown causal");
-  if (outer_type == "gemma3" && wrapped)
+  if (outer_type == "gemma3")  // flat or not (the file means the multimodal model)
     // Gemma3Model: each image's tokens attend to each other both ways (get_block_sequence_ids_for_mask).
     out.warnings.push_back(
         "gemma3: each image's tokens attend to each other both ways (token_type_ids 1), which the caller's "

@@ -190,9 +190,10 @@ std::string model_report_table(const ModelPositions& m, int64_t seq_len_arg) {
   if (!m.remote_code.empty()) out << "remote code, planned from the authors' " << m.remote_code << "\n";
   std::vector<std::string> order;
   std::map<std::string, std::vector<int64_t>> groups;
+  std::map<std::string, const LayerPlan*> first;  // each group's first layer (not indexed by its number)
   for (const LayerPlan& l : m.layers) {
     const std::string d = describe(l);
-    if (!groups.count(d)) order.push_back(d);
+    if (!groups.count(d)) order.push_back(d), first[d] = &l;
     groups[d].push_back(l.layer);
   }
   for (const std::string& d : order) {
@@ -214,7 +215,7 @@ std::string model_report_table(const ModelPositions& m, int64_t seq_len_arg) {
         << " rows, position p reads row p + " << m.learned_position_offset << "\n";
   // The frequencies at seq_len, once per distinct RoPE (same description as the table line).
   for (const std::string& d : order) {
-    const LayerPlan& l = m.layers[static_cast<size_t>(groups[d].front())];
+    const LayerPlan& l = *first[d];
     if (!l.rope) continue;
     const RopeFrequencies f = rope_frequencies(*l.rope, seq_len);
     out << "layer " << l.layer << " rope at seq_len " << seq_len << ": attention_factor "

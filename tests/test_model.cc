@@ -48,7 +48,7 @@ const RealCase kReal[] = {
    "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
   {"cohere_compass__tiny-random-CohereCompassForConditionalGeneration.json",
    "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
-  {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},
+  {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},  // rope_scaling false: transformers 5.23 fails too
   // fourth collection (session 20, SOURCES.md); the ktransformers Llama 4 copy is flat (no text_config)
   {"granitemoe__granite-3.1-1b-a400m-instruct.json", "granitemoe", 24, "rope", 1.5e6, 0, 64, 0, 0, ""},
   {"olmo2__OLMo-2-1124-13B-Instruct.json", "olmo2", 40, "rope", 5e5, 0, 128, 0, 0, ""},
@@ -59,7 +59,7 @@ const RealCase kReal[] = {
   {"gemma3__gemma-3-27b-neuron-resave.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0,
    "each image's tokens attend to each other both ways"},
   {"llama4__Llama-4-Scout-ktransformers-flattened.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192,
-   "'llama4' without text_config"},  // rope_scaling false: transformers 5.23 fails too
+   "'llama4' without text_config"},
   {"bert__bert-base-uncased-finetuned-seqcls.json", "bert", 12, "learned", 0, 0, 0, 0, 0, ""},
   {"chatglm__chatglm2-6b.json", "chatglm", 28, "rope", 1e4, 0, 64, 0, 0, "torch_dtype = float16"},
   {"cohere__c4ai-command-r-v01.json", "cohere", 40, "rope", 8e6, 0, 128, 0, 0, ""},
@@ -543,6 +543,25 @@ TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
   EXPECT_EQ(q.layers[0].rotary_hi, 64);
   EXPECT_TRUE(has_warning(q, "key 'rotary_emb_base' is not understood by posenc for model_type 'qwen2'"));
   EXPECT_TRUE(has_warning(q, "key 'rotary_pct' is not understood"));
+}
+
+// Keys naming attention ("attn") or interpolation are positional-looking: unread ones are warned, unless they
+// choose kernels, dropout, numerics or a block's wiring (kIrrelevant). The first three are real keys: Phi-4-
+// mini's interpolate_factor and full_attn_mod, MiniMax-M2's attn_type_list (transformers reads none of them).
+TEST(ModelForms, AttnAndInterpolationKeysAreWarnedUnlessIrrelevant) {
+  const ModelPositions m = model_positions_from_hf_json(
+      cfg("phi3", R"("interpolate_factor": 1, "full_attn_mod": 1, "attn_type_list": [1, 1],
+                     "attn_implementation": "sdpa", "_attn_implementation_autoset": true, "use_flash_attn": true,
+                     "attn_output_gate": true, "parallel_attn": true, "reorder_and_upcast_attn": false,
+                     "scale_attn_weights": true, "attn_dropout_prob": 0.0)"));
+  for (const char* k : {"interpolate_factor", "full_attn_mod", "attn_type_list"})
+    EXPECT_TRUE(has_warning(m, std::string("key '") + k + "' is not understood")) << k;
+  EXPECT_EQ(m.warnings.size(), 3u) << ::testing::PrintToString(m.warnings);
+  // gpt2 reads scale_attn_weights (false: no 1 / sqrt(d)), so it is no leftover there.
+  const ModelPositions g = model_positions_from_hf_json(
+      R"({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 1, "scale_attn_weights": false})");
+  EXPECT_EQ(g.layers[0].attention.softmax_scale, 1.0);
+  EXPECT_TRUE(g.warnings.empty()) << ::testing::PrintToString(g.warnings);
 }
 
 TEST(ModelForms, GptJ) {

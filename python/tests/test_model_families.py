@@ -1147,8 +1147,10 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
     """A wrapper's config saved flat (the text model's keys at the top level, no text_config). Qwen2-VL's
     class and a few others build text_config from those keys (wrapper_reads_flat_keys): posenc's plan must be
     the plan of get_text_config().to_dict(), without a warning. The others ignore them and build their text
-    class's defaults (a Llama 4 config flattened for another engine): posenc reads the keys as the file means
-    them, as model_type text_type, and must say that transformers would not (or refuse the config)."""
+    class's defaults (a Llama 4 config flattened for another engine): where the wrapper's own type names a
+    text model in posenc's table, posenc reads the keys as the file means them and must say that transformers
+    would not; other wrappers (llava, blip-2: keys of their own at the top level) are refused by name.
+    RopeConfig.from_hf reads the flat form by the same rules (never by the generic ones where it is planned)."""
     cls = configuration_auto.CONFIG_MAPPING[wrapper]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1174,7 +1176,15 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
         assert got[0] == "error" and "'fuyu' without text_config" in got[1], got
         return
     if got[0] == "error" and f"'{wrapper}'" in got[1]:  # refused by name (exaone4_5: a typed text_config only)
+        assert not reads or wrapper == "fuyu", got[1]
         return
+    with warnings.catch_warnings(record=True) as rope_warnings:
+        warnings.simplefilter("always")
+        try:
+            posenc.RopeConfig.from_hf(copy.deepcopy(flat))
+        except posenc.Error:
+            pass
+    assert not any("generic rules" in str(w.message) for w in rope_warnings), [str(w.message) for w in rope_warnings]
     # The same plan, or the same refusal, as the text model's own dict.
     assert got == _outcome(inner.to_dict() if reads else {**text, "model_type": text_type}), got[:2]
     if got[0] == "error":

@@ -70,7 +70,8 @@ bool CanUseBf16ValueDots(const AttentionPlan& p) {
 constexpr int64_t kPrefetchRows = 32;
 // Keys per chunk of a decode step's q.k pass, each chunk issuing its rows' prefetches: one burst per
 // 64-key tile (512 requests for a bf16 head of 128) stalled on the full miss queue with nothing to
-// overlap (measured: 32k bf16 cache, 8 / 8 heads, 2 threads: 10.1 ms a step with bursts, 7.1 spread).
+// overlap (32k bf16 cache, 8 / 8 heads, 2 threads: 10.4 -> 8.3 ms a step with this and RowDotsBlock's
+// chains, BENCHMARKS.md; spread alone measured 10.1 -> 7.1 ms in one earlier pair of runs).
 // A multiple of every RowDotsBlock's and bf16 row block's keys.
 constexpr int64_t kPrefetchChunk = 16;
 inline void PrefetchRow(const void* row, int64_t bytes) {
