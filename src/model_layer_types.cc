@@ -477,8 +477,13 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
     j.read.insert(k);
   j.read.insert("full_attention_interval");
-  // LFM2 saves full_attn_idxs beside layer_types, which decides then (configuration_lfm2.py L82).
-  if (type == "lfm2") j.read.insert("full_attn_idxs");
+  // Keys a family derives its list from only when none is saved (LFM2's full_attn_idxs, configuration_lfm2.py
+  // L82; ModernBERT's and AFMoE's global_attn_every_n_layers; Zamba's attn_layer_period / offset,
+  // configuration_zamba.py L103-109): beside a saved list they decide nothing, in transformers 5 too.
+  if (!one_mask && j.has(list_key))
+    for (const char* k :
+         {"full_attn_idxs", "global_attn_every_n_layers", "attn_layer_period", "attn_layer_offset"})
+      j.read.insert(k);
   if (type == "mimo_v2_flash" && j.has("hybrid_layer_pattern")) {
     // The checkpoint's SGLang pattern (0 = full attention), which transformers 5 does not read: it must
     // agree with the layer types transformers uses.

@@ -1254,6 +1254,13 @@ TEST(ModelFamilies, ModernBertEncoder) {
   EXPECT_EQ(w.layers[2].rope->base, 5e4);
   EXPECT_TRUE(has_warning(model_positions_from_hf_json(R"({"model_type": "modernbert", "rope_theta": 1e4})"),
                           "rope_theta is not read by modernbert"));
+  // Beside a saved layer_types the period decides nothing, in transformers 5 too (configuration_modernbert.py
+  // L115-116): no warning that calls it not understood.
+  const ModelPositions saved = model_positions_from_hf_json(
+      R"({"model_type": "modernbert", "global_attn_every_n_layers": 2, "num_hidden_layers": 2,
+          "layer_types": ["sliding_attention", "full_attention"]})");
+  EXPECT_EQ(saved.layers[0].layer_type, "sliding_attention");
+  EXPECT_TRUE(saved.warnings.empty()) << ::testing::PrintToString(saved.warnings);
 }
 
 // Encoders bidirectional whatever is_decoder says (modeling_ibert.py L698, modeling_distilbert.py L170);
