@@ -968,6 +968,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     if (!(factor > 0)) fail(kOp, j.where, "qk_scale_factor = ", factor, " is invalid: must be > 0");
     scale *= factor;
   }
+  // Falcon-H1: k_proj(x) times key_multiplier before RoPE (modeling_falcon_h1.py L208): likewise the logits'
+  // factor, carried by the plan's scale (k in: k_proj's).
+  if (type == "falcon_h1") {
+    const double key_multiplier = j.num_or("key_multiplier", 1.0);
+    if (!std::isfinite(key_multiplier) || key_multiplier == 0)
+      fail(kOp, j.where, "key_multiplier = ", key_multiplier, " is invalid: must be finite and nonzero");
+    scale *= key_multiplier;
+  }
   j.read.insert("attention_k_eq_v");  // Gemma 4: values reuse the key projection (not positional)
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {

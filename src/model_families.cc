@@ -450,7 +450,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 40> kIrrelevant = {
+constexpr std::array<std::string_view, 42> kIrrelevant = {
     "attention_dropout", "attention_bias", "attention_probs_dropout_prob", "attn_pdrop",
     "routed_scaling_factor", "moe_routed_scaling_factor",
     "moe_router_scaling_factor",  // step3p5's MoE output scale
@@ -476,7 +476,9 @@ constexpr std::array<std::string_view, 40> kIrrelevant = {
     "full_attn_beta_factor", "linear_attn_alpha_factor", "linear_attn_beta_factor",
     // read for gpt2 and gpt_bigcode, the planned families whose modeling code reads it; a leftover in other
     // files (StarCoder2's; Qwen's modeling_qwen.py sets self.scale_attn_weights = True whatever it says)
-    "scale_attn_weights"};
+    "scale_attn_weights",
+    "attention_in_multiplier",  // Falcon-H1: the attention block's input and output scales
+    "attention_out_multiplier"};
 }  // namespace
 
 const Family* find_family(const std::string& model_type) {

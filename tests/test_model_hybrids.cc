@@ -180,6 +180,12 @@ TEST(ModelHybrids, FalconH1) {
   EXPECT_EQ(m.layers[0].layer_type, "hybrid");
   EXPECT_EQ(m.layers[0].rope->base, 1e11);
   EXPECT_EQ(m.layers[0].rotary_hi, 64);  // the default init ignores partial_rotary_factor
+  // modeling_falcon_h1.py L208: keys times key_multiplier before RoPE, so the logits' scale carries it.
+  const ModelPositions k =
+      plan("falcon_h1", 1, R"("key_multiplier": 0.390625, "attention_in_multiplier": 1.0)");
+  EXPECT_DOUBLE_EQ(k.layers[0].attention.softmax_scale, 0.390625 / std::sqrt(64.0));
+  EXPECT_TRUE(k.warnings.empty()) << ::testing::PrintToString(k.warnings);
+  expect_plan_error(cfg("falcon_h1", 1, R"("key_multiplier": 0)"), "key_multiplier = 0 is invalid");
 }
 
 // configuration_zamba.py L100-111, modeling_zamba.py L137: shared attention at layer 2 and every

@@ -1126,6 +1126,29 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
         assert inner["model_type"] == sparse.get("model_type", default_type)
         assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
 
+def test_falcon_h1_key_multiplier_scales_the_logits_as_transformers():
+    """Falcon-H1 multiplies k_proj(x) by key_multiplier before RoPE (modeling_falcon_h1.py L208): the logits
+    of the model's attention, from q and k_proj's keys, are those of posenc's plan (scale times the factor).
+    Checked on transformers' own attention module with the real Falcon-H1-0.5B factor."""
+    import torch
+    from transformers.models.falcon_h1 import modeling_falcon_h1 as fh
+    d = dict(hidden_size=128, num_attention_heads=2, num_key_value_heads=2, head_dim=64, num_hidden_layers=1,
+             key_multiplier=0.39062499999999994, mamba_d_ssm=128, mamba_n_heads=2, mamba_d_head=64,
+             mamba_d_state=16, mamba_chunk_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = transformers.AutoConfig.for_model("falcon_h1", **d)
+    attn = fh.FalconH1Attention(config, layer_idx=0)
+    m = plan({"model_type": "falcon_h1", **d})
+    assert m.layers[0].attention.softmax_scale == pytest.approx(attn.scaling * attn.key_multiplier, rel=1e-15)
+    x = torch.randn(1, 5, 128)
+    q = attn.q_proj(x).view(1, 5, 2, 64).transpose(1, 2)
+    k_model = attn.k_proj(x).view(1, 5, 2, 64).transpose(1, 2) * attn.key_multiplier  # L208
+    k_proj = attn.k_proj(x).view(1, 5, 2, 64).transpose(1, 2)
+    torch.testing.assert_close(q @ k_model.transpose(-1, -2) * attn.scaling,
+                               q @ k_proj.transpose(-1, -2) * m.layers[0].attention.softmax_scale)
+
+
 @pytest.mark.parametrize("idxs", [[2, 5], [0], [], None, [1, 7], "absent"])
 def test_lfm2_full_attn_idxs_pick_the_attention_layers_as_transformers(idxs):
     """LFM2 without layer_types: full_attn_idxs picks the attention layers, the others are convolutions
