@@ -139,11 +139,12 @@ void refuse_if_unsupported(const std::string& type) {
   const std::string why = detail::refusal_reason(type);
   if (!why.empty())
     fail(kOp, "model_type '", type, "' is not supported: ", why,
-         ". Pass an explicit RopeConfig (rope_config_from_hf_json, or RopeConfig fields) instead");
+         ". Pass an explicit RopeConfig (C++ rope_config_from_hf_json, Python RopeConfig.from_hf, or "
+         "RopeConfig fields) instead");
   if (!detail::find_family(type) && !detail::seq2seq_family(type) && type != "t5gemma")
     fail(kOp, "model_type '", type,
          "' is not in posenc's model table. Pass an explicit RopeConfig "
-         "(rope_config_from_hf_json, or RopeConfig fields) instead");
+         "(C++ rope_config_from_hf_json, Python RopeConfig.from_hf, or RopeConfig fields) instead");
 }
 
 // Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from

@@ -1,5 +1,6 @@
 // src/rope_config_json.cc: RopeConfig from a HuggingFace config.json, with HF's keys and defaults
 // (transformers/modeling_rope_utils.py and the model configs that use them).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -69,8 +70,25 @@ RopeScalingType parse_type(const std::string& name) {
        "\" is invalid: expected one of default, linear, dynamic, yarn, longrope, llama3, mrope");
 }
 
-void parse_scaling(const json& s, RopeConfig& c) {
+// The rope_scaling keys parse_scaling reads (type aliases included); others are reported.
+constexpr const char* kScalingKeys[] = {"rope_type",        "type",
+                                        "factor",           "original_max_position_embeddings",
+                                        "attention_factor", "beta_fast",
+                                        "beta_slow",        "mscale",
+                                        "mscale_all_dim",   "truncate",
+                                        "short_factor",     "long_factor",
+                                        "low_freq_factor",  "high_freq_factor",
+                                        "mrope_section",    "mrope_interleaved",
+                                        "rope_theta",       "partial_rotary_factor"};
+
+void parse_scaling(const json& s, RopeConfig& c, std::vector<std::string>* warnings) {
   const char* w = "rope_scaling.";
+  if (s.is_object() && warnings)  // e.g. Hunyuan's alpha (base * alpha^(d / (d - 2)) in its own code)
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (std::none_of(std::begin(kScalingKeys), std::end(kScalingKeys),
+                       [&](const char* k) { return it.key() == k; }))
+        warnings->push_back(std::string(w) + it.key() + " = " + json_excerpt(it.value()) +
+                            " is not read by the generic rules: ignored");
   if (!s.is_object()) fail(kOp, "rope_scaling = ", json_excerpt(s), " is invalid: must be an object or null");
   std::string type = "default";
   const char* type_key = has(s, "rope_type") ? "rope_type" : (has(s, "type") ? "type" : nullptr);
@@ -126,7 +144,7 @@ void parse_scaling(const json& s, RopeConfig& c) {
 }
 // The generic reader: HF's common keys, whatever the model_type (for the types posenc's model table
 // does not plan, with a warning from rope_config_from_hf_json).
-RopeConfig generic_rope_config(const json& root) {
+RopeConfig generic_rope_config(const json& root, std::vector<std::string>* warnings) {
   // Vision-language models keep the language model's keys under text_config.
   const json& j = (!has(root, "hidden_size") && !has(root, "head_dim") && has(root, "text_config"))
                       ? root.at("text_config")
@@ -184,7 +202,7 @@ RopeConfig generic_rope_config(const json& root) {
   if (has(j, "model_type") && j.at("model_type").is_string() &&
       j.at("model_type").get<std::string>() == "gptj")
     c.layout = RopeLayout::interleaved;
-  if (scaling) parse_scaling(*scaling, c);
+  if (scaling) parse_scaling(*scaling, c, warnings);
   // Phi-3 puts original_max_position_embeddings at the top level.
   if (has(j, "original_max_position_embeddings") && c.scaling.original_max_position_embeddings == 0)
     c.scaling.original_max_position_embeddings = get_int(j, "original_max_position_embeddings", "");
@@ -265,7 +283,7 @@ RopeConfig rope_config_from_hf_json(const std::string& text, std::vector<std::st
                           "partial_rotary_factor, head_dim or hidden_size / num_attention_heads): check "
                           "them against the model's own code");
   }
-  return generic_rope_config(root);
+  return generic_rope_config(root, warnings);
 }
 
 RopeConfig rope_config_from_hf_file(const std::string& path, std::vector<std::string>* warnings) {

@@ -23,6 +23,25 @@ TEST(RopeConfigJson, Llama31) {
   EXPECT_EQ(c.layout, RopeLayout::half);
 }
 
+// A type posenc's table does not plan is read by the generic rules; a rope_scaling key they do not read is
+// named (Hunyuan's remote code: base * alpha^(d / (d - 2)), which the generic dynamic rule would not apply).
+TEST(RopeConfigJson, GenericRulesNameTheScalingKeysTheyIgnore) {
+  std::vector<std::string> warnings;
+  const RopeConfig c = rope_config_from_hf_json(
+      R"({"model_type": "hunyuan", "hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000,
+          "max_position_embeddings": 4096,
+          "rope_scaling": {"type": "dynamic", "factor": 1.0, "alpha": 1000.0}})",
+      &warnings);
+  EXPECT_EQ(c.base, 10000);
+  bool named = false, generic = false;
+  for (const std::string& w : warnings) {
+    named = named || w.find("rope_scaling.alpha = 1000") != std::string::npos;
+    generic = generic || w.find("read by the generic rules") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << ::testing::PrintToString(warnings);
+  EXPECT_TRUE(generic) << ::testing::PrintToString(warnings);
+}
+
 TEST(RopeConfigJson, Phi3LongRopeWithTopLevelOriginalContext) {
   std::string factors = "[";
   for (int i = 0; i < 48; ++i) {
