@@ -567,7 +567,8 @@ TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
 TEST(ModelForms, AttnAndInterpolationKeysAreWarnedUnlessIrrelevant) {
   const ModelPositions m = model_positions_from_hf_json(
       cfg("phi3", R"("interpolate_factor": 1, "full_attn_mod": 1, "attn_type_list": [1, 1],
-                     "attn_implementation": "sdpa", "_attn_implementation_autoset": true, "use_flash_attn": true,
+                     "attn_implementation": "sdpa", "_attn_implementation_autoset": true,
+                     "use_flash_attn": true,
                      "attn_output_gate": true, "parallel_attn": true, "reorder_and_upcast_attn": false,
                      "scale_attn_weights": true, "attn_dropout_prob": 0.0)"));
   for (const char* k : {"interpolate_factor", "full_attn_mod", "attn_type_list"})

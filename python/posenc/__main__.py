@@ -14,7 +14,8 @@ from .model import ModelPositions
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m posenc")
     commands = parser.add_subparsers(dest="command", required=True)
-    inspect = commands.add_parser("inspect", help="a model's per-layer positional plan from its HF config.json")
+    inspect = commands.add_parser("inspect",
+                                  help="a model's per-layer positional plan from its HF config.json")
     inspect.add_argument("config", help="config.json of a HuggingFace model")
     inspect.add_argument("--seq-len", type=int, default=0,
                          help="length for inv_freq/attention_factor (default: max_position_embeddings)")

@@ -126,7 +126,8 @@ def _to_json(m, seq_len=None) -> dict:
 
 
 def _table(m, seq_len=None) -> str:
-    """The plan as `posenc inspect` prints it: identical layers grouped on one line (warnings not included)."""
+    """The plan as `posenc inspect` prints it: identical layers grouped on one line (warnings not
+    included)."""
     return m.report_table(0 if seq_len is None else integer("seq_len", seq_len, 0))
 
 

@@ -1161,7 +1161,8 @@ def test_lfm2_full_attn_idxs_pick_the_attention_layers_as_transformers(idxs):
         want = transformers.AutoConfig.for_model("lfm2", **copy.deepcopy(d)).layer_types
     m = plan({"model_type": "lfm2", **d})
     assert [layer.layer_type for layer in m.layers] == want
-    assert [layer.position for layer in m.layers] == ["rope" if t == "full_attention" else "none" for t in want]
+    want_positions = ["rope" if t == "full_attention" else "none" for t in want]
+    assert [layer.position for layer in m.layers] == want_positions
     assert any("entry 7 is not a layer" in w for w in m.warnings) == (idxs == [1, 7])
 
 
@@ -1173,13 +1174,14 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
     class's defaults (a Llama 4 config flattened for another engine): where the wrapper's own type names a
     text model in posenc's table, posenc reads the keys as the file means them and must say that transformers
     would not; other wrappers (llava, blip-2: keys of their own at the top level) are refused by name.
-    RopeConfig.from_hf reads the flat form by the same rules (never by the generic ones where it is planned)."""
+    RopeConfig.from_hf reads the flat form by the same rules (never by the generic ones where it is
+    planned)."""
     cls = configuration_auto.CONFIG_MAPPING[wrapper]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS.get(wrapper))) if wrapper in WRAPPER_TEXT_KEYS \
-                else cls()
+            base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS.get(wrapper))) \
+                if wrapper in WRAPPER_TEXT_KEYS else cls()
         except Exception:  # exaone4_5: needs a typed text_config
             pytest.skip(f"{wrapper}'s class cannot be built from its defaults")
     text = {k: v for k, v in base.get_text_config().to_dict().items() if k != "model_type"}
@@ -1198,7 +1200,8 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
     if wrapper == "fuyu":  # FuyuConfig forwards some keys only: refused flat, by name
         assert got[0] == "error" and "'fuyu' without text_config" in got[1], got
         return
-    if got[0] == "error" and f"'{wrapper}'" in got[1]:  # refused by name (exaone4_5: a typed text_config only)
+    # refused by name (exaone4_5: a typed text_config only)
+    if got[0] == "error" and f"'{wrapper}'" in got[1]:
         assert not reads or wrapper == "fuyu", got[1]
         return
     with warnings.catch_warnings(record=True) as rope_warnings:
@@ -1207,7 +1210,8 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
             posenc.RopeConfig.from_hf(copy.deepcopy(flat))
         except posenc.Error:
             pass
-    assert not any("generic rules" in str(w.message) for w in rope_warnings), [str(w.message) for w in rope_warnings]
+    messages = [str(w.message) for w in rope_warnings]
+    assert not any("generic rules" in w for w in messages), messages
     # The same plan, or the same refusal, as the text model's own dict.
     assert got == _outcome(inner.to_dict() if reads else {**text, "model_type": text_type}), got[:2]
     if got[0] == "error":
@@ -1216,8 +1220,8 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
     if reads:
         assert not warned, warned
     else:
-        assert any(f"model_type '{wrapper}' without text_config" in w and "transformers 5 reads text_config only"
-                   in w for w in warned), warned
+        assert any(f"model_type '{wrapper}' without text_config" in w
+                   and "transformers 5 reads text_config only" in w for w in warned), warned
 
 
 def _without_each_key(config):

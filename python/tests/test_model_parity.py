@@ -87,7 +87,7 @@ def hf(name):
             with pytest.raises(KeyError, match="original_max_position_embeddings"):
                 AutoConfig.for_model(**d)
             d = {**d, "rope_scaling": {**d["rope_scaling"], "type": "longrope"}}
-        if kind(d) == "kimi_k2":  # remote DeepseekV3Config (auto_map): built as deepseek_v3, as Kimi_K25Config does
+        if kind(d) == "kimi_k2":  # remote DeepseekV3Config (auto_map): deepseek_v3, as Kimi_K25Config does
             d = {**d, "model_type": "deepseek_v3"}
         if name in FLAT_COPIES:
             d = {**{k: v for k, v in d.items() if k in WRAPPER_KEYS},

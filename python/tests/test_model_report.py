@@ -22,8 +22,9 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "posenc", *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("name", ["gemma3__gemma-3-27b-it", "deepseek-v3__DeepSeek-V3", "phi3__Phi-3-mini-128k-instruct",
-                                  "llama4__Llama-4-Scout-17B-16E-Instruct", "t5__t5-small"])
+@pytest.mark.parametrize("name", ["gemma3__gemma-3-27b-it", "deepseek-v3__DeepSeek-V3",
+                                  "phi3__Phi-3-mini-128k-instruct", "llama4__Llama-4-Scout-17B-16E-Instruct",
+                                  "t5__t5-small"])
 @pytest.mark.parametrize("seq_len", [None, 4096])
 def test_to_json_carries_every_layer_with_the_plans_values(name, seq_len):
     m = posenc.ModelPositions.from_hf(path(name), warn=False)
