@@ -147,10 +147,8 @@ void refuse_if_unsupported(const std::string& type) {
          "(C++ rope_config_from_hf_json, Python RopeConfig.from_hf, or RopeConfig fields) instead");
 }
 
-// Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
-// the configuration class auto_map names (AutoConfig with trust_remote_code). Re-saves prefix the class with
+// auto_map.AutoConfig without a re-save's repository prefix, or "". Re-saves prefix the class with
 // its repository ("openbmb/MiniCPM-1B-sft-bf16--configuration_minicpm.MiniCPMConfig").
-// auto_map.AutoConfig without a re-save's repository prefix, or "".
 std::string auto_map_config_class(const json& root) {
   if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
       !root.at("auto_map").at("AutoConfig").is_string())
@@ -160,6 +158,8 @@ std::string auto_map_config_class(const json& root) {
   return cls;
 }
 
+// Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
+// the configuration class auto_map names (AutoConfig with trust_remote_code).
 std::string model_type_from_auto_map(const json& root) {
   static const char* const kClasses[][2] = {{"configuration_minicpm.MiniCPMConfig", "minicpm"},
                                             {"configuration_baichuan.BaichuanConfig", "baichuan"},
