@@ -1,7 +1,7 @@
 // src/model_config_json.cc: ModelPositions from a HuggingFace config.json, as transformers 5.23
 // reads it: PreTrainedConfig.convert_rope_params_to_dict + standardize_rope_params
 // (modeling_rope_utils.py L775-866), each family's config class defaults and layer_types, and the
-// per-layer choices of its modeling file (see notes/hf5_semantics.md for line numbers).
+// per-layer choices of its modeling file (each rule cites its file and lines).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -115,6 +115,11 @@ std::string canonical_type(std::string t) {
   return t;
 }
 
+// The text model type a wrapper builds whatever its text_config says, flat or wrapped ("" for others):
+// Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332), so its text model is
+// always step3p5's.
+std::string fixed_text_type(const std::string& outer) { return outer == "step3p7" ? "step3p5" : ""; }
+
 // Why a multimodal wrapper's config without text_config is not planned (empty when it is): FuyuConfig
 // forwards only some of its top-level keys (configuration_fuyu.py L75-82); a wrapper whose own type does
 // not name a text model in posenc's table keeps keys of its own at the top level, and its class builds
@@ -125,7 +130,8 @@ std::string flat_wrapper_refusal(const std::string& outer, const json& root) {
     return "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
            "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys "
            "as text_config, or a persimmon config";
-  const std::string own = outer == "step3p7" ? "step3p5" : canonical_type(outer);
+  const std::string fixed = fixed_text_type(outer);
+  const std::string own = fixed.empty() ? canonical_type(outer) : fixed;
   if (detail::find_family(own) || detail::seq2seq_family(own) || !detail::refusal_reason(own).empty())
     return "";
   return "model_type '" + outer +
@@ -221,8 +227,9 @@ std::string detail::unplanned_reason(const json& root) {
   if (const std::string flat = flat_wrapper_refusal(outer, root); !flat.empty()) return flat;
   const bool wrapped = has(root, "text_config") && root.at("text_config").is_object();
   const json& tj = wrapped ? root.at("text_config") : root;
-  const std::string own = outer == "step3p7" ? "step3p5"  // Step3p7Config drops text_config.model_type
-                                             : canonical_type(wrapped ? wrapper_text_type(outer, tj) : outer);
+  const std::string fixed = fixed_text_type(outer);
+  const std::string own =
+      !fixed.empty() ? fixed : canonical_type(wrapped ? wrapper_text_type(outer, tj) : outer);
   why = detail::refusal_reason(own);
   if (!why.empty()) return "model_type '" + own + "' is not supported: " + why;
   if (!detail::find_family(own) && !detail::seq2seq_family(own) && own != "t5gemma")
@@ -352,8 +359,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   // (kWrapperTextClasses, configuration_utils.py L248-256): planned as the class's type, an ignored
   // model_type warned. Other wrappers build the class of text_config.model_type (AutoConfig specs), or
   // of their spec's default type where it has none (kWrapperDefaultTextTypes).
-  // Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332): its text model, flat or
-  // not, is step3p5's.
+  // A wrapper with a fixed text type (fixed_text_type: step3p7) builds that model, flat or not.
   // A wrapper saved flat (no text_config) is planned where its own type names a text model in posenc's
   // table (gemma3 -> gemma3_text, qwen3_vl, glm4v, ...): its top-level keys are read as that model's. Most
   // classes ignore them and build the text class's defaults: the plan says so (below). Other wrappers
@@ -364,8 +370,9 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const char* const text_class = wrapped ? wrapper_text_class(outer_type) : nullptr;
   const char* const text_default =
       wrapped && !has(given, "model_type") ? wrapper_default_text_type(outer_type) : nullptr;
-  const std::string declared_type = outer_type == "step3p7" ? "step3p5"
-                                    : text_class            ? text_class
+  const std::string fixed_type = fixed_text_type(outer_type);
+  const std::string declared_type = !fixed_type.empty() ? fixed_type
+                                    : text_class        ? text_class
                                     : wrapped && has(given, "model_type")
                                         ? Obj{given, where, {}}.str("model_type")
                                     : text_default ? text_default
@@ -380,8 +387,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                         "rewrites it (configuration_kimi_k25.py L85-86)");
     return out;
   }
-  if (text_class && outer_type != "step3p7" && has(given, "model_type") &&
-      given.at("model_type") != text_class)
+  if (text_class && fixed_type.empty() && has(given, "model_type") && given.at("model_type") != text_class)
     resolve_warnings.push_back(where + "model_type = " + detail::json_excerpt(given.at("model_type")) +
                                " is ignored: " + outer_type + "'s config class builds text_config as its " +
                                "text class, model_type '" + text_class +

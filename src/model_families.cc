@@ -2,7 +2,7 @@
 // defaults (models/<type>/configuration_<type>.py: default_theta, max_position_embeddings,
 // head_dim, kwargs.setdefault("partial_rotary_factor", ...)) and the layout of each family's
 // apply_rotary_pos_emb (rotate_half = half; rotate_every_two / complex pairs / repeat_interleave =
-// interleaved). Summarized with line numbers in notes/hf5_semantics.md section 3.
+// interleaved). Rows that need more than the numbers cite their lines.
 #include "src/model_families.h"
 
 #include <array>
@@ -450,7 +450,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
 };
 // clang-format on
 
-constexpr std::array<std::string_view, 42> kIrrelevant = {
+constexpr std::array<std::string_view, 43> kIrrelevant = {
     "attention_dropout", "attention_bias", "attention_probs_dropout_prob", "attn_pdrop",
     "routed_scaling_factor", "moe_routed_scaling_factor",
     "moe_router_scaling_factor",  // step3p5's MoE output scale
@@ -478,7 +478,23 @@ constexpr std::array<std::string_view, 42> kIrrelevant = {
     // files (StarCoder2's; Qwen's modeling_qwen.py sets self.scale_attn_weights = True whatever it says)
     "scale_attn_weights",
     "attention_in_multiplier",  // Falcon-H1: the attention block's input and output scales
-    "attention_out_multiplier"};
+    "attention_out_multiplier",
+    "moe_router_logit_softcapping"};  // Laguna: a softcap of the MoE router's logits, not attention's
+
+// Positional-looking keys of real configs that transformers 5.23's family reads nowhere (neither its
+// configuration nor its modeling file mentions them), with what it reads instead.
+struct IgnoredKey {
+  std::string_view model_type, key, instead;
+};
+constexpr IgnoredKey kIgnoredByTransformers[] = {
+    {"bloom", "offset_alibi", "its ALiBi slopes come from the head count alone"},
+    {"gemma2", "sliding_window_size", "its window is sliding_window"},
+    {"gptj", "rotary", "it rotates rotary_dim dims on every layer"},
+    {"qwen2", "rotary_emb_base", "its base is rope_theta"},
+    {"cohere2", "rotary_pct", "it rotates the whole head"},
+    {"stablelm", "rotary_scaling_factor", "its scaling is rope_parameters"},
+    {"falcon_h1", "attn_layer_indices", "every layer has attention beside its Mamba mixer"},
+};
 }  // namespace
 
 const Family* find_family(const std::string& model_type) {
@@ -656,6 +672,12 @@ bool known_irrelevant_key(const std::string& key) {
   for (std::string_view k : kIrrelevant)
     if (key == k) return true;
   return false;
+}
+
+std::string ignored_by_transformers(const std::string& model_type, const std::string& key) {
+  for (const IgnoredKey& k : kIgnoredByTransformers)
+    if (model_type == k.model_type && key == k.key) return std::string(k.instead);
+  return {};
 }
 
 bool looks_positional(const std::string& key) {

@@ -37,6 +37,8 @@ std::string refusal_reason(const std::string& model_type);
 // Keys known to carry no positional meaning although their names look positional.
 bool known_irrelevant_key(const std::string& key);
 bool looks_positional(const std::string& key);
+// Non-empty (what transformers reads instead) for a key of model_type that transformers 5.23 never reads.
+std::string ignored_by_transformers(const std::string& model_type, const std::string& key);
 // BERT's encoder family (learned positions, bidirectional unless is_decoder); roberta_like: its
 // members whose position p reads row p + pad_token_id + 1 (create_position_ids_from_input_ids).
 bool bert_like(const std::string& model_type);

@@ -113,8 +113,13 @@ struct Obj {
     for (auto it = j.begin(); it != j.end(); ++it) {
       const std::string& k = it.key();
       if (read.count(k) || detail::known_irrelevant_key(k) || !detail::looks_positional(k)) continue;
-      warnings.push_back("key '" + where + k + "' is not understood by posenc for model_type '" + model_type +
-                         "': ignored");
+      const std::string instead = detail::ignored_by_transformers(model_type, k);
+      if (!instead.empty())  // (transformers' family ignores it too: the plan agrees, the user should know)
+        warnings.push_back("key '" + where + k + "' is ignored, as transformers 5's " + model_type +
+                           " ignores it: " + instead);
+      else
+        warnings.push_back("key '" + where + k + "' is not understood by posenc for model_type '" +
+                           model_type + "': ignored");
     }
   }
 };

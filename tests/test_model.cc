@@ -54,7 +54,7 @@ const RealCase kReal[] = {
   {"olmo2__OLMo-2-1124-13B-Instruct.json", "olmo2", 40, "rope", 5e5, 0, 128, 0, 0, ""},
   {"kimi_k25__Kimi-K2.5-NVFP4.json", "deepseek_v3", 61, "rope", 5e4, 128, 192, 0, 0,
    "\"kimi_k2\" is read as deepseek_v3"},
-  {"laguna__Laguna-S-2.1-FP8.json", "laguna", 48, "rope", 5e5, 0, 64, 0, 0, "moe_router_logit_softcapping"},
+  {"laguna__Laguna-S-2.1-FP8.json", "laguna", 48, "rope", 5e5, 0, 64, 0, 0, ""},
   {"qwen3.5__Qwen3.5-27B.json", "qwen3_5", 64, "none", 0, 0, 0, 0, 0, ""},
   {"gemma3__gemma-3-27b-neuron-resave.json", "gemma3_text", 62, "rope", 1e4, 0, 128, 1024, 0,
    "each image's tokens attend to each other both ways"},
@@ -132,14 +132,14 @@ const RealCase kReal[] = {
   {"t5__t5-small.json", "t5", 12, "t5", 0, 0, 0, 0, 0, ""},
   {"voxtral__Voxtral-Mini-3B-2507.json", "llama", 30, "rope", 1e8, 0, 128, 0, 0, ""},
   {"gemma2__gemma-2-9b-it.json", "gemma2", 42, "rope", 1e4, 0, 256, 4096, 0,
-   "key 'sliding_window_size' is not understood"},  // an early hub revision's legacy key
+   "key 'sliding_window_size' is ignored"},  // an early hub revision's legacy key
   {"smollm3__SmolLM3-3B.json", "smollm3", 36, "rope", 5e6, 0, 128, 0, 0, ""},
   {"llama__CodeLlama-7b-hf.json", "llama", 32, "rope", 1e6, 0, 128, 0, 0, ""},
-  {"bloom__bloom-3b.json", "bloom", 30, "alibi", 0, 0, 0, 0, 0, "key 'offset_alibi' is not understood"},
+  {"bloom__bloom-3b.json", "bloom", 30, "alibi", 0, 0, 0, 0, 0, "key 'offset_alibi' is ignored"},
   {"glm4v__GLM-4.1V-9B-Thinking.json", "glm4v_text", 40, "rope", 1e4, 0, 64, 0, 0, "without text_config"},
   {"gpt-neo__gpt-j-6B-rotary-fork.json", "gpt_neo", 0, "", 0, 0, 0, 0, 0, ""},
   // Second collection. gptj: configuration_gptj.py has no `rotary` field (an inert key).
-  {"gpt-j__gpt-j-6b.json", "gptj", 28, "rope", 1e4, 0, 64, 0, 0, "key 'rotary' is not understood"},
+  {"gpt-j__gpt-j-6b.json", "gptj", 28, "rope", 1e4, 0, 64, 0, 0, "key 'rotary' is ignored"},
   {"gpt-neox__gpt-neox-20b.json", "gpt_neox", 44, "rope", 1e4, 0, 24, 0, 0, ""},  // 96 * rotary_pct 0.25
   {"gpt-neox__pythia-410m-chatbot.json", "gpt_neox", 24, "rope", 1e4, 0, 16, 0, 0,
    "partial_rotary_factor is ignored by gpt_neox"},  // rotary_pct wins (configuration_gpt_neox.py)
@@ -166,7 +166,7 @@ const RealCase kReal[] = {
   {"internlm2__internlm2-chat-7b-rev-03da3f2.json", "internlm", 32, "rope", 1e6, 0, 128, 0, 0,
    "InternLM2's code keeps a grown base"},
   {"qwen1.5__CodeQwen1.5-7B.json", "qwen2", 32, "rope", 1e6, 0, 128, 0, 0,
-   "key 'rotary_emb_base' is not understood"},  // inert in Qwen2Config; use_sliding_window false
+   "key 'rotary_emb_base' is ignored"},  // inert in Qwen2Config; use_sliding_window false
   {"qwen3-vl__Qwen3-VL-Embedding-8B.json", "qwen3_vl", 36, "rope", 5e6, 0, 128, 0, 0, ""},
   // Third collection.
   {"gpt-bigcode__starcoderbase-7b.json", "gpt_bigcode", 42, "learned", 0, 0, 0, 0, 0, ""},
@@ -378,7 +378,7 @@ TEST(ModelFamilies, DeepSeekV3) {
   EXPECT_EQ(l.rope->scaling.factor, 40);
   const double ms = 0.1 * std::log(40.0) + 1;
   EXPECT_DOUBLE_EQ(l.attention.softmax_scale, ms * ms / std::sqrt(192.0));
-  EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);           // notes/hf5_semantics.md
+  EXPECT_NEAR(l.attention.softmax_scale, 0.13523378, 1e-8);           // (1 + 0.1 ln 40)^2 / sqrt(192)
   EXPECT_DOUBLE_EQ(rope_frequencies(*l.rope).attention_factor, 1.0);  // mscale / mscale_all_dim
   EXPECT_EQ(l.v_head_dim, 128);  // configuration_deepseek_v3.py v_head_dim
   // The layer's attention config puts RoPE on [128, 192) and runs q/k heads of 192, v heads of 128.
@@ -557,8 +557,33 @@ TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
       model_positions_from_hf_json(cfg("qwen2", R"("rotary_emb_base": 5, "rotary_pct": 0.5)"));
   EXPECT_EQ(q.layers[0].rope->base, 1e4);
   EXPECT_EQ(q.layers[0].rotary_hi, 64);
-  EXPECT_TRUE(has_warning(q, "key 'rotary_emb_base' is not understood by posenc for model_type 'qwen2'"));
+  EXPECT_TRUE(has_warning(q, "key 'rotary_emb_base' is ignored, as transformers 5's qwen2 ignores it"));
   EXPECT_TRUE(has_warning(q, "key 'rotary_pct' is not understood"));
+}
+
+// Positional-looking keys of real configs that transformers' family never reads (kIgnoredByTransformers)
+// are warned as ignored by both, not as "not understood"; the plan is the one transformers runs.
+TEST(ModelForms, KeysTransformersNeverReadsAreWarnedAsIgnoredByBoth) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bloom__bloom-3b.json", "key 'offset_alibi' is ignored, as transformers 5's bloom ignores it"},
+      {"gemma2__gemma-2-9b-it.json", "key 'sliding_window_size' is ignored, as transformers 5's gemma2"},
+      {"gpt-j__gpt-j-6b.json", "key 'rotary' is ignored, as transformers 5's gptj ignores it"},
+      {"qwen1.5__CodeQwen1.5-7B.json", "key 'rotary_emb_base' is ignored, as transformers 5's qwen2"}};
+  for (const auto& [file, warning] : cases) {
+    const ModelPositions m = load(file);
+    EXPECT_TRUE(has_warning(m, warning)) << file;
+    for (const std::string& w : m.warnings) EXPECT_EQ(w.find("not understood"), std::string::npos) << w;
+  }
+  const ModelPositions c = model_positions_from_hf_json(cfg("cohere2", R"("rotary_pct": 0.5)"));
+  EXPECT_TRUE(
+      has_warning(c, "key 'rotary_pct' is ignored, as transformers 5's cohere2 ignores it: it rotates"));
+  EXPECT_EQ(c.layers[0].rotary_hi, c.layers[0].qk_head_dim);
+  const ModelPositions st = model_positions_from_hf_json(cfg("stablelm", R"("rotary_scaling_factor": 2)"));
+  EXPECT_TRUE(has_warning(st, "key 'rotary_scaling_factor' is ignored, as transformers 5's stablelm"));
+  EXPECT_EQ(st.layers[0].rope->scaling.type, RopeScalingType::none);
+  const ModelPositions f = model_positions_from_hf_json(cfg("falcon_h1", R"("attn_layer_indices": [1])"));
+  EXPECT_TRUE(has_warning(f, "key 'attn_layer_indices' is ignored, as transformers 5's falcon_h1"));
+  for (const LayerPlan& l : f.layers) EXPECT_EQ(l.position, PositionMethod::rope);
 }
 
 // Keys naming attention ("attn") or interpolation are positional-looking: unread ones are warned, unless they
