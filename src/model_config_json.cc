@@ -66,18 +66,20 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
 // has an entry for each): the other family's rules apply, the plan reports the model's own type.
 const char* kRuleAliases[][2] = {
-    {"glm4v_text", "glm4"},                  // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
-    {"glm_ocr_text", "glm4"},                // modeling_glm_ocr.py: as glm4v
-    {"glm4v_moe_text", "glm4_moe"},          // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
-    {"qwen2_5_omni_text", "qwen2_5_vl"},     // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
-    {"qwen3_omni_moe_text", "qwen3_vl"},     // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
-    {"paddleocr_vl_text", "llama"},          // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
-    {"cosmos3_edge_text", "llama"},          // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
-    {"deepseek_ocr2_text", "llama"},         // modeling_deepseek_ocr2.py: plain multi-head attention
-    {"granite4_vision_text", "granite"},     // modeling_granite4_vision.py: scaling = attention_multiplier
-    {"phi4_multimodal", "phi3"},             // modeling_phi4_multimodal.py: Phi-3's attention and longrope
-    {"gemma4_unified_text", "gemma4_text"},  // modeling_gemma4_unified.py: Gemma4TextAttention
-    {"gemma3n_text", "gemma3_text"},         // modeling_gemma3n.py: Gemma 3's bases and rope dicts
+    {"glm4v_text", "glm4"},                    // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+    {"glm_ocr_text", "glm4"},                  // modeling_glm_ocr.py: as glm4v
+    {"glm4v_moe_text", "glm4_moe"},            // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+    {"qwen2_5_omni_text", "qwen2_5_vl"},       // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+    {"qwen3_omni_moe_text", "qwen3_vl"},       // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+    {"paddleocr_vl_text", "llama"},            // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+    {"cosmos3_edge_text", "llama"},            // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+    {"deepseek_ocr2_text", "llama"},           // modeling_deepseek_ocr2.py: plain multi-head attention
+    {"granite4_vision_text", "granite"},       // modeling_granite4_vision.py: scaling = attention_multiplier
+    {"phi4_multimodal", "phi3"},               // modeling_phi4_multimodal.py: Phi-3's attention and longrope
+    {"gemma4_unified_text", "gemma4_text"},    // modeling_gemma4_unified.py: Gemma4TextAttention
+    {"embedding_gemma2_text", "gemma4_text"},  // modeling_embedding_gemma2.py: Gemma 4's, bidirectional
+    {"openai_privacy_filter", "gpt_oss"},      // modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
+    {"gemma3n_text", "gemma3_text"},           // modeling_gemma3n.py: Gemma 3's bases and rope dicts
     // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
     {"ernie4_5_vl_moe_text", "ernie4_5_moe"},
     // modeling_modernbert.py: the encoder of modernbert-decoder's bases, layer pattern and rope dicts
@@ -728,6 +730,10 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
     // cohere_compass_text: its own convert_rope_params_to_dict leaves rope_theta / rope_scaling inert
     // (configuration_cohere_compass.py L133-142) and its rotary module reads rope_parameters[layer_type].
     // dots3_note_text: likewise (src/model_dots3.cc built the dicts, each over its type's qk_rope_head_dim).
+    // The class default rope_parameters: the model's own (embedding_gemma2_text), else its rules family's.
+    const char* const default_rope_dict = detail::default_rope_parameters(own_type)
+                                              ? detail::default_rope_parameters(own_type)
+                                              : detail::default_rope_parameters(type);
     const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" ||
                                type == "cohere_compass_text" || type == "zaya" || type == "dots3_note_text";
     // Each type's dict carries its own partial_rotary_factor (the top-level one is not read).
@@ -769,7 +775,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
         fail(kOp, j.where, "rope_parameters is missing: it must be a dict per layer type for model_type ",
              "'cohere_compass_text' (null: no RoPE on that type), which its rotary module reads");
       else
-        owned = json::parse(detail::default_rope_parameters(type)), rp = &owned;
+        owned = json::parse(default_rope_dict), rp = &owned;
       j.read.insert("rope_scaling");
     } else if (j.has("rope_scaling") && type != "cohere2_moe") {
       rp = &j.at("rope_scaling"), rp_name = "rope_scaling";  // legacy wins (L776-777)
@@ -821,8 +827,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                " is not read by muse_spark_text: its config class presets rope_theta 500000");
       owned = json::parse(R"({"rope_type": "default", "rope_theta": 5e5})");
       rp = &owned;
-    } else if (!rp && detail::default_rope_parameters(type)) {
-      owned = json::parse(detail::default_rope_parameters(type));
+    } else if (!rp && default_rope_dict) {
+      owned = json::parse(default_rope_dict);
       rp = &owned;
     }
     const json empty = json::object();
@@ -1054,7 +1060,12 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                              " is not read by modernbert: RoPE on every layer");
   }
   j.read.insert("is_decoder");
-  if (type == "gemma4_text" && j.has("use_bidirectional_attention")) {
+  if (detail::always_bidirectional(own_type) && j.has("use_bidirectional_attention")) {
+    // (embedding_gemma2_text: no such field; its layers are bidirectional whatever the key says)
+    out.warnings.push_back(
+        "use_bidirectional_attention = " + detail::json_excerpt(j.at("use_bidirectional_attention")) +
+        " is not read by " + own_type + ": every layer attends both ways");
+  } else if (type == "gemma4_text" && j.has("use_bidirectional_attention")) {
     // configuration_gemma4.py: "all" (every token, a halved symmetric window) or "vision" (image
     // tokens among themselves; text stays causal).
     const std::string mode = j.str("use_bidirectional_attention");

@@ -182,6 +182,12 @@ constexpr Family kFamilies[] = {
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
   {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
   {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H},  // modernbert-decoder's rules
+  // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
+  // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
+  // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
+  // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
+  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H},
+  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I},
   // RoPE encoders (Llama's rotation, bidirectional: src/model_families.cc always_bidirectional)
   {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H},
   {"gte",            R,      1.6e5,   8192,    0,       0,    false, H},
@@ -297,6 +303,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"gemma2", 2304, 8, 26},
       {"gemma3_text", 2304, 8, 26},
       {"gemma4_text", 2304, 8, 30},
+      {"embedding_gemma2_text", 512, 4, 24},
+      {"openai_privacy_filter", 640, 14, 8},
       {"glm", 4096, 32, 40},
       {"glm4", 4096, 32, 40},
       {"glm4_moe", 4096, 96, 46},
@@ -596,6 +604,9 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
                "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
                "llama_4_scaling_beta": 0.1})";
+  if (t == "embedding_gemma2_text")  // configuration_embedding_gemma2.py L113-118
+    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+               "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";
   if (t == "gemma4_text")
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}})";
@@ -644,7 +655,8 @@ bool always_bidirectional(const std::string& t) {
   // albert: modeling_albert.py L164, L388-392; mpnet: modeling_mpnet.py L414-418; mobilebert:
   // modeling_mobilebert.py L187 (is_causal False), L635-639 (create_bidirectional_mask).
   for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-                        "distilbert", "squeezebert", "ibert", "albert", "mpnet", "mobilebert"})
+                        "distilbert", "squeezebert", "ibert", "albert", "mpnet", "mobilebert",
+                        "embedding_gemma2_text", "openai_privacy_filter"})
     if (t == e) return true;
   return false;
 }

@@ -341,6 +341,18 @@ int64_t sliding_window(Obj& j, const Model& m) {
   if (std::string_view(m.family->model_type) == "gemma3_text" && window > 0 &&
       j.bool_or("use_bidirectional_attention", false))
     window = window / 2 + 1;
+  // embedding_gemma2_text, openai_privacy_filter: bidirectional sliding layers keep |q - k| <= sliding_window
+  // (masking_utils.py sliding_window_bidirectional_overlay) and their attention gets sliding_window + 1
+  // (modeling_embedding_gemma2.py L322-323, modeling_openai_privacy_filter.py L193): posenc's |q - k| < w
+  // + 1.
+  if (const std::string_view own = m.family->model_type;
+      own == "embedding_gemma2_text" || own == "openai_privacy_filter") {
+    if (window <= 0)
+      fail(kOp, j.where, "sliding_window = ", json_excerpt(j.j.at("sliding_window")),
+           " is not supported for ", own,
+           ": its sliding layers keep the keys within sliding_window of the query (it must be > 0)");
+    window += 1;
+  }
   j.read.insert("local_attention");
   // mimo_v2_flash: SGLang's sliding_window_size counts the previous keys, so the window is one more
   // (configuration_mimo_v2_flash.py L131-133).
@@ -426,6 +438,16 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   if (one_mask && j.has("layer_types"))
     warnings.push_back("layer_types is ignored by " + type +
                        " in transformers 5: every layer slides when sliding_window is set");
+  // openai_privacy_filter: one sliding window mask for every layer (modeling_openai_privacy_filter.py L467);
+  // its config class has no layer_types.
+  if (std::string_view(m.family->model_type) == "openai_privacy_filter") {
+    if (j.has("layer_types"))
+      warnings.push_back(
+          "layer_types is ignored by openai_privacy_filter in transformers 5: every layer "
+          "slides");
+    j.read.insert("layer_types");
+    return std::vector<std::string>(static_cast<size_t>(m.layers), "sliding_attention");
+  }
   // Families whose per-layer list is a read-only property: a saved list cannot be loaded by
   // transformers 5 (AttributeError: property ... has no setter).
   const bool list_is_property =

@@ -182,12 +182,18 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   } else if (s.type != RopeScalingType::none || m.family->default_uses_prf) {
     used_prf = prf.value_or(1.0);
   } else if (prf && *prf < 1) {
-    m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " + m.type +
-                          "'s default RoPE in transformers 5 (all head dims rotate)");
+    m.warnings->push_back("partial_rotary_factor = " + std::to_string(*prf) + " is ignored by " +
+                          m.family->model_type + "'s default RoPE in transformers 5 (all head dims rotate)");
   }
   if (!(used_prf > 0 && used_prf <= 1))  // checked before the cast (a float -> int64 past the range is UB)
     fail(kOp, d.where, "partial_rotary_factor = ", used_prf, " is invalid: must be in (0, 1]");
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * used_prf);
+  // gpt_oss, openai_privacy_filter: _apply_rotary_emb splits the whole head into the two operands of each cos
+  // column (modeling_gpt_oss.py, modeling_openai_privacy_filter.py L130-139), which fails for fewer columns.
+  if (m.type == "gpt_oss" && c.rotary_dim != m.head_dim)
+    fail(kOp, d.where, "partial_rotary_factor = ", used_prf, " is not supported for ", m.family->model_type,
+         ": its rotation pairs the whole head with ", c.rotary_dim / 2,
+         " frequencies (transformers 5 fails)");
   if (s.type != RopeScalingType::none) {
     const bool factor_required =
         s.type != RopeScalingType::longrope && s.type != RopeScalingType::proportional;

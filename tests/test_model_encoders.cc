@@ -290,5 +290,56 @@ TEST(ModelEncoders, EmbeddingGemmaBidirectionalHalvedWindows) {
                           "use_bidirectional_attention = true is not modeled"));
 }
 
+// EmbeddingGemma 2 (configuration_embedding_gemma2.py L88-128, modeling_embedding_gemma2.py L96-137,
+// L322-331, L540-541): Gemma 4's per-type dicts and per-layer head dims, every layer bidirectional, sliding
+// layers |q - k| <= sliding_window (posenc's window one more), scale 1; the last layer is forced full.
+TEST(ModelEncoders, EmbeddingGemma2IsGemma4BothWaysWithInclusiveWindows) {
+  const ModelPositions m = plan("embedding_gemma2_text", R"("num_hidden_layers": 8)");
+  ASSERT_EQ(m.layers.size(), 8u);
+  for (const LayerPlan& l : m.layers) {
+    const bool full = l.layer == 5 || l.layer == 7;  // (i + 1) % 6 == 0, and the last layer
+    EXPECT_EQ(l.layer_type, full ? "full_attention" : "sliding_attention") << l.layer;
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_EQ(l.attention.window, full ? 0 : 513);
+    EXPECT_EQ(l.attention.softmax_scale, 1.0);
+    EXPECT_EQ(l.qk_head_dim, full ? 512 : 256);
+    EXPECT_EQ(l.rope->base, full ? 1e6 : 1e4);
+    EXPECT_EQ(l.rope->layout, RopeLayout::half);
+    EXPECT_EQ(l.rotary_hi, l.qk_head_dim);
+  }
+  EXPECT_TRUE(has_warning(plan("embedding_gemma2_text", R"("use_bidirectional_attention": false)"),
+                          "use_bidirectional_attention = false is not read by embedding_gemma2_text"));
+  EXPECT_NE(plan_error(test::model_json("embedding_gemma2_text", R"("sliding_window": 0)"))
+                .find("sliding_window = 0"),
+            std::string::npos);
+}
+
+// OpenAI's privacy filter (configuration_openai_privacy_filter.py L60-113, modeling_openai_privacy_filter.py
+// L126-139, L170-193, L467): gpt-oss's yarn and sinks, pairs (2j, 2j + 1), one bidirectional window mask on
+// every layer (|q - k| <= 128), q and k each times head_dim^-0.25 (the logits' scale head_dim^-0.5).
+TEST(ModelEncoders, OpenAiPrivacyFilterIsGptOssBothWaysInPairs) {
+  const ModelPositions m = plan("openai_privacy_filter", R"("layer_types": ["full_attention"])");
+  ASSERT_EQ(m.layers.size(), 8u);
+  EXPECT_TRUE(has_warning(m, "layer_types is ignored by openai_privacy_filter"));
+  for (const LayerPlan& l : m.layers) {
+    EXPECT_EQ(l.layer_type, "sliding_attention");
+    EXPECT_FALSE(l.attention.causal);
+    EXPECT_EQ(l.attention.window, 129);
+    EXPECT_TRUE(l.attention.sinks);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 0.125);
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);
+    EXPECT_EQ(l.rope->base, 1.5e5);
+    EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
+    EXPECT_EQ(l.rope->scaling.factor, 32);
+  }
+  // Its rotation splits the whole head: a partial rotation fails in transformers, as gpt-oss's does.
+  for (const char* type : {"openai_privacy_filter", "gpt_oss"})
+    EXPECT_NE(plan_error(test::model_json(type, R"("rope_parameters": {"rope_type": "yarn", "factor": 32.0, )"
+                                                R"("rope_theta": 1e4, "partial_rotary_factor": 0.5})"))
+                  .find("partial_rotary_factor = 0.5 is not supported for"),
+              std::string::npos)
+        << type;
+}
+
 }  // namespace
 }  // namespace posenc

@@ -3,7 +3,7 @@ class's defaults: posenc's per-layer plan must equal what transformers' own mode
 must refuse the model_type by name (posenc.Error). A wrong number is worse than an error.
 
 The families: every model_type of MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and MODEL_FOR_MASKED_LM_MAPPING_NAMES (the encoders), by the
+MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES and MODEL_FOR_MASKED_LM_MAPPING_NAMES (the encoders) and OTHER_HEADS, by the
 model_type of its text config (multimodal
 wrappers: get_text_config(); each wrapper's own dict must then give the plan of its text config).
 Each family's config is its class default with the sizes shrunk (6 layers, 4 heads, 2 kv heads,
@@ -53,11 +53,15 @@ def one_thread():
 LAYERS, HEADS, KV_HEADS, T = 6, 4, 2, 8
 
 
+# Text models of other heads (embeddings, token classification) that posenc plans.
+OTHER_HEADS = {"embedding_gemma2", "openai_privacy_filter"}
+
+
 def _families():
     """text model_type -> (text config class, the model_types whose text config it is)."""
     types = sorted(set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
                    | set(modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
-                   | set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES))
+                   | set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES) | OTHER_HEADS)
     out, skipped = {}, {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -103,7 +107,7 @@ SUPPORTED = {
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
-    "dots3_note_text",
+    "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -878,6 +882,9 @@ def check_family(model_type, config, variant="default"):
                 scaling = attn.self.attention_head_size ** -0.5
             if model_type == "opt":  # q is multiplied by self.scaling first, the kernel then uses 1.0
                 scaling = attn.scaling  # (modeling_opt.py OPTAttention.forward L151, L174)
+            if model_type == "openai_privacy_filter":  # q and k each times head_dim^-0.25 after RoPE, the
+                assert scaling == 1.0, where           # kernel then 1.0 (modeling_openai_privacy_filter.py)
+                scaling = attn.scaling ** 2
             if model_type.startswith("muse_"):  # the normed q times qk_scale_factor before RoPE (linear in q)
                 scaling = scaling * config.qk_scale_factor  # (modeling_muse_glimmer.py MuseGlimmerAttention)
             assert a.softmax_scale == pytest.approx(scaling, rel=1e-12), where
