@@ -66,14 +66,17 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
 // module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model_families.cc
 // has an entry for each): the other family's rules apply, the plan reports the model's own type.
 const char* kRuleAliases[][2] = {
-    {"glm4v_text", "glm4"},                    // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
-    {"glm_ocr_text", "glm4"},                  // modeling_glm_ocr.py: as glm4v
-    {"glm4v_moe_text", "glm4_moe"},            // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
-    {"qwen2_5_omni_text", "qwen2_5_vl"},       // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
-    {"qwen3_omni_moe_text", "qwen3_vl"},       // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
-    {"paddleocr_vl_text", "llama"},            // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
-    {"cosmos3_edge_text", "llama"},            // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
-    {"deepseek_ocr2_text", "llama"},           // modeling_deepseek_ocr2.py: plain multi-head attention
+    {"glm4v_text", "glm4"},                      // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+    {"glm_ocr_text", "glm4"},                    // modeling_glm_ocr.py: as glm4v
+    {"glm4v_moe_text", "glm4_moe"},              // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+    {"qwen2_5_omni_text", "qwen2_5_vl"},         // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+    {"qwen3_omni_moe_text", "qwen3_vl"},         // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+    {"qwen3_omni_moe_talker_text", "qwen3_vl"},  // modeling_qwen3_omni_moe.py: the thinker's rotary module
+    {"glm_image_text", "glm4_moe"},              // modeling_glm_image.py: glm4v_moe's rotary and attention
+    {"voxtral_realtime_text", "mistral"},        // modeling_voxtral_realtime.py: Mistral's, window on all
+    {"paddleocr_vl_text", "llama"},              // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+    {"cosmos3_edge_text", "llama"},              // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+    {"deepseek_ocr2_text", "llama"},             // modeling_deepseek_ocr2.py: plain multi-head attention
     {"granite4_vision_text", "granite"},       // modeling_granite4_vision.py: scaling = attention_multiplier
     {"phi4_multimodal", "phi3"},               // modeling_phi4_multimodal.py: Phi-3's attention and longrope
     {"gemma4_unified_text", "gemma4_text"},    // modeling_gemma4_unified.py: Gemma4TextAttention

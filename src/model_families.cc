@@ -171,6 +171,15 @@ constexpr Family kFamilies[] = {
   {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H},
   {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H},
   {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H},  // head_dim: hidden / heads
+  // Qwen3-Omni's talker (its own class defaults: base 1e4), the thinker's rotary module and attention
+  // (modeling_qwen3_omni_moe.py L2800, L2905-2907)
+  {"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H},
+  // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
+  // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
+  {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H},
+  // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
+  // (modeling_voxtral_realtime.py L612-668, L796)
+  {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H},
   {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H},
   {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H},
   {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H},  // head_dim = hidden / heads
@@ -437,6 +446,9 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"glm4v_moe_text", 4096, 96, 46},
       {"qwen2_5_omni_text", 3584, 28, 28},
       {"qwen3_omni_moe_text", 2048, 28, 28},
+      {"qwen3_omni_moe_talker_text", 1024, 16, 20},
+      {"glm_image_text", 4096, 32, 40},
+      {"voxtral_realtime_text", 4096, 32, 32},
       {"paddleocr_vl_text", 1024, 16, 18},
       {"cosmos3_edge_text", 2048, 16, 28},
       {"deepseek_ocr2_text", 4096, 32, 32},

@@ -30,11 +30,12 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
 // modeling_qwen3_omni_moe.py L1255, modeling_cosmos3_edge.py L66). The other M-RoPE families take
 // sections from their configs only (a config without them plans 1-D RoPE).
 std::vector<int64_t> default_mrope_section(std::string_view own_type) {
-  if (own_type == "glm4v_text" || own_type == "glm_ocr_text" || own_type == "glm4v_moe_text")
+  if (own_type == "glm4v_text" || own_type == "glm_ocr_text" || own_type == "glm4v_moe_text" ||
+      own_type == "glm_image_text")  // (modeling_glm_image.py L67)
     return {8, 12, 12};
   if (own_type == "qwen2_5_omni_text" || own_type == "paddleocr_vl_text") return {16, 24, 24};
-  if (own_type == "qwen3_omni_moe_text" || own_type == "cosmos3_edge_text" ||
-      own_type == "cohere_compass_text")
+  if (own_type == "qwen3_omni_moe_text" || own_type == "qwen3_omni_moe_talker_text" ||
+      own_type == "cosmos3_edge_text" || own_type == "cohere_compass_text")
     return {24, 20, 20};  // (cohere_compass_text: modeling_cohere_compass.py CohereCompassRotaryEmbedding)
   if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};
   if (own_type == "qwen4_exp_text")

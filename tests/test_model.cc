@@ -561,6 +561,33 @@ TEST(ModelForms, LegacyRotaryKeysOnlyWhereTransformersReadsThem) {
   EXPECT_TRUE(has_warning(q, "key 'rotary_pct' is not understood"));
 }
 
+// Text models whose code is another family's, from their class defaults alone (each also in the families
+// harness against transformers): GLM-Image's (glm4v_moe's rotation, the whole head without a
+// partial_rotary_factor, whose default sections [8, 12, 12] then do not fit: refused as transformers fails),
+// Voxtral Realtime's (Mistral's, sliding_window 4096 on every layer), Qwen3-Omni's talker (the thinker's
+// interleaved M-RoPE, sections [24, 20, 20], its own base 1e4).
+TEST(ModelForms, TextModelsOfOtherFamiliesCode) {
+  expect_plan_error(R"({"model_type": "glm_image_text"})", "mrope_section = [8, 12, 12] sums to 32");
+  const ModelPositions g = model_positions_from_hf_json(
+      R"({"model_type": "glm_image_text", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4,
+          "partial_rotary_factor": 0.5}})");
+  EXPECT_EQ(g.layers.size(), 40u);
+  EXPECT_EQ(g.layers[0].rotary_hi, 64);
+  EXPECT_EQ(g.layers[0].rope->layout, RopeLayout::half);
+  EXPECT_EQ(g.layers[0].rope->mrope_section, (std::vector<int64_t>{8, 12, 12}));
+  const ModelPositions v = model_positions_from_hf_json(R"({"model_type": "voxtral_realtime_text"})");
+  for (const LayerPlan& l : v.layers) {
+    EXPECT_EQ(l.attention.window, 4096);
+    EXPECT_TRUE(l.attention.causal);
+    EXPECT_EQ(l.qk_head_dim, 128);
+  }
+  const ModelPositions q = model_positions_from_hf_json(R"({"model_type": "qwen3_omni_moe_talker_text"})");
+  EXPECT_EQ(q.layers.size(), 20u);
+  EXPECT_EQ(q.layers[0].rope->base, 1e4);
+  EXPECT_EQ(q.layers[0].qk_head_dim, 64);  // hidden / heads: the class has no head_dim
+  EXPECT_EQ(q.layers[0].rope->mrope_section, (std::vector<int64_t>{24, 20, 20}));
+}
+
 // Positional-looking keys of real configs that transformers' family never reads (kIgnoredByTransformers)
 // are warned as ignored by both, not as "not understood"; the plan is the one transformers runs.
 TEST(ModelForms, KeysTransformersNeverReadsAreWarnedAsIgnoredByBoth) {

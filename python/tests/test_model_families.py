@@ -54,7 +54,8 @@ LAYERS, HEADS, KV_HEADS, T = 6, 4, 2, 8
 
 
 # Text models of other heads (embeddings, token classification) that posenc plans.
-OTHER_HEADS = {"embedding_gemma2", "openai_privacy_filter"}
+OTHER_HEADS = {"embedding_gemma2", "openai_privacy_filter", "glm_image", "voxtral_realtime",
+               "qwen3_omni_moe_talker_text"}
 
 
 def _families():
@@ -107,7 +108,8 @@ SUPPORTED = {
     "distilbert", "squeezebert", "ibert", "roformer", "esm", "albert", "mpnet", "mobilebert", "deepseek_v4",
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
-    "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter",
+    "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter", "glm_image_text", "voxtral_realtime_text",
+    "qwen3_omni_moe_talker_text",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -157,6 +159,8 @@ FAMILY_KWARGS = {
         audio_config={"hidden_size": 32, "intermediate_size": 32, "num_blocks": 1, "num_attention_heads": 2,
                       "ext_pw_out_channel": 32, "depthwise_separable_out_channel": 32,
                       "nemo_conv_channels": 32}),
+    # (the talker's config sets it on its text config: Qwen3OmniMoeTalkerConfig)
+    "qwen3_omni_moe_talker_text": dict(shared_expert_intermediate_size=32),
     "ernie4_5_vl_moe_text": dict(moe_intermediate_size=[32, 32]),  # (text and vision experts)
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense"] * LAYERS),  # (None in the class: set by its wrapper)
     "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
@@ -223,6 +227,10 @@ ILL_FORMED_DEFAULTS = {"glm4_moe": "rotary_dim = 21 is invalid",
                        "cohere_compass_text": "must be a dict per layer type",
                        "glm4v_moe_text": "rotary_dim = 21 is invalid",
                        "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
+                       "glm_image_text": "mrope_section = [8, 12, 12] sums to 32",  # (as glm4v_text)
+                       # the heads variant's head of 32 dims: 16 pairs, narrower than the default sections
+                       # [24, 20, 20], which transformers' interleaving slices cut silently (refused, not wrong)
+                       "qwen3_omni_moe_talker_text": ("values must be in [0, 16] (rotary_dim/2)",),
                        "qwen3_omni_moe_text": ("rotary_dim = 73 is invalid", "is not divisible by"),
                        # (its rotary module raises for the yarn variant, as posenc refuses it)
                        "ernie4_5_vl_moe_text": ('transformers 5 requires "default"',)}
@@ -239,6 +247,7 @@ ILL_FORMED_FULL_SIZE = {"glm4_moe": "hidden_size = 4096 is not divisible by num_
                         "esm": "pad_token_id is missing",
                         "glm4v_moe_text": "hidden_size = 4096 is not divisible by num_attention_heads = 96",
                         "glm4v_text": "mrope_section = [8, 12, 12] sums to 32",
+                        "glm_image_text": "mrope_section = [8, 12, 12] sums to 32",
                         "qwen3_omni_moe_text":
                             "hidden_size = 2048 is not divisible by num_attention_heads = 28"}
 
@@ -358,7 +367,8 @@ def family_config(model_type, variant):
                     # for the families posenc supports (the others are refused by name whatever the
                     # config, and some, e.g. blt, do not shrink and would exhaust the memory).
                     if config is not None and model_type in SUPPORTED:
-                        build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+                        model = build(config)
+                        model(**model_inputs(model, torch.ones(1, 2, dtype=torch.long)), use_cache=False)
                 except Exception as exc:
                     config = f"transformers rejects the shape variant: {exc!r:.200}"
             if variant == "heads":  # hidden / heads halves; an explicit head_dim stays (posenc must tell)
@@ -369,7 +379,8 @@ def family_config(model_type, variant):
                 try:
                     config = text_cls(**{**kw, **heads}) if heads and model_type in SUPPORTED else None
                     if config is not None:  # (a 2-token trial, as the shape variant)
-                        build(config)(input_ids=torch.ones(1, 2, dtype=torch.long), use_cache=False)
+                        model = build(config)
+                        model(**model_inputs(model, torch.ones(1, 2, dtype=torch.long)), use_cache=False)
                 except Exception as exc:
                     config = f"transformers rejects the heads variant: {exc!r:.200}"
             if variant == "yarn":
@@ -384,7 +395,7 @@ def family_config(model_type, variant):
 
 def _model_class(config):
     name = modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
-    if name:
+    if name and hasattr(transformers, name):  # (VoxtralRealtimeTextModel: mapped, not exported)
         return getattr(transformers, name)
     module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
     for obj in vars(module).values():  # e.g. MllamaTextModel: a text model without an auto mapping
@@ -592,6 +603,16 @@ def identity_rotary_output(module, args, out):
     return torch.ones_like(cos), torch.zeros_like(sin)
 
 
+def model_inputs(model, ids):
+    """input_ids, or what a text model that cannot start from them takes instead (the same every call)."""
+    c = model.config
+    if c.model_type == "qwen3_omni_moe_talker_text":  # no token embedding: the thinker's states come in
+        return dict(inputs_embeds=torch.randn(*ids.shape, c.hidden_size, generator=torch.Generator().manual_seed(0)))
+    if c.model_type == "voxtral_realtime_text":  # each layer's ada_rms_norm of the delay tokens' time embedding
+        return dict(input_ids=ids, t_cond=torch.zeros(1, 1, c.hidden_size))  # (VoxtralRealtimeModel.forward)
+    return dict(input_ids=ids)
+
+
 def run(model, ids, pos, identity_layer=None, capture=None):
     handle = None
     if identity_layer is not None:
@@ -603,7 +624,7 @@ def run(model, ids, pos, identity_layer=None, capture=None):
         capture.calls = {}
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model(input_ids=ids, position_ids=pos, use_cache=False)
+            model(**model_inputs(model, ids), position_ids=pos, use_cache=False)
         return capture.calls
     finally:
         if handle is not None:
