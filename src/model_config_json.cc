@@ -74,6 +74,8 @@ const char* kRuleAliases[][2] = {
     {"qwen3_omni_moe_talker_text", "qwen3_vl"},  // modeling_qwen3_omni_moe.py: the thinker's rotary module
     {"glm_image_text", "glm4_moe"},              // modeling_glm_image.py: glm4v_moe's rotary and attention
     {"voxtral_realtime_text", "mistral"},        // modeling_voxtral_realtime.py: Mistral's, window on all
+    {"csm", "llama"},                            // modeling_csm.py: Llama's rotary module and attention
+    {"higgs_audio_v2", "llama"},                 // modeling_higgs_audio_v2.py: Llama's (llama3 by default)
     {"paddleocr_vl_text", "llama"},              // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
     {"cosmos3_edge_text", "llama"},              // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
     {"deepseek_ocr2_text", "llama"},             // modeling_deepseek_ocr2.py: plain multi-head attention

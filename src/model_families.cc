@@ -177,6 +177,11 @@ constexpr Family kFamilies[] = {
   // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
   // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
   {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H},
+  // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py L119-212;
+  // its backbone model sums the codebooks' embeddings per position) and Higgs Audio v2's
+  // (modeling_higgs_audio_v2.py L83-113, L333-378; llama3 scaling by default)
+  {"csm",            R,      5e5,     2048,    0,       0,    false, H},
+  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H},
   // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
   // (modeling_voxtral_realtime.py L612-668, L796)
   {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H},
@@ -449,6 +454,8 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"qwen3_omni_moe_talker_text", 1024, 16, 20},
       {"glm_image_text", 4096, 32, 40},
       {"voxtral_realtime_text", 4096, 32, 32},
+      {"csm", 2048, 32, 16},
+      {"higgs_audio_v2", 3072, 24, 28},
       {"paddleocr_vl_text", 1024, 16, 18},
       {"cosmos3_edge_text", 2048, 16, 28},
       {"deepseek_ocr2_text", 4096, 32, 32},
@@ -616,6 +623,9 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
                "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
                "llama_4_scaling_beta": 0.1})";
+  if (t == "higgs_audio_v2")  // configuration_higgs_audio_v2.py L105-114
+    return R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "original_max_position_embeddings": 1024,
+               "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
   if (t == "embedding_gemma2_text")  // configuration_embedding_gemma2.py L113-118
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";

@@ -718,14 +718,14 @@ TEST(ModelForms, RopeParametersPrecedence) {
   EXPECT_EQ(a.layers[0].rope->scaling.type, RopeScalingType::linear);
   EXPECT_EQ(a.layers[0].rope->scaling.factor, 2);
   EXPECT_TRUE(has_warning(a, "rope_parameters is ignored"));
-  // partial_rotary_factor inside the dict shrinks dim for a scaling type...
-  const ModelPositions p = model_positions_from_hf_json(
-      cfg("llama",
-          R"("rope_parameters": {"rope_type": "linear", "factor": 2, "partial_rotary_factor": 0.5,
-                             "rope_theta": 1e5})"));
-  EXPECT_EQ(p.layers[0].rotary_hi, 32);
-  EXPECT_EQ(p.layers[0].rope->base, 1e5);
-  // ... but llama's default RoPE ignores it (modeling_llama.py compute_default_rope_parameters).
+  // partial_rotary_factor inside the dict shrinks a scaling type's frequencies, which llama's rotate_half
+  // over the whole head cannot apply (transformers 5 fails at the first forward): refused...
+  expect_plan_error(cfg("llama", R"("rope_parameters": {"rope_type": "linear", "factor": 2,
+                                    "partial_rotary_factor": 0.5, "rope_theta": 1e5})"),
+                    "partial_rotary_factor = 0.5 with rope_type 'linear' is not supported for model_type "
+                    "'llama': its rotation "
+                    "covers all 64 head dims, the frequencies 32");
+  // ... while llama's default RoPE ignores it (modeling_llama.py compute_default_rope_parameters).
   const ModelPositions d = model_positions_from_hf_json(cfg("llama", R"("partial_rotary_factor": 0.5)"));
   EXPECT_EQ(d.layers[0].rotary_hi, 64);
   EXPECT_TRUE(has_warning(d, "partial_rotary_factor"));

@@ -336,7 +336,7 @@ TEST(ModelEncoders, OpenAiPrivacyFilterIsGptOssBothWaysInPairs) {
   for (const char* type : {"openai_privacy_filter", "gpt_oss"})
     EXPECT_NE(plan_error(test::model_json(type, R"("rope_parameters": {"rope_type": "yarn", "factor": 32.0, )"
                                                 R"("rope_theta": 1e4, "partial_rotary_factor": 0.5})"))
-                  .find("partial_rotary_factor = 0.5 is not supported for"),
+                  .find("partial_rotary_factor = 0.5 with rope_type 'yarn' is not supported for model_type"),
               std::string::npos)
         << type;
 }

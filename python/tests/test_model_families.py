@@ -55,7 +55,9 @@ LAYERS, HEADS, KV_HEADS, T = 6, 4, 2, 8
 
 # Text models of other heads (embeddings, token classification) that posenc plans.
 OTHER_HEADS = {"embedding_gemma2", "openai_privacy_filter", "glm_image", "voxtral_realtime",
-               "qwen3_omni_moe_talker_text"}
+               "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2"}
+# Text-to-speech models: their backbone alone (the full model adds a depth decoder or an audio tokenizer).
+BACKBONES = {"csm": "CsmBackboneModel", "higgs_audio_v2": "HiggsAudioV2Model"}
 
 
 def _families():
@@ -109,7 +111,7 @@ SUPPORTED = {
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
     "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter", "glm_image_text", "voxtral_realtime_text",
-    "qwen3_omni_moe_talker_text",
+    "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -394,7 +396,7 @@ def family_config(model_type, variant):
 
 
 def _model_class(config):
-    name = modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
+    name = BACKBONES.get(config.model_type) or modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
     if name and hasattr(transformers, name):  # (VoxtralRealtimeTextModel: mapped, not exported)
         return getattr(transformers, name)
     module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
@@ -606,7 +608,8 @@ def identity_rotary_output(module, args, out):
 def model_inputs(model, ids):
     """input_ids, or what a text model that cannot start from them takes instead (the same every call)."""
     c = model.config
-    if c.model_type == "qwen3_omni_moe_talker_text":  # no token embedding: the thinker's states come in
+    # no token embedding: the thinker's states come in (the talker); CSM sums its codebooks' embeddings
+    if c.model_type in ("qwen3_omni_moe_talker_text", "csm"):
         return dict(inputs_embeds=torch.randn(*ids.shape, c.hidden_size, generator=torch.Generator().manual_seed(0)))
     if c.model_type == "voxtral_realtime_text":  # each layer's ada_rms_norm of the delay tokens' time embedding
         return dict(input_ids=ids, t_cond=torch.zeros(1, 1, c.hidden_size))  # (VoxtralRealtimeModel.forward)
@@ -636,9 +639,11 @@ def run(model, ids, pos, identity_layer=None, capture=None):
 
 def rotary_modules(model):
     out = {}
+    own = type(model).__name__.removesuffix("Model")  # (HiggsAudioV2RotaryEmbedding: the model's own)
     for name, mod in model.named_modules():
         cls = type(mod).__name__
-        tower = any(s in cls for s in ("Vision", "Audio", "Vit")) and "VisionText" not in cls
+        rest = cls.removeprefix(own)
+        tower = any(s in rest for s in ("Vision", "Audio", "Vit")) and "VisionText" not in rest
         if cls.endswith("RotaryEmbedding") and not tower:
             out[name] = mod
     return out
@@ -973,6 +978,34 @@ def check_family(model_type, config, variant="default"):
         capture.close()
 
 
+@pytest.mark.parametrize("model_type", sorted(set(FAMILIES) & SUPPORTED))
+def test_partial_rotation_of_a_scaled_rope_runs_in_transformers_or_is_refused(model_type):
+    """The yarn variant with partial_rotary_factor 0.5 in its dict: every scaling init reads the factor
+    (modeling_rope_utils.py), and a family whose apply_rotary_pos_emb rotates the whole head then fails at
+    the first forward. posenc must plan it exactly where transformers runs it (the plan is then checked by
+    the variants above), and refuse it where transformers fails."""
+    config = family_config(model_type, "yarn")
+    rp = getattr(config, "rope_parameters", None) if config is not None and not isinstance(config, str) else None
+    if not isinstance(rp, dict) or "rope_type" not in rp:
+        pytest.skip(f"{model_type}: no yarn variant with a flat rope dict")
+    text_cls, _ = FAMILIES[model_type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = text_cls(**_shrunk_kwargs(text_cls), rope_parameters={**rp, "partial_rotary_factor": 0.5})
+    try:
+        model = build(config)
+        with torch.no_grad():
+            model(**model_inputs(model, torch.ones(1, 2, dtype=torch.long)), use_cache=False)
+        error = None
+    except (RuntimeError, ValueError) as exc:
+        error = exc
+    if error is None:
+        plan(config.to_dict())
+    else:
+        with pytest.raises(posenc.Error, match="partial_rotary_factor|rope_type|mrope_section|rotary_dim"):
+            plan(config.to_dict())
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("model_type", sorted(FAMILIES))
 def test_family_matches_transformers_or_is_refused(model_type, variant):
@@ -985,6 +1018,14 @@ def test_family_matches_transformers_or_is_refused(model_type, variant):
         plan(config.to_dict())
     except posenc.Error as exc:
         assert f"'{model_type}'" in str(exc), str(exc)
+        if model_type in SUPPORTED and "its rotation covers all" in str(exc):
+            # a scaled rope type's partial rotation on a whole-head family (gemma4_text's yarn variant keeps
+            # the proportional dict's factor): refused where transformers fails too
+            with pytest.raises((RuntimeError, ValueError)), torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = build(config)
+                model(**model_inputs(model, torch.ones(1, 2, dtype=torch.long)), use_cache=False)
+            return
         if model_type in SUPPORTED:
             expected = ILL_FORMED_DEFAULTS.get(model_type, ())
             assert any(e in str(exc) for e in (expected if isinstance(expected, tuple) else (expected,))), \
