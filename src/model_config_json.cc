@@ -401,6 +401,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                "', whatever model_type it has (configuration_utils.py L248-256)");
   const json resolved = declared_type == "step3p5" ? detail::step3p5_resolved(given, where, resolve_warnings)
                         : declared_type == "zaya"  ? detail::zaya_resolved(given, where, resolve_warnings)
+                        : declared_type == "ultrabert"
+                            ? detail::ultrabert_resolved(given, where, resolve_warnings)
                         : canonical_type(declared_type) == "dots3_note_text"
                             ? detail::dots3_resolved(given, where, resolve_warnings)
                             : json(nullptr);
@@ -740,7 +742,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
                                               ? detail::default_rope_parameters(own_type)
                                               : detail::default_rope_parameters(type);
     const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" ||
-                               type == "cohere_compass_text" || type == "zaya" || type == "dots3_note_text";
+                               type == "cohere_compass_text" || type == "zaya" || type == "dots3_note_text" ||
+                               type == "ultrabert";
     // Each type's dict carries its own partial_rotary_factor (the top-level one is not read).
     if (type == "step3p5" || type == "zaya" || type == "cohere_compass_text") prf.reset();
     if (type == "cohere_compass_text") {

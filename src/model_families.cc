@@ -202,6 +202,9 @@ constexpr Family kFamilies[] = {
   // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
   {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H},
   {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I},
+  // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
+  // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model_ultrabert.cc
+  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H},
   // RoPE encoders (Llama's rotation, bidirectional: src/model_families.cc always_bidirectional)
   {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H},
   {"gte",            R,      1.6e5,   8192,    0,       0,    false, H},
@@ -319,6 +322,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"gemma4_text", 2304, 8, 30},
       {"embedding_gemma2_text", 512, 4, 24},
       {"openai_privacy_filter", 640, 14, 8},
+      {"ultrabert", 4096, 32, 32},
       {"glm", 4096, 32, 40},
       {"glm4", 4096, 32, 40},
       {"glm4_moe", 4096, 96, 46},
@@ -623,6 +627,9 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
                "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
                "llama_4_scaling_beta": 0.1})";
+  if (t == "ultrabert")  // configuration_ultrabert.py L105-109
+    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+               "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
   if (t == "higgs_audio_v2")  // configuration_higgs_audio_v2.py L105-114
     return R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "original_max_position_embeddings": 1024,
                "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
@@ -678,7 +685,7 @@ bool always_bidirectional(const std::string& t) {
   // modeling_mobilebert.py L187 (is_causal False), L635-639 (create_bidirectional_mask).
   for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
                         "distilbert", "squeezebert", "ibert", "albert", "mpnet", "mobilebert",
-                        "embedding_gemma2_text", "openai_privacy_filter"})
+                        "embedding_gemma2_text", "openai_privacy_filter", "ultrabert"})
     if (t == e) return true;
   return false;
 }

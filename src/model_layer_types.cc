@@ -317,6 +317,7 @@ int64_t sliding_window(Obj& j, const Model& m) {
     if (t == "granite_swa" || t == "granitemoe_swa") window = 128;
     if (t == "cohere2_moe" || t == "cohere_compass_text") window = 4096;
     if (t == "mimo_v2_flash") window = 129;
+    if (t == "ultrabert") window = 128;
   }
   // modernbert-decoder: sliding_window = local_attention // 2 ("only half of" ModernBERT's symmetric window),
   // unless the config gives sliding_window, which PreTrainedConfig.__post_init__ sets after it
@@ -346,7 +347,7 @@ int64_t sliding_window(Obj& j, const Model& m) {
   // (modeling_embedding_gemma2.py L322-323, modeling_openai_privacy_filter.py L193): posenc's |q - k| < w
   // + 1.
   if (const std::string_view own = m.family->model_type;
-      own == "embedding_gemma2_text" || own == "openai_privacy_filter") {
+      own == "embedding_gemma2_text" || own == "openai_privacy_filter" || own == "ultrabert") {
     if (window <= 0)
       fail(kOp, j.where, "sliding_window = ", json_excerpt(j.j.at("sliding_window")),
            " is not supported for ", own,

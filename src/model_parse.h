@@ -163,6 +163,9 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
 // full_attention / sliding_attention (src/model_zaya.cc); zaya_layer_type names a plan's type back.
 json zaya_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
 std::string zaya_layer_type(const std::string& type);
+// ultrabert's text config with its checkpoints' attention_windows and per-layer rope_theta read as its config
+// class reads them: layer_types, sliding_window and one rope dict per layer type (src/model_ultrabert.cc).
+json ultrabert_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings);
 // dots3_note_text's text config (flat under a "dots3_note" wrapper too) in the form its config class builds:
 // layer types from use_dsa / use_sliding_window, one rope dict per layer type, its per-type MLA dims as
 // per_layer_config's qk_nope_head_dim / qk_rope_head_dim / v_head_dim overrides (src/model_dots3.cc).

@@ -341,5 +341,33 @@ TEST(ModelEncoders, OpenAiPrivacyFilterIsGptOssBothWaysInPairs) {
         << type;
 }
 
+// UltraBERT (configuration_ultrabert.py L83-113, modeling_ultrabert.py L70-126, L206-225): per-type bases,
+// full attention every third layer, bidirectional windows |q - k| <= sliding_window; its checkpoints'
+// attention_windows (types and the first window) and per-layer rope_theta (the type's last base wins).
+TEST(ModelEncoders, UltrabertReadsItsCheckpointsWindowsAndBases) {
+  const ModelPositions d = plan("ultrabert", R"("num_hidden_layers": 6)");
+  for (const LayerPlan& l : d.layers) {
+    const bool full = l.layer % 3 == 2;
+    EXPECT_EQ(l.layer_type, full ? "full_attention" : "sliding_attention");
+    EXPECT_EQ(l.rope->base, full ? 2.56e6 : 1e4);
+    EXPECT_EQ(l.attention.window, full ? 0 : 129);
+    EXPECT_FALSE(l.attention.causal);
+  }
+  const ModelPositions c = plan("ultrabert", R"("num_hidden_layers": 4, "sliding_window": 512,
+      "attention_windows": [0, 16, 8, 0], "rope_theta": [7e5, 1e4, 2e4, 8e5])");
+  const char* types[] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  for (const LayerPlan& l : c.layers) {
+    EXPECT_EQ(l.layer_type, types[l.layer]);
+    EXPECT_EQ(l.rope->base, l.layer_type == "full_attention" ? 8e5 : 2e4);
+    EXPECT_EQ(l.attention.window, l.layer_type == "full_attention" ? 0 : 17);
+  }
+  EXPECT_TRUE(has_warning(c, "sliding_window = 512 is replaced by attention_windows' first window, 16"));
+  EXPECT_NE(plan_error(test::model_json("ultrabert", R"("rope_theta": 1e4)")).find("a base per layer"),
+            std::string::npos);
+  EXPECT_NE(plan_error(test::model_json("ultrabert", R"("num_hidden_layers": 6, "rope_theta": [1e4, 2e4])"))
+                .find("no dict for layer type 'full_attention'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace posenc

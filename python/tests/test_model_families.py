@@ -111,7 +111,7 @@ SUPPORTED = {
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
     "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter", "glm_image_text", "voxtral_realtime_text",
-    "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2",
+    "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2", "ultrabert",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -1194,6 +1194,41 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
             continue
         assert inner["model_type"] == sparse.get("model_type", default_type)
         assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
+
+_ULTRABERT = dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, intermediate_size=32,
+                  vocab_size=256, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+
+
+@pytest.mark.parametrize("keys", [
+    dict(attention_windows=[64, 64, 0, 32, 64, 0]),                    # types and the first window
+    dict(attention_windows=[0, 16, 0, 0, 8, 0], sliding_window=512),   # the windows' first one wins
+    dict(rope_theta=[1e4, 2e4, 5e5, 3e4, 4e4, 6e5]),                   # the last base of a type wins
+    dict(attention_windows=[0, 8, 8, 0, 8, 8], rope_theta=[7e5, 1e4, 2e4, 8e5, 3e4, 4e4]),
+    dict(rope_theta=[1e4] * 6, rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 5e3},
+                                                 "full_attention": {"rope_type": "default", "rope_theta": 5e6}}),
+])
+def test_ultrabert_checkpoint_keys_as_its_config_class_reads_them(keys):
+    """UltraBERT's checkpoints save attention_windows and a base per layer (configuration_ultrabert.py
+    L83-104): posenc reads them as the config class does, then the whole plan is checked on the model."""
+    config = transformers.UltrabertConfig(**_ULTRABERT, **copy.deepcopy(keys))
+    m = posenc.ModelPositions.from_hf({"model_type": "ultrabert", **_ULTRABERT, **keys}, warn=False)
+    assert [layer.layer_type for layer in m.layers] == config.layer_types
+    for layer in m.layers:
+        assert layer.rope.base == config.rope_parameters[layer.layer_type]["rope_theta"]
+        sliding = layer.layer_type == "sliding_attention"
+        assert layer.attention.window == (config.sliding_window + 1 if sliding else 0)
+    check_family("ultrabert", config)
+
+
+@pytest.mark.parametrize("keys", [dict(rope_theta=1e4), dict(rope_theta=[1e4, 2e4])])
+def test_ultrabert_checkpoint_keys_transformers_cannot_run_are_refused(keys):
+    """A number for rope_theta (zip fails) or a list too short for every layer type (KeyError)."""
+    with pytest.raises((TypeError, KeyError)), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        build(transformers.UltrabertConfig(**_ULTRABERT, **keys))
+    with pytest.raises(posenc.Error, match="rope_theta|no dict for layer type 'full_attention'"):
+        plan({"model_type": "ultrabert", **_ULTRABERT, **keys})
+
 
 def test_falcon_h1_key_multiplier_scales_the_logits_as_transformers():
     """Falcon-H1 multiplies k_proj(x) by key_multiplier before RoPE (modeling_falcon_h1.py L208): the logits
