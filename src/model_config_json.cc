@@ -439,12 +439,17 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const detail::SizeDefaults* sizes = detail::find_size_defaults(declared_type);
   if (!sizes) sizes = detail::find_size_defaults(type);
   const bool need = sizes == nullptr;
-  m.hidden =
-      first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed", "dim"}, sizes ? sizes->hidden : 0, need);
+  // Kosmos2TextConfig's attribute_map: hidden_size -> embed_dim, num_hidden_layers -> layers
+  // (configuration_kosmos2.py L31-35); its own names come first.
+  const bool kosmos = own_type == "kosmos_2_text_model";
+  m.hidden = kosmos ? first_int(j, {"embed_dim", "hidden_size"}, sizes->hidden, false)
+                    : first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed", "dim"},
+                                sizes ? sizes->hidden : 0, need);
   m.heads = first_int(j, {"num_attention_heads", "n_head", "n_heads", "num_heads", "attention_heads"},
                       sizes ? sizes->heads : 0, need);
-  m.layers = first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
-                       sizes ? sizes->layers : 0, need);
+  m.layers = kosmos ? first_int(j, {"layers", "num_hidden_layers"}, sizes->layers, false)
+                    : first_int(j, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"},
+                                sizes ? sizes->layers : 0, need);
   if (type == "nemotron_h") {
     // configuration_nemotron_h.py L171-187, L239-254: num_hidden_layers is len(layers_block_type) (or of
     // hybrid_override_pattern); a different given value is only logged.
@@ -544,13 +549,22 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   out.max_position_embeddings = m.max_pos;
   // modeling_opt.py OPTLearnedPositionalEmbedding, modeling_biogpt.py BioGptLearnedPositionalEmbedding.
   if (type == "opt" || type == "biogpt") out.learned_position_offset = 2;
-  if (type == "xglm" || type == "ctrl") {
+  if (type == "xglm" || type == "ctrl" || kosmos) {
     SinusoidalConfig s;
     s.dim = m.hidden;  // an odd d_model gets a zero last column (XGLM), as posenc's split layout
     s.layout = SinusoidalLayout::split;
     s.frequencies =
-        type == "xglm" ? SinusoidalFrequencies::half_dim_minus_one : SinusoidalFrequencies::model_dim;
+        type == "ctrl" ? SinusoidalFrequencies::model_dim : SinusoidalFrequencies::half_dim_minus_one;
     s.position_offset = type == "xglm" ? 2 : 0;
+    if (kosmos) {
+      // Kosmos2TextSinusoidalPositionalEmbedding (modeling_kosmos2.py L556-666): token p (padding skipped)
+      // reads row p + pad_token_id + 1 of a table of max_position_embeddings + 2 rows, regrown past it.
+      const int64_t pad = j.int_or("pad_token_id", 1);
+      if (pad < 0 || pad > 1 << 20)
+        fail(kOp, j.where, "pad_token_id = ", pad,
+             " is invalid for kosmos_2_text_model: position 0 reads row ", "pad_token_id + 1");
+      s.position_offset = pad + 1;
+    }
     validate(s);
     out.sinusoidal = s;
   }

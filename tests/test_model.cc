@@ -588,6 +588,29 @@ TEST(ModelForms, TextModelsOfOtherFamiliesCode) {
   EXPECT_EQ(q.layers[0].rope->mrope_section, (std::vector<int64_t>{24, 20, 20}));
 }
 
+// Kosmos-2's text decoder (configuration_kosmos2.py L31-56, modeling_kosmos2.py L556-666): its own size names
+// (embed_dim, layers, attention_heads), XGLM's fairseq table, token p at row p + pad_token_id + 1, causal.
+TEST(ModelForms, Kosmos2TextDecoderIsXglmsTableAtPadPlusOne) {
+  const ModelPositions k = model_positions_from_hf_json(R"({"model_type": "kosmos-2", "text_config":
+      {"embed_dim": 512, "layers": 3, "attention_heads": 8, "max_position_embeddings": 1024}})");
+  EXPECT_EQ(k.model_type, "kosmos_2_text_model");
+  ASSERT_EQ(k.layers.size(), 3u);
+  ASSERT_TRUE(k.sinusoidal.has_value());
+  EXPECT_EQ(k.sinusoidal->dim, 512);
+  EXPECT_EQ(k.sinusoidal->position_offset, 2);  // pad_token_id 1 by default
+  EXPECT_EQ(k.sinusoidal->frequencies, SinusoidalFrequencies::half_dim_minus_one);
+  for (const LayerPlan& l : k.layers) {
+    EXPECT_EQ(l.position, PositionMethod::sinusoidal);
+    EXPECT_TRUE(l.attention.causal);
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / 8.0);  // (512 / 8)^-0.5
+  }
+  const ModelPositions pad0 =
+      model_positions_from_hf_json(R"({"model_type": "kosmos_2_text_model", "pad_token_id": 0})");
+  EXPECT_EQ(pad0.sinusoidal->position_offset, 1);
+  EXPECT_EQ(pad0.layers.size(), 24u);  // the class's sizes: 2048 / 32 heads, 24 layers
+  EXPECT_EQ(pad0.sinusoidal->dim, 2048);
+}
+
 // Positional-looking keys of real configs that transformers' family never reads (kIgnoredByTransformers)
 // are warned as ignored by both, not as "not understood"; the plan is the one transformers runs.
 TEST(ModelForms, KeysTransformersNeverReadsAreWarnedAsIgnoredByBoth) {

@@ -111,7 +111,7 @@ SUPPORTED = {
     "step3p5", "muse_spark_text", "muse_glimmer_text", "hunyuan_vl_text", "cohere_compass_text",
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
     "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter", "glm_image_text", "voxtral_realtime_text",
-    "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2", "ultrabert",
+    "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2", "ultrabert", "kosmos_2_text_model",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -514,13 +514,13 @@ def learned_offset(table):
 
 def check_sinusoidal_table(m, model, where):
     """The fixed table the model adds to its embeddings against posenc.sinusoidal with the plan's
-    ModelPositions.sinusoidal: CTRL's pos_encoding (position p at row p), XGLM's embed_positions.weights
-    (row p + 2). transformers builds both with fp32 angles: ~position * 2^-24 rad (the first 1024 rows)."""
+    ModelPositions.sinusoidal: CTRL's pos_encoding (position p at row p), XGLM's and Kosmos-2's
+    embed_positions.weights (row p + 2; Kosmos-2: p + pad_token_id + 1). transformers builds both with fp32 angles: ~position * 2^-24 rad (the first 1024 rows)."""
     s = m.sinusoidal
     assert s is not None and s["dim"] == model.config.hidden_size, where
     table = getattr(model, "pos_encoding", None)
-    if table is None:
-        table = model.embed_positions.weights
+    if table is None:  # (Kosmos2TextModel: model.embed_positions)
+        table = next(mod for n, mod in model.named_modules() if n.split(".")[-1] == "embed_positions").weights
     n = min(table.shape[0] - s["offset"], 1024)
     want = table[s["offset"]:s["offset"] + n].double().numpy()
     got = posenc.sinusoidal(np.arange(n), s["dim"], s["base"], s["layout"], frequencies=s["frequencies"],
