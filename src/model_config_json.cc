@@ -441,7 +441,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   const bool need = sizes == nullptr;
   // Kosmos2TextConfig's attribute_map: hidden_size -> embed_dim, num_hidden_layers -> layers
   // (configuration_kosmos2.py L31-35); its own names come first.
-  const bool kosmos = own_type == "kosmos_2_text_model";
+  const bool kosmos = own_type == "kosmos_2_text_model" || own_type == "kosmos_2_5_text_model";
   m.hidden = kosmos ? first_int(j, {"embed_dim", "hidden_size"}, sizes->hidden, false)
                     : first_int(j, {"hidden_size", "n_embd", "d_model", "n_embed", "dim"},
                                 sizes ? sizes->hidden : 0, need);
@@ -561,9 +561,15 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
       // reads row p + pad_token_id + 1 of a table of max_position_embeddings + 2 rows, regrown past it.
       const int64_t pad = j.int_or("pad_token_id", 1);
       if (pad < 0 || pad > 1 << 20)
-        fail(kOp, j.where, "pad_token_id = ", pad,
-             " is invalid for kosmos_2_text_model: position 0 reads row ", "pad_token_id + 1");
+        fail(kOp, j.where, "pad_token_id = ", pad, " is invalid for ", own_type,
+             ": position 0 reads row pad_token_id + 1");
       s.position_offset = pad + 1;
+      // modeling_kosmos2_5.py L961-975: a learned 2-row segment_emb is added to the position rows too
+      // (row 1 on image tokens, row 0 elsewhere).
+      if (own_type == "kosmos_2_5_text_model")
+        out.warnings.push_back(
+            "kosmos_2_5_text_model adds a learned segment_emb row to every position row "
+            "(row 1 on image tokens, row 0 elsewhere): a checkpoint tensor the caller adds");
     }
     validate(s);
     out.sinusoidal = s;

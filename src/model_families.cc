@@ -236,6 +236,7 @@ constexpr Family kFamilies[] = {
   {"xglm",           PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},  // ModelPositions::sinusoidal
   // Kosmos-2's text decoder: XGLM's table, read at row p + pad_token_id + 1 (model_config_json.cc)
   {"kosmos_2_text_model", PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},
+  {"kosmos_2_5_text_model", PositionMethod::sinusoidal, 0, 4096, 0, 0, false, H},  // the same, q pre-scaled
   {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
@@ -297,6 +298,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"mpnet", 768, 12, 12},
       {"xglm", 1024, 16, 24},
       {"kosmos_2_text_model", 2048, 32, 24},
+      {"kosmos_2_5_text_model", 1536, 16, 24},
       {"t5", 512, 8, 6},
       {"mt5", 512, 6, 8},
       {"umt5", 512, 6, 8},

@@ -609,6 +609,13 @@ TEST(ModelForms, Kosmos2TextDecoderIsXglmsTableAtPadPlusOne) {
   EXPECT_EQ(pad0.sinusoidal->position_offset, 1);
   EXPECT_EQ(pad0.layers.size(), 24u);  // the class's sizes: 2048 / 32 heads, 24 layers
   EXPECT_EQ(pad0.sinusoidal->dim, 2048);
+  // Kosmos-2.5's: the same table and rule, and a learned segment row added to the positions (warned).
+  const ModelPositions k25 = model_positions_from_hf_json(R"({"model_type": "kosmos_2_5_text_model"})");
+  EXPECT_EQ(k25.layers.size(), 24u);
+  EXPECT_EQ(k25.sinusoidal->dim, 1536);
+  EXPECT_EQ(k25.sinusoidal->position_offset, 2);
+  EXPECT_EQ(k25.max_position_embeddings, 4096);
+  EXPECT_TRUE(has_warning(k25, "segment_emb"));
 }
 
 // Positional-looking keys of real configs that transformers' family never reads (kIgnoredByTransformers)

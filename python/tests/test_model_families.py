@@ -112,6 +112,7 @@ SUPPORTED = {
     "minimax_m3_vl_text", "glm5_next_text", "qwen4_exp_text", "zaya", "hy_v4", "molmo2_text",
     "dots3_note_text", "embedding_gemma2_text", "openai_privacy_filter", "glm_image_text", "voxtral_realtime_text",
     "qwen3_omni_moe_talker_text", "csm", "higgs_audio_v2", "ultrabert", "kosmos_2_text_model",
+    "kosmos_2_5_text_model",
 }
 
 # Encoder-decoder families with absolute tables (src/model_seq2seq.cc), checked by check_seq2seq.
@@ -906,8 +907,8 @@ def check_family(model_type, config, variant="default"):
             if model_type == "esm":  # q is multiplied by head^-0.5 before RoPE, the kernel uses 1.0
                 assert scaling == 1.0, where  # (modeling_esm.py L366, L383: the same scores)
                 scaling = attn.self.attention_head_size ** -0.5
-            if model_type == "opt":  # q is multiplied by self.scaling first, the kernel then uses 1.0
-                scaling = attn.scaling  # (modeling_opt.py OPTAttention.forward L151, L174)
+            if model_type in ("opt", "kosmos_2_5_text_model"):  # q times self.scaling first, the kernel 1.0
+                scaling = attn.scaling  # (modeling_opt.py L151, L174; modeling_kosmos2_5.py L810-827)
             if model_type == "openai_privacy_filter":  # q and k each times head_dim^-0.25 after RoPE, the
                 assert scaling == 1.0, where           # kernel then 1.0 (modeling_openai_privacy_filter.py)
                 scaling = attn.scaling ** 2
