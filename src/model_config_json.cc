@@ -935,14 +935,8 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
           " dims (partial_rotary_factor; minimax_m2's rotary_dim conversion is not inherited)");
     if (type == "minimax_m3_vl_text") j.read.insert("sparse_attention_config");
     if (type == "muse_glimmer_text" && flat) {
-      // MuseGlimmerRotaryEmbedding.compute_default_rope_parameters rotates the whole head (dim = head_dim;
-      // the generic rules warned about an unread partial_rotary_factor); another rope type's init would
-      // shorten cos / sin, which its apply_rotary_pos_emb cannot apply to the head.
-      if (flat->rotary_dim != 0 && flat->rotary_dim != flat->head_dim)
-        fail(kOp, j.where, "partial_rotary_factor with rope type '", rope_scaling_name(flat->scaling.type),
-             "' is not supported for ", own_type, ": its rotary module then builds cos / sin of ",
-             flat->rotary_dim, " dims, which its apply_rotary_pos_emb cannot apply to the ", flat->head_dim,
-             "-dim head");
+      // (MuseGlimmerRotaryEmbedding's default init rotates the whole head; a scaled type's partial rotation
+      // is refused by rope_from_dict, as for every whole-head family.)
       for (double t : muse_theta)
         if (t != 0 && t != flat->base) {
           out.warnings.push_back(j.where + "layer_rope_theta contains " + detail::json_excerpt(json(t)) +

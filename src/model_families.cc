@@ -636,8 +636,8 @@ const char* default_rope_parameters(const std::string& t) {
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
   if (t == "higgs_audio_v2")  // configuration_higgs_audio_v2.py L105-114
-    return R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0, "original_max_position_embeddings": 1024,
-               "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
+    return R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0,
+               "original_max_position_embeddings": 1024, "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
   if (t == "embedding_gemma2_text")  // configuration_embedding_gemma2.py L113-118
     return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";

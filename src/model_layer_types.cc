@@ -342,10 +342,10 @@ int64_t sliding_window(Obj& j, const Model& m) {
   if (std::string_view(m.family->model_type) == "gemma3_text" && window > 0 &&
       j.bool_or("use_bidirectional_attention", false))
     window = window / 2 + 1;
-  // embedding_gemma2_text, openai_privacy_filter: bidirectional sliding layers keep |q - k| <= sliding_window
-  // (masking_utils.py sliding_window_bidirectional_overlay) and their attention gets sliding_window + 1
-  // (modeling_embedding_gemma2.py L322-323, modeling_openai_privacy_filter.py L193): posenc's |q - k| < w
-  // + 1.
+  // embedding_gemma2_text, openai_privacy_filter, ultrabert: bidirectional sliding layers keep |q - k| <=
+  // sliding_window (masking_utils.py sliding_window_bidirectional_overlay) and their attention gets
+  // sliding_window + 1 (modeling_embedding_gemma2.py L322-323, modeling_openai_privacy_filter.py L193,
+  // modeling_ultrabert.py L223-225): posenc's |q - k| < sliding_window + 1.
   if (const std::string_view own = m.family->model_type;
       own == "embedding_gemma2_text" || own == "openai_privacy_filter" || own == "ultrabert") {
     if (window <= 0)
@@ -444,8 +444,7 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   if (std::string_view(m.family->model_type) == "openai_privacy_filter") {
     if (j.has("layer_types"))
       warnings.push_back(
-          "layer_types is ignored by openai_privacy_filter in transformers 5: every layer "
-          "slides");
+          "layer_types is ignored by openai_privacy_filter in transformers 5: every layer slides");
     j.read.insert("layer_types");
     return std::vector<std::string>(static_cast<size_t>(m.layers), "sliding_attention");
   }

@@ -192,9 +192,9 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   // A family whose default RoPE ignores partial_rotary_factor rotates the whole head in its
   // apply_rotary_pos_emb (rotate_half or pairs over head_dim): the scaled types' fewer frequencies then fail
   // there (cos of rotary_dim columns against the head's; checked for every family in the harness's domain).
-  // (hy_v4, molmo2_text and muse_glimmer_text: refused by their own rules, which know the layers that scale.)
+  // (hy_v4 and molmo2_text: refused by their own rules, which know the layers that scale.)
   const std::string_view own = m.family->model_type;
-  const bool own_rule = own == "hy_v4" || own == "molmo2_text" || m.type == "muse_glimmer_text";
+  const bool own_rule = own == "hy_v4" || own == "molmo2_text";
   if (!m.family->default_uses_prf && !own_rule && s.type != RopeScalingType::proportional &&
       c.rotary_dim != m.head_dim)
     fail(kOp, d.where, "partial_rotary_factor = ", used_prf, " with rope_type '", rope_scaling_name(s.type),

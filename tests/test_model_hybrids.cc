@@ -623,7 +623,8 @@ TEST(ModelHybrids, MuseRopeOnTheSlidingLayersCountedFromTheLast) {
   expect_plan_error(cfg("muse_glimmer_text", 4, R"("layer_rope_theta": [1, 0])"), "layer_rope_theta has 2");
   expect_plan_error(cfg("muse_glimmer_text", 4, R"("partial_rotary_factor": 0.5,
       "rope_parameters": {"rope_type": "linear", "factor": 2.0})"),
-                    "partial_rotary_factor with rope type 'linear' is not supported");
+                    "partial_rotary_factor = 0.5 with rope_type 'linear' is not supported for model_type "
+                    "'muse_glimmer_text': its rotation covers all 128 head dims, the frequencies 64");
 }
 
 // configuration_hunyuan_vl.py (HunyuanOCR's flat form: the wrapper folds the top-level keys into
