@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format is missing (apt-get install clang-format)" >&2; exit 1; }
 # Tracked files and new ones not yet added (not ignored), so a file is formatted before its first commit.
-mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cpp' | grep -v '^tests/data/')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cpp' '*.cu' '*.cuh' | grep -v '^tests/data/')
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0

@@ -17,12 +17,20 @@ std::string to_string(const std::vector<int64_t>& values) {
   return os.str();
 }
 
+void check_device(std::string_view op, std::string_view name, const ViewShape& v, Device device) {
+  if (v.device == device) return;
+  if (device == Device::cpu)
+    fail(op, name, " is on device ", device_name(v.device), ", expected cpu (", op,
+         " runs on the device of its first tensor, and on cpu tensors only where it has no CUDA backend)");
+  fail(op, name, " is on device ", device_name(v.device), ", expected ", device_name(device),
+       " (every tensor of a call on the device of its first tensor)");
+}
+
 void check_view(std::string_view op, std::string_view name, const ViewShape& v, DType dtype,
-                std::initializer_list<int64_t> expected, const void* data) {
+                std::initializer_list<int64_t> expected, const void* data, Device device) {
   if (v.rank < 0 || v.rank > kMaxRank)
     fail(op, name, " has an invalid rank (shape and strides differ in length)");
-  if (v.device != Device::cpu)
-    fail(op, name, " is on device ", device_name(v.device), ", but this build has only the cpu backend");
+  check_device(op, name, v, device);
   if (v.dtype != dtype) fail(op, name, " has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(dtype));
   if (static_cast<size_t>(v.rank) != expected.size()) {
     std::vector<int64_t> e(expected);
@@ -56,12 +64,12 @@ std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view n
   return out;
 }
 
-std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
-                                      int64_t batch, int64_t tokens) {
+PositionLayout check_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
+                               int64_t batch, int64_t tokens, Device device) {
   const ViewShape& v = positions;
   if (v.rank < 0 || v.rank > kMaxRank) fail(op, "positions has an invalid rank");
   if (v.dtype != DType::i64) fail(op, "positions has dtype ", dtype_name(v.dtype), ", expected i64");
-  if (v.device != Device::cpu) fail(op, "positions is on device ", device_name(v.device), ", expected cpu");
+  check_device(op, "positions", v, device);
   // Normalise to (S, B?, T): figure out which form was given.
   std::ostringstream forms;
   if (streams > 1)
@@ -83,12 +91,16 @@ std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView
   if (has_batch) b_stride = v.strides[d++];
   const int64_t t_stride = v.strides[d];
   if (v.numel() > 0 && positions.data == nullptr) fail(op, "positions has a null data pointer");
-  const int64_t* p = positions.ptr<int64_t>();
+  return {positions.ptr<int64_t>(), s_stride, b_stride, t_stride};
+}
+
+std::vector<int64_t> gather_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
+                                      int64_t batch, int64_t tokens) {
+  const PositionLayout p = check_positions(op, positions, streams, batch, tokens, Device::cpu);
   std::vector<int64_t> out(streams * batch * tokens);
   for (int64_t s = 0; s < streams; ++s)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < tokens; ++t)
-        out[(s * batch + b) * tokens + t] = p[s * s_stride + b * b_stride + t * t_stride];
+      for (int64_t t = 0; t < tokens; ++t) out[(s * batch + b) * tokens + t] = p.at(s, b, t);
   check_position_range(op, out);
   return out;
 }

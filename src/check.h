@@ -38,10 +38,12 @@ inline void check_positive(std::string_view op, std::string_view arg, double val
 
 std::string to_string(const std::vector<int64_t>& values);
 
+// The view must be on `device` (the call's: that of its first tensor, or cpu for ops without a CUDA backend).
+void check_device(std::string_view op, std::string_view name, const ViewShape& v, Device device);
 // Checks dtype, device, rank, non-null data and (where expected[i] >= 0) each dimension.
 // `expected` uses -1 for "any". Names the view and its shape on failure.
 void check_view(std::string_view op, std::string_view name, const ViewShape& v, DType dtype,
-                std::initializer_list<int64_t> expected, const void* data);
+                std::initializer_list<int64_t> expected, const void* data, Device device = Device::cpu);
 inline void check_view(std::string_view op, std::string_view name, const ConstTensorView& v, DType dtype,
                        std::initializer_list<int64_t> expected) {
   check_view(op, name, v, dtype, expected, v.data);
@@ -62,6 +64,19 @@ void check_unit_last_stride(std::string_view op, std::string_view name, const Vi
 // (check_position_range).
 std::vector<int64_t> gather_positions_1d(std::string_view op, std::string_view name,
                                          const ConstTensorView& positions, int64_t n);
+// Where position (s, b, t) of a checked positions view is: data[s * stream + b * batch + t * token]
+// (stream and batch strides 0 where the view has no such dimension).
+struct PositionLayout {
+  const int64_t* data = nullptr;
+  int64_t stream_stride = 0, batch_stride = 0, token_stride = 0;
+  int64_t at(int64_t s, int64_t b, int64_t t) const {
+    return data[s * stream_stride + b * batch_stride + t * token_stride];
+  }
+};
+// Checks a positions view of (B, T) tokens with `streams` streams on `device` (the forms below) without
+// reading it.
+PositionLayout check_positions(std::string_view op, const ConstTensorView& positions, int64_t streams,
+                               int64_t batch, int64_t tokens, Device device);
 // Positions for (B, T) tokens with `streams` streams: accepts (T), (B, T) when streams == 1, and
 // (S, T), (S, B, T) otherwise. Returns a contiguous (S, B, T) copy (broadcast over B if needed),
 // range-checked (check_position_range).

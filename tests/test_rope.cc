@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "rope_cases.h"
+#include "posenc/device.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"
 #include "reference/rope.h"
@@ -446,9 +447,13 @@ TEST(Rope, BadInputIsRejectedAndNothingIsWritten) {
         rope.forward(view(x.data(), {2, 3, 2, 64}), view(out.data(), {2, 3, 1, 64}), view(pos.data(), {3}));
       },
       "out has shape");
-  TensorView on_gpu = view(x.data(), {2, 3, 2, 64});
-  on_gpu.device = Device::cuda;
-  expect_untouched_error([&] { rope.forward(on_gpu, view(pos.data(), {3})); }, "only the cpu backend");
+  // Host memory marked cuda: refused before anything runs (no backend in this build, or not device memory).
+  const TensorView on_gpu = view(x.data(), {2, 3, 2, 64}, Device::cuda);
+  expect_untouched_error([&] { rope.forward(on_gpu, view(pos.data(), {3})); },
+                         cuda_built() ? "positions is on device cpu, expected cuda" : "has no CUDA backend");
+  if (cuda_built())
+    expect_untouched_error([&] { rope.forward(on_gpu, view(pos.data(), {3}, Device::cuda)); },
+                           cuda_device_count() > 0 ? "not CUDA device memory" : "could not be checked");
 }
 
 }  // namespace

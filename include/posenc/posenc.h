@@ -5,6 +5,7 @@
 #include "posenc/kv_cache.h"
 #include "posenc/mrope_positions.h"
 #include "posenc/bias.h"
+#include "posenc/device.h"
 #include "posenc/encodings.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"

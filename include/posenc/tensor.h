@@ -4,7 +4,8 @@
 // frees the memory behind a view. Shapes are written in the docs of each op in one vocabulary:
 //   B batch, T (or Q/K) sequence length, H heads, D head_dim, N a flat number of positions.
 // The CPU backend computes on f32 data and i64 positions; RoPE also takes bf16 and fp16 storage
-// (bf16_t, f16_t below). The device tag leaves room for a CUDA backend without changing any signature.
+// (bf16_t, f16_t below). A view's device says where its memory is: Device::cuda views are device
+// memory (cudaMalloc'd or managed), used by the ops that have a CUDA backend (posenc/device.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -121,25 +122,33 @@ View make_strided_view(T* data, std::initializer_list<int64_t> shape,
 }
 }  // namespace detail
 
-// Contiguous (row-major) views.
+// Contiguous (row-major) views, of host memory unless a device is given.
 template <typename T>
-TensorView view(T* data, std::initializer_list<int64_t> shape) {
-  return detail::make_view<TensorView>(data, shape);
+TensorView view(T* data, std::initializer_list<int64_t> shape, Device device = Device::cpu) {
+  TensorView v = detail::make_view<TensorView>(data, shape);
+  v.device = device;
+  return v;
 }
 template <typename T>
-ConstTensorView view(const T* data, std::initializer_list<int64_t> shape) {
-  return detail::make_view<ConstTensorView>(data, shape);
+ConstTensorView view(const T* data, std::initializer_list<int64_t> shape, Device device = Device::cpu) {
+  ConstTensorView v = detail::make_view<ConstTensorView>(data, shape);
+  v.device = device;
+  return v;
 }
 // Strided views (strides in elements), e.g. q and k slices of a fused qkv buffer.
 template <typename T>
-TensorView strided_view(T* data, std::initializer_list<int64_t> shape,
-                        std::initializer_list<int64_t> strides) {
-  return detail::make_strided_view<TensorView>(data, shape, strides);
+TensorView strided_view(T* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides,
+                        Device device = Device::cpu) {
+  TensorView v = detail::make_strided_view<TensorView>(data, shape, strides);
+  v.device = device;
+  return v;
 }
 template <typename T>
 ConstTensorView strided_view(const T* data, std::initializer_list<int64_t> shape,
-                             std::initializer_list<int64_t> strides) {
-  return detail::make_strided_view<ConstTensorView>(data, shape, strides);
+                             std::initializer_list<int64_t> strides, Device device = Device::cpu) {
+  ConstTensorView v = detail::make_strided_view<ConstTensorView>(data, shape, strides);
+  v.device = device;
+  return v;
 }
 
 }  // namespace posenc

@@ -10,10 +10,10 @@
 #endif
 
 #include <cmath>
-#include <numbers>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "src/angle.h"
 #include "src/cpu/rope.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -24,22 +24,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // angle[j] for row n, reduced to [-pi, pi]; entries [pairs, padded) are zero.
 HWY_INLINE void RowAngles(const AngleTable& a, int64_t rows, int64_t n, float* HWY_RESTRICT angle,
                           int64_t padded) {
-  constexpr double kTwoPi = 2 * std::numbers::pi;
-  constexpr double kInvTwoPi = 1 / kTwoPi;
-  // 2*pi = kTwoPiHi + kTwoPiLo to ~2^-106: Cody-Waite reduction stays exact for |angle| < 2^40.
-  constexpr double kTwoPiHi = 6.283185307179586;
-  constexpr double kTwoPiLo = 2.4492935982947064e-16;
-  auto reduce = [&](double x) {  // x - 2 pi round(x / 2 pi)
-    const double k = std::nearbyint(x * kInvTwoPi);
-    return static_cast<float>((x - k * kTwoPiHi) - k * kTwoPiLo);
-  };
-  if (a.stream == nullptr) {  // one position stream: a loop the compiler vectorises for the target
+  using detail::reduce_angle;  // x - 2 pi round(x / 2 pi), src/angle.h (the CUDA backend's too)
+  if (a.stream == nullptr) {   // one position stream: a loop the compiler vectorises for the target
     const double p = static_cast<double>(a.positions[n] + a.position_offset);
-    for (int64_t j = 0; j < a.pairs; ++j) angle[j] = reduce(p * a.inv_freq[j]);
+    for (int64_t j = 0; j < a.pairs; ++j) angle[j] = reduce_angle(p * a.inv_freq[j]);
   } else {
     for (int64_t j = 0; j < a.pairs; ++j)
-      angle[j] = reduce(static_cast<double>(a.positions[a.stream[j] * rows + n] + a.position_offset) *
-                        a.inv_freq[j]);
+      angle[j] = reduce_angle(static_cast<double>(a.positions[a.stream[j] * rows + n] + a.position_offset) *
+                              a.inv_freq[j]);
   }
   for (int64_t j = a.pairs; j < padded; ++j) angle[j] = 0.0f;
 }

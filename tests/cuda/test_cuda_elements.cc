@@ -1,0 +1,140 @@
+// tests/cuda/test_cuda_elements.cc: the CUDA backend's per-element logic on the host (no GPU needed):
+// the __host__ __device__ functions the kernels call, run here under g++, against long double sin / cos
+// and against the CPU backend on the RoPE case grid.
+//   sin_cos_of_angle: within 0.5 fp32 ulp + 2^-40 of the exact sin / cos of the double angle, at angles up
+//   to 2^53 (one rounding of a double-accurate value: the CPU's Highway Sin / Cos allow ~3 ulp).
+//   A rotation emulated from the kernels' functions: every element within the bound the CPU's 16-bit test
+//   holds (|y - exact| <= u |exact| + 16 a 2^-24) and within a few fp32 ulps of the CPU backend.
+#include <cmath>
+#include <random>
+
+#include "posenc/rope.h"
+#include "reference/rope.h"
+#include "rope_cases.h"
+#include "rope_emulation.h"
+#include "src/angle.h"
+#include "src/cuda/rope-inl.cuh"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+
+// |got - exact| in fp32 ulps of exact (the spacing of floats at |exact|), with 2^-40 absolute forgiven.
+double ulp_error(float got, long double exact) {
+  const long double err = std::fabs(static_cast<long double>(got) - exact);
+  if (err <= std::ldexp(1.0L, -40)) return 0;
+  const float e = static_cast<float>(exact);
+  const double ulp = std::nextafter(std::fabs(e), INFINITY) - std::fabs(e);
+  return static_cast<double>(err / ulp);
+}
+
+TEST(CudaElements, SinCosOfAngleIsRoundedOnceFromDoubleAccuracy) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  double worst = 0;
+  int checked = 0;
+  auto check = [&](double angle) {
+    float s, c;
+    detail::sin_cos_of_angle(angle, &s, &c);
+    const long double a = angle;
+    worst = std::max({worst, ulp_error(s, std::sin(a)), ulp_error(c, std::cos(a))});
+    ++checked;
+  };
+  for (int i = 0; i < 200000; ++i) check(4 * unit(rng));  // every quadrant, near 0 and +-pi/2
+  for (int k = -8; k <= 8; ++k) {                         // next to multiples of pi/2, where r is smallest
+    const double m = k * 1.5707963267948966;
+    for (double d = -1e-6; d <= 1e-6; d += 1e-8) check(m + d);
+  }
+  // RoPE's angles: positions up to 2^31 and 2^53 times frequencies of real ladders (base 1e4 .. 5e6).
+  for (double base : {1e4, 5e5, 5e6})
+    for (int j = 0; j < 64; ++j) {
+      const double inv_freq = std::pow(base, -2.0 * j / 128);
+      for (int64_t p : {int64_t{1} << 20, (int64_t{1} << 31) - 1, int64_t{1} << 31, int64_t{1} << 40,
+                        (int64_t{1} << 53) - 1, -(int64_t{1} << 53), int64_t{131071}, int64_t{-3}})
+        check(static_cast<double>(p) * inv_freq);
+    }
+  EXPECT_LE(worst, 0.5001) << "worst error in fp32 ulps over " << checked << " angles";
+  EXPECT_GT(worst, 0.4) << "a vacuous bound";
+}
+
+TEST(CudaElements, PositionsBeyondTwoToThe53AreOutOfRange) {
+  const int64_t m = int64_t{1} << 53;
+  EXPECT_TRUE(cuda::position_in_range(m, 0));
+  EXPECT_TRUE(cuda::position_in_range(-m, 0));
+  EXPECT_TRUE(cuda::position_in_range(m - 5, 5));
+  EXPECT_FALSE(cuda::position_in_range(m + 1, 0));
+  EXPECT_FALSE(cuda::position_in_range(m, 1));
+  EXPECT_FALSE(cuda::position_in_range(INT64_MAX, INT64_MIN));
+  EXPECT_FALSE(cuda::position_in_range(0, INT64_MIN));
+  EXPECT_TRUE(std::isnan(cuda::quiet_nan()));
+}
+
+// The rotation's rounding: the product a cos, then one FMA, as the CPU kernels.
+TEST(CudaElements, RotatePairRoundsAsTheCpuKernels) {
+  const float a = 0.7f, b = -0.3f, c = 0.6f, s = 0.8f;
+  float a2, b2;
+  cuda::rotate_pair(a, b, c, s, &a2, &b2);
+  EXPECT_EQ(a2, std::fma(-b, s, a * c));
+  EXPECT_EQ(b2, std::fma(a, s, b * c));
+}
+
+struct Storage16 {
+  DType dtype;
+  double unit_roundoff;
+};
+
+TEST(CudaElements, EmulatedRotationMatchesReferenceAndCpuOnTheRopeGrid) {
+  for (const RopeCase& rc : rope_cases()) {
+    SCOPED_TRACE(rc.name);
+    const RopeConfig& cfg = rc.config;
+    const Rope rope(cfg);
+    const std::vector<int64_t> pos = case_positions(rc);
+    int64_t max_pos = 0;
+    for (int64_t p : pos) max_pos = std::max(max_pos, p);
+    const RopeFrequencies f = rope.frequencies(max_pos + 1);
+    const int64_t B = rc.batch, T = rc.tokens, H = rc.heads, D = cfg.head_dim;
+    const std::vector<float> x = random_floats(B * T * H * D, 11);
+    const double a = f.attention_factor;
+    for (bool inverse : {false, true}) {
+      const bool applied_inverse = inverse != cfg.reversed;
+      const std::vector<double> exact =
+          ref::rope(f, cfg.layout, D, to_double(x), pos, B, T, H, applied_inverse);
+      // fp32: within 4 fp32 ulps of |x| <= 1 values (two products and the cos / sin roundings).
+      const std::vector<float> got =
+          emulate_cuda_rope(f, cfg.layout, D, DType::f32, x, pos, B, T, H, applied_inverse);
+      EXPECT_TRUE(all_close(got, exact, {4 * a * std::ldexp(1.0, -24), 4 * std::ldexp(1.0, -24)}));
+      // ... and close to the CPU backend (whose Sin / Cos carry ~3 ulp).
+      std::vector<float> cpu(x.size());
+      const std::vector<int64_t> pos_cpu = pos;
+      const int64_t streams = cfg.num_position_streams();
+      const ConstTensorView pv =
+          streams > 1 ? view(pos_cpu.data(), {streams, B, T}) : view(pos_cpu.data(), {B, T});
+      if (inverse)
+        rope.backward(view(x.data(), {B, T, H, D}), view(cpu.data(), {B, T, H, D}), pv);
+      else
+        rope.forward(view(x.data(), {B, T, H, D}), view(cpu.data(), {B, T, H, D}), pv);
+      EXPECT_TRUE(all_close(got, cpu, {16 * a * std::ldexp(1.0, -24), 0}));
+      // 16-bit storage: one rounding of an fp32-accurate value.
+      for (const Storage16& s :
+           {Storage16{DType::bf16, std::ldexp(1.0, -8)}, Storage16{DType::f16, std::ldexp(1.0, -11)}}) {
+        std::vector<uint16_t> bits(x.size());
+        std::vector<double> xr(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          bits[i] = s.dtype == DType::bf16 ? detail::f32_to_bf16(x[i]) : detail::f32_to_f16(x[i]);
+          xr[i] = s.dtype == DType::bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+        }
+        const std::vector<double> ex = ref::rope(f, cfg.layout, D, xr, pos, B, T, H, applied_inverse);
+        const std::vector<uint16_t> out =
+            emulate_cuda_rope(f, cfg.layout, D, s.dtype, bits, pos, B, T, H, applied_inverse);
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double v = s.dtype == DType::bf16 ? detail::bf16_to_f32(out[i]) : detail::f16_to_f32(out[i]);
+          const double bound = s.unit_roundoff * std::abs(ex[i]) + 16 * a * std::ldexp(1.0, -24);
+          ASSERT_LE(std::abs(v - ex[i]), bound) << "element " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace posenc::test
