@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# scripts/gpu_build.sh: prepares what scripts/gpu_check.sh runs on a GPU machine, here (no GPU needed): the
+# CUDA test and benchmark binaries built from this tree (release, C++ runtime linked statically, Highway's
+# shared library beside them), and the Debian packages a build on that machine would need instead (its image
+# has nvcc, CMake, ninja and PyTorch, but not Highway, nlohmann-json or GoogleTest). Everything goes to
+# build/gpu-carry/, which the GPU machine receives as a carried path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+carry=build/gpu-carry
+rm -rf "$carry"
+mkdir -p "$carry/bin" "$carry/lib" "$carry/debs"
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
+  -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=ON \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib" >/dev/null
+targets=(test_cuda_elements test_rope_cuda bench_rope_cuda)
+cmake --build build/gpu --target "${targets[@]}"
+for t in "${targets[@]}"; do
+  find build/gpu -name "$t" -type f -perm -u+x -exec cp {} "$carry/bin/" \;
+done
+cp -L /usr/lib/x86_64-linux-gnu/libhwy.so.1 "$carry/lib/"
+# The fallback: the packages a build on the GPU machine unpacks (dpkg -x) when the binaries do not run there.
+(cd "$carry/debs" && apt-get download -qq libhwy-dev libhwy1 libgtest-dev nlohmann-json3-dev 2>/dev/null) ||
+  echo "gpu_build: could not download the fallback packages (apt-get update first?)" >&2
+du -sh "$carry"

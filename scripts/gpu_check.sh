@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh [OUT]: the one command for a machine with an NVIDIA GPU. Runs what
+# scripts/gpu_build.sh prepared in build/gpu-carry (or builds it there from the carried Debian packages when
+# those binaries do not run on that machine's image): prints the device, runs every GPU test under a
+# timeout (a hang must not eat the machine's time), compute-sanitizer memcheck on small cases, then times
+# every CUDA op against the card's copy bandwidth and the PyTorch anchors of the same shapes, in the same
+# run. Writes logs, JSON lines and a table to OUT (default results/gpu); the table is printed last.
+# Budget: ~8 minutes end to end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-${OUT:-results/gpu}}"
+mkdir -p "$out"
+carry=build/gpu-carry
+export LD_LIBRARY_PATH="$PWD/$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+phase() { echo "== [${SECONDS}s] $*"; }
+phase "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/device.txt"
+
+bin="$carry/bin"
+if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
+  phase "the carried binaries do not run here: building from the carried packages"
+  prefix=/tmp/posenc-deps
+  mkdir -p "$prefix"
+  for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  cmake -S . -B /tmp/posenc-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
+    -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=OFF \
+    -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" >"$out/build.log" 2>&1
+  cmake --build /tmp/posenc-gpu --target test_cuda_elements test_rope_cuda >>"$out/build.log" 2>&1 ||
+    { tail -30 "$out/build.log"; exit 1; }
+  bin=/tmp/posenc-gpu/tests
+  export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
+fi
+
+failed=0
+phase "tests"
+for t in test_cuda_elements test_rope_cuda; do
+  timeout 300 "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
+  status=$?
+  tail -3 "$out/$t.log"
+  [ $status -eq 0 ] || { echo "$t FAILED (exit $status)"; failed=1; }
+done
+
+phase "compute-sanitizer memcheck"
+if command -v compute-sanitizer >/dev/null; then
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_rope_cuda" \
+    --gtest_filter='RopeCuda.StridedAndMisalignedViews:RopeCuda.PositionsPast*:RopeCuda.CosSinTable' \
+    >"$out/memcheck.log" 2>&1
+  status=$?
+  tail -4 "$out/memcheck.log"
+  [ $status -eq 0 ] || { echo "memcheck FAILED (exit $status)"; failed=1; }
+fi
+
+phase "benchmarks (posenc, then the PyTorch anchors)"
+if [ -x "$carry/bin/bench_rope_cuda" ]; then
+  timeout 180 "$carry/bin/bench_rope_cuda" 50 | tee "$out/bench_posenc.jsonl"
+fi
+timeout 240 python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
+phase "table"
+python3 scripts/gpu_table.py "$out" | tee "$out/table.md"
+phase "done (failed=$failed)"
+exit $failed
