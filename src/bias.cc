@@ -8,6 +8,10 @@
 #include "src/bias_plan.h"
 #include "src/check.h"
 #include "src/cpu/bias.h"
+#if POSENC_WITH_CUDA
+#include "src/cuda/bias.h"
+#include "src/cuda/device.h"
+#endif
 
 namespace posenc {
 using detail::check_positive;
@@ -150,6 +154,24 @@ DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vecto
   r.use_lut = r.hi - r.lo < limit;
   return r;
 }
+
+std::vector<int32_t> saturating_rows(const RelativeBiasConfig& config, int64_t* limit) {
+  int64_t l = config.max_distance;
+  // Rows are monotone in d on each side (log and float rounding are monotone), so once both d = +-l give
+  // the row of every larger |d| (checked one step further out), the table can stop there.
+  const auto saturated = [&](int64_t at) {
+    return relative_bias_row(config, at) == relative_bias_row(config, at + 1) &&
+           relative_bias_row(config, -at) == relative_bias_row(config, -at - 1) &&
+           relative_bias_row(config, at) == relative_bias_row(config, (int64_t{1} << 53)) &&
+           relative_bias_row(config, -at) == relative_bias_row(config, -(int64_t{1} << 53));
+  };
+  while (!saturated(l)) ++l;
+  *limit = l;
+  std::vector<int32_t> rows(static_cast<size_t>(2 * l + 1));
+  for (int64_t d = -l; d <= l; ++d)
+    rows[static_cast<size_t>(d + l)] = static_cast<int32_t>(relative_bias_row(config, d));
+  return rows;
+}
 }  // namespace detail
 
 // ---------------------------------------------------------------- blocks
@@ -172,13 +194,81 @@ Block gather_block(const char* op, ConstTensorView q_positions, ConstTensorView 
   return {detail::gather_positions_1d(op, "q_positions", q_positions, v.shape[1]),
           detail::gather_positions_1d(op, "k_positions", k_positions, v.shape[2])};
 }
+
+// ---------------------------------------------------------------- the CUDA path
+// A block (H, Q, K) of device memory, its positions on the device (Q) and (K): checked, nothing read.
+#if POSENC_WITH_CUDA
+struct DeviceBlock {
+  cuda::DevicePositions q, k;
+};
+DeviceBlock check_device_block(const char* op, ConstTensorView q_positions, ConstTensorView k_positions,
+                               const ViewShape& v, const void* data, const char* name, int64_t heads) {
+  const int64_t nq = q_positions.rank == 1 ? q_positions.shape[0] : -1;
+  const int64_t nk = k_positions.rank == 1 ? k_positions.shape[0] : -1;
+  check_view(op, name, v, detail::activation_dtype(v), {heads, nq, nk}, data, Device::cuda);
+  detail::check_unit_last_stride(op, name, v);
+  check_view(op, "q_positions", q_positions, DType::i64, {v.shape[1]}, q_positions.data, Device::cuda);
+  check_view(op, "k_positions", k_positions, DType::i64, {v.shape[2]}, k_positions.data, Device::cuda);
+  cuda::check_device_memory(op, name, v, data);
+  cuda::check_device_memory(op, "q_positions", q_positions, q_positions.data);
+  cuda::check_device_memory(op, "k_positions", k_positions, k_positions.data);
+  return {{q_positions.ptr<int64_t>(), q_positions.strides[0]},
+          {k_positions.ptr<int64_t>(), k_positions.strides[0]}};
+}
+
+// The learned table's rows as the device looks them up: clipped arithmetic, or T5's saturating row table.
+cuda::DeviceBias device_rows(const char* op, const RelativeBiasConfig& config) {
+  cuda::DeviceBias b;
+  if (config.bucketing == Bucketing::clipped) {
+    b.kind = cuda::BiasKind::clipped;
+    b.limit = config.max_distance;
+    return b;
+  }
+  const int64_t max_limit = (cuda::kMaxDeviceRowTable - 1) / 2;
+  if (config.max_distance >= max_limit)
+    fail_arg(op, "max_distance", config.max_distance,
+             "must be below " + std::to_string(max_limit) +
+                 " on cuda tensors (the kernels take T5's rows by value)");
+  b.kind = cuda::BiasKind::row_table;
+  b.rows = detail::saturating_rows(config, &b.limit);
+  if (2 * b.limit + 1 > cuda::kMaxDeviceRowTable)
+    fail_arg(op, "max_distance", config.max_distance, "gives a row table too large for the CUDA kernels");
+  return b;
+}
+#endif
+
+[[noreturn, maybe_unused]] void fail_without_cuda(const char* op, const char* name) {
+  fail(op, name,
+       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON with a "
+       "CUDA compiler)");
+}
 }  // namespace
 
 void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, ConstTensorView q_positions,
                    ConstTensorView k_positions, TensorView out) {
   validate(config);
   const char* op = op_name(config);
-  check_view(op, "table", table, DType::f32, {config.num_rows(), config.heads});
+  check_view(op, "table", table, DType::f32, {config.num_rows(), config.heads}, table.data, out.device);
+  if (out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    const DeviceBlock b =
+        check_device_block(op, q_positions, k_positions, out, out.data, "out", config.heads);
+    cuda::check_device_memory(op, "table", table, table.data);
+    cuda::BiasBlockLaunch l;
+    l.bias = device_rows(op, config);
+    l.bias.table = table.ptr<float>();
+    l.bias.table_strides[0] = table.strides[0], l.bias.table_strides[1] = table.strides[1];
+    l.heads = config.heads, l.q = out.shape[1], l.k = out.shape[2];
+    l.q_positions = b.q, l.k_positions = b.k;
+    l.dtype = out.dtype;
+    l.out = out.data;
+    for (int d = 0; d < 3; ++d) l.out_strides[d] = out.strides[d];
+    cuda::bias_block(l);
+    return;
+#else
+    fail_without_cuda(op, "out");
+#endif
+  }
   const Block b = gather_block(op, q_positions, k_positions, out, out.data, "out", config.heads);
   cpu::Bias bias;
   bias.rows_config = &config;
@@ -193,7 +283,32 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
                             ConstTensorView q_positions, ConstTensorView k_positions, TensorView grad_table) {
   validate(config);
   const char* op = op_name(config);
-  check_view(op, "grad_table", grad_table, DType::f32, {config.num_rows(), config.heads});
+  check_view(op, "grad_table", grad_table, DType::f32, {config.num_rows(), config.heads}, grad_table.data,
+             grad_out.device);
+  if (grad_out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    const DeviceBlock b =
+        check_device_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
+    cuda::check_device_memory(op, "grad_table", grad_table, grad_table.data);
+    if (config.num_rows() > cuda::kMaxDeviceBiasRows)
+      fail(op, "the table has ", config.num_rows(), " rows, more than the CUDA gradient takes (",
+           cuda::kMaxDeviceBiasRows, ")");
+    cuda::BiasBackwardLaunch l;
+    l.bias = device_rows(op, config);
+    l.num_rows = config.num_rows();
+    l.heads = config.heads, l.q = grad_out.shape[1], l.k = grad_out.shape[2];
+    l.q_positions = b.q, l.k_positions = b.k;
+    l.dtype = grad_out.dtype;
+    l.grad = grad_out.data;
+    for (int d = 0; d < 3; ++d) l.grad_strides[d] = grad_out.strides[d];
+    l.grad_table = grad_table.ptr<float>();
+    l.grad_table_strides[0] = grad_table.strides[0], l.grad_table_strides[1] = grad_table.strides[1];
+    cuda::bias_block_backward(l);
+    return;
+#else
+    fail_without_cuda(op, "grad_out");
+#endif
+  }
   const Block b =
       gather_block(op, q_positions, k_positions, grad_out, grad_out.data, "grad_out", config.heads);
   if (detail::activation_dtype(grad_out) != DType::f32)
@@ -206,6 +321,28 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
 void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTensorView k_positions,
                 TensorView out) {
   const std::vector<double> slopes = alibi_slopes(config);
+  if (out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    const DeviceBlock b =
+        check_device_block("alibi", q_positions, k_positions, out, out.data, "out", config.heads);
+    if (config.heads > cuda::kMaxDeviceBiasHeads)
+      fail_arg("alibi", "heads", config.heads,
+               "must be <= " + std::to_string(cuda::kMaxDeviceBiasHeads) + " on cuda tensors");
+    cuda::BiasBlockLaunch l;
+    l.bias.kind = cuda::BiasKind::alibi;
+    l.bias.slopes = slopes;
+    l.bias.symmetric = config.symmetric;
+    l.heads = config.heads, l.q = out.shape[1], l.k = out.shape[2];
+    l.q_positions = b.q, l.k_positions = b.k;
+    l.dtype = out.dtype;
+    l.out = out.data;
+    for (int d = 0; d < 3; ++d) l.out_strides[d] = out.strides[d];
+    cuda::bias_block(l);
+    return;
+#else
+    fail_without_cuda("alibi", "out");
+#endif
+  }
   const Block b = gather_block("alibi", q_positions, k_positions, out, out.data, "out", config.heads);
   cpu::Bias bias;
   bias.slopes = slopes.data();

@@ -29,4 +29,10 @@ struct DistanceRange {
 };
 DistanceRange distance_range(const std::vector<int64_t>& q_pos, const std::vector<int64_t>& k_pos);
 
+// The rows of a learned relative bias for every distance, as a device looks them up without positions on
+// the host: rows[d + limit] = relative_bias_row(config, d) for d in [-limit, limit], where limit is the
+// smallest distance >= max_distance past which the row no longer changes (T5's buckets are monotone in |d|
+// and saturate; clipped rows saturate at max_distance), so row(d) = rows[clamp(d, -limit, limit) + limit].
+std::vector<int32_t> saturating_rows(const RelativeBiasConfig& config, int64_t* limit);
+
 }  // namespace posenc::detail

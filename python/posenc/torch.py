@@ -3,8 +3,10 @@ posenc::rope, posenc::attention, posenc::relative_bias, posenc::learned and thei
 fake implementations and autograd, so torch.compile(fullgraph=True) and DistributedDataParallel
 work), and nn.Modules that can replace a model's own positional code.
 
-CPU tensors only (the C++ library's CPU backend; tensors cross as numpy views, no copy for
-contiguous float32). float16 and bfloat16 q, k, v (attention) and x (rope) cross in their own storage
+CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
+float32) and, for rope, CUDA tensors when posenc was built with its CUDA backend (posenc.cuda_built()):
+the kernels queue on the tensor's current stream, with no copy to the host and no synchronization; the
+other ops refuse CUDA tensors by name. float16 and bfloat16 q, k, v (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 inputs are accepted and the results
 come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and
@@ -126,6 +128,41 @@ def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, settings: str) -> 
     return _tensor_activation(_rope_np(_np_activation("x", x), _rope_positions(positions, x), **_settings(settings)), x)
 
 
+_CUDA_STORAGE = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def _rope_cuda(x, positions, settings, backward):
+    """rope or rope_backward of a CUDA tensor x [batch, seq, heads, head_dim] by posenc's CUDA backend."""
+    from . import _core
+    from .rope import _rope_of, _split_kwargs
+    if not _core.cuda_built():
+        fail("x: a CUDA tensor, but this build of posenc has no CUDA backend (build it where nvcc is found)")
+    if x.dtype not in _CUDA_STORAGE:
+        fail(f"x: dtype {x.dtype} on CUDA is not supported (float32, bfloat16 or float16)")
+    if x.dim() != 4:
+        fail(f"x: expected [batch, seq, heads, head_dim], got shape {tuple(x.shape)}")
+    config, seq_len, kw = _split_kwargs(dict(_settings(settings)))
+    r = _rope_of(config, x.shape[3], kw)
+    if positions is None:
+        positions = torch.arange(x.shape[1], device=x.device)
+    if positions.device != x.device:
+        fail(f"positions: on {positions.device}, expected x's device {x.device}")
+    positions = positions.to(torch.int64)
+    if x.shape[-1] > 1 and x.stride(-1) != 1:
+        x = x.contiguous()
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    with torch.cuda.device(x.device):
+        r.apply_cuda(x.data_ptr(), out.data_ptr(), list(x.shape), list(x.stride()), list(out.stride()),
+                     _CUDA_STORAGE[x.dtype], positions.data_ptr(), list(positions.shape), list(positions.stride()),
+                     seq_len, backward, torch.cuda.current_stream(x.device).cuda_stream)
+    return out
+
+
+@_rope_op.register_kernel("cuda")
+def _(x, positions, settings):
+    return _rope_cuda(x, positions, settings, backward=False)
+
+
 @_rope_op.register_fake
 def _(x, positions, settings):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -135,6 +172,11 @@ def _(x, positions, settings):
 def _rope_backward_op(grad: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
     return _tensor_activation(_rope_backward_np(_np_activation("grad", grad), _rope_positions(positions, grad),
                                                 **_settings(settings)), grad)
+
+
+@_rope_backward_op.register_kernel("cuda")
+def _(grad, positions, settings):
+    return _rope_cuda(grad, positions, settings, backward=True)
 
 
 @_rope_backward_op.register_fake
@@ -164,7 +206,10 @@ def _position_tensor(name, p):
 def rope(x, positions, **kwargs):
     """posenc.rope for a tensor x [batch, seq, heads, head_dim], differentiable in x (the custom
     operator posenc::rope)."""
-    return _rope_op(x, _position_tensor("positions", positions), _settings_key(*kwargs.items()))
+    p = _position_tensor("positions", positions)
+    if p is not None and not isinstance(positions, torch.Tensor) and isinstance(x, torch.Tensor):
+        p = p.to(x.device)  # positions given as a list or an array follow x (to the GPU for a CUDA x)
+    return _rope_op(x, p, _settings_key(*kwargs.items()))
 
 
 _ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r", "sinks")

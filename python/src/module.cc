@@ -3,6 +3,7 @@
 // posenc.Error, a subclass of ValueError, with the library's message (argument and value named).
 #include "arrays.h"
 #include "posenc/attention.h"
+#include "posenc/device.h"
 #include "posenc/threads.h"
 
 NB_MODULE(_core, m) {
@@ -29,6 +30,9 @@ NB_MODULE(_core, m) {
         "(vdpbf16ps) where the queries are bf16 values: exact products, fp32 sums in another order. "
         "Default on (unless POSENC_BF16_DOT=0); off, 16-bit attention is bit for bit the float32 "
         "computation of its widened values.");
+  m.def("cuda_built", &posenc::cuda_built, "Whether this build has posenc's CUDA backend.");
+  m.def("cuda_device_count", &posenc::cuda_device_count,
+        "CUDA devices posenc's backend sees (0 without the backend, a driver or a GPU).");
   m.def("bf16_dot_products", &posenc::bf16_dot_products,
         "Whether the bf16 dot-product path runs: enabled and the CPU has AVX512_BF16.");
 }

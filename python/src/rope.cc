@@ -6,6 +6,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "arrays.h"
+#include "device_views.h"
+#include "posenc/device.h"
 #include "posenc/rope.h"
 
 namespace posenc::python {
@@ -135,7 +137,30 @@ void bind_rope(nb::module_& m) {
             r.cos_sin(in_view(positions, "positions"), out_view(cos, "cos"), out_view(sin, "sin"),
                       call_of(seq_len));
           },
-          nb::arg("positions"), nb::arg("cos"), nb::arg("sin"), nb::arg("seq_len") = nb::none());
+          nb::arg("positions"), nb::arg("cos"), nb::arg("sin"), nb::arg("seq_len") = nb::none())
+      // CUDA tensors (posenc.torch): x -> out, forward or backward, queued on `stream`.
+      .def(
+          "apply_cuda",
+          [](const Rope& r, uintptr_t x, uintptr_t out, const std::vector<int64_t>& shape,
+             const std::vector<int64_t>& x_strides, const std::vector<int64_t>& out_strides,
+             const std::string& storage, uintptr_t positions, const std::vector<int64_t>& positions_shape,
+             const std::vector<int64_t>& positions_strides, std::optional<int64_t> seq_len, bool backward,
+             uintptr_t stream) {
+            const DType s = storage_dtype(storage);
+            const TensorView xv = cuda_view(x, shape, x_strides, s, "x");
+            const TensorView ov = cuda_view(out, shape, out_strides, s, "out");
+            const TensorView pv =
+                cuda_view(positions, positions_shape, positions_strides, DType::i64, "positions");
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            if (backward)
+              r.backward(xv, ov, pv, call_of(seq_len));
+            else
+              r.forward(xv, ov, pv, call_of(seq_len));
+          },
+          nb::arg("x"), nb::arg("out"), nb::arg("shape"), nb::arg("x_strides"), nb::arg("out_strides"),
+          nb::arg("storage"), nb::arg("positions"), nb::arg("positions_shape"), nb::arg("positions_strides"),
+          nb::arg("seq_len"), nb::arg("backward"), nb::arg("stream"));
 }
 
 }  // namespace posenc::python

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <random>
 
+#include "posenc/bias.h"
 #include "posenc/rope.h"
 #include "reference/rope.h"
+#include "src/bias_plan.h"
+#include "src/cuda/bias-inl.cuh"
 #include "rope_cases.h"
 #include "rope_emulation.h"
 #include "src/angle.h"
@@ -133,6 +136,49 @@ TEST(CudaElements, EmulatedRotationMatchesReferenceAndCpuOnTheRopeGrid) {
         }
       }
     }
+  }
+}
+
+// T5's and the clipped rows as the device looks them up (a saturating row table built on the host, or
+// clamping) equal relative_bias_row at every distance, near and far.
+TEST(CudaElements, SaturatingBiasRowsEqualTheCpuRows) {
+  std::vector<RelativeBiasConfig> configs = {RelativeBiasConfig::t5(4),
+                                             RelativeBiasConfig::t5(4, 32, 128, false),
+                                             RelativeBiasConfig::t5(2, 64, 512),
+                                             RelativeBiasConfig::t5(2, 8, 5),
+                                             RelativeBiasConfig::t5(1, 4, 2, true),
+                                             RelativeBiasConfig::clipped(3, 16),
+                                             RelativeBiasConfig::clipped(3, 0)};
+  for (const RelativeBiasConfig& c : configs) {
+    SCOPED_TRACE(std::to_string(c.num_buckets) + " buckets, max_distance " + std::to_string(c.max_distance));
+    int64_t limit = 0;
+    const std::vector<int32_t> rows = detail::saturating_rows(c, &limit);
+    EXPECT_GE(limit, c.max_distance);
+    EXPECT_EQ(rows.size(), static_cast<size_t>(2 * limit + 1));
+    const cuda::BiasKind kind =
+        c.bucketing == Bucketing::clipped ? cuda::BiasKind::clipped : cuda::BiasKind::row_table;
+    std::vector<int64_t> distances;
+    for (int64_t d = -8 * limit - 40; d <= 8 * limit + 40; ++d) distances.push_back(d);
+    for (int64_t d : {int64_t{1} << 40, -(int64_t{1} << 40), int64_t{1} << 53, -(int64_t{1} << 53)})
+      distances.push_back(d);
+    for (int64_t d : distances)
+      ASSERT_EQ(
+          cuda::bias_row(kind, kind == cuda::BiasKind::clipped ? c.max_distance : limit, rows.data(), d),
+          relative_bias_row(c, d))
+          << "d = " << d;
+  }
+}
+
+TEST(CudaElements, AlibiValueEqualsTheCpuBias) {
+  for (bool symmetric : {false, true}) {
+    const std::vector<double> slopes = alibi_slopes({.heads = 12});
+    detail::Bias b;
+    b.slopes = slopes.data();
+    b.symmetric = symmetric;
+    for (int64_t h = 0; h < 12; ++h)
+      for (int64_t d :
+           {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{4097}, int64_t{-123456}, int64_t{1} << 40})
+        EXPECT_EQ(cuda::alibi_value(slopes[h], symmetric, d), b.value(d, h)) << h << " " << d;
   }
 }
 

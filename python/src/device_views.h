@@ -1,0 +1,28 @@
+// python/src/device_views.h: views of CUDA tensors handed over by posenc.torch as (data pointer, shape,
+// strides in elements), with the stream the call queues on (torch.cuda.current_stream().cuda_stream).
+// The library checks them as any view: shape, dtype, and that the pointer is device memory of the
+// current device.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/tensor.h"
+
+namespace posenc::python {
+
+inline TensorView cuda_view(uintptr_t data, const std::vector<int64_t>& shape,
+                            const std::vector<int64_t>& strides, DType dtype, const char* name) {
+  if (shape.size() != strides.size() || shape.size() > static_cast<size_t>(kMaxRank))
+    throw Error(std::string(name) + ": shape and strides must have the same length, at most 4");
+  TensorView v;
+  v.data = reinterpret_cast<void*>(data);
+  v.dtype = dtype;
+  v.device = Device::cuda;
+  v.rank = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) v.shape[i] = shape[i], v.strides[i] = strides[i];
+  return v;
+}
+
+}  // namespace posenc::python

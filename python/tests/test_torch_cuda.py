@@ -1,0 +1,52 @@
+"""posenc.torch on CUDA tensors: rope and its gradient by posenc's CUDA backend, against the CPU backend on
+the same inputs, on the current stream, under torch.compile(fullgraph=True). Skipped where there is no CUDA
+device or posenc was built without its CUDA backend."""
+import pytest
+import torch
+
+import posenc
+import posenc.torch as pt
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and posenc.cuda_built()),
+                                reason="needs a CUDA device and posenc's CUDA backend")
+
+SETTINGS = [dict(base=10000.0), dict(base=500000.0, rotary_dim=32, layout="interleaved"),
+            dict(base=1e6, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+                 max_position_embeddings=256)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_rope_cuda_matches_cpu_forward_and_backward(dtype, settings):
+    torch.manual_seed(0)
+    x = torch.randn(2, 37, 4, 64, dtype=dtype)
+    positions = torch.arange(37) + 1000
+    ulp = {torch.float32: 2e-6, torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10}[dtype]
+    x_cpu = x.clone().requires_grad_()
+    y_cpu = pt.rope(x_cpu, positions, **settings)
+    x_gpu = x.cuda().requires_grad_()
+    y_gpu = pt.rope(x_gpu, positions.cuda(), **settings)
+    assert y_gpu.device.type == "cuda" and y_gpu.dtype == dtype
+    torch.testing.assert_close(y_gpu.cpu().float(), y_cpu.float(), atol=4 * ulp, rtol=2 * ulp)
+    g = torch.randn_like(y_cpu)
+    y_cpu.backward(g)
+    y_gpu.backward(g.cuda())
+    torch.testing.assert_close(x_gpu.grad.cpu().float(), x_cpu.grad.float(), atol=4 * ulp, rtol=2 * ulp)
+
+
+def test_rope_cuda_runs_on_the_current_stream_and_compiles():
+    x = torch.randn(1, 16, 2, 32, device="cuda", dtype=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y = pt.rope(x, torch.arange(16, device="cuda"))
+    stream.synchronize()
+    compiled = torch.compile(lambda t: pt.rope(t, torch.arange(16, device="cuda")), fullgraph=True)
+    torch.testing.assert_close(compiled(x), y, atol=0, rtol=0)
+
+
+def test_rope_cuda_refuses_float64_and_mixed_devices():
+    x = torch.randn(1, 4, 1, 8, device="cuda", dtype=torch.float64)
+    with pytest.raises(ValueError, match="float64"):
+        pt.rope(x, torch.arange(4, device="cuda"))
+    with pytest.raises(ValueError, match="positions"):
+        pt.rope(x.float(), torch.arange(4))
