@@ -3,7 +3,7 @@
 # and run each fuzz target for SECONDS (default 600) on one core, one after the other. New inputs
 # go to build/fuzz/corpus/<target> (seeded from the committed fuzz/corpus/<name>); a crash stops
 # the script and leaves its input in build/fuzz/artifacts/. Keep a crashing input by copying it
-# into fuzz/corpus/<name> with a regression test beside the fix (README "Fuzzing").
+# into fuzz/corpus/<name> with a regression test beside the fix (docs/building.md, "Fuzzing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}

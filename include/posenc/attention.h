@@ -175,7 +175,7 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
 
 // The forward's q.k of bf16 keys by the CPU's bf16 dot product (vdpbf16ps, AVX512_BF16) where every
 // query is a bf16 value, and its P V with round_probabilities: the same exact products, fp32 sums in
-// another order (README, Numerics). On
+// another order (docs/conventions.md, Numerics). On
 // by default where the CPU has it, unless the environment sets POSENC_BF16_DOT=0. Off, a 16-bit
 // attention is bit for bit the fp32 computation of its widened values on every CPU. Call it between
 // attention calls, not during one.

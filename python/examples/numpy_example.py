@@ -1,4 +1,4 @@
-# The README's numpy example (run by python/tests/test_examples.py).
+# The numpy example of docs/python.md (run by python/tests/test_examples.py).
 import numpy as np
 import posenc
 

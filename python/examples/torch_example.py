@@ -1,4 +1,4 @@
-# The README's PyTorch example (run by python/tests/test_examples.py).
+# The PyTorch example of docs/python.md (run by python/tests/test_examples.py).
 import torch
 import posenc.torch as pt
 

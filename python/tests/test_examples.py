@@ -1,4 +1,4 @@
-"""The README's examples run as written (python/examples/)."""
+"""The examples of docs/python.md run as written (python/examples/)."""
 import os
 import runpy
 

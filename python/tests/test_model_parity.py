@@ -524,7 +524,7 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
     which takes long_factor iff seq_len > original_max_position_embeddings; vLLM's
     Phi3LongRoPEScaledRotaryEmbedding, which serves phimoe, the same): inv_freq = 1 / (factor_i *
     base^(2i/d)). transformers 5.23's forward calls the init without seq_len: the short factors at
-    every length (README conventions). posenc follows the authors; both agree up to the original
+    every length (docs/conventions.md). posenc follows the authors; both agree up to the original
     context. (Shrunk head and contexts; the factor lists are invented, 1 / 16 of the real length.)"""
     from transformers import PhimoeConfig
     from transformers.models.phimoe.modeling_phimoe import PhimoeRotaryEmbedding
