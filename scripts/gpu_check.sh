@@ -25,7 +25,7 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
   cmake -S . -B /tmp/posenc-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
     -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=OFF \
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" >"$out/build.log" 2>&1
-  cmake --build /tmp/posenc-gpu --target test_cuda_elements test_rope_cuda test_bias_cuda >>"$out/build.log" 2>&1 ||
+  cmake --build /tmp/posenc-gpu --target test_cuda_elements test_rope_cuda test_bias_cuda test_absolute_cuda >>"$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; exit 1; }
   bin=/tmp/posenc-gpu/tests
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
@@ -33,7 +33,7 @@ fi
 
 failed=0
 phase "tests"
-for t in test_cuda_elements test_rope_cuda test_bias_cuda; do
+for t in test_cuda_elements test_rope_cuda test_bias_cuda test_absolute_cuda; do
   timeout 300 "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
   status=$?
   tail -3 "$out/$t.log"

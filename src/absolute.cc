@@ -8,6 +8,11 @@
 #include "src/check.h"
 #include "src/cpu/absolute.h"
 
+#if POSENC_WITH_CUDA
+#include "src/cuda/absolute.h"
+#include "src/cuda/device.h"
+#endif
+
 namespace posenc {
 using detail::check_positive;
 using detail::check_view;
@@ -52,8 +57,60 @@ std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
   return w;
 }
 
+// ---------------------------------------------------------------- the CUDA path
+namespace {
+[[noreturn, maybe_unused]] void fail_without_cuda(const char* op, const char* name) {
+  fail(op, name,
+       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON with a "
+       "CUDA compiler)");
+}
+
+#if POSENC_WITH_CUDA
+// Rows (B, T, E) of a checked view of device memory; a 2-D view (N, E) is one batch of N rows.
+cuda::DeviceRows3 device_rows(const char* op, const char* name, const ViewShape& v, void* data) {
+  cuda::check_device_memory(op, name, v, data);
+  if (std::string_view(op) == "sinusoidal" && v.shape[v.rank - 1] / 2 > cuda::kMaxDeviceSinusoidPairs)
+    fail(op, "dim = ", v.shape[v.rank - 1], " is larger than the CUDA backend takes (",
+         2 * cuda::kMaxDeviceSinusoidPairs + 1, ")");
+  cuda::DeviceRows3 r;
+  r.data = data;
+  r.dtype = v.dtype;
+  if (v.rank == 2) {
+    r.extent[0] = 1, r.extent[1] = v.shape[0], r.extent[2] = v.shape[1];
+    r.strides[0] = 0, r.strides[1] = v.strides[0], r.strides[2] = v.strides[1];
+  } else {
+    for (int d = 0; d < 3; ++d) r.extent[d] = v.shape[d], r.strides[d] = v.strides[d];
+  }
+  return r;
+}
+
+// Positions of rows (B, T): (T) or (B, T) on the device; for 2-D rows (N, E), (N).
+cuda::DevicePositions2 device_positions(const char* op, ConstTensorView positions,
+                                        const cuda::DeviceRows3& rows) {
+  const detail::PositionLayout p =
+      detail::check_positions(op, positions, 1, rows.extent[0], rows.extent[1], Device::cuda);
+  cuda::check_device_memory(op, "positions", positions, positions.data);
+  return {p.data, p.batch_stride, p.token_stride};
+}
+#endif
+}  // namespace
+
 void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView out) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
+  if (out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
+    check_view("sinusoidal", "out", out, detail::activation_dtype(out), {n, cfg.dim}, out.data, Device::cuda);
+    detail::check_unit_last_stride("sinusoidal", "out", out);
+    if (positions.rank != 1)
+      fail("sinusoidal", "positions has shape ", positions.shape_string(), ", expected (N)");
+    const cuda::DeviceRows3 rows = device_rows("sinusoidal", "out", out, out.data);
+    cuda::sinusoid_rows(cfg, w, device_positions("sinusoidal", positions, rows), rows, false);
+    return;
+#else
+    fail_without_cuda("sinusoidal", "out");
+#endif
+  }
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
   const DType dtype = detail::activation_dtype(out);
   check_view("sinusoidal", "out", out, dtype, {n, cfg.dim});
@@ -72,8 +129,17 @@ void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, Te
 void sinusoidal_add(const SinusoidalConfig& cfg, ConstTensorView positions, TensorView x) {
   const std::vector<double> w = sinusoidal_frequencies(cfg);
   const DType dtype = detail::activation_dtype(x);
-  check_view("sinusoidal", "x", x, dtype, {-1, -1, cfg.dim});
+  check_view("sinusoidal", "x", x, dtype, {-1, -1, cfg.dim}, x.data, x.device);
   detail::check_unit_last_stride("sinusoidal", "x", x);
+  if (x.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    const cuda::DeviceRows3 rows = device_rows("sinusoidal", "x", x, x.data);
+    cuda::sinusoid_rows(cfg, w, device_positions("sinusoidal", positions, rows), rows, true);
+    return;
+#else
+    fail_without_cuda("sinusoidal", "x");
+#endif
+  }
   const std::vector<int64_t> pos =
       detail::gather_positions("sinusoidal", positions, 1, x.shape[0], x.shape[1]);
   detail::check_position_range("sinusoidal", pos, cfg.position_offset);
@@ -94,11 +160,34 @@ void check_learned_positions(const std::vector<int64_t>& pos, int64_t max_len) {
 }
 }  // namespace
 
+// The learned ops on device memory: rows = (or +=) table[positions], a NaN row for a position outside it.
+#if POSENC_WITH_CUDA
+namespace {
+void learned_rows_cuda(ConstTensorView table, ConstTensorView positions, const ViewShape& v, void* data,
+                       const char* name, bool accumulate) {
+  cuda::check_device_memory("learned", "table", table, table.data);
+  detail::check_unit_last_stride("learned", name, v);
+  const cuda::DeviceRows3 rows = device_rows("learned", name, v, data);
+  const int64_t strides[2] = {table.strides[0], table.strides[1]};
+  cuda::learned_rows(table.ptr<float>(), strides, table.shape[0],
+                     device_positions("learned", positions, rows), rows, accumulate);
+}
+}  // namespace
+#endif
+
 void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView out) {
-  check_view("learned", "table", table, DType::f32, {-1, -1});
+  check_view("learned", "table", table, DType::f32, {-1, -1}, table.data, out.device);
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
   const DType dtype = detail::activation_dtype(out);
-  check_view("learned", "out", out, dtype, {n, table.shape[1]});
+  check_view("learned", "out", out, dtype, {n, table.shape[1]}, out.data, out.device);
+  if (out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    learned_rows_cuda(table, positions, out, out.data, "out", false);
+    return;
+#else
+    fail_without_cuda("learned", "out");
+#endif
+  }
   const std::vector<int64_t> pos =
       detail::gather_positions_1d("learned", "positions", positions, out.shape[0]);
   check_learned_positions(pos, table.shape[0]);
@@ -115,9 +204,17 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
 }
 
 void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x) {
-  check_view("learned", "table", table, DType::f32, {-1, -1});
+  check_view("learned", "table", table, DType::f32, {-1, -1}, table.data, x.device);
   const DType dtype = detail::activation_dtype(x);
-  check_view("learned", "x", x, dtype, {-1, -1, table.shape[1]});
+  check_view("learned", "x", x, dtype, {-1, -1, table.shape[1]}, x.data, x.device);
+  if (x.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    learned_rows_cuda(table, positions, x, x.data, "x", true);
+    return;
+#else
+    fail_without_cuda("learned", "x");
+#endif
+  }
   const std::vector<int64_t> pos = detail::gather_positions("learned", positions, 1, x.shape[0], x.shape[1]);
   check_learned_positions(pos, table.shape[0]);
   if (dtype != DType::f32) {
@@ -129,9 +226,26 @@ void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x)
 }
 
 void learned_backward(ConstTensorView grad_out, ConstTensorView positions, TensorView grad_table) {
-  check_view("learned", "grad_table", grad_table, DType::f32, {-1, -1});
+  check_view("learned", "grad_table", grad_table, DType::f32, {-1, -1}, grad_table.data, grad_out.device);
   const int64_t dim = grad_table.shape[1];
   const DType dtype = detail::activation_dtype(grad_out);  // 16-bit grad_out: widened; grad_table stays fp32
+  if (grad_out.device == Device::cuda) {
+#if POSENC_WITH_CUDA
+    if (grad_out.rank == 2)
+      check_view("learned", "grad_out", grad_out, dtype, {-1, dim}, grad_out.data, Device::cuda);
+    else
+      check_view("learned", "grad_out", grad_out, dtype, {-1, -1, dim}, grad_out.data, Device::cuda);
+    cuda::check_device_memory("learned", "grad_table", grad_table, grad_table.data);
+    const cuda::DeviceRows3 rows =
+        device_rows("learned", "grad_out", grad_out, const_cast<void*>(grad_out.data));
+    const int64_t strides[2] = {grad_table.strides[0], grad_table.strides[1]};
+    cuda::learned_rows_backward(rows, device_positions("learned", positions, rows), grad_table.ptr<float>(),
+                                strides, grad_table.shape[0]);
+    return;
+#else
+    fail_without_cuda("learned", "grad_out");
+#endif
+  }
   Strided<const float, 3> grad;
   Strided<const uint16_t, 3> grad16;
   std::vector<int64_t> pos;
