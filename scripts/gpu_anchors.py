@@ -53,8 +53,8 @@ def main():
         nbytes = 2 * (q.numel() + k.numel()) * q.element_size()
         for label, fn in (("torch_eager", apply_rotary_pos_emb), ("torch_compile", compiled)):
             ms = median_ms(lambda: fn(q, k, cos, sin))
-            print(json.dumps({"op": "rope_qk_forward", "impl": label, "shape": name, "dtype": "bf16", "ms": ms,
-                              "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
+            print(json.dumps({"op": "rope_qk_forward", "impl": label, "shape": name, "dtype": "bf16",
+                              "ms": ms, "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
         ms = median_ms(lambda: dst.copy_(src))

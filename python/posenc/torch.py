@@ -4,9 +4,10 @@ fake implementations and autograd, so torch.compile(fullgraph=True) and Distribu
 work), and nn.Modules that can replace a model's own positional code.
 
 CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
-float32) and, for rope, CUDA tensors when posenc was built with its CUDA backend (posenc.cuda_built()):
-the kernels queue on the tensor's current stream, with no copy to the host and no synchronization; the
-other ops refuse CUDA tensors by name. float16 and bfloat16 q, k, v (attention) and x (rope) cross in their own storage
+float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
+CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
+host and no synchronization; attention refuses CUDA tensors by name. float16 and bfloat16 q, k, v
+(attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 inputs are accepted and the results
 come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and
@@ -352,6 +353,56 @@ def _(grad, q_positions, k_positions, bucketing, bidirectional, num_buckets, max
     return grad.new_empty((rows, grad.shape[0]))
 
 
+def _cuda_spec(t):
+    """(data pointer, shape, strides, dtype) of a CUDA tensor for posenc._core's *_cuda functions."""
+    names = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.int64: "i64"}
+    if t.dtype not in names:
+        fail(f"dtype {t.dtype} on CUDA is not supported (float32, bfloat16, float16; int64 positions)")
+    return (t.data_ptr(), list(t.shape), list(t.stride()), names[t.dtype])
+
+
+def _on_cuda(name, like, t):
+    """t on like's CUDA device, as int64 positions or float32 tables; a tensor elsewhere is refused."""
+    from . import _core
+    if not _core.cuda_built():
+        fail(f"{name}: a CUDA tensor, but this build of posenc has no CUDA backend "
+             "(build it where nvcc is found)")
+    if t.device != like.device:
+        fail(f"{name}: on {t.device}, expected {like.device}")
+    return t.to(torch.int64) if not t.is_floating_point() else t.to(torch.float32)
+
+
+def _stream(t):
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+@_relative_bias_op.register_kernel("cuda")
+def _(table, q_positions, k_positions, bucketing, bidirectional, num_buckets, max_distance):
+    from . import _core
+    t = _on_cuda("table", table, table).contiguous()
+    qp, kp = _on_cuda("q_positions", table, q_positions), _on_cuda("k_positions", table, k_positions)
+    out = torch.empty((t.shape[1], qp.shape[0], kp.shape[0]), dtype=torch.float32, device=table.device)
+    with torch.cuda.device(table.device):
+        _core.relative_bias_cuda(_cuda_spec(t), _cuda_spec(qp), _cuda_spec(kp), _cuda_spec(out), bucketing,
+                                 bidirectional, num_buckets, max_distance, _stream(table))
+    return out.to(table.dtype)
+
+
+@_relative_bias_backward_op.register_kernel("cuda")
+def _(grad, q_positions, k_positions, bucketing, bidirectional, num_buckets, max_distance, rows):
+    from . import _core
+    g = grad if grad.dtype in (torch.float32, torch.bfloat16, torch.float16) else grad.float()
+    qp, kp = _on_cuda("q_positions", grad, q_positions), _on_cuda("k_positions", grad, k_positions)
+    expected = num_buckets if bucketing == "t5" else 2 * max_distance + 1
+    if expected != rows:
+        fail(f"table: {rows} rows, but this bucketing has {expected}")
+    out = torch.zeros((rows, g.shape[0]), dtype=torch.float32, device=grad.device)
+    with torch.cuda.device(grad.device):
+        _core.relative_bias_backward_cuda(_cuda_spec(g), _cuda_spec(qp), _cuda_spec(kp), _cuda_spec(out),
+                                          bucketing, bidirectional, num_buckets, max_distance, _stream(grad))
+    return out.to(grad.dtype)
+
+
 def _relative_bias_setup(ctx, inputs, output):
     table, *ctx.args = inputs
     ctx.rows = table.shape[0]
@@ -364,19 +415,25 @@ def _relative_bias_grad(ctx, grad):
 _relative_bias_op.register_autograd(_relative_bias_grad, setup_context=_relative_bias_setup)
 
 
-def _bias_positions(name, p):
-    return _position_tensor(name, p if isinstance(p, torch.Tensor) else np.asarray(p))
+def _bias_positions(name, p, like=None):
+    """Positions as a tensor; given as a list or an array, on like's device (the GPU for a CUDA table)."""
+    t = _position_tensor(name, p if isinstance(p, torch.Tensor) else np.asarray(p))
+    if not isinstance(p, torch.Tensor) and isinstance(like, torch.Tensor):
+        t = t.to(like.device)
+    return t
 
 
 def t5_bias(table, q_positions, k_positions, *, bidirectional=True, num_buckets=32, max_distance=128):
     """posenc.t5_bias as [heads, Q, K], differentiable in table [num_buckets, heads]."""
-    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "t5",
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions, table),
+                             _bias_positions("k_positions", k_positions, table), "t5",
                              bool(bidirectional), int(num_buckets), int(max_distance))
 
 
 def relative_bias(table, q_positions, k_positions, *, max_distance):
     """posenc.relative_bias (clipped distances) as [heads, Q, K], differentiable in table."""
-    return _relative_bias_op(table, _bias_positions("q_positions", q_positions), _bias_positions("k_positions", k_positions), "clipped",
+    return _relative_bias_op(table, _bias_positions("q_positions", q_positions, table),
+                             _bias_positions("k_positions", k_positions, table), "clipped",
                              True, 32, int(max_distance))
 
 
@@ -406,6 +463,27 @@ def _(grad, positions, rows):
     return grad.new_empty((rows, grad.shape[1]))
 
 
+@_learned_op.register_kernel("cuda")
+def _(table, positions):
+    from . import _core
+    t, p = _on_cuda("table", table, table), _on_cuda("positions", table, positions)
+    out = torch.empty((p.shape[0], t.shape[1]), dtype=torch.float32, device=table.device)
+    with torch.cuda.device(table.device):
+        _core.learned_lookup_cuda(_cuda_spec(t), _cuda_spec(p), _cuda_spec(out), _stream(table))
+    return out.to(table.dtype)
+
+
+@_learned_backward_op.register_kernel("cuda")
+def _(grad, positions, rows):
+    from . import _core
+    g = grad if grad.dtype in (torch.float32, torch.bfloat16, torch.float16) else grad.float()
+    p = _on_cuda("positions", grad, positions)
+    out = torch.zeros((rows, g.shape[1]), dtype=torch.float32, device=grad.device)
+    with torch.cuda.device(grad.device):
+        _core.learned_backward_cuda(_cuda_spec(g), _cuda_spec(p), _cuda_spec(out), _stream(grad))
+    return out.to(grad.dtype)
+
+
 def _learned_setup(ctx, inputs, output):
     table, ctx.positions = inputs
     ctx.rows = table.shape[0]
@@ -417,7 +495,7 @@ _learned_op.register_autograd(lambda ctx, grad: (_learned_backward_op(grad.conti
 
 def learned(table, positions):
     """table[positions] ([N, dim]), differentiable in table; a position past the table is an error."""
-    return _learned_op(table, _bias_positions("positions", positions))
+    return _learned_op(table, _bias_positions("positions", positions, table))
 
 
 def sinusoidal(positions, dim, base=10000.0, layout="interleaved", **kwargs):

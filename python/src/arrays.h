@@ -90,6 +90,7 @@ void bind_attention(nb::module_& m);
 void bind_model(nb::module_& m);
 void bind_kv_cache(nb::module_& m);
 void bind_mrope(nb::module_& m);
+void bind_cuda_ops(nb::module_& m);
 
 // An enum from its name (`name` maps each option to the string the Python API uses).
 template <typename Enum>

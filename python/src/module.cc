@@ -21,6 +21,7 @@ NB_MODULE(_core, m) {
   posenc::python::bind_model(m);
   posenc::python::bind_kv_cache(m);
   posenc::python::bind_mrope(m);
+  posenc::python::bind_cuda_ops(m);
   m.def("set_num_threads", &posenc::set_num_threads, nb::arg("n"),
         "Threads of posenc's CPU kernels, the caller included (0: POSENC_NUM_THREADS, else "
         "OMP_NUM_THREADS, else the CPUs this process may use). Results do not depend on it.");

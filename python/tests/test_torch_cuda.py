@@ -11,8 +11,8 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and posenc.cuda_b
                                 reason="needs a CUDA device and posenc's CUDA backend")
 
 SETTINGS = [dict(base=10000.0), dict(base=500000.0, rotary_dim=32, layout="interleaved"),
-            dict(base=1e6, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
-                 max_position_embeddings=256)]
+            dict(base=1e6, max_position_embeddings=256,
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -50,3 +50,38 @@ def test_rope_cuda_refuses_float64_and_mixed_devices():
         pt.rope(x, torch.arange(4, device="cuda"))
     with pytest.raises(ValueError, match="positions"):
         pt.rope(x.float(), torch.arange(4))
+
+
+@pytest.mark.parametrize("bucketing", ["t5", "clipped"])
+def test_relative_bias_cuda_matches_cpu_and_its_gradient_is_deterministic(bucketing):
+    torch.manual_seed(1)
+    rows = 32 if bucketing == "t5" else 2 * 16 + 1
+    table = torch.randn(rows, 4)
+    q, k = torch.arange(40) + 3, torch.arange(57)
+    fn = (lambda t, qp, kp: pt.t5_bias(t, qp, kp)) if bucketing == "t5" else \
+        (lambda t, qp, kp: pt.relative_bias(t, qp, kp, max_distance=16))
+    t_cpu = table.clone().requires_grad_()
+    b_cpu = fn(t_cpu, q, k)
+    grads = []
+    for _ in range(2):
+        t_gpu = table.cuda().requires_grad_()
+        b_gpu = fn(t_gpu, q.cuda(), k.cuda())
+        torch.testing.assert_close(b_gpu.cpu(), b_cpu.detach(), atol=0, rtol=0)
+        g = torch.randn(b_cpu.shape, generator=torch.Generator().manual_seed(2))
+        b_gpu.backward(g.cuda())
+        grads.append(t_gpu.grad.cpu())
+    b_cpu.backward(g)
+    assert torch.equal(grads[0], grads[1]), "the table gradient differs between runs"
+    torch.testing.assert_close(grads[0], t_cpu.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_learned_cuda_matches_cpu():
+    table = torch.randn(50, 24)
+    positions = torch.randint(0, 50, (70,))
+    t_cpu, t_gpu = table.clone().requires_grad_(), table.cuda().requires_grad_()
+    out_cpu, out_gpu = pt.learned(t_cpu, positions), pt.learned(t_gpu, positions.cuda())
+    torch.testing.assert_close(out_gpu.cpu(), out_cpu.detach(), atol=0, rtol=0)
+    g = torch.randn(out_cpu.shape)
+    out_cpu.backward(g)
+    out_gpu.backward(g.cuda())
+    torch.testing.assert_close(t_gpu.grad.cpu(), t_cpu.grad, atol=1e-5, rtol=1e-5)
