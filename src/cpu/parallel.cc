@@ -3,7 +3,7 @@
 // Why not OpenMP: a parallel region ends at a barrier every thread of the team must reach, so
 // when one thread waits for a core (another session's process took it) every region waits a
 // scheduler time slice for it; the lab, which opens thousands of small regions per step, ran 23x
-// slower at 2 threads beside one busy process than alone, 13x slower than at 1 thread (issue 16).
+// slower at 2 threads beside one busy process than alone, 13x slower than at 1 thread (BENCHMARKS.md).
 // Here a region is a counter of tasks that any thread claims: the caller claims too, and returns
 // when every task is done. A worker that wakes late finds the counter exhausted (or the region
 // gone) and goes back to sleep: it delays nothing it has not claimed. Workers spin briefly before
