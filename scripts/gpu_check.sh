@@ -51,10 +51,32 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 
 phase "benchmarks (posenc, then the PyTorch anchors)"
-if [ -x "$carry/bin/bench_rope_cuda" ]; then
-  timeout 180 "$carry/bin/bench_rope_cuda" 50 | tee "$out/bench_posenc.jsonl"
-fi
+: >"$out/bench_posenc.jsonl"
+for b in bench_rope_cuda bench_bias_cuda bench_absolute_cuda; do
+  [ -x "$carry/bin/$b" ] && timeout 120 "$carry/bin/$b" | tee -a "$out/bench_posenc.jsonl"
+done
 timeout 240 python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
+phase "python: pip install . here, posenc.torch on CUDA tensors"
+prefix=/tmp/posenc-deps
+mkdir -p "$prefix"
+for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+site=/tmp/posenc-site
+python3 -m pip install -q --no-index --no-deps --target /tmp/posenc-build-backend "$carry"/wheels/*.whl \
+  >"$out/python_build.log" 2>&1
+if PYTHONPATH=/tmp/posenc-build-backend timeout 300 python3 -m pip install -q --no-deps --no-build-isolation \
+  --target "$site" -C build-dir=/tmp/posenc-python-build -C cmake.define.CMAKE_PREFIX_PATH="$prefix/usr" \
+  -C cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" . >>"$out/python_build.log" 2>&1; then
+  LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH" PYTHONPATH="$site" HF_HUB_OFFLINE=1 \
+    timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_cuda.py >"$out/pytest_cuda.log" 2>&1
+  status=$?
+  tail -3 "$out/pytest_cuda.log"
+  [ $status -eq 0 ] || { echo "pytest on CUDA FAILED (exit $status)"; failed=1; }
+else
+  tail -20 "$out/python_build.log"
+  echo "python build FAILED"
+  failed=1
+fi
+
 phase "table"
 python3 scripts/gpu_table.py "$out" | tee "$out/table.md"
 phase "done (failed=$failed)"
