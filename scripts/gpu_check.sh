@@ -64,8 +64,9 @@ site=/tmp/posenc-site
 python3 -m pip install -q --no-index --no-deps --target /tmp/posenc-build-backend "$carry"/wheels/*.whl \
   >"$out/python_build.log" 2>&1
 if PYTHONPATH=/tmp/posenc-build-backend timeout 300 python3 -m pip install -q --no-deps --no-build-isolation \
-  --target "$site" -C build-dir=/tmp/posenc-python-build -C cmake.define.CMAKE_PREFIX_PATH="$prefix/usr" \
-  -C cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" . >>"$out/python_build.log" 2>&1; then
+  --target "$site" --config-settings=build-dir=/tmp/posenc-python-build \
+  --config-settings=cmake.define.CMAKE_PREFIX_PATH="$prefix/usr" \
+  --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" . >>"$out/python_build.log" 2>&1; then
   LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH" PYTHONPATH="$site" HF_HUB_OFFLINE=1 \
     timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_cuda.py >"$out/pytest_cuda.log" 2>&1
   status=$?

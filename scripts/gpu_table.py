@@ -22,7 +22,8 @@ def read(path):
 def main(out):
     out = pathlib.Path(out)
     device_file = out / "device.txt"
-    device = device_file.read_text().strip().splitlines()[-1] if device_file.exists() else "?"
+    lines = device_file.read_text().strip().splitlines() if device_file.exists() else []
+    device = lines[-1] if lines else "?"
     posenc_rows = read(out / "bench_posenc.jsonl")
     torch_rows = read(out / "bench_torch.jsonl")
     anchors = {(r["op"], r.get("impl"), r["shape"]): r for r in torch_rows if "op" in r}

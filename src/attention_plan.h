@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "posenc/attention.h"
+#include "src/attention_mask.h"
 #include "src/bias_plan.h"
 #include "src/rope_plan.h"
 #include "src/strided.h"
@@ -97,14 +98,10 @@ class AttentionPlan {
   // (B, Q) query temperature factors (the plan's q is scaled by them), or empty.
   std::vector<float> q_temperature;
 
-  bool masked(int64_t q_position, int64_t k_position) const {
-    return (causal && k_position > q_position) ||
-           (window > 0 && (q_position - k_position >= window || k_position - q_position >= window)) ||
-           (chunk > 0 && chunk_of(q_position) != chunk_of(k_position));
-  }
-  int64_t chunk_of(int64_t position) const {  // floor(position / chunk), without overflow at the int64 ends
-    return position >= 0 ? position / chunk : -1 - (-(position + 1)) / chunk;
-  }
+  // The mask (src/attention_mask.h, shared with the CUDA backend).
+  AttentionMask mask() const { return {causal, window, chunk}; }
+  bool masked(int64_t q_position, int64_t k_position) const { return mask().masked(q_position, k_position); }
+  int64_t chunk_of(int64_t position) const { return mask().chunk_of(position); }
 
   // fp32 copies of 16-bit keys and values, for the backward (which reads k and v whole, several
   // times, and is compute-bound): afterwards storage is f32 and k16, v16 are empty.

@@ -75,12 +75,7 @@ inline KeyRange TileKeyRange(const int64_t* kpos, int64_t n) {
 
 // Whether the mask leaves any pair of the block and the keys of range k visible.
 inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const KeyRange& k) {
-  if (p.causal && k.lo > qb.qmax) return false;
-  if (p.window > 0 && (qb.qmin - k.hi >= p.window || k.lo - qb.qmax >= p.window)) return false;
-  // Chunks are ordered like positions: the block's chunks [qmin, qmax] must meet the keys'.
-  if (p.chunk > 0 && (p.chunk_of(k.lo) > p.chunk_of(qb.qmax) || p.chunk_of(k.hi) < p.chunk_of(qb.qmin)))
-    return false;
-  return true;
+  return p.mask().any_visible(qb.qmin, qb.qmax, k.lo, k.hi);
 }
 inline bool TileVisible(const AttentionPlan& p, const QueryBlock& qb, const int64_t* kpos, int64_t n) {
   return TileVisible(p, qb, TileKeyRange(kpos, n));
@@ -335,11 +330,7 @@ inline void TileTerms(const AttentionPlan& p, const QueryBlock& qb, int64_t kt0,
   // the lookup (a vector add); and a tile entirely inside the mask needs no per-pair test.
   const bool unit_run = keys.unit_run;
   const int64_t kmin = keys.lo, kmax = keys.hi;
-  const bool all_visible =
-      !(p.causal && kmax > qb.qmin) &&
-      !(p.window > 0 && (qb.qmax - kmin >= p.window || kmax - qb.qmin >= p.window)) &&
-      !(p.chunk > 0 && (p.chunk_of(qb.qmin) != p.chunk_of(qb.qmax) || p.chunk_of(kmin) != p.chunk_of(kmax) ||
-                        p.chunk_of(kmin) != p.chunk_of(qb.qmin)));
+  const bool all_visible = p.mask().all_visible(qb.qmin, qb.qmax, kmin, kmax);
   for (int64_t i = 0; i < qb.m; ++i) {
     float* HWY_RESTRICT s = S + i * kAttentionBlockK;
     const int64_t qp = qb.qpos[i];

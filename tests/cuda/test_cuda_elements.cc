@@ -3,8 +3,10 @@
 // and against the CPU backend on the RoPE case grid.
 //   sin_cos_of_angle: within 0.5 fp32 ulp + 2^-40 of the exact sin / cos of the double angle, at angles up
 //   to 2^53 (one rounding of a double-accurate value: the CPU's Highway Sin / Cos allow ~3 ulp).
+//   The attention mask per pair and per tile (src/attention_mask.h), shared by both backends.
 //   A rotation emulated from the kernels' functions: every element within the bound the CPU's 16-bit test
 //   holds (|y - exact| <= u |exact| + 16 a 2^-24) and within a few fp32 ulps of the CPU backend.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -16,6 +18,7 @@
 #include "rope_cases.h"
 #include "rope_emulation.h"
 #include "src/angle.h"
+#include "src/attention_mask.h"
 #include "src/cuda/rope-inl.cuh"
 #include "test_util.h"
 
@@ -180,6 +183,52 @@ TEST(CudaElements, AlibiValueEqualsTheCpuBias) {
            {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{4097}, int64_t{-123456}, int64_t{1} << 40})
         EXPECT_EQ(cuda::alibi_value(slopes[h], symmetric, d), b.value(d, h)) << h << " " << d;
   }
+}
+
+}  // namespace
+}  // namespace posenc::test
+
+namespace posenc::test {
+namespace {
+
+// The tile tests against the per-pair rule, brute force over random tiles: any_visible false only when
+// every pair is masked, all_visible true only when none is; both exact for unit runs under causal and
+// window masks (what the kernels skip or test per pair is decided by these).
+TEST(CudaElements, TileMaskClassificationAgreesWithThePairRule) {
+  std::mt19937_64 rng(3);
+  int exact_checked = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    detail::AttentionMask m;
+    m.causal = rng() % 2;
+    m.window = rng() % 3 == 0 ? static_cast<int64_t>(rng() % 40) + 1 : 0;
+    m.chunk = rng() % 3 == 0 ? static_cast<int64_t>(rng() % 40) + 1 : 0;
+    const bool unit_runs = rng() % 2;
+    const int64_t nq = static_cast<int64_t>(rng() % 8) + 1, nk = static_cast<int64_t>(rng() % 8) + 1;
+    const int64_t q0 = static_cast<int64_t>(rng() % 200) - 100,
+                  k0 = q0 + static_cast<int64_t>(rng() % 80) - 40;
+    std::vector<int64_t> qs(nq), ks(nk);
+    for (int64_t i = 0; i < nq; ++i) qs[i] = unit_runs ? q0 + i : q0 + static_cast<int64_t>(rng() % 30);
+    for (int64_t j = 0; j < nk; ++j) ks[j] = unit_runs ? k0 + j : k0 + static_cast<int64_t>(rng() % 30);
+    int visible = 0;
+    for (int64_t q : qs)
+      for (int64_t k : ks) visible += !m.masked(q, k);
+    const auto [qmin, qmax] = std::minmax_element(qs.begin(), qs.end());
+    const auto [kmin, kmax] = std::minmax_element(ks.begin(), ks.end());
+    const bool any = m.any_visible(*qmin, *qmax, *kmin, *kmax),
+               all = m.all_visible(*qmin, *qmax, *kmin, *kmax);
+    if (!any) ASSERT_EQ(visible, 0) << trial;
+    if (all) ASSERT_EQ(visible, nq * nk) << trial;
+    if (unit_runs && m.chunk == 0) {
+      ASSERT_EQ(any, visible > 0) << trial;
+      ASSERT_EQ(all, visible == nq * nk) << trial;
+      ++exact_checked;
+    }
+  }
+  EXPECT_GT(exact_checked, 1000);
+  const detail::AttentionMask chunks{false, 0, 8};  // chunk_of at the int64 ends, without overflow
+  EXPECT_EQ(chunks.chunk_of(INT64_MIN), INT64_MIN / 8);
+  EXPECT_EQ(chunks.chunk_of(-1), -1);
+  EXPECT_EQ(chunks.chunk_of(INT64_MAX), INT64_MAX / 8);
 }
 
 }  // namespace
