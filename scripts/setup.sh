@@ -21,11 +21,23 @@ packages=(
   python3-venv python3-dev
 )
 
+# The CUDA backend's tensor-core tiles take CuTe / CUTLASS headers from PyPI (scripts/fetch_cutlass.sh),
+# fetched with pip, where a CUDA compiler is present.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  packages+=(python3-pip)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+fetch_cutlass() {
+  if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    "$(dirname "$0")/fetch_cutlass.sh"
+  fi
+}
 if [ ${#missing[@]} -eq 0 ]; then
+  fetch_cutlass
   exit 0
 fi
 echo "setup: installing ${missing[*]}"
@@ -37,3 +49,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fetch_cutlass
