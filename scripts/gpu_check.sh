@@ -61,9 +61,9 @@ prefix=/tmp/posenc-deps
 mkdir -p "$prefix"
 for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
 site=/tmp/posenc-site
-python3 -m pip install -q --no-index --no-deps --target /tmp/posenc-build-backend "$carry"/wheels/*.whl \
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/posenc-build-backend "$carry"/wheels/*.whl \
   >"$out/python_build.log" 2>&1
-if PYTHONPATH=/tmp/posenc-build-backend timeout 300 python3 -m pip install -q --no-deps --no-build-isolation \
+if PYTHONPATH=/tmp/posenc-build-backend timeout 480 python3 -m pip install -v --no-deps --no-build-isolation \
   --target "$site" --config-settings=build-dir=/tmp/posenc-python-build \
   --config-settings=cmake.define.CMAKE_PREFIX_PATH="$prefix/usr" \
   --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" . >>"$out/python_build.log" 2>&1; then
@@ -73,8 +73,9 @@ if PYTHONPATH=/tmp/posenc-build-backend timeout 300 python3 -m pip install -q --
   tail -3 "$out/pytest_cuda.log"
   [ $status -eq 0 ] || { echo "pytest on CUDA FAILED (exit $status)"; failed=1; }
 else
+  status=$?
   tail -20 "$out/python_build.log"
-  echo "python build FAILED"
+  echo "python build FAILED (exit $status; 124: past its time limit)"
   failed=1
 fi
 
