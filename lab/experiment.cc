@@ -34,13 +34,16 @@ double estimated_memory_bytes(const ExperimentConfig& c) {
   for (int64_t L : c.eval.lengths) longest = std::max(longest, static_cast<double>(L));
   const double tokens = std::max(static_cast<double>(c.train.batch) * static_cast<double>(c.model.train_len),
                                  std::max(static_cast<double>(c.eval.batch_tokens), longest));
-  double most = 0;
+  double most = 0, runs = 0;
   for (const EncodingSpec& e : c.encodings) {
     ModelConfig m = c.model;
     m.encoding = e;
     most = std::max(most, estimated_memory_bytes(m, tokens));
+    runs += 1 + (e.has(EncodingKind::rope) ? static_cast<double>(c.rope_evals.size()) : 0.0);
   }
-  return most;
+  // Every run keeps its training losses: a double each, and its JSON value and text in the report.
+  const double results = static_cast<double>(c.seeds) * runs * static_cast<double>(c.train.steps) * 48;
+  return most + results;
 }
 
 namespace {

@@ -31,7 +31,8 @@ struct ExperimentConfig {
 };
 void validate(const ExperimentConfig& config);
 // The most memory one run of the experiment holds (lab/model.h's estimate, for the largest
-// model of its encodings at the larger of a training step and an evaluation forward).
+// model of its encodings at the larger of a training step and an evaluation forward), plus the
+// training losses every run keeps; counted in double, so no product of sizes overflows.
 double estimated_memory_bytes(const ExperimentConfig& config);
 
 struct RunResult {

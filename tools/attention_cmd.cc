@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -29,6 +31,9 @@ struct AttentionOptions {
   bool causal = false, backward = false, check = false, round_probabilities = false;
   uint32_t seed = 0;
 };
+
+// --repeat's limit: the best of a million runs is as good as the best of more, which only take longer.
+constexpr int64_t kMaxRepeat = 1000000;
 
 std::vector<float> random_vector(int64_t n, std::mt19937& rng, float stddev) {
   std::normal_distribution<float> dist(0.0f, stddev);
@@ -53,6 +58,8 @@ double problem_bytes(const AttentionOptions& o, const Problem& p) {
                kv = static_cast<double>(p.B) * p.K * p.Hkv * p.D;
   double floats = 2 * q + 2 * kv + static_cast<double>(p.B) * p.H * p.Q;
   if (o.encoding == "shaw") floats += 2.0 * (2.0 * o.shaw_max_distance + 1) * p.D;
+  if (o.encoding == "relative") floats += (2.0 * o.shaw_max_distance + 1) * p.H;
+  if (o.encoding == "t5" || o.encoding == "rope+t5") floats += static_cast<double>(o.num_buckets) * p.H;
   if (o.encoding == "transformer_xl" || o.encoding == "xl")
     floats += static_cast<double>(p.H) * p.D * (o.d_model > 0 ? o.d_model : static_cast<double>(p.H) * p.D);
   if (o.backward) floats += 2 * q + 2 * kv;
@@ -79,18 +86,28 @@ Problem make_problem(const AttentionOptions& o) {
             {},
             nullptr,
             {}};
-  for (auto [name, value] : {std::pair<const char*, int64_t>{"--batch", p.B},
-                             {"--seq", p.Q},
-                             {"--kv-len", p.K},
-                             {"--heads", p.H},
-                             {"--kv-heads", p.Hkv},
-                             {"--dim", p.D},
-                             {"--repeat", o.repeat}})
-    if (value <= 0)
-      throw Error(std::string(name) + " = " + std::to_string(value) + " is invalid: must be > 0");
+  require_size("--batch", o.batch);
+  require_size("--seq", o.seq);
+  require_size("--kv-len", o.kv_len, 0, kMaxSize, "0 = --seq");
+  require_size("--heads", o.heads);
+  require_size("--kv-heads", o.kv_heads, 0, kMaxSize, "0 = --heads");
+  require_size("--dim", o.dim);
+  require_size("--window", o.window, 0, std::numeric_limits<int64_t>::max(), "0 = no window");
+  require_size("--repeat", o.repeat, 1, kMaxRepeat);
+  require_size("--num-buckets", o.num_buckets);
+  require_size("--max-distance", o.max_distance);
+  require_size("--clip", o.shaw_max_distance, 0);
+  require_size("--d-model", o.d_model, 0, kMaxSize, "0 = --heads x --dim");
+  // The encoding's own sizes, where it has a table or a projection.
+  const std::string& e = o.encoding;
+  const std::string encoding_sizes =
+      e == "shaw" || e == "relative"       ? " --clip " + std::to_string(o.shaw_max_distance)
+      : e == "t5" || e == "rope+t5"        ? " --num-buckets " + std::to_string(o.num_buckets)
+      : e == "transformer_xl" || e == "xl" ? " --d-model " + std::to_string(o.d_model)
+                                           : "";
   require_memory("posenc attention with --batch " + std::to_string(p.B) + " --seq " + std::to_string(p.Q) +
                      " --kv-len " + std::to_string(p.K) + " --heads " + std::to_string(p.H) + " --kv-heads " +
-                     std::to_string(p.Hkv) + " --dim " + std::to_string(p.D),
+                     std::to_string(p.Hkv) + " --dim " + std::to_string(p.D) + encoding_sizes,
                  problem_bytes(o, p));
   std::mt19937 rng(o.seed);
   p.q = random_vector(p.B * p.Q * p.H * p.D, rng, 1.0f);
@@ -99,7 +116,6 @@ Problem make_problem(const AttentionOptions& o) {
   AttentionConfig& c = p.config;
   c.causal = o.causal;
   c.window = o.window;
-  const std::string& e = o.encoding;
   if (e == "rope" || e == "rope+alibi" || e == "rope+t5") {
     RopeConfig rc;
     rc.head_dim = p.D;
@@ -220,9 +236,13 @@ void run_attention(const AttentionOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw Error("--format = '" + o.format + "' is invalid: expected table or json");
   Problem p = make_problem(o);
-  if (o.check && static_cast<double>(p.B) * p.Q * p.K * p.H > 1 << 24)
-    throw Error("--check: batch * seq * kv_len * heads = " + std::to_string(p.B * p.Q * p.K * p.H) +
+  const double check_scores = static_cast<double>(p.B) * p.Q * p.K * p.H;  // may exceed int64
+  if (o.check && check_scores > 1 << 24) {
+    char scores[32];
+    std::snprintf(scores, sizeof scores, "%.0f", check_scores);
+    throw Error("--check: batch * seq * kv_len * heads = " + std::string(scores) +
                 " is too large for the naive reference (limit 2^24)");
+  }
   const DType dtype = parse_dtype(o.dtype);
   p.config.round_probabilities = o.round_probabilities;  // the library refuses it unless bf16
   AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
@@ -333,9 +353,9 @@ void add_attention_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", o->batch, "Batch size")->capture_default_str();
   cmd->add_option("--seq,-s", o->seq, "Query length")->capture_default_str();
-  cmd->add_option("--kv-len", o->kv_len, "Key/value length (default: --seq; queries sit at its end)");
+  cmd->add_option("--kv-len", o->kv_len, "Key/value length (0, the default: --seq; queries sit at its end)");
   cmd->add_option("--heads", o->heads, "Query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads (default: --heads; fewer for GQA/MQA)");
+  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads (0, the default: --heads; fewer for GQA/MQA)");
   cmd->add_option("--dim,-d", o->dim, "head_dim")->capture_default_str();
   cmd->add_flag("--causal", o->causal, "Causal mask");
   cmd->add_option("--window", o->window, "Sliding window (0 = none)")->capture_default_str();
@@ -345,7 +365,7 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--clip", o->shaw_max_distance, "shaw / relative: clipping distance k")
       ->capture_default_str();
   cmd->add_option("--d-model", o->d_model,
-                  "transformer_xl: width of the relative sinusoid (default heads * dim)");
+                  "transformer_xl: width of the relative sinusoid (0, the default: heads * dim)");
   cmd->add_option("--dtype", o->dtype,
                   "storage of q, k, v and out: fp32, bf16 or fp16 (accumulation is fp32)")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "files.h"
+#include "memory.h"
 #include "output.h"
 #include "posenc/error.h"
 #include "registry/registry.h"
@@ -66,12 +67,28 @@ std::vector<int64_t> parse_positions(const std::string& spec, const char* flag) 
   return out;
 }
 
+// The size flags, whichever encoding reads them; each encoding's tabulate then checks the memory
+// its table needs before allocating it.
+void check_sizes(const registry::TableOptions& t) {
+  require_size("--dim", t.dim);
+  require_size("--max-len", t.max_len);
+  require_size("--bits", t.bits, 0, kMaxSize, "0 = enough for the positions");
+  require_size("--heads", t.heads);
+  require_size("--num-buckets", t.num_buckets);
+  require_size("--max-distance", t.max_distance, 0, kMaxSize, "0 = the default: t5 128, relative and shaw 4");
+  require_size("--head-dim", t.head_dim);
+  require_size("--rotary-dim", t.rotary_dim, 0, kMaxSize, "0 = head_dim");
+  require_size("--max-position-embeddings", t.max_position_embeddings, 0, kMaxSize, "0 = not given");
+  require_size("--original-max", t.original_max, 0, kMaxSize, "0 = not given");
+}
+
 void run_encode(const EncodeOptions& o) {
   const registry::Entry& entry = registry::find(o.encoding);
   const Format format = parse_format(o.format);
+  check_sizes(o.table);
   const std::vector<int64_t> pos = parse_positions(o.positions, "--positions");
   const std::vector<int64_t> keys = o.keys.empty() ? pos : parse_positions(o.keys, "--keys");
-  const tools::Array a = entry.tabulate({o.table, pos, keys});
+  const tools::Array a = entry.tabulate({o.table, pos, keys, require_memory});
   // Everything is computed before the output file is opened: an error writes nothing.
   if (o.output.empty()) {
     write(a, format, std::cout);
@@ -129,15 +146,16 @@ void add_encode_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--offset", o->table.offset,
                   "sinusoidal: added to every position (fairseq: padding_idx + 1)");
-  cmd->add_option("--max-len", o->table.max_len, "learned: table length (default 512)");
+  cmd->add_option("--max-len", o->table.max_len, "learned: table length")->capture_default_str();
   cmd->add_option("--seed", o->table.seed, "Seed of the random tables shown for learned encodings")
       ->capture_default_str();
-  cmd->add_option("--bits", o->table.bits, "binary: number of bits (default: enough for the positions)");
+  cmd->add_option("--bits", o->table.bits,
+                  "binary: number of bits (0, the default: enough for the positions)");
   cmd->add_flag("--unsigned", o->table.unsigned_bits, "binary: 0/1 instead of -1/+1");
   cmd->add_option("--heads", o->table.heads, "Heads (relative, t5, alibi)")->capture_default_str();
   cmd->add_option("--num-buckets", o->table.num_buckets, "t5: number of buckets")->capture_default_str();
   cmd->add_option("--max-distance", o->table.max_distance,
-                  "t5: log buckets end (default 128); relative, shaw: clip k (default 4)");
+                  "t5: log buckets end (0, the default: 128); relative, shaw: clip k (0, the default: 4)");
   cmd->add_flag("--causal", o->table.causal, "t5: the causal (decoder) bucketing");
   cmd->add_option("--show", o->table.show, "relative/t5: bias|buckets; rope: cos|sin|inv-freq");
   cmd->add_option("--slopes", o->table.slopes, "alibi: bloom or mpt")->capture_default_str();

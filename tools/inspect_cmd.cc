@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "memory.h"
 #include "posenc/error.h"
 #include "posenc/model.h"
 #include "posenc/model_report.h"
@@ -23,7 +24,7 @@ struct InspectOptions {
 void run_inspect(const InspectOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw Error("--format = '" + o.format + "' is invalid: expected table or json");
-  if (o.seq_len < 0) throw Error("--seq-len = " + std::to_string(o.seq_len) + " is invalid: must be > 0");
+  require_size("--seq-len", o.seq_len, 0, kMaxSize, "0 = max_position_embeddings");
   const ModelPositions m = model_positions_from_hf_file(o.path);
   if (o.format == "json") {
     std::cout << model_report_json(m, o.seq_len) << "\n";  // warnings are in the document

@@ -84,6 +84,31 @@ class Progress {
   std::string label_;
 };
 
+// --task-samples' limit: a million samples give the exact match to within 0.1%; more only take longer.
+constexpr int64_t kMaxTaskSamples = 1000000;
+
+// Each size flag in its range, before the corpus is read; what they ask for together is checked
+// against the memory in experiment_config, and the lab's own rules in lab::validate.
+void check_sizes(const LabOptions& o) {
+  require_size("--steps", o.steps);
+  require_size("--batch", o.batch);
+  require_size("--train-len", o.train_len);
+  for (int64_t L : o.eval_lengths) require_size("--eval-lengths", L);
+  require_size("--eval-tokens", o.eval_tokens);
+  require_size("--layers", o.layers);
+  require_size("--d-model", o.d_model);
+  require_size("--heads", o.heads);
+  require_size("--mlp", o.mlp);
+  require_size("--warmup", o.warmup, 0);
+  require_size("--seeds", o.seeds);
+  require_size("--threads", o.threads, 0, 1024, "0 = all cores");
+  require_size("--binary-bits", o.binary_bits, 0, kMaxSize, "0 = enough for the longest evaluation length");
+  require_size("--t5-buckets", o.t5_buckets);
+  require_size("--t5-max-distance", o.t5_max_distance);
+  require_size("--max-distance", o.max_distance, 0);
+  require_size("--task-samples", o.task_samples, 1, kMaxTaskSamples);
+}
+
 lab::ExperimentConfig experiment_config(const LabOptions& o, const lab::Corpus& corpus) {
   lab::ExperimentConfig c;
   c.model.d_model = o.d_model;
@@ -130,20 +155,24 @@ lab::ExperimentConfig experiment_config(const LabOptions& o, const lab::Corpus& 
     c.model.vocab_size = lab::task_vocab_size();
   }
   c.task_samples = o.task_samples;
-  if (o.task_samples < 1)
-    throw Error("--task-samples = " + std::to_string(o.task_samples) + " is invalid: must be >= 1");
-  lab::validate(c);
+  // The memory first: the estimate needs only sizes in range (check_sizes), and names the flags
+  // where lab::validate would name a size derived from them (rope's max_position_embeddings from
+  // --train-len, binary's bits from --eval-lengths).
+  std::string lengths;
+  for (int64_t L : o.eval_lengths) lengths += (lengths.empty() ? "" : ",") + std::to_string(L);
   require_memory("posenc lab with --layers " + std::to_string(o.layers) + " --d-model " +
-                     std::to_string(o.d_model) + " --mlp " + std::to_string(o.mlp) + " --batch " +
-                     std::to_string(o.batch) + " --train-len " + std::to_string(o.train_len),
+                     std::to_string(o.d_model) + " --heads " + std::to_string(o.heads) + " --mlp " +
+                     std::to_string(o.mlp) + " --batch " + std::to_string(o.batch) + " --train-len " +
+                     std::to_string(o.train_len) + " --eval-lengths " + lengths + " --steps " +
+                     std::to_string(o.steps) + " --seeds " + std::to_string(o.seeds) + " --t5-buckets " +
+                     std::to_string(o.t5_buckets) + " --max-distance " + std::to_string(o.max_distance),
                  lab::estimated_memory_bytes(c));
+  lab::validate(c);
   return c;
 }
 
 void run_lab(const LabOptions& o) {
-  if (o.threads < 0 || o.threads > 1024)
-    throw Error("--threads = " + std::to_string(o.threads) +
-                " is invalid: must be in [0, 1024] (0: all cores)");
+  check_sizes(o);
   if (o.threads > 0) lab::ops::set_threads(static_cast<int>(o.threads));
   const auto t0 = std::chrono::steady_clock::now();
   const bool task = !o.task.empty();

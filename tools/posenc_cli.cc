@@ -6,8 +6,9 @@
 //                                    neighbours, composability, generalization), for every encoding
 //   posenc lab [...]                 train a small transformer per encoding, measure extrapolation
 // Bad arguments print one line naming the argument and exit with status 2 (a file that cannot be
-// read or written, --output /dev/full, included); a failed write to standard output prints one
-// line and exits with status 1.
+// read or written, --output /dev/full, included; a size out of its range or sizes that together
+// need more than the machine's memory, tools/memory.h); a failed write to standard output prints
+// one line and exits with status 1.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>

@@ -39,7 +39,9 @@ void validate(const Options& o) {
     bad("--extrapolate-to", o.extrapolate_to, "must be > --length (" + std::to_string(o.length) + ")");
   if (o.extrapolate_to > 65536) bad("--extrapolate-to", o.extrapolate_to, "at most 65536");
   if (o.dim < 2 || o.dim % 2 != 0 || o.dim > 1024) bad("--dim", o.dim, "must be even, in [2, 1024]");
-  if (o.horizon < 1) bad("--horizon", o.horizon, "must be >= 1");
+  // Lags of the trained range [0, L) go up to L - 1: a longer horizon would claim unmeasured lags.
+  if (o.horizon < 1 || o.horizon >= o.length)
+    bad("--horizon", o.horizon, "must be in [1, --length - 1 = " + std::to_string(o.length - 1) + "]");
   for (const std::string& e : o.encodings) registry::find(e);  // throws, listing the known names
 }
 

@@ -54,6 +54,19 @@ std::vector<float> normal_table(int64_t count, uint32_t seed, float stddev) {
   for (float& x : t) x = dist(rng);
   return t;
 }
+void require_table_memory(const TableRequest& r, const std::string& encoding, const std::string& flags,
+                          double cells, double labels, double other_bytes, bool pairs) {
+  if (r.require_memory == nullptr) return;
+  // A value: the float, its JSON value (16 bytes) and up to 28 characters of text; a label: its
+  // std::string, its JSON copy and its text.
+  constexpr double kCellBytes = 48, kLabelBytes = 96;
+  const std::string positions = pairs ? std::to_string(r.positions.size()) + " query and " +
+                                            std::to_string(r.keys.size()) + " key positions"
+                                      : std::to_string(r.positions.size()) + " positions";
+  r.require_memory(
+      "posenc encode " + encoding + " with " + flags + (flags.empty() ? "" : " and ") + positions,
+      kCellBytes * cells + kLabelBytes * labels + other_bytes);
+}
 tools::Array bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
                         const std::vector<int64_t>& keys) {
   tools::Array a{title, "head", "query", names(queries), names(keys), heads, {}, {}};

@@ -34,7 +34,7 @@ namespace posenc::registry {
 
 // The flags of `posenc encode`, for every encoding (each reads the ones it has).
 struct TableOptions {
-  int64_t dim = 8, heads = 2, max_len = 0, bits = 0, num_buckets = 32, max_distance = 0, head_dim = 8;
+  int64_t dim = 8, heads = 2, max_len = 512, bits = 0, num_buckets = 32, max_distance = 0, head_dim = 8;
   int64_t rotary_dim = 0, offset = 0, max_position_embeddings = 0, original_max = 0;
   double base = 10000, factor = 1, alibi_bias_max = 8;
   std::string layout, frequencies = "model_dim", scaling = "default", slopes = "bloom", config, show;
@@ -45,6 +45,10 @@ struct TableRequest {
   const TableOptions& options;
   const std::vector<int64_t>& positions;  // positions, or query positions of pair encodings
   const std::vector<int64_t>& keys;       // key positions of pair encodings
+  // Called by tabulate once the sizes are valid and before anything is allocated, with the flags that
+  // size the table and the bytes it takes with its text; throws to refuse (the CLI passes
+  // tools::require_memory). Null: no check.
+  void (*require_memory)(const std::string& what, double bytes) = nullptr;
 };
 
 // The lab's parameters of the encodings (flags of `posenc lab`; each encoding reads its own).

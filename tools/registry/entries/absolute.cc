@@ -1,6 +1,7 @@
 // tools/registry/entries/absolute.cc: the encodings added to the token embeddings (sinusoidal,
 // learned, binary) and the NoPE baseline. Analysis: the codes by position PE(p), p in [0, L2).
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "analyze/judge.h"
@@ -17,6 +18,7 @@ using namespace table;
 
 // ---- none (NoPE)
 Array tabulate_none(const TableRequest& r) {
+  require_table_memory(r, "none", "", 0, static_cast<double>(r.positions.size()));
   return {"none (NoPE): no positional encoding; every position maps to the empty vector",
           "",
           "position",
@@ -54,6 +56,9 @@ Array tabulate_sinusoidal(const TableRequest& r) {
   else if (o.frequencies != "model_dim")
     throw Error("--frequencies = '" + o.frequencies +
                 "' is invalid: expected model_dim or half_dim_minus_one");
+  validate(c);
+  const double P = static_cast<double>(pos.size());
+  require_table_memory(r, "sinusoidal", "--dim " + std::to_string(c.dim), P * c.dim, P + c.dim);
   Array a{"sinusoidal encoding (position, dim)", "", "position", names(pos), numbered("d", c.dim), 1, {}, {}};
   a.data.resize(pos.size() * c.dim);
   sinusoidal_table(c, view(pos.data(), {size(pos)}), view(a.data.data(), {size(pos), c.dim}));
@@ -79,8 +84,13 @@ void add_sinusoidal(const LabModel& m, const TensorLookup&, ConstTensorView posi
 Array tabulate_learned(const TableRequest& r) {
   const TableOptions& o = r.options;
   const std::vector<int64_t>& pos = r.positions;
-  const int64_t max_len = o.max_len > 0 ? o.max_len : 512;
+  const int64_t max_len = o.max_len;
   if (o.dim <= 0) throw Error("--dim = " + std::to_string(o.dim) + " is invalid: must be > 0");
+  if (max_len <= 0) throw Error("--max-len = " + std::to_string(max_len) + " is invalid: must be > 0");
+  const double P = static_cast<double>(pos.size());
+  require_table_memory(r, "learned",
+                       "--max-len " + std::to_string(max_len) + " --dim " + std::to_string(o.dim), P * o.dim,
+                       P + o.dim, 4.0 * static_cast<double>(max_len) * o.dim);
   const std::vector<float> table = normal_table(max_len * o.dim, o.seed, 0.02f);  // GPT-2 initialisation
   Array a{"learned encoding (position, dim): a random N(0, 0.02) table, seed " + std::to_string(o.seed),
           "",
@@ -136,8 +146,12 @@ Array tabulate_binary(const TableRequest& r) {
   const std::vector<int64_t>& pos = r.positions;
   BinaryConfig c;
   const int64_t max_pos = *std::max_element(pos.begin(), pos.end());
-  c.bits = r.options.bits > 0 ? r.options.bits : binary_bits_for_length(std::max<int64_t>(max_pos + 1, 1));
+  const int64_t length = max_pos < std::numeric_limits<int64_t>::max() ? max_pos + 1 : max_pos;
+  c.bits = r.options.bits > 0 ? r.options.bits : binary_bits_for_length(std::max<int64_t>(length, 1));
   c.signed_values = !r.options.unsigned_bits;
+  validate(c);
+  const double P = static_cast<double>(pos.size());
+  require_table_memory(r, "binary", "--bits " + std::to_string(c.bits), P * c.bits, P + c.bits);
   Array a{"binary encoding (position, bit), most significant bit first",
           "",
           "position",
@@ -190,10 +204,10 @@ void analyze_binary(const analyze::Options& o, Report& r) {
 }
 void validate_binary(const LabModel& m) {
   const int64_t bits = m.options->binary_bits;
-  validate(BinaryConfig{bits, true});
   if (bits > m.d_model)
     throw Error("lab model: binary_bits = " + std::to_string(bits) + " is invalid: must be <= d_model = " +
                 std::to_string(m.d_model) + " (the code is added to the first channels)");
+  validate(BinaryConfig{bits, true});
 }
 // x: (B, T, C); the code of each position is added to its first `bits` channels.
 void add_binary(const LabModel& m, const TensorLookup&, ConstTensorView positions, TensorView x) {

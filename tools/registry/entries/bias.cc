@@ -26,7 +26,14 @@ Array tabulate_bias_table(const TableRequest& r, bool t5) {
   const TableOptions& o = r.options;
   const RelativeBiasConfig c = table_config(o, t5);
   validate(c);
-  if (o.show == "rows" || o.show == "buckets")
+  const double nq = static_cast<double>(r.positions.size()), nk = static_cast<double>(r.keys.size());
+  const std::string flags = "--heads " + std::to_string(c.heads) +
+                            (t5 ? " --num-buckets " + std::to_string(c.num_buckets)
+                                : " --max-distance " + std::to_string(c.max_distance));
+  const bool show_rows = o.show == "rows" || o.show == "buckets";
+  require_table_memory(r, t5 ? "t5" : "relative", flags, show_rows ? nq * nk : c.heads * nq * nk, nq + nk,
+                       show_rows ? 0.0 : 4.0 * static_cast<double>(c.num_rows()) * c.heads, true);
+  if (show_rows)
     return pair_codes(
         t5 ? "T5 bucket of key - query (query, key)" : "clipped distance row of key - query (query, key)",
         r.positions, r.keys, [&](int64_t d) { return relative_bias_row(c, d); });
@@ -37,9 +44,9 @@ Array tabulate_bias_table(const TableRequest& r, bool t5) {
                             " bias (head, query, key) from a random N(0, 1) table, seed " +
                             std::to_string(o.seed);
   Array a = bias_array(title, c.heads, r.positions, r.keys);
-  const int64_t nq = size(r.positions), nk = size(r.keys);
-  relative_bias(c, view(table.data(), {c.num_rows(), c.heads}), view(r.positions.data(), {nq}),
-                view(r.keys.data(), {nk}), view(a.data.data(), {c.heads, nq, nk}));
+  relative_bias(c, view(table.data(), {c.num_rows(), c.heads}), view(r.positions.data(), {size(r.positions)}),
+                view(r.keys.data(), {size(r.keys)}),
+                view(a.data.data(), {c.heads, size(r.positions), size(r.keys)}));
   return a;
 }
 Array tabulate_relative(const TableRequest& r) { return tabulate_bias_table(r, false); }
@@ -102,6 +109,11 @@ Array tabulate_alibi(const TableRequest& r) {
     c.slopes = AlibiSlopes::mpt;
   else if (o.slopes != "bloom")
     throw Error("--slopes = '" + o.slopes + "' is invalid: expected bloom or mpt");
+  validate(c);
+  const double cells = static_cast<double>(r.positions.size()) * static_cast<double>(r.keys.size());
+  // Beside the bias: the slopes, in double and as the note's text.
+  require_table_memory(r, "alibi", "--heads " + std::to_string(c.heads), c.heads * cells,
+                       static_cast<double>(r.positions.size() + r.keys.size()), 32.0 * c.heads, true);
   Array a = bias_array("alibi bias (head, query, key)", c.heads, r.positions, r.keys);
   const int64_t nq = size(r.positions), nk = size(r.keys);
   alibi_bias(c, view(r.positions.data(), {nq}), view(r.keys.data(), {nk}),

@@ -27,6 +27,12 @@ std::vector<std::string> numbered(const std::string& prefix, int64_t count);  //
 inline int64_t size(const std::vector<int64_t>& v) { return static_cast<int64_t>(v.size()); }
 // A random N(0, stddev) table standing in for a trained one (`posenc encode` shows its shape).
 std::vector<float> normal_table(int64_t count, uint32_t seed, float stddev);
+// Before a table is allocated: hands r.require_memory (when set) the bytes of `cells` values and
+// `labels` row and column names, each with its JSON value and its text, plus `other_bytes` (the
+// encoding's own tables), all in double; the message names the encoding, `flags` (e.g. "--heads 8")
+// and the number of positions (of queries and keys when `pairs`).
+void require_table_memory(const TableRequest& r, const std::string& encoding, const std::string& flags,
+                          double cells, double labels, double other_bytes = 0, bool pairs = false);
 // (heads, queries, keys), zero-filled, for a bias written by the library.
 tools::Array bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
                         const std::vector<int64_t>& keys);

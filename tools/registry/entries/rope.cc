@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <random>
 
 #include "analyze/judge.h"
@@ -62,7 +63,15 @@ Array tabulate_rope(const TableRequest& r) {
                 "): posenc encode shows single-stream positions only");
   const int64_t pairs = rope.config().effective_rotary_dim() / 2;
   const std::string show = o.show.empty() ? "cos" : o.show;
-  const RopeFrequencies f = rope.frequencies(*std::max_element(pos.begin(), pos.end()) + 1);
+  const double P = static_cast<double>(pos.size());
+  // cos and sin in fp32 beside the table (a copy of one of them).
+  require_table_memory(
+      r, "rope",
+      (o.config.empty() ? "--head-dim " + std::to_string(o.head_dim) : "--config " + o.config) + " (" +
+          std::to_string(pairs) + " rotated pairs)",
+      P * pairs, P + pairs, 8.0 * P * pairs);
+  const int64_t last = *std::max_element(pos.begin(), pos.end());
+  const RopeFrequencies f = rope.frequencies(last < std::numeric_limits<int64_t>::max() ? last + 1 : last);
   if (show == "inv-freq") {
     Array a{"rope inverse frequencies (pair) in radians per position",
             "",

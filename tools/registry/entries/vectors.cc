@@ -22,6 +22,8 @@ Array tabulate_shaw(const TableRequest& r) {
   const int64_t kmax = r.options.max_distance > 0 ? r.options.max_distance : 4;
   validate(ShawConfig{kmax, 1});
   const RelativeBiasConfig rows = RelativeBiasConfig::clipped(1, kmax);
+  const double nq = static_cast<double>(r.positions.size()), nk = static_cast<double>(r.keys.size());
+  require_table_memory(r, "shaw", "--max-distance " + std::to_string(kmax), nq * nk, nq + nk, 0, true);
   Array a = pair_codes(
       "Shaw et al. table row clip(key - query, -k, k) + k (query, key), k = " + std::to_string(kmax),
       r.positions, r.keys, [&](int64_t d) { return relative_bias_row(rows, d); });
@@ -57,6 +59,9 @@ Array tabulate_transformer_xl(const TableRequest& r) {
   const TableOptions& o = r.options;
   const std::vector<int64_t>& distances = r.positions;
   const TransformerXLConfig c{o.dim, 1, 1, o.base};
+  validate(c);
+  const double P = static_cast<double>(distances.size());
+  require_table_memory(r, "transformer_xl", "--dim " + std::to_string(o.dim), P * o.dim, P + o.dim);
   Array a{"Transformer-XL R_delta for delta = query - key (delta, dim), split layout [sin | cos]",
           "",
           "delta",
@@ -65,7 +70,6 @@ Array tabulate_transformer_xl(const TableRequest& r) {
           1,
           {},
           {}};
-  validate(c);
   a.data.resize(distances.size() * o.dim);
   transformer_xl_sinusoid(c, view(distances.data(), {size(distances)}),
                           view(a.data.data(), {size(distances), o.dim}));
