@@ -166,7 +166,7 @@ namespace {
 void learned_rows_cuda(ConstTensorView table, ConstTensorView positions, const ViewShape& v, void* data,
                        const char* name, bool accumulate) {
   cuda::check_device_memory("learned", "table", table, table.data);
-  detail::check_unit_last_stride("learned", name, v);
+  if (v.dtype != DType::f32) detail::check_unit_last_stride("learned", name, v);
   const cuda::DeviceRows3 rows = device_rows("learned", name, v, data);
   const int64_t strides[2] = {table.strides[0], table.strides[1]};
   cuda::learned_rows(table.ptr<float>(), strides, table.shape[0],
@@ -182,6 +182,8 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
   check_view("learned", "out", out, dtype, {n, table.shape[1]}, out.data, out.device);
   if (out.device == Device::cuda) {
 #if POSENC_WITH_CUDA
+    if (positions.rank != 1)
+      fail("learned", "positions has shape ", positions.shape_string(), ", expected (N)");
     learned_rows_cuda(table, positions, out, out.data, "out", false);
     return;
 #else

@@ -48,14 +48,23 @@ POSENC_HD inline double fma_d(double a, double b, double c) {
 
 // sin and cos of `angle`, each rounded once to float: the remainder's Taylor series to r^13 / r^16
 // (truncation below 2^-44 for |r| <= pi/4) in double, then the quadrant's signs. The same bits on the
-// host and the device (every operation an IEEE multiply, add or fused multiply-add).
-POSENC_HD inline void sin_cos_of_angle(double angle, float* sin_out, float* cos_out) {
+// host and the device (every operation an IEEE multiply, add or fused multiply-add). A second reduction
+// pass keeps |r| <= ~pi/4 where the first quotient k is past 2^53 (angles of up to 2^101 are reachable:
+// positions to 2^53 times frequencies to 2^48), and the quadrant is k mod 4 taken exactly in double, so
+// the results stay in [-1, 1] at any angle (accurate while k * 2^-106 is small: |angle| up to ~2^70).
+POSENC_HD inline double round_to_integer(double x) {
 #if defined(__CUDA_ARCH__)
-  const double k = rint(__dmul_rn(angle, kTwoOverPi));
+  return rint(x);
 #else
-  const double k = std::nearbyint(angle * kTwoOverPi);
+  return std::nearbyint(x);
 #endif
-  const double r = fma_d(-k, kPiOver2Lo, fma_d(-k, kPiOver2Hi, angle));
+}
+
+POSENC_HD inline void sin_cos_of_angle(double angle, float* sin_out, float* cos_out) {
+  const double k = round_to_integer(angle * kTwoOverPi);
+  const double r1 = fma_d(-k, kPiOver2Lo, fma_d(-k, kPiOver2Hi, angle));
+  const double k2 = round_to_integer(r1 * kTwoOverPi);  // 0 unless k was past 2^53
+  const double r = fma_d(-k2, kPiOver2Lo, fma_d(-k2, kPiOver2Hi, r1));
   const double z = r * r;
   double sp = 1.0 / 6227020800.0;  // 1/13!
   sp = fma_d(sp, z, -1.0 / 39916800.0);
@@ -73,7 +82,9 @@ POSENC_HD inline void sin_cos_of_angle(double angle, float* sin_out, float* cos_
   cp = fma_d(cp, z, 1.0 / 24.0);
   cp = fma_d(cp, z, -0.5);
   const double cos_r = fma_d(cp, z, 1.0);
-  const int quadrant = static_cast<int>(static_cast<int64_t>(k) & 3);
+  // k mod 4 exactly for any integer-valued double (k / 4 and its floor are exact), plus the second pass's.
+  const double k_mod_4 = k - 4.0 * floor(k * 0.25);
+  const int quadrant = (static_cast<int>(k_mod_4) + static_cast<int>(k2)) & 3;
   const double s = quadrant == 0 ? sin_r : quadrant == 1 ? cos_r : quadrant == 2 ? -sin_r : -cos_r;
   const double c = quadrant == 0 ? cos_r : quadrant == 1 ? -sin_r : quadrant == 2 ? -cos_r : sin_r;
   *sin_out = static_cast<float>(s);

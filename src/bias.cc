@@ -206,7 +206,7 @@ DeviceBlock check_device_block(const char* op, ConstTensorView q_positions, Cons
   const int64_t nq = q_positions.rank == 1 ? q_positions.shape[0] : -1;
   const int64_t nk = k_positions.rank == 1 ? k_positions.shape[0] : -1;
   check_view(op, name, v, detail::activation_dtype(v), {heads, nq, nk}, data, Device::cuda);
-  detail::check_unit_last_stride(op, name, v);
+  if (detail::activation_dtype(v) != DType::f32) detail::check_unit_last_stride(op, name, v);
   check_view(op, "q_positions", q_positions, DType::i64, {v.shape[1]}, q_positions.data, Device::cuda);
   check_view(op, "k_positions", k_positions, DType::i64, {v.shape[2]}, k_positions.data, Device::cuda);
   cuda::check_device_memory(op, name, v, data);

@@ -9,9 +9,9 @@ CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current st
 host and no synchronization; attention refuses CUDA tensors by name. float16 and bfloat16 q, k, v
 (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
-gradients are float32. The kernels compute in float32: float64 inputs are accepted and the results
-come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and
-atol/rtol ~1e-3 rather than its double-precision defaults).
+gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
+come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and atol/rtol
+~1e-3 rather than its double-precision defaults); CUDA tensors are float32, bfloat16 or float16.
 """
 from __future__ import annotations
 
@@ -505,8 +505,16 @@ def sinusoidal(positions, dim, base=10000.0, layout="interleaved", **kwargs):
 
 # ---------------------------------------------------------------------------------------- modules
 
-def _arange(n):
-    return torch.arange(int(n), dtype=torch.int64)
+def _arange(n, device=None):
+    """0 .. n-1 as int64 positions on `device` (a module's parameters' or its input's)."""
+    return torch.arange(int(n), dtype=torch.int64, device=device)
+
+
+def _on_device_of(positions, like):
+    """Positions given as a list or an array (not a tensor), on like's device; tensors are left as given."""
+    if positions is None or isinstance(positions, torch.Tensor):
+        return positions
+    return _position_tensor("positions", positions).to(like.device)
 
 
 class RotaryEmbedding(torch.nn.Module):
@@ -530,8 +538,8 @@ class RotaryEmbedding(torch.nn.Module):
 
     def forward(self, q, k, positions=None):
         if positions is None:
-            positions = _arange(q.shape[1])
-        positions = _position_tensor("positions", positions)
+            positions = _arange(q.shape[1], q.device)
+        positions = _position_tensor("positions", _on_device_of(positions, q))
         return _rope_op(q, positions, self._key), _rope_op(k, positions, self._key)
 
 
@@ -558,7 +566,7 @@ class T5RelativeBias(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.randn(num_buckets, n_heads) * 0.02)
 
     def forward(self, q_positions, k_positions=None):
-        q_positions = _arange(q_positions) if isinstance(q_positions, int) else q_positions
+        q_positions = _arange(q_positions, self.weight.device) if isinstance(q_positions, int) else q_positions
         k_positions = q_positions if k_positions is None else k_positions
         return t5_bias(self.weight, q_positions, k_positions, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
                        max_distance=self.max_distance)
@@ -586,7 +594,9 @@ class LearnedPositional(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.randn(max_len, dim) * 0.02)
 
     def forward(self, positions):
-        return learned(self.weight, _arange(positions) if isinstance(positions, int) else positions)
+        if isinstance(positions, int):
+            positions = _arange(positions, self.weight.device)
+        return learned(self.weight, positions)
 
 
 class SinusoidalPositional(torch.nn.Module):

@@ -85,3 +85,18 @@ def test_learned_cuda_matches_cpu():
     out_cpu.backward(g)
     out_gpu.backward(g.cuda())
     torch.testing.assert_close(t_gpu.grad.cpu(), t_cpu.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_modules_on_cuda_match_cpu():
+    torch.manual_seed(3)
+    q, k = torch.randn(2, 24, 4, 64), torch.randn(2, 24, 2, 64)
+    rotary = pt.RotaryEmbedding(64, base=5e5)
+    for positions in (None, list(range(5, 29))):
+        qc, kc = rotary(q, k, positions)
+        qg, kg = rotary(q.cuda(), k.cuda(), positions)
+        torch.testing.assert_close(qg.cpu(), qc, atol=4e-6, rtol=2e-6)
+        torch.testing.assert_close(kg.cpu(), kc, atol=4e-6, rtol=2e-6)
+    t5 = pt.T5RelativeBias(4)
+    torch.testing.assert_close(t5.cuda()(17).cpu(), t5.cpu()(17), atol=0, rtol=0)
+    table = pt.LearnedPositional(30, 8)
+    torch.testing.assert_close(table.cuda()(12).cpu(), table.cpu()(12), atol=0, rtol=0)

@@ -199,9 +199,13 @@ void learned_rows_backward(const DeviceRows3& grad, const DevicePositions2& p, f
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
   // keys, tokens, sorted keys, sorted tokens, then CUB's scratch: one stream-ordered allocation.
   size_t sort_bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const int64_t*>(nullptr),
-                                  static_cast<int64_t*>(nullptr), static_cast<const int64_t*>(nullptr),
-                                  static_cast<int64_t*>(nullptr), n, 0, 64, stream);
+  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(
+          nullptr, sort_bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+          static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n, 0, 64, stream);
+      e != cudaSuccess) {
+    cudaGetLastError();
+    detail::fail("learned", "sizing the sort of ", n, " positions failed: ", cudaGetErrorString(e));
+  }
   const size_t arrays = 4 * sizeof(int64_t) * static_cast<size_t>(n);
   char* buffer = nullptr;
   if (const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&buffer), arrays + sort_bytes, stream);
@@ -217,8 +221,13 @@ void learned_rows_backward(const DeviceRows3& grad, const DevicePositions2& p, f
   gather_positions_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
       Positions{p.data, p.batch_stride, p.token_stride}, grad.extent[0], grad.extent[1], keys, tokens);
   // int64 keys sort as unsigned bit patterns after CUB flips the sign bit: negative positions first.
-  cub::DeviceRadixSort::SortPairs(buffer + arrays, sort_bytes, keys, sorted_keys, tokens, sorted_tokens, n, 0,
-                                  64, stream);
+  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(buffer + arrays, sort_bytes, keys, sorted_keys,
+                                                            tokens, sorted_tokens, n, 0, 64, stream);
+      e != cudaSuccess) {
+    cudaGetLastError();
+    cudaFreeAsync(buffer, stream);
+    detail::fail("learned", "sorting ", n, " positions on the device failed: ", cudaGetErrorString(e));
+  }
   const Rows g = rows_of(grad);
   if (grad.dtype == DType::f32)
     learned_backward_kernel<float><<<static_cast<unsigned>(table_rows), kThreads, 0, stream>>>(

@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t r = lane; r < a.num_rows; r += 32) sums[warp][r] = 0.0f;
   __syncwarp();
   const T* grad = static_cast<const T*>(a.grad) + h * a.grad_strides[0];
+  bool out_of_range = false;  // a position past +-2^53 in this warp's pairs: its sums become NaN at the end
   const int64_t q_end = a.q < (qb + 1) * kQueriesPerBlock ? a.q : (qb + 1) * kQueriesPerBlock;
   for (int64_t i = qb * kQueriesPerBlock + warp; i < q_end; i += kWarps) {
     const int64_t qp = a.q_pos[i * a.q_stride];
@@ -162,18 +163,19 @@ __global__ void __launch_bounds__(kWarps * 32)
                   ? static_cast<int>(bias_row(rows.kind, rows.limit, rows.rows, kp - qp))
                   : -2;
       }
+      out_of_range |= __any_sync(0xffffffffu, row == -2);
       const unsigned group = __match_any_sync(0xffffffffu, row);
       const bool leader = lane == __ffs(group) - 1;
       if (row >= 0) {  // every lane of the group sums it in lane order; its lowest lane adds the sum
         float total = 0.0f;
         for (unsigned m = group; m; m &= m - 1) total += __shfl_sync(group, value, __ffs(m) - 1);
         if (leader) sums[warp][row] += total;
-      } else if (row == -2 && leader) {
-        for (int64_t r = 0; r < a.num_rows; ++r) sums[warp][r] = quiet_nan();
       }
       __syncwarp();
     }
   }
+  if (out_of_range)  // every lane agrees (__any_sync): the whole warp writes its rows, after its last step
+    for (int64_t r = lane; r < a.num_rows; r += 32) sums[warp][r] = quiet_nan();
   __syncthreads();
   float* partial = a.partial + (h * blocks_q + qb) * a.num_rows;
   for (int64_t r = threadIdx.x; r < a.num_rows; r += blockDim.x) {
@@ -239,6 +241,9 @@ void bias_block_backward(const BiasBackwardLaunch& l) {
   if (l.heads * l.q * l.k == 0) return;
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
   const int64_t blocks_q = (l.q + kQueriesPerBlock - 1) / kQueriesPerBlock;
+  const int64_t blocks = l.heads * blocks_q;
+  if (blocks > (int64_t{1} << 31) - 1)
+    detail::fail("relative_bias_backward", "H x ceil(Q / 16) = ", blocks, " blocks: more than CUDA launches");
   float* partial = nullptr;
   const size_t bytes = sizeof(float) * static_cast<size_t>(l.heads * blocks_q * l.num_rows);
   if (const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&partial), bytes, stream);
@@ -259,10 +264,7 @@ void bias_block_backward(const BiasBackwardLaunch& l) {
                        l.grad,
                        {l.grad_strides[0], l.grad_strides[1], l.grad_strides[2]},
                        partial};
-  const int64_t blocks = l.heads * blocks_q;
   const bool bf16 = l.dtype == DType::bf16;
-  if (blocks > (int64_t{1} << 31) - 1)
-    detail::fail("relative_bias_backward", "H x ceil(Q / 16) = ", blocks, " blocks: more than CUDA launches");
   if (l.dtype == DType::f32)
     bias_backward_partial_kernel<float>
         <<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(r, a, bf16);

@@ -4,6 +4,7 @@
 // against its double ones) and bit for bit against itself on a second run (deterministic). Query and key
 // positions offset and shuffled (not only 0..n-1). Skipped without a GPU.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -104,6 +105,28 @@ TEST(BiasCuda, TableGradientMatchesTheCpuAndIsDeterministic) {
       EXPECT_EQ(runs[0], runs[1]) << "not deterministic";
       EXPECT_TRUE(all_close(runs[0], cpu, kF32Reduction));
     }
+}
+
+// A position past 2^53 (refused on the CPU, not readable by the host here): NaN in the pairs it takes part
+// in, and a NaN table gradient, never a wrapped distance.
+TEST(BiasCuda, PositionsOutOfRangeGiveNan) {
+  POSENC_SKIP_WITHOUT_GPU();
+  const RelativeBiasConfig c = RelativeBiasConfig::t5(2);
+  const std::vector<int64_t> qp = {0, (int64_t{1} << 53) + 2, 2}, kp = {0, 1, 2, 3};
+  DeviceBuffer<int64_t> dq(qp), dk(kp);
+  DeviceBuffer<float> table(random_floats(c.num_rows() * 2, 1)), out(2 * 3 * 4);
+  relative_bias(c, view(table.get(), {c.num_rows(), 2}, Device::cuda), view(dq.get(), {3}, Device::cuda),
+                view(dk.get(), {4}, Device::cuda), view(out.get(), {2, 3, 4}, Device::cuda));
+  const std::vector<float> b = out.to_host();
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(std::isnan(b[(h * 3 + i) * 4 + j]), i == 1) << h << i << j;
+  DeviceBuffer<float> grad(random_floats(2 * 3 * 4, 2)),
+      grad_table(std::vector<float>(c.num_rows() * 2, 0.0f));
+  relative_bias_backward(c, view(grad.get(), {2, 3, 4}, Device::cuda), view(dq.get(), {3}, Device::cuda),
+                         view(dk.get(), {4}, Device::cuda),
+                         view(grad_table.get(), {c.num_rows(), 2}, Device::cuda));
+  for (float g : grad_table.to_host()) EXPECT_TRUE(std::isnan(g));
 }
 
 TEST(BiasCuda, DeviceErrorsNameTheArgument) {

@@ -59,8 +59,27 @@ TEST(CudaElements, SinCosOfAngleIsRoundedOnceFromDoubleAccuracy) {
                         (int64_t{1} << 53) - 1, -(int64_t{1} << 53), int64_t{131071}, int64_t{-3}})
         check(static_cast<double>(p) * inv_freq);
     }
+  // Angles past 2^53 (k past 2^53: the second reduction pass), to 2^70.
+  for (int e = 50; e <= 70; ++e)
+    for (int i = 0; i < 200; ++i) check(std::ldexp(1.0 + 0.5 * (unit(rng) + 1), e) * (i % 2 ? -1 : 1));
   EXPECT_LE(worst, 0.5001) << "worst error in fp32 ulps over " << checked << " angles";
   EXPECT_GT(worst, 0.4) << "a vacuous bound";
+}
+
+// Every angle a validated configuration reaches (positions to 2^53 times frequencies to 2^48: RoPE's
+// smallest scaling and base, sinusoid frequencies to 2^16) gives sin and cos in [-1, 1] with
+// s^2 + c^2 = 1 to fp32 accuracy, never the diverging series of an unreduced remainder.
+TEST(CudaElements, SinCosStayOnTheCircleAtEveryReachableAngle) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int i = 0; i < 100000; ++i) {
+    const double angle = std::ldexp(1.0 + unit(rng), static_cast<int>(rng() % 102)) * (i % 2 ? -1 : 1);
+    float s, c;
+    detail::sin_cos_of_angle(angle, &s, &c);
+    ASSERT_LE(std::abs(s), 1.0f) << angle;
+    ASSERT_LE(std::abs(c), 1.0f) << angle;
+    ASSERT_NEAR(static_cast<double>(s) * s + static_cast<double>(c) * c, 1.0, 1e-6) << angle;
+  }
 }
 
 TEST(CudaElements, PositionsBeyondTwoToThe53AreOutOfRange) {
