@@ -1,11 +1,11 @@
-// tools/registry/entries/bias.cc: the scalar biases on the logits (clipped relative, T5 buckets,
+// registry/entries/bias.cc: the scalar biases on the logits (clipped relative, T5 buckets,
 // ALiBi). Analysis: the code of a distance d (the table row or bucket it reads; ALiBi's per-head
 // penalty -m_h d).
 #include <algorithm>
 #include <sstream>
 
-#include "analyze/judge.h"
-#include "entries.h"
+#include "registry/judge.h"
+#include "registry/entries/entries.h"
 #include "posenc/bias.h"
 #include "posenc/error.h"
 
@@ -13,7 +13,7 @@ namespace posenc::registry {
 namespace {
 using analyze::Report;
 using analyze::Verdict;
-using tools::Array;
+using Array = Table;
 using namespace table;
 
 // ---- relative (clipped) and t5: a learned table read at a row per distance

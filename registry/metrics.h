@@ -1,8 +1,8 @@
-// tools/analyze/metrics.h: the four conditions of a good positional encoding (uniqueness,
+// registry/metrics.h: the four conditions of a good positional encoding (uniqueness,
 // distinguishable neighbours, composable relative offsets, generalization) and the long-term decay
 // of RoPE/ALiBi, as numbers. Each function works on plain codes (one row per position or per
 // distance) in double, so it can be tested on hand-built encodings with known answers; the
-// registry's entries (tools/registry/entries/) feed it the library's.
+// registry's entries (registry/entries/) feed it the library's.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,10 +1,10 @@
-// tools/registry/registry.cc: the registry's list (see registry.h) and the entries' shared helpers.
+// registry/registry.cc: the registry's list (see registry.h) and the entries' shared helpers.
 #include "registry/registry.h"
 
 #include <array>
 #include <random>
 
-#include "entries/entries.h"
+#include "registry/entries/entries.h"
 #include "posenc/error.h"
 
 namespace posenc::registry {
@@ -54,9 +54,9 @@ std::vector<float> normal_table(int64_t count, uint32_t seed, float stddev) {
   for (float& x : t) x = dist(rng);
   return t;
 }
-tools::Array bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
-                        const std::vector<int64_t>& keys) {
-  tools::Array a{title, "head", "query", names(queries), names(keys), heads, {}, {}};
+Table bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
+                 const std::vector<int64_t>& keys) {
+  Table a{title, "head", "query", names(queries), names(keys), heads, {}, {}};
   a.data.resize(static_cast<size_t>(heads) * queries.size() * keys.size());
   return a;
 }

@@ -1,10 +1,10 @@
-// tools/registry/entries/vectors.cc: the vector terms inside attention (Shaw et al.'s a^K and a^V
+// registry/entries/vectors.cc: the vector terms inside attention (Shaw et al.'s a^K and a^V
 // rows, Transformer-XL's u, v and W_R R_{q-k}). Analysis: the code of a distance d (Shaw's clipped
 // row; Transformer-XL's sinusoid R_d).
 #include <algorithm>
 
-#include "analyze/judge.h"
-#include "entries.h"
+#include "registry/judge.h"
+#include "registry/entries/entries.h"
 #include "posenc/bias.h"
 #include "posenc/error.h"
 #include "posenc/shaw.h"
@@ -14,7 +14,7 @@ namespace posenc::registry {
 namespace {
 using analyze::Report;
 using analyze::Verdict;
-using tools::Array;
+using Array = Table;
 using namespace table;
 
 // ---- shaw

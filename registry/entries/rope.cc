@@ -1,4 +1,4 @@
-// tools/registry/entries/rope.cc: RoPE, the rotation of q and k. Analysis: the rotation R(d) by
+// registry/entries/rope.cc: RoPE, the rotation of q and k. Analysis: the rotation R(d) by
 // distance d ([cos d theta | sin d theta], what q_m . k_n depends on), and the library's fp32
 // kernel checked to make scores a function of m - n. The lab builds the Rope itself (it rescales
 // it at evaluation time, lab/positional.h) and hands it to this entry in LabModel::rope.
@@ -7,8 +7,8 @@
 #include <iostream>
 #include <random>
 
-#include "analyze/judge.h"
-#include "entries.h"
+#include "registry/judge.h"
+#include "registry/entries/entries.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"
 
@@ -16,7 +16,7 @@ namespace posenc::registry {
 namespace {
 using analyze::Report;
 using analyze::Verdict;
-using tools::Array;
+using Array = Table;
 using namespace table;
 
 RopeConfig table_rope_config(const TableOptions& o) {

@@ -1,6 +1,6 @@
-// tools/analyze/metrics.cc: see metrics.h. Plain double loops: the sizes are small (L <= a few
+// registry/metrics.cc: see metrics.h. Plain double loops: the sizes are small (L <= a few
 // thousand rows of width <= a few hundred), and these numbers are the spec, not a kernel.
-#include "metrics.h"
+#include "registry/metrics.h"
 
 #include <algorithm>
 #include <cmath>

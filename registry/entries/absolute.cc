@@ -1,10 +1,10 @@
-// tools/registry/entries/absolute.cc: the encodings added to the token embeddings (sinusoidal,
+// registry/entries/absolute.cc: the encodings added to the token embeddings (sinusoidal,
 // learned, binary) and the NoPE baseline. Analysis: the codes by position PE(p), p in [0, L2).
 #include <cmath>
 #include <random>
 
-#include "analyze/judge.h"
-#include "entries.h"
+#include "registry/judge.h"
+#include "registry/entries/entries.h"
 #include "posenc/absolute.h"
 #include "posenc/error.h"
 
@@ -12,7 +12,7 @@ namespace posenc::registry {
 namespace {
 using analyze::Report;
 using analyze::Verdict;
-using tools::Array;
+using Array = Table;
 using namespace table;
 
 // ---- none (NoPE)

@@ -1,4 +1,4 @@
-// tools/registry/registry.h: one entry per encoding, read by every tool. An entry is the library's
+// registry/registry.h: one entry per encoding, read by every tool. An entry is the library's
 // catalogue line (posenc/encodings.h: name, alias, family, role, description, variants) plus what
 // each tool computes with the encoding:
 //   tabulate   `posenc encode`: the encoding's values for given positions (or query/key pairs)
@@ -22,8 +22,8 @@
 #include "posenc/rope.h"
 #include "posenc/tensor.h"
 
-namespace posenc::tools {
-struct Array;
+namespace posenc::registry {
+struct Table;
 }
 namespace posenc::analyze {
 struct Options;
@@ -93,7 +93,7 @@ struct LabHooks {
 
 struct Entry {
   const EncodingInfo* info = nullptr;
-  tools::Array (*tabulate)(const TableRequest&) = nullptr;
+  Table (*tabulate)(const TableRequest&) = nullptr;
   void (*analyze)(const analyze::Options&, analyze::Report&) = nullptr;
   LabHooks lab;
 

@@ -1,4 +1,4 @@
-// tools/analyze/judge.h: the four conditions (uniqueness, distinguishable neighbours, composable
+// registry/judge.h: the four conditions (uniqueness, distinguishable neighbours, composable
 // offsets, generalization) judged against fixed thresholds, for the two kinds of codes encodings
 // have: continuous codes (a vector per position or distance) and discrete codes (the table row or
 // bucket of a distance). The registry's entries call these with the codes the library computes.
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "analyze.h"
-#include "metrics.h"
+#include "registry/analysis.h"
+#include "registry/metrics.h"
 
 namespace posenc::analyze {
 

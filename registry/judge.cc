@@ -1,5 +1,5 @@
-// tools/analyze/judge.cc: see judge.h.
-#include "judge.h"
+// registry/judge.cc: see judge.h.
+#include "registry/judge.h"
 
 #include <algorithm>
 #include <iomanip>

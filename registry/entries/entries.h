@@ -1,12 +1,12 @@
-// tools/registry/entries/entries.h: one function per encoding building its registry entry
+// registry/entries/entries.h: one function per encoding building its registry entry
 // (registry.cc lists them in the catalogue's order), and helpers the entries share.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "output.h"
 #include "registry/registry.h"
+#include "registry/table.h"
 
 namespace posenc::registry {
 
@@ -28,13 +28,13 @@ inline int64_t size(const std::vector<int64_t>& v) { return static_cast<int64_t>
 // A random N(0, stddev) table standing in for a trained one (`posenc encode` shows its shape).
 std::vector<float> normal_table(int64_t count, uint32_t seed, float stddev);
 // (heads, queries, keys), zero-filled, for a bias written by the library.
-tools::Array bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
-                        const std::vector<int64_t>& keys);
+Table bias_array(const std::string& title, int64_t heads, const std::vector<int64_t>& queries,
+                 const std::vector<int64_t>& keys);
 // (queries, keys): code_of(key - query) per pair, e.g. the table row a relative encoding reads.
 template <typename CodeOf>
-tools::Array pair_codes(const std::string& title, const std::vector<int64_t>& queries,
-                        const std::vector<int64_t>& keys, CodeOf code_of) {
-  tools::Array a{title, "", "query", names(queries), names(keys), 1, {}, {}};
+Table pair_codes(const std::string& title, const std::vector<int64_t>& queries,
+                 const std::vector<int64_t>& keys, CodeOf code_of) {
+  Table a{title, "", "query", names(queries), names(keys), 1, {}, {}};
   for (int64_t q : queries)
     for (int64_t k : keys) a.data.push_back(static_cast<float>(code_of(k - q)));
   return a;
