@@ -13,6 +13,7 @@
 #include "posenc/model.h"
 #include "src/model/document.h"
 #include "src/model/parse.h"
+#include "src/rope_plan.h"
 
 namespace posenc {
 using detail::fail;
@@ -307,8 +308,6 @@ void hunyuan_vl_sections(Obj& j, const json* rp, const std::string& rp_name, con
       ": hunyuan_vl_text's image tokens take other positions on its axes, which posenc's M-RoPE does "
       "not express; the plan is exact for text tokens (every axis equal: 1-D RoPE)");
 }
-
-double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 
 // nomic_bert: nomic's remote-code keys (n_embd, n_positions, rotary_emb_base, ...) have no attribute_map in
 // transformers 5's NomicBertConfig (configuration_nomic_bert.py L31-76), which builds its own defaults
@@ -1015,7 +1014,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (mla && flat && flat->scaling.type != RopeScalingType::none && flat->scaling.mscale_all_dim &&
       *flat->scaling.mscale_all_dim != 0) {
     // modeling_deepseek_v3.py yarn_apply_mscale: scaling *= get_mscale(factor, mscale_all_dim)^2
-    const double ms = yarn_mscale(flat->scaling.factor, *flat->scaling.mscale_all_dim);
+    const double ms = detail::yarn_mscale(flat->scaling.factor, *flat->scaling.mscale_all_dim);
     scale *= ms * ms;
   }
   if (type == "mpt" && j.has("attn_config") && j.at("attn_config").is_object()) {
