@@ -13,6 +13,7 @@
 #include "posenc/model.h"
 #include "posenc/rope.h"
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc {
 using detail::fail;
@@ -59,13 +60,13 @@ std::vector<double> get_number_list(const json& j, const char* key, const char* 
   return out;
 }
 
+// The generic rules' rope types: the table's (src/model/rope_types.h) and Phi-3's early name of longrope,
+// "su"; "proportional" rotates a fraction of the pairs that only a family's rules give (Gemma 4's).
 RopeScalingType parse_type(const std::string& name) {
-  if (name == "default" || name == "mrope") return RopeScalingType::none;
-  if (name == "linear") return RopeScalingType::linear;
-  if (name == "dynamic") return RopeScalingType::dynamic;
-  if (name == "yarn") return RopeScalingType::yarn;
-  if (name == "longrope" || name == "su") return RopeScalingType::longrope;  // "su": early Phi-3 name
-  if (name == "llama3") return RopeScalingType::llama3;
+  if (name == "su") return RopeScalingType::longrope;
+  if (const std::optional<RopeScalingType> type = detail::rope_type_from_name(name);
+      type && *type != RopeScalingType::proportional)
+    return *type;
   fail(kOp, "rope_scaling.rope_type = \"", name,
        "\" is invalid: expected one of default, linear, dynamic, yarn, longrope, llama3, mrope");
 }

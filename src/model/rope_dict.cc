@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc::detail {
 namespace {
 RopeScalingType scaling_type(const std::string& name, const std::string& where) {
-  if (name == "default" || name == "mrope") return RopeScalingType::none;  // qwen2_vl maps "mrope" to default
-  if (name == "linear") return RopeScalingType::linear;
-  if (name == "dynamic") return RopeScalingType::dynamic;
-  if (name == "yarn") return RopeScalingType::yarn;
-  if (name == "longrope") return RopeScalingType::longrope;
-  if (name == "llama3") return RopeScalingType::llama3;
-  if (name == "proportional") return RopeScalingType::proportional;
+  if (const std::optional<RopeScalingType> type = rope_type_from_name(name)) return *type;
   fail(kOp, where, "rope_type = \"", name,
        "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3, proportional "
        "or mrope");
