@@ -330,14 +330,17 @@ void nomic_legacy_keys(Obj& j, std::vector<std::string>& warnings) {
 }  // namespace
 
 ModelPositions model_positions_from_hf_json(const std::string& text) {
-  const json root = detail::parse_config_json(kOp, text);
+  return detail::positions_from_root(detail::parse_config_json(kOp, text));
+}
+
+ModelPositions detail::positions_from_root(const json& root) {
   Obj top{root, "", {}};
   if (!top.has("model_type")) {
     const std::string inferred = model_type_from_auto_map(root);
     if (inferred.empty()) fail(kOp, "model_type is missing");
     json named = root;
     named["model_type"] = inferred;
-    ModelPositions out = model_positions_from_hf_json(named.dump());
+    ModelPositions out = detail::positions_from_root(named);
     out.warnings.insert(out.warnings.begin(), "model_type is missing: read as '" + inferred +
                                                   "', the type of auto_map.AutoConfig = " +
                                                   root.at("auto_map").at("AutoConfig").get<std::string>());
@@ -347,7 +350,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (outer_type == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
     json named = root;
     named["model_type"] = "deepseek_v3";
-    ModelPositions out = model_positions_from_hf_json(named.dump());
+    ModelPositions out = detail::positions_from_root(named);
     out.warnings.insert(out.warnings.begin(), kKimiK2Warning);
     return out;
   }
@@ -387,7 +390,7 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
   if (outer_type == "kimi_k25" && declared_type == "kimi_k2") {  // configuration_kimi_k25.py L85-86
     json renamed = root;
     renamed["text_config"]["model_type"] = "deepseek_v3";
-    ModelPositions out = model_positions_from_hf_json(renamed.dump());
+    ModelPositions out = detail::positions_from_root(renamed);
     out.warnings.insert(out.warnings.begin(),
                         "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config "
                         "rewrites it (configuration_kimi_k25.py L85-86)");

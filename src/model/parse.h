@@ -23,6 +23,11 @@ inline bool has(const json& j, const std::string& key) {
   return j.is_object() && j.contains(key) && !j.at(key).is_null();
 }
 
+// model_positions_from_hf_json on the parsed document (parse_config_json, src/model/document.h): the
+// readers that rewrite a config (a model_type filled in or renamed, a sub-config planned alone) hand the
+// rewritten object back here instead of writing it out as text and parsing it again.
+ModelPositions positions_from_root(const json& root);
+
 // Why posenc's model table does not plan this config.json (empty when it does): its model_type's
 // refusal (remote code, a mechanism posenc lacks), its absence from the table, or no model_type.
 std::string unplanned_reason(const json& root);

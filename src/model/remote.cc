@@ -322,7 +322,7 @@ ModelPositions remote_code_positions(const json& root, const std::string& type) 
            "build other language models. Pass an explicit RopeConfig instead");
     json llama = root;
     llama["model_type"] = "llama";
-    out = model_positions_from_hf_json(llama.dump());
+    out = positions_from_root(llama);
     out.model_type = "minicpmv";
     out.remote_code = "openbmb/MiniCPM-V-4 modeling_minicpmv.py (its llm: transformers' LlamaForCausalLM)";
     for (std::string& w : out.warnings) {

@@ -273,7 +273,7 @@ RopeConfig rope_config_from_hf_json(const std::string& text, std::vector<std::st
   if (has(root, "model_type")) {
     const std::string why = detail::unplanned_reason(root);
     if (why.empty()) {
-      const ModelPositions m = model_positions_from_hf_json(text);
+      const ModelPositions m = detail::positions_from_root(root);
       const RopeConfig c = rope_of_model(m, warnings);
       if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
       return c;

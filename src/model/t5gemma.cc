@@ -36,7 +36,7 @@ ModelPositions t5gemma_positions(Obj& j) {
     sub.erase("is_decoder");
     sub["model_type"] = "gemma2";
     try {
-      stacks[s] = model_positions_from_hf_json(sub.dump());
+      stacks[s] = positions_from_root(sub);
     } catch (const Error& e) {
       // "model config: num_heads = 0 ..." -> "model config: encoder.num_heads = 0 ..."; a message about
       // the stack as a whole ("model_type 'gemma2': rope: ...") names t5gemma's stack instead.
