@@ -161,73 +161,16 @@ void refuse_if_unsupported(const std::string& type) {
          "(C++ rope_config_from_hf_json, Python RopeConfig.from_hf, or RopeConfig fields) instead");
 }
 
-// auto_map.AutoConfig without a re-save's repository prefix, or "". Re-saves prefix the class with
-// its repository ("openbmb/MiniCPM-1B-sft-bf16--configuration_minicpm.MiniCPMConfig").
-std::string auto_map_config_class(const json& root) {
-  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
-      !root.at("auto_map").at("AutoConfig").is_string())
-    return "";
-  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
-  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
-  return cls;
-}
-
-// Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
-// the configuration class auto_map names (AutoConfig with trust_remote_code).
-std::string model_type_from_auto_map(const json& root) {
-  static const char* const kClasses[][2] = {{"configuration_minicpm.MiniCPMConfig", "minicpm"},
-                                            {"configuration_baichuan.BaichuanConfig", "baichuan"},
-                                            {"configuration_baichuan.BaiChuanConfig", "baichuan"},
-                                            {"configuration_chatglm.ChatGLMConfig", "chatglm"},
-                                            {"configuration_qwen.QWenConfig", "qwen"},
-                                            {"configuration_internlm2.InternLM2Config", "internlm2"}};
-  const std::string cls = auto_map_config_class(root);
-  for (const auto& c : kClasses)
-    if (cls == c[0]) return c[1];
-  return "";
-}
-
-// Kimi K2 (moonshotai/Kimi-K2-*): model_type "kimi_k2", not in transformers 5.23's table, whose remote code
-// (auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config, architectures DeepseekV3ForCausalLM) is
-// DeepSeek-V3's; transformers' own kimi_k25 reads a kimi_k2 text_config as deepseek_v3
-// (configuration_kimi_k25.py L85-86), as posenc does for either form.
-bool kimi_k2_is_deepseek_v3(const json& root) {
-  return auto_map_config_class(root) == "configuration_deepseek.DeepseekV3Config";
-}
-constexpr const char* kKimiK2Warning =
-    "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
-    "read "
-    "as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 reads "
-    "kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)";
-
 }  // namespace
 
 std::string detail::unplanned_reason(const json& root) {
-  if (has(root, "model_type") && root.at("model_type") == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
-    json named = root;
-    named["model_type"] = "deepseek_v3";
-    return unplanned_reason(named);
-  }
-  if (has(root, "model_type") && root.at("model_type") == "kimi_k25" && has(root, "text_config") &&
-      root.at("text_config").is_object() && has(root.at("text_config"), "model_type") &&
-      root.at("text_config").at("model_type") == "kimi_k2") {  // configuration_kimi_k25.py L85-86
-    json renamed = root;
-    renamed["text_config"]["model_type"] = "deepseek_v3";
-    return unplanned_reason(renamed);
-  }
-  if (const std::string inferred = model_type_from_auto_map(root);
-      !has(root, "model_type") && !inferred.empty()) {
-    json named = root;
-    named["model_type"] = inferred;
-    return unplanned_reason(named);
-  }
+  if (const std::optional<detail::Identified> renamed = detail::identified_as_other_type(root))
+    return unplanned_reason(renamed->root);
   if (!has(root, "model_type")) return "it has no model_type";
   if (!root.at("model_type").is_string())
     return "model_type = " + detail::json_excerpt(root.at("model_type")) + " is not a string";
   const std::string outer = root.at("model_type").get<std::string>();
-  if (outer == "internlm" &&
-      !(has(root, "architectures") && root.at("architectures").is_array() &&
-        root.at("architectures").dump().find("\"InternLM2ForCausalLM\"") != std::string::npos))
+  if (outer == "internlm" && !detail::internlm2_architecture(root))
     return "model_type 'internlm' is not supported: InternLM (1)'s rotary code is remote code";
   if (detail::remote_code_planned(outer)) return "";
   std::string why = detail::refusal_reason(outer);
@@ -334,26 +277,14 @@ ModelPositions model_positions_from_hf_json(const std::string& text) {
 }
 
 ModelPositions detail::positions_from_root(const json& root) {
+  if (const std::optional<detail::Identified> renamed = detail::identified_as_other_type(root)) {
+    ModelPositions out = positions_from_root(renamed->root);
+    out.warnings.insert(out.warnings.begin(), renamed->note);
+    return out;
+  }
   Obj top{root, "", {}};
-  if (!top.has("model_type")) {
-    const std::string inferred = model_type_from_auto_map(root);
-    if (inferred.empty()) fail(kOp, "model_type is missing");
-    json named = root;
-    named["model_type"] = inferred;
-    ModelPositions out = detail::positions_from_root(named);
-    out.warnings.insert(out.warnings.begin(), "model_type is missing: read as '" + inferred +
-                                                  "', the type of auto_map.AutoConfig = " +
-                                                  root.at("auto_map").at("AutoConfig").get<std::string>());
-    return out;
-  }
+  if (!top.has("model_type")) fail(kOp, "model_type is missing");
   const std::string outer_type = top.str("model_type");
-  if (outer_type == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
-    json named = root;
-    named["model_type"] = "deepseek_v3";
-    ModelPositions out = detail::positions_from_root(named);
-    out.warnings.insert(out.warnings.begin(), kKimiK2Warning);
-    return out;
-  }
   if (detail::remote_code_planned(outer_type)) return detail::remote_code_positions(root, outer_type);
   if (!detail::refusal_reason(outer_type).empty()) refuse_if_unsupported(outer_type);
   // Multimodal wrappers (gemma3, llama4, mistral3, qwen3_5, voxtral, ...) keep the language model
@@ -387,15 +318,6 @@ ModelPositions detail::positions_from_root(const json& root) {
                                     : text_default ? text_default
                                                    : outer_type;
   std::vector<std::string> resolve_warnings;
-  if (outer_type == "kimi_k25" && declared_type == "kimi_k2") {  // configuration_kimi_k25.py L85-86
-    json renamed = root;
-    renamed["text_config"]["model_type"] = "deepseek_v3";
-    ModelPositions out = detail::positions_from_root(renamed);
-    out.warnings.insert(out.warnings.begin(),
-                        "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config "
-                        "rewrites it (configuration_kimi_k25.py L85-86)");
-    return out;
-  }
   if (text_class && fixed_type.empty() && has(given, "model_type") && given.at("model_type") != text_class)
     resolve_warnings.push_back(where + "model_type = " + detail::json_excerpt(given.at("model_type")) +
                                " is ignored: " + outer_type + "'s config class builds text_config as its " +

@@ -28,6 +28,18 @@ inline bool has(const json& j, const std::string& key) {
 // rewritten object back here instead of writing it out as text and parsing it again.
 ModelPositions positions_from_root(const json& root);
 
+// A config.json whose model is another model_type than the one it states (src/model/identify.cc): no
+// model_type, and a configuration class in auto_map that names one (MiniCPM 1 / 2's own files); Kimi K2's
+// remote code, DeepSeek-V3's (kimi_k2, and kimi_k25's text_config of type kimi_k2). The config rewritten to
+// that type and the warning that says so; nullopt when the config is read as it is.
+struct Identified {
+  json root;
+  std::string note;
+};
+std::optional<Identified> identified_as_other_type(const json& root);
+// Whether model_type "internlm" is InternLM2's early revisions: architectures lists InternLM2ForCausalLM.
+bool internlm2_architecture(const json& root);
+
 // Why posenc's model table does not plan this config.json (empty when it does): its model_type's
 // refusal (remote code, a mechanism posenc lacks), its absence from the table, or no model_type.
 std::string unplanned_reason(const json& root);

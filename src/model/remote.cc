@@ -208,13 +208,6 @@ ModelPositions chatglm(Obj& j, std::vector<std::string>& warnings) {
 // modeling_internlm2.py: Llama's rotate_half on the whole head (hidden_size / num_attention_heads), base
 // rope_theta; rope_scaling exactly {"type": "linear" | "dynamic", "factor" >= 1} (_init_rope,
 // _rope_scaling_validation), the dynamic base as transformers' (factor L / M - (factor - 1))^(d / (d - 2)).
-bool internlm2_architecture(Obj& j) {
-  if (j.has("architectures") && j.at("architectures").is_array())
-    for (const json& a : j.at("architectures"))
-      if (a == "InternLM2ForCausalLM") return true;
-  return false;
-}
-
 ModelPositions internlm2(Obj& j, const std::string& type, std::vector<std::string>& warnings) {
   const int64_t hidden = positive(j, {"hidden_size"}, 4096);
   const int64_t heads = positive(j, {"num_attention_heads"}, 32);
@@ -336,7 +329,7 @@ ModelPositions remote_code_positions(const json& root, const std::string& type) 
   } else if (type == "chatglm") {
     out = chatglm(j, warnings);
   } else if (type == "internlm2" || type == "internlm") {
-    if (type == "internlm" && !internlm2_architecture(j))
+    if (type == "internlm" && !internlm2_architecture(root))
       fail(kOp,
            "model_type 'internlm' is not supported: InternLM (1)'s remote code (InternLMForCausalLM) "
            "fixes or re-reads its rotary base outside config.json. Pass an explicit RopeConfig instead "
