@@ -1,6 +1,7 @@
 // src/model/document.h: reading a HuggingFace config.json document, shared by the RoPE parser
 // (src/model/rope_config.cc) and the model plan (src/model/config_json.cc).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -74,6 +75,29 @@ inline void check_json_depth(std::string_view op, std::string_view what, std::st
       --depth;
     }
   }
+}
+
+// What both readers accept as a number and as an integer (the model reader's Obj, src/model/parse.h, and
+// the generic rules of rope_config.cc; each words its own messages).
+// A finite number.
+inline bool json_finite_number(const nlohmann::json& v) {
+  return v.is_number() && std::isfinite(v.get<double>());
+}
+// An int64: an integer in its range, or an integral float below 9e15 (4096.0, which some configs hold).
+enum class JsonInt { ok, not_integer, too_large };
+inline JsonInt json_int64(const nlohmann::json& v, int64_t& out) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return JsonInt::too_large;
+  if (v.is_number_integer()) {
+    out = v.get<int64_t>();
+    return JsonInt::ok;
+  }
+  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+      std::abs(v.get<double>()) < 9e15) {
+    out = static_cast<int64_t>(v.get<double>());
+    return JsonInt::ok;
+  }
+  return JsonInt::not_integer;
 }
 
 // Text for an error message, cut to `max_chars` characters (nlohmann's own messages quote a whole

@@ -13,6 +13,7 @@
 
 #include "posenc/model.h"
 #include "src/check.h"
+#include "src/model/document.h"
 #include "src/model/families.h"
 
 namespace posenc::detail {
@@ -77,18 +78,20 @@ struct Obj {
   }
   double num(const std::string& k) {
     const json& v = at(k);
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a finite number");
+    if (!json_finite_number(v)) fail(kOp, where, k, " = ", v.dump(), " is invalid: must be a finite number");
     return v.get<double>();
   }
   int64_t integer(const std::string& k) {
     const json& v = at(k);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      fail(kOp, where, k, " = ", v.get<uint64_t>(), " is invalid: larger than the int64 range");
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-        std::abs(v.get<double>()) < 9e15)
-      return static_cast<int64_t>(v.get<double>());
+    int64_t out = 0;
+    switch (json_int64(v, out)) {
+      case JsonInt::ok:
+        return out;
+      case JsonInt::too_large:
+        fail(kOp, where, k, " = ", v.get<uint64_t>(), " is invalid: larger than the int64 range");
+      case JsonInt::not_integer:
+        break;
+    }
     fail(kOp, where, k, " = ", v.dump(), " is invalid: must be an integer");
   }
   bool boolean(const std::string& k) {

@@ -23,30 +23,29 @@ using json = nlohmann::json;
 namespace {
 constexpr const char* kOp = "rope config";
 
-bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+using detail::has;
 
+// The numbers and integers the model reader accepts (src/model/document.h), in this reader's words.
 double get_number(const json& j, const char* key, const char* where) {
   const json& v = j.at(key);
-  if (!v.is_number()) fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be a number");
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be finite");
-  return d;
+  if (!detail::json_finite_number(v))
+    fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be ",
+         v.is_number() ? "finite" : "a number");
+  return v.get<double>();
 }
 
 int64_t get_int(const json& j, const char* key, const char* where) {
   const json& v = j.at(key);
-  if (!v.is_number_integer()) {
-    // Accept integral floats such as 4096.0, which some configs contain.
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-        std::abs(v.get<double>()) < 9e15)
-      return static_cast<int64_t>(v.get<double>());
-    fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be an integer");
+  int64_t out = 0;
+  switch (detail::json_int64(v, out)) {
+    case detail::JsonInt::ok:
+      return out;
+    case detail::JsonInt::too_large:  // (as an int64 it would wrap to a negative number)
+      fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be at most 2^63 - 1");
+    case detail::JsonInt::not_integer:
+      break;
   }
-  // Unsigned values above INT64_MAX would wrap to negative numbers (and the message quote those).
-  if (v.is_number_unsigned() &&
-      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-    fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be at most 2^63 - 1");
-  return v.get<int64_t>();
+  fail(kOp, where, key, " = ", json_excerpt(v), " is invalid: must be an integer");
 }
 
 std::vector<double> get_number_list(const json& j, const char* key, const char* where) {
