@@ -13,13 +13,15 @@ namespace posenc::detail {
 namespace {
 constexpr RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
 constexpr PositionMethod R = PositionMethod::rope;
+// BERT's family: causal iff is_decoder; RoBERTa's members also read row p + pad_token_id + 1.
+constexpr uint32_t kBert = kBertFamily | kCausalIffDecoder, kRoberta = kBert | kRobertaRows;
 
 // clang-format off
 constexpr Family kFamilies[] = {
-  // type            method  theta    max_pos  head_dim prf   prf-aware layout
+  // type            method  theta    max_pos  head_dim prf   prf-aware layout [traits]
   {"llama",          R,      1e4,     2048,    0,       0,    false, H},
   // NanoChat: Llama's default RoPE with every angle negated (reversed_rotation below).
-  {"nanochat",       R,      1e4,     2048,    0,       0,    false, H},
+  {"nanochat",       R,      1e4,     2048,    0,       0,    false, H, kReversedRotation},
   {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
   {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
@@ -195,34 +197,35 @@ constexpr Family kFamilies[] = {
   {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I},  // mrope_alternating_hw
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
   {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
-  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H},  // modernbert-decoder's rules
+  // modernbert: modernbert-decoder's rules, both ways
+  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional},
   // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
   // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
   // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
   // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
-  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H},
-  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I},
+  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional},
+  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional},
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
   // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
-  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H},
+  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H, kBidirectional},
   // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
-  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H},
-  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H},
-  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H},
-  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H},
-  {"esmc",           R,      1e4,     2048,    0,       0,    false, H},
+  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H, kBidirectional},
+  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional},
+  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H, kBidirectional},
+  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H, kBidirectional},
+  {"esmc",           R,      1e4,     2048,    0,       0,    false, H, kBidirectional},
   // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
   // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
   // table (RoBERTa's rows), causal iff is_decoder.
-  {"roformer",       R,      1e4,     1536,    0,       0,    false, I},
-  {"esm",            R,      1e4,     1026,    0,       0,    false, H},
+  {"roformer",       R,      1e4,     1536,    0,       0,    false, I, kCausalIffDecoder},
+  {"esm",            R,      1e4,     1026,    0,       0,    false, H, kCausalIffDecoder},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
-  {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H},
-  {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H},
-  {"falcon_mamba",   PositionMethod::none, 0, 0, 0, 0, false, H},
+  {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"falcon_mamba",   PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
   // Recurrent: RWKV's time mixing ("RwkvSelfAttention", a recurrence), xLSTM's mLSTM / sLSTM blocks.
-  {"rwkv",           PositionMethod::none, 0, 0, 0, 0, false, H},
-  {"xlstm",          PositionMethod::none, 0, 0, 0, 0, false, H},
+  {"rwkv",           PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"xlstm",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
   // No positional encoding in the attention layers (modeling_jamba.py, modeling_nemotron_h.py,
   // modeling_zamba.py: apply_rotary_pos_emb is defined but never called).
   {"jamba",          PositionMethod::none, 0, 262144, 0, 0, false, H},
@@ -247,37 +250,37 @@ constexpr Family kFamilies[] = {
   {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H},
   {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H},
   {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
-  {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
   {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
   // learned encoders, row p (ibert: RoBERTa's p + pad_token_id + 1), bidirectional
-  {"distilbert",     PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"ibert",          PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"distilbert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"ibert",          PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional | kRoberta},
   {"openai-gpt",     PositionMethod::learned, 0, 512,  0, 0, false, H},
   // ALBERT: row p, bidirectional; MPNet: a learned table (row p + 2) and T5's bidirectional buckets in
   // every layer (ModelPositions::learned_embeddings).
-  {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
   // MobileBERT (modeling_mobilebert.py L78, L105-106, L134): row p, bidirectional; heads of the
   // bottleneck (src/model/per_layer.cc head_dims).
-  {"mobilebert",     PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H},
+  {"mobilebert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H, kBidirectional},
   {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
   // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
-  {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"ernie",          PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"megatron-bert",  PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"roc_bert",       PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"rembert",        PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"bert-generation", PositionMethod::learned, 0, 512, 0, 0, false, H},
-  {"roberta",        PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"xlm-roberta",    PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"xlm-roberta-xl", PositionMethod::learned, 0, 514,  0, 0, false, H},
-  {"camembert",      PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"data2vec-text",  PositionMethod::learned, 0, 512,  0, 0, false, H},
-  {"roberta-prelayernorm", PositionMethod::learned, 0, 512, 0, 0, false, H},
-  {"xmod",           PositionMethod::learned, 0, 512,  0, 0, false, H},
+  {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"ernie",          PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"megatron-bert",  PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"roc_bert",       PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"rembert",        PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"bert-generation", PositionMethod::learned, 0, 512, 0, 0, false, H, kBert},
+  {"roberta",        PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"xlm-roberta",    PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"xlm-roberta-xl", PositionMethod::learned, 0, 514,  0, 0, false, H, kRoberta},
+  {"camembert",      PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"data2vec-text",  PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"roberta-prelayernorm", PositionMethod::learned, 0, 512, 0, 0, false, H, kRoberta},
+  {"xmod",           PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
 };
 // clang-format on
 
@@ -672,47 +675,17 @@ const char* default_rope_parameters(const std::string& t) {
   return nullptr;
 }
 
-bool attention_free(const std::string& t) {
-  return t == "mamba" || t == "mamba2" || t == "falcon_mamba" || t == "rwkv" || t == "xlstm";
+bool has_trait(const std::string& t, FamilyTrait trait) {
+  const Family* f = find_family(t);
+  return f && (f->traits & trait) != 0;
 }
 
-bool reversed_rotation(const std::string& t) {
-  // modeling_nanochat.py L169-173: rotate_half returns [x2, -x1], so apply_rotary_pos_emb (L107-128)
-  // gives q cos + [x2, -x1] sin = R(-p theta) q. Its q_norm / k_norm after RoPE (L224-226) are
-  // weightless RMS norms (L44-53), which commute with a rotation: the plan's rotation stands.
-  return t == "nanochat";
-}
-
-bool always_bidirectional(const std::string& t) {
-  // modeling_<type>.py: is_causal = False and create_bidirectional_mask, whatever is_decoder says
-  // (ibert: modeling_ibert.py L698).
-  // albert: modeling_albert.py L164, L388-392; mpnet: modeling_mpnet.py L414-418; mobilebert:
-  // modeling_mobilebert.py L187 (is_causal False), L635-639 (create_bidirectional_mask).
-  for (const char* e : {"modernbert", "nomic_bert", "gte", "jina_embeddings_v3", "eurobert", "esmc",
-                        "distilbert", "squeezebert", "ibert", "albert", "mpnet", "mobilebert",
-                        "embedding_gemma2_text", "openai_privacy_filter", "ultrabert"})
-    if (t == e) return true;
-  return false;
-}
-
-bool roberta_like(const std::string& t) {
-  for (const char* r : {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
-                        "roberta-prelayernorm", "xmod", "ibert"})
-    if (t == r) return true;
-  return false;
-}
-
-bool bert_like(const std::string& t) {
-  for (const char* b :
-       {"bert", "electra", "ernie", "megatron-bert", "roc_bert", "rembert", "bert-generation"})
-    if (t == b) return true;
-  return roberta_like(t);
-}
-
-bool causal_iff_decoder(const std::string& t) {
-  // modeling_roformer.py L725, modeling_esm.py L758-770: is_decoder picks the causal mask.
-  return bert_like(t) || t == "roformer" || t == "esm";
-}
+bool attention_free(const std::string& t) { return has_trait(t, kAttentionFree); }
+bool reversed_rotation(const std::string& t) { return has_trait(t, kReversedRotation); }
+bool always_bidirectional(const std::string& t) { return has_trait(t, kBidirectional); }
+bool roberta_like(const std::string& t) { return has_trait(t, kRobertaRows); }
+bool bert_like(const std::string& t) { return has_trait(t, kBertFamily); }
+bool causal_iff_decoder(const std::string& t) { return has_trait(t, kCausalIffDecoder); }
 
 bool known_irrelevant_key(const std::string& key) {
   for (std::string_view k : kIrrelevant)

@@ -8,6 +8,25 @@
 
 namespace posenc::detail {
 
+// What a family's code does that the numbers of its row do not say, one bit each (Family::traits).
+enum FamilyTrait : uint32_t {
+  // No softmax attention (Mamba's state-space layers): every layer is linear_attention.
+  kAttentionFree = 1u << 0,
+  // Rotates by -p theta (RopeConfig::reversed): NanoChat's rotate_half returns [x2, -x1]
+  // (modeling_nanochat.py apply_rotary_pos_emb); its weightless q / k RMS norms after RoPE commute with it.
+  kReversedRotation = 1u << 1,
+  // Self-attention bidirectional on every layer (is_causal = False, create_bidirectional_mask), whatever
+  // is_decoder says: ModernBERT, the RoPE embedding encoders, DistilBERT, SqueezeBERT, I-BERT, ALBERT,
+  // MPNet, MobileBERT.
+  kBidirectional = 1u << 2,
+  // The mask is causal iff is_decoder: BERT's family, RoFormer, ESM.
+  kCausalIffDecoder = 1u << 3,
+  // BERT's encoder family: learned positions (position_embedding_type picks other kinds).
+  kBertFamily = 1u << 4,
+  // Position p reads row p + pad_token_id + 1 (create_position_ids_from_input_ids): RoBERTa's members.
+  kRobertaRows = 1u << 5,
+};
+
 struct Family {
   const char* model_type;
   PositionMethod method;  // rope, alibi, t5, learned
@@ -17,6 +36,7 @@ struct Family {
   double prf;             // class default partial_rotary_factor (kwargs.setdefault); 0 = none
   bool default_uses_prf;  // the family's compute_default_rope_parameters reads partial_rotary_factor
   RopeLayout layout;      // half = rotate_half; interleaved = pairs (2j, 2j + 1)
+  uint32_t traits = 0;    // FamilyTrait bits
 };
 
 // nullptr when posenc has no entry for the type.
