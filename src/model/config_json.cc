@@ -63,58 +63,10 @@ const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
                                  // configuration_dots3_note.py L406-412: its published checkpoints are flat
                                  {"dots3_note", "dots3_note_text"}};
 
-// Text models whose positional code is another family's (their modular_<type>.py imports its rotary
-// module, apply_rotary_pos_emb and attention), with class defaults of their own (src/model/families.cc
-// has an entry for each): the other family's rules apply, the plan reports the model's own type.
-const char* kRuleAliases[][2] = {
-    {"glm4v_text", "glm4"},                      // modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
-    {"glm_ocr_text", "glm4"},                    // modeling_glm_ocr.py: as glm4v
-    {"glm4v_moe_text", "glm4_moe"},              // modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
-    {"qwen2_5_omni_text", "qwen2_5_vl"},         // modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
-    {"qwen3_omni_moe_text", "qwen3_vl"},         // modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
-    {"qwen3_omni_moe_talker_text", "qwen3_vl"},  // modeling_qwen3_omni_moe.py: the thinker's rotary module
-    {"glm_image_text", "glm4_moe"},              // modeling_glm_image.py: glm4v_moe's rotary and attention
-    {"voxtral_realtime_text", "mistral"},        // modeling_voxtral_realtime.py: Mistral's, window on all
-    {"csm", "llama"},                            // modeling_csm.py: Llama's rotary module and attention
-    {"higgs_audio_v2", "llama"},                 // modeling_higgs_audio_v2.py: Llama's (llama3 by default)
-    {"paddleocr_vl_text", "llama"},              // modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
-    {"cosmos3_edge_text", "llama"},              // modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
-    {"deepseek_ocr2_text", "llama"},             // modeling_deepseek_ocr2.py: plain multi-head attention
-    {"granite4_vision_text", "granite"},       // modeling_granite4_vision.py: scaling = attention_multiplier
-    {"phi4_multimodal", "phi3"},               // modeling_phi4_multimodal.py: Phi-3's attention and longrope
-    {"gemma4_unified_text", "gemma4_text"},    // modeling_gemma4_unified.py: Gemma4TextAttention
-    {"embedding_gemma2_text", "gemma4_text"},  // modeling_embedding_gemma2.py: Gemma 4's, bidirectional
-    {"openai_privacy_filter", "gpt_oss"},      // modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
-    {"gemma3n_text", "gemma3_text"},           // modeling_gemma3n.py: Gemma 3's bases and rope dicts
-    // modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
-    {"ernie4_5_vl_moe_text", "ernie4_5_moe"},
-    // modeling_modernbert.py: the encoder of modernbert-decoder's bases, layer pattern and rope dicts
-    // (configuration_modernbert.py L115-151), bidirectional, a symmetric window (layer_types.cc)
-    {"modernbert", "modernbert-decoder"},
-    // modeling_nomic_bert.py, modeling_gte.py, modeling_jina_embeddings_v3.py, modeling_eurobert.py,
-    // modeling_esmc.py: Llama's rotary module and rotate_half over the whole head, bidirectional
-    {"nomic_bert", "llama"},
-    {"gte", "llama"},
-    {"jina_embeddings_v3", "llama"},
-    {"eurobert", "llama"},
-    {"esmc", "llama"},
-    // modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation (a fused q / gate projection)
-    {"axk2", "deepseek_v32"},
-    // modular_muse_spark.py: MuseSparkTextConfig, its attention and model subclass Muse Glimmer's
-    {"muse_spark_text", "muse_glimmer_text"},
-    // modeling_hunyuan_vl.py: HunYuan dense's NTK-alpha rotary module and attention with multi-axis positions
-    {"hunyuan_vl_text", "hunyuan_v1_dense"},
-    // modeling_mt5.py, modeling_umt5.py, modeling_switch_transformers.py, modeling_pix2struct.py: T5's
-    // buckets (_relative_position_bucket) and unscaled attention
-    {"mt5", "t5"},
-    {"umt5", "t5"},
-    {"switch_transformers", "t5"},
-    {"pix2struct_text_model", "t5"}};
-
+// The family whose rules a model type follows: its row's (Family::rules), else its own.
 std::string rules_type(const std::string& t) {
-  for (auto& a : kRuleAliases)
-    if (t == a[0]) return a[1];
-  return t;
+  const detail::Family* f = detail::find_family(t);
+  return f && f->rules ? f->rules : t;
 }
 
 std::string canonical_type(std::string t) {

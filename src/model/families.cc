@@ -79,7 +79,8 @@ constexpr Family kFamilies[] = {
   {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H},  // global layers: head 512
   // Llama-like families added with python/tests/model/test_model_families.py (class defaults checked there).
   {"arcee",          R,      1e4,     4096,    0,       0,    false, H},  // head_dim None -> hidden / heads
-  {"helium",         R,      1e5,     4096,    128,     0,    false, I},  // repeat_interleave cos, pairs (2j, 2j + 1)
+  // repeat_interleave cos, pairs (2j, 2j + 1)
+  {"helium",         R,      1e5,     4096,    128,     0,    false, I},
   {"olmo",           R,      1e4,     2048,    0,       0,    false, H},
   {"olmoe",          R,      1e4,     4096,    0,       0,    false, H},
   {"flex_olmo",      R,      5e5,     4096,    0,       0,    false, H},
@@ -106,24 +107,33 @@ constexpr Family kFamilies[] = {
   {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
   // RoPE iff layer_rope_theta[i] != 0 (by default the sliding layers), whole head, q / k norms before it
   {"muse_glimmer_text", R,   1e4,     131072,  128,     0,    false, H},
-  {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H},  // rope_parameters preset 5e5
+  // runs muse_glimmer_text's positional code: modular_muse_spark.py: MuseSparkTextConfig, its attention and
+  // model subclass Muse Glimmer's
+  // rope_parameters preset 5e5
+  {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text"},
   {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
   // Fourth batch (python/tests/model/test_model_families.py checks each against transformers 5.23).
   {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"emu3_text_model", R,     1e6,     9216,    0,       0,    false, H},
-  {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},  // per-head q/k LayerNorm before RoPE
+  // per-head q/k LayerNorm before RoPE
+  {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},
   {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
   {"dots1",          R,      1e4,     2048,    0,       0,    false, H},
   {"mellum",         R,      1e4,     131072,  128,     0,    false, H},  // rope_parameters per layer type
-  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H},  // conv / sliding / full (proportional)
+  // conv / sliding / full (proportional)
+  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H},
   {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
-  {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},  // MLA as deepseek_v3 (nope 192, v 256)
+  // MLA as deepseek_v3 (nope 192, v 256)
+  {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
   {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
   {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model/deepseek_v4.cc
-  {"axk2",           R,      1e4,     131072,  0,       0,    false, I},  // deepseek_v32's rules
+  // runs deepseek_v32's positional code: modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation
+  // (a fused q / gate projection)
+  // deepseek_v32's rules
+  {"axk2",           R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"},
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
   {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
   // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
@@ -144,7 +154,9 @@ constexpr Family kFamilies[] = {
   {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
   {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
   // HunYuan-VL's text model (HunyuanOCR): hunyuan_v1_dense's rules, "xdrope" = dynamic, multi-axis positions
-  {"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H},
+  // runs hunyuan_v1_dense's positional code: modeling_hunyuan_vl.py: HunYuan dense's NTK-alpha rotary module
+  // and attention with multi-axis positions
+  {"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H, 0, "hunyuan_v1_dense"},
   // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
   {"granite_swa",    R,      1e4,     8192,    0,       0,    false, H},
   {"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H},
@@ -153,7 +165,8 @@ constexpr Family kFamilies[] = {
   {"minimax",        R,      1e6,     131072,  0,       0,    false, H},
   {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
   {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
-  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I},  // MLA as deepseek_v3 + linear layers
+  // MLA as deepseek_v3 + linear layers
+  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I},
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
@@ -166,54 +179,93 @@ constexpr Family kFamilies[] = {
   {"zaya",           R,      1e4,     131072,  128,     0,    true,  H},
   // Molmo 2: the rope dict on rope_scaling_layers (all by default), plain RoPE of the same base elsewhere
   {"molmo2_text",    R,      1e4,     36864,   128,     0,    false, H},
-  // Text models with another family's positional code (config_json.cc kRuleAliases); their own
+  // Text models with another family's positional code (Family::rules); their own
   // class defaults. M-RoPE sections when a config has none: src/model/rope_dict.cc.
-  {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I},  // prf from rope_parameters, 1.0
-  {"glm_ocr_text",   R,      1e4,     131072,  0,       0,    true,  I},
-  {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H},
-  {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H},
-  {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H},  // head_dim: hidden / heads
+  // runs glm4's positional code: modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+  // prf from rope_parameters, 1.0
+  {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I, 0, "glm4"},
+  // runs glm4's positional code: modeling_glm_ocr.py: as glm4v
+  {"glm_ocr_text",   R,      1e4,     131072,  0,       0,    true,  I, 0, "glm4"},
+  // runs glm4_moe's positional code: modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+  {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H, 0, "glm4_moe"},
+  // runs qwen2_5_vl's positional code: modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+  {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H, 0, "qwen2_5_vl"},
+  // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+  // head_dim: hidden / heads
+  {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H, 0, "qwen3_vl"},
   // Qwen3-Omni's talker (its own class defaults: base 1e4), the thinker's rotary module and attention
   // (modeling_qwen3_omni_moe.py L2800, L2905-2907)
-  {"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H},
+  // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: the thinker's rotary module
+  {"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H, 0, "qwen3_vl"},
   // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
   // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
-  {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H},
+  // runs glm4_moe's positional code: modeling_glm_image.py: glm4v_moe's rotary and attention
+  {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H, 0, "glm4_moe"},
   // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py L119-212;
   // its backbone model sums the codebooks' embeddings per position) and Higgs Audio v2's
   // (modeling_higgs_audio_v2.py L83-113, L333-378; llama3 scaling by default)
-  {"csm",            R,      5e5,     2048,    0,       0,    false, H},
-  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H},
+  // runs llama's positional code: modeling_csm.py: Llama's rotary module and attention
+  {"csm",            R,      5e5,     2048,    0,       0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_higgs_audio_v2.py: Llama's (llama3 by default)
+  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H, 0, "llama"},
   // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
   // (modeling_voxtral_realtime.py L612-668, L796)
-  {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H},
-  {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H},
-  {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H},
-  {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H},  // head_dim = hidden / heads
-  {"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H},
-  {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H},
-  {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H},  // global layers: head 512
-  {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H},  // scale 1, full every 5th layer
-  {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I},  // mrope_alternating_hw
+  // runs mistral's positional code: modeling_voxtral_realtime.py: Mistral's, window on all
+  {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H, 0, "mistral"},
+  // runs llama's positional code: modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+  {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+  {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_deepseek_ocr2.py: plain multi-head attention
+  // head_dim = hidden / heads
+  {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H, 0, "llama"},
+  // runs granite's positional code: modeling_granite4_vision.py: scaling = attention_multiplier
+  {"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H, 0, "granite"},
+  // runs phi3's positional code: modeling_phi4_multimodal.py: Phi-3's attention and longrope
+  {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H, 0, "phi3"},
+  // runs gemma4_text's positional code: modeling_gemma4_unified.py: Gemma4TextAttention
+  // global layers: head 512
+  {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H, 0, "gemma4_text"},
+  // runs gemma3_text's positional code: modeling_gemma3n.py: Gemma 3's bases and rope dicts
+  // scale 1, full every 5th layer
+  {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H, 0, "gemma3_text"},
+  // runs ernie4_5_moe's positional code: modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
+  // mrope_alternating_hw
+  {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I, 0, "ernie4_5_moe"},
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
   {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
   // modernbert: modernbert-decoder's rules, both ways
-  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional},
+  // runs modernbert-decoder's positional code: modeling_modernbert.py: the encoder of modernbert-decoder's
+  // bases, layer pattern and rope dicts (configuration_modernbert.py L115-151), bidirectional, a symmetric
+  // window (layer_types.cc)
+  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "modernbert-decoder"},
   // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
   // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
   // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
   // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
-  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional},
-  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional},
+  // runs gemma4_text's positional code: modeling_embedding_gemma2.py: Gemma 4's, bidirectional
+  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text"},
+  // runs gpt_oss's positional code: modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
+  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"},
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
   // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
   {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H, kBidirectional},
   // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
-  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H, kBidirectional},
-  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional},
-  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H, kBidirectional},
-  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H, kBidirectional},
-  {"esmc",           R,      1e4,     2048,    0,       0,    false, H, kBidirectional},
+  // runs llama's positional code: modeling_nomic_bert.py: Llama's rotary module and rotate_half over the
+  // whole head, bidirectional
+  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_gte.py: Llama's rotary module and rotate_half over the whole head,
+  // bidirectional
+  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_jina_embeddings_v3.py: Llama's rotary module and rotate_half over
+  // the whole head, bidirectional
+  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_eurobert.py: Llama's rotary module and rotate_half over the whole
+  // head, bidirectional
+  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_esmc.py: Llama's rotary module and rotate_half over the whole
+  // head, bidirectional
+  {"esmc",           R,      1e4,     2048,    0,       0,    false, H, kBidirectional, "llama"},
   // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
   // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
   // table (RoBERTa's rows), causal iff is_decoder.
@@ -243,12 +295,20 @@ constexpr Family kFamilies[] = {
   {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
   {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
-  // T5's rules (src/model/config_json.cc kRuleAliases); umt5: a bucket table in every layer;
+  // T5's rules (Family::rules); umt5: a bucket table in every layer;
   // pix2struct_text_model: a decoder alone (is_decoder, unidirectional buckets).
-  {"mt5",            PositionMethod::t5,      0, 0,    0, 0, false, H},
-  {"umt5",           PositionMethod::t5,      0, 0,    0, 0, false, H},
-  {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H},
-  {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H},
+  // runs t5's positional code: modeling_mt5.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"mt5",            PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_umt5.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"umt5",           PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_switch_transformers.py: T5's buckets (_relative_position_bucket) and
+  // unscaled attention
+  {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_pix2struct.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H, 0, "t5"},
   {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
   {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
   {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},

@@ -37,6 +37,10 @@ struct Family {
   bool default_uses_prf;  // the family's compute_default_rope_parameters reads partial_rotary_factor
   RopeLayout layout;      // half = rotate_half; interleaved = pairs (2j, 2j + 1)
   uint32_t traits = 0;    // FamilyTrait bits
+  // Text models whose positional code is another family's (their modular file imports its rotary module,
+  // apply_rotary_pos_emb and attention), with class defaults of their own: that family's rules apply
+  // (its model_type here), the plan reports the model's own type. nullptr: the type's own rules.
+  const char* rules = nullptr;
 };
 
 // nullptr when posenc has no entry for the type.
