@@ -16,6 +16,61 @@ constexpr PositionMethod R = PositionMethod::rope;
 // BERT's family: causal iff is_decoder; RoBERTa's members also read row p + pad_token_id + 1.
 constexpr uint32_t kBert = kBertFamily | kCausalIffDecoder, kRoberta = kBert | kRobertaRows;
 
+// Class default rope_parameters of the families whose default is not {rope_type: default, rope_theta:
+// theta} (Family::rope_parameters).
+constexpr const char* kGptOssRope =
+    R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+      "original_max_position_embeddings": 4096})";
+constexpr const char* kMinistral3Rope =
+    R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
+      "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+      "llama_4_scaling_beta": 0.1})";
+// ultrabert: configuration_ultrabert.py L105-109
+constexpr const char* kUltrabertRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
+// higgs_audio_v2: configuration_higgs_audio_v2.py L105-114
+constexpr const char* kHiggsAudioV2Rope =
+    R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0,
+      "original_max_position_embeddings": 1024, "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
+// embedding_gemma2_text: configuration_embedding_gemma2.py L113-118
+constexpr const char* kEmbeddingGemma2TextRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";
+constexpr const char* kGemma4TextRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}})";
+constexpr const char* kApertusRope =
+    R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+// mellum: configuration_mellum.py L122-126
+constexpr const char* kMellumRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})";
+// lfm3: configuration_lfm3.py L82-97
+constexpr const char* kLfm3Rope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
+// mistral4: configuration_mistral4.py L112-125 (partial_rotary_factor: rope / (nope + rope))
+constexpr const char* kMistral4Rope =
+    R"({"type": "yarn", "rope_theta": 1e4, "factor": 128.0, "original_max_position_embeddings": 8192,
+      "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+      "llama_4_scaling_beta": 0.1})";
+// mimo_v2_flash: configuration_mimo_v2_flash.py L123-127
+constexpr const char* kMimoV2FlashRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
+      "partial_rotary_factor": 0.334},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+      "partial_rotary_factor": 0.334}})";
+// laguna: configuration_laguna.py L106-111
+constexpr const char* kLagunaRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+      "partial_rotary_factor": 1.0}})";
+constexpr const char* kCwmRope =
+    R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+
 // clang-format off
 constexpr Family kFamilies[] = {
   // type            method  theta    max_pos  head_dim prf   prf-aware layout [traits]
@@ -25,7 +80,7 @@ constexpr Family kFamilies[] = {
   {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
   {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
-  {"ministral3",     R,      1e6,     262144,  128,     0,    false, H},
+  {"ministral3",     R,      1e6,     262144,  128,     0,    false, H, 0, nullptr, kMinistral3Rope},
   {"mixtral",        R,      1e6,     131072,  0,       0,    false, H},
   {"qwen2",          R,      1e4,     32768,   0,       0,    false, H},
   {"qwen2_moe",      R,      1e4,     32768,   0,       0,    false, H},
@@ -60,7 +115,8 @@ constexpr Family kFamilies[] = {
   {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
   // rope_parameters per layer type only (null: no RoPE), Qwen3-VL's interleaved M-RoPE in halves
   {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H},
-  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H},  // rope per layer type; v head 128
+  // rope per layer type; v head 128
+  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H, 0, nullptr, kMimoV2FlashRope},
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
@@ -72,11 +128,12 @@ constexpr Family kFamilies[] = {
   {"granite",        R,      1e4,     2048,    0,       0,    false, H},
   {"nemotron",       R,      1e4,     4096,    0,       0.5,  true,  H},
   {"persimmon",      R,      1e4,     16384,   0,       0.5,  true,  H},
-  {"gpt_oss",        R,      1.5e5,   131072,  64,      0,    false, H},
+  {"gpt_oss",        R,      1.5e5,   131072,  64,      0,    false, H, 0, nullptr, kGptOssRope},
   {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
   {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
   {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
-  {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H},  // global layers: head 512
+  // global layers: head 512
+  {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H, 0, nullptr, kGemma4TextRope},
   // Llama-like families added with python/tests/model/test_model_families.py (class defaults checked there).
   {"arcee",          R,      1e4,     4096,    0,       0,    false, H},  // head_dim None -> hidden / heads
   // repeat_interleave cos, pairs (2j, 2j + 1)
@@ -92,7 +149,8 @@ constexpr Family kFamilies[] = {
   {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
   {"hyperclovax",    R,      1e4,     2048,    0,       0,    false, H},
-  {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H},  // llama3 by default (below)
+  // llama3 by default (below)
+  {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H, 0, nullptr, kApertusRope},
   {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
   {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
   {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
@@ -100,7 +158,8 @@ constexpr Family kFamilies[] = {
   {"minimax_m3_vl_text", R,  5e6,     524288,  128,     0,    true,  H},
   {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
   {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
-  {"cwm",            R,      1e6,     131072,  128,     0,    false, H},  // llama3 by default (below)
+  // llama3 by default (below)
+  {"cwm",            R,      1e6,     131072,  128,     0,    false, H, 0, nullptr, kCwmRope},
   {"exaone_moe",     R,      1e4,     2048,    0,       0,    false, H},  // RoPE as exaone4
   {"kolibri1",       R,      1e4,     262144,  128,     0,    false, H},  // RoPE as exaone4
   {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
@@ -119,14 +178,16 @@ constexpr Family kFamilies[] = {
   {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},
   {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
   {"dots1",          R,      1e4,     2048,    0,       0,    false, H},
-  {"mellum",         R,      1e4,     131072,  128,     0,    false, H},  // rope_parameters per layer type
+  // rope_parameters per layer type
+  {"mellum",         R,      1e4,     131072,  128,     0,    false, H, 0, nullptr, kMellumRope},
   // conv / sliding / full (proportional)
-  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H},
+  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H, 0, nullptr, kLfm3Rope},
   {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
   {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
   // MLA as deepseek_v3 (nope 192, v 256)
   {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},
-  {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I},  // MLA; yarn + llama_4_scaling_beta
+  // MLA; yarn + llama_4_scaling_beta
+  {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I, 0, nullptr, kMistral4Rope},
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
   {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
   {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model/deepseek_v4.cc
@@ -135,7 +196,7 @@ constexpr Family kFamilies[] = {
   // deepseek_v32's rules
   {"axk2",           R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"},
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
-  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H},
+  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H, 0, nullptr, kLagunaRope},
   // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
   // (src/model/step3p5.cc)
   {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H},
@@ -207,7 +268,7 @@ constexpr Family kFamilies[] = {
   // runs llama's positional code: modeling_csm.py: Llama's rotary module and attention
   {"csm",            R,      5e5,     2048,    0,       0,    false, H, 0, "llama"},
   // runs llama's positional code: modeling_higgs_audio_v2.py: Llama's (llama3 by default)
-  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H, 0, "llama"},
+  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H, 0, "llama", kHiggsAudioV2Rope},
   // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
   // (modeling_voxtral_realtime.py L612-668, L796)
   // runs mistral's positional code: modeling_voxtral_realtime.py: Mistral's, window on all
@@ -244,12 +305,14 @@ constexpr Family kFamilies[] = {
   // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
   // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
   // runs gemma4_text's positional code: modeling_embedding_gemma2.py: Gemma 4's, bidirectional
-  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text"},
+  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text",
+   kEmbeddingGemma2TextRope},
   // runs gpt_oss's positional code: modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
   {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"},
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
   // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
-  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H, kBidirectional},
+  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H, kBidirectional, nullptr,
+   kUltrabertRope},
   // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
   // runs llama's positional code: modeling_nomic_bert.py: Llama's rotary module and rotate_half over the
   // whole head, bidirectional
@@ -687,52 +750,8 @@ std::string refusal_reason(const std::string& t) {
 }
 
 const char* default_rope_parameters(const std::string& t) {
-  // configuration_<type>.py: the rope_parameters each class sets when the config gives none.
-  if (t == "gpt_oss")
-    return R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
-               "original_max_position_embeddings": 4096})";
-  if (t == "ministral3")
-    return R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
-               "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
-               "llama_4_scaling_beta": 0.1})";
-  if (t == "ultrabert")  // configuration_ultrabert.py L105-109
-    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-               "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
-  if (t == "higgs_audio_v2")  // configuration_higgs_audio_v2.py L105-114
-    return R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0,
-               "original_max_position_embeddings": 1024, "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
-  if (t == "embedding_gemma2_text")  // configuration_embedding_gemma2.py L113-118
-    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-               "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";
-  if (t == "gemma4_text")
-    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-               "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}})";
-  if (t == "apertus")
-    return R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
-  if (t == "mellum")  // configuration_mellum.py L122-126
-    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5},
-               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})";
-  if (t == "lfm3")  // configuration_lfm3.py L82-97
-    return R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-               "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
-  if (t == "mistral4")  // configuration_mistral4.py L112-125 (partial_rotary_factor: rope / (nope + rope))
-    return R"({"type": "yarn", "rope_theta": 1e4, "factor": 128.0, "original_max_position_embeddings": 8192,
-               "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
-               "llama_4_scaling_beta": 0.1})";
-  if (t == "mimo_v2_flash")  // configuration_mimo_v2_flash.py L123-127
-    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
-                                  "partial_rotary_factor": 0.334},
-               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
-                                     "partial_rotary_factor": 0.334}})";
-  if (t == "laguna")  // configuration_laguna.py L106-111
-    return R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
-               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
-                                     "partial_rotary_factor": 1.0}})";
-  if (t == "cwm")
-    return R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
-               "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
-  return nullptr;
+  const Family* f = find_family(t);
+  return f ? f->rope_parameters : nullptr;
 }
 
 bool has_trait(const std::string& t, FamilyTrait trait) {

@@ -41,6 +41,9 @@ struct Family {
   // apply_rotary_pos_emb and attention), with class defaults of their own: that family's rules apply
   // (its model_type here), the plan reports the model's own type. nullptr: the type's own rules.
   const char* rules = nullptr;
+  // The class default rope_parameters (JSON text) where it is not {rope_type: default, rope_theta: theta}
+  // (gpt_oss's yarn, Gemma 4's per layer type, ...); nullptr otherwise.
+  const char* rope_parameters = nullptr;
 };
 
 // nullptr when posenc has no entry for the type.
