@@ -171,7 +171,7 @@ constexpr Family kFamilies[] = {
   // rope_parameters preset 5e5
   {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text"},
   {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
-  // Fourth batch (python/tests/model/test_model_families.py checks each against transformers 5.23).
+  // Llama-like families checked against transformers 5.23 by python/tests/model/test_model_families.py.
   {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"emu3_text_model", R,     1e6,     9216,    0,       0,    false, H},
   // per-head q/k LayerNorm before RoPE

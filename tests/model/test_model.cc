@@ -49,7 +49,7 @@ const RealCase kReal[] = {
   {"cohere_compass__tiny-random-CohereCompassForConditionalGeneration.json",
    "cohere_compass_text", 2, "rope", 1e4, 0, 8, 0, 0, "rope_parameters.rope_theta = 10000.0 is not read"},
   {"zaya__zaya1.json", "zaya", 0, "", 0, 0, 0, 0, 0, ""},  // rope_scaling false: transformers 5.23 fails too
-  // fourth collection (session 20, SOURCES.md); the ktransformers Llama 4 copy is flat (no text_config)
+  // (SOURCES.md); the ktransformers Llama 4 copy is flat (no text_config)
   {"granitemoe__granite-3.1-1b-a400m-instruct.json", "granitemoe", 24, "rope", 1.5e6, 0, 64, 0, 0, ""},
   {"olmo2__OLMo-2-1124-13B-Instruct.json", "olmo2", 40, "rope", 5e5, 0, 128, 0, 0, ""},
   {"kimi_k25__Kimi-K2.5-NVFP4.json", "deepseek_v3", 61, "rope", 5e4, 128, 192, 0, 0,
@@ -60,7 +60,7 @@ const RealCase kReal[] = {
    "each image's tokens attend to each other both ways"},
   {"llama4__Llama-4-Scout-ktransformers-flattened.json", "llama4_text", 48, "rope", 5e5, 0, 128, 0, 8192,
    "'llama4' without text_config"},
-  // fifth collection (session 20's second audit, SOURCES.md)
+  // (SOURCES.md)
   {"llama__Llama-3.3-70B-Instruct.json", "llama", 80, "rope", 5e5, 0, 128, 0, 0, ""},
   {"mixtral__Mixtral-8x22B-v0.1.json", "mixtral", 56, "rope", 1e6, 0, 128, 0, 0, ""},
   {"qwen3_moe__Qwen3-30B-A3B-FP8.json", "qwen3_moe", 48, "rope", 1e6, 0, 128, 0, 0, ""},
@@ -211,9 +211,9 @@ const RealCase kReal[] = {
   {"distilbert__distilbert-base-uncased-finetuned-sst-2-english.json", "distilbert", 6, "learned", 0, 0, 0,
    0, 0, ""},
   {"distilbert__distilbert-base-uncased-finetune.json", "distilbert", 6, "learned", 0, 0, 0, 0, 0, ""},
-  // session 17: a Qwen2.5 fine-tune (use_sliding_window false: no window)
+  // a Qwen2.5 fine-tune (use_sliding_window false: no window)
   {"qwen2__cogito-v1-preview-qwen-14B.json", "qwen2", 48, "rope", 1e6, 0, 128, 0, 0, ""},
-  // encoders of session 16: RoFormer (pairs), ESM-2 (rotary), ALBERT, MPNet (learned + buckets)
+  // encoders: RoFormer (pairs), ESM-2 (rotary), ALBERT, MPNet (learned + buckets)
   {"roformer__roformer_chinese_base.json", "roformer", 12, "rope", 1e4, 0, 64, 0, 0, ""},
   {"esm__esm2_t33_650M_UR50D.json", "esm", 33, "rope", 1e4, 0, 64, 0, 0, ""},
   {"esm__esm2_t6_8M_UR50D.json", "esm", 6, "rope", 1e4, 0, 16, 0, 0, ""},

@@ -102,7 +102,7 @@ TEST(RopeConfigJson, PartialRotaryFactorInsideRopeParametersRealQwen35) {
 }
 
 // A model_type posenc's model table plans reads as its family applies RoPE (model_positions_from_hf_json),
-// the real configs of issue 13's silent failures: Cohere's pairs (modeling_cohere.py rotate_half on
+// real configs the generic rules would misread: Cohere's pairs (modeling_cohere.py rotate_half on
 // interleaved dims), NanoChat's reversed rotation; Gemma 3's two bases and DeepSeek-V2's rotation of
 // dims [128, 192) cannot be one RopeConfig and are refused naming ModelPositions, as is a model without
 // RoPE; a remote-code type posenc follows (ChatGLM: half the head, pairs) through its plan; one it does
@@ -201,7 +201,7 @@ TEST(RopeConfigJson, ClearErrorsForBadConfigs) {
   EXPECT_THROW(rope_config_from_hf_file("/nonexistent/config.json"), Error);
 }
 
-// Issue 16, found by fuzzing (fuzz/fuzz_config_json.cc; the inputs are in fuzz/corpus/config_json):
+// Found by fuzzing (fuzz/fuzz_config_json.cc; the inputs are in fuzz/corpus/config_json):
 // each was undefined behaviour, a crash or a config accepted that gave NaN/inf; now an Error naming
 // the key, its value and the bound.
 TEST(RopeConfigJson, HostileConfigsAreErrorsNamingTheKeyAndTheBound) {
