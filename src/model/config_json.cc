@@ -613,7 +613,7 @@ ModelPositions detail::positions_from_root(const json& root) {
     // gptj, codegen: a fixed sin/cos table of base 10000 over rotary_dim (modeling_gptj.py,
     // modeling_codegen.py create_sinusoidal_positions); no rope dict is read.
     // roformer: create_weight's table, base 10000 over the head (modeling_roformer.py L55-68).
-    const bool fixed_table = type == "gptj" || type == "codegen" || type == "roformer";
+    const bool fixed_table = detail::has_trait(type, detail::kFixedRotaryTable);
     for (const char* k : {"rope_theta", "rope_scaling", "rope_parameters"})
       if (fixed_table && j.has(k))
         out.warnings.push_back(std::string(k) + " is ignored by " + type + " (a fixed table of base 10000)");
@@ -637,9 +637,7 @@ ModelPositions detail::positions_from_root(const json& root) {
     const char* const default_rope_dict = detail::default_rope_parameters(own_type)
                                               ? detail::default_rope_parameters(own_type)
                                               : detail::default_rope_parameters(type);
-    const bool per_type_only = type == "mimo_v2_flash" || type == "laguna" || type == "step3p5" ||
-                               type == "cohere_compass_text" || type == "zaya" || type == "dots3_note_text" ||
-                               type == "ultrabert";
+    const bool per_type_only = detail::has_trait(type, detail::kRopePerLayerTypeOnly);
     // Each type's dict carries its own partial_rotary_factor (the top-level one is not read).
     if (type == "step3p5" || type == "zaya" || type == "cohere_compass_text") prf.reset();
     if (type == "cohere_compass_text") {
@@ -786,8 +784,7 @@ ModelPositions detail::positions_from_root(const json& root) {
         validate(*flat);
       }
       // deepseek_v32, glm_moe_dsa: always interleaved (their modular files drop rope_interleave).
-      const bool always_pairs = type == "bailing_hybrid" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
-                                type == "longcat_flash";
+      const bool always_pairs = detail::has_trait(type, detail::kAlwaysPairs);
       if (mla && type != "deepseek_v2" && type != "minicpm3" && type != "hy_v4" && !always_pairs &&
           !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;

@@ -104,8 +104,9 @@ constexpr Family kFamilies[] = {
   {"gemma",          R,      1e4,     8192,    256,     0,    false, H},
   {"gemma2",         R,      1e4,     8192,    256,     0,    false, H},
   {"gemma3_text",    R,      1e6,     131072,  256,     0,    false, H},
-  {"gptj",           R,      1e4,     2048,    0,       0,    false, I},
-  {"codegen",        R,      1e4,     2048,    0,       0,    false, I},  // GPT-J's table and rotation
+  {"gptj",           R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
+  // GPT-J's table and rotation
+  {"codegen",        R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
   {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
   {"gpt_neox_japanese", R,   1e4,     2048,    0,       1.0,  true,  H},  // rotary_pct 1.0
   {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
@@ -114,9 +115,10 @@ constexpr Family kFamilies[] = {
   {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
   {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
   // rope_parameters per layer type only (null: no RoPE), Qwen3-VL's interleaved M-RoPE in halves
-  {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H},
+  {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H, kRopePerLayerTypeOnly},
   // rope per layer type; v head 128
-  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H, 0, nullptr, kMimoV2FlashRope},
+  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H, kRopePerLayerTypeOnly, nullptr,
+   kMimoV2FlashRope},
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
@@ -189,26 +191,28 @@ constexpr Family kFamilies[] = {
   // MLA; yarn + llama_4_scaling_beta
   {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I, 0, nullptr, kMistral4Rope},
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
-  {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I},
+  {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I, kAlwaysPairs},
   {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model/deepseek_v4.cc
   // runs deepseek_v32's positional code: modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation
   // (a fused q / gate projection)
   // deepseek_v32's rules
   {"axk2",           R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"},
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
-  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H, 0, nullptr, kLagunaRope},
+  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly, nullptr,
+   kLagunaRope},
   // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
   // (src/model/step3p5.cc)
-  {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H},
-  {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I},  // GLM-5: nope 192, v 256
+  {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H, kRopePerLayerTypeOnly},
+  // GLM-5: nope 192, v 256
+  {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I, kAlwaysPairs},
   // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
   // per head, indexer_types sharing
   {"hy_v4",          R,      1e4,     262144,  0,       0,    false, H},
   // Dots 3 Note: MLA with dims per layer type (sliding: nope 192, windows of 512, base 5e4; indexed: nope
   // 128, base 8e7, GLM-5's indexer), interleaved (src/model/dots3.cc; configuration_dots3_note.py L241-285)
-  {"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I},
+  {"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I, kRopePerLayerTypeOnly},
   // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
-  {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I},
+  {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I, kAlwaysPairs},
   {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
   {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
@@ -227,7 +231,7 @@ constexpr Family kFamilies[] = {
   {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
   {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
   // MLA as deepseek_v3 + linear layers
-  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I},
+  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I, kAlwaysPairs},
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
   {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
@@ -237,7 +241,7 @@ constexpr Family kFamilies[] = {
   {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
   // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
   // and a norm with a learned key temperature before RoPE (the caller's), src/model/zaya.cc
-  {"zaya",           R,      1e4,     131072,  128,     0,    true,  H},
+  {"zaya",           R,      1e4,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly},
   // Molmo 2: the rope dict on rope_scaling_layers (all by default), plain RoPE of the same base elsewhere
   {"molmo2_text",    R,      1e4,     36864,   128,     0,    false, H},
   // Text models with another family's positional code (Family::rules); their own
@@ -311,8 +315,9 @@ constexpr Family kFamilies[] = {
   {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"},
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
   // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
-  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H, kBidirectional, nullptr,
-   kUltrabertRope},
+  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H,
+   kBidirectional | kRopePerLayerTypeOnly,
+   nullptr, kUltrabertRope},
   // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
   // runs llama's positional code: modeling_nomic_bert.py: Llama's rotary module and rotate_half over the
   // whole head, bidirectional
@@ -332,7 +337,8 @@ constexpr Family kFamilies[] = {
   // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
   // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
   // table (RoBERTa's rows), causal iff is_decoder.
-  {"roformer",       R,      1e4,     1536,    0,       0,    false, I, kCausalIffDecoder},
+  {"roformer",       R,      1e4,     1536,    0,       0,    false, I,
+   kCausalIffDecoder | kFixedRotaryTable},
   {"esm",            R,      1e4,     1026,    0,       0,    false, H, kCausalIffDecoder},
   // State-space models: no attention, no positions (position_ids are accepted and ignored).
   {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},

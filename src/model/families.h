@@ -25,6 +25,14 @@ enum FamilyTrait : uint32_t {
   kBertFamily = 1u << 4,
   // Position p reads row p + pad_token_id + 1 (create_position_ids_from_input_ids): RoBERTa's members.
   kRobertaRows = 1u << 5,
+  // A fixed sin / cos table of base 10000 (GPT-J's and CodeGen's create_sinusoidal_positions over rotary_dim,
+  // RoFormer's create_weight over the head): rope_theta and any rope dict are ignored.
+  kFixedRotaryTable = 1u << 6,
+  // rope_parameters hold one dict per layer type only (no flat dict is read): MiMo-V2-Flash, Laguna,
+  // Step 3.5, Cohere Compass, ZAYA, Dots 3 Note, UltraBERT.
+  kRopePerLayerTypeOnly = 1u << 7,
+  // MLA rotating pairs (2j, 2j + 1) whatever rope_interleave says (their modular files drop it).
+  kAlwaysPairs = 1u << 8,
 };
 
 struct Family {
@@ -45,6 +53,9 @@ struct Family {
   // (gpt_oss's yarn, Gemma 4's per layer type, ...); nullptr otherwise.
   const char* rope_parameters = nullptr;
 };
+
+// Whether the type's row has the trait (false for a type without a row).
+bool has_trait(const std::string& model_type, FamilyTrait trait);
 
 // nullptr when posenc has no entry for the type.
 const Family* find_family(const std::string& model_type);
