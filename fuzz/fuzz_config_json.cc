@@ -7,7 +7,7 @@
 // (and their negatives) and a forward pass on a small buffer are all finite, and using it throws
 // nothing. Any other exception, a crash or a sanitizer report is a finding.
 //
-// Open findings in the model reader (src/model*.cc, reported, not yet fixed) would stop every run:
+// Open findings in the model reader (src/model/*.cc, reported, not yet fixed) would stop every run:
 // until they are fixed, inputs that reach them skip model_positions_from_hf_json, and an accepted
 // plan with an unusable query temperature is printed, not fatal. POSENC_FUZZ_STRICT=1 turns
 // both off (to check a fix). rope_config_from_hf_json is held to the whole oracle, except on those inputs
@@ -100,11 +100,11 @@ const bool kModelStrict = [] {
 }();
 
 // Open findings of the model reader, reported (not in this worktree's files): numbers it casts to
-// int64 or uses as sizes without bounds (model_rope_dict.cc head_dim * partial_rotary_factor and
-// mrope_section, model_config_json.cc cross_attention_layers: float -> int64 overflow; the layer
+// int64 or uses as sizes without bounds (src/model/rope_dict.cc head_dim * partial_rotary_factor and
+// mrope_section, src/model/config_json.cc cross_attention_layers: float -> int64 overflow; the layer
 // count: num_hidden_layers 1e8 allocates the plans until memory runs out).
 bool reaches_open_model_finding(const nlohmann::json& v, const std::string& key = "", int depth = 0) {
-  if (depth > 64) return false;  // the reader refuses the document (src/config_json.h)
+  if (depth > 64) return false;  // the reader refuses the document (src/model/document.h)
   if (v.is_number()) {
     const double d = v.get<double>();
     if (std::abs(d) > 2147483648.0) return true;

@@ -7,7 +7,7 @@
 //   vector terms inside attention:       shaw | transformer_xl (or xl)
 //   rotation of q and k:                 rope
 // or "none" (NoPE: only the causal mask carries order). E.g. "rope+alibi", "learned+t5". What each
-// encoding adds to the model is its registry entry's (tools/registry/registry.h).
+// encoding adds to the model is its registry entry's (registry/registry.h).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -10,6 +10,11 @@
 
 namespace posenc::detail {
 
+// YaRN's get_mscale (modeling_rope_utils.py, modeling_deepseek_v3.py): 1 for scale <= 1, else
+// 0.1 mscale ln(scale) + 1. The attention factor of yarn (rope_scaling.cc) and DeepSeek-V3's softmax scale
+// correction (the config reader) both read it.
+double yarn_mscale(double scale, double mscale);
+
 // Rows of a (B, T, ...) token grid; row n = (b, t) = (n / tokens, n % tokens).
 struct TokenGrid {
   int64_t batch = 0, tokens = 0;

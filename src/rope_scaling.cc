@@ -11,6 +11,7 @@
 
 #include "posenc/rope.h"
 #include "src/check.h"
+#include "src/rope_plan.h"
 
 namespace posenc {
 using detail::fail;
@@ -86,10 +87,6 @@ void check_context(const char* op, const char* name, int64_t v) {
   if (v < 0 || v > kMaxRopeContext) fail_arg(op, name, v, "must be in [0, 2^53] (0 = not given)");
 }
 
-double yarn_mscale(double scale, double mscale) {
-  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
-}
-
 // The multiplier on cos and sin (HF attention_factor / attention_scaling): given, or derived by
 // yarn (from factor and mscale) and longrope (from the context lengths).
 double attention_factor_of(const RopeConfig& c) {
@@ -97,10 +94,12 @@ double attention_factor_of(const RopeConfig& c) {
   if (s.type == RopeScalingType::yarn) {
     if (s.attention_factor) return *s.attention_factor;
     if (s.mscale && s.mscale_all_dim && *s.mscale != 0 && *s.mscale_all_dim != 0) {
-      const double den = yarn_mscale(s.factor, *s.mscale_all_dim);  // 0 for mscale_all_dim = -10 / ln(factor)
-      return den != 0 ? yarn_mscale(s.factor, *s.mscale) / den : std::numeric_limits<double>::quiet_NaN();
+      const double den =
+          detail::yarn_mscale(s.factor, *s.mscale_all_dim);  // 0 for mscale_all_dim = -10 / ln(factor)
+      return den != 0 ? detail::yarn_mscale(s.factor, *s.mscale) / den
+                      : std::numeric_limits<double>::quiet_NaN();
     }
-    return yarn_mscale(s.factor, 1.0);
+    return detail::yarn_mscale(s.factor, 1.0);
   }
   if (s.type == RopeScalingType::longrope) {
     // HF _compute_longrope_parameters: Phi-3 style configs give original_max_position_embeddings
@@ -408,6 +407,10 @@ RopeFrequencies rope_frequencies(const RopeConfig& c, int64_t seq_len) {
     }
   }
   return out;
+}
+
+double detail::yarn_mscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
 }
 
 }  // namespace posenc

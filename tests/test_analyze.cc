@@ -5,7 +5,7 @@
 #include <random>
 
 #include "analyze.h"
-#include "metrics.h"
+#include "registry/metrics.h"
 #include "test_util.h"
 
 namespace posenc::analyze {

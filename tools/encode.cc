@@ -1,5 +1,5 @@
 // tools/encode.cc: `posenc list` and `posenc encode`. Each encoding is tabulated by its registry
-// entry (tools/registry/entries/) with the library; arguments go straight into the library's
+// entry (registry/entries/) with the library; arguments go straight into the library's
 // config structs, so its validation messages (which name the field and the value) are what a user
 // sees.
 #include "encode.h"

@@ -5,21 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "registry/table.h"
+
 namespace posenc::tools {
 
 enum class Format { table, csv, json, npy };
 Format parse_format(const std::string& name);  // throws posenc::Error naming --format
 
-// data is (blocks, rows, cols) row-major; blocks = 1 for a plain matrix (e.g. heads for a bias).
-struct Array {
-  std::string title;        // e.g. "alibi bias (head, query, key)"
-  std::string block_label;  // e.g. "head"; empty when blocks == 1
-  std::string row_label;    // e.g. "position"
-  std::vector<std::string> row_names, col_names;
-  int64_t blocks = 1;
-  std::vector<float> data;
-  std::vector<std::string> notes;  // printed under the table, included in JSON
-};
+// The array `posenc encode` writes: an entry's table (registry/table.h).
+using Array = registry::Table;
 
 void write(const Array& a, Format format, std::ostream& out);
 // The .npy v1.0 format: magic, little-endian header length, a Python dict literal, raw <f4 data.

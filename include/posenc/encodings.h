@@ -1,6 +1,6 @@
 // posenc/encodings.h: the library's catalogue of encodings: each one's canonical name, the names
 // the tools also accept for it, where it acts in a transformer, and a line describing it. `posenc
-// list` prints it; the tools' registry (tools/registry/registry.h) attaches to each entry what the
+// list` prints it; the tools' registry (registry/registry.h) attaches to each entry what the
 // CLI, the analyzer and the lab compute with it, so no tool keeps a list of its own.
 #pragma once
 #include <cstdint>

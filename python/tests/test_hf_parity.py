@@ -78,7 +78,7 @@ def phi_config(scaling, partial):
 def as_dict(config):
     """The config as a dict for posenc's RopeConfig.from_hf. transformers 5 serializes
     partial_rotary_factor inside rope_parameters only, which posenc's parser now reads
-    (src/rope_config_json.cc); it is also copied to the top level here, as transformers 4 wrote it,
+    (src/model/rope_config.cc); it is also copied to the top level here, as transformers 4 wrote it,
     and the value inside the dict wins as in transformers."""
     d = config.to_dict()
     d["partial_rotary_factor"] = config.rope_parameters.get("partial_rotary_factor", 1.0)

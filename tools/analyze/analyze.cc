@@ -1,11 +1,11 @@
 // tools/analyze/analyze.cc: see analyze.h. The loop over the registry's entries, the thresholds
-// and the reports; each entry computes its codes (tools/registry/entries/) and judges them with
+// and the reports; each entry computes its codes (registry/entries/) and judges them with
 // judge.h.
 #include "analyze.h"
 
 #include <algorithm>
 
-#include "judge.h"
+#include "registry/judge.h"
 #include "posenc/error.h"
 #include "registry/registry.h"
 

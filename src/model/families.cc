@@ -1,0 +1,795 @@
+// src/model/families.cc: the model_type table. Values are transformers 5.23.0's config class
+// defaults (models/<type>/configuration_<type>.py: default_theta, max_position_embeddings,
+// head_dim, kwargs.setdefault("partial_rotary_factor", ...)) and the layout of each family's
+// apply_rotary_pos_emb (rotate_half = half; rotate_every_two / complex pairs / repeat_interleave =
+// interleaved). Rows that need more than the numbers cite their lines.
+#include "src/model/families.h"
+
+#include <array>
+#include <string_view>
+#include <utility>
+
+namespace posenc::detail {
+namespace {
+constexpr RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
+constexpr PositionMethod R = PositionMethod::rope;
+// BERT's family: causal iff is_decoder; RoBERTa's members also read row p + pad_token_id + 1.
+constexpr uint32_t kBert = kBertFamily | kCausalIffDecoder, kRoberta = kBert | kRobertaRows;
+
+// Class default rope_parameters of the families whose default is not {rope_type: default, rope_theta:
+// theta} (Family::rope_parameters).
+constexpr const char* kGptOssRope =
+    R"({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+      "original_max_position_embeddings": 4096})";
+constexpr const char* kMinistral3Rope =
+    R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
+      "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+      "llama_4_scaling_beta": 0.1})";
+// ultrabert: configuration_ultrabert.py L105-109
+constexpr const char* kUltrabertRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
+// higgs_audio_v2: configuration_higgs_audio_v2.py L105-114
+constexpr const char* kHiggsAudioV2Rope =
+    R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0,
+      "original_max_position_embeddings": 1024, "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
+// embedding_gemma2_text: configuration_embedding_gemma2.py L113-118
+constexpr const char* kEmbeddingGemma2TextRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";
+constexpr const char* kGemma4TextRope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}})";
+constexpr const char* kApertusRope =
+    R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+// mellum: configuration_mellum.py L122-126
+constexpr const char* kMellumRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})";
+// lfm3: configuration_lfm3.py L82-97
+constexpr const char* kLfm3Rope =
+    R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+      "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
+// mistral4: configuration_mistral4.py L112-125 (partial_rotary_factor: rope / (nope + rope))
+constexpr const char* kMistral4Rope =
+    R"({"type": "yarn", "rope_theta": 1e4, "factor": 128.0, "original_max_position_embeddings": 8192,
+      "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+      "llama_4_scaling_beta": 0.1})";
+// mimo_v2_flash: configuration_mimo_v2_flash.py L123-127
+constexpr const char* kMimoV2FlashRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
+      "partial_rotary_factor": 0.334},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+      "partial_rotary_factor": 0.334}})";
+// laguna: configuration_laguna.py L106-111
+constexpr const char* kLagunaRope =
+    R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+      "partial_rotary_factor": 1.0}})";
+constexpr const char* kCwmRope =
+    R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
+
+// clang-format off
+constexpr Family kFamilies[] = {
+  // type            method  theta    max_pos  head_dim prf   prf-aware layout [traits]
+  {"llama",          R,      1e4,     2048,    0,       0,    false, H},
+  // NanoChat: Llama's default RoPE with every angle negated (reversed_rotation below).
+  {"nanochat",       R,      1e4,     2048,    0,       0,    false, H, kReversedRotation},
+  {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
+  {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
+  {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
+  {"ministral3",     R,      1e6,     262144,  128,     0,    false, H, 0, nullptr, kMinistral3Rope},
+  {"mixtral",        R,      1e6,     131072,  0,       0,    false, H},
+  {"qwen2",          R,      1e4,     32768,   0,       0,    false, H},
+  {"qwen2_moe",      R,      1e4,     32768,   0,       0,    false, H},
+  {"qwen3",          R,      1e4,     32768,   128,     0,    false, H},
+  // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: hidden / heads
+  // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181: getattr(config, "head_dim", hidden // heads)).
+  {"qwen3_moe",      R,      1e4,     32768,   0,       0,    false, H},
+  {"qwen2_vl",       R,      1e6,     32768,   0,       0,    false, H},
+  {"qwen2_5_vl",     R,      1e6,     32768,   0,       0,    false, H},
+  {"qwen3_vl",       R,      5e5,     128000,  128,     0,    false, H},
+  {"qwen3_next",     R,      1e4,     32768,   256,     0.25, true,  H},
+  {"qwen3_5",        R,      1e4,     32768,   256,     0.25, true,  H},
+  // Qwen4-Exp (Qwen3.8-Flash-Next): qwen3_5's layout with the whole head rotated by default and a QSA block
+  // indexer on every indexed_attention layer
+  {"qwen4_exp_text", R,      1e4,     32768,   256,     0,    true,  H},
+  {"phi",            R,      1e4,     2048,    0,       0.5,  true,  H},
+  {"phi3",           R,      1e4,     4096,    0,       1.0,  true,  H},
+  {"deepseek_v2",    R,      1e4,     2048,    0,       0,    false, I},
+  {"deepseek_v3",    R,      1e4,     4096,    0,       0,    false, I},
+  {"minicpm3",       R,      1e4,     32768,   0,       0,    false, H},
+  {"gemma",          R,      1e4,     8192,    256,     0,    false, H},
+  {"gemma2",         R,      1e4,     8192,    256,     0,    false, H},
+  {"gemma3_text",    R,      1e6,     131072,  256,     0,    false, H},
+  {"gptj",           R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
+  // GPT-J's table and rotation
+  {"codegen",        R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
+  {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
+  {"gpt_neox_japanese", R,   1e4,     2048,    0,       1.0,  true,  H},  // rotary_pct 1.0
+  {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
+  {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
+  {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
+  {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
+  {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
+  // rope_parameters per layer type only (null: no RoPE), Qwen3-VL's interleaved M-RoPE in halves
+  {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H, kRopePerLayerTypeOnly},
+  // rope per layer type; v head 128
+  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H, kRopePerLayerTypeOnly, nullptr,
+   kMimoV2FlashRope},
+  {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
+  {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
+  {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
+  {"starcoder2",     R,      1e4,     4096,    0,       0,    false, H},
+  {"olmo2",          R,      1e4,     2048,    0,       0,    false, H},
+  {"olmo3",          R,      5e5,     2048,    0,       0,    false, H},
+  {"smollm3",        R,      2e6,     32768,   0,       0,    false, H},
+  {"exaone4",        R,      1e4,     2048,    0,       0,    false, H},
+  {"granite",        R,      1e4,     2048,    0,       0,    false, H},
+  {"nemotron",       R,      1e4,     4096,    0,       0.5,  true,  H},
+  {"persimmon",      R,      1e4,     16384,   0,       0.5,  true,  H},
+  {"gpt_oss",        R,      1.5e5,   131072,  64,      0,    false, H, 0, nullptr, kGptOssRope},
+  {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
+  {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
+  {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
+  // global layers: head 512
+  {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H, 0, nullptr, kGemma4TextRope},
+  // Llama-like families added with python/tests/model/test_model_families.py (class defaults checked there).
+  {"arcee",          R,      1e4,     4096,    0,       0,    false, H},  // head_dim None -> hidden / heads
+  // repeat_interleave cos, pairs (2j, 2j + 1)
+  {"helium",         R,      1e5,     4096,    128,     0,    false, I},
+  {"olmo",           R,      1e4,     2048,    0,       0,    false, H},
+  {"olmoe",          R,      1e4,     4096,    0,       0,    false, H},
+  {"flex_olmo",      R,      5e5,     4096,    0,       0,    false, H},
+  {"granitemoe",     R,      1e4,     2048,    0,       0,    false, H},
+  {"granitemoeshared", R,    1e4,     2048,    0,       0,    false, H},
+  {"ernie4_5",       R,      5e5,     131072,  128,     0,    false, I},  // as helium
+  {"ernie4_5_moe",   R,      5e5,     131072,  0,       0,    false, I},
+  {"seed_oss",       R,      1e4,     524288,  128,     0,    false, H},
+  {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
+  {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
+  {"hyperclovax",    R,      1e4,     2048,    0,       0,    false, H},
+  // llama3 by default (below)
+  {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H, 0, nullptr, kApertusRope},
+  {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
+  {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
+  {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
+  // minimax_m2 without the rotary_dim conversion, with a block top-k indexer on minimax_m3_sparse layers
+  {"minimax_m3_vl_text", R,  5e6,     524288,  128,     0,    true,  H},
+  {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
+  {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
+  // llama3 by default (below)
+  {"cwm",            R,      1e6,     131072,  128,     0,    false, H, 0, nullptr, kCwmRope},
+  {"exaone_moe",     R,      1e4,     2048,    0,       0,    false, H},  // RoPE as exaone4
+  {"kolibri1",       R,      1e4,     262144,  128,     0,    false, H},  // RoPE as exaone4
+  {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
+  {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
+  // RoPE iff layer_rope_theta[i] != 0 (by default the sliding layers), whole head, q / k norms before it
+  {"muse_glimmer_text", R,   1e4,     131072,  128,     0,    false, H},
+  // runs muse_glimmer_text's positional code: modular_muse_spark.py: MuseSparkTextConfig, its attention and
+  // model subclass Muse Glimmer's
+  // rope_parameters preset 5e5
+  {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text"},
+  {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
+  // Llama-like families checked against transformers 5.23 by python/tests/model/test_model_families.py.
+  {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
+  {"emu3_text_model", R,     1e6,     9216,    0,       0,    false, H},
+  // per-head q/k LayerNorm before RoPE
+  {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},
+  {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
+  {"dots1",          R,      1e4,     2048,    0,       0,    false, H},
+  // rope_parameters per layer type
+  {"mellum",         R,      1e4,     131072,  128,     0,    false, H, 0, nullptr, kMellumRope},
+  // conv / sliding / full (proportional)
+  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H, 0, nullptr, kLfm3Rope},
+  {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
+  {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
+  // MLA as deepseek_v3 (nope 192, v 256)
+  {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},
+  // MLA; yarn + llama_4_scaling_beta
+  {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I, 0, nullptr, kMistral4Rope},
+  // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
+  {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I, kAlwaysPairs},
+  {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model/deepseek_v4.cc
+  // runs deepseek_v32's positional code: modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation
+  // (a fused q / gate projection)
+  // deepseek_v32's rules
+  {"axk2",           R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"},
+  // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
+  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly, nullptr,
+   kLagunaRope},
+  // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
+  // (src/model/step3p5.cc)
+  {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H, kRopePerLayerTypeOnly},
+  // GLM-5: nope 192, v 256
+  {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I, kAlwaysPairs},
+  // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
+  // per head, indexer_types sharing
+  {"hy_v4",          R,      1e4,     262144,  0,       0,    false, H},
+  // Dots 3 Note: MLA with dims per layer type (sliding: nope 192, windows of 512, base 5e4; indexed: nope
+  // 128, base 8e7, GLM-5's indexer), interleaved (src/model/dots3.cc; configuration_dots3_note.py L241-285)
+  {"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I, kRopePerLayerTypeOnly},
+  // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
+  {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I, kAlwaysPairs},
+  {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
+  {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
+  // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
+  {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
+  {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
+  // HunYuan-VL's text model (HunyuanOCR): hunyuan_v1_dense's rules, "xdrope" = dynamic, multi-axis positions
+  // runs hunyuan_v1_dense's positional code: modeling_hunyuan_vl.py: HunYuan dense's NTK-alpha rotary module
+  // and attention with multi-axis positions
+  {"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H, 0, "hunyuan_v1_dense"},
+  // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
+  {"granite_swa",    R,      1e4,     8192,    0,       0,    false, H},
+  {"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H},
+  // Hybrids: softmax attention on some layers, state-space / linear attention / recurrence on the others.
+  {"recurrent_gemma", R,     1e4,     0,       0,       0.5,  true,  H},  // no max_position_embeddings
+  {"minimax",        R,      1e6,     131072,  0,       0,    false, H},
+  {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
+  {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
+  // MLA as deepseek_v3 + linear layers
+  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I, kAlwaysPairs},
+  // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
+  // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
+  {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // GLM-5-Next (GLM-5.3-Flash): NoPE MLA on its indexed_attention layers (qk_rope_head_dim must be 0, a
+  // k-pool indexer without RoPE), KDA linear attention elsewhere
+  // (modeling_glm5_next.py: "Key change using NoPE")
+  {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
+  // and a norm with a learned key temperature before RoPE (the caller's), src/model/zaya.cc
+  {"zaya",           R,      1e4,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly},
+  // Molmo 2: the rope dict on rope_scaling_layers (all by default), plain RoPE of the same base elsewhere
+  {"molmo2_text",    R,      1e4,     36864,   128,     0,    false, H},
+  // Text models with another family's positional code (Family::rules); their own
+  // class defaults. M-RoPE sections when a config has none: src/model/rope_dict.cc.
+  // runs glm4's positional code: modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
+  // prf from rope_parameters, 1.0
+  {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I, 0, "glm4"},
+  // runs glm4's positional code: modeling_glm_ocr.py: as glm4v
+  {"glm_ocr_text",   R,      1e4,     131072,  0,       0,    true,  I, 0, "glm4"},
+  // runs glm4_moe's positional code: modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
+  {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H, 0, "glm4_moe"},
+  // runs qwen2_5_vl's positional code: modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
+  {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H, 0, "qwen2_5_vl"},
+  // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
+  // head_dim: hidden / heads
+  {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H, 0, "qwen3_vl"},
+  // Qwen3-Omni's talker (its own class defaults: base 1e4), the thinker's rotary module and attention
+  // (modeling_qwen3_omni_moe.py L2800, L2905-2907)
+  // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: the thinker's rotary module
+  {"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H, 0, "qwen3_vl"},
+  // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
+  // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
+  // runs glm4_moe's positional code: modeling_glm_image.py: glm4v_moe's rotary and attention
+  {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H, 0, "glm4_moe"},
+  // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py L119-212;
+  // its backbone model sums the codebooks' embeddings per position) and Higgs Audio v2's
+  // (modeling_higgs_audio_v2.py L83-113, L333-378; llama3 scaling by default)
+  // runs llama's positional code: modeling_csm.py: Llama's rotary module and attention
+  {"csm",            R,      5e5,     2048,    0,       0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_higgs_audio_v2.py: Llama's (llama3 by default)
+  {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H, 0, "llama", kHiggsAudioV2Rope},
+  // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
+  // (modeling_voxtral_realtime.py L612-668, L796)
+  // runs mistral's positional code: modeling_voxtral_realtime.py: Mistral's, window on all
+  {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H, 0, "mistral"},
+  // runs llama's positional code: modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
+  {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
+  {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H, 0, "llama"},
+  // runs llama's positional code: modeling_deepseek_ocr2.py: plain multi-head attention
+  // head_dim = hidden / heads
+  {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H, 0, "llama"},
+  // runs granite's positional code: modeling_granite4_vision.py: scaling = attention_multiplier
+  {"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H, 0, "granite"},
+  // runs phi3's positional code: modeling_phi4_multimodal.py: Phi-3's attention and longrope
+  {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H, 0, "phi3"},
+  // runs gemma4_text's positional code: modeling_gemma4_unified.py: Gemma4TextAttention
+  // global layers: head 512
+  {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H, 0, "gemma4_text"},
+  // runs gemma3_text's positional code: modeling_gemma3n.py: Gemma 3's bases and rope dicts
+  // scale 1, full every 5th layer
+  {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H, 0, "gemma3_text"},
+  // runs ernie4_5_moe's positional code: modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
+  // mrope_alternating_hw
+  {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I, 0, "ernie4_5_moe"},
+  // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
+  {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
+  // modernbert: modernbert-decoder's rules, both ways
+  // runs modernbert-decoder's positional code: modeling_modernbert.py: the encoder of modernbert-decoder's
+  // bases, layer pattern and rope dicts (configuration_modernbert.py L115-151), bidirectional, a symmetric
+  // window (layer_types.cc)
+  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "modernbert-decoder"},
+  // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
+  // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
+  // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
+  // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
+  // runs gemma4_text's positional code: modeling_embedding_gemma2.py: Gemma 4's, bidirectional
+  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text",
+   kEmbeddingGemma2TextRope},
+  // runs gpt_oss's positional code: modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
+  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"},
+  // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
+  // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
+  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H,
+   kBidirectional | kRopePerLayerTypeOnly,
+   nullptr, kUltrabertRope},
+  // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
+  // runs llama's positional code: modeling_nomic_bert.py: Llama's rotary module and rotate_half over the
+  // whole head, bidirectional
+  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_gte.py: Llama's rotary module and rotate_half over the whole head,
+  // bidirectional
+  {"gte",            R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_jina_embeddings_v3.py: Llama's rotary module and rotate_half over
+  // the whole head, bidirectional
+  {"jina_embeddings_v3", R,  2e4,     8194,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_eurobert.py: Llama's rotary module and rotate_half over the whole
+  // head, bidirectional
+  {"eurobert",       R,      1e4,     8192,    0,       0,    false, H, kBidirectional, "llama"},
+  // runs llama's positional code: modeling_esmc.py: Llama's rotary module and rotate_half over the whole
+  // head, bidirectional
+  {"esmc",           R,      1e4,     2048,    0,       0,    false, H, kBidirectional, "llama"},
+  // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
+  // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
+  // table (RoBERTa's rows), causal iff is_decoder.
+  {"roformer",       R,      1e4,     1536,    0,       0,    false, I,
+   kCausalIffDecoder | kFixedRotaryTable},
+  {"esm",            R,      1e4,     1026,    0,       0,    false, H, kCausalIffDecoder},
+  // State-space models: no attention, no positions (position_ids are accepted and ignored).
+  {"mamba",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"mamba2",         PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"falcon_mamba",   PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  // Recurrent: RWKV's time mixing ("RwkvSelfAttention", a recurrence), xLSTM's mLSTM / sLSTM blocks.
+  {"rwkv",           PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  {"xlstm",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
+  // No positional encoding in the attention layers (modeling_jamba.py, modeling_nemotron_h.py,
+  // modeling_zamba.py: apply_rotary_pos_emb is defined but never called).
+  {"jamba",          PositionMethod::none, 0, 262144, 0, 0, false, H},
+  {"nemotron_h",     PositionMethod::none, 0, 4096, 128, 0, false, H},
+  {"zamba",          PositionMethod::none, 0, 4096, 0, 0, false, H},
+  {"bamba",          R,      1e4,     262144,  0,       0.5,  true,  H},  // prf forced 0.5 (config)
+  {"granitemoehybrid", R,    1e4,     2048,    0,       0,    false, H},  // RoPE iff position_embedding_type
+  {"falcon_h1",      R,      1e4,     8192,    0,       0,    false, H},  // mamba + attention in every layer
+  {"zamba2",         R,      1e4,     4096,    0,       0,    false, H},  // RoPE iff use_mem_rope
+  {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
+  {"xglm",           PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},  // ModelPositions::sinusoidal
+  // Kosmos-2's text decoder: XGLM's table, read at row p + pad_token_id + 1 (config_json.cc)
+  {"kosmos_2_text_model", PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},
+  {"kosmos_2_5_text_model", PositionMethod::sinusoidal, 0, 4096, 0, 0, false, H},  // the same, q pre-scaled
+  {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
+  {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
+  {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
+  // T5's rules (Family::rules); umt5: a bucket table in every layer;
+  // pix2struct_text_model: a decoder alone (is_decoder, unidirectional buckets).
+  // runs t5's positional code: modeling_mt5.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"mt5",            PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_umt5.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"umt5",           PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_switch_transformers.py: T5's buckets (_relative_position_bucket) and
+  // unscaled attention
+  {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H, 0, "t5"},
+  // runs t5's positional code: modeling_pix2struct.py: T5's buckets (_relative_position_bucket) and unscaled
+  // attention
+  {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H, 0, "t5"},
+  {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
+  {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
+  {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  // learned encoders, row p (ibert: RoBERTa's p + pad_token_id + 1), bidirectional
+  {"distilbert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"ibert",          PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional | kRoberta},
+  {"openai-gpt",     PositionMethod::learned, 0, 512,  0, 0, false, H},
+  // ALBERT: row p, bidirectional; MPNet: a learned table (row p + 2) and T5's bidirectional buckets in
+  // every layer (ModelPositions::learned_embeddings).
+  {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  // MobileBERT (modeling_mobilebert.py L78, L105-106, L134): row p, bidirectional; heads of the
+  // bottleneck (src/model/per_layer.cc head_dims).
+  {"mobilebert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H, kBidirectional},
+  {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
+  // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
+  {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"ernie",          PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"megatron-bert",  PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"roc_bert",       PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"rembert",        PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
+  {"bert-generation", PositionMethod::learned, 0, 512, 0, 0, false, H, kBert},
+  {"roberta",        PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"xlm-roberta",    PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"xlm-roberta-xl", PositionMethod::learned, 0, 514,  0, 0, false, H, kRoberta},
+  {"camembert",      PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"data2vec-text",  PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+  {"roberta-prelayernorm", PositionMethod::learned, 0, 512, 0, 0, false, H, kRoberta},
+  {"xmod",           PositionMethod::learned, 0, 512,  0, 0, false, H, kRoberta},
+};
+// clang-format on
+
+// hidden_size, num_attention_heads, num_hidden_layers (or their aliases) of each config class's
+// defaults: generated from transformers 5.23's classes and checked by test_model_families.py
+// (test_omitted_keys_take_the_class_defaults drops each key the class fills back).
+// clang-format off
+constexpr SizeDefaults kSizeDefaults[] = {
+      {"afmoe", 2048, 16, 32},
+      {"apertus", 4096, 32, 32},
+      {"arcee", 2560, 32, 32},
+      {"aria_text", 4096, 32, 32},
+      {"bert", 768, 12, 12},
+      {"roformer", 768, 12, 12},
+      {"esm", 768, 12, 12},
+      {"albert", 4096, 64, 12},
+      {"mobilebert", 512, 4, 24},
+      {"mpnet", 768, 12, 12},
+      {"xglm", 1024, 16, 24},
+      {"kosmos_2_text_model", 2048, 32, 24},
+      {"kosmos_2_5_text_model", 1536, 16, 24},
+      {"t5", 512, 8, 6},
+      {"mt5", 512, 6, 8},
+      {"umt5", 512, 6, 8},
+      {"switch_transformers", 768, 12, 12},
+      {"pix2struct_text_model", 768, 12, 12},
+      {"ctrl", 1280, 16, 48},
+      {"bitnet", 2560, 20, 30},
+      {"bloom", 64, 8, 2},
+      {"cohere", 8192, 64, 40},
+      {"cohere2", 8192, 64, 40},
+      {"cohere2_moe", 8192, 64, 40},
+      {"mimo_v2_flash", 4096, 64, 48},
+      {"cwm", 6144, 48, 64},
+      {"deepseek_v2", 4096, 32, 32},
+      {"deepseek_v3", 7168, 128, 61},
+      {"ernie4_5", 1024, 16, 18},
+      {"ernie4_5_moe", 2560, 20, 28},
+      {"exaone4", 4096, 32, 32},
+      {"exaone_moe", 4096, 32, 32},
+      {"falcon", 4544, 71, 32},
+      {"flex_olmo", 4096, 32, 32},
+      {"flint", 2048, 32, 49},
+      {"gemma", 3072, 16, 28},
+      {"gemma2", 2304, 8, 26},
+      {"gemma3_text", 2304, 8, 26},
+      {"gemma4_text", 2304, 8, 30},
+      {"embedding_gemma2_text", 512, 4, 24},
+      {"openai_privacy_filter", 640, 14, 8},
+      {"ultrabert", 4096, 32, 32},
+      {"glm", 4096, 32, 40},
+      {"glm4", 4096, 32, 40},
+      {"glm4_moe", 4096, 96, 46},
+      {"gpt2", 768, 12, 12},
+      {"gpt_bigcode", 768, 12, 12},
+      {"gpt_neo", 2048, 16, 24},
+      {"gpt_neox", 6144, 64, 44},
+      {"gpt_neox_japanese", 2560, 32, 32},
+      {"gpt_oss", 2880, 64, 36},
+      {"gptj", 4096, 16, 28},
+      {"codegen", 4096, 16, 28},
+      {"granite", 4096, 32, 32},
+      {"granite_docling_text", 1024, 16, 28},
+      {"granitemoe", 4096, 32, 32},
+      {"granitemoeshared", 4096, 32, 32},
+      {"helium", 2560, 20, 24},
+      {"hyperclovax", 4096, 32, 32},
+      {"internlm3", 4096, 32, 48},
+      {"jais2", 3328, 26, 32},
+      {"kolibri1", 2560, 48, 50},
+      {"lfm2", 2560, 32, 32},
+      {"llama", 4096, 32, 32},
+      {"nanochat", 768, 6, 12},  // configuration_nanochat.py L55-58
+      {"llama4_text", 5120, 40, 48},
+      {"minicpm3", 2560, 40, 62},
+      {"minimax_m2", 3072, 48, 62},
+      {"ministral", 4096, 32, 32},
+      {"ministral3", 4096, 32, 34},
+      {"mistral", 4096, 32, 32},
+      {"mixtral", 4096, 32, 32},
+      {"mllama_text_model", 4096, 32, 40},
+      {"mpt", 2048, 16, 24},
+      {"nemotron", 6144, 48, 32},
+      {"olmo", 4096, 32, 32},
+      {"olmo2", 4096, 32, 32},
+      {"olmo3", 4096, 32, 32},
+      {"olmoe", 2048, 16, 16},
+      {"opt", 768, 12, 12},
+      {"persimmon", 4096, 64, 36},
+      {"phi", 2048, 32, 24},
+      {"phi3", 3072, 32, 32},
+      {"phimoe", 4096, 32, 32},
+      {"qwen2", 4096, 32, 32},
+      {"qwen2_5_vl_text", 8192, 64, 80},
+      {"qwen2_moe", 2048, 16, 24},
+      {"qwen2_vl_text", 8192, 64, 80},
+      {"qwen3", 4096, 32, 32},
+      {"qwen3_5_moe_text", 2048, 16, 40},
+      {"qwen3_5_text", 4096, 16, 32},
+      {"qwen3_moe", 2048, 32, 24},
+      {"qwen3_next", 2048, 16, 48},
+      {"qwen3_vl_moe_text", 2048, 16, 24},
+      {"qwen3_vl_text", 4096, 32, 32},
+      {"seed_oss", 4096, 80, 64},
+      {"smollm3", 2048, 16, 36},
+      {"solar_open", 4096, 64, 48},
+      {"stablelm", 2560, 32, 32},
+      {"starcoder2", 3072, 24, 30},
+      {"vaultgemma", 2304, 8, 26},
+      {"iquestcoder", 5120, 40, 80},
+      {"emu3_text_model", 4096, 32, 32},
+      {"chameleon", 4096, 32, 32},
+      {"hy_v3", 4096, 64, 80},
+      {"dots1", 4608, 32, 62},
+      {"mellum", 2304, 32, 28},
+      {"lfm3", 2048, 16, 24},
+      {"youtu", 2048, 16, 32},
+      {"axk1", 7168, 64, 61},
+      {"glm4_moe_lite", 2048, 20, 47},
+      {"mistral4", 4096, 32, 36},
+      {"deepseek_v32", 7168, 128, 61},
+      {"deepseek_v4", 4096, 64, 43},
+      {"axk2", 2048, 32, 48},
+      {"laguna", 2048, 48, 40},
+      {"step3p5", 4096, 64, 45},
+      {"muse_glimmer_text", 6656, 32, 52},
+      {"hunyuan_vl_text", 4096, 32, 32},
+      {"cohere_compass_text", 8192, 64, 40},
+      {"minimax_m3_vl_text", 6144, 64, 60},
+      {"muse_spark_text", 8192, 128, 62},
+      {"glm_moe_dsa", 6144, 64, 78},
+      {"longcat_flash", 6144, 64, 56},
+      {"jetmoe", 2048, 32, 12},
+      {"dbrx", 2048, 16, 24},
+      {"roberta", 768, 12, 12},
+      {"xlm-roberta", 768, 12, 12},
+      {"xlm-roberta-xl", 2560, 32, 36},
+      {"camembert", 768, 12, 12},
+      {"data2vec-text", 768, 12, 12},
+      {"roberta-prelayernorm", 768, 12, 12},
+      {"xmod", 768, 12, 12},
+      {"electra", 256, 4, 12},
+      {"ernie", 768, 12, 12},
+      {"megatron-bert", 1024, 16, 24},
+      {"roc_bert", 768, 12, 12},
+      {"rembert", 1152, 18, 32},
+      {"bert-generation", 1024, 16, 24},
+      {"openai-gpt", 768, 12, 12},
+      {"biogpt", 1024, 16, 24},
+      {"hunyuan_v1_dense", 4096, 32, 32},
+      {"hunyuan_v1_moe", 4096, 32, 32},
+      {"granite_swa", 2560, 20, 24},
+      {"granitemoe_swa", 4096, 32, 32},
+      {"recurrent_gemma", 2560, 10, 26},
+      {"minimax", 4096, 32, 32},
+      {"olmo_hybrid", 3840, 30, 32},
+      {"lfm2_moe", 2048, 32, 32},
+      {"bailing_hybrid", 2560, 32, 42},
+      {"kimi_linear", 2304, 32, 27},
+      {"glm5_next_text", 4096, 64, 45},
+      {"qwen4_exp_text", 2048, 16, 40},
+      {"zaya", 2048, 8, 40},
+      {"hy_v4", 2816, 32, 34},
+      {"dots3_note_text", 5120, 128, 46},
+      {"molmo2_text", 4096, 32, 36},
+      {"mamba", 768, 0, 32},  // no attention heads
+      {"mamba2", 4096, 0, 64},
+      {"falcon_mamba", 768, 0, 32},
+      {"rwkv", 4096, 0, 32},
+      {"xlstm", 4096, 0, 32},
+      {"jamba", 4096, 32, 32},
+      {"nemotron_h", 4096, 32, 4},
+      {"zamba", 3712, 16, 76},
+      {"bamba", 4096, 32, 32},
+      {"granitemoehybrid", 4096, 32, 32},
+      {"falcon_h1", 4096, 32, 32},
+      {"zamba2", 2560, 32, 54},
+      {"glm4v_text", 4096, 32, 40},
+      {"glm_ocr_text", 1024, 16, 16},
+      {"glm4v_moe_text", 4096, 96, 46},
+      {"qwen2_5_omni_text", 3584, 28, 28},
+      {"qwen3_omni_moe_text", 2048, 28, 28},
+      {"qwen3_omni_moe_talker_text", 1024, 16, 20},
+      {"glm_image_text", 4096, 32, 40},
+      {"voxtral_realtime_text", 4096, 32, 32},
+      {"csm", 2048, 32, 16},
+      {"higgs_audio_v2", 3072, 24, 28},
+      {"paddleocr_vl_text", 1024, 16, 18},
+      {"cosmos3_edge_text", 2048, 16, 28},
+      {"deepseek_ocr2_text", 4096, 32, 32},
+      {"granite4_vision_text", 4096, 32, 32},
+      {"phi4_multimodal", 3072, 32, 32},
+      {"gemma4_unified_text", 2304, 8, 30},
+      {"gemma3n_text", 2048, 8, 35},
+      {"ernie4_5_vl_moe_text", 2560, 20, 28},
+      {"modernbert-decoder", 768, 12, 22},
+      {"modernbert", 768, 12, 22},
+      {"nomic_bert", 768, 12, 12},
+      {"gte", 768, 12, 12},
+      {"jina_embeddings_v3", 1024, 16, 24},
+      {"eurobert", 768, 12, 12},
+      {"esmc", 2560, 40, 80},
+      {"distilbert", 768, 12, 6},
+      {"squeezebert", 768, 12, 12},
+      {"ibert", 768, 12, 12},
+};
+// clang-format on
+
+constexpr std::array<std::string_view, 43> kIrrelevant = {
+    "attention_dropout", "attention_bias", "attention_probs_dropout_prob", "attn_pdrop",
+    "routed_scaling_factor", "moe_routed_scaling_factor",
+    "moe_router_scaling_factor",  // step3p5's MoE output scale
+    "hc_sinkhorn_iters",          // GLM-5-Next's mHC residual streams
+    "mtp_loss_scaling_factor", "output_attentions", "chunk_size_feed_forward", "cross_attention_hidden_size",
+    "add_cross_attention",
+    "temperature",                // a generation default in old PretrainedConfig dumps
+    "attention_softmax_in_fp32",  // numerics, not positions
+    "scale_attention_softmax_in_fp32", "apply_query_key_layer_scaling", "logits_scaling",
+    "attention_layernorm", "max_window_size_unused",
+    "model_max_length",  // a tokenizer setting
+    "use_sliding_window_unused", "attention_out_bias",
+    "chunk_size",  // Mamba-2's SSM scan chunk (Nemotron-H, Bamba, ...), not attention chunking
+    "mamba_chunk_size",
+    // keys with "attn" that choose kernels, dropout, numerics or the block's wiring, not positions or masks
+    "attn_dropout_prob", "attn_implementation", "_attn_implementation", "_attn_implementation_autoset",
+    "use_flash_attn", "deterministic_flash_attn",
+    "reorder_and_upcast_attn",  // GPT-2's fp32 upcast of q k^T
+    "attn_output_gate",         // Qwen3-Next / Qwen3.5: a sigmoid gate on the attention output
+    "parallel_attn",            // Falcon: attention and MLP side by side in a block
+    "num_ln_in_parallel_attn",
+    "full_attn_alpha_factor",  // MiniMax: residual scales of the attention blocks
+    "full_attn_beta_factor", "linear_attn_alpha_factor", "linear_attn_beta_factor",
+    // read for gpt2 and gpt_bigcode, the planned families whose modeling code reads it; a leftover in other
+    // files (StarCoder2's; Qwen's modeling_qwen.py sets self.scale_attn_weights = True whatever it says)
+    "scale_attn_weights",
+    "attention_in_multiplier",  // Falcon-H1: the attention block's input and output scales
+    "attention_out_multiplier",
+    "moe_router_logit_softcapping"};  // Laguna: a softcap of the MoE router's logits, not attention's
+
+// Positional-looking keys of real configs that transformers 5.23's family reads nowhere (neither its
+// configuration nor its modeling file mentions them), with what it reads instead.
+struct IgnoredKey {
+  std::string_view model_type, key, instead;
+};
+constexpr IgnoredKey kIgnoredByTransformers[] = {
+    {"bloom", "offset_alibi", "its ALiBi slopes come from the head count alone"},
+    {"gemma2", "sliding_window_size", "its window is sliding_window"},
+    {"gptj", "rotary", "it rotates rotary_dim dims on every layer"},
+    {"qwen2", "rotary_emb_base", "its base is rope_theta"},
+    {"cohere2", "rotary_pct", "it rotates the whole head"},
+    {"stablelm", "rotary_scaling_factor", "its scaling is rope_parameters"},
+    {"falcon_h1", "attn_layer_indices", "every layer has attention beside its Mamba mixer"},
+};
+}  // namespace
+
+const Family* find_family(const std::string& model_type) {
+  for (const Family& f : kFamilies)
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
+const SizeDefaults* find_size_defaults(const std::string& model_type) {
+  for (const SizeDefaults& d : kSizeDefaults)
+    if (model_type == d.model_type) return &d;
+  return nullptr;
+}
+
+std::string refusal_reason(const std::string& t) {
+  // (Remote-code types, not in transformers 5.23.0, are planned from the authors' files or refused there:
+  // src/model/remote.cc.)
+  // In transformers 5.23, with positional code posenc does not model yet (each family's modeling file).
+  static const char* const kInkling =
+      "its positions are a content-dependent relative bias (r_proj(x_q) . proj[:, q - k]) and short "
+      "convolutions, without RoPE";
+  static const char* const kMerged =
+      "merged attention (one softmax over rotated self keys and unrotated encoder keys)";
+  static const std::pair<const char*, std::string> kNotModeled[] = {
+      {"mistral_large4_text",
+       "its rotary frequencies times exp(alpha) of a checkpoint tensor (LeRoPE: rotary_emb.alpha) and "
+       "its queries times learned per-head s_h ln(p + 1) + b_h (SSMax), neither in config.json"},
+      {"inkling_text", kInkling},
+      {"inkling2_text", kInkling},
+      {"diffusion_gemma_text", "its bidirectional canvas decoding (a second pass over the prompt's cache)"},
+      {"unlimited_ocr_text",
+       "its reference sliding window (the whole prefill stays visible: a mask that depends on the prompt's "
+       "length at run time)"},
+      {"led", "its encoder's Longformer attention (attention_window, global tokens)"},
+      {"bigbird_pegasus", "its encoder's block-sparse attention (global, sliding and random blocks)"},
+      {"big_bird", "its block-sparse attention (global, sliding and random blocks)"},
+      {"pegasus_x", "its encoder's block-local attention with global tokens"},
+      {"longt5", "its encoder's local / transient-global attention"},
+      {"t5gemma2", std::string("its decoder's ") + kMerged},
+      {"t5gemma2_decoder", std::string("its ") + kMerged},
+      {"prophetnet", "its content-dependent relative bias and n-gram streams"},
+      {"udop", "its 2-D layout embeddings and bounding-box relative buckets"},
+      {"cpmant", "its segment-pair relative buckets and prompt prefix"},
+      {"beam", "its full layers' query temperature (1 + (p + 1) / 2048)^0.1"},
+      {"doge", "its content-dependent key bias and top-k key selection"},
+      {"diffllama", "its differential attention (two softmax maps per head, subtracted)"},
+      // Encoders with attention or positions of their own (transformers 5.23's modeling_<type>.py):
+      // deberta: with relative_attention, c2p / p2c terms of each layer's projections of shared relative
+      // embeddings (L72, L174-183), the query scaled by (head (1 + len(pos_att_type)))^-0.5 (L246-248);
+      // deberta-v2: the same, log-bucketed with position_buckets (L56, L162-176); xlnet: Transformer-XL's
+      // r_w_bias / r_r_bias terms over sinusoidal relative encodings and a segment term (L59-62,
+      // L108-118, L938); funnel: relative_shift / factorized position terms over pooled sequences
+      // (configuration_funnel.py L68; modeling_funnel.py L105-121, L253, L367); longformer: windows of
+      // attention_window // 2 keys a side and global tokens (L478, L1172); reformer: LSH and chunked local
+      // attention, axial position embeddings (L192-213, L321, L415, L1109); nystromformer: landmarks
+      // (L114, L140, L182); yoso: hashed sampling (L85, L280); mra: block-sparse multi-resolution
+      // (L312-341, L517); fnet: FFTs instead of attention (L67-79, L138-160); convbert: span-based
+      // dynamic convolution heads beside num_attention_heads // head_ratio attention heads (L106, L141-161);
+      // layoutlm: bounding-box embeddings added to the learned rows (L54-57, L95-97); tapas: row / column
+      // token types and positions reset per cell (L81-85, L105-110); luke: entity positions as the mean of
+      // their words' rows (L361, L393) and entity-aware queries (L416-424).
+      {"deberta",
+       "its disentangled attention (with relative_attention: content-to-position and position-to-content "
+       "terms over relative positions, projected by each layer)"},
+      {"deberta-v2",
+       "its disentangled attention (with relative_attention: content-to-position and position-to-content "
+       "terms over relative positions, log-bucketed with position_buckets, projected by each layer)"},
+      {"xlnet",
+       "its relative attention (Transformer-XL's content and position terms over sinusoidal relative "
+       "encodings, and a segment term)"},
+      {"funnel", "its relative attention over pooled sequences (attention_type relative_shift / factorized)"},
+      {"longformer", "its sliding-window attention with global tokens (attention_window)"},
+      {"reformer", "its LSH and chunked local attention with axial position embeddings"},
+      {"nystromformer", "its Nystrom approximation of attention (landmark queries and keys)"},
+      {"yoso", "its LSH-sampled approximate attention"},
+      {"mra", "its multi-resolution approximate attention"},
+      {"fnet", "its Fourier token mixing (no attention)"},
+      {"convbert", "its span-based dynamic convolution heads beside attention (head_ratio)"},
+      {"layoutlm", "its 2-D layout embeddings of bounding boxes, added beside the learned positions"},
+      {"tapas", "its table row / column embeddings and per-cell reset positions"},
+      {"luke",
+       "its entity positions (the mean of each entity's word position embeddings) and entity-aware "
+       "attention"},
+      {"git", "its bidirectional image prefix"},
+      {"pi0", "its prefix-LM and action-block bidirectional masks"},
+      {"hrm_text", "its recurrent stacks and prefix-LM mask"},
+  };
+  for (const auto& [type, why] : kNotModeled)
+    if (t == type) return why + " is not modeled by posenc yet";
+  return {};
+}
+
+const char* default_rope_parameters(const std::string& t) {
+  const Family* f = find_family(t);
+  return f ? f->rope_parameters : nullptr;
+}
+
+bool has_trait(const std::string& t, FamilyTrait trait) {
+  const Family* f = find_family(t);
+  return f && (f->traits & trait) != 0;
+}
+
+bool attention_free(const std::string& t) { return has_trait(t, kAttentionFree); }
+bool reversed_rotation(const std::string& t) { return has_trait(t, kReversedRotation); }
+bool always_bidirectional(const std::string& t) { return has_trait(t, kBidirectional); }
+bool roberta_like(const std::string& t) { return has_trait(t, kRobertaRows); }
+bool bert_like(const std::string& t) { return has_trait(t, kBertFamily); }
+bool causal_iff_decoder(const std::string& t) { return has_trait(t, kCausalIffDecoder); }
+
+bool known_irrelevant_key(const std::string& key) {
+  for (std::string_view k : kIrrelevant)
+    if (key == k) return true;
+  return false;
+}
+
+std::string ignored_by_transformers(const std::string& model_type, const std::string& key) {
+  for (const IgnoredKey& k : kIgnoredByTransformers)
+    if (model_type == k.model_type && key == k.key) return std::string(k.instead);
+  return {};
+}
+
+bool looks_positional(const std::string& key) {
+  // "attn" and "interpolat": full_attn_idxs (LFM2's attention layers) went unread without a word.
+  for (std::string_view s : {"rope", "rotary", "position", "window", "alibi", "attention", "attn",
+                             "interpolat", "scaling", "theta", "chunk", "sink", "softcap", "temperature"})
+    if (key.find(s) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace posenc::detail

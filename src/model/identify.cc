@@ -1,0 +1,90 @@
+// src/model/identify.cc: which model's code a config.json is, where that is not its model_type as written,
+// for both readers (model_positions_from_hf_json, and rope_config_from_hf_json's unplanned_reason): a type
+// taken from auto_map, Kimi K2 read as DeepSeek-V3, InternLM's early type told apart by its architectures.
+#include <optional>
+#include <string>
+
+#include "src/model/parse.h"
+
+namespace posenc::detail {
+namespace {
+
+// auto_map.AutoConfig without a re-save's repository prefix, or "". Re-saves prefix the class with
+// its repository ("openbmb/MiniCPM-1B-sft-bf16--configuration_minicpm.MiniCPMConfig").
+std::string auto_map_config_class(const json& root) {
+  if (!has(root, "auto_map") || !root.at("auto_map").is_object() || !has(root.at("auto_map"), "AutoConfig") ||
+      !root.at("auto_map").at("AutoConfig").is_string())
+    return "";
+  std::string cls = root.at("auto_map").at("AutoConfig").get<std::string>();
+  if (const size_t at = cls.rfind("--"); at != std::string::npos) cls = cls.substr(at + 2);
+  return cls;
+}
+
+// Remote-code configs saved without model_type (MiniCPM 1 / 2's own files): transformers takes the type from
+// the configuration class auto_map names (AutoConfig with trust_remote_code).
+std::string model_type_from_auto_map(const json& root) {
+  static const char* const kClasses[][2] = {{"configuration_minicpm.MiniCPMConfig", "minicpm"},
+                                            {"configuration_baichuan.BaichuanConfig", "baichuan"},
+                                            {"configuration_baichuan.BaiChuanConfig", "baichuan"},
+                                            {"configuration_chatglm.ChatGLMConfig", "chatglm"},
+                                            {"configuration_qwen.QWenConfig", "qwen"},
+                                            {"configuration_internlm2.InternLM2Config", "internlm2"}};
+  const std::string cls = auto_map_config_class(root);
+  for (const auto& c : kClasses)
+    if (cls == c[0]) return c[1];
+  return "";
+}
+
+// Kimi K2 (moonshotai/Kimi-K2-*): model_type "kimi_k2", not in transformers 5.23's table, whose remote code
+// (auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config, architectures DeepseekV3ForCausalLM) is
+// DeepSeek-V3's; transformers' own kimi_k25 reads a kimi_k2 text_config as deepseek_v3
+// (configuration_kimi_k25.py L85-86), as posenc does for either form.
+bool kimi_k2_is_deepseek_v3(const json& root) {
+  return auto_map_config_class(root) == "configuration_deepseek.DeepseekV3Config";
+}
+constexpr const char* kKimiK2Warning =
+    "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
+    "read "
+    "as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 reads "
+    "kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)";
+
+}  // namespace
+
+std::optional<Identified> identified_as_other_type(const json& root) {
+  if (!has(root, "model_type")) {
+    const std::string inferred = model_type_from_auto_map(root);
+    if (inferred.empty()) return std::nullopt;
+    json named = root;
+    named["model_type"] = inferred;
+    return Identified{std::move(named), "model_type is missing: read as '" + inferred +
+                                            "', the type of auto_map.AutoConfig = " +
+                                            root.at("auto_map").at("AutoConfig").get<std::string>()};
+  }
+  const json& type = root.at("model_type");
+  if (type == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
+    json named = root;
+    named["model_type"] = "deepseek_v3";
+    return Identified{std::move(named), kKimiK2Warning};
+  }
+  if (type == "kimi_k25" && has(root, "text_config") && root.at("text_config").is_object() &&
+      has(root.at("text_config"), "model_type") &&
+      root.at("text_config").at("model_type") == "kimi_k2") {  // configuration_kimi_k25.py L85-86
+    json renamed = root;
+    renamed["text_config"]["model_type"] = "deepseek_v3";
+    return Identified{std::move(renamed),
+                      "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config "
+                      "rewrites it (configuration_kimi_k25.py L85-86)"};
+  }
+  return std::nullopt;
+}
+
+// modeling_internlm2.py's early revisions were published as model_type "internlm" with architectures
+// ["InternLM2ForCausalLM"]; InternLM (1)'s own "internlm" is other remote code.
+bool internlm2_architecture(const json& root) {
+  if (has(root, "architectures") && root.at("architectures").is_array())
+    for (const json& a : root.at("architectures"))
+      if (a == "InternLM2ForCausalLM") return true;
+  return false;
+}
+
+}  // namespace posenc::detail
