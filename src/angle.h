@@ -63,7 +63,7 @@ POSENC_HD inline double round_to_integer(double x) {
 POSENC_HD inline void sin_cos_of_angle(double angle, float* sin_out, float* cos_out) {
   const double k = round_to_integer(angle * kTwoOverPi);
   const double r1 = fma_d(-k, kPiOver2Lo, fma_d(-k, kPiOver2Hi, angle));
-  const double k2 = round_to_integer(r1 * kTwoOverPi);  // 0 unless k was past 2^53
+  const double k2 = round_to_integer(r1 * kTwoOverPi);  // 0 unless k was past 2^53; then below 2^53
   const double r = fma_d(-k2, kPiOver2Lo, fma_d(-k2, kPiOver2Hi, r1));
   const double z = r * r;
   double sp = 1.0 / 6227020800.0;  // 1/13!
@@ -82,9 +82,9 @@ POSENC_HD inline void sin_cos_of_angle(double angle, float* sin_out, float* cos_
   cp = fma_d(cp, z, 1.0 / 24.0);
   cp = fma_d(cp, z, -0.5);
   const double cos_r = fma_d(cp, z, 1.0);
-  // k mod 4 exactly for any integer-valued double (k / 4 and its floor are exact), plus the second pass's.
-  const double k_mod_4 = k - 4.0 * floor(k * 0.25);
-  const int quadrant = (static_cast<int>(k_mod_4) + static_cast<int>(k2)) & 3;
+  // k mod 4 exactly for any integer-valued double (k / 4 and its floor are exact), and k2's.
+  const double k_mod_4 = k - 4.0 * floor(k * 0.25), k2_mod_4 = k2 - 4.0 * floor(k2 * 0.25);
+  const int quadrant = (static_cast<int>(k_mod_4) + static_cast<int>(k2_mod_4)) & 3;
   const double s = quadrant == 0 ? sin_r : quadrant == 1 ? cos_r : quadrant == 2 ? -sin_r : -cos_r;
   const double c = quadrant == 0 ? cos_r : quadrant == 1 ? -sin_r : quadrant == 2 ? -cos_r : sin_r;
   *sin_out = static_cast<float>(s);
