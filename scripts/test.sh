@@ -3,9 +3,8 @@
 # then once more under clang 14's AddressSanitizer + UndefinedBehaviorSanitizer with the fuzz targets'
 # regression checks (sanitize-clang: besides ASan and the usual UBSan checks, float casts, pointer
 # overflow and implicit truncation, which g++ does not check; every committed fuzz input plus a fixed
-# number of runs), then the Python package's pytest suite in its virtual environment. One sanitizer build
-# instead of g++ ASan and clang UBSan separately saves ~4 min of the 30. This is the README's test
-# command and .ci/run.
+# number of runs), then the Python package's pytest suite in its virtual environment. This is the
+# README's test command and .ci/run (docs/building.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase's wall time goes to the log (the whole command must stay under 20 minutes on 2 cores).
