@@ -59,11 +59,6 @@ std::vector<double> sinusoidal_frequencies(const SinusoidalConfig& c) {
 
 // ---------------------------------------------------------------- the CUDA path
 namespace {
-[[noreturn, maybe_unused]] void fail_without_cuda(const char* op, const char* name) {
-  fail(op, name,
-       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON with a "
-       "CUDA compiler)");
-}
 
 #if POSENC_WITH_CUDA
 // Rows (B, T, E) of a checked view of device memory; a 2-D view (N, E) is one batch of N rows.
@@ -108,7 +103,7 @@ void sinusoidal_table(const SinusoidalConfig& cfg, ConstTensorView positions, Te
     cuda::sinusoid_rows(cfg, w, device_positions("sinusoidal", positions, rows), rows, false);
     return;
 #else
-    fail_without_cuda("sinusoidal", "out");
+    detail::fail_without_cuda("sinusoidal", "out");
 #endif
   }
   const int64_t n = positions.rank == 1 ? positions.shape[0] : -1;
@@ -137,7 +132,7 @@ void sinusoidal_add(const SinusoidalConfig& cfg, ConstTensorView positions, Tens
     cuda::sinusoid_rows(cfg, w, device_positions("sinusoidal", positions, rows), rows, true);
     return;
 #else
-    fail_without_cuda("sinusoidal", "x");
+    detail::fail_without_cuda("sinusoidal", "x");
 #endif
   }
   const std::vector<int64_t> pos =
@@ -187,7 +182,7 @@ void learned_lookup(ConstTensorView table, ConstTensorView positions, TensorView
     learned_rows_cuda(table, positions, out, out.data, "out", false);
     return;
 #else
-    fail_without_cuda("learned", "out");
+    detail::fail_without_cuda("learned", "out");
 #endif
   }
   const std::vector<int64_t> pos =
@@ -214,7 +209,7 @@ void learned_add(ConstTensorView table, ConstTensorView positions, TensorView x)
     learned_rows_cuda(table, positions, x, x.data, "x", true);
     return;
 #else
-    fail_without_cuda("learned", "x");
+    detail::fail_without_cuda("learned", "x");
 #endif
   }
   const std::vector<int64_t> pos = detail::gather_positions("learned", positions, 1, x.shape[0], x.shape[1]);
@@ -245,7 +240,7 @@ void learned_backward(ConstTensorView grad_out, ConstTensorView positions, Tenso
                                 strides, grad_table.shape[0]);
     return;
 #else
-    fail_without_cuda("learned", "grad_out");
+    detail::fail_without_cuda("learned", "grad_out");
 #endif
   }
   Strided<const float, 3> grad;

@@ -237,11 +237,6 @@ cuda::DeviceBias device_rows(const char* op, const RelativeBiasConfig& config) {
 }
 #endif
 
-[[noreturn, maybe_unused]] void fail_without_cuda(const char* op, const char* name) {
-  fail(op, name,
-       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON with a "
-       "CUDA compiler)");
-}
 }  // namespace
 
 void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, ConstTensorView q_positions,
@@ -266,7 +261,7 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
     cuda::bias_block(l);
     return;
 #else
-    fail_without_cuda(op, "out");
+    detail::fail_without_cuda(op, "out");
 #endif
   }
   const Block b = gather_block(op, q_positions, k_positions, out, out.data, "out", config.heads);
@@ -306,7 +301,7 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
     cuda::bias_block_backward(l);
     return;
 #else
-    fail_without_cuda(op, "grad_out");
+    detail::fail_without_cuda(op, "grad_out");
 #endif
   }
   const Block b =
@@ -340,7 +335,7 @@ void alibi_bias(const AlibiConfig& config, ConstTensorView q_positions, ConstTen
     cuda::bias_block(l);
     return;
 #else
-    fail_without_cuda("alibi", "out");
+    detail::fail_without_cuda("alibi", "out");
 #endif
   }
   const Block b = gather_block("alibi", q_positions, k_positions, out, out.data, "out", config.heads);

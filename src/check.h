@@ -38,6 +38,12 @@ inline void check_positive(std::string_view op, std::string_view arg, double val
 
 std::string to_string(const std::vector<int64_t>& values);
 
+// A CUDA view in a build without the CUDA backend.
+[[noreturn]] inline void fail_without_cuda(std::string_view op, std::string_view name) {
+  fail(op, name,
+       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON with a "
+       "CUDA compiler)");
+}
 // The view must be on `device` (the call's: that of its first tensor, or cpu for ops without a CUDA backend).
 void check_device(std::string_view op, std::string_view name, const ViewShape& v, Device device);
 // Checks dtype, device, rank, non-null data and (where expected[i] >= 0) each dimension.

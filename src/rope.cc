@@ -75,12 +75,6 @@ struct DeviceTensor {
   TensorView out;
 };
 
-[[noreturn, maybe_unused]] void fail_without_cuda(std::string_view name) {
-  fail(kOp, name,
-       " is on device cuda, but this build of posenc has no CUDA backend (CMake POSENC_CUDA=ON "
-       "with a CUDA compiler)");
-}
-
 #if POSENC_WITH_CUDA
 // The frequencies of a call on the device. Where they depend on the sequence length (dynamic, longrope,
 // qwen_dynamic) the call must say it: the CPU's default, max(position) + 1, would read the positions back.
@@ -143,7 +137,7 @@ void run_cuda(const Rope& rope, const DeviceTensor* tensors, int num_tensors, in
   cuda::rope_rotate(launch);
 #else
   (void)rope, (void)num_tensors, (void)batch, (void)tokens, (void)positions, (void)call, (void)inverse;
-  fail_without_cuda(tensors[0].name);
+  detail::fail_without_cuda(kOp, tensors[0].name);
 #endif
 }
 
@@ -270,7 +264,7 @@ void Rope::cos_sin(ConstTensorView positions, TensorView cos, TensorView sin, Ro
     cuda::rope_cos_sin(launch);
     return;
 #else
-    fail_without_cuda("positions");
+    detail::fail_without_cuda(kOp, "positions");
 #endif
   }
   const detail::RopePlan plan = plan_call(*this, positions, 1, n, call);
