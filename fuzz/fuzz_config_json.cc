@@ -7,11 +7,11 @@
 // (and their negatives) and a forward pass on a small buffer are all finite, and using it throws
 // nothing. Any other exception, a crash or a sanitizer report is a finding.
 //
-// Open findings in the model reader (src/model/*.cc, reported, not yet fixed) would stop every run:
-// until they are fixed, inputs that reach them skip model_positions_from_hf_json, and an accepted
-// plan with an unusable query temperature is printed, not fatal. POSENC_FUZZ_STRICT=1 turns
-// both off (to check a fix). rope_config_from_hf_json is held to the whole oracle, except on those inputs
-// when they have a model_type (it then reads them through the model reader).
+// The model reader's findings listed below are fixed, so every input is held to the whole oracle by
+// default. POSENC_FUZZ_STRICT=0 skips the inputs that reach one of them (model_positions_from_hf_json
+// not called, an unusable query temperature printed instead of fatal), to fuzz past a finding while it
+// is open; rope_config_from_hf_json then skips them too when they have a model_type (it reads them
+// through the model reader).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -99,7 +99,7 @@ const bool kModelStrict = [] {
   return !(e && std::string(e) == "0");
 }();
 
-// Open findings of the model reader, reported (not in this worktree's files): numbers it casts to
+// Findings of the model reader, fixed, that POSENC_FUZZ_STRICT=0 would skip again: numbers it casts to
 // int64 or uses as sizes without bounds (src/model/rope_dict.cc head_dim * partial_rotary_factor and
 // mrope_section, src/model/config_json.cc cross_attention_layers: float -> int64 overflow; the layer
 // count: num_hidden_layers 1e8 allocates the plans until memory runs out).
