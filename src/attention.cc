@@ -10,23 +10,13 @@
 #include "src/cpu/attention.h"
 #include "src/cpu/bf16_dot.h"
 #include "src/cpu/transformer_xl.h"
+#include "src/query_temperature.h"
 
 namespace posenc {
 using detail::check_view;
 
 double QueryTemperature::factor(int64_t p) const {
-  const double pos = static_cast<double>(p);
-  switch (kind) {
-    case Kind::none:
-      return 1.0;
-    case Kind::llama4:
-      return 1.0 + scale * std::log1p(std::floor((pos + 1.0) / floor_scale));
-    case Kind::ministral3:
-      return 1.0 + scale * std::log1p(std::floor(pos / floor_scale));
-    case Kind::qwen_logn:  // logn_list = [math.log(i, seq_length) if i > seq_length else 1 ...], row p
-      return pos + 1.0 > floor_scale ? std::log(pos + 1.0) / std::log(floor_scale) : 1.0;
-  }
-  return 1.0;
+  return detail::query_temperature_factor(kind, scale, floor_scale, p);
 }
 
 const char* query_temperature_name(QueryTemperature::Kind kind) {

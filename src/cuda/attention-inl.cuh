@@ -1,0 +1,82 @@
+// src/cuda/attention-inl.cuh: the per-score logic of the GPU attention, as __host__ __device__ functions the
+// host tests check against the CPU backend. The kernel (src/cuda/attention.cu) computes dot = q_i . k_j on
+// tensor cores and applies, per accumulator element, with the element's (query, key) positions:
+//   logit = cap(scale_i dot) + bias_h(k_pos - q_pos),  -inf where the mask hides the pair
+// in the CPU backend's order (src/cpu/attention_tile-inl.h TileTerms: softcap, then the bias, then the mask),
+//   scale_i   the softmax scale times the row's query temperature (the CPU scales q by it: the same product),
+//   cap(x)    softcap tanh(x / softcap), or x without a softcap,
+//   bias      ALiBi m_h d (symmetric: -m_h |d|), or a per-head lookup over d in [-L, L], clamped at +-L: the
+//             clipped table (L = max_distance) or T5's buckets (L where they saturate, rows built on the host
+//             by t5_bucket: src/bias_plan.h saturating_rows), staged per head in shared memory.
+// ALiBi's product is rounded in fp32 (m_h rounded to fp32, d exact below 2^24): within 1.5 ulp of the bias the
+// CPU rounds once from double.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "src/attention_mask.h"
+#include "src/cuda/rope-inl.cuh"
+#include "src/host_device.h"
+
+namespace posenc::cuda {
+
+enum class ScoreBias : int { none, alibi, lookup };
+
+// What the logit of one head needs besides the dot product and the positions.
+struct ScoreTerms {
+  float softcap = 0;  // 0: none
+  ScoreBias bias = ScoreBias::none;
+  float slope = 0;  // alibi: m_h
+  bool symmetric = false;
+  int32_t limit = 0;  // lookup: L (the table holds 2 L + 1 values, d = -L .. L)
+};
+
+POSENC_HD inline float capped_logit(float x, float softcap) {
+  return softcap > 0 ? softcap * tanhf(x / softcap) : x;
+}
+
+// bias_h(d) for d = k_pos - q_pos; lookup: table[clamp(d, -L, L) + L].
+POSENC_HD inline float position_bias(const ScoreTerms& t, int64_t d, const float* table) {
+  if (t.bias == ScoreBias::alibi) {
+    const float a = static_cast<float>(d < 0 && t.symmetric ? -d : d);
+    return t.symmetric ? -t.slope * a : t.slope * a;
+  }
+  if (t.bias == ScoreBias::lookup) {
+    const int64_t c = d < -t.limit ? -t.limit : d > t.limit ? t.limit : d;
+    return table[c + t.limit];
+  }
+  return 0.0f;
+}
+
+// The logit of a pair (natural units); -inf where masked; NaN for positions the CPU refuses (|p| > 2^53: no
+// exact distance to mask or bias by), so that the row's output is NaN, never a silently wrong number.
+POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::AttentionMask& mask, float scale,
+                                       float dot, int64_t q_pos, int64_t k_pos, const float* table) {
+  if (!position_in_range(q_pos, 0) || !position_in_range(k_pos, 0)) return quiet_nan();
+  if (mask.masked(q_pos, k_pos)) return -INFINITY;
+  return capped_logit(scale * dot, t.softcap) + position_bias(t, k_pos - q_pos, table);
+}
+
+// The end of a row's online softmax (Milakov & Gimelshein 2018; FlashAttention): m = the row's largest logit
+// times log2(e) (-inf when every key was masked), l = sum_j 2^(logit_j log2 e - m). A sink s_h (natural units)
+// joins the denominator without a value. Returns the factor of the accumulated sum_j 2^(...) v_j that gives
+// the output row (0 for a row with nothing visible: out = 0), and the row's log-sum-exp in natural units
+// (-inf, or the sink alone).
+struct RowEnd {
+  float out_factor, lse;
+};
+POSENC_HD inline RowEnd finish_row(float m, float l, bool has_sink, float sink) {
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  if (!has_sink) {
+    if (m == -INFINITY || !(l > 0)) return {0.0f, -INFINITY};
+    return {1.0f / l, (m + log2f(l)) * kLn2};
+  }
+  const float s2 = sink * kLog2e;
+  if (m == -INFINITY || !(l > 0)) return {0.0f, sink};
+  // Both terms relative to the larger exponent: no overflow for a sink far above the logits.
+  const float top = m > s2 ? m : s2;
+  const float denom = l * exp2f(m - top) + exp2f(s2 - top);
+  return {exp2f(m - top) / denom, (top + log2f(denom)) * kLn2};
+}
+
+}  // namespace posenc::cuda

@@ -1,0 +1,402 @@
+// src/cuda/attention.cu: the fused attention forward on the GPU, one mainloop for every positional term.
+// FlashAttention-2's structure (Dao 2023) on CuTe's SM80 tensor-core atoms (mma.sync m16n8k16, bf16 / fp16 in,
+// fp32 accumulators; ldmatrix from swizzled shared memory; cp.async tiles), which run on Ampere and Hopper:
+//   a block of 128 threads owns 64 query rows of one head (a warp: 16 rows); it walks the key tiles of 64,
+//   skipping the tiles the mask hides wholly (src/attention_mask.h any_visible, on the tile's position range),
+//   S = Q K^T on tensor cores, then per accumulator element, from its (row, col) in the tile (CuTe's identity
+//   tensor partitioned like the accumulators), the logit of src/cuda/attention-inl.cuh: scale, softcap, ALiBi or
+//   the learned lookup staged in shared memory, and the mask only on tiles it does not leave whole
+//   (all_visible); an online softmax in base 2 per row (each row held by the 4 lanes of a quad); P rounded to
+//   the storage type for P V on tensor cores, as every GPU flash attention does; out and lse at the end.
+// Positions are read from device memory per tile, so explicit, packed and default positions are one path.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+#include <type_traits>
+
+#include "posenc/device.h"
+#include "src/cuda/attention.h"
+#include "src/cuda/attention_tiles.cuh"
+#include "src/cuda/device.h"
+#include "src/query_temperature.h"
+
+namespace posenc::cuda {
+namespace {
+using namespace cute;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxLookup = static_cast<int>(kMaxDeviceRowTable);
+
+struct Params {
+  int64_t Q, K, H, Hkv;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  int64_t q_strides[3], k_strides[3], v_strides[3], out_strides[3];
+  float* lse;
+  int64_t lse_strides[3];
+  const int64_t* q_pos;
+  const int64_t* k_pos;
+  int64_t q_pos_stride, k_pos_stride;
+  const int64_t* cu_seqlens_q;
+  const int64_t* cu_seqlens_k;
+  float scale;
+  detail::AttentionMask mask;
+  ScoreTerms terms;
+  const float* lookup;  // (H, 2 limit + 1)
+  const float* sinks;
+  int64_t sinks_stride;
+  QueryTemperature::Kind temperature;
+  double temperature_scale, temperature_floor;
+  float slopes[kMaxAttentionHeads];
+};
+
+template <class Element, int kHeadDim>
+struct alignas(128) SharedTiles {
+  using T = AttentionTiles<Element, kHeadDim>;
+  Element q[T::kBlockM * kHeadDim];
+  Element k[T::kBlockN * kHeadDim];
+  Element v[T::kBlockN * kHeadDim];
+  int64_t q_pos[T::kBlockM];
+  int64_t k_pos[T::kBlockN];
+  float row_scale[T::kBlockM];
+  float lookup[kMaxLookup];
+};
+
+// A row range of a (rows, kHeadDim) global tile into shared memory: rows < n by cp.async, the others zeroed
+// (their scores are masked and their values multiply zero probabilities: no NaN from stale memory).
+template <class Copy, class G, class S, class C>
+__device__ __forceinline__ void load_rows(const Copy& copy, const G& g, S&& s, const C& coords, int n) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(g); ++m) {
+    if (get<0>(coords(0, m, 0)) < n)
+      cute::copy(copy, g(_, m, _), s(_, m, _));
+    else
+      cute::clear(s(_, m, _));
+  }
+}
+
+// The min and max of the tile's key positions over every warp's lanes (each warp computes them whole), and
+// whether any is out of the exact range.
+struct KeyRange {
+  int64_t lo, hi;
+  bool bad;
+};
+__device__ __forceinline__ KeyRange key_range(const int64_t* pos, int n) {
+  const int lane = threadIdx.x % 32;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  bool bad = false;
+  for (int j = lane; j < n; j += 32) {
+    const int64_t p = pos[j];
+    lo = min(lo, p), hi = max(hi, p);
+    bad |= !position_in_range(p, 0);
+  }
+  CUTE_UNROLL
+  for (int o = 16; o > 0; o /= 2) {
+    lo = min(lo, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(lo), o)));
+    hi = max(hi, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(hi), o)));
+  }
+  return {lo, hi, __any_sync(0xffffffffu, bad) != 0};
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
+    attention_forward_kernel(const __grid_constant__ Params p) {
+  using T = AttentionTiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  auto& sh = *reinterpret_cast<SharedTiles<Element, kHeadDim>*>(shared_bytes);
+  const int tid = threadIdx.x;
+
+  // The problem: a batch row, or a packed sequence.
+  int64_t b = blockIdx.z, q0 = 0, nq = p.Q, k0 = 0, nk = p.K;
+  if (p.cu_seqlens_q != nullptr) {
+    b = 0;
+    q0 = p.cu_seqlens_q[blockIdx.z], nq = p.cu_seqlens_q[blockIdx.z + 1] - q0;
+    k0 = p.cu_seqlens_k[blockIdx.z], nk = p.cu_seqlens_k[blockIdx.z + 1] - k0;
+  }
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * BM;
+  if (row0 >= nq) return;
+  const int rows = static_cast<int>(min<int64_t>(BM, nq - row0));
+  const int64_t h = blockIdx.y, hk = h / (p.H / p.Hkv);
+  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + q0 + row0;
+  const int64_t* k_pos = p.k_pos + b * p.k_pos_stride + k0;
+
+  // Rows: positions and scales (softmax scale times the query temperature at the position).
+  if (tid < BM) {
+    const int64_t qp = tid < rows ? q_pos[tid] : 0;
+    sh.q_pos[tid] = qp;
+    const double f = detail::query_temperature_factor(p.temperature, p.temperature_scale, p.temperature_floor, qp);
+    sh.row_scale[tid] = p.scale * static_cast<float>(f);
+  }
+  const bool lookup = p.terms.bias == ScoreBias::lookup;
+  if (lookup)
+    for (int i = tid; i < 2 * p.terms.limit + 1; i += T::kThreads)
+      sh.lookup[i] = p.lookup[h * (2 * p.terms.limit + 1) + i];
+  ScoreTerms terms = p.terms;
+  terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
+
+  // Q: cp.async, first group.
+  typename T::GmemCopy gmem_copy;
+  auto gmem_thr = gmem_copy.get_thread_slice(tid);
+  const auto tile_q = Shape<Int<BM>, Int<kHeadDim>>{};
+  const auto tile_kv = Shape<Int<BN>, Int<kHeadDim>>{};
+  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_strides[0] + (q0 + row0) * p.q_strides[1] +
+                         h * p.q_strides[2];
+  Tensor gQ = make_tensor(make_gmem_ptr(q_ptr), tile_q, make_stride(p.q_strides[1], _1{}));
+  Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});
+  Tensor sVtPlain = make_tensor(make_smem_ptr(sh.v), typename T::SmemVtPlain{});
+  Tensor cQ = make_identity_tensor(tile_q);
+  Tensor cKV = make_identity_tensor(tile_kv);
+  load_rows(gmem_copy, gmem_thr.partition_S(gQ), gmem_thr.partition_D(sQ), gmem_thr.partition_S(cQ), rows);
+  cp_async_fence();
+  __syncthreads();  // row positions and scales, the lookup
+
+  // The rows' position range (rows past nq excluded), and whether any row is out of the exact range.
+  int64_t qmin = INT64_MAX, qmax = INT64_MIN;
+  bool rows_bad = false;
+  for (int i = 0; i < rows; ++i) {
+    const int64_t qp = sh.q_pos[i];
+    qmin = min(qmin, qp), qmax = max(qmax, qp);
+    rows_bad |= !position_in_range(qp, 0);
+  }
+
+  typename T::Mma mma;
+  auto thr = mma.get_thread_slice(tid);
+  Tensor tSrQ = thr.partition_fragment_A(sQ);
+  Tensor tSrK = thr.partition_fragment_B(sK);
+  Tensor tOrVt = thr.partition_fragment_B(sVtPlain);
+  Tensor acc_o = partition_fragment_C(mma, Shape<Int<BM>, Int<kHeadDim>>{});
+  clear(acc_o);
+  const auto tiled_copy_q = make_tiled_copy_A(typename T::SmemCopyA{}, mma);
+  const auto tiled_copy_k = make_tiled_copy_B(typename T::SmemCopyA{}, mma);
+  const auto tiled_copy_v = make_tiled_copy_B(typename T::SmemCopyVt{}, mma);
+  auto copy_q = tiled_copy_q.get_thread_slice(tid);
+  auto copy_k = tiled_copy_k.get_thread_slice(tid);
+  auto copy_v = tiled_copy_v.get_thread_slice(tid);
+  Tensor tSsQ = copy_q.partition_S(sQ);
+  Tensor tSsK = copy_k.partition_S(sK);
+  Tensor tOsVt = copy_v.partition_S(sVt);
+  Tensor tSrQ_view = copy_q.retile_D(tSrQ);
+  Tensor tSrK_view = copy_k.retile_D(tSrK);
+  Tensor tOrVt_view = copy_v.retile_D(tOrVt);
+
+  // Each thread's accumulator elements as (row, col) of the tile, in the (row, col) view of the fragments.
+  Tensor cS = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
+  Tensor tScS = make_tensor(thr.partition_C(cS).data(), accumulator_rows_cols(thr.partition_C(cS).layout()));
+  Tensor cO = make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{});
+  Tensor tOcO = make_tensor(thr.partition_C(cO).data(), accumulator_rows_cols(thr.partition_C(cO).layout()));
+  Tensor o = make_tensor(acc_o.data(), accumulator_rows_cols(acc_o.layout()));
+  constexpr int kRows = decltype(size<0>(o))::value;  // rows of the tile this thread holds
+  float row_max[kRows], row_sum[kRows], scale_of[kRows];
+  int64_t qpos_of[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(tOcO(r, 0));
+    row_max[r] = -INFINITY, row_sum[r] = 0;
+    scale_of[r] = sh.row_scale[row];
+    qpos_of[r] = sh.q_pos[row];
+  }
+
+  const int64_t n_tiles = (nk + BN - 1) / BN;
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    const int64_t col0 = t * BN;
+    const int cols = static_cast<int>(min<int64_t>(BN, nk - col0));
+    const KeyRange keys = key_range(k_pos + col0, cols);
+    if (!keys.bad && !p.mask.any_visible(qmin, qmax, keys.lo, keys.hi)) continue;  // the same for every thread
+    const bool whole = !keys.bad && !rows_bad && cols == BN && p.mask.all_visible(qmin, qmax, keys.lo, keys.hi);
+    __syncthreads();  // every warp is done with the previous tile's K, V and key positions
+    if (tid < BN) sh.k_pos[tid] = tid < cols ? k_pos[col0 + tid] : 0;
+    const int64_t kv_row = b * p.k_strides[0] + (k0 + col0) * p.k_strides[1];
+    const Element* k_ptr = static_cast<const Element*>(p.k) + kv_row + hk * p.k_strides[2];
+    const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_strides[0] +
+                           (k0 + col0) * p.v_strides[1] + hk * p.v_strides[2];
+    Tensor gK = make_tensor(make_gmem_ptr(k_ptr), tile_kv, make_stride(p.k_strides[1], _1{}));
+    Tensor gV = make_tensor(make_gmem_ptr(v_ptr), tile_kv, make_stride(p.v_strides[1], _1{}));
+    load_rows(gmem_copy, gmem_thr.partition_S(gK), gmem_thr.partition_D(sK), gmem_thr.partition_S(cKV), cols);
+    cp_async_fence();
+    load_rows(gmem_copy, gmem_thr.partition_S(gV), gmem_thr.partition_D(sV), gmem_thr.partition_S(cKV), cols);
+    cp_async_fence();
+    cp_async_wait<1>();  // Q (first tile) and K have landed
+    __syncthreads();
+
+    Tensor acc_s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
+    clear(acc_s);
+    tile_gemm(mma, acc_s, tSrQ, tSrK, tSsQ, tSrQ_view, tSsK, tSrK_view, tiled_copy_q, tiled_copy_k);
+
+    // Logits (times log2 e) and the online softmax, row by row.
+    Tensor s = make_tensor(acc_s.data(), accumulator_rows_cols(acc_s.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float mx = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        float x;
+        if (whole) {
+          x = capped_logit(scale_of[r] * s(r, c), terms.softcap);
+          if (terms.bias != ScoreBias::none)
+            x += position_bias(terms, sh.k_pos[get<1>(tScS(r, c))] - qpos_of[r], sh.lookup);
+        } else {
+          const int col = get<1>(tScS(r, c));
+          x = col < cols ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], sh.k_pos[col],
+                                           sh.lookup)
+                         : -INFINITY;
+        }
+        s(r, c) = x * kLog2e;
+        mx = fmaxf(mx, s(r, c));
+      }
+      mx = quad_max(mx);
+      // Nothing visible yet: keep the exponents' base at 0 (every term is 0 and stays 0).
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      const float correction = exp2f(row_max[r] - base);
+      row_max[r] = mx;
+      float sum = 0;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = exp2f(s(r, c) - base);
+        sum += s(r, c);
+      }
+      row_sum[r] = row_sum[r] * correction + sum;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction;
+    }
+
+    cp_async_wait<0>();  // V has landed
+    __syncthreads();
+    Tensor probs = make_tensor_like<Element>(acc_s);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) probs(i) = Element(acc_s(i));
+    Tensor tOrP = make_tensor(probs.data(), accumulator_as_operand_a(probs.layout()));
+    tile_gemm_registers_a(mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, tiled_copy_v);
+  }
+  cp_async_wait<0>();  // no copy left in flight (every tile may have been skipped)
+
+  // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
+  const bool has_sink = p.sinks != nullptr;
+  const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
+  const int lane = tid % 32;
+  Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + (q0 + row0) * p.out_strides[1] +
+                 h * p.out_strides[2];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(tOcO(r, 0));
+    RowEnd end = finish_row(row_max[r], quad_sum(row_sum[r]), has_sink, sink);
+    if (!position_in_range(qpos_of[r], 0)) end = {quiet_nan(), quiet_nan()};
+    if (row >= rows) continue;
+    Element* out_row = out + row * p.out_strides[1];
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
+      const int col = get<1>(tOcO(r, c));
+      alignas(4) Element pair[2] = {Element(o(r, c) * end.out_factor), Element(o(r, c + 1) * end.out_factor)};
+      *reinterpret_cast<uint32_t*>(out_row + col) = *reinterpret_cast<const uint32_t*>(pair);
+    }
+    if (p.lse != nullptr && lane % 4 == 0)
+      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (q0 + row0 + row) * p.lse_strides[2]] = end.lse;
+  }
+}
+
+// The lookup of a learned bias per head: lookup[h][d + limit] = table[row(d), h] for d in [-limit, limit].
+struct LookupArgs {
+  BiasKind kind;
+  int64_t limit;
+  int32_t rows[kMaxDeviceRowTable];
+  const float* table;
+  int64_t table_strides[2];
+  float* lookup;
+};
+__global__ void build_lookup_kernel(const __grid_constant__ LookupArgs a) {
+  const int64_t h = blockIdx.x, n = 2 * a.limit + 1;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t row = bias_row(a.kind, a.limit, a.rows, i - a.limit);
+    a.lookup[h * n + i] = a.table[row * a.table_strides[0] + h * a.table_strides[1]];
+  }
+}
+
+template <class Element, int kHeadDim>
+void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems) {
+  using T = AttentionTiles<Element, kHeadDim>;
+  constexpr int bytes = sizeof(SharedTiles<Element, kHeadDim>);
+  auto kernel = attention_forward_kernel<Element, kHeadDim>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  check_launch("attention", "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(problems));
+  kernel<<<grid, T::kThreads, bytes, static_cast<cudaStream_t>(cuda_stream())>>>(params);
+  check_launch("attention", "the attention kernel");
+}
+
+}  // namespace
+
+void attention_forward(const AttentionLaunch& l) {
+  const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
+  if (l.Q == 0 || l.H == 0 || problems == 0) return;
+  auto params = std::make_unique<Params>();
+  Params& p = *params;
+  p.Q = l.Q, p.K = l.K, p.H = l.H, p.Hkv = l.Hkv;
+  p.q = l.q, p.k = l.k, p.v = l.v, p.out = l.out, p.lse = l.lse;
+  for (int i = 0; i < 3; ++i) {
+    p.q_strides[i] = l.q_strides[i], p.k_strides[i] = l.k_strides[i], p.v_strides[i] = l.v_strides[i];
+    p.out_strides[i] = l.out_strides[i], p.lse_strides[i] = l.lse_strides[i];
+  }
+  p.q_pos = l.q_pos, p.k_pos = l.k_pos, p.q_pos_stride = l.q_pos_stride, p.k_pos_stride = l.k_pos_stride;
+  p.cu_seqlens_q = l.cu_seqlens_q, p.cu_seqlens_k = l.cu_seqlens_k;
+  p.scale = l.scale;
+  p.mask = l.mask;
+  p.terms.softcap = l.softcap;
+  p.sinks = l.sinks, p.sinks_stride = l.sinks_stride;
+  p.temperature = l.temperature.kind;
+  p.temperature_scale = l.temperature.scale, p.temperature_floor = l.temperature.floor_scale;
+  std::fill(std::begin(p.slopes), std::end(p.slopes), 0.0f);
+
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  float* lookup = nullptr;
+  if (l.has_bias && l.bias.kind == BiasKind::alibi) {
+    p.terms.bias = ScoreBias::alibi;
+    p.terms.symmetric = l.bias.symmetric;
+    for (int64_t h = 0; h < l.H; ++h) p.slopes[h] = static_cast<float>(l.bias.slopes[h]);
+  } else if (l.has_bias) {
+    p.terms.bias = ScoreBias::lookup;
+    p.terms.limit = static_cast<int32_t>(l.bias.limit);
+    const int64_t n = 2 * l.bias.limit + 1;
+    if (cudaMallocAsync(reinterpret_cast<void**>(&lookup), static_cast<size_t>(l.H * n) * sizeof(float),
+                        stream) != cudaSuccess)
+      check_launch("attention", "cudaMallocAsync of the bias lookup");
+    auto args = std::make_unique<LookupArgs>();
+    args->kind = l.bias.kind, args->limit = l.bias.limit;
+    std::copy(l.bias.rows.begin(), l.bias.rows.end(), args->rows);
+    args->table = l.bias.table;
+    args->table_strides[0] = l.bias.table_strides[0], args->table_strides[1] = l.bias.table_strides[1];
+    args->lookup = lookup;
+    build_lookup_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(*args);
+    check_launch("attention", "the bias lookup kernel");
+    p.lookup = lookup;
+  }
+
+  const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
+  const bool bf16 = l.dtype == DType::bf16;
+  if (l.D == 64)
+    bf16 ? launch<cutlass::bfloat16_t, 64>(p, q_blocks, l.H, problems)
+         : launch<cutlass::half_t, 64>(p, q_blocks, l.H, problems);
+  else
+    bf16 ? launch<cutlass::bfloat16_t, 128>(p, q_blocks, l.H, problems)
+         : launch<cutlass::half_t, 128>(p, q_blocks, l.H, problems);
+  if (lookup != nullptr) cudaFreeAsync(lookup, stream);
+}
+
+}  // namespace posenc::cuda

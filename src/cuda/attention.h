@@ -1,0 +1,53 @@
+// src/cuda/attention.h: the CUDA backend's fused attention forward (src/cuda/attention.cu), called by the
+// front end (src/attention_cuda.cc) with views it has checked. No CUDA types: the kernels queue on
+// posenc::cuda_stream().
+//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, D) bf16 or fp16, rows 16-byte aligned; out (B, Q, H, D) of
+//   the same dtype; lse (B, H, Q) f32 or null. Positions (B, Q) and (B, K) int64 at the given strides: the
+//   front end materializes default ones. Packed sequences: B = 1 and cu_seqlens (N + 1) int64 in device memory.
+#pragma once
+#include <cstdint>
+
+#include "posenc/attention.h"
+#include "posenc/tensor.h"
+#include "src/attention_mask.h"
+#include "src/cuda/attention-inl.cuh"
+#include "src/cuda/bias.h"
+
+namespace posenc::cuda {
+
+// Head sizes with a compiled tile (q/k and v heads alike); others are refused by name.
+inline constexpr int64_t kAttentionHeadDims[] = {64, 128};
+// Heads whose ALiBi slopes a kernel takes by value.
+inline constexpr int64_t kMaxAttentionHeads = 1024;
+
+struct AttentionLaunch {
+  DType dtype = DType::bf16;  // q, k, v and out
+  int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  int64_t q_strides[3] = {}, k_strides[3] = {}, v_strides[3] = {}, out_strides[3] = {};  // (B, T, H)
+  float* lse = nullptr;
+  int64_t lse_strides[3] = {};  // (B, H, Q)
+  const int64_t* q_pos = nullptr;
+  const int64_t* k_pos = nullptr;
+  int64_t q_pos_stride = 0, k_pos_stride = 0;  // per batch row (0: shared by the rows)
+  // Packed sequences (B = 1): offsets of N sequences in q and in k / v; null for batch rows.
+  const int64_t* cu_seqlens_q = nullptr;
+  const int64_t* cu_seqlens_k = nullptr;
+  int64_t sequences = 0;
+  float scale = 1;
+  detail::AttentionMask mask;
+  float softcap = 0;  // 0: none
+  // The scalar bias: none, ALiBi (slopes by value, H <= kMaxAttentionHeads) or a learned table read through
+  // its rows (clipped, or T5's saturating row table), staged per head as a lookup over [-limit, limit].
+  bool has_bias = false;
+  DeviceBias bias;
+  const float* sinks = nullptr;  // (H) f32 in device memory, at sinks_stride, or null
+  int64_t sinks_stride = 0;
+  QueryTemperature temperature;  // per query row, from its position
+};
+void attention_forward(const AttentionLaunch& launch);
+
+}  // namespace posenc::cuda
