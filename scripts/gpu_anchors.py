@@ -61,7 +61,69 @@ def main():
         print(json.dumps({"op": "copy", "impl": "torch", "shape": name, "ms": ms,
                           "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         del q, k, src, dst
+    attention_anchors()
     return 0
+
+
+def attention_anchors():
+    """The attention anchors of bench/cuda/bench_attention_cuda.cc's shape: a bf16 matmul 8192^3 (the limit),
+    SDPA's FlashAttention-2 and cuDNN backends, FlexAttention without a bias and with ALiBi, T5 buckets and a
+    softcap as score_mod, and a sliding window as a block mask. TFLOP/s of the FLOPs done, as posenc counts.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms = median_ms(lambda: a @ a, repeats=10)
+    print(json.dumps({"op": "matmul", "impl": "torch", "shape": "8192^3", "dtype": "bf16", "ms": ms,
+                      "tflops": 2 * 8192**3 / (ms * 1e-3) / 1e12}))
+    del a
+    b, h, s, d = 4, 32, 4096, 128
+    shape = f"B{b} H{h} S{s} D{d} causal"
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    causal_flops = 4 * b * h * d * s * (s + 1) / 2
+
+    def emit(impl, variant, fn, flops=causal_flops):
+        try:
+            ms = median_ms(fn, repeats=10)
+        except Exception as e:  # an anchor that does not run here is reported, not fatal
+            print(json.dumps({"op": "attention_forward", "impl": impl, "variant": variant, "shape": shape,
+                              "error": str(e)[:200]}))
+            return
+        print(json.dumps({"op": "attention_forward", "impl": impl, "variant": variant, "shape": shape,
+                          "dtype": "bf16", "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))
+    for impl, backend in backends:
+        def run(backend=backend):
+            with sdpa_kernel(backend):
+                return sdpa(q, k, v, is_causal=True)
+        emit(impl, "none", run)
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    flex = torch.compile(flex_attention, fullgraph=True)
+    causal = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s)
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda")
+    t5_table = torch.zeros(32, h, device="cuda")
+
+    def t5_bucket(rel):  # T5's unidirectional buckets (transformers modeling_t5._relative_position_bucket)
+        n = -torch.clamp(rel, max=0)
+        exact = 16
+        large = exact + (torch.log(n.float() / exact + 1e-6) / torch.log(torch.tensor(128 / exact))
+                         * (32 - exact)).to(torch.int64)
+        return torch.where(n < exact, n, torch.clamp(large, max=31))
+
+    mods = {
+        "none": None,
+        "alibi": lambda score, b_, h_, qi, ki: score + slopes[h_] * (ki - qi),
+        "t5": lambda score, b_, h_, qi, ki: score + t5_table[t5_bucket(ki - qi), h_],
+        "softcap": lambda score, b_, h_, qi, ki: 50 * torch.tanh(score / 50),
+    }
+    for variant, mod in mods.items():
+        emit("flex", variant, lambda mod=mod: flex(q, k, v, score_mod=mod, block_mask=causal))
+    window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
+    window_flops = 4 * b * h * d * sum(min(1024, i + 1) for i in range(s))
+    emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window_flops)
 
 
 if __name__ == "__main__":

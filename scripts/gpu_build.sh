@@ -13,8 +13,8 @@ mkdir -p "$carry/bin" "$carry/lib" "$carry/debs"
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
   -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib" >/dev/null
-targets=(test_cuda_elements test_rope_cuda test_bias_cuda test_absolute_cuda bench_rope_cuda bench_bias_cuda
-  bench_absolute_cuda)
+targets=(test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda
+  test_attention_cuda bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda)
 cmake --build build/gpu --target "${targets[@]}"
 for t in "${targets[@]}"; do
   find build/gpu -name "$t" -type f -perm -u+x -exec cp {} "$carry/bin/" \;
@@ -28,4 +28,7 @@ mkdir -p "$carry/wheels"
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$carry/wheels" scikit-build-core==0.10.7 \
   nanobind==2.4.0 pathspec packaging ||
   echo "gpu_build: could not download the Python build backend" >&2
+# CuTe / CUTLASS headers for a build there (the attention kernels): the headers of the pinned wheel, no more.
+cutlass_include="$(sed -n 's/^POSENC_CUTLASS_DIR:PATH=//p' build/gpu/CMakeCache.txt)"
+tar -C "$cutlass_include" -cJf "$carry/cutlass-include.tar.xz" cute cutlass
 du -sh "$carry"

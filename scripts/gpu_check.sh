@@ -22,10 +22,13 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
   prefix=/tmp/posenc-deps
   mkdir -p "$prefix"
   for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  mkdir -p /tmp/posenc-cutlass && tar -C /tmp/posenc-cutlass -xJf "$carry/cutlass-include.tar.xz"
   cmake -S . -B /tmp/posenc-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
     -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=OFF \
-    -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" >"$out/build.log" 2>&1
-  cmake --build /tmp/posenc-gpu --target test_cuda_elements test_rope_cuda test_bias_cuda test_absolute_cuda >>"$out/build.log" 2>&1 ||
+    -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" \
+    -DPOSENC_CUTLASS_DIR=/tmp/posenc-cutlass >"$out/build.log" 2>&1
+  cmake --build /tmp/posenc-gpu --target test_cuda_elements test_attention_elements test_rope_cuda \
+    test_bias_cuda test_absolute_cuda test_attention_cuda >>"$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; exit 1; }
   bin=/tmp/posenc-gpu/tests
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
@@ -33,7 +36,8 @@ fi
 
 failed=0
 phase "tests"
-for t in test_cuda_elements test_rope_cuda test_bias_cuda test_absolute_cuda; do
+for t in test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda \
+  test_attention_cuda; do
   timeout 300 "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
   status=$?
   tail -3 "$out/$t.log"
@@ -48,25 +52,33 @@ if command -v compute-sanitizer >/dev/null; then
   status=$?
   tail -4 "$out/memcheck.log"
   [ $status -eq 0 ] || { echo "memcheck FAILED (exit $status)"; failed=1; }
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_attention_cuda" \
+    --gtest_filter='AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*' \
+    >"$out/memcheck_attention.log" 2>&1
+  status=$?
+  tail -4 "$out/memcheck_attention.log"
+  [ $status -eq 0 ] || { echo "attention memcheck FAILED (exit $status)"; failed=1; }
 fi
 
 phase "benchmarks (posenc, then the PyTorch anchors)"
 : >"$out/bench_posenc.jsonl"
-for b in bench_rope_cuda bench_bias_cuda bench_absolute_cuda; do
+for b in bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda; do
   [ -x "$carry/bin/$b" ] && timeout 120 "$carry/bin/$b" | tee -a "$out/bench_posenc.jsonl"
 done
-timeout 240 python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
+timeout 300 python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
 phase "python: pip install . here, posenc.torch on CUDA tensors"
 prefix=/tmp/posenc-deps
 mkdir -p "$prefix"
 for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+mkdir -p /tmp/posenc-cutlass && tar -C /tmp/posenc-cutlass -xJf "$carry/cutlass-include.tar.xz"
 site=/tmp/posenc-site
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/posenc-build-backend "$carry"/wheels/*.whl \
   >"$out/python_build.log" 2>&1
 if PYTHONPATH=/tmp/posenc-build-backend timeout 480 python3 -m pip install -v --no-deps --no-build-isolation \
   --target "$site" --config-settings=build-dir=/tmp/posenc-python-build \
   --config-settings=cmake.define.CMAKE_PREFIX_PATH="$prefix/usr" \
-  --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" . >>"$out/python_build.log" 2>&1; then
+  --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" \
+  --config-settings=cmake.define.POSENC_CUTLASS_DIR=/tmp/posenc-cutlass . >>"$out/python_build.log" 2>&1; then
   LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH" PYTHONPATH="$site" HF_HUB_OFFLINE=1 \
     timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_cuda.py >"$out/pytest_cuda.log" 2>&1
   status=$?

@@ -32,13 +32,43 @@ def main(out):
     print("| op | shape | dtype | posenc TB/s | of copy | torch eager | torch.compile | posenc / compile |")
     print("|---|---|---|---|---|---|---|---|")
     for r in posenc_rows:
+        if "tb_per_s" not in r:
+            continue
         eager = anchors.get((r["op"], "torch_eager", r["shape"])) if r["dtype"] == "bf16" else None
         comp = anchors.get((r["op"], "torch_compile", r["shape"])) if r["dtype"] == "bf16" else None
         fmt = lambda a: f"{a['tb_per_s']:.2f}" if a else "-"  # noqa: E731
         ratio = f"{r['tb_per_s'] / comp['tb_per_s']:.2f}" if comp else "-"
         print(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['tb_per_s']:.2f} | {r['vs_copy']:.2f} | "
               f"{fmt(eager)} | {fmt(comp)} | {ratio} |")
+    attention_table(posenc_rows, torch_rows)
     return 0
+
+
+def attention_table(posenc_rows, torch_rows):
+    """posenc's attention forward beside the same run's matmul limit, its no-bias rate and the anchors."""
+    rows = [r for r in posenc_rows if r.get("op") == "attention_forward"]
+    if not rows:
+        return
+    matmul = next((r["tflops"] for r in torch_rows if r.get("op") == "matmul"), None)
+    flex = {r["variant"]: r for r in torch_rows if r.get("impl") == "flex" and "tflops" in r}
+    sdpa = {r["impl"]: r["tflops"] for r in torch_rows
+            if r.get("impl", "").startswith("sdpa") and "tflops" in r}
+    print()
+    print(f"matmul bf16 8192^3: {matmul:.0f} TFLOP/s" if matmul else "matmul: -")
+    print(", ".join(f"{k}: {v:.0f} TFLOP/s" for k, v in sdpa.items()))
+    print()
+    print("| attention forward | shape | posenc TFLOP/s | of matmul | of posenc none | Flex TFLOP/s "
+          "| posenc / Flex |")
+    print("|---|---|---|---|---|---|---|")
+    none = {r["shape"]: r["tflops"] for r in rows if r["variant"] == "none"}
+    for r in rows:
+        f = flex.get(r["variant"]) if r["shape"] == next(iter(flex.values()), {}).get("shape") else None
+        of_mm = f"{r['tflops'] / matmul:.2f}" if matmul else "-"
+        of_none = f"{r['tflops'] / none[r['shape']]:.2f}" if r["shape"] in none else "-"
+        flex_cell = f"{f['tflops']:.0f}" if f else "-"
+        ratio = f"{r['tflops'] / f['tflops']:.2f}" if f else "-"
+        print(f"| {r['variant']} | {r['shape']} | {r['tflops']:.0f} | {of_mm} | {of_none} | {flex_cell} "
+              f"| {ratio} |")
 
 
 if __name__ == "__main__":

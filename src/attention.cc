@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "src/attention_cuda.h"
 #include "src/attention_plan.h"
 #include "src/check.h"
 #include "src/cpu/attention.h"
@@ -98,11 +99,17 @@ void detail::attention_forward_planned(const AttentionPlan& plan, TensorView out
 
 void attention_forward(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
                        TensorView lse) {
+  if (in.q.device == Device::cuda) {
+    detail::attention_forward_cuda(config, in, out, lse);
+    return;
+  }
   detail::attention_forward_planned(detail::AttentionPlan(config, in), out, lse);
 }
 
 void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
+  if (in.q.device == Device::cuda)
+    fail(kOp, "attention_backward on cuda tensors is not available yet (attention_forward is)");
   // 16-bit storage (any of q, k and v, out, grad_out, and each of grads.q, grads.k, grads.v): the
   // inputs are widened once to fp32 (the backward is compute-bound and reads them several times),
   // the gradients computed in fp32 and rounded once as they are added into 16-bit views.

@@ -216,28 +216,31 @@ DeviceBlock check_device_block(const char* op, ConstTensorView q_positions, Cons
           {k_positions.ptr<int64_t>(), k_positions.strides[0]}};
 }
 
+#endif
+
+}  // namespace
+
+#if POSENC_WITH_CUDA
 // The learned table's rows as the device looks them up: clipped arithmetic, or T5's saturating row table.
-cuda::DeviceBias device_rows(const char* op, const RelativeBiasConfig& config) {
-  cuda::DeviceBias b;
+cuda::DeviceBias cuda::learned_bias_rows(std::string_view op, const RelativeBiasConfig& config) {
+  DeviceBias b;
   if (config.bucketing == Bucketing::clipped) {
-    b.kind = cuda::BiasKind::clipped;
+    b.kind = BiasKind::clipped;
     b.limit = config.max_distance;
     return b;
   }
-  const int64_t max_limit = (cuda::kMaxDeviceRowTable - 1) / 2;
+  const int64_t max_limit = (kMaxDeviceRowTable - 1) / 2;
   if (config.max_distance >= max_limit)
     fail_arg(op, "max_distance", config.max_distance,
              "must be below " + std::to_string(max_limit) +
                  " on cuda tensors (the kernels take T5's rows by value)");
-  b.kind = cuda::BiasKind::row_table;
+  b.kind = BiasKind::row_table;
   b.rows = detail::saturating_rows(config, &b.limit);
-  if (2 * b.limit + 1 > cuda::kMaxDeviceRowTable)
+  if (2 * b.limit + 1 > kMaxDeviceRowTable)
     fail_arg(op, "max_distance", config.max_distance, "gives a row table too large for the CUDA kernels");
   return b;
 }
 #endif
-
-}  // namespace
 
 void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, ConstTensorView q_positions,
                    ConstTensorView k_positions, TensorView out) {
@@ -250,7 +253,7 @@ void relative_bias(const RelativeBiasConfig& config, ConstTensorView table, Cons
         check_device_block(op, q_positions, k_positions, out, out.data, "out", config.heads);
     cuda::check_device_memory(op, "table", table, table.data);
     cuda::BiasBlockLaunch l;
-    l.bias = device_rows(op, config);
+    l.bias = cuda::learned_bias_rows(op, config);
     l.bias.table = table.ptr<float>();
     l.bias.table_strides[0] = table.strides[0], l.bias.table_strides[1] = table.strides[1];
     l.heads = config.heads, l.q = out.shape[1], l.k = out.shape[2];
@@ -289,7 +292,7 @@ void relative_bias_backward(const RelativeBiasConfig& config, ConstTensorView gr
       fail(op, "the table has ", config.num_rows(), " rows, more than the CUDA gradient takes (",
            cuda::kMaxDeviceBiasRows, ")");
     cuda::BiasBackwardLaunch l;
-    l.bias = device_rows(op, config);
+    l.bias = cuda::learned_bias_rows(op, config);
     l.num_rows = config.num_rows();
     l.heads = config.heads, l.q = grad_out.shape[1], l.k = grad_out.shape[2];
     l.q_positions = b.q, l.k_positions = b.k;

@@ -8,8 +8,8 @@
 //   bias      ALiBi m_h d (symmetric: -m_h |d|), or a per-head lookup over d in [-L, L], clamped at +-L: the
 //             clipped table (L = max_distance) or T5's buckets (L where they saturate, rows built on the host
 //             by t5_bucket: src/bias_plan.h saturating_rows), staged per head in shared memory.
-// ALiBi's product is rounded in fp32 (m_h rounded to fp32, d exact below 2^24): within 1.5 ulp of the bias the
-// CPU rounds once from double.
+// ALiBi's product is rounded in fp32 (m_h rounded to fp32, d exact below 2^24): within 1.5 ulp of the bias
+// the CPU rounds once from double.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -58,9 +58,10 @@ POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::Attent
 }
 
 // The end of a row's online softmax (Milakov & Gimelshein 2018; FlashAttention): m = the row's largest logit
-// times log2(e) (-inf when every key was masked), l = sum_j 2^(logit_j log2 e - m). A sink s_h (natural units)
-// joins the denominator without a value. Returns the factor of the accumulated sum_j 2^(...) v_j that gives
-// the output row (0 for a row with nothing visible: out = 0), and the row's log-sum-exp in natural units
+// times log2(e) (-inf when every key was masked), l = sum_j 2^(logit_j log2 e - m). A sink s_h (natural
+// units) joins the denominator without a value. Returns the factor of the accumulated sum_j 2^(...) v_j that
+// gives the output row (0 for a row with nothing visible: out = 0), and the row's log-sum-exp in natural
+// units
 // (-inf, or the sink alone).
 struct RowEnd {
   float out_factor, lse;

@@ -1,13 +1,15 @@
 // src/cuda/attention.cu: the fused attention forward on the GPU, one mainloop for every positional term.
-// FlashAttention-2's structure (Dao 2023) on CuTe's SM80 tensor-core atoms (mma.sync m16n8k16, bf16 / fp16 in,
-// fp32 accumulators; ldmatrix from swizzled shared memory; cp.async tiles), which run on Ampere and Hopper:
+// FlashAttention-2's structure (Dao 2023) on CuTe's SM80 tensor-core atoms (mma.sync m16n8k16, bf16 / fp16
+// in, fp32 accumulators; ldmatrix from swizzled shared memory; cp.async tiles), which run on Ampere and
+// Hopper:
 //   a block of 128 threads owns 64 query rows of one head (a warp: 16 rows); it walks the key tiles of 64,
-//   skipping the tiles the mask hides wholly (src/attention_mask.h any_visible, on the tile's position range),
-//   S = Q K^T on tensor cores, then per accumulator element, from its (row, col) in the tile (CuTe's identity
-//   tensor partitioned like the accumulators), the logit of src/cuda/attention-inl.cuh: scale, softcap, ALiBi or
-//   the learned lookup staged in shared memory, and the mask only on tiles it does not leave whole
-//   (all_visible); an online softmax in base 2 per row (each row held by the 4 lanes of a quad); P rounded to
-//   the storage type for P V on tensor cores, as every GPU flash attention does; out and lse at the end.
+//   skipping the tiles the mask hides wholly (src/attention_mask.h any_visible, on the tile's position
+//   range), S = Q K^T on tensor cores, then per accumulator element, from its (row, col) in the tile (CuTe's
+//   identity tensor partitioned like the accumulators), the logit of src/cuda/attention-inl.cuh: scale,
+//   softcap, ALiBi or the learned lookup staged in shared memory, and the mask only on tiles it does not
+//   leave whole (all_visible); an online softmax in base 2 per row (each row held by the 4 lanes of a quad);
+//   P rounded to the storage type for P V on tensor cores, as every GPU flash attention does; out and lse at
+//   the end.
 // Positions are read from device memory per tile, so explicit, packed and default positions are one path.
 #include <cuda_runtime.h>
 
@@ -128,6 +130,8 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     b = 0;
     q0 = p.cu_seqlens_q[blockIdx.z], nq = p.cu_seqlens_q[blockIdx.z + 1] - q0;
     k0 = p.cu_seqlens_k[blockIdx.z], nk = p.cu_seqlens_k[blockIdx.z + 1] - k0;
+    // Offsets outside the packed tokens: nothing is read (the packing check writes NaN over out).
+    if (q0 < 0 || nq < 0 || q0 + nq > p.Q || k0 < 0 || nk < 0 || k0 + nk > p.K) return;
   }
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * BM;
   if (row0 >= nq) return;
@@ -140,7 +144,8 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   if (tid < BM) {
     const int64_t qp = tid < rows ? q_pos[tid] : 0;
     sh.q_pos[tid] = qp;
-    const double f = detail::query_temperature_factor(p.temperature, p.temperature_scale, p.temperature_floor, qp);
+    const double f =
+        detail::query_temperature_factor(p.temperature, p.temperature_scale, p.temperature_floor, qp);
     sh.row_scale[tid] = p.scale * static_cast<float>(f);
   }
   const bool lookup = p.terms.bias == ScoreBias::lookup;
@@ -155,8 +160,8 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   auto gmem_thr = gmem_copy.get_thread_slice(tid);
   const auto tile_q = Shape<Int<BM>, Int<kHeadDim>>{};
   const auto tile_kv = Shape<Int<BN>, Int<kHeadDim>>{};
-  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_strides[0] + (q0 + row0) * p.q_strides[1] +
-                         h * p.q_strides[2];
+  const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_strides[0] +
+                         (q0 + row0) * p.q_strides[1] + h * p.q_strides[2];
   Tensor gQ = make_tensor(make_gmem_ptr(q_ptr), tile_q, make_stride(p.q_strides[1], _1{}));
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
@@ -220,8 +225,10 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     const int64_t col0 = t * BN;
     const int cols = static_cast<int>(min<int64_t>(BN, nk - col0));
     const KeyRange keys = key_range(k_pos + col0, cols);
-    if (!keys.bad && !p.mask.any_visible(qmin, qmax, keys.lo, keys.hi)) continue;  // the same for every thread
-    const bool whole = !keys.bad && !rows_bad && cols == BN && p.mask.all_visible(qmin, qmax, keys.lo, keys.hi);
+    if (!keys.bad && !p.mask.any_visible(qmin, qmax, keys.lo, keys.hi))
+      continue;  // the same for every thread
+    const bool whole =
+        !keys.bad && !rows_bad && cols == BN && p.mask.all_visible(qmin, qmax, keys.lo, keys.hi);
     __syncthreads();  // every warp is done with the previous tile's K, V and key positions
     if (tid < BN) sh.k_pos[tid] = tid < cols ? k_pos[col0 + tid] : 0;
     const int64_t kv_row = b * p.k_strides[0] + (k0 + col0) * p.k_strides[1];
@@ -255,9 +262,9 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
             x += position_bias(terms, sh.k_pos[get<1>(tScS(r, c))] - qpos_of[r], sh.lookup);
         } else {
           const int col = get<1>(tScS(r, c));
-          x = col < cols ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], sh.k_pos[col],
-                                           sh.lookup)
-                         : -INFINITY;
+          x = col < cols
+                  ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], sh.k_pos[col], sh.lookup)
+                  : -INFINITY;
         }
         s(r, c) = x * kLog2e;
         mx = fmaxf(mx, s(r, c));
@@ -329,6 +336,59 @@ __global__ void build_lookup_kernel(const __grid_constant__ LookupArgs a) {
   }
 }
 
+// Cumulative lengths the front end could not read: a sequence outside the tokens, or decreasing offsets,
+// make the whole output (and lse) NaN, written after the attention so that no row keeps a stale value.
+__global__ void check_packing_kernel(const int64_t* cq, const int64_t* ck, int64_t sequences, int64_t Q,
+                                     int64_t K, int64_t H, int64_t D, uint16_t* out, int64_t out_t,
+                                     int64_t out_h, float* lse, int64_t lse_h, int64_t lse_t) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s <= sequences; s += blockDim.x) {
+    const bool ends = s == 0 ? cq[0] != 0 || ck[0] != 0 : false;
+    const bool last = s == sequences ? cq[s] != Q || ck[s] != K : false;
+    const bool order = s > 0 && (cq[s] < cq[s - 1] || ck[s] < ck[s - 1]);
+    if (ends || last || order) bad = 1;
+  }
+  __syncthreads();
+  if (!bad) return;
+  const uint16_t nan16 = 0x7fff;  // a quiet NaN in bf16 and in fp16 alike (all exponent bits, mantissa set)
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < Q * H * D;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / (H * D), h = (i / D) % H, d = i % D;
+    out[t * out_t + h * out_h + d] = nan16;
+    if (lse != nullptr && d == 0) lse[h * lse_h + t * lse_t] = quiet_nan();
+  }
+}
+
+__global__ void default_positions_kernel(DefaultPositionsLaunch l) {
+  const int64_t z = blockIdx.x;  // a batch row, or a sequence
+  int64_t q0 = z * l.Q, nq = l.Q, k0 = z * l.K, nk = l.K;
+  if (l.cu_seqlens_q != nullptr) {
+    q0 = l.cu_seqlens_q[z], nq = l.cu_seqlens_q[z + 1] - q0;
+    k0 = l.cu_seqlens_k[z], nk = l.cu_seqlens_k[z + 1] - k0;
+    if (q0 < 0 || nq < 0 || q0 + nq > l.Q || k0 < 0 || nk < 0 || k0 + nk > l.K) return;  // NaN out later
+  }
+  if (l.q_pos != nullptr)
+    for (int64_t i = threadIdx.x; i < nq; i += blockDim.x) l.q_pos[q0 + i] = nk - nq + i;
+  if (l.k_pos != nullptr)
+    for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) l.k_pos[k0 + j] = j;
+}
+
+__global__ void copy_rows_kernel(const uint4* in, int64_t s0, int64_t s1, int64_t s2, int64_t T, int64_t H,
+                                 int64_t chunks, int64_t total, uint4* out) {
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % chunks, row = i / chunks, h = row % H, t = (row / H) % T, b = row / (H * T);
+    out[i] = in[b * s0 + t * s1 + h * s2 + c];
+  }
+}
+
+unsigned grid_for(int64_t total, int threads) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
+}
+
 template <class Element, int kHeadDim>
 void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems) {
   using T = AttentionTiles<Element, kHeadDim>;
@@ -336,7 +396,8 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
   auto kernel = attention_forward_kernel<Element, kHeadDim>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check_launch("attention", "cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(problems));
+  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads),
+                  static_cast<unsigned>(problems));
   kernel<<<grid, T::kThreads, bytes, static_cast<cudaStream_t>(cuda_stream())>>>(params);
   check_launch("attention", "the attention kernel");
 }
@@ -397,6 +458,30 @@ void attention_forward(const AttentionLaunch& l) {
     bf16 ? launch<cutlass::bfloat16_t, 128>(p, q_blocks, l.H, problems)
          : launch<cutlass::half_t, 128>(p, q_blocks, l.H, problems);
   if (lookup != nullptr) cudaFreeAsync(lookup, stream);
+  if (l.cu_seqlens_q != nullptr) {
+    check_packing_kernel<<<grid_for(l.Q * l.H * l.D, 256), 256, 0, stream>>>(
+        l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, l.H, l.D, static_cast<uint16_t*>(l.out),
+        l.out_strides[1], l.out_strides[2], l.lse, l.lse_strides[1], l.lse_strides[2]);
+    check_launch("attention", "the packing check kernel");
+  }
+}
+
+void attention_default_positions(const DefaultPositionsLaunch& l) {
+  const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
+  if (problems == 0) return;
+  default_positions_kernel<<<static_cast<unsigned>(problems), 256, 0,
+                             static_cast<cudaStream_t>(cuda_stream())>>>(l);
+  check_launch("attention", "the default positions kernel");
+}
+
+void copy_head_rows(const void* in, const int64_t strides[3], int64_t B, int64_t T, int64_t H, int64_t dim,
+                    void* out) {
+  const int64_t chunks = dim / 8, total = B * T * H * chunks;  // 16-byte chunks of 8 elements
+  if (total == 0) return;
+  copy_rows_kernel<<<grid_for(total, 256), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
+      static_cast<const uint4*>(in), strides[0] / 8, strides[1] / 8, strides[2] / 8, T, H, chunks, total,
+      static_cast<uint4*>(out));
+  check_launch("attention", "the row copy kernel");
 }
 
 }  // namespace posenc::cuda

@@ -1,9 +1,10 @@
 // src/cuda/attention.h: the CUDA backend's fused attention forward (src/cuda/attention.cu), called by the
 // front end (src/attention_cuda.cc) with views it has checked. No CUDA types: the kernels queue on
 // posenc::cuda_stream().
-//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, D) bf16 or fp16, rows 16-byte aligned; out (B, Q, H, D) of
-//   the same dtype; lse (B, H, Q) f32 or null. Positions (B, Q) and (B, K) int64 at the given strides: the
-//   front end materializes default ones. Packed sequences: B = 1 and cu_seqlens (N + 1) int64 in device memory.
+//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, D) bf16 or fp16, rows 16-byte aligned; out (B, Q, H, D)
+//   of the same dtype; lse (B, H, Q) f32 or null. Positions (B, Q) and (B, K) int64 at the given strides: the
+//   front end materializes default ones. Packed sequences: B = 1 and cu_seqlens (N + 1) int64 in device
+//   memory.
 #pragma once
 #include <cstdint>
 
@@ -49,5 +50,22 @@ struct AttentionLaunch {
   QueryTemperature temperature;  // per query row, from its position
 };
 void attention_forward(const AttentionLaunch& launch);
+
+// Default positions into (B, Q) and (B, K) int64 device buffers: keys 0 .. K-1 and queries aligned to the
+// end, K-Q .. K-1 per batch row; packed (cu_seqlens, N sequences): restarting in each sequence.
+struct DefaultPositionsLaunch {
+  int64_t B = 0, Q = 0, K = 0;
+  const int64_t* cu_seqlens_q = nullptr;
+  const int64_t* cu_seqlens_k = nullptr;
+  int64_t sequences = 0;
+  int64_t* q_pos = nullptr;  // null: not wanted
+  int64_t* k_pos = nullptr;
+};
+void attention_default_positions(const DefaultPositionsLaunch& launch);
+
+// Rows (B, T, H) of `dim` 16-bit elements at `strides` into a contiguous (B, T, H, dim) buffer (dim a
+// multiple of 8, rows 16-byte aligned): the copies RoPE rotates before attention.
+void copy_head_rows(const void* in, const int64_t strides[3], int64_t B, int64_t T, int64_t H, int64_t dim,
+                    void* out);
 
 }  // namespace posenc::cuda

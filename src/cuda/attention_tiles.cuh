@@ -18,15 +18,20 @@ struct AttentionTiles {
   static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 4, kThreads = 32 * kWarps;
   using MmaOp = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>,
                                    cute::SM80_16x8x16_F32BF16BF16F32_TN, cute::SM80_16x8x16_F32F16F16F32_TN>;
-  using Mma = cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
-                             cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
+  using Mma =
+      cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::Int<kWarps>, cute::_1, cute::_1>>,
+                     cute::Tile<cute::Int<16 * kWarps>, cute::_16, cute::_16>>;
   using SmemAtom = decltype(cute::composition(
-      cute::Swizzle<3, 3, 3>{}, cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
-  using SmemQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
-  using SmemKV = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+      cute::Swizzle<3, 3, 3>{},
+      cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
+  using SmemQ =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
+  using SmemKV =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
   // V (keys, dims) read as (dims, keys): the B operand of P V, K-major in the keys.
   using SmemVt = decltype(cute::composition(
-      SmemKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
+      SmemKV{},
+      cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
   using SmemVtPlain = decltype(cute::get_nonswizzle_portion(SmemVt{}));
   using GmemCopy = decltype(cute::make_tiled_copy(
       cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
@@ -57,10 +62,10 @@ CUTE_HOST_DEVICE constexpr auto accumulator_as_operand_a(Layout layout) {
 }
 
 // acc += A B^T with both operands read from shared memory one k16 step ahead of the MMA.
-template <class Mma, class Acc, class RA, class RB, class SA, class RAView, class SB, class RBView, class CopyA,
-          class CopyB>
-CUTE_DEVICE void tile_gemm(const Mma& mma, Acc& acc, RA& ra, RB& rb, const SA& sa, RAView& ra_view, const SB& sb,
-                           RBView& rb_view, const CopyA& copy_a, const CopyB& copy_b) {
+template <class Mma, class Acc, class RA, class RB, class SA, class RAView, class SB, class RBView,
+          class CopyA, class CopyB>
+CUTE_DEVICE void tile_gemm(const Mma& mma, Acc& acc, RA& ra, RB& rb, const SA& sa, RAView& ra_view,
+                           const SB& sb, RBView& rb_view, const CopyA& copy_a, const CopyB& copy_b) {
   using namespace cute;
   copy(copy_a, sa(_, _, 0), ra_view(_, _, 0));
   copy(copy_b, sb(_, _, 0), rb_view(_, _, 0));

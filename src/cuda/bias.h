@@ -4,8 +4,10 @@
 //   q_positions (Q), k_positions (K) int64; all in device memory.
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "posenc/bias.h"
 #include "posenc/tensor.h"
 #include "src/cuda/bias-inl.cuh"
 
@@ -57,5 +59,9 @@ struct BiasBackwardLaunch {
   int64_t grad_table_strides[2] = {};
 };
 void bias_block_backward(const BiasBackwardLaunch& launch);
+
+// The learned table's rows as the device looks them up (src/bias.cc): clipped arithmetic, or T5's saturating
+// row table (max_distance below kMaxDeviceRowTable / 2, refused by name otherwise).
+DeviceBias learned_bias_rows(std::string_view op, const RelativeBiasConfig& config);
 
 }  // namespace posenc::cuda

@@ -39,6 +39,20 @@ void check_device_memory(std::string_view op, std::string_view name, const ViewS
                  " (cudaSetDevice, or torch.cuda.device, before the call)");
 }
 
+DeviceScratch::DeviceScratch(std::string_view op, const char* what, size_t bytes) {
+  if (bytes == 0) return;
+  const cudaError_t e = cudaMallocAsync(&data_, bytes, static_cast<cudaStream_t>(cuda_stream()));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    detail::fail(op, "could not allocate ", bytes, " bytes of device memory for ", what, ": ",
+                 cudaGetErrorString(e));
+  }
+}
+
+DeviceScratch::~DeviceScratch() {
+  if (data_ != nullptr) cudaFreeAsync(data_, static_cast<cudaStream_t>(cuda_stream()));
+}
+
 void check_launch(std::string_view op, const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) detail::fail(op, what, " failed: ", cudaGetErrorName(e), ": ", cudaGetErrorString(e));

@@ -14,6 +14,8 @@
 #include <set>
 #include <utility>
 
+#include "src/cuda/attention_tiles.cuh"
+
 namespace {
 using namespace cute;
 
@@ -52,5 +54,63 @@ TEST(CuteLayouts, Sm90Gmma64x128x16AccumulatorsAsThePtxIsaDocuments) {
     return std::pair<int, int>{16 * w + l / 4 + 8 * ((v / 2) % 2), 8 * (v / 4) + 2 * (l % 4) + v % 2};
   });
 }
+
+// The attention's tiles (src/cuda/attention_tiles.cuh), for bf16 and fp16 and both head sizes.
+template <class Element, int kHeadDim>
+void check_attention_tiles() {
+  using T = posenc::cuda::AttentionTiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  typename T::Mma mma;
+  const auto scores = make_identity_tensor(make_shape(Int<BM>{}, Int<BN>{}));
+  const auto pv_a = make_identity_tensor(make_shape(Int<BM>{}, Int<BN>{}));  // P as (rows, keys)
+  for (int t = 0; t < T::kThreads; ++t) {
+    const int w = t / 32, l = t % 32;
+    const auto thr = mma.get_slice(t);
+    const auto c = thr.partition_C(scores);
+    // (rows, cols) view: row r of the thread is 16 w + l / 4 + 8 r on every column; columns in adjacent
+    // pairs.
+    const auto rc = make_tensor(c.data(), posenc::cuda::accumulator_rows_cols(c.layout()));
+    ASSERT_EQ(int(size<0>(rc)), 2);
+    for (int r = 0; r < size<0>(rc); ++r)
+      for (int k = 0; k < size<1>(rc); ++k) {
+        ASSERT_EQ(int(get<0>(rc(r, k))), 16 * w + l / 4 + 8 * r) << "thread " << t;
+        if (k % 2 == 1) ASSERT_EQ(int(get<1>(rc(r, k))), int(get<1>(rc(r, k - 1))) + 1);
+      }
+    // The accumulators of S reshaped as the A operand of P V hold exactly the operand's (row, key) elements.
+    const auto as_a = make_tensor(c.data(), posenc::cuda::accumulator_as_operand_a(c.layout()));
+    const auto a = thr.partition_A(pv_a);
+    ASSERT_EQ(int(size(as_a)), int(size(a)));
+    for (int i = 0; i < size(a); ++i) {
+      ASSERT_EQ(int(get<0>(as_a(i))), int(get<0>(a(i)))) << "thread " << t << " value " << i;
+      ASSERT_EQ(int(get<1>(as_a(i))), int(get<1>(a(i)))) << "thread " << t << " value " << i;
+    }
+  }
+  // V^T is V read by columns: element (d, n) of the transposed view is element (n, d) of the tile.
+  const typename T::SmemVt vt;
+  const typename T::SmemKV kv;
+  for (int d = 0; d < kHeadDim; ++d)
+    for (int n = 0; n < BN; ++n) ASSERT_EQ(int(vt(d, n)), int(kv(n, d)));
+  // The swizzled tile is a permutation of its elements.
+  std::set<int> offsets;
+  for (int n = 0; n < BN; ++n)
+    for (int d = 0; d < kHeadDim; ++d) offsets.insert(int(kv(n, d)));
+  EXPECT_EQ(offsets.size(), size_t(BN * kHeadDim));
+  // The global copy: every element of a (64, D) tile once, in 16-byte runs of 8 along D.
+  typename T::GmemCopy copy;
+  const auto tile = make_identity_tensor(make_shape(Int<BM>{}, Int<kHeadDim>{}));
+  std::set<std::pair<int, int>> seen;
+  for (int t = 0; t < T::kThreads; ++t) {
+    const auto part = copy.get_thread_slice(t).partition_S(tile);
+    for (int i = 0; i < size(part); ++i) seen.insert({int(get<0>(part(i))), int(get<1>(part(i)))});
+    for (int m = 0; m < size<1>(part); ++m)
+      for (int k = 0; k < size<2>(part); ++k)
+        for (int v = 1; v < size<0>(part); ++v)
+          ASSERT_EQ(int(get<1>(part(v, m, k))), int(get<1>(part(0, m, k))) + v);
+  }
+  EXPECT_EQ(seen.size(), size_t(BM * kHeadDim));
+}
+
+TEST(CuteLayouts, AttentionTilesBf16HeadDim128) { check_attention_tiles<cutlass::bfloat16_t, 128>(); }
+TEST(CuteLayouts, AttentionTilesFp16HeadDim64) { check_attention_tiles<cutlass::half_t, 64>(); }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// bench/cuda/bench_attention_cuda.cc: the fused attention forward on the GPU, bf16, B 4, H 32, S 4096, D 128
+// and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
+// sliding window 1024. TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V), as the anchors
+// of scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
+// per figure on stdout; run by scripts/gpu_check.sh.   usage: bench_attention_cuda [repeats]
+#include <algorithm>
+#include <string>
+
+#include "cuda_timing.h"
+#include "posenc/attention.h"
+#include "posenc/device.h"
+
+namespace {
+using namespace posenc;
+using namespace posenc::bench;
+
+// Visible (query, key) pairs of a causal prefill of S tokens, optionally within a window.
+double visible_pairs(int64_t S, int64_t window) {
+  double pairs = 0;
+  for (int64_t i = 0; i < S; ++i) pairs += static_cast<double>(window > 0 ? std::min(window, i + 1) : i + 1);
+  return pairs;
+}
+
+TensorView bf16_view(void* data, std::initializer_list<int64_t> shape) {
+  TensorView v = view(static_cast<float*>(data), shape, Device::cuda);
+  v.dtype = DType::bf16;
+  return v;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_attention_cuda: no CUDA device\n");
+    return 2;
+  }
+  const int64_t B = 4, H = 32, S = 4096;
+  for (int64_t D : {128, 64}) {
+    const size_t bytes = static_cast<size_t>(B * S * H * D) * 2;
+    const std::vector<void*> q = random_device_sets(1, bytes), k = random_device_sets(1, bytes),
+                             v = random_device_sets(1, bytes), out = random_device_sets(1, bytes);
+    float* table;
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&table), 4 * 257 * H), "cudaMalloc");
+    cuda_ok(cudaMemset(table, 0, 4 * 257 * H), "memset");
+    const AttentionInputs in =
+        qkv(bf16_view(q[0], {B, S, H, D}), bf16_view(k[0], {B, S, H, D}), bf16_view(v[0], {B, S, H, D}));
+    const TensorView o = bf16_view(out[0], {B, S, H, D});
+    struct Variant {
+      const char* name;
+      AttentionConfig config;
+      int64_t window;
+    };
+    std::vector<Variant> variants;
+    AttentionConfig base;
+    base.causal = true;
+    variants.push_back({"none", base, 0});
+    AttentionConfig alibi = base;
+    alibi.bias.kind = AttentionBias::Kind::alibi;
+    alibi.bias.alibi.heads = H;
+    variants.push_back({"alibi", alibi, 0});
+    AttentionConfig t5 = base;
+    t5.bias.kind = AttentionBias::Kind::relative;
+    t5.bias.relative = RelativeBiasConfig::t5(H, 32, 128, false);
+    t5.bias.relative_table = view(table, {32, H}, Device::cuda);
+    variants.push_back({"t5", t5, 0});
+    AttentionConfig clipped = base;
+    clipped.bias.kind = AttentionBias::Kind::relative;
+    clipped.bias.relative = RelativeBiasConfig::clipped(H, 128);
+    clipped.bias.relative_table = view(table, {257, H}, Device::cuda);
+    variants.push_back({"clipped", clipped, 0});
+    AttentionConfig softcap = base;
+    softcap.softcap = 50;
+    variants.push_back({"softcap", softcap, 0});
+    AttentionConfig window = base;
+    window.window = 1024;
+    variants.push_back({"window1024", window, 1024});
+    const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " causal";
+    for (const Variant& var : variants) {
+      const double ms = median_ms(repeats, 1, [&](int) { attention_forward(var.config, in, o, {}); });
+      const double flops = 4.0 * B * H * D * visible_pairs(S, var.window);
+      std::printf(
+          "{\"op\": \"attention_forward\", \"variant\": \"%s\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
+          "\"ms\": %.4f, \"tflops\": %.1f}\n",
+          var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+      std::fflush(stdout);
+    }
+    cudaFree(table);
+    for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
+  }
+  return 0;
+}

@@ -1,0 +1,303 @@
+// src/attention_cuda.cc: the front end of attention_forward on CUDA views. Everything is checked on the host
+// from the views' shapes and the config before anything is queued (device data is never read back: no
+// synchronization); then default positions, RoPE's rotated copies and the bias lookup are made in
+// stream-ordered device memory and the kernel (src/cuda/attention.cu) runs on posenc::cuda_stream().
+// What the device cannot check without reading data back becomes NaN in the output, never a wrong number:
+// positions beyond 2^53 (the rows that meet them) and invalid cu_seqlens (the whole output).
+#include "src/attention_cuda.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "src/check.h"
+
+#if POSENC_WITH_CUDA_ATTENTION
+#include "src/cuda/attention.h"
+#include "src/cuda/device.h"
+#endif
+
+namespace posenc::detail {
+namespace {
+constexpr const char* kOp = "attention";
+}
+
+#if POSENC_WITH_CUDA_ATTENTION
+namespace {
+
+std::string strides_text(const ViewShape& v) {
+  std::string s = "[";
+  for (int i = 0; i < v.rank; ++i) s += (i ? ", " : "") + std::to_string(v.strides[i]);
+  return s + "]";
+}
+
+// A view of device memory with the given shape and strides.
+template <class View, class Pointer>
+View device_view(Pointer data, DType dtype, std::initializer_list<int64_t> shape,
+                 std::initializer_list<int64_t> strides) {
+  View v;
+  v.data = data;
+  v.dtype = dtype;
+  v.device = Device::cuda;
+  v.shape = dims_from(shape, &v.rank);
+  int rank = 0;
+  v.strides = dims_from(strides, &rank);
+  return v;
+}
+
+// Tensor-core tiles read rows of 16 bytes: the data and every row stride aligned to them.
+void check_aligned(const char* name, const ViewShape& v, const void* data) {
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0)
+    fail(kOp, name, " is not 16-byte aligned on cuda (the tiles are read in 16-byte rows)");
+  for (int i = 0; i + 1 < v.rank; ++i)
+    if (v.strides[i] % 8 != 0)
+      fail(kOp, name, " has strides ", strides_text(v), ": on cuda every stride but the last must be a ",
+           "multiple of 8 elements (16-byte rows)");
+}
+
+// A checked activation (B, T, H, D) on cuda, of dtype `dtype` (its memory is checked with the others, last).
+void check_activation(const char* name, const ViewShape& v, const void* data, DType dtype,
+                      std::initializer_list<int64_t> shape) {
+  check_view(kOp, name, v, dtype, shape, data, Device::cuda);
+  check_unit_last_stride(kOp, name, v);
+  check_aligned(name, v, data);
+}
+
+// The views' memory, checked after every shape and option (the checks that ask the CUDA runtime).
+struct DeviceViews {
+  struct Entry {
+    const char* name;
+    const ViewShape* view;
+    const void* data;
+  };
+  std::vector<Entry> entries;
+  void add(const char* name, const ViewShape& v, const void* data) { entries.push_back({name, &v, data}); }
+  void check() const {
+    for (const Entry& e : entries) cuda::check_device_memory(kOp, e.name, *e.view, e.data);
+  }
+};
+
+void copy_strides(const ViewShape& v, int64_t* out) {
+  for (int i = 0; i < 3; ++i) out[i] = v.strides[i];
+}
+
+// Positions (T) or (B, T) int64 in device memory: (pointer, per-batch stride).
+std::pair<const int64_t*, int64_t> device_positions(const char* name, const ConstTensorView& p, int64_t B,
+                                                    int64_t T) {
+  const PositionLayout l = check_positions(kOp, p, 1, B, T, Device::cuda);
+  if (l.token_stride != 1)
+    fail(kOp, name, " has strides ", strides_text(p), ": on cuda the token stride must be 1");
+  return {l.data, l.batch_stride};
+}
+
+void check_temperature(const QueryTemperature& t) {
+  if (t.kind == QueryTemperature::Kind::none) return;
+  if (!std::isfinite(t.scale) || std::abs(t.scale) > 1e6)
+    fail_arg(kOp, "query_temperature.scale", t.scale, "must be finite, |scale| <= 1e6");
+  if (!std::isfinite(t.floor_scale) || !(t.floor_scale >= 1))
+    fail_arg(kOp, "query_temperature.floor_scale", t.floor_scale, "must be finite and >= 1");
+  if (t.kind == QueryTemperature::Kind::qwen_logn && !(t.floor_scale > 1))
+    fail_arg(kOp, "query_temperature.floor_scale", t.floor_scale,
+             "must be > 1 for qwen_logn (log(seq_length))");
+}
+
+void set_bias(const AttentionBias& ab, int64_t H, cuda::AttentionLaunch& l, DeviceViews& memory) {
+  if (ab.kind == AttentionBias::Kind::none) return;
+  l.has_bias = true;
+  if (H > cuda::kMaxAttentionHeads)
+    fail(kOp, "q has ", H, " heads: a bias on cuda takes at most ", cuda::kMaxAttentionHeads);
+  if (ab.kind == AttentionBias::Kind::alibi) {
+    if (ab.alibi.heads != H)
+      fail(kOp, "bias.alibi.heads = ", ab.alibi.heads, " differs from the ", H, " heads of q");
+    l.bias.kind = cuda::BiasKind::alibi;
+    l.bias.slopes = alibi_slopes(ab.alibi);
+    l.bias.symmetric = ab.alibi.symmetric;
+    return;
+  }
+  validate(ab.relative);
+  if (ab.relative.heads != H)
+    fail(kOp, "bias.relative.heads = ", ab.relative.heads, " differs from the ", H, " heads of q");
+  check_view(kOp, "bias.relative_table", ab.relative_table, DType::f32, {ab.relative.num_rows(), H},
+             ab.relative_table.data, Device::cuda);
+  memory.add("bias.relative_table", ab.relative_table, ab.relative_table.data);
+  l.bias = cuda::learned_bias_rows(kOp, ab.relative);
+  if (2 * l.bias.limit + 1 > cuda::kMaxDeviceRowTable)
+    fail_arg(kOp, "bias.relative.max_distance", ab.relative.max_distance,
+             "must be at most " + std::to_string((cuda::kMaxDeviceRowTable - 1) / 2) +
+                 " on cuda (the per-head lookup is staged in shared memory)");
+  l.bias.table = ab.relative_table.ptr<float>();
+  l.bias.table_strides[0] = ab.relative_table.strides[0],
+  l.bias.table_strides[1] = ab.relative_table.strides[1];
+}
+
+}  // namespace
+
+void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
+                            TensorView lse) {
+  // Shapes and dtypes.
+  const DType dtype = in.q.dtype;
+  if (dtype != DType::bf16 && dtype != DType::f16)
+    fail(kOp, "q has dtype ", dtype_name(dtype), ": attention on cuda takes bf16 or f16 q, k, v and out ",
+         "(tensor cores, fp32 accumulation)");
+  check_activation("q", in.q, in.q.data, dtype, {-1, -1, -1, -1});
+  const int64_t B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
+  check_activation("k", in.k, in.k.data, dtype, {B, -1, -1, D});
+  const int64_t K = in.k.shape[1], Hkv = in.k.shape[2];
+  check_activation("v", in.v, in.v.data, dtype, {B, K, Hkv, -1});
+  if (in.v.shape[3] != D)
+    fail(kOp, "v has shape ", in.v.shape_string(), ": on cuda the value head_dim must equal q's, ", D);
+  if (D != 64 && D != 128)
+    fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda head_dim must be 64 or 128");
+  if (Hkv == 0 || H % Hkv != 0)
+    fail(kOp, "q has ", H, " heads and k has ", Hkv,
+         ": the query heads must be a multiple of the key/value heads");
+  check_activation("out", out, out.data, dtype, {B, Q, H, D});
+  DeviceViews memory;
+  memory.add("q", in.q, in.q.data), memory.add("k", in.k, in.k.data), memory.add("v", in.v, in.v.data);
+  memory.add("out", out, out.data);
+  if (lse.data != nullptr) {
+    check_view(kOp, "lse", lse, DType::f32, {B, H, Q}, lse.data, Device::cuda);
+    memory.add("lse", lse, lse.data);
+  }
+  if (H > 65535 || B > 65535)
+    fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
+
+  // The config: what the kernel has, and what it refuses by name.
+  if (config.shaw) fail(kOp, "shaw is not available on cuda yet (the CPU backend has it)");
+  if (config.transformer_xl)
+    fail(kOp, "transformer_xl is not available on cuda yet (the CPU backend has it)");
+  if (config.rotate_values) fail(kOp, "rotate_values is not available on cuda (fp32 values only)");
+  if (config.window < 0) fail_arg(kOp, "window", config.window, "must be >= 0 (0 = no window)");
+  if (config.chunk < 0) fail_arg(kOp, "chunk", config.chunk, "must be >= 0 (0 = no chunks)");
+  if (!std::isfinite(config.softcap) || config.softcap < 0)
+    fail_arg(kOp, "softcap", config.softcap, "must be finite and >= 0 (0 = none)");
+  const double scale = config.scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
+  check_finite(kOp, "scale", scale);
+  check_temperature(config.query_temperature);
+
+  cuda::AttentionLaunch l;
+  l.dtype = dtype;
+  l.B = B, l.Q = Q, l.K = K, l.H = H, l.Hkv = Hkv, l.D = D;
+  l.q = in.q.data, l.k = in.k.data, l.v = in.v.data, l.out = out.data;
+  copy_strides(in.q, l.q_strides), copy_strides(in.k, l.k_strides), copy_strides(in.v, l.v_strides);
+  copy_strides(out, l.out_strides);
+  if (lse.data != nullptr) l.lse = lse.ptr<float>(), copy_strides(lse, l.lse_strides);
+  l.scale = static_cast<float>(scale);
+  l.mask = {config.causal, config.window, config.chunk};
+  l.softcap = static_cast<float>(config.softcap);
+  l.temperature = config.query_temperature;
+  if (config.sinks.data != nullptr) {
+    check_view(kOp, "sinks", config.sinks, DType::f32, {H}, config.sinks.data, Device::cuda);
+    memory.add("sinks", config.sinks, config.sinks.data);
+    l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
+  }
+  set_bias(config.bias, H, l, memory);
+
+  // Packed sequences: their offsets stay on the device (checked there: invalid ones make out NaN).
+  const bool packed = in.cu_seqlens_q.data != nullptr || in.cu_seqlens_k.data != nullptr;
+  if (packed) {
+    if (in.cu_seqlens_q.data == nullptr || in.cu_seqlens_k.data == nullptr)
+      fail(kOp, "packed sequences need both cu_seqlens_q and cu_seqlens_k");
+    if (B != 1) fail(kOp, "q has shape ", in.q.shape_string(), ": packed sequences need batch 1");
+    check_view(kOp, "cu_seqlens_q", in.cu_seqlens_q, DType::i64, {-1}, in.cu_seqlens_q.data, Device::cuda);
+    check_view(kOp, "cu_seqlens_k", in.cu_seqlens_k, DType::i64, {in.cu_seqlens_q.shape[0]},
+               in.cu_seqlens_k.data, Device::cuda);
+    if (in.cu_seqlens_q.shape[0] < 2 || in.cu_seqlens_q.shape[0] > 65536)
+      fail(kOp, "cu_seqlens_q has shape ", in.cu_seqlens_q.shape_string(),
+           ", expected (N + 1) with 1 <= N <= 65535");
+    for (const auto& [name, v] :
+         {std::pair<const char*, const ConstTensorView*>{"cu_seqlens_q", &in.cu_seqlens_q},
+          {"cu_seqlens_k", &in.cu_seqlens_k}}) {
+      if (v->strides[0] != 1)
+        fail(kOp, name, " has strides ", strides_text(*v), ": must be contiguous on cuda");
+      memory.add(name, *v, v->data);
+    }
+    l.cu_seqlens_q = in.cu_seqlens_q.ptr<int64_t>(), l.cu_seqlens_k = in.cu_seqlens_k.ptr<int64_t>();
+    l.sequences = in.cu_seqlens_q.shape[0] - 1;
+  }
+
+  // Positions: given, or default ones made on the device.
+  const bool given_q = in.q_positions.data != nullptr, given_k = in.k_positions.data != nullptr;
+  if (given_q) {
+    std::tie(l.q_pos, l.q_pos_stride) = device_positions("q_positions", in.q_positions, B, Q);
+    memory.add("q_positions", in.q_positions, in.q_positions.data);
+  }
+  if (given_k) {
+    std::tie(l.k_pos, l.k_pos_stride) = device_positions("k_positions", in.k_positions, B, K);
+    memory.add("k_positions", in.k_positions, in.k_positions.data);
+  }
+
+  // RoPE: its config checked here, applied below on copies.
+  const Rope* rope = config.rope;
+  int64_t rope_dim = 0;
+  if (rope != nullptr) {
+    const RopeConfig& rc = rope->config();
+    if (rc.num_position_streams() != 1)
+      fail(kOp, "rope is multimodal (", rope_multimodal_name(rc.multimodal),
+           "): apply it with Rope::forward_qk before attention, whose positions are one stream");
+    rope_dim = rc.head_dim;
+    if (config.rope_offset < 0 || config.rope_offset > D - rope_dim)
+      fail(kOp, "rope_offset = ", config.rope_offset, " and rope.head_dim = ", rope_dim,
+           " do not fit the head_dim of q, ", D, ": need 0 <= rope_offset <= ", D, " - ", rope_dim);
+  }
+
+  memory.check();
+
+  // Nothing is queued before this line. Device memory for what the kernel reads besides the inputs.
+  const int64_t default_q = given_q ? 0 : B * Q, default_k = given_k ? 0 : B * K;
+  cuda::DeviceScratch positions(kOp, "default positions", static_cast<size_t>(default_q + default_k) * 8);
+  if (!given_q || !given_k) {
+    cuda::DefaultPositionsLaunch d;
+    d.B = B, d.Q = Q, d.K = K;
+    d.cu_seqlens_q = l.cu_seqlens_q, d.cu_seqlens_k = l.cu_seqlens_k, d.sequences = l.sequences;
+    d.q_pos = given_q ? nullptr : positions.as<int64_t>();
+    d.k_pos = given_k ? nullptr : positions.as<int64_t>() + default_q;
+    cuda::attention_default_positions(d);
+    if (!given_q) l.q_pos = d.q_pos, l.q_pos_stride = Q;
+    if (!given_k) l.k_pos = d.k_pos, l.k_pos_stride = K;
+  }
+  const size_t q_bytes = static_cast<size_t>(B * Q * H * D) * 2,
+               k_bytes = static_cast<size_t>(B * K * Hkv * D) * 2;
+  cuda::DeviceScratch rotated(kOp, "rotated q and k", rope != nullptr ? q_bytes + k_bytes : 0);
+  if (rope != nullptr) {
+    // Contiguous copies of q and k, their dims [rope_offset, rope_offset + rope.head_dim) rotated in place.
+    char* q_rot = rotated.as<char>();
+    char* k_rot = q_rot + q_bytes;
+    cuda::copy_head_rows(in.q.data, in.q.strides.data(), B, Q, H, D, q_rot);
+    cuda::copy_head_rows(in.k.data, in.k.strides.data(), B, K, Hkv, D, k_rot);
+    const auto range = [&](char* base, int64_t T, int64_t heads) {
+      return device_view<TensorView>(static_cast<void*>(base + config.rope_offset * 2), dtype,
+                                     {B, T, heads, rope_dim}, {T * heads * D, heads * D, D, 1});
+    };
+    const auto pos_view = [&](const int64_t* p, int64_t stride, int64_t T) {
+      return stride == 0
+                 ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
+                 : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
+    };
+    rope->forward(range(q_rot, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
+    rope->forward(range(k_rot, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    l.q = q_rot, l.k = k_rot;
+    const int64_t qs[3] = {Q * H * D, H * D, D}, ks[3] = {K * Hkv * D, Hkv * D, D};
+    for (int i = 0; i < 3; ++i) l.q_strides[i] = qs[i], l.k_strides[i] = ks[i];
+  }
+  cuda::attention_forward(l);
+}
+
+#else
+
+void attention_forward_cuda(const AttentionConfig&, const AttentionInputs& in, TensorView, TensorView) {
+  check_device(kOp, "q", in.q, Device::cuda);
+#if POSENC_WITH_CUDA
+  fail(kOp, "attention on cuda tensors needs the CuTe headers at build time (scripts/fetch_cutlass.sh), ",
+       "which this build did not find");
+#else
+  fail_without_cuda(kOp, "q");
+#endif
+}
+
+#endif
+
+}  // namespace posenc::detail

@@ -1,0 +1,267 @@
+// tests/cuda/test_attention_cuda.cc: attention_forward on CUDA tensors against the double reference
+// (reference/attention.h, through tests/attention_case.h) on the same bf16 / fp16 inputs, and against the CPU
+// backend where positions are explicit. The GPU rounds each probability to the storage type for its P V on
+// tensor cores (as every GPU flash attention does; the CPU's round_probabilities), so each output element is
+// within
+//   |out - exact| <= u_p max_j |v_j| + u |exact| + 1e-5 (1 + |exact|)
+// (u_p = u = 2^-8 bf16, 2^-11 fp16: a convex combination of the values with weights each within u_p relative,
+// then one rounding), and lse within the fp32 reductions' 1e-5 (1 + |lse|). Outputs are poisoned (NaN) first:
+// every element must be written. The refusals run without a GPU; everything else skips without one.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "attention_case.h"
+#include "device_buffer.h"
+#include "half_storage.h"
+#include "posenc/error.h"
+
+namespace posenc::test {
+namespace {
+
+struct DeviceCase {
+  std::vector<uint16_t> q, k, v;
+  std::vector<float> exact_out, exact_lse;
+  double vmax = 0;
+};
+
+// The case's q, k, v rounded to the storage, and the reference on exactly those values.
+DeviceCase rounded_case(AttentionCase& ac, const Storage& s) {
+  DeviceCase d;
+  std::vector<uint16_t>* bits[3] = {&d.q, &d.k, &d.v};
+  const Params::Part parts[3] = {Params::q, Params::k, Params::v};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float>& x = ac.part(parts[i]);
+    bits[i]->resize(x.size());
+    for (size_t j = 0; j < x.size(); ++j) (*bits[i])[j] = s.round(x[j]), x[j] = s.value((*bits[i])[j]);
+  }
+  for (float x : ac.part(Params::v)) d.vmax = std::max(d.vmax, std::fabs(static_cast<double>(x)));
+  const auto r = ac.reference(ac.flat());
+  d.exact_out.assign(r.out.begin(), r.out.end());
+  d.exact_lse.assign(r.lse.begin(), r.lse.end());
+  return d;
+}
+
+// The config with its host tables copied to the device (kept alive by `buffers`).
+AttentionConfig device_config(const AttentionCase& ac,
+                              std::vector<std::unique_ptr<DeviceBuffer<float>>>& buffers) {
+  AttentionConfig cfg = ac.config();
+  const auto to_device = [&](ConstTensorView& v) {
+    if (v.data == nullptr) return;
+    std::vector<float> host(v.ptr<float>(), v.ptr<float>() + v.numel());
+    buffers.push_back(std::make_unique<DeviceBuffer<float>>(host));
+    v.data = buffers.back()->get();
+    v.device = Device::cuda;
+  };
+  to_device(cfg.sinks);
+  to_device(cfg.bias.relative_table);
+  return cfg;
+}
+
+TensorView device16(DeviceBuffer<uint16_t>& b, DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v = view(reinterpret_cast<float*>(b.get()), shape, Device::cuda);
+  v.dtype = dtype;
+  return v;
+}
+
+void check(const Case& c, Enc e, const Storage& s) {
+  AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + " " + s.name);
+  const DeviceCase d = rounded_case(ac, s);
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> tables;
+  const AttentionConfig cfg = device_config(ac, tables);
+  DeviceBuffer<uint16_t> dq(d.q), dk(d.k), dv(d.v), dout(d.exact_out.size());
+  DeviceBuffer<float> dlse(d.exact_lse.size());
+  DeviceBuffer<int64_t> cu_q(c.cu_q.empty() ? std::vector<int64_t>{0} : c.cu_q);
+  DeviceBuffer<int64_t> cu_k(c.cu_k.empty() ? std::vector<int64_t>{0} : c.cu_k);
+  dout.poison(), dlse.poison();
+  AttentionInputs in =
+      qkv(device16(dq, s.dtype, {c.B, c.Q, c.H, c.D}), device16(dk, s.dtype, {c.B, c.K, c.Hkv, c.D}),
+          device16(dv, s.dtype, {c.B, c.K, c.Hkv, c.D}));
+  if (!c.cu_q.empty()) {
+    in.cu_seqlens_q = view(cu_q.get(), {static_cast<int64_t>(c.cu_q.size())}, Device::cuda);
+    in.cu_seqlens_k = view(cu_k.get(), {static_cast<int64_t>(c.cu_k.size())}, Device::cuda);
+  }
+  attention_forward(cfg, in, device16(dout, s.dtype, {c.B, c.Q, c.H, c.D}),
+                    view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
+  const std::vector<uint16_t> out = dout.to_host();
+  const std::vector<float> lse = dlse.to_host();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double exact = d.exact_out[i], got = s.value(out[i]);
+    const double bound = s.unit_roundoff * (d.vmax + std::fabs(exact)) + 1e-5 * (1 + std::fabs(exact));
+    ASSERT_LE(std::fabs(got - exact), bound) << "out element " << i << " exact " << exact;
+  }
+  for (size_t i = 0; i < lse.size(); ++i) {
+    const double exact = d.exact_lse[i];
+    if (std::isinf(exact)) {
+      ASSERT_EQ(lse[i], exact) << "lse " << i;
+    } else {
+      ASSERT_LE(std::fabs(lse[i] - exact), 1e-5 * (1 + std::fabs(exact))) << "lse " << i;
+    }
+  }
+}
+
+const std::vector<Enc>& gpu_encodings() {
+  static const std::vector<Enc> e = {Enc::none,   Enc::rope,      Enc::alibi,   Enc::alibi_symmetric,
+                                     Enc::t5,     Enc::t5_causal, Enc::clipped, Enc::rope_alibi,
+                                     Enc::rope_t5};
+  return e;
+}
+
+TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  Case capped{1, 70, 70, 4, 2, 64, true};
+  capped.softcap = 2.0, capped.sinks = true, capped.chunk = 16;
+  Case window{2, 130, 130, 2, 2, 128, true, 50};
+  Case packed{1, 120, 150, 4, 4, 64, true};
+  packed.cu_q = {0, 50, 50, 120}, packed.cu_k = {0, 60, 70, 150};
+  const std::vector<Case> shapes = {
+      {2, 70, 70, 4, 2, 64, true},    // a prefill, two partial tiles, grouped heads
+      {1, 3, 200, 8, 1, 128, false},  // decode rows against a long cache, multi-query
+      {1, 1, 1, 1, 1, 64, false},     // length 1
+      capped,
+      window,
+      packed};
+  for (const Storage* s : {&kBf16, &kF16})
+    for (const Case& c : shapes)
+      for (Enc e : gpu_encodings()) check(c, e, *s);
+}
+
+TEST(AttentionCuda, QueryTemperatureAndBidirectionalWindows) {
+  POSENC_SKIP_WITHOUT_GPU();
+  for (int temperature : {1, 2, 3}) {
+    Case c{1, 90, 90, 2, 1, 64, true};
+    c.temperature = temperature;
+    check(c, Enc::none, kBf16);
+    check(c, Enc::rope, kF16);
+  }
+  check({1, 100, 100, 2, 2, 64, false, 20}, Enc::alibi_symmetric, kBf16);
+}
+
+// Explicit, shuffled positions far from 0 (2^31 + i): the GPU against the CPU backend on the same inputs.
+TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
+  POSENC_SKIP_WITHOUT_GPU();
+  const int64_t B = 2, Q = 45, K = 77, H = 4, Hkv = 2, D = 64;
+  std::vector<uint16_t> q, k, v;
+  const std::vector<float> qf = rounded_random(kBf16, B * Q * H * D, 1, q),
+                           kf = rounded_random(kBf16, B * K * Hkv * D, 2, k);
+  const std::vector<float> vf = rounded_random(kBf16, B * K * Hkv * D, 3, v);
+  std::vector<int64_t> qp(B * Q), kp(B * K);
+  for (int64_t i = 0; i < B * Q; ++i) qp[i] = (int64_t{1} << 31) + (i * 37) % 101;
+  for (int64_t j = 0; j < B * K; ++j) kp[j] = (int64_t{1} << 31) + (j * 53) % 97;
+  RopeConfig rc;
+  rc.head_dim = D;
+  const Rope rope(rc);
+  AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.rope = &rope;
+  cfg.bias.kind = AttentionBias::Kind::alibi;
+  cfg.bias.alibi.heads = H;
+  std::vector<float> out_cpu(B * Q * H * D), lse_cpu(B * H * Q);
+  AttentionInputs in =
+      qkv(view(qf.data(), {B, Q, H, D}), view(kf.data(), {B, K, Hkv, D}), view(vf.data(), {B, K, Hkv, D}));
+  in.q_positions = view(qp.data(), {B, Q}), in.k_positions = view(kp.data(), {B, K});
+  attention_forward(cfg, in, view(out_cpu.data(), {B, Q, H, D}), view(lse_cpu.data(), {B, H, Q}));
+
+  DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dout(out_cpu.size());
+  DeviceBuffer<int64_t> dqp(qp), dkp(kp);
+  DeviceBuffer<float> dlse(lse_cpu.size());
+  dout.poison();
+  AttentionInputs din =
+      qkv(device16(dq, DType::bf16, {B, Q, H, D}), device16(dk, DType::bf16, {B, K, Hkv, D}),
+          device16(dv, DType::bf16, {B, K, Hkv, D}));
+  din.q_positions = view(dqp.get(), {B, Q}, Device::cuda),
+  din.k_positions = view(dkp.get(), {B, K}, Device::cuda);
+  attention_forward(cfg, din, device16(dout, DType::bf16, {B, Q, H, D}),
+                    view(dlse.get(), {B, H, Q}, Device::cuda));
+  const std::vector<uint16_t> out = dout.to_host();
+  const std::vector<float> lse = dlse.to_host();
+  double vmax = 0;
+  for (float x : vf) vmax = std::max(vmax, std::fabs(static_cast<double>(x)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double cpu = out_cpu[i], got = kBf16.value(out[i]);
+    // The CPU's fp32 out against the exact one: 1e-5; RoPE's angles rounded the same way on both sides.
+    ASSERT_LE(std::fabs(got - cpu),
+              kBf16.unit_roundoff * (vmax + std::fabs(cpu)) + 2e-5 * (1 + std::fabs(cpu)))
+        << "element " << i;
+  }
+  for (size_t i = 0; i < lse.size(); ++i)
+    ASSERT_LE(std::fabs(lse[i] - lse_cpu[i]), 2e-5 * (1 + std::fabs(lse_cpu[i])));
+}
+
+// Strided q, k, v: slices of one fused qkv buffer with a padded row.
+TEST(AttentionCuda, SlicesOfAFusedQkvBuffer) {
+  POSENC_SKIP_WITHOUT_GPU();
+  const int64_t B = 1, T = 33, H = 2, D = 64, row = (3 * H + 1) * D;  // q | k | v heads, one head of padding
+  std::vector<uint16_t> qkv_bits;
+  const std::vector<float> x = rounded_random(kBf16, B * T * row, 9, qkv_bits);
+  std::vector<float> q(B * T * H * D), k(q.size()), v(q.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < H * D; ++e)
+      q[t * H * D + e] = x[t * row + e], k[t * H * D + e] = x[t * row + H * D + e],
+                    v[t * H * D + e] = x[t * row + 2 * H * D + e];
+  AttentionConfig cfg;
+  cfg.causal = true;
+  std::vector<float> out_cpu(q.size());
+  attention_forward(
+      cfg, qkv(view(q.data(), {B, T, H, D}), view(k.data(), {B, T, H, D}), view(v.data(), {B, T, H, D})),
+      view(out_cpu.data(), {B, T, H, D}), {});
+  DeviceBuffer<uint16_t> dx(qkv_bits), dout(q.size());
+  dout.poison();
+  const auto slice = [&](int64_t first_head) {
+    TensorView s = strided_view(reinterpret_cast<float*>(dx.get() + first_head * D), {B, T, H, D},
+                                {T * row, row, D, 1}, Device::cuda);
+    s.dtype = DType::bf16;
+    return s;
+  };
+  attention_forward(cfg, qkv(slice(0), slice(H), slice(2 * H)), device16(dout, DType::bf16, {B, T, H, D}),
+                    {});
+  const std::vector<uint16_t> out = dout.to_host();
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_LE(std::fabs(kBf16.value(out[i]) - out_cpu[i]),
+              kBf16.unit_roundoff * (1 + std::fabs(out_cpu[i])) + 2e-5)
+        << "element " << i;
+}
+
+// What the CUDA attention refuses, by name, before anything is queued (no device needed: the checks read
+// shapes and dtypes only; the pointers are never dereferenced).
+TEST(AttentionCuda, RefusalsNameTheArgument) {
+  alignas(16) static uint16_t fake[16];
+  const auto dev = [&](DType dtype, std::initializer_list<int64_t> shape) {
+    TensorView v = view(reinterpret_cast<float*>(fake), shape, Device::cuda);
+    v.dtype = dtype;
+    return v;
+  };
+  AttentionConfig cfg;
+  const auto refused = [&](const AttentionInputs& in, TensorView out, const std::string& needle) {
+    try {
+      attention_forward(cfg, in, out, {});
+      ADD_FAILURE() << "accepted; expected an error with: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const auto q = dev(DType::bf16, {1, 4, 2, 64}), k = dev(DType::bf16, {1, 4, 2, 64});
+  refused(qkv(dev(DType::f32, {1, 4, 2, 64}), k, k), q, "bf16 or f16");
+  refused(
+      qkv(dev(DType::bf16, {1, 4, 2, 96}), dev(DType::bf16, {1, 4, 2, 96}), dev(DType::bf16, {1, 4, 2, 96})),
+      dev(DType::bf16, {1, 4, 2, 96}), "head_dim must be 64 or 128");
+  refused(qkv(q, k, dev(DType::f16, {1, 4, 2, 64})), q, "v");
+  refused(qkv(q, k, k), dev(DType::bf16, {1, 4, 2, 32}), "out");
+  TensorView odd = q;
+  odd.strides = {4 * 2 * 64, 2 * 64 + 4, 64, 1};
+  refused(qkv(odd, k, k), q, "multiple of 8");
+  cfg.transformer_xl = AttentionTransformerXL{};
+  refused(qkv(q, k, k), q, "transformer_xl");
+  cfg.transformer_xl.reset();
+  cfg.softcap = -1;
+  refused(qkv(q, k, k), q, "softcap");
+  cfg.softcap = 0;
+  // A CPU k with a CUDA q.
+  std::vector<uint16_t> host(4 * 2 * 64);
+  refused(qkv(q, view16(host, DType::bf16, {1, 4, 2, 64}), k), q, "k");
+}
+
+}  // namespace
+}  // namespace posenc::test

@@ -1,0 +1,163 @@
+// tests/cuda/test_attention_elements.cc: the GPU attention's per-score logic (src/cuda/attention-inl.cuh) on
+// the host, no GPU needed: the learned lookup as the device builds it against the CPU's table rows at every
+// distance (far beyond where T5's buckets saturate), ALiBi within 1.5 fp32 ulp of the CPU's double product,
+// the softcap against the double tanh, the order of terms and the mask, NaN for positions beyond 2^53, and
+// the end of a row (sinks in the denominator, far above or below the logits) against long double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "posenc/bias.h"
+#include "src/bias_plan.h"
+#include "src/cuda/attention-inl.cuh"
+#include "src/cuda/bias-inl.cuh"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+using cuda::ScoreBias;
+using cuda::ScoreTerms;
+
+double ulps(float got, double exact) {
+  const float e = static_cast<float>(exact);
+  const double ulp = std::nextafter(std::fabs(e), INFINITY) - std::fabs(e);
+  return std::fabs(got - exact) / ulp;
+}
+
+// The lookup of head h as build_lookup_kernel makes it: table[row(d), h] for d in [-limit, limit].
+std::vector<float> lookup_of(const RelativeBiasConfig& c, const std::vector<float>& table, int64_t h,
+                             int64_t* limit) {
+  std::vector<int32_t> rows;
+  cuda::BiasKind kind = cuda::BiasKind::clipped;
+  if (c.bucketing == Bucketing::clipped) {
+    *limit = c.max_distance;
+  } else {
+    kind = cuda::BiasKind::row_table;
+    rows = detail::saturating_rows(c, limit);
+  }
+  std::vector<float> out;
+  for (int64_t d = -*limit; d <= *limit; ++d)
+    out.push_back(table[cuda::bias_row(kind, *limit, rows.data(), d) * c.heads + h]);
+  return out;
+}
+
+TEST(AttentionElements, LearnedLookupEqualsTheCpuRowsAtEveryDistance) {
+  const int64_t H = 3;
+  for (const RelativeBiasConfig& c : {RelativeBiasConfig::t5(H), RelativeBiasConfig::t5(H, 32, 128, false),
+                                      RelativeBiasConfig::t5(H, 16, 40), RelativeBiasConfig::t5(H, 320, 800),
+                                      RelativeBiasConfig::clipped(H, 5), RelativeBiasConfig::clipped(H, 1)}) {
+    const std::vector<float> table = random_floats(c.num_rows() * H, 5, -2, 2);
+    for (int64_t h = 0; h < H; ++h) {
+      int64_t limit = 0;
+      const std::vector<float> lookup = lookup_of(c, table, h, &limit);
+      ScoreTerms t;
+      t.bias = ScoreBias::lookup;
+      t.limit = static_cast<int32_t>(limit);
+      for (int64_t d = -5000; d <= 5000; ++d)
+        ASSERT_EQ(cuda::position_bias(t, d, lookup.data()), table[relative_bias_row(c, d) * H + h])
+            << "num_buckets " << c.num_buckets << " max_distance " << c.max_distance << " d " << d;
+      for (int64_t d : {int64_t{1} << 40, -(int64_t{1} << 52)})
+        ASSERT_EQ(cuda::position_bias(t, d, lookup.data()), table[relative_bias_row(c, d) * H + h]);
+    }
+  }
+}
+
+TEST(AttentionElements, AlibiWithinOneAndAHalfUlpOfTheDoubleProduct) {
+  for (bool symmetric : {false, true}) {
+    const std::vector<double> slopes = alibi_slopes({.heads = 12, .symmetric = symmetric});
+    for (double slope : slopes) {
+      ScoreTerms t;
+      t.bias = ScoreBias::alibi;
+      t.slope = static_cast<float>(slope);
+      t.symmetric = symmetric;
+      for (int64_t d : {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{-37}, int64_t{4095}, int64_t{-100000},
+                        int64_t{(1 << 24) - 1}}) {
+        const double exact = symmetric ? -slope * std::fabs(static_cast<double>(d)) : slope * d;
+        const float got = cuda::position_bias(t, d, nullptr);
+        if (exact == 0) {
+          EXPECT_EQ(got, 0.0f);
+        } else {
+          EXPECT_LE(ulps(got, exact), 1.5) << "slope " << slope << " d " << d;
+        }
+      }
+    }
+  }
+}
+
+// Three fp32 roundings and tanhf: x / cap (0.5 ulp, carried through tanh with a derivative <= 1), tanhf (2
+// ulp: the CUDA Math API's documented bound; glibc's is lower), the product (0.5 ulp): within 3.5 ulps.
+TEST(AttentionElements, SoftcapWithinThreeAndAHalfUlpsOfTheDoubleTanh) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> x(-300, 300);
+  for (float cap : {1.0f, 30.0f, 50.0f})
+    for (int i = 0; i < 20000; ++i) {
+      const float v = x(rng);
+      const double exact = cap * std::tanh(static_cast<double>(v) / cap);
+      ASSERT_LE(ulps(cuda::capped_logit(v, cap), exact), 3.5) << "x " << v << " cap " << cap;
+    }
+  EXPECT_EQ(cuda::capped_logit(123.5f, 0.0f), 123.5f);
+}
+
+TEST(AttentionElements, LogitIsCappedThenBiasedThenMasked) {
+  ScoreTerms t;
+  t.softcap = 5;
+  t.bias = ScoreBias::alibi;
+  t.slope = 0.25f;
+  const detail::AttentionMask causal{true, 0, 0};
+  const float scale = 0.125f, dot = 100.0f;
+  // Key 3 before query 10: cap(12.5) + 0.25 (3 - 10).
+  EXPECT_EQ(cuda::attention_logit(t, causal, scale, dot, 10, 3, nullptr),
+            cuda::capped_logit(12.5f, 5) + 0.25f * -7.0f);
+  EXPECT_EQ(cuda::attention_logit(t, causal, scale, dot, 10, 11, nullptr), -INFINITY);  // a future key
+  const detail::AttentionMask window{false, 4, 0}, chunks{false, 0, 8};
+  EXPECT_EQ(cuda::attention_logit(t, window, scale, dot, 10, 6, nullptr), -INFINITY);
+  EXPECT_NE(cuda::attention_logit(t, window, scale, dot, 10, 7, nullptr), -INFINITY);
+  EXPECT_EQ(cuda::attention_logit(t, chunks, scale, dot, 8, 7, nullptr), -INFINITY);
+  EXPECT_NE(cuda::attention_logit(t, chunks, scale, dot, 8, 15, nullptr), -INFINITY);
+  // Positions with no exact distance: NaN, masked or not.
+  const int64_t far = (int64_t{1} << 53) + 1;
+  EXPECT_TRUE(std::isnan(cuda::attention_logit(t, causal, scale, dot, far, 0, nullptr)));
+  EXPECT_TRUE(std::isnan(cuda::attention_logit(t, causal, scale, dot, 0, -far, nullptr)));
+}
+
+// The row end against long double: logits x_j (natural units) and a sink s. The kernel's weight of value j is
+// 2^(x_j log2 e - m) out_factor; exactly, e^x_j / (sum_j e^x_j + e^s). Weights below fp32's normal range may
+// flush to 0 (their values' share of the output is below every rounding of it).
+void expect_row_end(const std::vector<double>& logits, bool has_sink, double sink) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  const float m2 = static_cast<float>(m * 1.4426950408889634);
+  float l = 0;  // as the kernel sums: 2^(logit log2 e - m2)
+  for (double x : logits) l += std::exp2(static_cast<float>(x * 1.4426950408889634) - m2);
+  const cuda::RowEnd end = cuda::finish_row(m2, l, has_sink, static_cast<float>(sink));
+  long double denom = has_sink ? std::exp(static_cast<long double>(sink)) : 0.0L;
+  for (double x : logits) denom += std::exp(static_cast<long double>(x));
+  const long double lse = std::log(denom);
+  for (double x : logits) {
+    const double weight = std::exp2(static_cast<float>(x * 1.4426950408889634) - m2) * end.out_factor;
+    const double exact = static_cast<double>(std::exp(static_cast<long double>(x)) / denom);
+    EXPECT_NEAR(weight, exact, 4e-6 * exact + 1e-37) << "x " << x << " m " << m << " sink " << sink;
+  }
+  EXPECT_NEAR(end.lse, static_cast<double>(lse), 4e-6 * (1 + std::fabs(static_cast<double>(lse))));
+}
+
+TEST(AttentionElements, RowEndWithAndWithoutSinks) {
+  const std::vector<double> logits = {0.5, -3, 2.25, 1};
+  expect_row_end(logits, false, 0);
+  expect_row_end(logits, true, 0.7);
+  expect_row_end(logits, true, 80);    // the sink dominates: no overflow of 2^(s - m)
+  expect_row_end(logits, true, -300);  // a sink far below
+  const std::vector<double> far_below = {-200, -201.5};
+  expect_row_end(far_below, true, 60);
+  // Nothing visible: out 0 and lse -inf, or the sink alone.
+  cuda::RowEnd none = cuda::finish_row(-INFINITY, 0, false, 0);
+  EXPECT_EQ(none.out_factor, 0.0f);
+  EXPECT_EQ(none.lse, -INFINITY);
+  none = cuda::finish_row(-INFINITY, 0, true, 1.5f);
+  EXPECT_EQ(none.out_factor, 0.0f);
+  EXPECT_EQ(none.lse, 1.5f);
+}
+
+}  // namespace
+}  // namespace posenc::test
