@@ -6,7 +6,8 @@ work), and nn.Modules that can replace a model's own positional code.
 CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
 float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
 CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
-host and no synchronization; attention refuses CUDA tensors by name. float16 and bfloat16 q, k, v
+host and no synchronization; attention's forward too (bf16 / fp16, head_dim 64 or 128), its backward on
+CUDA refused by name. float16 and bfloat16 q, k, v
 (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
@@ -297,6 +298,37 @@ def _attention_grad(ctx, grad, grad_lse):
 _attention_op.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
+@_attention_op.register_kernel("cuda")
+def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks,
+      q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding, window, softcap, chunk,
+      settings):
+    """The forward on CUDA tensors: bf16 / fp16 q, k, v (posenc/attention.h on cuda), on the current stream."""
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)
+                     if t is not None}
+    # The call is checked from the tables' shapes (their values stay on the device: nothing is read back).
+    params = dict(_settings(settings))
+    params.update({name: np.zeros(tuple(t.shape), np.float32) for name, t in zip(_ATTENTION_TABLES, tables)
+                   if t is not None})
+    call = AttentionCall(tuple(q.shape), causal=causal, scale=scale, encoding=encoding or None, window=window,
+                         softcap=softcap, chunk=chunk, **params)
+    positions = {name: _on_cuda(name, q, p) for name, p in
+                 zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
+    out = q.new_empty(q.shape[:3] + v.shape[3:])
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+    with torch.cuda.device(q.device):
+        call.core.forward_cuda(_cuda_spec(q), _cuda_spec(k), _cuda_spec(v), _cuda_spec(out), _cuda_spec(lse),
+                               {n: _cuda_spec(p) for n, p in positions.items()},
+                               {n: _cuda_spec(t) for n, t in device_tables.items()}, _stream(q))
+    return out, lse
+
+
+@_attention_backward_op.register_kernel("cuda")
+def _(q, *rest):
+    fail("attention: the backward on CUDA tensors is not available yet (the forward is; "
+         "the CPU backend has both)")
+
+
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
               cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
     """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v,
@@ -313,6 +345,9 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
         if t is not None and not isinstance(t, torch.Tensor):
             fail(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     positions = [_position_tensor(name, p) for name, p in zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k))]
+    given = (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)
+    if isinstance(q, torch.Tensor):  # positions given as lists or arrays follow q (to the GPU for a CUDA q)
+        positions = [p if p is None or isinstance(g, torch.Tensor) else p.to(q.device) for p, g in zip(positions, given)]
     # checked here as posenc.attention checks them (int() or float() would let 2.5 or "1" through)
     scale = None if scale is None else real("scale", scale, positive=True)
     window, chunk = integer("window", window, 0), integer("chunk", 0 if chunk is None else chunk, 0)

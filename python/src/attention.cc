@@ -6,7 +6,12 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
 #include "attention.h"
+#include "device_views.h"
+#include "posenc/device.h"
 
 namespace posenc::python {
 
@@ -115,6 +120,31 @@ void bind_attention(nb::module_& m) {
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
           nb::arg("tables"), nb::arg("q_storage") = "f32", nb::arg("kv_storage") = "f32")
+      .def(
+          "forward_cuda",
+          // CUDA tensors as (pointer, shape, strides, dtype); positions and tables by name, queued on `stream`.
+          [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
+             const CudaSpec& lse, const nb::dict& positions, const nb::dict& tables, uintptr_t stream) {
+            AttentionConfig c = a.config;
+            const auto spec = [](const nb::dict& d, const char* name) {
+              ConstTensorView view;
+              if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
+              return view;
+            };
+            c.bias.relative_table = spec(tables, "relative_table");
+            c.sinks = spec(tables, "sinks");
+            AttentionInputs in = qkv(cuda_view(q, "q"), cuda_view(k, "k"), cuda_view(v, "v"));
+            in.q_positions = spec(positions, "q_positions");
+            in.k_positions = spec(positions, "k_positions");
+            in.cu_seqlens_q = spec(positions, "cu_seqlens_q");
+            in.cu_seqlens_k = spec(positions, "cu_seqlens_k");
+            const TensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse");
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            attention_forward(c, in, o, l);
+          },
+          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
+          nb::arg("tables"), nb::arg("stream"))
       .def(
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,

@@ -14,20 +14,9 @@
 namespace posenc::python {
 namespace {
 
-// (data pointer, shape, strides in elements, dtype name) of a CUDA tensor.
-using Spec = std::tuple<uintptr_t, std::vector<int64_t>, std::vector<int64_t>, std::string>;
+using Spec = CudaSpec;
 
-DType dtype_of_name(const std::string& name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  if (name == "f16") return DType::f16;
-  if (name == "i64") return DType::i64;
-  throw Error("dtype '" + name + "' is not supported on CUDA tensors (f32, bf16, f16, i64)");
-}
-
-TensorView view_of(const Spec& s, const char* name) {
-  return cuda_view(std::get<0>(s), std::get<1>(s), std::get<2>(s), dtype_of_name(std::get<3>(s)), name);
-}
+TensorView view_of(const Spec& s, const char* name) { return cuda_view(s, name); }
 
 RelativeBiasConfig bias_config(int64_t heads, const std::string& bucketing, bool bidirectional,
                                int64_t num_buckets, int64_t max_distance) {

@@ -1,4 +1,5 @@
-"""posenc.torch on CUDA tensors: rope and its gradient by posenc's CUDA backend, against the CPU backend on
+"""posenc.torch on CUDA tensors: rope and its gradient, the tables, and the attention forward by posenc's CUDA
+backend, against the CPU backend (and the attention against PyTorch's SDPA) on
 the same inputs, on the current stream, under torch.compile(fullgraph=True). Skipped where there is no CUDA
 device or posenc was built without its CUDA backend."""
 import pytest
@@ -100,3 +101,45 @@ def test_modules_on_cuda_match_cpu():
     torch.testing.assert_close(t5.cuda()(17).cpu(), t5.cpu()(17), atol=0, rtol=0)
     table = pt.LearnedPositional(30, 8)
     torch.testing.assert_close(table.cuda()(12).cpu(), table.cpu()(12), atol=0, rtol=0)
+
+
+ATTENTION_CASES = [dict(), dict(encoding="alibi"), dict(encoding="rope", base=10000.0), dict(softcap=20.0),
+                   dict(window=24), dict(encoding="rope+alibi", base=500.0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kwargs", ATTENTION_CASES)
+def test_attention_cuda_forward_matches_cpu(dtype, kwargs):
+    torch.manual_seed(3)
+    q, k, v = torch.randn(2, 50, 4, 64, dtype=dtype), torch.randn(2, 50, 2, 64, dtype=dtype), \
+        torch.randn(2, 50, 2, 64, dtype=dtype)
+    out_cpu = pt.attention(q, k, v, causal=True, **kwargs)
+    out_gpu = pt.attention(q.cuda(), k.cuda(), v.cuda(), causal=True, **kwargs)
+    assert out_gpu.device.type == "cuda" and out_gpu.dtype == dtype
+    # P rounded to the storage type for P V on the GPU: within one rounding of the values' scale.
+    u = 2 ** -8 if dtype == torch.bfloat16 else 2 ** -11
+    torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(), atol=2 * u * v.abs().max().item(), rtol=2 * u)
+
+
+def test_attention_cuda_t5_table_on_the_device_and_sdpa():
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(1, 70, 4, 128, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+    table = torch.randn(32, 4, device="cuda")
+    out = pt.attention(q, k, v, causal=True, encoding="t5", relative_table=table)
+    ref = pt.attention(q.cpu(), k.cpu(), v.cpu(), causal=True, encoding="t5", relative_table=table.cpu())
+    torch.testing.assert_close(out.cpu().float(), ref.float(), atol=2 ** -6, rtol=2 ** -7)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                            is_causal=True).transpose(1, 2)
+    plain = pt.attention(q, k, v, causal=True)
+    torch.testing.assert_close(plain.float(), sdpa.float(), atol=2 ** -6, rtol=2 ** -7)
+    compiled = torch.compile(lambda a, b, c: pt.attention(a, b, c, causal=True), fullgraph=True)
+    torch.testing.assert_close(compiled(q, k, v), plain, atol=0, rtol=0)
+
+
+def test_attention_cuda_refuses_the_backward_and_float32_by_name():
+    q = torch.randn(1, 8, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    out = pt.attention(q, q.detach(), q.detach(), causal=True)
+    with pytest.raises(ValueError, match="backward on CUDA"):
+        out.sum().backward()
+    with pytest.raises(ValueError, match="bf16 or f16"):
+        pt.attention(q.detach().float(), q.detach().float(), q.detach().float())
