@@ -150,6 +150,15 @@ row ok --window 0 "${small[@]}" --window 0
 row refused --window -1 "${small[@]}" --window -1
 row ok --window $max "${small[@]}" --window $max  # longer than any sequence: no window
 extremes --repeat attention --seq 8 --heads 2 --dim 8
+extremes_but_zero --value-dim "${small[@]}"
+row memory --value-dim $p53 "${att[@]}" --value-dim $p53
+row ok --chunk 0 "${small[@]}" --chunk 0
+row refused --chunk -1 "${small[@]}" --chunk -1
+row ok --chunk $max "${small[@]}" --chunk $max  # longer than any sequence: one chunk
+row ok --rope-offset 0 "${small[@]}" --rope-offset 0
+row refused --rope-offset -1 "${small[@]}" --rope-offset -1
+row refused --rope-offset 8 "${small[@]}" --rope-offset 8  # RoPE needs at least one pair of the 8 dims
+row refused --rope-offset $max "${small[@]}" --rope-offset $max
 row refused --repeat 1000001 attention --seq 8 --heads 2 --dim 8 --repeat 1000001
 extremes --num-buckets "${small[@]}" -e t5
 row refused --num-buckets 1048577 "${small[@]}" -e t5 --num-buckets 1048577

@@ -105,6 +105,29 @@ assert r["max_abs_error_vs_reference"] < 1e-5, r
 assert r["forward_ms"] > 0 and r["backward_ms"] > 0, r
 PY
 done
+# The score mechanisms and head shapes of today's families, against the reference.
+for extra in "--softcap 2 --sinks --chunk 16" "--value-dim 24 --rope-offset 8" "--query-temperature llama4:0.1:8" \
+  "--query-temperature qwen_logn:0:16 --kv-len 90"; do
+  # shellcheck disable=SC2086
+  check "attention $extra" 0 "$posenc" attention -e rope+alibi --seq 70 --heads 2 --dim 40 --causal --check \
+    --repeat 1 --format json $extra
+  python3 - "$tmp/out" <<'PY' || { echo "FAIL attention $extra"; cat "$tmp/out"; failures=$((failures + 1)); }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["max_abs_error_vs_reference"] < 1e-5, r
+PY
+done
+check attention_bad_temperature 2 "$posenc" attention --query-temperature llama4:0.1
+expect_in attention_bad_temperature "$tmp/err" "--query-temperature = 'llama4:0.1'"
+check attention_bad_device 2 "$posenc" attention --device tpu
+expect_in attention_bad_device "$tmp/err" "--device = 'tpu'"
+check attention_offset_without_rope 2 "$posenc" attention -e alibi --rope-offset 4
+expect_in attention_offset_without_rope "$tmp/err" "--rope-offset = 4"
+if ! "$posenc" attention --seq 8 --dtype bf16 --device cuda --repeat 1 >/dev/null 2>&1; then
+  # No CUDA device (or no CUDA backend) here: refused with a line that says so.
+  check attention_cuda_refused 2 "$posenc" attention --seq 8 --dtype bf16 --device cuda
+  expect_in attention_cuda_refused "$tmp/err" "--device cuda"
+fi
 check attention_table 0 "$posenc" attention --seq 8 --window 3
 expect_in attention_table "$tmp/out" "GFLOP/s"
 check attention_bad_encoding 2 "$posenc" attention -e bogus

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attention_device.h"
 #include "memory.h"
 #include "posenc/posenc.h"
 #include "reference/attention.h"
@@ -24,13 +25,45 @@ namespace posenc::tools {
 namespace {
 
 struct AttentionOptions {
-  std::string encoding = "rope", format = "table", dtype = "fp32";
+  std::string encoding = "rope", format = "table", dtype = "fp32", device = "cpu", temperature = "none";
   int64_t batch = 1, seq = 512, kv_len = 0, heads = 8, kv_heads = 0, dim = 64, window = 0, repeat = 3;
   int64_t num_buckets = 32, max_distance = 128, shaw_max_distance = 16, d_model = 0;
-  double base = 10000;
-  bool causal = false, backward = false, check = false, round_probabilities = false;
+  int64_t value_dim = 0, chunk = 0, rope_offset = 0;
+  double base = 10000, softcap = 0;
+  bool causal = false, backward = false, check = false, round_probabilities = false, sinks = false;
   uint32_t seed = 0;
 };
+
+// --query-temperature: none, or rule:scale:floor_scale (llama4:0.1:8192, ministral3:0.1:16384,
+// qwen_logn:0:8192).
+QueryTemperature parse_temperature(const std::string& text) {
+  QueryTemperature t;
+  if (text == "none") return t;
+  const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
+  const auto invalid = [&] {
+    return Error(
+        "--query-temperature = '" + text +
+        "' is invalid: expected none or rule:scale:floor_scale with rule llama4, ministral3 or qwen_logn");
+  };
+  if (b == std::string::npos) throw invalid();
+  const std::string rule = text.substr(0, a);
+  using K = QueryTemperature::Kind;
+  bool found = false;
+  for (K k : {K::llama4, K::ministral3, K::qwen_logn})
+    if (rule == query_temperature_name(k)) t.kind = k, found = true;
+  if (!found) throw invalid();
+  try {
+    size_t used = 0;
+    const std::string scale = text.substr(a + 1, b - a - 1), floor = text.substr(b + 1);
+    t.scale = std::stod(scale, &used);
+    if (used != scale.size()) throw invalid();
+    t.floor_scale = std::stod(floor, &used);
+    if (used != floor.size()) throw invalid();
+  } catch (const std::logic_error&) {
+    throw invalid();
+  }
+  return t;
+}
 
 // --repeat's limit: the best of a million runs is as good as the best of more, which only take longer.
 constexpr int64_t kMaxRepeat = 1000000;
@@ -44,8 +77,8 @@ std::vector<float> random_vector(int64_t n, std::mt19937& rng, float stddev) {
 
 // Everything one run needs, owned here; config() points into it.
 struct Problem {
-  int64_t B, Q, K, H, Hkv, D;
-  std::vector<float> q, k, v, table, a_k, a_v, u, xv, w_r;
+  int64_t B, Q, K, H, Hkv, D, Dv;
+  std::vector<float> q, k, v, table, a_k, a_v, u, xv, w_r, sinks;
   std::unique_ptr<Rope> rope;
   AttentionConfig config;
 };
@@ -54,17 +87,17 @@ struct Problem {
 // q, out, k, v and lse in fp32; the encoding's parameters; the backward's grad_out, dq, dk, dv; and
 // --check's double copies of q, k, v, out.
 double problem_bytes(const AttentionOptions& o, const Problem& p) {
-  const double q = static_cast<double>(p.B) * p.Q * p.H * p.D,
-               kv = static_cast<double>(p.B) * p.K * p.Hkv * p.D;
-  double floats = 2 * q + 2 * kv + static_cast<double>(p.B) * p.H * p.Q;
+  const double q = static_cast<double>(p.B) * p.Q * p.H * (p.D + p.Dv),  // q and out
+      kv = static_cast<double>(p.B) * p.K * p.Hkv * (p.D + p.Dv);        // k and v
+  double floats = q + kv + static_cast<double>(p.B) * p.H * p.Q;
   if (o.encoding == "shaw") floats += 2.0 * (2.0 * o.shaw_max_distance + 1) * p.D;
   if (o.encoding == "relative") floats += (2.0 * o.shaw_max_distance + 1) * p.H;
   if (o.encoding == "t5" || o.encoding == "rope+t5") floats += static_cast<double>(o.num_buckets) * p.H;
   if (o.encoding == "transformer_xl" || o.encoding == "xl")
     floats += static_cast<double>(p.H) * p.D * (o.d_model > 0 ? o.d_model : static_cast<double>(p.H) * p.D);
-  if (o.backward) floats += 2 * q + 2 * kv;
+  if (o.backward) floats += q + kv;
   double bytes = 4 * floats;
-  if (o.check) bytes += 8 * (2 * q + 2 * kv);
+  if (o.check) bytes += 8 * (q + kv);
   return bytes;
 }
 
@@ -75,6 +108,8 @@ Problem make_problem(const AttentionOptions& o) {
             o.heads,
             o.kv_heads > 0 ? o.kv_heads : o.heads,
             o.dim,
+            o.value_dim > 0 ? o.value_dim : o.dim,
+            {},
             {},
             {},
             {},
@@ -98,6 +133,9 @@ Problem make_problem(const AttentionOptions& o) {
   require_size("--max-distance", o.max_distance);
   require_size("--clip", o.shaw_max_distance, 0);
   require_size("--d-model", o.d_model, 0, kMaxSize, "0 = --heads x --dim");
+  require_size("--value-dim", o.value_dim, 0, kMaxSize, "0 = --dim");
+  require_size("--chunk", o.chunk, 0, std::numeric_limits<int64_t>::max(), "0 = no chunks");
+  require_size("--rope-offset", o.rope_offset, 0, o.dim - 1, "RoPE rotates dims [offset, dim)");
   // The encoding's own sizes, where it has a table or a projection.
   const std::string& e = o.encoding;
   const std::string encoding_sizes =
@@ -107,21 +145,33 @@ Problem make_problem(const AttentionOptions& o) {
                                            : "";
   require_memory("posenc attention with --batch " + std::to_string(p.B) + " --seq " + std::to_string(p.Q) +
                      " --kv-len " + std::to_string(p.K) + " --heads " + std::to_string(p.H) + " --kv-heads " +
-                     std::to_string(p.Hkv) + " --dim " + std::to_string(p.D) + encoding_sizes,
+                     std::to_string(p.Hkv) + " --dim " + std::to_string(p.D) + " --value-dim " +
+                     std::to_string(p.Dv) + encoding_sizes,
                  problem_bytes(o, p));
   std::mt19937 rng(o.seed);
   p.q = random_vector(p.B * p.Q * p.H * p.D, rng, 1.0f);
   p.k = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
-  p.v = random_vector(p.B * p.K * p.Hkv * p.D, rng, 1.0f);
+  p.v = random_vector(p.B * p.K * p.Hkv * p.Dv, rng, 1.0f);
   AttentionConfig& c = p.config;
   c.causal = o.causal;
   c.window = o.window;
+  c.chunk = o.chunk;
+  c.softcap = o.softcap;  // checked by the library
+  c.query_temperature = parse_temperature(o.temperature);
+  if (o.sinks) {
+    p.sinks = random_vector(p.H, rng, 1.0f);
+    c.sinks = view(p.sinks.data(), {p.H});
+  }
+  if (o.rope_offset > 0 && e != "rope" && e != "rope+alibi" && e != "rope+t5")
+    throw Error("--rope-offset = " + std::to_string(o.rope_offset) + " is given but --encoding " + e +
+                " has no RoPE");
   if (e == "rope" || e == "rope+alibi" || e == "rope+t5") {
     RopeConfig rc;
-    rc.head_dim = p.D;
+    rc.head_dim = p.D - o.rope_offset;
     rc.base = o.base;
     p.rope = std::make_unique<Rope>(rc);
     c.rope = p.rope.get();
+    c.rope_offset = o.rope_offset;
   }
   if (e == "alibi" || e == "rope+alibi") {
     c.bias.kind = AttentionBias::Kind::alibi;
@@ -185,9 +235,12 @@ TensorView view16(std::vector<uint16_t>& bits, DType dtype, std::initializer_lis
 // The largest |fused - reference| over out, with the reference in double.
 double check_against_reference(const Problem& p, const std::vector<float>& out) {
   ref::AttentionProblem<double> r;
-  r.B = p.B, r.Q = p.Q, r.K = p.K, r.H = p.H, r.Hkv = p.Hkv, r.D = p.D;
+  r.B = p.B, r.Q = p.Q, r.K = p.K, r.H = p.H, r.Hkv = p.Hkv, r.D = p.D, r.Dv = p.Dv;
   r.causal = p.config.causal;
   r.window = p.config.window;
+  r.chunk = p.config.chunk;
+  r.softcap = p.config.softcap;
+  r.sinks.assign(p.sinks.begin(), p.sinks.end());
   r.scale = 1 / std::sqrt(static_cast<double>(p.D));
   for (int64_t b = 0; b < p.B; ++b) {
     for (int64_t i = 0; i < p.Q; ++i) r.q_pos.push_back(p.K - p.Q + i);
@@ -210,11 +263,23 @@ double check_against_reference(const Problem& p, const std::vector<float>& out) 
         r.transformer_xl_w_r.assign(p.w_r.begin(), p.w_r.end());
   }
   std::vector<double> q(p.q.begin(), p.q.end()), k(p.k.begin(), p.k.end());
-  if (c.rope) {
+  if (c.rope) {  // dims [rope_offset, D) of each head rotated
     const RopeFrequencies f = c.rope->frequencies();
-    q = ref::rope<double>(f, c.rope->config().layout, p.D, q, r.q_pos, p.B, p.Q, p.H);
-    k = ref::rope<double>(f, c.rope->config().layout, p.D, k, r.k_pos, p.B, p.K, p.Hkv);
+    const int64_t lo = c.rope_offset, R = p.D - lo;
+    const auto rotate = [&](std::vector<double>& x, const std::vector<int64_t>& pos, int64_t T,
+                            int64_t heads) {
+      const int64_t rows = static_cast<int64_t>(x.size()) / p.D;
+      std::vector<double> sub(static_cast<size_t>(rows * R));
+      for (int64_t i = 0; i < rows; ++i) std::copy_n(x.begin() + i * p.D + lo, R, sub.begin() + i * R);
+      sub = ref::rope<double>(f, c.rope->config().layout, R, sub, pos, p.B, T, heads);
+      for (int64_t i = 0; i < rows; ++i) std::copy_n(sub.begin() + i * R, R, x.begin() + i * p.D + lo);
+    };
+    rotate(q, r.q_pos, p.Q, p.H);
+    rotate(k, r.k_pos, p.K, p.Hkv);
   }
+  if (c.query_temperature.kind != QueryTemperature::Kind::none)  // q_i *= factor(q_pos), after RoPE
+    for (size_t t = 0; t < r.q_pos.size(); ++t)
+      for (int64_t e = 0; e < p.H * p.D; ++e) q[t * p.H * p.D + e] *= c.query_temperature.factor(r.q_pos[t]);
   const auto expected = ref::attention<double>(r, q, k, std::vector<double>(p.v.begin(), p.v.end()));
   double worst = 0;
   for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(out[i] - expected.out[i]));
@@ -245,10 +310,13 @@ void run_attention(const AttentionOptions& o) {
   }
   const DType dtype = parse_dtype(o.dtype);
   p.config.round_probabilities = o.round_probabilities;  // the library refuses it unless bf16
+  if (o.device != "cpu" && o.device != "cuda")
+    throw Error("--device = '" + o.device + "' is invalid: expected cpu or cuda");
   AttentionInputs in = qkv(view(p.q.data(), {p.B, p.Q, p.H, p.D}), view(p.k.data(), {p.B, p.K, p.Hkv, p.D}),
-                           view(p.v.data(), {p.B, p.K, p.Hkv, p.D}));
-  std::vector<float> out(p.q.size()), lse(static_cast<size_t>(p.B * p.H * p.Q));
-  TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.D});
+                           view(p.v.data(), {p.B, p.K, p.Hkv, p.Dv}));
+  std::vector<float> out(static_cast<size_t>(p.B * p.Q * p.H * p.Dv)),
+      lse(static_cast<size_t>(p.B * p.H * p.Q));
+  TensorView out_view = view(out.data(), {p.B, p.Q, p.H, p.Dv});
   const TensorView lse_view = view(lse.data(), {p.B, p.H, p.Q});
   // 16-bit storage: q, k, v rounded once (and the fp32 copies replaced by their exact values, so
   // --check's reference sees the same inputs); out in the same storage, widened for the summary.
@@ -262,14 +330,17 @@ void run_attention(const AttentionOptions& o) {
     };
     in.q = to16(p.q, q16, {p.B, p.Q, p.H, p.D});
     in.k = to16(p.k, k16, {p.B, p.K, p.Hkv, p.D});
-    in.v = to16(p.v, v16, {p.B, p.K, p.Hkv, p.D});
+    in.v = to16(p.v, v16, {p.B, p.K, p.Hkv, p.Dv});
     out16.resize(out.size());
-    out_view = view16(out16, dtype, {p.B, p.Q, p.H, p.D});
+    out_view = view16(out16, dtype, {p.B, p.Q, p.H, p.Dv});
   }
-  const double fwd = best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
+  const double fwd =
+      o.device == "cuda"
+          ? attention_forward_on_cuda(p.config, in, out_view, lse_view, o.repeat)
+          : best_seconds(o.repeat, [&] { attention_forward(p.config, in, out_view, lse_view); });
   if (dtype != DType::f32)
     for (size_t i = 0; i < out.size(); ++i) out[i] = widen16(dtype, out16[i]);
-  // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k and for p.v).
+  // Visible (query, key) pairs: the work the forward does (2 D flops each for q.k, 2 Dv for P V).
   // Query i sits at K - Q + i and sees the keys kp with qp - window < kp < qp + window (when
   // windowed) and kp <= qp (when causal): one interval of [0, K) per query.
   double pairs = 0;
@@ -281,17 +352,29 @@ void run_attention(const AttentionOptions& o) {
       if (o.window - 1 < p.K - 1 - qp) hi = qp + o.window - 1;
     }
     if (o.causal) hi = std::min(hi, qp);
+    if (o.chunk > 0) {  // the query's own chunk (positions here are >= 0)
+      const int64_t first = qp / o.chunk * o.chunk;
+      lo = std::max(lo, first);
+      if (o.chunk - 1 < hi - first) hi = first + o.chunk - 1;
+    }
     pairs += static_cast<double>(std::max<int64_t>(0, hi - lo + 1));
   }
-  const double flops = 4.0 * pairs * p.D * p.H * p.B;
+  const double flops = 2.0 * pairs * static_cast<double>(p.D + p.Dv) * p.H * p.B;
   nlohmann::json j;
   j["shape"] = {{"batch", p.B}, {"q_len", p.Q},      {"kv_len", p.K},
                 {"heads", p.H}, {"kv_heads", p.Hkv}, {"head_dim", p.D}};
   j["encoding"] = o.encoding;
   j["dtype"] = dtype_name(dtype);
   j["round_probabilities"] = o.round_probabilities;
+  j["device"] = o.device;
   j["causal"] = o.causal;
   j["window"] = o.window;
+  j["chunk"] = o.chunk;
+  j["softcap"] = o.softcap;
+  j["sinks"] = o.sinks;
+  j["value_dim"] = p.Dv;
+  j["rope_offset"] = o.rope_offset;
+  j["query_temperature"] = o.temperature;
   j["forward_ms"] = fwd * 1e3;
   j["forward_gflops"] = flops / fwd * 1e-9;
   double sum_abs = 0;
@@ -300,19 +383,21 @@ void run_attention(const AttentionOptions& o) {
   if (o.backward) {
     // grad_out and the gradients of q, k, v in the same storage as the inputs (16-bit: the backward
     // widens once and rounds each gradient once).
+    if (o.device == "cuda")
+      throw Error("--backward: the attention backward runs on the CPU only (--device cpu)");
     std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()),
         gk(p.k.size()), gv(p.v.size());
     std::vector<uint16_t> grad_out16, gq16, gk16, gv16;
-    TensorView grad_out_view = view(grad_out.data(), {p.B, p.Q, p.H, p.D});
+    TensorView grad_out_view = view(grad_out.data(), {p.B, p.Q, p.H, p.Dv});
     AttentionGrads g;
     g.q = view(gq.data(), {p.B, p.Q, p.H, p.D}), g.k = view(gk.data(), {p.B, p.K, p.Hkv, p.D}),
-    g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.D});
+    g.v = view(gv.data(), {p.B, p.K, p.Hkv, p.Dv});
     if (dtype != DType::f32) {
       grad_out16.assign(grad_out.size(), round16(dtype, grad_out[0]));
       gq16.resize(gq.size()), gk16.resize(gk.size()), gv16.resize(gv.size());
-      grad_out_view = view16(grad_out16, dtype, {p.B, p.Q, p.H, p.D});
+      grad_out_view = view16(grad_out16, dtype, {p.B, p.Q, p.H, p.Dv});
       g.q = view16(gq16, dtype, {p.B, p.Q, p.H, p.D}), g.k = view16(gk16, dtype, {p.B, p.K, p.Hkv, p.D}),
-      g.v = view16(gv16, dtype, {p.B, p.K, p.Hkv, p.D});
+      g.v = view16(gv16, dtype, {p.B, p.K, p.Hkv, p.Dv});
     }
     const double bwd = best_seconds(
         o.repeat, [&] { attention_backward(p.config, in, out_view, lse_view, grad_out_view, g); });
@@ -326,10 +411,10 @@ void run_attention(const AttentionOptions& o) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << ", "
-            << dtype_name(dtype) << (o.round_probabilities ? " (P rounded to bf16)" : "") << ": batch " << p.B
-            << ", q_len " << p.Q << ", kv_len " << p.K << ", heads " << p.H << "/" << p.Hkv << ", head_dim "
-            << p.D << "\n";
+  std::cout << "attention " << o.encoding << (o.causal ? " causal" : " bidirectional") << " on " << o.device
+            << ", " << dtype_name(dtype) << (o.round_probabilities ? " (P rounded to bf16)" : "")
+            << ": batch " << p.B << ", q_len " << p.Q << ", kv_len " << p.K << ", heads " << p.H << "/"
+            << p.Hkv << ", head_dim " << p.D << "\n";
   std::cout << "  forward   " << j["forward_ms"].get<double>() << " ms, " << j["forward_gflops"].get<double>()
             << " GFLOP/s\n";
   if (o.backward)
@@ -372,6 +457,18 @@ void add_attention_command(CLI::App& app) {
   cmd->add_flag("--round-probabilities", o->round_probabilities,
                 "bf16 only: round each probability to bf16 before P V (AttentionConfig::round_probabilities; "
                 "vdpbf16ps on AMD CPUs with AVX512_BF16)");
+  cmd->add_option("--value-dim", o->value_dim,
+                  "Value head_dim (0, the default: --dim; MLA: 128 with --dim 192)");
+  cmd->add_option("--softcap", o->softcap, "Logit softcap (0 = none; Gemma 2: 50)")->capture_default_str();
+  cmd->add_flag("--sinks", o->sinks, "Learned attention sinks, one random logit per head (gpt-oss)");
+  cmd->add_option("--chunk", o->chunk, "Chunked attention (0 = none; Llama 4: 8192)")->capture_default_str();
+  cmd->add_option("--rope-offset", o->rope_offset, "RoPE rotates dims [offset, dim) of each head (MLA: 128)")
+      ->capture_default_str();
+  cmd->add_option("--query-temperature", o->temperature,
+                  "none, or rule:scale:floor_scale (llama4:0.1:8192, ministral3:0.1:16384, qwen_logn:0:8192)")
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda (the forward; bf16 or fp16 on cuda)")
+      ->capture_default_str();
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

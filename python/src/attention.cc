@@ -122,7 +122,8 @@ void bind_attention(nb::module_& m) {
           nb::arg("tables"), nb::arg("q_storage") = "f32", nb::arg("kv_storage") = "f32")
       .def(
           "forward_cuda",
-          // CUDA tensors as (pointer, shape, strides, dtype); positions and tables by name, queued on `stream`.
+          // CUDA tensors as (pointer, shape, strides, dtype); positions and tables by name, queued on
+          // `stream`.
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const nb::dict& positions, const nb::dict& tables, uintptr_t stream) {
             AttentionConfig c = a.config;

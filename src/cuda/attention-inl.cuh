@@ -62,12 +62,13 @@ POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::Attent
 // units) joins the denominator without a value. Returns the factor of the accumulated sum_j 2^(...) v_j that
 // gives the output row (0 for a row with nothing visible: out = 0), and the row's log-sum-exp in natural
 // units
-// (-inf, or the sink alone).
+// (-inf, or the sink alone). A NaN sum (a NaN logit met the row) makes both NaN.
 struct RowEnd {
   float out_factor, lse;
 };
 POSENC_HD inline RowEnd finish_row(float m, float l, bool has_sink, float sink) {
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  if (l != l) return {quiet_nan(), quiet_nan()};  // a NaN logit (a position out of range) met the row
   if (!has_sink) {
     if (m == -INFINITY || !(l > 0)) return {0.0f, -INFINITY};
     return {1.0f / l, (m + log2f(l)) * kLn2};

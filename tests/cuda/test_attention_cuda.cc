@@ -1,8 +1,10 @@
 // tests/cuda/test_attention_cuda.cc: attention_forward on CUDA tensors against the double reference
-// (reference/attention.h, through tests/attention_case.h) on the same bf16 / fp16 inputs, and against the CPU
-// backend where positions are explicit. The GPU rounds each probability to the storage type for its P V on
-// tensor cores (as every GPU flash attention does; the CPU's round_probabilities), so each output element is
-// within
+// (reference/attention.h, through tests/attention_case.h) on the values the tensor cores read: the bf16 /
+// fp16 inputs, and with RoPE, q and k rotated as the device rotates them and rounded to the storage (tensor
+// cores take 16-bit operands: the rotated copies are rounded once, unlike the CPU's fp32 rotation); against
+// the CPU backend on those rotated values where positions are explicit. The GPU rounds each probability to
+// the storage type for its P V on tensor cores (as every GPU flash attention does; the CPU's
+// round_probabilities), so each output element is within
 //   |out - exact| <= u_p max_j |v_j| + u |exact| + 1e-5 (1 + |exact|)
 // (u_p = u = 2^-8 bf16, 2^-11 fp16: a convex combination of the values with weights each within u_p relative,
 // then one rounding), and lse within the fp32 reductions' 1e-5 (1 + |lse|). Outputs are poisoned (NaN) first:
@@ -16,6 +18,7 @@
 #include "device_buffer.h"
 #include "half_storage.h"
 #include "posenc/error.h"
+#include "rope_emulation.h"
 
 namespace posenc::test {
 namespace {
@@ -26,7 +29,10 @@ struct DeviceCase {
   double vmax = 0;
 };
 
-// The case's q, k, v rounded to the storage, and the reference on exactly those values.
+// The case's q, k, v rounded to the storage, and the reference on exactly the values the tensor cores read:
+// with RoPE, q and k rotated as the device rotates them (tests/cuda/rope_emulation.h: the kernel's
+// arithmetic, bit for bit) and rounded to the storage again, then the temperature; the rest as the case's
+// reference.
 DeviceCase rounded_case(AttentionCase& ac, const Storage& s) {
   DeviceCase d;
   std::vector<uint16_t>* bits[3] = {&d.q, &d.k, &d.v};
@@ -37,7 +43,29 @@ DeviceCase rounded_case(AttentionCase& ac, const Storage& s) {
     for (size_t j = 0; j < x.size(); ++j) (*bits[i])[j] = s.round(x[j]), x[j] = s.value((*bits[i])[j]);
   }
   for (float x : ac.part(Params::v)) d.vmax = std::max(d.vmax, std::fabs(static_cast<double>(x)));
-  const auto r = ac.reference(ac.flat());
+  const std::vector<double> f = ac.flat();
+  ref::AttentionResult<double> r;
+  if (!ac.uses_rope()) {
+    r = ac.reference(f);
+  } else {
+    const Case& c = ac.shape();
+    const AttentionConfig cfg = ac.config();
+    const RopeFrequencies freq = cfg.rope->frequencies();
+    const auto rotated = [&](const std::vector<uint16_t>& x, const std::vector<int64_t>& pos, int64_t T,
+                             int64_t heads) {
+      const std::vector<uint16_t> y =
+          emulate_cuda_rope(freq, cfg.rope->config().layout, c.D, s.dtype, x, pos, c.B, T, heads, false);
+      std::vector<double> values(y.size());
+      for (size_t i = 0; i < y.size(); ++i) values[i] = s.value(y[i]);
+      return values;
+    };
+    std::vector<double> q = rotated(d.q, ac.q_pos(), c.Q, c.H), k = rotated(d.k, ac.k_pos(), c.K, c.Hkv);
+    if (c.temperature != 0)
+      for (size_t t = 0; t < ac.q_pos().size(); ++t)
+        for (int64_t e = 0; e < c.H * c.D; ++e)
+          q[t * c.H * c.D + e] *= ac.temperature().factor(ac.q_pos()[t]);
+    r = ref::attention<double>(ac.reference_problem(f), q, k, ac.slice(f, Params::v));
+  }
   d.exact_out.assign(r.out.begin(), r.out.end());
   d.exact_lse.assign(r.lse.begin(), r.lse.end());
   return d;
@@ -139,13 +167,14 @@ TEST(AttentionCuda, QueryTemperatureAndBidirectionalWindows) {
   check({1, 100, 100, 2, 2, 64, false, 20}, Enc::alibi_symmetric, kBf16);
 }
 
-// Explicit, shuffled positions far from 0 (2^31 + i): the GPU against the CPU backend on the same inputs.
+// Explicit, shuffled positions far from 0 (2^31 + i) with RoPE and ALiBi: the GPU against the CPU backend on
+// the values the GPU's tensor cores read (q and k rotated as the device rotates them; the CPU then without
+// RoPE).
 TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
   POSENC_SKIP_WITHOUT_GPU();
   const int64_t B = 2, Q = 45, K = 77, H = 4, Hkv = 2, D = 64;
   std::vector<uint16_t> q, k, v;
-  const std::vector<float> qf = rounded_random(kBf16, B * Q * H * D, 1, q),
-                           kf = rounded_random(kBf16, B * K * Hkv * D, 2, k);
+  rounded_random(kBf16, B * Q * H * D, 1, q), rounded_random(kBf16, B * K * Hkv * D, 2, k);
   const std::vector<float> vf = rounded_random(kBf16, B * K * Hkv * D, 3, v);
   std::vector<int64_t> qp(B * Q), kp(B * K);
   for (int64_t i = 0; i < B * Q; ++i) qp[i] = (int64_t{1} << 31) + (i * 37) % 101;
@@ -155,15 +184,26 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
   const Rope rope(rc);
   AttentionConfig cfg;
   cfg.causal = true;
-  cfg.rope = &rope;
   cfg.bias.kind = AttentionBias::Kind::alibi;
   cfg.bias.alibi.heads = H;
+  // The CPU on the rotated values, without RoPE.
+  const auto widen = [](const std::vector<uint16_t>& x) {
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
+    return y;
+  };
+  const RopeFrequencies freq = rope.frequencies();
+  const std::vector<float> q_rot =
+      widen(emulate_cuda_rope(freq, rc.layout, D, DType::bf16, q, qp, B, Q, H, false));
+  const std::vector<float> k_rot =
+      widen(emulate_cuda_rope(freq, rc.layout, D, DType::bf16, k, kp, B, K, Hkv, false));
   std::vector<float> out_cpu(B * Q * H * D), lse_cpu(B * H * Q);
-  AttentionInputs in =
-      qkv(view(qf.data(), {B, Q, H, D}), view(kf.data(), {B, K, Hkv, D}), view(vf.data(), {B, K, Hkv, D}));
+  AttentionInputs in = qkv(view(q_rot.data(), {B, Q, H, D}), view(k_rot.data(), {B, K, Hkv, D}),
+                           view(vf.data(), {B, K, Hkv, D}));
   in.q_positions = view(qp.data(), {B, Q}), in.k_positions = view(kp.data(), {B, K});
   attention_forward(cfg, in, view(out_cpu.data(), {B, Q, H, D}), view(lse_cpu.data(), {B, H, Q}));
 
+  cfg.rope = &rope;
   DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dout(out_cpu.size());
   DeviceBuffer<int64_t> dqp(qp), dkp(kp);
   DeviceBuffer<float> dlse(lse_cpu.size());
@@ -181,7 +221,7 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
   for (float x : vf) vmax = std::max(vmax, std::fabs(static_cast<double>(x)));
   for (size_t i = 0; i < out.size(); ++i) {
     const double cpu = out_cpu[i], got = kBf16.value(out[i]);
-    // The CPU's fp32 out against the exact one: 1e-5; RoPE's angles rounded the same way on both sides.
+    // The CPU's fp32 out is within 1e-5 of the exact one on these values: the GPU's bound plus that.
     ASSERT_LE(std::fabs(got - cpu),
               kBf16.unit_roundoff * (vmax + std::fabs(cpu)) + 2e-5 * (1 + std::fabs(cpu)))
         << "element " << i;

@@ -157,6 +157,13 @@ TEST(AttentionElements, RowEndWithAndWithoutSinks) {
   none = cuda::finish_row(-INFINITY, 0, true, 1.5f);
   EXPECT_EQ(none.out_factor, 0.0f);
   EXPECT_EQ(none.lse, 1.5f);
+  // A NaN logit in the row (fmax dropped it from the max, not from the sum): NaN out and lse, with or
+  // without a sink, whatever the max.
+  for (float m : {-INFINITY, 3.0f})
+    for (bool sink : {false, true}) {
+      const cuda::RowEnd bad = cuda::finish_row(m, NAN, sink, 1.5f);
+      EXPECT_TRUE(std::isnan(bad.out_factor) && std::isnan(bad.lse)) << m << " " << sink;
+    }
 }
 
 }  // namespace
