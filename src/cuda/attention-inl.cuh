@@ -81,4 +81,35 @@ POSENC_HD inline RowEnd finish_row(float m, float l, bool has_sink, float sink) 
   return {exp2f(m - top) / denom, (top + log2f(denom)) * kLn2};
 }
 
+// Split-K: the partial rows of one (row, head) from `splits` blocks, each over its share of the keys: (max,
+// sum) in finish_row's units (m, l) and o_s = sum over its keys of 2^(logit log2 e - m_s) v_d for one dim d
+// (at stride `stride` between splits). Merged in split order (the same bits run to run) into the (m, l, o)
+// one pass over every key keeps, up to rounding: m = max m_s, l = sum l_s 2^(m_s - m), o likewise. A split
+// that saw nothing (m_s = -inf, l_s = o_s = 0) adds nothing; a NaN sum (a position out of range) makes l NaN.
+struct alignas(8) MaxSum {
+  float max, sum;
+};
+struct PartialRows {
+  const MaxSum* max_sum;
+  const float* out;
+  int64_t stride;
+  int64_t splits;
+};
+POSENC_HD inline void merge_partial_rows(const PartialRows& p, float* m, float* l, float* o) {
+  float top = -INFINITY, sum = 0, acc = 0;
+  for (int64_t s = 0; s < p.splits; ++s) top = p.max_sum[s].max > top ? p.max_sum[s].max : top;
+  for (int64_t s = 0; s < p.splits; ++s) {
+    const MaxSum ms = p.max_sum[s];
+    if (ms.sum != ms.sum) {
+      sum = ms.sum;
+      break;
+    }
+    if (ms.max == -INFINITY) continue;
+    const float w = exp2f(ms.max - top);
+    sum += ms.sum * w;
+    acc += p.out[s * p.stride] * w;
+  }
+  *m = top, *l = sum, *o = acc;
+}
+
 }  // namespace posenc::cuda

@@ -55,6 +55,12 @@ struct Params {
   int64_t sinks_stride;
   QueryTemperature::Kind temperature;
   double temperature_scale, temperature_floor;
+  // Split-K (few rows, long keys: decoding): each block takes 1 / splits of a row block's key tiles and
+  // writes its partial rows, (B, H, Q, splits) of D unnormalized sums and (max, sum) pairs; merge_kernel ends
+  // them.
+  int64_t splits;
+  float* partial_out;
+  MaxSum* partial_max_sum;
   float slopes[kMaxAttentionHeads];
 };
 
@@ -133,7 +139,8 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     // Offsets outside the packed tokens: nothing is read (the packing check writes NaN over out).
     if (q0 < 0 || nq < 0 || q0 + nq > p.Q || k0 < 0 || nk < 0 || k0 + nk > p.K) return;
   }
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * BM;
+  const int64_t split = blockIdx.x % p.splits;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x / p.splits) * BM;
   if (row0 >= nq) return;
   const int rows = static_cast<int>(min<int64_t>(BM, nq - row0));
   const int64_t h = blockIdx.y, hk = h / (p.H / p.Hkv);
@@ -220,8 +227,9 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     qpos_of[r] = sh.q_pos[row];
   }
 
-  const int64_t n_tiles = (nk + BN - 1) / BN;
-  for (int64_t t = 0; t < n_tiles; ++t) {
+  const int64_t n_tiles = (nk + BN - 1) / BN, per_split = (n_tiles + p.splits - 1) / p.splits;
+  const int64_t t_end = min(n_tiles, (split + 1) * per_split);
+  for (int64_t t = split * per_split; t < t_end; ++t) {
     const int64_t col0 = t * BN;
     const int cols = static_cast<int>(min<int64_t>(BN, nk - col0));
     const KeyRange keys = key_range(k_pos + col0, cols);
@@ -296,6 +304,24 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   }
   cp_async_wait<0>();  // no copy left in flight (every tile may have been skipped)
 
+  if (p.splits > 1) {  // partial rows, ended by merge_kernel
+    const int lane = tid % 32;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int row = get<0>(tOcO(r, 0));
+      float l = quad_sum(row_sum[r]);
+      if (!position_in_range(qpos_of[r], 0)) l = quiet_nan();
+      if (row >= rows) continue;
+      const int64_t part = ((b * p.H + h) * p.Q + q0 + row0 + row) * p.splits + split;
+      float* o_row = p.partial_out + part * kHeadDim;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); c += 2)
+        *reinterpret_cast<float2*>(o_row + get<1>(tOcO(r, c))) = make_float2(o(r, c), o(r, c + 1));
+      if (lane % 4 == 0) p.partial_max_sum[part] = MaxSum{row_max[r], l};
+    }
+    return;
+  }
+
   // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
   const bool has_sink = p.sinks != nullptr;
   const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
@@ -319,6 +345,24 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     if (p.lse != nullptr && lane % 4 == 0)
       p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (q0 + row0 + row) * p.lse_strides[2]] = end.lse;
   }
+}
+
+// The end of split-K rows: a block per (row, head, batch row), a thread per dim; splits merged in their order
+// (merge_partial_rows: the same bits run to run), then out and lse as the one-pass kernel ends them.
+template <class Element>
+__global__ void merge_kernel(const __grid_constant__ Params p, int64_t head_dim) {
+  const int64_t q = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = threadIdx.x;
+  const int64_t part0 = ((b * p.H + h) * p.Q + q) * p.splits;
+  const PartialRows rows{p.partial_max_sum + part0, p.partial_out + part0 * head_dim + d, head_dim, p.splits};
+  float m = -INFINITY, l = 0, o = 0;
+  merge_partial_rows(rows, &m, &l, &o);
+  const bool has_sink = p.sinks != nullptr;
+  const RowEnd end = finish_row(m, l, has_sink, has_sink ? p.sinks[h * p.sinks_stride] : 0.0f);
+  Element* out =
+      static_cast<Element*>(p.out) + b * p.out_strides[0] + q * p.out_strides[1] + h * p.out_strides[2];
+  out[d] = Element(o * end.out_factor);
+  if (p.lse != nullptr && d == 0)
+    p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + q * p.lse_strides[2]] = end.lse;
 }
 
 // The lookup of a learned bias per head: lookup[h][d + limit] = table[row(d), h] for d in [-limit, limit].
@@ -392,16 +436,36 @@ unsigned grid_for(int64_t total, int threads) {
 }
 
 template <class Element, int kHeadDim>
-void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems) {
+void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems, int64_t batch) {
   using T = AttentionTiles<Element, kHeadDim>;
   constexpr int bytes = sizeof(SharedTiles<Element, kHeadDim>);
   auto kernel = attention_forward_kernel<Element, kHeadDim>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check_launch("attention", "cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads),
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  const dim3 grid(static_cast<unsigned>(q_blocks * params.splits), static_cast<unsigned>(heads),
                   static_cast<unsigned>(problems));
-  kernel<<<grid, T::kThreads, bytes, static_cast<cudaStream_t>(cuda_stream())>>>(params);
+  kernel<<<grid, T::kThreads, bytes, stream>>>(params);
   check_launch("attention", "the attention kernel");
+  if (params.splits > 1) {
+    const dim3 rows(static_cast<unsigned>(params.Q), static_cast<unsigned>(heads),
+                    static_cast<unsigned>(batch));
+    merge_kernel<Element><<<rows, kHeadDim, 0, stream>>>(params, kHeadDim);
+    check_launch("attention", "the split-K merge kernel");
+  }
+}
+
+// Blocks of key tiles per row block: 1 when the row blocks fill the GPU; else enough splits for two blocks
+// per multiprocessor (decoding: one query row against a long cache), each split at least 2 tiles, at most 64.
+int64_t key_splits(int64_t row_blocks, int64_t key_tiles) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  if (row_blocks >= sms || key_tiles < 4) return 1;
+  return std::min<int64_t>({(2 * sms + row_blocks - 1) / row_blocks, key_tiles / 2, 64});
 }
 
 }  // namespace
@@ -451,13 +515,22 @@ void attention_forward(const AttentionLaunch& l) {
   }
 
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
+  p.splits = key_splits(q_blocks * l.H * problems, (l.K + 63) / 64);
+  std::unique_ptr<DeviceScratch> partial;
+  if (p.splits > 1) {
+    const size_t rows = static_cast<size_t>(l.B * l.H * l.Q * p.splits);
+    partial = std::make_unique<DeviceScratch>("attention", "the split-K partial rows",
+                                              rows * (static_cast<size_t>(l.D) * 4 + 8));
+    p.partial_max_sum = partial->as<MaxSum>();
+    p.partial_out = reinterpret_cast<float*>(p.partial_max_sum + rows);
+  }
   const bool bf16 = l.dtype == DType::bf16;
   if (l.D == 64)
-    bf16 ? launch<cutlass::bfloat16_t, 64>(p, q_blocks, l.H, problems)
-         : launch<cutlass::half_t, 64>(p, q_blocks, l.H, problems);
+    bf16 ? launch<cutlass::bfloat16_t, 64>(p, q_blocks, l.H, problems, l.B)
+         : launch<cutlass::half_t, 64>(p, q_blocks, l.H, problems, l.B);
   else
-    bf16 ? launch<cutlass::bfloat16_t, 128>(p, q_blocks, l.H, problems)
-         : launch<cutlass::half_t, 128>(p, q_blocks, l.H, problems);
+    bf16 ? launch<cutlass::bfloat16_t, 128>(p, q_blocks, l.H, problems, l.B)
+         : launch<cutlass::half_t, 128>(p, q_blocks, l.H, problems, l.B);
   if (l.cu_seqlens_q != nullptr) {
     check_packing_kernel<<<grid_for(l.Q * l.H * l.D, 256), 256, 0, stream>>>(
         l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, l.H, l.D, static_cast<uint16_t*>(l.out),

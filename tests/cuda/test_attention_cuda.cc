@@ -156,6 +156,20 @@ TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
       for (Enc e : gpu_encodings()) check(c, e, *s);
 }
 
+// Few row blocks against many key tiles: the keys split across blocks and merged (split-K decoding), with
+// every bias, windows and sinks; packed sequences of unequal lengths split too.
+TEST(AttentionCuda, SplitKeysForDecoding) {
+  POSENC_SKIP_WITHOUT_GPU();
+  Case sinks{1, 1, 3000, 8, 2, 128, true};
+  sinks.sinks = true, sinks.softcap = 5;
+  Case window{2, 2, 1500, 4, 4, 64, true, 700};
+  Case packed{1, 5, 2000, 4, 1, 64, true};
+  packed.cu_q = {0, 1, 5}, packed.cu_k = {0, 1700, 2000};
+  for (const Case& c :
+       {Case{1, 1, 3000, 8, 2, 128, true}, Case{2, 1, 1500, 4, 4, 64, false}, sinks, window, packed})
+    for (Enc e : gpu_encodings()) check(c, e, kBf16);
+}
+
 TEST(AttentionCuda, QueryTemperatureAndBidirectionalWindows) {
   POSENC_SKIP_WITHOUT_GPU();
   for (int temperature : {1, 2, 3}) {

@@ -166,5 +166,51 @@ TEST(AttentionElements, RowEndWithAndWithoutSinks) {
     }
 }
 
+// Split-K: a row's keys in parts (some empty, as a split past the keys the mask shows), each kept as the
+// kernel keeps it, merged: the output and lse of the whole row within fp32 rounding of long double.
+TEST(AttentionElements, SplitKPartialRowsMergeToTheWholeRow) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> logit(0, 3), value(0, 1);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + trial * 7, splits = 1 + trial % 9;
+    std::vector<double> x(n), v(n);
+    for (int j = 0; j < n; ++j) x[j] = logit(rng), v[j] = value(rng);
+    std::vector<cuda::MaxSum> max_sum(splits);
+    std::vector<float> out(splits);
+    const int per = (n + splits - 1) / splits;
+    for (int s = 0; s < splits; ++s) {
+      float m = -INFINITY, l = 0, o = 0;
+      for (int j = s * per; j < std::min(n, (s + 1) * per); ++j)
+        m = std::max(m, static_cast<float>(x[j] * 1.4426950408889634));
+      for (int j = s * per; j < std::min(n, (s + 1) * per); ++j) {
+        const float p = std::exp2(static_cast<float>(x[j] * 1.4426950408889634) - m);
+        l += p, o += p * static_cast<float>(v[j]);
+      }
+      max_sum[s] = {m, l}, out[s] = o;
+    }
+    float m = 0, l = 0, o = 0;
+    cuda::merge_partial_rows({max_sum.data(), out.data(), 1, splits}, &m, &l, &o);
+    const cuda::RowEnd end = cuda::finish_row(m, l, false, 0);
+    long double denom = 0, num = 0;
+    for (int j = 0; j < n; ++j)
+      denom += std::exp(static_cast<long double>(x[j])),
+          num += std::exp(static_cast<long double>(x[j])) * v[j];
+    EXPECT_NEAR(o * end.out_factor, static_cast<double>(num / denom), 1e-5)
+        << "n " << n << " splits " << splits;
+    EXPECT_NEAR(end.lse, static_cast<double>(std::log(denom)),
+                1e-5 * (1 + std::fabs(static_cast<double>(std::log(denom)))));
+  }
+  // Every split empty: nothing visible. One split NaN: NaN.
+  std::vector<cuda::MaxSum> empty = {{-INFINITY, 0}, {-INFINITY, 0}};
+  std::vector<float> zeros = {0, 0};
+  float m = 0, l = 0, o = 0;
+  cuda::merge_partial_rows({empty.data(), zeros.data(), 1, 2}, &m, &l, &o);
+  EXPECT_EQ(m, -INFINITY);
+  EXPECT_EQ(cuda::finish_row(m, l, false, 0).lse, -INFINITY);
+  empty[1] = {2.0f, NAN};
+  cuda::merge_partial_rows({empty.data(), zeros.data(), 1, 2}, &m, &l, &o);
+  EXPECT_TRUE(std::isnan(cuda::finish_row(m, l, false, 0).lse));
+}
+
 }  // namespace
 }  // namespace posenc::test
