@@ -124,6 +124,15 @@ def attention_anchors():
     window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
     window_flops = 4 * b * h * d * sum(min(1024, i + 1) for i in range(s))
     emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window_flops)
+    del q, k, v
+    for batch in (1, 16):  # decoding: one query row against a 32k bf16 cache, 32 / 8 heads (SDPA, GQA)
+        kc, vc = (torch.randn(batch, 8, 32768, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        qd = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+        ms = median_ms(lambda: sdpa(qd, kc, vc, enable_gqa=True), repeats=20)
+        print(json.dumps({"op": "attention_decode", "impl": "sdpa", "variant": "none",
+                          "shape": f"B{batch} K32768 H32/8 D128", "dtype": "bf16", "ms": ms,
+                          "tb_per_s": 2 * kc.numel() * 2 / (ms * 1e-3) / 1e12}))
+        del kc, vc, qd
 
 
 if __name__ == "__main__":

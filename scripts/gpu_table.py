@@ -32,7 +32,7 @@ def main(out):
     print("| op | shape | dtype | posenc TB/s | of copy | torch eager | torch.compile | posenc / compile |")
     print("|---|---|---|---|---|---|---|---|")
     for r in posenc_rows:
-        if "tb_per_s" not in r:
+        if "tb_per_s" not in r or r["op"] == "attention_decode":
             continue
         eager = anchors.get((r["op"], "torch_eager", r["shape"])) if r["dtype"] == "bf16" else None
         comp = anchors.get((r["op"], "torch_compile", r["shape"])) if r["dtype"] == "bf16" else None
@@ -69,6 +69,16 @@ def attention_table(posenc_rows, torch_rows):
         ratio = f"{r['tflops'] / f['tflops']:.2f}" if f else "-"
         print(f"| {r['variant']} | {r['shape']} | {r['tflops']:.0f} | {of_mm} | {of_none} | {flex_cell} "
               f"| {ratio} |")
+    decode = [r for r in posenc_rows if r.get("op") == "attention_decode"]
+    sdpa_decode = {r["shape"]: r for r in torch_rows if r.get("op") == "attention_decode" and "tb_per_s" in r}
+    if decode:
+        print()
+        print("| decode | shape | posenc TB/s | SDPA TB/s | posenc / SDPA |")
+        print("|---|---|---|---|---|")
+        for r in decode:
+            a = sdpa_decode.get(r["shape"])
+            cells = (f"{a['tb_per_s']:.2f}", f"{r['tb_per_s'] / a['tb_per_s']:.2f}") if a else ("-", "-")
+            print(f"| {r['variant']} | {r['shape']} | {r['tb_per_s']:.2f} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -87,5 +87,25 @@ int main(int argc, char** argv) {
     cudaFree(table);
     for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
   }
+  for (int64_t batch : {1, 16}) {  // decoding
+    const int64_t K = 32768, Hq = 32, Hkv = 8, D = 128;
+    const size_t cache = static_cast<size_t>(batch * K * Hkv * D) * 2;
+    const std::vector<void*> k = random_device_sets(1, cache), v = random_device_sets(1, cache),
+                             q = random_device_sets(1, static_cast<size_t>(batch * Hq * D) * 2),
+                             out = random_device_sets(1, static_cast<size_t>(batch * Hq * D) * 2);
+    const AttentionInputs in = qkv(bf16_view(q[0], {batch, 1, Hq, D}), bf16_view(k[0], {batch, K, Hkv, D}),
+                                   bf16_view(v[0], {batch, K, Hkv, D}));
+    AttentionConfig config;
+    config.causal = true;
+    const double ms = median_ms(repeats, 1, [&](int) {
+      attention_forward(config, in, bf16_view(out[0], {batch, 1, Hq, D}), {});
+    });
+    std::printf(
+        "{\"op\": \"attention_decode\", \"variant\": \"none\", \"shape\": \"B%lld K32768 H32/8 D128\", "
+        "\"dtype\": \"bf16\", \"ms\": %.4f, \"tb_per_s\": %.3f}\n",
+        static_cast<long long>(batch), ms, 2.0 * static_cast<double>(cache) / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+    for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
+  }
   return 0;
 }
