@@ -108,8 +108,10 @@ void attention_forward(const AttentionConfig& config, const AttentionInputs& in,
 
 void attention_backward(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                         ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
-  if (in.q.device == Device::cuda)
-    fail(kOp, "attention_backward on cuda tensors is not available yet (attention_forward is)");
+  if (in.q.device == Device::cuda) {
+    detail::attention_backward_cuda(config, in, out, lse, grad_out, grads);
+    return;
+  }
   // 16-bit storage (any of q, k and v, out, grad_out, and each of grads.q, grads.k, grads.v): the
   // inputs are widened once to fp32 (the backward is compute-bound and reads them several times),
   // the gradients computed in fp32 and rounded once as they are added into 16-bit views.

@@ -133,10 +133,44 @@ void set_bias(const AttentionBias& ab, int64_t H, cuda::AttentionLaunch& l, Devi
   l.bias.table_strides[1] = ab.relative_table.strides[1];
 }
 
-}  // namespace
+// The backward's own views: grad_out, and the gradients to add into.
+struct BackwardArgs {
+  ConstTensorView grad_out;
+  const AttentionGrads* grads;
+};
 
-void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
-                            TensorView lse) {
+void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, int64_t K, int64_t H,
+                    int64_t Hkv, int64_t D, DeviceViews& memory) {
+  check_activation("grad_out", bw.grad_out, bw.grad_out.data, dtype, {B, Q, H, D});
+  memory.add("grad_out", bw.grad_out, bw.grad_out.data);
+  const AttentionGrads& g = *bw.grads;
+  const std::pair<const char*, const TensorView*> params[] = {
+      {"grads.relative_table", &g.relative_table},
+      {"grads.shaw_a_k", &g.shaw_a_k},
+      {"grads.shaw_a_v", &g.shaw_a_v},
+      {"grads.transformer_xl_u", &g.transformer_xl_u},
+      {"grads.transformer_xl_v", &g.transformer_xl_v},
+      {"grads.transformer_xl_w_r", &g.transformer_xl_w_r},
+      {"grads.sinks", &g.sinks}};
+  for (const auto& [name, view] : params)
+    if (view->data != nullptr)
+      fail(kOp, name,
+           " is given: parameter gradients on cuda are not available yet (q, k and v are; the CPU ",
+           "backend has them all)");
+  const std::pair<const char*, const TensorView*> qkv_grads[] = {
+      {"grads.q", &g.q}, {"grads.k", &g.k}, {"grads.v", &g.v}};
+  for (const auto& [name, view] : qkv_grads) {
+    const bool is_q = view == &g.q;
+    check_view(kOp, name, *view, activation_dtype(*view), {B, is_q ? Q : K, is_q ? H : Hkv, D}, view->data,
+               Device::cuda);
+    check_unit_last_stride(kOp, name, *view);
+    memory.add(name, *view, view->data);
+  }
+}
+
+// attention_forward (bw null) or attention_backward on CUDA views: every check, then the launches.
+void run(const AttentionConfig& config, const AttentionInputs& in, const ViewShape& out, const void* out_data,
+         const ViewShape& lse, const void* lse_data, const BackwardArgs* bw) {
   // Shapes and dtypes.
   const DType dtype = in.q.dtype;
   if (dtype != DType::bf16 && dtype != DType::f16)
@@ -154,14 +188,17 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
   if (Hkv == 0 || H % Hkv != 0)
     fail(kOp, "q has ", H, " heads and k has ", Hkv,
          ": the query heads must be a multiple of the key/value heads");
-  check_activation("out", out, out.data, dtype, {B, Q, H, D});
+  check_activation("out", out, out_data, dtype, {B, Q, H, D});
   DeviceViews memory;
   memory.add("q", in.q, in.q.data), memory.add("k", in.k, in.k.data), memory.add("v", in.v, in.v.data);
-  memory.add("out", out, out.data);
-  if (lse.data != nullptr) {
-    check_view(kOp, "lse", lse, DType::f32, {B, H, Q}, lse.data, Device::cuda);
-    memory.add("lse", lse, lse.data);
+  memory.add("out", out, out_data);
+  if (lse_data != nullptr) {
+    check_view(kOp, "lse", lse, DType::f32, {B, H, Q}, lse_data, Device::cuda);
+    memory.add("lse", lse, lse_data);
+  } else if (bw != nullptr) {
+    fail(kOp, "lse is required by the backward (the forward's lse)");
   }
+  if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, memory);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
 
@@ -181,10 +218,11 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
   cuda::AttentionLaunch l;
   l.dtype = dtype;
   l.B = B, l.Q = Q, l.K = K, l.H = H, l.Hkv = Hkv, l.D = D;
-  l.q = in.q.data, l.k = in.k.data, l.v = in.v.data, l.out = out.data;
+  l.q = in.q.data, l.k = in.k.data, l.v = in.v.data, l.out = const_cast<void*>(out_data);
   copy_strides(in.q, l.q_strides), copy_strides(in.k, l.k_strides), copy_strides(in.v, l.v_strides);
   copy_strides(out, l.out_strides);
-  if (lse.data != nullptr) l.lse = lse.ptr<float>(), copy_strides(lse, l.lse_strides);
+  if (lse_data != nullptr)
+    l.lse = static_cast<float*>(const_cast<void*>(lse_data)), copy_strides(lse, l.lse_strides);
   l.scale = static_cast<float>(scale);
   l.mask = {config.causal, config.window, config.chunk};
   l.softcap = static_cast<float>(config.softcap);
@@ -283,12 +321,57 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
     const int64_t qs[3] = {Q * H * D, H * D, D}, ks[3] = {K * Hkv * D, Hkv * D, D};
     for (int i = 0; i < 3; ++i) l.q_strides[i] = qs[i], l.k_strides[i] = ks[i];
   }
-  cuda::attention_forward(l);
+  if (bw == nullptr) {
+    cuda::attention_forward(l);
+    return;
+  }
+
+  // The backward: fresh fp32 gradients, RoPE's inverse rotation of dq and dk, then one add into each view.
+  const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D);
+  cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + 2 * nk) * 4);
+  cuda::AttentionBackwardLaunch bl;
+  bl.forward = l;
+  bl.out = out_data, bl.grad_out = bw->grad_out.data, bl.lse = static_cast<const float*>(lse_data);
+  copy_strides(out, bl.out_strides), copy_strides(bw->grad_out, bl.grad_out_strides);
+  copy_strides(lse, bl.lse_strides);
+  bl.dq = grads.as<float>(), bl.dk = bl.dq + nq, bl.dv = bl.dk + nk;
+  cuda::attention_backward(bl);
+  if (rope != nullptr) {
+    const auto range = [&](float* base, int64_t T, int64_t heads) {
+      return device_view<TensorView>(static_cast<void*>(base + config.rope_offset), DType::f32,
+                                     {B, T, heads, rope_dim}, {T * heads * D, heads * D, D, 1});
+    };
+    const auto pos_view = [&](const int64_t* p, int64_t stride, int64_t T) {
+      return stride == 0
+                 ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
+                 : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
+    };
+    rope->backward(range(bl.dq, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
+    rope->backward(range(bl.dk, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+  }
+  const AttentionGrads& g = *bw->grads;
+  cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D);
+  cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D);
+  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, D);
+}
+
+}  // namespace
+
+void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
+                            TensorView lse) {
+  run(config, in, out, out.data, lse, lse.data, nullptr);
+}
+
+void attention_backward_cuda(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
+                             ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
+  const BackwardArgs bw{grad_out, &grads};
+  run(config, in, out, out.data, lse, lse.data, &bw);
 }
 
 #else
 
-void attention_forward_cuda(const AttentionConfig&, const AttentionInputs& in, TensorView, TensorView) {
+namespace {
+[[noreturn]] void refuse(const AttentionInputs& in) {
   check_device(kOp, "q", in.q, Device::cuda);
 #if POSENC_WITH_CUDA
   fail(kOp, "attention on cuda tensors needs the CuTe headers at build time (scripts/fetch_cutlass.sh), ",
@@ -296,6 +379,15 @@ void attention_forward_cuda(const AttentionConfig&, const AttentionInputs& in, T
 #else
   fail_without_cuda(kOp, "q");
 #endif
+}
+}  // namespace
+
+void attention_forward_cuda(const AttentionConfig&, const AttentionInputs& in, TensorView, TensorView) {
+  refuse(in);
+}
+void attention_backward_cuda(const AttentionConfig&, const AttentionInputs& in, ConstTensorView,
+                             ConstTensorView, ConstTensorView, const AttentionGrads&) {
+  refuse(in);
 }
 
 #endif

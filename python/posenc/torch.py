@@ -6,8 +6,8 @@ work), and nn.Modules that can replace a model's own positional code.
 CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
 float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
 CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
-host and no synchronization; attention's forward too (bf16 / fp16, head_dim 64 or 128), its backward on
-CUDA refused by name. float16 and bfloat16 q, k, v
+host and no synchronization; attention too (bf16 / fp16, head_dim 64 or 128; on CUDA the gradients of q, k
+and v, the tables' refused by name). float16 and bfloat16 q, k, v
 (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
@@ -298,6 +298,15 @@ def _attention_grad(ctx, grad, grad_lse):
 _attention_op.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
+def _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings):
+    """The call checked from the tables' shapes (their values stay on the device: nothing is read back)."""
+    params = dict(_settings(settings))
+    params.update({name: np.zeros(tuple(t.shape), np.float32) for name, t in zip(_ATTENTION_TABLES, tables)
+                   if t is not None})
+    return AttentionCall(tuple(q.shape), causal=causal, scale=scale, encoding=encoding or None, window=window,
+                         softcap=softcap, chunk=chunk, **params)
+
+
 @_attention_op.register_kernel("cuda")
 def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks,
       q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding, window, softcap, chunk,
@@ -306,12 +315,7 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
     device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)
                      if t is not None}
-    # The call is checked from the tables' shapes (their values stay on the device: nothing is read back).
-    params = dict(_settings(settings))
-    params.update({name: np.zeros(tuple(t.shape), np.float32) for name, t in zip(_ATTENTION_TABLES, tables)
-                   if t is not None})
-    call = AttentionCall(tuple(q.shape), causal=causal, scale=scale, encoding=encoding or None, window=window,
-                         softcap=softcap, chunk=chunk, **params)
+    call = _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings)
     positions = {name: _on_cuda(name, q, p) for name, p in
                  zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
     out = q.new_empty(q.shape[:3] + v.shape[3:])
@@ -324,9 +328,24 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 
 
 @_attention_backward_op.register_kernel("cuda")
-def _(q, *rest):
-    fail("attention: the backward on CUDA tensors is not available yet (the forward is; "
-         "the CPU backend has both)")
+def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
+      transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding,
+      window, softcap, chunk, settings):
+    """The gradients of q, k and v on CUDA tensors; the tables' gradients are refused by name there."""
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    for name, t in zip(_ATTENTION_TABLES, tables):
+        if t is not None:
+            fail(f"attention: the gradient of {name} on CUDA tensors is not available yet (q, k and v have "
+                 "theirs; the CPU backend has all of them)")
+    call = _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings)
+    positions = {name: _on_cuda(name, q, p) for name, p in
+                 zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
+    grads = [torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)]
+    with torch.cuda.device(q.device):
+        call.core.backward_cuda(_cuda_spec(q), _cuda_spec(k), _cuda_spec(v), _cuda_spec(out), _cuda_spec(lse),
+                                _cuda_spec(grad.contiguous()), {n: _cuda_spec(p) for n, p in positions.items()}, {},
+                                *(_cuda_spec(g) for g in grads), _stream(q))
+    return grads
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,

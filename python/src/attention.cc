@@ -147,6 +147,37 @@ void bind_attention(nb::module_& m) {
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
           nb::arg("tables"), nb::arg("stream"))
       .def(
+          "backward_cuda",
+          // The gradients of q, k and v (CUDA tensors, added into) of the forward on the same tensors.
+          [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
+             const CudaSpec& lse, const CudaSpec& grad_out, const nb::dict& positions, const nb::dict& tables,
+             const CudaSpec& grad_q, const CudaSpec& grad_k, const CudaSpec& grad_v, uintptr_t stream) {
+            AttentionConfig c = a.config;
+            const auto spec = [](const nb::dict& d, const char* name) {
+              ConstTensorView view;
+              if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
+              return view;
+            };
+            c.bias.relative_table = spec(tables, "relative_table");
+            c.sinks = spec(tables, "sinks");
+            AttentionInputs in = qkv(cuda_view(q, "q"), cuda_view(k, "k"), cuda_view(v, "v"));
+            in.q_positions = spec(positions, "q_positions");
+            in.k_positions = spec(positions, "k_positions");
+            in.cu_seqlens_q = spec(positions, "cu_seqlens_q");
+            in.cu_seqlens_k = spec(positions, "cu_seqlens_k");
+            AttentionGrads g;
+            g.q = cuda_view(grad_q, "grad_q"), g.k = cuda_view(grad_k, "grad_k"),
+            g.v = cuda_view(grad_v, "grad_v");
+            const ConstTensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse"),
+                                  go = cuda_view(grad_out, "grad_out");
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            attention_backward(c, in, o, l, go, g);
+          },
+          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
+          nb::arg("positions"), nb::arg("tables"), nb::arg("grad_q"), nb::arg("grad_k"), nb::arg("grad_v"),
+          nb::arg("stream"))
+      .def(
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,
              const InArray& lse, const InArray& grad_out, const nb::dict& positions, const nb::dict& tables,

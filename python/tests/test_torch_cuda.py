@@ -136,10 +136,25 @@ def test_attention_cuda_t5_table_on_the_device_and_sdpa():
     torch.testing.assert_close(compiled(q, k, v), plain, atol=0, rtol=0)
 
 
-def test_attention_cuda_refuses_the_backward_and_float32_by_name():
+@pytest.mark.parametrize("kwargs", [dict(), dict(encoding="rope+alibi", base=500.0), dict(softcap=10.0, window=20)])
+def test_attention_cuda_backward_matches_cpu(kwargs):
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 60, 4, 64, dtype=torch.bfloat16) for _ in range(3))
+    grads = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+        out = pt.attention(*leaves, causal=True, **kwargs)
+        out.float().pow(2).sum().backward()
+        grads.append([t.grad.cpu().float() for t in leaves])
+    for cpu, gpu in zip(*grads):
+        torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
+
+
+def test_attention_cuda_refuses_table_gradients_and_float32_by_name():
     q = torch.randn(1, 8, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    out = pt.attention(q, q.detach(), q.detach(), causal=True)
-    with pytest.raises(ValueError, match="backward on CUDA"):
+    table = torch.randn(32, 2, device="cuda")
+    out = pt.attention(q, q.detach(), q.detach(), causal=True, encoding="t5", relative_table=table)
+    with pytest.raises(ValueError, match="relative_table on CUDA"):
         out.sum().backward()
     with pytest.raises(ValueError, match="bf16 or f16"):
         pt.attention(q.detach().float(), q.detach().float(), q.detach().float())

@@ -76,42 +76,6 @@ struct alignas(128) SharedTiles {
   float lookup[kMaxLookup];
 };
 
-// A row range of a (rows, kHeadDim) global tile into shared memory: rows < n by cp.async, the others zeroed
-// (their scores are masked and their values multiply zero probabilities: no NaN from stale memory).
-template <class Copy, class G, class S, class C>
-__device__ __forceinline__ void load_rows(const Copy& copy, const G& g, S&& s, const C& coords, int n) {
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(g); ++m) {
-    if (get<0>(coords(0, m, 0)) < n)
-      cute::copy(copy, g(_, m, _), s(_, m, _));
-    else
-      cute::clear(s(_, m, _));
-  }
-}
-
-// The min and max of the tile's key positions over every warp's lanes (each warp computes them whole), and
-// whether any is out of the exact range.
-struct KeyRange {
-  int64_t lo, hi;
-  bool bad;
-};
-__device__ __forceinline__ KeyRange key_range(const int64_t* pos, int n) {
-  const int lane = threadIdx.x % 32;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  bool bad = false;
-  for (int j = lane; j < n; j += 32) {
-    const int64_t p = pos[j];
-    lo = min(lo, p), hi = max(hi, p);
-    bad |= !position_in_range(p, 0);
-  }
-  CUTE_UNROLL
-  for (int o = 16; o > 0; o /= 2) {
-    lo = min(lo, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(lo), o)));
-    hi = max(hi, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(hi), o)));
-  }
-  return {lo, hi, __any_sync(0xffffffffu, bad) != 0};
-}
-
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -470,6 +434,22 @@ int64_t key_splits(int64_t row_blocks, int64_t key_tiles) {
 
 }  // namespace
 
+std::unique_ptr<DeviceScratch> build_bias_lookup(const AttentionLaunch& l) {
+  const int64_t n = 2 * l.bias.limit + 1;
+  auto lookup =
+      std::make_unique<DeviceScratch>("attention", "the bias lookup", static_cast<size_t>(l.H * n) * 4);
+  auto args = std::make_unique<LookupArgs>();
+  args->kind = l.bias.kind, args->limit = l.bias.limit;
+  std::copy(l.bias.rows.begin(), l.bias.rows.end(), args->rows);
+  args->table = l.bias.table;
+  args->table_strides[0] = l.bias.table_strides[0], args->table_strides[1] = l.bias.table_strides[1];
+  args->lookup = lookup->as<float>();
+  build_lookup_kernel<<<static_cast<unsigned>(l.H), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
+      *args);
+  check_launch("attention", "the bias lookup kernel");
+  return lookup;
+}
+
 void attention_forward(const AttentionLaunch& l) {
   const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
   if (l.Q == 0 || l.H == 0 || problems == 0) return;
@@ -500,17 +480,7 @@ void attention_forward(const AttentionLaunch& l) {
   } else if (l.has_bias) {
     p.terms.bias = ScoreBias::lookup;
     p.terms.limit = static_cast<int32_t>(l.bias.limit);
-    const int64_t n = 2 * l.bias.limit + 1;
-    lookup =
-        std::make_unique<DeviceScratch>("attention", "the bias lookup", static_cast<size_t>(l.H * n) * 4);
-    auto args = std::make_unique<LookupArgs>();
-    args->kind = l.bias.kind, args->limit = l.bias.limit;
-    std::copy(l.bias.rows.begin(), l.bias.rows.end(), args->rows);
-    args->table = l.bias.table;
-    args->table_strides[0] = l.bias.table_strides[0], args->table_strides[1] = l.bias.table_strides[1];
-    args->lookup = lookup->as<float>();
-    build_lookup_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(*args);
-    check_launch("attention", "the bias lookup kernel");
+    lookup = build_bias_lookup(l);
     p.lookup = lookup->as<float>();
   }
 

@@ -7,6 +7,7 @@
 //   memory.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "posenc/attention.h"
 #include "posenc/tensor.h"
@@ -50,6 +51,30 @@ struct AttentionLaunch {
   QueryTemperature temperature;  // per query row, from its position
 };
 void attention_forward(const AttentionLaunch& launch);
+
+// The backward (src/cuda/attention_backward.cu) of the forward described by `forward` (its q and k RoPE's
+// rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk and dv (B, K, Hkv, D), contiguous, with respect
+// to the q and k the kernels read. out and grad_out (B, Q, H, D) of the forward's dtype, lse (B, H, Q) f32.
+struct AttentionBackwardLaunch {
+  AttentionLaunch forward;
+  const void* out = nullptr;
+  const void* grad_out = nullptr;
+  int64_t out_strides[3] = {}, grad_out_strides[3] = {};
+  const float* lse = nullptr;
+  int64_t lse_strides[3] = {};
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+};
+void attention_backward(const AttentionBackwardLaunch& launch);
+
+// grad (B, T, H, D) f32, bf16 or fp16 at `strides` (unit stride on D) += g (contiguous fp32), rounded once.
+void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t strides[3], int64_t B,
+                         int64_t T, int64_t H, int64_t D);
+
+class DeviceScratch;
+// The per-head lookup of a learned bias, (H, 2 limit + 1) f32 in stream-ordered device memory.
+std::unique_ptr<DeviceScratch> build_bias_lookup(const AttentionLaunch& launch);
 
 // Default positions into (B, Q) and (B, K) int64 device buffers: keys 0 .. K-1 and queries aligned to the
 // end, K-Q .. K-1 per batch row; packed (cu_seqlens, N sequences): restarting in each sequence.

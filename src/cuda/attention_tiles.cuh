@@ -6,9 +6,12 @@
 //   so ldmatrix reads 8 rows of a column block without bank conflicts); V read transposed (ldmatrix.trans)
 //   as the B operand of P V; global tiles by cp.async, 16 bytes per thread, 8 threads per 64-column row.
 #pragma once
+#include <cstdint>
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 #include <type_traits>
+
+#include "src/cuda/attention-inl.cuh"
 
 namespace posenc::cuda {
 
@@ -39,6 +42,35 @@ struct AttentionTiles {
       cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
   using SmemCopyA = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
   using SmemCopyVt = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
+};
+
+// The backward's tiles: 8 warps, 4 along M and 2 along N (a 64 x 32 x 16 step), so that each of its five
+// products (S = Q K^T, dP = dO V^T, dV = P^T dO, dK = dS^T Q, dQ = dS K) keeps its accumulators in registers;
+// P and dS pass through shared memory as (64 rows, 64 keys) tiles, read transposed where a product takes them
+// as (keys, rows); a (64, D) tile of Q, dO or K read as (D, 64) is the B operand where the rows are the
+// reduction.
+template <class Element, int kHeadDim>
+struct AttentionBackwardTiles {
+  static_assert(kHeadDim % 64 == 0, "head sizes of whole 64-column atoms");
+  static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 8, kThreads = 32 * kWarps;
+  using MmaOp = typename AttentionTiles<Element, kHeadDim>::MmaOp;
+  using Mma = cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::_4, cute::_2, cute::_1>>,
+                             cute::Tile<cute::_64, cute::_32, cute::_16>>;
+  using SmemAtom = typename AttentionTiles<Element, kHeadDim>::SmemAtom;
+  using SmemRows = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, cute::Int<kHeadDim>>{}));
+  using SmemRowsT = decltype(cute::composition(
+      SmemRows{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::_64>{}, cute::GenRowMajor{})));
+  using SmemRowsTPlain = decltype(cute::get_nonswizzle_portion(SmemRowsT{}));
+  using SmemP = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, cute::_64>{}));
+  using SmemPT = decltype(cute::composition(
+      SmemP{}, cute::make_layout(cute::Shape<cute::_64, cute::_64>{}, cute::GenRowMajor{})));
+  using SmemPTPlain = decltype(cute::get_nonswizzle_portion(SmemPT{}));
+  using GmemCopy = decltype(cute::make_tiled_copy(
+      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
+      cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>, cute::Stride<cute::_8, cute::_1>>{},
+      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));
+  using SmemCopyN = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, Element>;
+  using SmemCopyT = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, Element>;
 };
 
 // An m16n8 accumulator fragment ((2, 2), M, N) as (rows, cols) = ((2, M), (2, N)): its values are c0 c1 on
@@ -90,6 +122,43 @@ CUTE_DEVICE void tile_gemm_registers_a(const Mma& mma, Acc& acc, const RA& ra, R
     if (i + 1 < size<2>(ra)) copy(copy_b, sb(_, _, i + 1), rb_view(_, _, i + 1));
     gemm(mma, ra(_, _, i), rb(_, _, i), acc);
   }
+}
+
+// A row range of a (rows, kHeadDim) global tile into shared memory: rows < n by cp.async, the others zeroed
+// (their scores are masked and their values multiply zero probabilities: no NaN from stale memory).
+template <class Copy, class G, class S, class C>
+__device__ __forceinline__ void load_rows(const Copy& copy, const G& g, S&& s, const C& coords, int n) {
+  CUTE_UNROLL
+  for (int m = 0; m < cute::size<1>(g); ++m) {
+    if (cute::get<0>(coords(0, m, 0)) < n)
+      cute::copy(copy, g(cute::_, m, cute::_), s(cute::_, m, cute::_));
+    else
+      cute::clear(s(cute::_, m, cute::_));
+  }
+}
+
+// The min and max of the tile's key positions over every warp's lanes (each warp computes them whole), and
+// whether any is out of the exact range.
+struct KeyRange {
+  int64_t lo, hi;
+  bool bad;
+};
+__device__ __forceinline__ KeyRange key_range(const int64_t* pos, int n) {
+  const int lane = threadIdx.x % 32;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  bool bad = false;
+  for (int j = lane; j < n; j += 32) {
+    const int64_t p = pos[j];
+    lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+    bad |= !position_in_range(p, 0);
+  }
+  CUTE_UNROLL
+  for (int o = 16; o > 0; o /= 2) {
+    const int64_t other_lo = __shfl_xor_sync(0xffffffffu, static_cast<long long>(lo), o);
+    const int64_t other_hi = __shfl_xor_sync(0xffffffffu, static_cast<long long>(hi), o);
+    lo = other_lo < lo ? other_lo : lo, hi = other_hi > hi ? other_hi : hi;
+  }
+  return {lo, hi, __any_sync(0xffffffffu, bad) != 0};
 }
 
 }  // namespace posenc::cuda

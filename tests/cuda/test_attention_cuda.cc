@@ -244,6 +244,95 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
     ASSERT_LE(std::fabs(lse[i] - lse_cpu[i]), 2e-5 * (1 + std::fabs(lse_cpu[i])));
 }
 
+// The backward against the CPU backend's on the same 16-bit inputs (fp32 there): gradients of q, k and v
+// added into fp32 and bf16 views. The GPU rounds P and dS to the storage type for its tensor cores (relative
+// 2^-8 each, bf16) and RoPE's copies too: each gradient element within 2^-6 of its tensor's largest plus 2^-7
+// of itself. Twice the same call: the same bits (deterministic).
+void check_backward(const Case& c, Enc e, bool bf16_grads) {
+  AttentionCase ac(c, e);
+  SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads"));
+  const DeviceCase d = rounded_case(ac, kBf16);
+  const AttentionConfig cpu_cfg = ac.config();
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> tables;
+  const AttentionConfig cfg = device_config(ac, tables);
+  const int64_t nq = c.B * c.Q * c.H * c.D, nk = c.B * c.K * c.Hkv * c.D;
+  // The CPU: forward and backward on the rounded values (fp32 views of them).
+  std::vector<float> out(nq), lse(c.B * c.H * c.Q), gq(nq), gk(nk), gv(nk);
+  const std::vector<float> grad_out = random_floats(nq, 5);
+  AttentionInputs in = ac.inputs();
+  attention_forward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  AttentionGrads g;
+  g.q = view(gq.data(), {c.B, c.Q, c.H, c.D}), g.k = view(gk.data(), {c.B, c.K, c.Hkv, c.D});
+  g.v = view(gv.data(), {c.B, c.K, c.Hkv, c.D});
+  attention_backward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}),
+                     view(grad_out.data(), {c.B, c.Q, c.H, c.D}), g);
+  // The GPU: its own forward, then the backward twice.
+  DeviceBuffer<uint16_t> dq(d.q), dk(d.k), dv(d.v), dout(nq);
+  std::vector<uint16_t> go16(nq);
+  for (int64_t i = 0; i < nq; ++i) go16[i] = kBf16.round(grad_out[i]);
+  DeviceBuffer<uint16_t> dgo(go16);
+  DeviceBuffer<float> dlse(lse.size());
+  const AttentionInputs din =
+      qkv(device16(dq, DType::bf16, {c.B, c.Q, c.H, c.D}), device16(dk, DType::bf16, {c.B, c.K, c.Hkv, c.D}),
+          device16(dv, DType::bf16, {c.B, c.K, c.Hkv, c.D}));
+  attention_forward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
+                    view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
+  std::vector<float> runs[2][3];
+  for (auto& run : runs) {
+    DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
+        rv(std::vector<float>(nk, 0.0f));
+    DeviceBuffer<uint16_t> hq(std::vector<uint16_t>(nq, 0)), hk(std::vector<uint16_t>(nk, 0)),
+        hv(std::vector<uint16_t>(nk, 0));
+    AttentionGrads dg;
+    if (bf16_grads) {
+      dg.q = device16(hq, DType::bf16, {c.B, c.Q, c.H, c.D}),
+      dg.k = device16(hk, DType::bf16, {c.B, c.K, c.Hkv, c.D});
+      dg.v = device16(hv, DType::bf16, {c.B, c.K, c.Hkv, c.D});
+    } else {
+      dg.q = view(rq.get(), {c.B, c.Q, c.H, c.D}, Device::cuda),
+      dg.k = view(rk.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
+      dg.v = view(rv.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
+    }
+    attention_backward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
+                       view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda),
+                       device16(dgo, DType::bf16, {c.B, c.Q, c.H, c.D}), dg);
+    const auto widen = [](const std::vector<uint16_t>& x) {
+      std::vector<float> y(x.size());
+      for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
+      return y;
+    };
+    run[0] = bf16_grads ? widen(hq.to_host()) : rq.to_host();
+    run[1] = bf16_grads ? widen(hk.to_host()) : rk.to_host();
+    run[2] = bf16_grads ? widen(hv.to_host()) : rv.to_host();
+  }
+  const std::vector<float>* cpu[3] = {&gq, &gk, &gv};
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between two runs";
+    double largest = 0;
+    for (float x : *cpu[t]) largest = std::max(largest, std::fabs(static_cast<double>(x)));
+    for (size_t i = 0; i < cpu[t]->size(); ++i) {
+      const double want = (*cpu[t])[i];
+      ASSERT_LE(std::fabs(runs[0][t][i] - want), std::ldexp(largest, -6) + std::ldexp(std::fabs(want), -7))
+          << names[t] << " element " << i;
+    }
+  }
+}
+
+TEST(AttentionCuda, BackwardAgainstTheCpu) {
+  POSENC_SKIP_WITHOUT_GPU();
+  Case capped{1, 70, 70, 4, 2, 64, true, 30};
+  capped.softcap = 3.0, capped.sinks = true;
+  Case packed{1, 120, 150, 4, 4, 64, true};
+  packed.cu_q = {0, 50, 50, 120}, packed.cu_k = {0, 60, 70, 150};
+  Case temperature{1, 90, 90, 2, 1, 128, true};
+  temperature.temperature = 1;
+  for (const Case& c :
+       {Case{2, 70, 70, 4, 2, 64, true}, Case{1, 3, 200, 8, 1, 128, false}, capped, packed, temperature})
+    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::rope_alibi}) check_backward(c, e, false);
+  check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
+}
+
 // Strided q, k, v: slices of one fused qkv buffer with a padded row.
 TEST(AttentionCuda, SlicesOfAFusedQkvBuffer) {
   POSENC_SKIP_WITHOUT_GPU();
@@ -306,6 +395,19 @@ TEST(AttentionCuda, RefusalsNameTheArgument) {
   TensorView odd = q;
   odd.strides = {4 * 2 * 64, 2 * 64 + 4, 64, 1};
   refused(qkv(odd, k, k), q, "multiple of 8");
+  {  // parameter gradients of the backward: refused by name
+    AttentionGrads g;
+    g.q = q, g.k = k, g.v = k;
+    std::vector<float> table(4);
+    g.relative_table = view(table.data(), {2, 2}, Device::cuda);
+    try {
+      attention_backward(cfg, qkv(q, k, k), q, view(reinterpret_cast<float*>(fake), {1, 2, 4}, Device::cuda),
+                         q, g);
+      ADD_FAILURE() << "a table gradient on cuda was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("grads.relative_table"), std::string::npos) << e.what();
+    }
+  }
   cfg.transformer_xl = AttentionTransformerXL{};
   refused(qkv(q, k, k), q, "transformer_xl");
   cfg.transformer_xl.reset();
