@@ -110,6 +110,45 @@ void check_attention_tiles() {
   EXPECT_EQ(seen.size(), size_t(BM * kHeadDim));
 }
 
+// The backward's tiles: the 8-warp accumulators cover a (64, 64) tile once; P read transposed is P by
+// columns; a (64, D) tile read as (D, 64) is the tile by columns; the 256-thread global copy covers (64, D)
+// once.
+template <class Element, int kHeadDim>
+void check_backward_tiles() {
+  using T = posenc::cuda::AttentionBackwardTiles<Element, kHeadDim>;
+  typename T::Mma mma;
+  for (const int cols : {64, kHeadDim}) {
+    std::set<std::pair<int, int>> seen;
+    const auto tile = make_identity_tensor(make_shape(Int<64>{}, cols));
+    for (int t = 0; t < T::kThreads; ++t) {
+      const auto c = mma.get_slice(t).partition_C(tile);
+      for (int i = 0; i < size(c); ++i) seen.insert({int(get<0>(c(i))), int(get<1>(c(i)))});
+    }
+    EXPECT_EQ(seen.size(), size_t(64 * cols));
+  }
+  const typename T::SmemP p;
+  const typename T::SmemPT pt;
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 64; ++c) ASSERT_EQ(int(pt(c, r)), int(p(r, c)));
+  const typename T::SmemRows rows;
+  const typename T::SmemRowsT rows_t;
+  for (int r = 0; r < 64; ++r)
+    for (int d = 0; d < kHeadDim; ++d) ASSERT_EQ(int(rows_t(d, r)), int(rows(r, d)));
+  typename T::GmemCopy copy;
+  const auto tile = make_identity_tensor(make_shape(Int<64>{}, Int<kHeadDim>{}));
+  std::set<std::pair<int, int>> seen;
+  for (int t = 0; t < T::kThreads; ++t) {
+    const auto part = copy.get_thread_slice(t).partition_S(tile);
+    for (int i = 0; i < size(part); ++i) seen.insert({int(get<0>(part(i))), int(get<1>(part(i)))});
+  }
+  EXPECT_EQ(seen.size(), size_t(64 * kHeadDim));
+}
+
+TEST(CuteLayouts, AttentionBackwardTiles) {
+  check_backward_tiles<cutlass::bfloat16_t, 128>();
+  check_backward_tiles<cutlass::half_t, 64>();
+}
+
 TEST(CuteLayouts, AttentionTilesBf16HeadDim128) { check_attention_tiles<cutlass::bfloat16_t, 128>(); }
 TEST(CuteLayouts, AttentionTilesFp16HeadDim64) { check_attention_tiles<cutlass::half_t, 64>(); }
 
