@@ -1,5 +1,6 @@
 # The numpy example of docs/python.md (run by python/tests/test_examples.py).
 import numpy as np
+
 import posenc
 
 pe = posenc.sinusoidal(np.arange(128), 64)                   # [128, 64] float32, Vaswani et al.

@@ -1,5 +1,6 @@
 # The PyTorch example of docs/python.md (run by python/tests/test_examples.py).
 import torch
+
 import posenc.torch as pt
 
 config = {"hidden_size": 256, "num_attention_heads": 4, "rope_theta": 10000.0, "max_position_embeddings": 2048,

@@ -9,7 +9,6 @@ dims [rope_offset, rope_offset + rotary dims) of the q/k head (DeepSeek: the las
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import _core

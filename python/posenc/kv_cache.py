@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, fail, integer, storage, storage_dtype
-from ._checks import positions as checked_positions
+from ._checks import activation, bits, fail, integer, positions as checked_positions, storage, storage_dtype
 from .attention import AttentionCall, canonical_params, parse_encoding
 from .rope import RopeConfig
 

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
+from ._checks import activation, bits, choice, fail, integer, positions, real, storage
 
 RopeConfig = _core.RopeConfig
 RopeScaling = _core.RopeScaling

@@ -20,8 +20,7 @@ import math
 import numpy as np
 import torch
 
-from . import absolute as _absolute
-from . import bias as _bias
+from . import absolute as _absolute, bias as _bias
 from ._checks import fail, integer, real
 from .attention import AttentionCall, canonical_params
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config

@@ -27,11 +27,19 @@ from transformers import BloomConfig, GPT2Config, LlamaConfig, PhiConfig, Qwen2V
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.gpt2.modeling_gpt2 import GPT2Model
-from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding, apply_rotary_pos_emb
-from transformers.models.phi.modeling_phi import PhiRotaryEmbedding
-from transformers.models.phi.modeling_phi import apply_rotary_pos_emb as phi_apply_rotary_pos_emb
-from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
-from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb as qwen2_vl_apply_rotary_pos_emb
+from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
+from transformers.models.phi.modeling_phi import (
+    PhiRotaryEmbedding,
+    apply_rotary_pos_emb as phi_apply_rotary_pos_emb,
+)
+from transformers.models.qwen2_vl.modeling_qwen2_vl import (
+    Qwen2VLRotaryEmbedding,
+    apply_rotary_pos_emb as qwen2_vl_apply_rotary_pos_emb,
+)
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import posenc
@@ -232,8 +240,10 @@ def test_nanochat_reversed_rotation_through_from_hf():
     its config rotates by -p theta, as transformers' own apply_rotary_pos_emb with its rotary module's
     cos / sin; values and gradients."""
     from transformers import NanoChatConfig
-    from transformers.models.nanochat.modeling_nanochat import NanoChatRotaryEmbedding
-    from transformers.models.nanochat.modeling_nanochat import apply_rotary_pos_emb as nanochat_apply
+    from transformers.models.nanochat.modeling_nanochat import (
+        NanoChatRotaryEmbedding,
+        apply_rotary_pos_emb as nanochat_apply,
+    )
 
     config = NanoChatConfig(hidden_size=128, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=512)
     rc = posenc.RopeConfig.from_hf(config.to_dict())

@@ -6,7 +6,6 @@ import os
 import tempfile
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -101,7 +100,9 @@ def test_softcap_matches_gemma2_eager_attention():
 
 def test_chunk_matches_llama4_chunked_causal_mask():
     from transformers import masking_utils as mu
-    from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward  # plain eager attention with a mask
+    from transformers.models.gemma2.modeling_gemma2 import (
+        eager_attention_forward,  # plain eager attention with a mask
+    )
     B, T, H, Hkv, D = 1, 11, 2, 2, 8
     q, k, v = _qkv(B, T, H, Hkv, D, 40)
     mask_fn = mu.chunked_causal_mask_function(4, torch.zeros(1, dtype=torch.int64))

@@ -87,7 +87,10 @@ def test_attention_modules_against_transformers():
 def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
     """modeling_deepseek_v4.py apply_rotary_pos_emb: pairs on x[..., -64:], the rest passed; with -sin
     (the output's rotation back at the query's position) it is the transposed rotation, posenc.rope_backward."""
-    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
+        DeepseekV4RotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     config = hf_config()
     rotary = DeepseekV4RotaryEmbedding(config)

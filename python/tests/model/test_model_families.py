@@ -25,7 +25,6 @@ What is compared, per layer, with a tiny CPU model built from that config (eager
 """
 import copy
 import importlib
-import math
 import re
 import sys
 import warnings
@@ -1474,8 +1473,10 @@ def test_cohere_compass_multimodal_positions_against_transformers(head_dim):
     interleaved M-RoPE of sections [24, 20, 20], rotate_half) at three distinct position rows (t, h, w), as
     image tokens get them; the full layers have none (rope_parameters["full_attention"] = null). Also with a
     64-dim head, whose 32 pairs the sections overrun: Qwen3-VL's slices stop at the last pair."""
-    from transformers.models.cohere_compass.modeling_cohere_compass import (CohereCompassRotaryEmbedding,
-                                                                            apply_rotary_pos_emb)
+    from transformers.models.cohere_compass.modeling_cohere_compass import (
+        CohereCompassRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
     text_cls, _ = FAMILIES["cohere_compass_text"]
     kw = {**_shrunk_kwargs(text_cls), **FAMILY_KWARGS["cohere_compass_text"]}
     if head_dim:
