@@ -52,12 +52,12 @@ def main():
         cos, sin = emb.cos().to(torch.bfloat16)[None, None], emb.sin().to(torch.bfloat16)[None, None]
         nbytes = 2 * (q.numel() + k.numel()) * q.element_size()
         for label, fn in (("torch_eager", apply_rotary_pos_emb), ("torch_compile", compiled)):
-            ms = median_ms(lambda: fn(q, k, cos, sin))
+            ms = median_ms(lambda fn=fn, q=q, k=k, cos=cos, sin=sin: fn(q, k, cos, sin))
             print(json.dumps({"op": "rope_qk_forward", "impl": label, "shape": name, "dtype": "bf16",
                               "ms": ms, "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        ms = median_ms(lambda: dst.copy_(src))
+        ms = median_ms(lambda dst=dst, src=src: dst.copy_(src))
         print(json.dumps({"op": "copy", "impl": "torch", "shape": name, "ms": ms,
                           "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         del q, k, src, dst

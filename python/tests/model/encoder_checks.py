@@ -95,7 +95,7 @@ def check_roformer(model, m, where):
         for x, want in ((q, q_hf), (k, k_hf)):  # (B, H, T, D) -> posenc's (B, T, H, D)
             got = posenc.rope(x.transpose(1, 2).numpy(), np.arange(T), config=layer.rope, seq_len=T)
             torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=1e-5, rtol=1e-5,
-                                       msg=lambda msg: f"{w}: {msg}")
+                                       msg=lambda msg, w=w: f"{w}: {msg}")
 
 
 def check_albert(model, m, where):

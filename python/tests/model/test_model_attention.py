@@ -164,7 +164,7 @@ def test_attention_config_of_every_real_config_runs():
                 m = posenc.ModelPositions.from_hf(path)
         except posenc.Error:
             continue  # refused families (tested elsewhere)
-        for layer in {l.layer_type: l for l in m.layers}.values():
+        for layer in {each.layer_type: each for each in m.layers}.values():
             if layer.qk_head_dim == 0 or layer.position in ("alibi", "t5"):
                 continue
             rng = np.random.default_rng(0)

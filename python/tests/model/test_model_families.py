@@ -578,7 +578,7 @@ def check_legacy(model_type, m, model, ids, pos, modules):
             full[..., :x.shape[-1]] = x
             want = expected_rotation(full, layer, pos.numpy(), int(pos.max()) + 1)[..., :x.shape[-1]]
             torch.testing.assert_close(y.float(), want.float(), atol=2e-3 * max(1.0, float(x.abs().max())), rtol=1e-4,
-                                       msg=lambda msg: f"{where}: {msg}")
+                                       msg=lambda msg, where=where: f"{where}: {msg}")
 
 
 def identity_rope_hook(module, args, kwargs):
@@ -796,7 +796,7 @@ def check_seq2seq(model_type, model, m, inputs):
         if method == "learned":
             off = m.learned_position_offset
             assert table.num_embeddings == rows + off, where
-            torch.testing.assert_close(got, table.weight[off:off + n].double(), msg=lambda msg: f"{where}: {msg}")
+            torch.testing.assert_close(got, table.weight[off:off + n].double(), msg=lambda msg, where=where: f"{where}: {msg}")
             continue
         assert method == "sinusoidal", where
         if hasattr(table, "num_embeddings") and model_type != "m2m_100" and model_type != "nllb-moe":
@@ -936,7 +936,7 @@ def check_family(model_type, config, variant="default"):
             if model_type == "nanochat":  # weightless RMS norms after RoPE (modeling_nanochat.py L224-226)
                 eps = text.rms_norm_eps
                 after = dict.fromkeys(("query", "key"),
-                                      lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+                                      lambda x, eps=eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
             if model_type.startswith("hunyuan_v1"):  # RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197)
                 after = {"query": attn.query_layernorm, "key": attn.key_layernorm}
             for t in ("query", "key"):
@@ -1568,7 +1568,7 @@ def test_sparse_attention_indexer_against_transformers(model_type):
     else:
         assert rc.layout == "interleaved"
         q_hf, k_hf = family.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=2)
-    rotate = lambda x: torch.from_numpy(  # noqa: E731
+    rotate = lambda x, ix=ix: torch.from_numpy(  # noqa: E731
         posenc.rope(x.numpy(), pos.numpy(), config=rc, seq_len=config.max_position_embeddings))
     q_pe, k_pe = rotate(q), rotate(k)
     # The indexer's scores q.k, for every query head and key
@@ -2067,7 +2067,7 @@ def check_dots3_layers(config, m):
         q, k = torch.randn(B, T, 3, R), torch.randn(B, T, 1, R)
         cos, sin = model.rotary_emb(torch.zeros(1, 1, 8), pos, t)
         q_hf, k_hf = family.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=2)
-        rotate = lambda x: torch.from_numpy(  # noqa: E731
+        rotate = lambda x, ix=ix: torch.from_numpy(  # noqa: E731
             posenc.rope(x.numpy(), pos.numpy(), config=ix.rope, seq_len=config.max_position_embeddings))
         scores = lambda a, b: torch.einsum("bshd,btd->bhst", a, b[:, :, 0])  # noqa: E731
         torch.testing.assert_close(scores(rotate(q), rotate(k)), scores(q_hf, k_hf), atol=2e-3, rtol=1e-4)

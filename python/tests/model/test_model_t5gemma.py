@@ -103,7 +103,7 @@ def check(config_dict):
         for x, want in ((q, q_hf), (k, k_hf)):
             got = posenc.rope(x.transpose(1, 2).numpy(), np.arange(T), config=layer.rope, seq_len=T)
             torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=1e-5, rtol=1e-5,
-                                       msg=lambda msg: f"{name}: {msg}")
+                                       msg=lambda msg, name=name: f"{name}: {msg}")
         if not enc:  # the cross-attention: no rotation, every encoder key, the decoder's scale and softcap
             cross = name.replace("self_attn", "cross_attn")
             assert cross in calls and cross not in rotations, cross
