@@ -27,9 +27,10 @@ from .rope import RopeConfig, RopeScaling, rope, rope_, rope_backward, rope_conf
 
 __version__ = "0.1.0"
 __all__ = [
-    "Error", "sinusoidal", "sinusoidal_frequencies", "binary", "learned", "learned_backward", "rope", "rope_", "rope_backward",
-    "rope_inv_freq", "rope_config", "RopeConfig", "RopeScaling", "alibi_slopes", "alibi_bias", "t5_buckets", "t5_bias",
-    "relative_bias", "relative_bias_backward", "attention", "attention_backward", "ModelPositions", "LayerPlan",
-    "PositionWarning", "KVCache", "mrope_positions", "mrope_decode_positions", "set_num_threads", "num_threads", "cuda_built", "cuda_device_count",
+    "Error", "sinusoidal", "sinusoidal_frequencies", "binary", "learned", "learned_backward", "rope", "rope_",
+    "rope_backward", "rope_inv_freq", "rope_config", "RopeConfig", "RopeScaling", "alibi_slopes",
+    "alibi_bias", "t5_buckets", "t5_bias", "relative_bias", "relative_bias_backward", "attention",
+    "attention_backward", "ModelPositions", "LayerPlan", "PositionWarning", "KVCache", "mrope_positions",
+    "mrope_decode_positions", "set_num_threads", "num_threads", "cuda_built", "cuda_device_count",
     "set_bf16_dot_products", "bf16_dot_products",
 ]

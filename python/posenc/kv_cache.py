@@ -57,7 +57,8 @@ class KVCache:
         k, v = activation("k", k, (4,)), activation("v", v, (4,))
         for name, a in (("k", k), ("v", v)):
             if a.dtype != np.float32 and a.dtype != self._dtype:
-                fail(f"{name}: dtype {a.dtype} is invalid for a {self._dtype} cache: give float32 or {self._dtype}")
+                fail(f"{name}: dtype {a.dtype} is invalid for a {self._dtype} cache: "
+                     f"give float32 or {self._dtype}")
         if k.dtype != v.dtype:
             fail(f"v: dtype {v.dtype} differs from k's {k.dtype}: give both in one dtype")
         p = None if positions is None else checked_positions("positions", positions, (1, 2))

@@ -31,7 +31,8 @@ def text_config(**changes):
     ("hub form", {}),
     ("sliding heads", dict(attention_other_setting={"num_attention_heads": 2, "num_attention_groups": 2})),
     ("legacy type", dict(rope_scaling={"type": "linear", "factor": 2.0})),
-    ("yarn", dict(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512})),
+    ("yarn", dict(rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                "original_max_position_embeddings": 512})),
     ("one base", dict(rope_theta=5e5, partial_rotary_factors=None)),
     ("bidirectional", dict(use_bidirectional_attention=True)),
     ("query scalar", dict(query_pre_attn_scalar=64)),
@@ -44,8 +45,8 @@ def test_step3p5_forms_against_transformers(name, changes):
 def test_hub_form_as_saved_and_as_given_plan_alike():
     """The file StepFun ships (padded lists, rope_theta per layer) and the one transformers saves
     (rope_parameters per type, per_layer_config) give one plan."""
-    d = dict(model_type="step3p5", hidden_size=64, num_attention_heads=4, head_dim=16, num_hidden_layers=LAYERS,
-             **HUB_FORM)
+    d = dict(model_type="step3p5", hidden_size=64, num_attention_heads=4, head_dim=16,
+             num_hidden_layers=LAYERS, **HUB_FORM)
     given = posenc.ModelPositions.from_hf(d)
     saved = posenc.ModelPositions.from_hf(text_config().to_dict())
     assert [lay.layer_type for lay in given.layers] == [lay.layer_type for lay in saved.layers]
