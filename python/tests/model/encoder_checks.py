@@ -1,5 +1,5 @@
 """Checks of posenc's plan against the encoders whose attention the families harness cannot capture
-generically (test_model_families.check_family hands them here; test_model_parity runs them on the real
+generically (family_harness.check_family hands them here; test_model_parity runs them on the real
 configs): RoFormer (its own attention and static rotation), ALBERT (one attention module run by every
 layer of its group), MPNet (its own attention with one bucket bias for all layers). Each runs the
 transformers model on T tokens at positions 0 .. T - 1 (RoFormer and MPNet's bias take no position_ids)

@@ -621,10 +621,10 @@ def test_absolute_and_t5_families(name, position):
 def test_encoder_decoder_real_configs_against_transformers(name):
     """Each real encoder-decoder config with its stacks cut to 2 layers (vocabulary 256, token ids
     below it except M2M100's pad_token_id, whose row offset it is; d_model, heads, tables as the file
-    has them) against its transformers model (test_model_families.check_seq2seq: scale and mask per
+    has them) against its transformers model (family_harness.check_seq2seq: scale and mask per
     layer, the rows each stack's position module adds); the cut plan is the file's plan's first two
     encoder and first two decoder layers."""
-    from test_model_families import check_seq2seq, seq2seq_inputs
+    from family_harness import check_seq2seq, seq2seq_inputs
     d = load(name)
     small = {k: v for k, v in d.items()  # (whisper-large-v3's re-save: dtype float16; fp32 here)
              if k not in ("num_hidden_layers", "forced_decoder_ids", "dtype", "torch_dtype")}
@@ -682,8 +682,8 @@ def test_encoder_real_configs_against_transformers(name, decoder):
 def test_mobilebert_real_configs_against_transformers(name, decoder):
     """The real MobileBERT configs cut to 2 layers (vocabulary 256) run in transformers: per layer the q and
     k heads its attention function receives, the scale, the mask (bidirectional, is_decoder or not) and
-    the learned table (test_model_families.check_mobilebert); the cut plan is the file's first two layers."""
-    from test_model_families import check_mobilebert
+    the learned table (family_harness.check_mobilebert); the cut plan is the file's first two layers."""
+    from family_harness import check_mobilebert
     d = load(name)
     small = {**d, "num_hidden_layers": 2, "vocab_size": 256, "is_decoder": decoder}
     full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)

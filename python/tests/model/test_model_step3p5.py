@@ -2,7 +2,7 @@
 modules, in each config form its config class converts (configuration_step3p7.py __post_init__): the hub
 form's per-layer lists padded with the MTP layer's entry, rope_scaling merged into full_attention (a legacy
 "type" left unconverted), a flat rope_parameters it does not read, per-layer head counts, bidirectional
-attention. Each form runs the families harness's whole check (test_model_families.check_family: frequencies,
+attention. Each form runs the families harness's whole check (family_harness.check_family: frequencies,
 attention factors, windows, scale, and the rotation captured from a forward pass)."""
 import warnings
 
@@ -11,7 +11,8 @@ import pytest
 import posenc
 
 pytest.importorskip("torch")
-from test_model_families import FAMILY_KWARGS, LAYERS, check_family  # noqa: E402
+from family_harness import check_family  # noqa: E402
+from family_tables import FAMILY_KWARGS, LAYERS  # noqa: E402
 
 HUB_FORM = FAMILY_KWARGS["step3p5"]
 
