@@ -8,7 +8,8 @@ import posenc
 import posenc.torch as pt
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and posenc.cuda_built()),
-                                reason="needs a CUDA device and posenc's CUDA backend")
+                                reason="needs a CUDA device and posenc's CUDA backend "
+                                       "(scripts/gpu_check.sh runs it on a GPU machine)")
 
 SETTINGS = [dict(base=10000.0), dict(base=500000.0, rotary_dim=32, layout="interleaved"),
             dict(base=1e6, max_position_embeddings=256,

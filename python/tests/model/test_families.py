@@ -16,21 +16,34 @@ from family_harness import (
     one_thread,  # noqa: F401  (an autouse fixture: one torch thread)
     plan,
     shrunk_kwargs,
+    variant_applies,
 )
 from family_tables import FAMILIES, ILL_FORMED_DEFAULTS, ILL_FORMED_FULL_SIZE, SUPPORTED
 
 
-@pytest.mark.parametrize("model_type", sorted(set(FAMILIES) & SUPPORTED))
+def _flat_yarn_dict(model_type):
+    """The yarn variant's config has one rope dict with a rope_type (not one per layer type)."""
+    config = family_config(model_type, "yarn")
+    built = config is not None and not isinstance(config, str)
+    rp = getattr(config, "rope_parameters", None) if built else None
+    return isinstance(rp, dict) and "rope_type" in rp
+
+
+# The supported families whose yarn variant has a flat rope dict to add partial_rotary_factor to.
+FLAT_YARN = [model_type for model_type in sorted(set(FAMILIES) & SUPPORTED) if _flat_yarn_dict(model_type)]
+# Every family with every variant its class defaults give something to change (variant_applies).
+FAMILY_VARIANTS = [pytest.param(model_type, variant, id=f"{model_type}-{variant}")
+                   for model_type in sorted(FAMILIES) for variant in VARIANTS
+                   if variant_applies(model_type, variant)]
+
+
+@pytest.mark.parametrize("model_type", FLAT_YARN)
 def test_partial_rotation_of_a_scaled_rope_runs_in_transformers_or_is_refused(model_type):
     """The yarn variant with partial_rotary_factor 0.5 in its dict: every scaling init reads the factor
     (modeling_rope_utils.py), and a family whose apply_rotary_pos_emb rotates the whole head then fails at
     the first forward. posenc must plan it exactly where transformers runs it (the plan is then checked by
     the variants above), and refuse it where transformers fails."""
-    config = family_config(model_type, "yarn")
-    built = config is not None and not isinstance(config, str)
-    rp = getattr(config, "rope_parameters", None) if built else None
-    if not isinstance(rp, dict) or "rope_type" not in rp:
-        pytest.skip(f"{model_type}: no yarn variant with a flat rope dict")
+    rp = family_config(model_type, "yarn").rope_parameters
     text_cls, _ = FAMILIES[model_type]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -49,13 +62,11 @@ def test_partial_rotation_of_a_scaled_rope_runs_in_transformers_or_is_refused(mo
             plan(config.to_dict())
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+@pytest.mark.parametrize("model_type,variant", FAMILY_VARIANTS)
 def test_family_matches_transformers_or_is_refused(model_type, variant):
     config = family_config(model_type, variant)
-    if config is None:
-        pytest.skip(f"{model_type}: no {variant} variant (no rope_parameters, window or heads to change)")
-    if isinstance(config, str):
+    assert config is not None, f"{model_type} ({variant}): variant_applies and family_config disagree"
+    if isinstance(config, str):  # transformers cannot build or run this variant: nothing to compare with
         pytest.skip(f"{model_type}: {config}")
     try:
         plan(config.to_dict())

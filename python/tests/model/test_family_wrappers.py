@@ -180,7 +180,28 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
         assert _outcome({"model_type": wrapper, "text_config": text}) == _outcome(inner), sparse
 
 
-@pytest.mark.parametrize("wrapper,text_type", sorted(set(TEXT_CLASS_WRAPPERS) | set(DEFAULT_TEXT_WRAPPERS)))
+def _wrapper_text(wrapper):
+    """The keys of the text config of the wrapper class's defaults, or None where they cannot be tested flat:
+    the class cannot be built from its defaults, or its text config has no max_position_embeddings to mark
+    the flat keys by (clvp_encoder, pix2struct_text_model)."""
+    cls = configuration_auto.CONFIG_MAPPING[wrapper]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS.get(wrapper))) \
+                if wrapper in WRAPPER_TEXT_KEYS else cls()
+        except Exception:
+            return None
+    text = {k: v for k, v in base.get_text_config().to_dict().items() if k != "model_type"}
+    return text if isinstance(text.get("max_position_embeddings"), int) else None
+
+
+FLAT_WRAPPERS = [(wrapper, text_type)
+                 for wrapper, text_type in sorted(set(TEXT_CLASS_WRAPPERS) | set(DEFAULT_TEXT_WRAPPERS))
+                 if _wrapper_text(wrapper) is not None]
+
+
+@pytest.mark.parametrize("wrapper,text_type", FLAT_WRAPPERS)
 def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, text_type):
     """A wrapper's config saved flat (the text model's keys at the top level, no text_config). Qwen2-VL's
     class and a few others build text_config from those keys (wrapper_reads_flat_keys): posenc's plan must be
@@ -191,16 +212,7 @@ def test_flat_wrapper_config_is_read_as_its_class_reads_it_or_warned(wrapper, te
     RopeConfig.from_hf reads the flat form by the same rules (never by the generic ones where it is
     planned)."""
     cls = configuration_auto.CONFIG_MAPPING[wrapper]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            base = cls(text_config=copy.deepcopy(WRAPPER_TEXT_KEYS.get(wrapper))) \
-                if wrapper in WRAPPER_TEXT_KEYS else cls()
-        except Exception:  # exaone4_5: needs a typed text_config
-            pytest.skip(f"{wrapper}'s class cannot be built from its defaults")
-    text = {k: v for k, v in base.get_text_config().to_dict().items() if k != "model_type"}
-    if not isinstance(text.get("max_position_embeddings"), int):
-        pytest.skip(f"{text_type} has no max_position_embeddings to mark the flat keys by")
+    text = _wrapper_text(wrapper)
     text["max_position_embeddings"] *= 2  # read from the flat keys, or the class default
     flat = {**text, "model_type": wrapper}
     try:
