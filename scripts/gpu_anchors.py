@@ -52,31 +52,47 @@ def main():
         cos, sin = emb.cos().to(torch.bfloat16)[None, None], emb.sin().to(torch.bfloat16)[None, None]
         nbytes = 2 * (q.numel() + k.numel()) * q.element_size()
         for label, fn in (("torch_eager", apply_rotary_pos_emb), ("torch_compile", compiled)):
-            ms = median_ms(lambda: fn(q, k, cos, sin))
+            ms = median_ms(lambda fn=fn, q=q, k=k, cos=cos, sin=sin: fn(q, k, cos, sin))
             print(json.dumps({"op": "rope_qk_forward", "impl": label, "shape": name, "dtype": "bf16",
                               "ms": ms, "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        ms = median_ms(lambda: dst.copy_(src))
+        ms = median_ms(lambda dst=dst, src=src: dst.copy_(src))
         print(json.dumps({"op": "copy", "impl": "torch", "shape": name, "ms": ms,
                           "tb_per_s": nbytes / (ms * 1e-3) / 1e12}))
         del q, k, src, dst
+    matmul_anchor()
     attention_anchors()
+    decode_anchors()
     return 0
 
 
-def attention_anchors():
-    """The attention anchors of bench/cuda/bench_attention_cuda.cc's shape: a bf16 matmul 8192^3 (the limit),
-    SDPA's FlashAttention-2 and cuDNN backends, FlexAttention without a bias and with ALiBi, T5 buckets and a
-    softcap as score_mod, and a sliding window as a block mask. TFLOP/s of the FLOPs done, as posenc counts.
-    """
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+def matmul_anchor():
+    """The limit of the attention figures: a bf16 matmul 8192^3 in the same run."""
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     ms = median_ms(lambda: a @ a, repeats=10)
     print(json.dumps({"op": "matmul", "impl": "torch", "shape": "8192^3", "dtype": "bf16", "ms": ms,
                       "tflops": 2 * 8192**3 / (ms * 1e-3) / 1e12}))
-    del a
+
+
+def decode_anchors():
+    """Decoding: one query row against a 32k bf16 cache, 32 / 8 heads, batch 1 and 16 (SDPA, GQA)."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for batch in (1, 16):
+        kc, vc = (torch.randn(batch, 8, 32768, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        qd = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+        ms = median_ms(lambda qd=qd, kc=kc, vc=vc: sdpa(qd, kc, vc, enable_gqa=True), repeats=20)
+        print(json.dumps({"op": "attention_decode", "impl": "sdpa", "variant": "none",
+                          "shape": f"B{batch} K32768 H32/8 D128", "dtype": "bf16", "ms": ms,
+                          "tb_per_s": 2 * kc.numel() * 2 / (ms * 1e-3) / 1e12}))
+
+
+def attention_anchors():
+    """The attention anchors of bench/cuda/bench_attention_cuda.cc's shape: SDPA's FlashAttention-2 and
+    cuDNN backends, FlexAttention without a bias and with ALiBi, T5 buckets and a softcap as score_mod, and a
+    sliding window as a block mask. TFLOP/s of the FLOPs done, as posenc counts.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     b, h, s, d = 4, 32, 4096, 128
     shape = f"B{b} H{h} S{s} D{d} causal"
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -124,15 +140,6 @@ def attention_anchors():
     window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
     window_flops = 4 * b * h * d * sum(min(1024, i + 1) for i in range(s))
     emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window_flops)
-    del q, k, v
-    for batch in (1, 16):  # decoding: one query row against a 32k bf16 cache, 32 / 8 heads (SDPA, GQA)
-        kc, vc = (torch.randn(batch, 8, 32768, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        qd = torch.randn(batch, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
-        ms = median_ms(lambda: sdpa(qd, kc, vc, enable_gqa=True), repeats=20)
-        print(json.dumps({"op": "attention_decode", "impl": "sdpa", "variant": "none",
-                          "shape": f"B{batch} K32768 H32/8 D128", "dtype": "bf16", "ms": ms,
-                          "tb_per_s": 2 * kc.numel() * 2 / (ms * 1e-3) / 1e12}))
-        del kc, vc, qd
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 # The numpy example of docs/python.md (run by python/tests/test_examples.py).
 import numpy as np
+
 import posenc
 
 pe = posenc.sinusoidal(np.arange(128), 64)                   # [128, 64] float32, Vaswani et al.
 inv_freq, attn_factor = posenc.rope_inv_freq(                # what HF's ROPE_INIT_FUNCTIONS return
-    128, base=1e6, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+    128, base=1e6, rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                 "original_max_position_embeddings": 32768},
     max_position_embeddings=32768)
 q = np.random.randn(1, 256, 8, 128).astype(np.float32)       # [batch, seq, heads, head_dim]
 k = np.random.randn(1, 256, 2, 128).astype(np.float32)       # grouped-query: 2 key/value heads

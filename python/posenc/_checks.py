@@ -29,7 +29,8 @@ def positions(name: str, value, ndims=(1,)) -> np.ndarray:
     if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         fail(f"{name}: dtype {arr.dtype} is not an integer type")
     if arr.ndim not in ndims:
-        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: "
+             f"expected rank {' or '.join(map(str, ndims))}")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -43,7 +44,8 @@ def float32(name: str, value, ndims=None, finite=False) -> np.ndarray:
     if arr.dtype.kind not in "fiu" or arr.dtype == np.bool_:
         fail(f"{name}: dtype {arr.dtype} is not a real number type")
     if ndims is not None and arr.ndim not in ndims:
-        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+        fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: "
+             f"expected rank {' or '.join(map(str, ndims))}")
     arr = arr.astype(np.float32, copy=False)
     if arr.ndim and arr.shape[-1] > 1 and arr.strides[-1] != arr.itemsize:
         arr = np.ascontiguousarray(arr)
@@ -63,7 +65,8 @@ def activation(name: str, value, ndims=None) -> np.ndarray:
     arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
     if arr.dtype.name in _STORAGE:
         if ndims is not None and arr.ndim not in ndims:
-            fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: expected rank {' or '.join(map(str, ndims))}")
+            fail(f"{name}: rank {arr.ndim} (shape {list(arr.shape)}) is invalid: "
+                 f"expected rank {' or '.join(map(str, ndims))}")
         if arr.ndim and arr.shape[-1] > 1 and arr.strides[-1] != arr.itemsize:
             arr = np.ascontiguousarray(arr)
         return arr

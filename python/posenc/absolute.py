@@ -32,7 +32,8 @@ def sinusoidal_frequencies(dim, base=10000.0, *, frequencies="model_dim") -> np.
     """The angular frequencies w_i (dim // 2 values, float64)."""
     frequencies = choice("frequencies", frequencies, ("model_dim", "half_dim_minus_one"))
     # The frequencies do not depend on the layout; "split" is the one that also admits an odd dim.
-    return np.asarray(_core.sinusoidal_frequencies(integer("dim", dim, 1), real("base", base, positive=True), "split", frequencies))
+    return np.asarray(_core.sinusoidal_frequencies(integer("dim", dim, 1), real("base", base, positive=True),
+                                                   "split", frequencies))
 
 
 def binary(positions_, bits, *, signed=False) -> np.ndarray:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, fail, integer, storage, storage_dtype
-from ._checks import positions as checked_positions
+from ._checks import activation, bits, fail, integer, positions as checked_positions, storage, storage_dtype
 from .attention import AttentionCall, canonical_params, parse_encoding
 from .rope import RopeConfig
 
@@ -58,7 +57,8 @@ class KVCache:
         k, v = activation("k", k, (4,)), activation("v", v, (4,))
         for name, a in (("k", k), ("v", v)):
             if a.dtype != np.float32 and a.dtype != self._dtype:
-                fail(f"{name}: dtype {a.dtype} is invalid for a {self._dtype} cache: give float32 or {self._dtype}")
+                fail(f"{name}: dtype {a.dtype} is invalid for a {self._dtype} cache: "
+                     f"give float32 or {self._dtype}")
         if k.dtype != v.dtype:
             fail(f"v: dtype {v.dtype} differs from k's {k.dtype}: give both in one dtype")
         p = None if positions is None else checked_positions("positions", positions, (1, 2))

@@ -65,7 +65,8 @@ def _inv_freq(layer, seq_len=None):
     seq_len matters for "dynamic" and "longrope" only."""
     if layer.rope is None:
         fail(f"layer {layer.layer}: position = {layer.position!r} has no RoPE frequencies")
-    inv_freq, _, factor = _core.Rope(layer.rope).frequencies(0 if seq_len is None else integer("seq_len", seq_len, 0))
+    seq_len = 0 if seq_len is None else integer("seq_len", seq_len, 0)
+    inv_freq, _, factor = _core.Rope(layer.rope).frequencies(seq_len)
     return np.asarray(inv_freq), factor
 
 
@@ -75,17 +76,18 @@ def _attention_factor(layer, seq_len=None) -> float:
 
 def _attention_config(layer, rope=True) -> dict:
     """The keyword arguments of posenc.attention / posenc.torch.attention for this layer (as the C++
-    LayerPlan::attention_config): causal, window, chunk, scale (with any mscale correction), softcap, the query
-    temperature, and for RoPE layers encoding="rope" with the layer's RopeConfig on dims [lo, hi) of the q/k
-    head (rope_offset = lo; q/k heads of qk_head_dim, v heads of v_head_dim). What the config alone cannot give
-    stays with the caller: gpt-oss's learned sink logits (sinks=[H], when layer.attention.sinks), and the bias of
-    alibi and t5 layers (add encoding="alibi"/"t5" with the model's slopes or relative_table).
+    LayerPlan::attention_config): causal, window, chunk, scale (with any mscale correction), softcap, the
+    query temperature, and for RoPE layers encoding="rope" with the layer's RopeConfig on dims [lo, hi) of
+    the q/k head (rope_offset = lo; q/k heads of qk_head_dim, v heads of v_head_dim). What the config alone
+    cannot give stays with the caller: gpt-oss's learned sink logits (sinks=[H], when
+    layer.attention.sinks), and the bias of alibi and t5 layers (add encoding="alibi"/"t5" with the model's
+    slopes or relative_table).
     rope=False leaves RoPE out, for q and k the caller has rotated already; a multimodal RoPE (mrope, whose
     positions are 3 streams) needs that: posenc.rope(x, positions [3, ...], config=layer.rope) first."""
     if layer.compressed is not None:
         fail(f"layer {layer.layer} ({layer.layer_type}) attends to compressed entries (DeepSeek-V4), which "
-             "posenc.attention does not hold: use layer.attention and layer.rope with rotate_values=True and the plan's "
-             "compressed field")
+             "posenc.attention does not hold: use layer.attention and layer.rope with rotate_values=True and "
+             "the plan's compressed field")
     a = layer.attention
     kwargs = {"causal": a.causal, "window": a.window, "chunk": a.chunk, "scale": a.softmax_scale,
               "softcap": 0.0 if a.softcap is None else a.softcap}
@@ -93,12 +95,14 @@ def _attention_config(layer, rope=True) -> dict:
         kwargs["query_temperature"] = a.temperature
     if layer.position == "rope" and rope:
         if layer.rope.multimodal != "none":
-            fail(f"layer {layer.layer}: its RoPE is multimodal ({layer.rope.multimodal}, positions of 3 streams): rotate q "
-                 "and k with posenc.rope(x, positions, config=layer.rope) first, then attention_config(rope=False)")
+            fail(f"layer {layer.layer}: its RoPE is multimodal ({layer.rope.multimodal}, "
+                 "positions of 3 streams): rotate q and k with posenc.rope(x, positions, config=layer.rope) "
+                 "first, then attention_config(rope=False)")
         kwargs.update(encoding="rope", rope_config=layer.rope, rope_offset=layer.rotary_dims[0])
     if layer.rotated_values:  # DeepSeek-V4: values rotated like the keys, the output rotated back
         if not (layer.position == "rope" and rope):
-            fail(f"layer {layer.layer}: its values are rotated with its RoPE: attention_config(rope=False) cannot express it")
+            fail(f"layer {layer.layer}: its values are rotated with its RoPE: attention_config(rope=False) "
+                 "cannot express it")
         kwargs["rotate_values"] = True
     return kwargs
 
@@ -111,7 +115,8 @@ def _layer_repr(layer):
     if ix is not None:
         extra += f" indexer(topk={ix.topk}, {ix.rope.layout}{', shared' if ix.shared else ''})"
     return (f"LayerPlan(layer={layer.layer}, type={layer.layer_type!r}, position={layer.position!r}{extra}, "
-            f"qk_head_dim={layer.qk_head_dim}, v_head_dim={layer.v_head_dim}, window={a.window}, chunk={a.chunk}, scale={a.softmax_scale:.6g})")
+            f"qk_head_dim={layer.qk_head_dim}, v_head_dim={layer.v_head_dim}, window={a.window}, "
+            f"chunk={a.chunk}, scale={a.softmax_scale:.6g})")
 
 
 def _model_repr(m):

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from . import _core
-from ._checks import activation, bits, choice, fail, float32, integer, positions, real, storage
+from ._checks import activation, bits, choice, fail, integer, positions, real, storage
 
 RopeConfig = _core.RopeConfig
 RopeScaling = _core.RopeScaling
@@ -54,7 +54,8 @@ def rope_config(head_dim, *, base=10000.0, rotary_dim=None, layout="half", rope_
     hf = {"head_dim": integer("head_dim", head_dim, 1), "rope_theta": real("base", base, positive=True)}
     if rope_scaling is not None:
         if not isinstance(rope_scaling, dict):
-            fail(f"rope_scaling: expected a dict such as {{'rope_type': 'linear', 'factor': 2.0}}, got {type(rope_scaling).__name__}")
+            fail(f"rope_scaling: expected a dict such as {{'rope_type': 'linear', 'factor': 2.0}}, "
+                 f"got {type(rope_scaling).__name__}")
         hf["rope_scaling"] = rope_scaling
     if max_position_embeddings is not None:
         hf["max_position_embeddings"] = integer("max_position_embeddings", max_position_embeddings, 1)
@@ -81,8 +82,8 @@ def _rope_of(config, head_dim, kwargs) -> _core.Rope:
     return _core.Rope(rope_config(head_dim, **kwargs))
 
 
-def rope_inv_freq(head_dim=None, *, base=10000.0, rotary_dim=None, rope_scaling=None, max_position_embeddings=None,
-                  seq_len=None, config=None):
+def rope_inv_freq(head_dim=None, *, base=10000.0, rotary_dim=None, rope_scaling=None,
+                  max_position_embeddings=None, seq_len=None, config=None):
     """(inv_freq, attention_factor) as HF's ROPE_INIT_FUNCTIONS return them: inv_freq is float64
     [rotary_dim // 2]; seq_len matters for "dynamic" and "longrope" only. Either head_dim and the
     keyword arguments, or config (a RopeConfig, e.g. from RopeConfig.from_hf)."""
@@ -105,7 +106,8 @@ def _split_kwargs(kwargs):
     allowed = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_embeddings", "mrope_section"}
     for key in kwargs:
         if key not in allowed:
-            fail(f"{key}: unknown argument of rope (expected {', '.join(sorted(allowed | {'config', 'seq_len'}))})")
+            expected = ", ".join(sorted(allowed | {"config", "seq_len"}))
+            fail(f"{key}: unknown argument of rope (expected {expected})")
     return config, None if seq_len is None else integer("seq_len", seq_len, 1), kwargs
 
 
@@ -138,10 +140,10 @@ def rope(x, positions_, **kwargs) -> np.ndarray:
 def rope_(x, positions_, **kwargs) -> np.ndarray:
     """rope, in place: x must be a writable float32, float16 or bfloat16 array with a unit last stride;
     returns x."""
-    if not isinstance(x, np.ndarray) or x.dtype.name not in ("float32", "float16", "bfloat16") or x.ndim != 4 or \
-            not x.flags.writeable or (x.shape[-1] > 1 and x.strides[-1] != x.itemsize):
-        fail("x: rope_ needs a writable float32, float16 or bfloat16 numpy array [batch, seq, heads, head_dim] "
-             "with a unit last stride")
+    if not isinstance(x, np.ndarray) or x.dtype.name not in ("float32", "float16", "bfloat16") or \
+            x.ndim != 4 or not x.flags.writeable or (x.shape[-1] > 1 and x.strides[-1] != x.itemsize):
+        fail("x: rope_ needs a writable float32, float16 or bfloat16 numpy array "
+             "[batch, seq, heads, head_dim] with a unit last stride")
     _, pos, r, seq_len = _prepare("x", x, positions_, kwargs)
     r.forward_(bits(x), pos, seq_len, storage(x))
     return x

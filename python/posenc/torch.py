@@ -21,15 +21,14 @@ import math
 import numpy as np
 import torch
 
-from . import absolute as _absolute
-from . import bias as _bias
+from . import absolute as _absolute, bias as _bias
 from ._checks import fail, integer, real
 from .attention import AttentionCall, canonical_params
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config
 
 __all__ = [
-    "rope", "attention", "t5_bias", "relative_bias", "alibi_bias", "learned", "sinusoidal", "RotaryEmbedding", "ALiBi",
-    "T5RelativeBias", "ShawRelative", "LearnedPositional", "SinusoidalPositional",
+    "rope", "attention", "t5_bias", "relative_bias", "alibi_bias", "learned", "sinusoidal", "RotaryEmbedding",
+    "ALiBi", "T5RelativeBias", "ShawRelative", "LearnedPositional", "SinusoidalPositional",
 ]
 
 
@@ -80,12 +79,12 @@ def _tensor_activation(a, like):
 # ---------------------------------------------------------------------------- custom operators
 #
 # rope, attention, relative_bias and learned are torch.library custom operators (posenc::rope,
-# posenc::rope_backward, posenc::attention, posenc::attention_backward, ...) with fake (shape-only) implementations and autograd
-# formulas through the C++ backward passes, so torch.compile(fullgraph=True) traces them without a
-# graph break, and DistributedDataParallel (and anything else built on the dispatcher) sees plain
-# aten-like ops. Settings that are not tensors or numbers (rope arguments, a RopeConfig, alibi's
-# slopes, ...) travel as a string key into _SETTINGS, a per-process registry; the key is made once
-# per distinct setting (RotaryEmbedding makes its key when it is built).
+# posenc::rope_backward, posenc::attention, posenc::attention_backward, ...) with fake (shape-only)
+# implementations and autograd formulas through the C++ backward passes, so torch.compile(fullgraph=True)
+# traces them without a graph break, and DistributedDataParallel (and anything else built on the dispatcher)
+# sees plain aten-like ops. Settings that are not tensors or numbers (rope arguments, a RopeConfig, alibi's
+# slopes, ...) travel as a string key into _SETTINGS, a per-process registry; the key is made once per
+# distinct setting (RotaryEmbedding makes its key when it is built).
 
 _SETTINGS: dict = {}
 _KEYS: dict = {}
@@ -127,7 +126,8 @@ def _rope_positions(positions, x):
 
 @torch.library.custom_op("posenc::rope", mutates_args=())
 def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
-    return _tensor_activation(_rope_np(_np_activation("x", x), _rope_positions(positions, x), **_settings(settings)), x)
+    return _tensor_activation(_rope_np(_np_activation("x", x), _rope_positions(positions, x),
+                                       **_settings(settings)), x)
 
 
 _CUDA_STORAGE = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
@@ -155,8 +155,9 @@ def _rope_cuda(x, positions, settings, backward):
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     with torch.cuda.device(x.device):
         r.apply_cuda(x.data_ptr(), out.data_ptr(), list(x.shape), list(x.stride()), list(out.stride()),
-                     _CUDA_STORAGE[x.dtype], positions.data_ptr(), list(positions.shape), list(positions.stride()),
-                     seq_len, backward, torch.cuda.current_stream(x.device).cuda_stream)
+                     _CUDA_STORAGE[x.dtype], positions.data_ptr(), list(positions.shape),
+                     list(positions.stride()), seq_len, backward,
+                     torch.cuda.current_stream(x.device).cuda_stream)
     return out
 
 
@@ -172,7 +173,8 @@ def _(x, positions, settings):
 
 @torch.library.custom_op("posenc::rope_backward", mutates_args=())
 def _rope_backward_op(grad: torch.Tensor, positions: torch.Tensor | None, settings: str) -> torch.Tensor:
-    return _tensor_activation(_rope_backward_np(_np_activation("grad", grad), _rope_positions(positions, grad),
+    return _tensor_activation(_rope_backward_np(_np_activation("grad", grad),
+                                                _rope_positions(positions, grad),
                                                 **_settings(settings)), grad)
 
 
@@ -214,15 +216,16 @@ def rope(x, positions, **kwargs):
     return _rope_op(x, p, _settings_key(*kwargs.items()))
 
 
-_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v", "transformer_xl_w_r", "sinks")
+_ATTENTION_TABLES = ("relative_table", "shaw_a_k", "shaw_a_v", "transformer_xl_u", "transformer_xl_v",
+                     "transformer_xl_w_r", "sinks")
 _POSITIONS = ("q_positions", "k_positions", "cu_seqlens_q", "cu_seqlens_k")
 
 
 def _attention_call(q_shape, causal, scale, encoding, window, softcap, chunk, settings, tables):
     params = dict(_settings(settings))
     params.update({name: _np(name, t) for name, t in zip(_ATTENTION_TABLES, tables) if t is not None})
-    return AttentionCall(tuple(q_shape), causal=causal, scale=scale, encoding=encoding or None, window=window, softcap=softcap,
-                         chunk=chunk, **params)
+    return AttentionCall(tuple(q_shape), causal=causal, scale=scale, encoding=encoding or None, window=window,
+                         softcap=softcap, chunk=chunk, **params)
 
 
 def _positions_dict(positions):
@@ -231,12 +234,15 @@ def _positions_dict(positions):
 
 @torch.library.custom_op("posenc::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, relative_table: torch.Tensor | None,
-                  shaw_a_k: torch.Tensor | None, shaw_a_v: torch.Tensor | None, transformer_xl_u: torch.Tensor | None,
-                  transformer_xl_v: torch.Tensor | None, transformer_xl_w_r: torch.Tensor | None, sinks: torch.Tensor | None,
-                  q_positions: torch.Tensor | None, k_positions: torch.Tensor | None, cu_seqlens_q: torch.Tensor | None,
-                  cu_seqlens_k: torch.Tensor | None, causal: bool, scale: float | None, encoding: str, window: int,
-                  softcap: float, chunk: int, settings: str) -> tuple[torch.Tensor, torch.Tensor]:
-    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+                  shaw_a_k: torch.Tensor | None, shaw_a_v: torch.Tensor | None,
+                  transformer_xl_u: torch.Tensor | None, transformer_xl_v: torch.Tensor | None,
+                  transformer_xl_w_r: torch.Tensor | None, sinks: torch.Tensor | None,
+                  q_positions: torch.Tensor | None, k_positions: torch.Tensor | None,
+                  cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None, causal: bool,
+                  scale: float | None, encoding: str, window: int, softcap: float, chunk: int,
+                  settings: str) -> tuple[torch.Tensor, torch.Tensor]:
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
+              transformer_xl_w_r, sinks)
     call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
     # float16 / bfloat16 q, k, v are read in their storage (no conversion copy); out in q's dtype.
     out, lse = call.forward(_np_activation("q", q), _np_activation("k", k), _np_activation("v", v),
@@ -246,20 +252,23 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, relative_ta
 
 @_attention_op.register_fake
 def _(q, k, v, *rest):
-    return q.new_empty(q.shape[:3] + v.shape[3:]), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    return (q.new_empty(q.shape[:3] + v.shape[3:]),
+            q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32))
 
 
 @torch.library.custom_op("posenc::attention_backward", mutates_args=())
-def _attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-                           grad: torch.Tensor, relative_table: torch.Tensor | None, shaw_a_k: torch.Tensor | None,
-                           shaw_a_v: torch.Tensor | None, transformer_xl_u: torch.Tensor | None,
-                           transformer_xl_v: torch.Tensor | None, transformer_xl_w_r: torch.Tensor | None,
-                           sinks: torch.Tensor | None, q_positions: torch.Tensor | None, k_positions: torch.Tensor | None,
+def _attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                           lse: torch.Tensor, grad: torch.Tensor, relative_table: torch.Tensor | None,
+                           shaw_a_k: torch.Tensor | None, shaw_a_v: torch.Tensor | None,
+                           transformer_xl_u: torch.Tensor | None, transformer_xl_v: torch.Tensor | None,
+                           transformer_xl_w_r: torch.Tensor | None, sinks: torch.Tensor | None,
+                           q_positions: torch.Tensor | None, k_positions: torch.Tensor | None,
                            cu_seqlens_q: torch.Tensor | None, cu_seqlens_k: torch.Tensor | None, causal: bool,
                            scale: float | None, encoding: str, window: int, softcap: float, chunk: int,
                            settings: str) -> list[torch.Tensor]:
     """[grad q, grad k, grad v] and the gradients of the tables given, in _ATTENTION_TABLES order."""
-    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
+              transformer_xl_w_r, sinks)
     call = _attention_call(q.shape, causal, scale, encoding, window, softcap, chunk, settings, tables)
     # 16-bit tensors in their storage; their gradients come back in the same dtype (rounded once).
     g = call.backward(_np_activation("q", q), _np_activation("k", k), _np_activation("v", v),
@@ -308,11 +317,13 @@ def _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap,
 
 
 @_attention_op.register_kernel("cuda")
-def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks,
-      q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding, window, softcap, chunk,
-      settings):
-    """The forward on CUDA tensors: bf16 / fp16 q, k, v (posenc/attention.h on cuda), on the current stream."""
-    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
+      sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding, window, softcap,
+      chunk, settings):
+    """The forward on CUDA tensors: bf16 / fp16 q, k, v (posenc/attention.h on cuda), on the current
+    stream."""
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
+              sinks)
     device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)
                      if t is not None}
     call = _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings)
@@ -329,10 +340,11 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 
 @_attention_backward_op.register_kernel("cuda")
 def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
-      transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale, encoding,
-      window, softcap, chunk, settings):
+      transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale,
+      encoding, window, softcap, chunk, settings):
     """The gradients of q, k and v on CUDA tensors; the tables' gradients are refused by name there."""
-    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r, sinks)
+    tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
+              sinks)
     for name, t in zip(_ATTENTION_TABLES, tables):
         if t is not None:
             fail(f"attention: the gradient of {name} on CUDA tensors is not available yet (q, k and v have "
@@ -342,14 +354,16 @@ def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_x
                  zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
     grads = [torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)]
     with torch.cuda.device(q.device):
+        specs = {n: _cuda_spec(p) for n, p in positions.items()}
         call.core.backward_cuda(_cuda_spec(q), _cuda_spec(k), _cuda_spec(v), _cuda_spec(out), _cuda_spec(lse),
-                                _cuda_spec(grad.contiguous()), {n: _cuda_spec(p) for n, p in positions.items()}, {},
-                                *(_cuda_spec(g) for g in grads), _stream(q))
+                                _cuda_spec(grad.contiguous()), specs, {}, *(_cuda_spec(g) for g in grads),
+                                _stream(q))
     return grads
 
 
-def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None, window=0,
-              cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
+def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None,
+              window=0, cu_seqlens_q=None, cu_seqlens_k=None, softcap=0.0, sinks=None, chunk=0,
+              query_temperature=None, **params):
     """posenc.attention on tensors q [B, Q, H, D], k, v [B, K, Hkv, D]; differentiable in q, k, v,
     the encoding's tables (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
     transformer_xl_w_r; the xl_* names are accepted too) and sinks [H] (the custom operator
@@ -363,25 +377,29 @@ def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=N
     for name, t in zip(_ATTENTION_TABLES, tables):
         if t is not None and not isinstance(t, torch.Tensor):
             fail(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    positions = [_position_tensor(name, p) for name, p in zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k))]
     given = (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)
+    positions = [_position_tensor(name, p) for name, p in zip(_POSITIONS, given)]
     if isinstance(q, torch.Tensor):  # positions given as lists or arrays follow q (to the GPU for a CUDA q)
-        positions = [p if p is None or isinstance(g, torch.Tensor) else p.to(q.device) for p, g in zip(positions, given)]
+        positions = [p if p is None or isinstance(g, torch.Tensor) else p.to(q.device)
+                     for p, g in zip(positions, given)]
     # checked here as posenc.attention checks them (int() or float() would let 2.5 or "1" through)
     scale = None if scale is None else real("scale", scale, positive=True)
     window, chunk = integer("window", window, 0), integer("chunk", 0 if chunk is None else chunk, 0)
     softcap = 0.0 if softcap is None else real("softcap", softcap)
-    out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", window, softcap, chunk,
-                           _settings_key(*params.items()))
+    out, _ = _attention_op(q, k, v, *tables, *positions, bool(causal), scale, encoding or "", window, softcap,
+                           chunk, _settings_key(*params.items()))
     return out
 
 
 @torch.library.custom_op("posenc::relative_bias", mutates_args=())
-def _relative_bias_op(table: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
-                      bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
-    t, qp, kp = _np("table", table), _positions("q_positions", q_positions), _positions("k_positions", k_positions)
+def _relative_bias_op(table: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor,
+                      bucketing: str, bidirectional: bool, num_buckets: int,
+                      max_distance: int) -> torch.Tensor:
+    t, qp, kp = _np("table",
+                    table), _positions("q_positions", q_positions), _positions("k_positions", k_positions)
     if bucketing == "t5":
-        out = _bias.t5_bias(t, qp, kp, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        out = _bias.t5_bias(t, qp, kp, bidirectional=bidirectional, num_buckets=num_buckets,
+                            max_distance=max_distance)
     else:
         out = _bias.relative_bias(t, qp, kp, max_distance=max_distance)
     return _tensor(out, table)
@@ -393,10 +411,13 @@ def _(table, q_positions, k_positions, *options):
 
 
 @torch.library.custom_op("posenc::relative_bias_backward", mutates_args=())
-def _relative_bias_backward_op(grad: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor, bucketing: str,
-                               bidirectional: bool, num_buckets: int, max_distance: int, rows: int) -> torch.Tensor:
-    g = _bias.relative_bias_backward(_np("grad", grad), _positions("q_positions", q_positions), _positions("k_positions", k_positions),
-                                     bucketing=bucketing, num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+def _relative_bias_backward_op(grad: torch.Tensor, q_positions: torch.Tensor, k_positions: torch.Tensor,
+                               bucketing: str, bidirectional: bool, num_buckets: int, max_distance: int,
+                               rows: int) -> torch.Tensor:
+    g = _bias.relative_bias_backward(_np("grad", grad), _positions("q_positions", q_positions),
+                                     _positions("k_positions", k_positions), bucketing=bucketing,
+                                     num_buckets=num_buckets, max_distance=max_distance,
+                                     bidirectional=bidirectional)
     if g.shape[0] != rows:
         fail(f"table: {rows} rows, but this bucketing has {g.shape[0]}")
     return _tensor(g, grad)
@@ -493,8 +514,8 @@ def relative_bias(table, q_positions, k_positions, *, max_distance):
 
 def alibi_bias(n_heads, q_positions, k_positions, causal=True, **kwargs):
     """posenc.alibi_bias as a float32 tensor [heads, Q, K] (no parameters, no gradient)."""
-    return torch.from_numpy(_bias.alibi_bias(n_heads, _positions("q_positions", q_positions), _positions("k_positions", k_positions),
-                                             causal, **kwargs))
+    return torch.from_numpy(_bias.alibi_bias(n_heads, _positions("q_positions", q_positions),
+                                             _positions("k_positions", k_positions), causal, **kwargs))
 
 
 @torch.library.custom_op("posenc::learned", mutates_args=())
@@ -509,7 +530,8 @@ def _(table, positions):
 
 @torch.library.custom_op("posenc::learned_backward", mutates_args=())
 def _learned_backward_op(grad: torch.Tensor, positions: torch.Tensor, rows: int) -> torch.Tensor:
-    return _tensor(_absolute.learned_backward(_np("grad", grad), _positions("positions", positions), rows), grad)
+    out = _absolute.learned_backward(_np("grad", grad), _positions("positions", positions), rows)
+    return _tensor(out, grad)
 
 
 @_learned_backward_op.register_fake
@@ -543,8 +565,9 @@ def _learned_setup(ctx, inputs, output):
     ctx.rows = table.shape[0]
 
 
-_learned_op.register_autograd(lambda ctx, grad: (_learned_backward_op(grad.contiguous(), ctx.positions, ctx.rows), None),
-                              setup_context=_learned_setup)
+_learned_op.register_autograd(
+    lambda ctx, grad: (_learned_backward_op(grad.contiguous(), ctx.positions, ctx.rows), None),
+    setup_context=_learned_setup)
 
 
 def learned(table, positions):
@@ -554,7 +577,8 @@ def learned(table, positions):
 
 def sinusoidal(positions, dim, base=10000.0, layout="interleaved", **kwargs):
     """posenc.sinusoidal as a float32 tensor [N, dim]."""
-    return torch.from_numpy(_absolute.sinusoidal(_positions("positions", positions), dim, base, layout, **kwargs))
+    return torch.from_numpy(_absolute.sinusoidal(_positions("positions", positions), dim, base, layout,
+                                                 **kwargs))
 
 
 # ---------------------------------------------------------------------------------------- modules
@@ -575,11 +599,12 @@ class RotaryEmbedding(torch.nn.Module):
     """Rotates q and k ([batch, seq, heads, head_dim]) by their positions; the HF configuration
     vocabulary (rope_scaling dict, partial rotary_dim, layout "half" or "interleaved")."""
 
-    def __init__(self, head_dim, *, base=10000.0, rotary_dim=None, layout="half", rope_scaling=None, max_position_embeddings=None,
-                 mrope_section=None):
+    def __init__(self, head_dim, *, base=10000.0, rotary_dim=None, layout="half", rope_scaling=None,
+                 max_position_embeddings=None, mrope_section=None):
         super().__init__()
-        self.config = rope_config(head_dim, base=base, rotary_dim=rotary_dim, layout=layout, rope_scaling=rope_scaling,
-                                        max_position_embeddings=max_position_embeddings, mrope_section=mrope_section)
+        self.config = rope_config(head_dim, base=base, rotary_dim=rotary_dim, layout=layout,
+                                  rope_scaling=rope_scaling, max_position_embeddings=max_position_embeddings,
+                                  mrope_section=mrope_section)
         self._key = _settings_key(("config", self.config))
 
     @classmethod
@@ -602,8 +627,10 @@ class ALiBi(torch.nn.Module):
 
     def __init__(self, n_heads, *, causal=True, slopes="bloom", alibi_bias_max=8.0):
         super().__init__()
-        self.n_heads, self.causal, self.kwargs = n_heads, causal, {"slopes": slopes, "alibi_bias_max": alibi_bias_max}
-        self.register_buffer("slopes", torch.from_numpy(_bias.alibi_slopes(n_heads, **self.kwargs)), persistent=False)
+        self.n_heads, self.causal = n_heads, causal
+        self.kwargs = {"slopes": slopes, "alibi_bias_max": alibi_bias_max}
+        self.register_buffer("slopes", torch.from_numpy(_bias.alibi_slopes(n_heads, **self.kwargs)),
+                             persistent=False)
 
     def forward(self, q_positions, k_positions=None):
         q_positions = _arange(q_positions) if isinstance(q_positions, int) else q_positions
@@ -620,10 +647,11 @@ class T5RelativeBias(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.randn(num_buckets, n_heads) * 0.02)
 
     def forward(self, q_positions, k_positions=None):
-        q_positions = _arange(q_positions, self.weight.device) if isinstance(q_positions, int) else q_positions
+        q_positions = _arange(q_positions,
+                              self.weight.device) if isinstance(q_positions, int) else q_positions
         k_positions = q_positions if k_positions is None else k_positions
-        return t5_bias(self.weight, q_positions, k_positions, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                       max_distance=self.max_distance)
+        return t5_bias(self.weight, q_positions, k_positions, bidirectional=self.bidirectional,
+                       num_buckets=self.num_buckets, max_distance=self.max_distance)
 
 
 class ShawRelative(torch.nn.Module):
@@ -637,7 +665,8 @@ class ShawRelative(torch.nn.Module):
         self.a_v = torch.nn.Parameter(torch.randn(rows, head_dim) / math.sqrt(head_dim)) if values else None
 
     def forward(self, q, k, v, *, causal=False, **kwargs):
-        return attention(q, k, v, causal=causal, encoding="shaw", shaw_a_k=self.a_k, shaw_a_v=self.a_v, **kwargs)
+        return attention(q, k, v, causal=causal, encoding="shaw", shaw_a_k=self.a_k, shaw_a_v=self.a_v,
+                         **kwargs)
 
 
 class LearnedPositional(torch.nn.Module):
@@ -661,4 +690,5 @@ class SinusoidalPositional(torch.nn.Module):
         self.dim, self.base, self.layout = dim, base, layout
 
     def forward(self, positions):
-        return sinusoidal(_arange(positions) if isinstance(positions, int) else positions, self.dim, self.base, self.layout)
+        return sinusoidal(_arange(positions) if isinstance(positions, int) else positions, self.dim,
+                          self.base, self.layout)

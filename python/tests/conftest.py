@@ -10,7 +10,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # reference.py
 
 import posenc  # noqa: E402
 
-if os.path.dirname(os.path.abspath(posenc.__file__)).startswith(os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "posenc"))):
+_SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "posenc"))
+if os.path.dirname(os.path.abspath(posenc.__file__)).startswith(_SOURCE):
     raise RuntimeError("tests must run against the installed posenc (pip install .), not python/posenc")
 
 

@@ -41,8 +41,8 @@ def rope(x, positions, inv_freq, layout="half", attention_factor=1.0):
     return out
 
 
-def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=None, shaw_a_k=None, shaw_a_v=None,
-              extra_logits=None, softcap=0.0, sinks=None, chunk=0, window=0):
+def attention(q, k, v, causal, scale, bias=None, q_positions=None, k_positions=None, shaw_a_k=None,
+              shaw_a_v=None, extra_logits=None, softcap=0.0, sinks=None, chunk=0, window=0):
     """Materialised softmax attention in double. bias [H, Q, K] added after scaling; Shaw's terms
     with r = clip(k - q) rows; extra_logits [B, H, Q, K] (e.g. Transformer-XL's terms) scaled with
     q . k; GQA by repeating k/v heads. softcap: tanh(x / cap) * cap on the scaled logits before the

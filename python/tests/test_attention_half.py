@@ -60,7 +60,8 @@ def test_bit_for_bit_the_float32_attention_rounded_once(dtype, shape, options, d
     # float32 queries against a 16-bit cache: float32 out, the same numbers unrounded
     mixed = posenc.attention(q.astype(np.float32), k, v, **options)
     assert mixed.dtype == np.float32
-    if dot_products and dtype is ml_dtypes.bfloat16 and "rope" not in options.get("encoding", ""):  # vdpbf16ps
+    # bf16 q and k without RoPE: q.k by vdpbf16ps
+    if dot_products and dtype is ml_dtypes.bfloat16 and "rope" not in options.get("encoding", ""):
         tol = dict(rtol=D * 2.0**-24 * 8, atol=1e-6)  # fp32 sums of D terms in another order, through softmax
         ref16 = ref.astype(dtype).astype(np.float32)
         assert np.allclose(out.astype(np.float32), ref16, rtol=2.0**-8, atol=1e-6)  # at most one bf16 step
@@ -76,15 +77,18 @@ def test_round_probabilities_is_a_bf16_p_v_within_its_bound():
     bound: out within 2.02 * 2^-8 max|v| of the exact attention, before the out's own bf16 rounding);
     visible against the unrounded call; float16 k and v are refused by name."""
     B, T, H, Hkv, D = 1, 70, 4, 2, 32
-    q, k, v = (randn(s, ml_dtypes.bfloat16, i) for i, s in ((1, (B, T, H, D)), (2, (B, T, Hkv, D)), (3, (B, T, Hkv, D))))
+    q, k, v = (randn(s, ml_dtypes.bfloat16, i) for i, s in ((1, (B, T, H, D)), (2, (B, T, Hkv, D)),
+                                                            (3, (B, T, Hkv, D))))
     exact = posenc.attention(*(x.astype(np.float32) for x in (q, k, v)), causal=True, encoding="alibi")
-    rounded = posenc.attention(q.astype(np.float32), k, v, causal=True, encoding="alibi", round_probabilities=True)
+    rounded = posenc.attention(q.astype(np.float32), k, v, causal=True, encoding="alibi",
+                               round_probabilities=True)
     assert rounded.dtype == np.float32
     bound = 2.02 * 2.0**-8 * np.abs(v.astype(np.float32)).max() + 1e-5
     assert np.abs(rounded - exact).max() <= bound
     assert np.abs(rounded - exact).max() > 1e-5  # the rounding is there
     with pytest.raises(posenc.Error, match="round_probabilities = true needs bf16 keys and values"):
-        posenc.attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), round_probabilities=True)
+        posenc.attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16),
+                         round_probabilities=True)
 
 
 def test_keys_and_values_share_a_dtype():
@@ -99,7 +103,8 @@ def test_keys_and_values_share_a_dtype():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("options", [{"causal": True, "encoding": "rope+alibi"},
                                      {"causal": True, "softcap": 2.0, "encoding": "t5",
-                                      "relative_table": np.linspace(-1, 1, 64, dtype=np.float32).reshape(32, 2)}])
+                                      "relative_table": np.linspace(-1, 1, 64,
+                                                                    dtype=np.float32).reshape(32, 2)}])
 def test_backward_gradients_are_the_float32_ones_rounded_once(dtype, options):
     """16-bit q, k, v, out, grad_out: the gradients come back in the inputs' dtypes, bit for bit the float32
     backward's on the same values rounded once; the tables' gradients stay float32, unrounded."""
@@ -137,7 +142,8 @@ def test_torch_16bit_attention_and_its_gradients(dtype):
         t = t.detach()
         return t.numpy() if t.dtype == torch.float16 else t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
 
-    ref_out, lse = posenc.attention(as_np(q), as_np(k), as_np(v), causal=True, encoding="alibi", return_lse=True)
+    ref_out, lse = posenc.attention(as_np(q), as_np(k), as_np(v), causal=True, encoding="alibi",
+                                    return_lse=True)
     assert np.array_equal(as_np(out).view(np.uint16), ref_out.view(np.uint16))
     ref = posenc.attention_backward(as_np(q), as_np(k), as_np(v), ref_out, lse, as_np(grad), causal=True,
                                     encoding="alibi")

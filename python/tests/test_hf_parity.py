@@ -27,11 +27,19 @@ from transformers import BloomConfig, GPT2Config, LlamaConfig, PhiConfig, Qwen2V
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.gpt2.modeling_gpt2 import GPT2Model
-from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding, apply_rotary_pos_emb
-from transformers.models.phi.modeling_phi import PhiRotaryEmbedding
-from transformers.models.phi.modeling_phi import apply_rotary_pos_emb as phi_apply_rotary_pos_emb
-from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
-from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb as qwen2_vl_apply_rotary_pos_emb
+from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
+from transformers.models.phi.modeling_phi import (
+    PhiRotaryEmbedding,
+    apply_rotary_pos_emb as phi_apply_rotary_pos_emb,
+)
+from transformers.models.qwen2_vl.modeling_qwen2_vl import (
+    Qwen2VLRotaryEmbedding,
+    apply_rotary_pos_emb as qwen2_vl_apply_rotary_pos_emb,
+)
 from transformers.models.t5.modeling_t5 import T5Attention
 
 import posenc
@@ -42,7 +50,8 @@ SCALINGS = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0},
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
-    "yarn_legacy_type_key": {"type": "yarn", "factor": 8.0, "beta_fast": 16, "original_max_position_embeddings": 64},
+    "yarn_legacy_type_key": {"type": "yarn", "factor": 8.0, "beta_fast": 16,
+                             "original_max_position_embeddings": 64},
     # Phi-3's form: original_max_position_embeddings at the top level (llama_config puts it there)
     "longrope": {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.7, 2.0, 2.5, 3.0, 4.0],
                  "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 9.0]},
@@ -56,21 +65,24 @@ def rope_parameters(scaling, partial=1.0):
     params = {"rope_type": "default"} if scaling is None else dict(scaling)
     if params.get("rope_type", params.get("type")) == "longrope":
         pairs = int(16 * partial) // 2  # one factor per rotated pair
-        params["short_factor"], params["long_factor"] = params["short_factor"][:pairs], params["long_factor"][:pairs]
+        params["short_factor"] = params["short_factor"][:pairs]
+        params["long_factor"] = params["long_factor"][:pairs]
     return {**params, "rope_theta": 5000.0, "partial_rotary_factor": partial}
 
 
 def llama_config(scaling, partial=1.0, **extra):
     if scaling is not None and scaling.get("rope_type") == "longrope":
         extra["original_max_position_embeddings"] = 32
-    return LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
-                       rope_parameters=rope_parameters(scaling, partial), attn_implementation="eager", **extra)
+    return LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                       max_position_embeddings=64, rope_parameters=rope_parameters(scaling, partial),
+                       attn_implementation="eager", **extra)
 
 
 def phi_config(scaling, partial):
     """Phi (-1, -1.5, -2): partial rotary in HF's own code (default factor 0.5), every rope type allowed
     (Phi-3's config accepts only default and longrope). head_dim = 64 / 4 = 16, as in llama_config."""
-    extra = {"original_max_position_embeddings": 32} if scaling is not None and scaling.get("rope_type") == "longrope" else {}
+    longrope = scaling is not None and scaling.get("rope_type") == "longrope"
+    extra = {"original_max_position_embeddings": 32} if longrope else {}
     return PhiConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                      rope_parameters=rope_parameters(scaling, partial), attn_implementation="eager", **extra)
 
@@ -89,13 +101,17 @@ def as_dict(config):
 @pytest.mark.parametrize("seq_len", [16, 200])
 def test_inv_freq_and_attention_factor(name, seq_len):
     config = llama_config(SCALINGS[name])
-    rope_type = "default" if SCALINGS[name] is None else SCALINGS[name].get("rope_type", SCALINGS[name].get("type"))
-    init = LlamaRotaryEmbedding.compute_default_rope_parameters if rope_type == "default" else ROPE_INIT_FUNCTIONS[rope_type]
+    scaling = SCALINGS[name]
+    rope_type = "default" if scaling is None else scaling.get("rope_type", scaling.get("type"))
+    init = (LlamaRotaryEmbedding.compute_default_rope_parameters if rope_type == "default"
+            else ROPE_INIT_FUNCTIONS[rope_type])
     inv_freq, factor = init(config, device="cpu", seq_len=seq_len)
     rc = posenc.RopeConfig.from_hf(as_dict(config))
-    got, got_factor = posenc.rope_inv_freq(config=rc, seq_len=seq_len if rope_type in ("dynamic", "longrope") else None)
+    got, got_factor = posenc.rope_inv_freq(config=rc,
+                                           seq_len=seq_len if rope_type in ("dynamic", "longrope") else None)
     if rope_type not in ("longrope",):  # the keyword form reads the same dict the same way
-        kw_freq, kw_factor = posenc.rope_inv_freq(16, base=5000.0, rope_scaling=SCALINGS[name], max_position_embeddings=64,
+        kw_freq, kw_factor = posenc.rope_inv_freq(16, base=5000.0, rope_scaling=SCALINGS[name],
+                                                  max_position_embeddings=64,
                                                   seq_len=seq_len if rope_type == "dynamic" else None)
         np.testing.assert_array_equal(kw_freq, got)
         assert kw_factor == got_factor
@@ -110,7 +126,8 @@ def test_inv_freq_and_attention_factor(name, seq_len):
 def test_llama_rotary_embedding_and_apply(name, partial):
     # Llama's classes for the full head; Phi's for partial rotary (Llama's default ignores the factor).
     config = llama_config(SCALINGS[name]) if partial == 1.0 else phi_config(SCALINGS[name], partial)
-    rotary_class, apply = (LlamaRotaryEmbedding, apply_rotary_pos_emb) if partial == 1.0 else (PhiRotaryEmbedding, phi_apply_rotary_pos_emb)
+    rotary_class, apply = ((LlamaRotaryEmbedding, apply_rotary_pos_emb) if partial == 1.0
+                           else (PhiRotaryEmbedding, phi_apply_rotary_pos_emb))
     torch.manual_seed(0)
     # T past max_position_embeddings: dynamic grows its base.
     B, T, H, D = 2, 100, 4, 16
@@ -132,16 +149,20 @@ def test_llama_rotary_embedding_and_apply(name, partial):
     (apply(qq, qq, cos, sin)[0] * g).sum().backward()
     qp = q.transpose(1, 2).clone().requires_grad_()
     (module(qp, qp, positions)[0].transpose(1, 2)[..., :R] * g).sum().backward()
-    np.testing.assert_allclose(qp.grad.transpose(1, 2)[..., :R].numpy(), qq.grad.numpy(), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(qp.grad.transpose(1, 2)[..., :R].numpy(), qq.grad.numpy(), atol=2e-5,
+                               rtol=1e-4)
 
 
 def test_qwen2_vl_multimodal_rotary():
-    config = Qwen2VLConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                           rope_parameters={"rope_type": "mrope", "mrope_section": [4, 6, 6], "rope_theta": 10000.0}).text_config
+    config = Qwen2VLConfig(hidden_size=128, num_attention_heads=4, num_key_value_heads=4,
+                           max_position_embeddings=256,
+                           rope_parameters={"rope_type": "mrope", "mrope_section": [4, 6, 6],
+                                            "rope_theta": 10000.0}).text_config
     torch.manual_seed(1)
     B, T, H, D = 1, 20, 4, 32
     q, k = torch.randn(B, H, T, D), torch.randn(B, H, T, D)
-    position_ids = torch.stack([torch.arange(T), torch.arange(T) // 4, torch.arange(T) % 4])[:, None, :]  # (3, B, T)
+    position_ids = torch.stack([torch.arange(T), torch.arange(T) // 4,
+                                torch.arange(T) % 4])[:, None, :]  # (3, B, T)
     cos, sin = Qwen2VLRotaryEmbedding(config=config)(q, position_ids)
     q_hf, _ = qwen2_vl_apply_rotary_pos_emb(q, k, cos, sin)  # cos/sin already recomposed by mrope_section
     got = posenc.rope(q.transpose(1, 2).numpy(), position_ids.numpy(), mrope_section=[4, 6, 6])
@@ -155,26 +176,29 @@ def test_t5_buckets_and_compute_bias(bidirectional):
     rel = torch.arange(-600, 600)
     for num_buckets, max_distance in [(32, 128), (16, 32), (8, 20)]:
         expected = T5Attention._relative_position_bucket(rel, bidirectional, num_buckets, max_distance)
-        got = posenc.t5_buckets(rel.numpy(), bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        got = posenc.t5_buckets(rel.numpy(), bidirectional=bidirectional, num_buckets=num_buckets,
+                                max_distance=max_distance)
         np.testing.assert_array_equal(got, expected.numpy())
-    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32, relative_attention_max_distance=128,
-                      is_decoder=not bidirectional)
+    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32,
+                      relative_attention_max_distance=128, is_decoder=not bidirectional)
     attn = T5Attention(config, has_relative_attention_bias=True)
     expected = attn.compute_bias(40, 300)[0]  # queries 0..39, keys 0..299
-    got = pt.t5_bias(attn.relative_attention_bias.weight, torch.arange(40), torch.arange(300), bidirectional=bidirectional)
+    got = pt.t5_bias(attn.relative_attention_bias.weight, torch.arange(40), torch.arange(300),
+                     bidirectional=bidirectional)
     np.testing.assert_array_equal(got.detach().numpy(), expected.detach().numpy())
 
 
 def test_t5_attention_layer():
     torch.manual_seed(2)
-    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32, relative_attention_max_distance=128,
-                      dropout_rate=0.0)
+    config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32,
+                      relative_attention_max_distance=128, dropout_rate=0.0)
     attn = T5Attention(config, has_relative_attention_bias=True).eval()
     h = torch.randn(2, 30, 32, requires_grad=True)
     expected = attn(h)[0]
     q, k, v = (w(h).view(2, 30, 4, 8) for w in (attn.q, attn.k, attn.v))
     table = attn.relative_attention_bias.weight
-    out = pt.attention(q, k, v, encoding="t5", relative_table=table, scale=1.0, max_distance=128, bidirectional=True)
+    out = pt.attention(q, k, v, encoding="t5", relative_table=table, scale=1.0, max_distance=128,
+                       bidirectional=True)
     got = attn.o(out.reshape(2, 30, 32))
     np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), atol=2e-5, rtol=1e-4)
     g = torch.randn_like(got)
@@ -197,7 +221,8 @@ def test_llama_attention_layer_with_yarn():
     q = attn.q_proj(h).view(B, T, 4, 16)
     k = attn.k_proj(h).view(B, T, 2, 16)  # grouped-query: 2 key/value heads
     v = attn.v_proj(h).view(B, T, 2, 16)
-    out = pt.attention(q, k, v, causal=True, encoding="rope", rope_config=posenc.RopeConfig.from_hf(as_dict(config)))
+    out = pt.attention(q, k, v, causal=True, encoding="rope",
+                       rope_config=posenc.RopeConfig.from_hf(as_dict(config)))
     got = attn.o_proj(out.reshape(B, T, 64))
     np.testing.assert_allclose(got.detach().numpy(), expected.detach().numpy(), atol=2e-5, rtol=1e-4)
     g = torch.randn_like(got)
@@ -213,7 +238,8 @@ def test_bloom_alibi(heads):
     np.testing.assert_allclose(posenc.alibi_slopes(heads), alibi[:, 1].numpy(), rtol=1e-6)
     # BLOOM adds slope * k_pos; posenc -slope * (q_pos - k_pos): equal up to a constant per row
     bias = posenc.alibi_bias(heads, np.arange(9), np.arange(9))
-    np.testing.assert_allclose(bias - bias[:, :, :1], (alibi - alibi[:, :1])[:, None, :].numpy().repeat(9, 1), atol=1e-5)
+    np.testing.assert_allclose(bias - bias[:, :, :1], (alibi - alibi[:, :1])[:, None, :].numpy().repeat(9, 1),
+                               atol=1e-5)
     assert BloomConfig(n_head=heads).n_head == heads
 
 
@@ -232,10 +258,13 @@ def test_nanochat_reversed_rotation_through_from_hf():
     its config rotates by -p theta, as transformers' own apply_rotary_pos_emb with its rotary module's
     cos / sin; values and gradients."""
     from transformers import NanoChatConfig
-    from transformers.models.nanochat.modeling_nanochat import NanoChatRotaryEmbedding
-    from transformers.models.nanochat.modeling_nanochat import apply_rotary_pos_emb as nanochat_apply
+    from transformers.models.nanochat.modeling_nanochat import (
+        NanoChatRotaryEmbedding,
+        apply_rotary_pos_emb as nanochat_apply,
+    )
 
-    config = NanoChatConfig(hidden_size=128, num_attention_heads=4, num_hidden_layers=2, max_position_embeddings=512)
+    config = NanoChatConfig(hidden_size=128, num_attention_heads=4, num_hidden_layers=2,
+                            max_position_embeddings=512)
     rc = posenc.RopeConfig.from_hf(config.to_dict())
     assert rc.reversed and rc.head_dim == 32 and rc.layout == "half"
     torch.manual_seed(0)
@@ -248,7 +277,8 @@ def test_nanochat_reversed_rotation_through_from_hf():
     module = pt.RotaryEmbedding.from_hf(config.to_dict())
     qp = q.transpose(1, 2).clone().requires_grad_()
     q_pe, k_pe = module(qp, k.transpose(1, 2), positions)
-    np.testing.assert_allclose(q_pe.transpose(1, 2).detach().numpy(), q_hf.detach().numpy(), atol=2e-5, rtol=1e-4)
+    np.testing.assert_allclose(q_pe.transpose(1, 2).detach().numpy(), q_hf.detach().numpy(), atol=2e-5,
+                               rtol=1e-4)
     np.testing.assert_allclose(k_pe.transpose(1, 2).detach().numpy(), k_hf.numpy(), atol=2e-5, rtol=1e-4)
     g = torch.randn(B, H, T, D)
     (q_hf * g).sum().backward()
@@ -261,8 +291,10 @@ def test_from_hf_refuses_what_one_rope_cannot_describe_and_warns_on_generic_rule
     type is read by the generic rules with a PositionWarning naming why."""
     with pytest.raises(posenc.Error, match="rotate differently, which one RopeConfig cannot describe"):
         posenc.RopeConfig.from_hf({"model_type": "gemma3_text"})
-    with pytest.warns(posenc.PositionWarning, match="model_type 'internlm' is not supported: InternLM \\(1\\)'s rotary code is remote"):
-        rc = posenc.RopeConfig.from_hf({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})
+    with pytest.warns(posenc.PositionWarning, match="model_type 'internlm' is not supported: "
+                                                    "InternLM \\(1\\)'s rotary code is remote"):
+        rc = posenc.RopeConfig.from_hf({"model_type": "internlm", "hidden_size": 4096,
+                                        "num_attention_heads": 32})
     assert rc.head_dim == 128 and not rc.reversed
     # ChatGLM's remote code, which posenc follows: pairs on the first half of the head, no warning.
     rc = posenc.RopeConfig.from_hf({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32})

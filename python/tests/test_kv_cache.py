@@ -144,8 +144,8 @@ def test_a_16bit_cache_stores_the_rounded_fp32_cache_and_reads_it(dtype, inputs_
         assert out.dtype == np.float32
         # the same attention over the stored numbers: q rotated by the same rope, keys already rotated
         q_rot = posenc.rope(q[:, t0:t0 + n], pos[:, -n:], config=rope)
-        expected = posenc.attention(q_rot, keys16.astype(np.float32), values16.astype(np.float32), causal=True,
-                                    encoding="alibi", q_positions=pos[:, -n:], k_positions=pos)
+        expected = posenc.attention(q_rot, keys16.astype(np.float32), values16.astype(np.float32),
+                                    causal=True, encoding="alibi", q_positions=pos[:, -n:], k_positions=pos)
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
         out16 = half.attend(q[:, t0:t0 + n].astype(storage), causal=True)
         assert out16.dtype == storage
@@ -153,7 +153,8 @@ def test_a_16bit_cache_stores_the_rounded_fp32_cache_and_reads_it(dtype, inputs_
 
 def test_16bit_cache_bad_dtypes_are_named():
     pytest.importorskip("ml_dtypes")
-    with pytest.raises(posenc.Error, match="dtype = 'int8' is invalid: expected float32, float16 or bfloat16"):
+    with pytest.raises(posenc.Error,
+                       match="dtype = 'int8' is invalid: expected float32, float16 or bfloat16"):
         posenc.KVCache(1, 1, 8, dtype="int8")
     cache = posenc.KVCache(1, 1, 8, dtype=np.float16)
     x = np.zeros((1, 2, 1, 8), np.float32)

@@ -13,13 +13,15 @@ from safetensors.numpy import load_file
 CLI = os.environ.get("POSENC_CLI")
 
 
-@pytest.mark.skipif(not CLI, reason="POSENC_CLI (the built posenc binary) is not set; scripts/test.sh sets it")
+@pytest.mark.skipif(not CLI,
+                    reason="POSENC_CLI (the built posenc binary) is not set; scripts/test.sh sets it")
 def test_checkpoints_load_with_the_safetensors_package(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"one two three four {i}\n" for i in range(300)))
-    subprocess.run([CLI, "lab", "--corpus", str(corpus), "--steps", "2", "--batch", "2", "--train-len", "8", "--eval-lengths", "8,16",
-                    "--eval-tokens", "64", "--layers", "1", "--heads", "2", "--mlp", "16", "--d-model", "16", "--progress", "none",
-                    "--encodings", "learned,t5", "--rope-eval", "none", "--out", str(tmp_path / "lab"), "--save-checkpoints"],
+    subprocess.run([CLI, "lab", "--corpus", str(corpus), "--steps", "2", "--batch", "2", "--train-len", "8",
+                    "--eval-lengths", "8,16", "--eval-tokens", "64", "--layers", "1", "--heads", "2", "--mlp",
+                    "16", "--d-model", "16", "--progress", "none", "--encodings", "learned,t5", "--rope-eval",
+                    "none", "--out", str(tmp_path / "lab"), "--save-checkpoints"],
                    check=True, capture_output=True)
     for name in ("learned", "t5"):
         path = str(tmp_path / "lab" / "checkpoints" / f"{name}-seed1.safetensors")

@@ -17,8 +17,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from transformers import AutoConfig, AutoModel, Qwen3VLConfig
 
 import posenc

@@ -15,7 +15,8 @@ F32 = dict(rtol=1e-5, atol=2e-6)  # one fp32 rounding of O(1) values
 @pytest.mark.parametrize("dim", [2, 6, 64])
 def test_sinusoidal_matches_the_formula(layout, dim):
     pos = [0, 1, 7, 300, 4095]
-    np.testing.assert_allclose(posenc.sinusoidal(pos, dim, layout=layout), ref.sinusoidal(pos, dim, layout=layout), **F32)
+    np.testing.assert_allclose(posenc.sinusoidal(pos, dim, layout=layout),
+                               ref.sinusoidal(pos, dim, layout=layout), **F32)
 
 
 def test_sinusoidal_stays_accurate_at_2_pow_20():
@@ -64,7 +65,8 @@ def test_rope_matches_the_rotation(rng, B, T, H, D, rotary_dim, layout):
     # backward is the adjoint: <rope(x), g> = <x, rope_backward(g)>
     g = rng.standard_normal(x.shape).astype(np.float32)
     gx = posenc.rope_backward(g, pos, rotary_dim=rotary_dim, layout=layout)
-    assert math.isclose(np.sum(out.astype(np.float64) * g), np.sum(x.astype(np.float64) * gx), rel_tol=1e-4, abs_tol=1e-3)
+    assert math.isclose(np.sum(out.astype(np.float64) * g), np.sum(x.astype(np.float64) * gx), rel_tol=1e-4,
+                        abs_tol=1e-3)
 
 
 def test_rope_shared_positions_and_strided_input(rng):
@@ -78,19 +80,22 @@ def test_rope_shared_positions_and_strided_input(rng):
 
 def test_alibi_and_t5_and_relative_bias(rng):
     slopes = posenc.alibi_slopes(6)
-    np.testing.assert_allclose(slopes[:4], [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])  # 4 heads' ladder, then every other of 8's
+    # 4 heads' ladder, then every other of 8's
+    np.testing.assert_allclose(slopes[:4], [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
     np.testing.assert_allclose(slopes[4:], [2 ** -1, 2 ** -3])
     qp, kp = np.arange(3, 6), np.arange(6)
     bias = posenc.alibi_bias(6, qp, kp)
     np.testing.assert_allclose(bias, -slopes[:, None, None] * (qp[None, :, None] - kp[None, None, :]), **F32)
     sym = posenc.alibi_bias(6, qp, kp, causal=False)
-    np.testing.assert_allclose(sym, -slopes[:, None, None] * np.abs(qp[None, :, None] - kp[None, None, :]), **F32)
+    np.testing.assert_allclose(sym, -slopes[:, None, None] * np.abs(qp[None, :, None] - kp[None, None, :]),
+                               **F32)
     table = rng.standard_normal((32, 3)).astype(np.float32)
     buckets = posenc.t5_buckets(kp[None, :] - qp[:, None])
     np.testing.assert_array_equal(posenc.t5_bias(table, qp, kp), table[buckets].transpose(2, 0, 1))
     clipped = rng.standard_normal((5, 3)).astype(np.float32)
     rows = np.clip(kp[None, :] - qp[:, None], -2, 2) + 2
-    np.testing.assert_array_equal(posenc.relative_bias(clipped, qp, kp, max_distance=2), clipped[rows].transpose(2, 0, 1))
+    np.testing.assert_array_equal(posenc.relative_bias(clipped, qp, kp, max_distance=2),
+                                  clipped[rows].transpose(2, 0, 1))
     grad = rng.standard_normal((3, 3, 6)).astype(np.float32)
     expected = np.zeros((32, 3))
     for h in range(3):
@@ -124,10 +129,12 @@ def _xl_terms(q, k, qp, kp, u, v, w_r, base=10000.0):
     H, D, d_model = u.shape[0], u.shape[1], w_r.shape[1]
     delta = (qp[:, None] - kp[None, :]).astype(np.float64)
     w = base ** (-2.0 * np.arange(d_model // 2) / d_model)
-    R = np.concatenate([np.sin(delta[..., None] * w), np.cos(delta[..., None] * w)], axis=-1)  # [Q, K, d_model]
+    # [Q, K, d_model]
+    R = np.concatenate([np.sin(delta[..., None] * w), np.cos(delta[..., None] * w)], axis=-1)
     W = w_r.reshape(H, D, d_model)
     k = np.repeat(k, H // k.shape[2], axis=2)  # grouped-query: head h reads key head h // (H / Hkv)
-    return (np.einsum("bihd,hde,ije->bhij", q + v[None, None], W, R) + np.einsum("hd,bjhd->bhj", u, k)[:, :, None, :])
+    return (np.einsum("bihd,hde,ije->bhij", q + v[None, None], W, R)
+            + np.einsum("hd,bjhd->bhj", u, k)[:, :, None, :])
 
 
 def _attention_reference(q, k, v, encoding, causal, params):
@@ -149,16 +156,19 @@ def _attention_reference(q, k, v, encoding, causal, params):
         bias = table[np.clip(distance, -4, 4) + 4].transpose(2, 0, 1)
     extra = None
     if "xl" in encoding:
-        extra = _xl_terms(q, k, qp, kp, params["transformer_xl_u"], params["transformer_xl_v"], params["transformer_xl_w_r"])
-    return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"), params.get("shaw_a_v"), extra)
+        extra = _xl_terms(q, k, qp, kp, params["transformer_xl_u"], params["transformer_xl_v"],
+                          params["transformer_xl_w_r"])
+    return ref.attention(q, k, v, causal, 1 / math.sqrt(D), bias, qp, kp, params.get("shaw_a_k"),
+                         params.get("shaw_a_v"), extra)
 
 
-ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "transformer_xl", "rope+alibi", "rope+t5", "rope+shaw",
-             "alibi+transformer_xl", "alibi+xl"]
+ENCODINGS = [None, "rope", "alibi", "t5", "relative", "shaw", "transformer_xl", "rope+alibi", "rope+t5",
+             "rope+shaw", "alibi+transformer_xl", "alibi+xl"]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
-@pytest.mark.parametrize("B,Q,K,H,Hkv,D,causal", [(1, 1, 1, 1, 1, 8, True), (2, 9, 9, 4, 2, 10, True), (1, 3, 70, 2, 2, 66, False)])
+@pytest.mark.parametrize("B,Q,K,H,Hkv,D,causal",
+                         [(1, 1, 1, 1, 1, 8, True), (2, 9, 9, 4, 2, 10, True), (1, 3, 70, 2, 2, 66, False)])
 def test_attention_matches_materialised_softmax(rng, encoding, B, Q, K, H, Hkv, D, causal):
     q, k, v, params = _attention_case(rng, encoding or "", B, Q, K, H, Hkv, D, causal)
     out = posenc.attention(q, k, v, causal=causal, encoding=encoding, **params)
@@ -181,7 +191,8 @@ def test_attention_backward_matches_finite_differences(rng, encoding):
     q, k, v, params = _attention_case(rng, encoding, B, Q, K, H, Hkv, D, causal)
     out, lse = posenc.attention(q, k, v, causal=causal, encoding=encoding, return_lse=True, **params)
     g = rng.standard_normal(out.shape)
-    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=causal, encoding=encoding, **params)
+    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=causal,
+                                      encoding=encoding, **params)
     inputs = {"q": q, "k": k, "v": v, **params}
     for name, value in inputs.items():
         def f(x, name=name):
@@ -241,12 +252,14 @@ SOFTCAP_SINKS_CHUNK = [
 
 @pytest.mark.parametrize("B,Q,K,H,Hkv,D,causal,options", SOFTCAP_SINKS_CHUNK)
 def test_attention_softcap_sinks_chunk_match_the_reference(rng, B, Q, K, H, Hkv, D, causal, options):
-    q, k, v = (rng.standard_normal((B, n, h, D)).astype(np.float32) * 2 for n, h in ((Q, H), (K, Hkv), (K, Hkv)))
+    q, k, v = (rng.standard_normal((B, n, h,
+                                    D)).astype(np.float32) * 2 for n, h in ((Q, H), (K, Hkv), (K, Hkv)))
     options = dict(options)
     if options.pop("sinks", False):
         options["sinks"] = rng.standard_normal(H).astype(np.float32)
     out = posenc.attention(q, k, v, causal=causal, **options)
-    np.testing.assert_allclose(out, ref.attention(q, k, v, causal, 1 / math.sqrt(D), **options), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, ref.attention(q, k, v, causal, 1 / math.sqrt(D), **options), rtol=1e-5,
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("options", [{"softcap": 1.2, "sinks": True}, {"sinks": True, "chunk": 2}])
@@ -257,19 +270,23 @@ def test_sink_and_softcap_gradients_match_finite_differences(rng, options):
     options = {key: value for key, value in options.items() if key != "sinks"}
     out, lse = posenc.attention(q, k, v, causal=True, sinks=sinks, return_lse=True, **options)
     g = rng.standard_normal(out.shape)
-    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=True, sinks=sinks, **options)
+    grads = posenc.attention_backward(q, k, v, out, lse, g.astype(np.float32), causal=True, sinks=sinks,
+                                      **options)
     inputs = {"q": q, "k": k, "v": v, "sinks": sinks}
     for name, value in inputs.items():
         def f(x, name=name):
             args = {**inputs, name: x}
-            return ref.attention(args["q"], args["k"], args["v"], True, 1 / math.sqrt(D), sinks=args["sinks"], **options)
-        np.testing.assert_allclose(grads[name], ref.finite_difference(f, value, g), rtol=1e-3, atol=1e-4, err_msg=name)
+            return ref.attention(args["q"], args["k"], args["v"], True, 1 / math.sqrt(D), sinks=args["sinks"],
+                                 **options)
+        np.testing.assert_allclose(grads[name], ref.finite_difference(f, value, g), rtol=1e-3, atol=1e-4,
+                                   err_msg=name)
 
 
 def test_softcap_sinks_chunk_bad_values_are_named(rng):
     q = rng.standard_normal((1, 3, 2, 4)).astype(np.float32)
-    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"softcap": float("nan")}, "softcap"), ({"chunk": -2}, "chunk"),
-                         ({"chunk": 1.5}, "chunk"), ({"sinks": np.zeros(3)}, "sinks"), ({"sinks": np.zeros((2, 1))}, "sinks"),
+    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"softcap": float("nan")}, "softcap"),
+                         ({"chunk": -2}, "chunk"), ({"chunk": 1.5}, "chunk"),
+                         ({"sinks": np.zeros(3)}, "sinks"), ({"sinks": np.zeros((2, 1))}, "sinks"),
                          ({"sinks": np.array([0.0, np.inf])}, "sinks")):
         with pytest.raises(ValueError, match=name):
             posenc.attention(q, q, q, **kwargs)

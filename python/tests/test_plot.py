@@ -12,8 +12,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def lab_results(path, task=None):
     metric = "exact_match" if task else "bits_per_char"
-    rows = [{"label": label, metric: [{"length": 64, "mean": a, "std": 0, "n": 1}, {"length": 128, "mean": b, "std": 0, "n": 1},
-                                      {"length": 256, "n": 0}]} for label, a, b in [("alibi", 0.5, 0.5), ("rope", 0.9, 0.2)]]
+    rows = [{"label": label, metric: [{"length": 64, "mean": a, "std": 0, "n": 1},
+                                      {"length": 128, "mean": b, "std": 0, "n": 1},
+                                      {"length": 256, "n": 0}]}
+            for label, a, b in [("alibi", 0.5, 0.5), ("rope", 0.9, 0.2)]]
     results = {"date": "2026-11-22", "model": {"train_len": 64}, "summary": rows}
     if task:
         results["task"] = {"name": task}
@@ -40,7 +42,8 @@ def test_every_figure_renders(tmp_path, name):
 
 def test_command_line(tmp_path, capsys):
     results = lab_results(tmp_path / "r.json")
-    assert plot.main(["sinusoidal_heatmap", "lab", "--out", str(tmp_path / "out"), "--format", "svg", "--results", str(results)]) == 0
+    assert plot.main(["sinusoidal_heatmap", "lab", "--out", str(tmp_path / "out"), "--format", "svg",
+                      "--results", str(results)]) == 0
     for name in ("sinusoidal_heatmap", "lab"):
         text = (tmp_path / "out" / f"{name}.svg").read_text()
         assert "<svg" in text and len(text) > 5000

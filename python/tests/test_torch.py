@@ -19,14 +19,16 @@ def double(*shape, seed=0):
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"layout": "interleaved"}, {"rotary_dim": 4},
-                                    {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "max_position_embeddings": 16}])
+                                    {"rope_scaling": {"rope_type": "yarn", "factor": 4.0},
+                                     "max_position_embeddings": 16}])
 def test_rope_gradcheck(kwargs):
     x = double(2, 3, 2, 6)
     pos = torch.tensor([[0, 5, 9], [1, 2, 30]])
     assert torch.autograd.gradcheck(lambda t: pt.rope(t, pos, **kwargs), (x,), **GRADCHECK)
 
 
-@pytest.mark.parametrize("encoding", [None, "rope+alibi", "t5", "relative", "shaw", "rope+shaw", "transformer_xl"])
+@pytest.mark.parametrize("encoding",
+                         [None, "rope+alibi", "t5", "relative", "shaw", "rope+shaw", "transformer_xl"])
 def test_attention_gradcheck(encoding):
     q, k, v = double(1, 4, 2, 6, seed=1), double(1, 4, 1, 6, seed=2), double(1, 4, 1, 6, seed=3)
     tables = {}
@@ -37,7 +39,9 @@ def test_attention_gradcheck(encoding):
     if encoding and "shaw" in encoding:
         tables["shaw_a_k"], tables["shaw_a_v"] = double(5, 6, seed=5), double(5, 6, seed=6)
     if encoding == "transformer_xl":
-        tables["transformer_xl_u"], tables["transformer_xl_v"], tables["transformer_xl_w_r"] = double(2, 6, seed=7), double(2, 6, seed=8), double(12, 4, seed=9)
+        tables["transformer_xl_u"] = double(2, 6, seed=7)
+        tables["transformer_xl_v"] = double(2, 6, seed=8)
+        tables["transformer_xl_w_r"] = double(12, 4, seed=9)
     names = list(tables)
 
     def f(q, k, v, *ts):
@@ -48,20 +52,26 @@ def test_attention_gradcheck(encoding):
 
 def test_bias_and_learned_gradcheck():
     qp, kp = torch.arange(3, 7), torch.arange(7)
-    assert torch.autograd.gradcheck(lambda t: pt.t5_bias(t, qp, kp, bidirectional=False), (double(32, 3),), **GRADCHECK)
-    assert torch.autograd.gradcheck(lambda t: pt.relative_bias(t, qp, kp, max_distance=2), (double(5, 3),), **GRADCHECK)
-    assert torch.autograd.gradcheck(lambda t: pt.learned(t, torch.tensor([3, 0, 3])), (double(4, 5),), **GRADCHECK)
+    assert torch.autograd.gradcheck(lambda t: pt.t5_bias(t, qp, kp, bidirectional=False), (double(32, 3),),
+                                    **GRADCHECK)
+    assert torch.autograd.gradcheck(lambda t: pt.relative_bias(t, qp, kp, max_distance=2), (double(5, 3),),
+                                    **GRADCHECK)
+    assert torch.autograd.gradcheck(lambda t: pt.learned(t, torch.tensor([3, 0, 3])), (double(4, 5),),
+                                    **GRADCHECK)
 
 
 def test_modules_match_the_functions():
     torch.manual_seed(0)
     q, k = torch.randn(2, 5, 4, 16), torch.randn(2, 5, 4, 16)
     rq, rk = pt.RotaryEmbedding(16, rope_scaling={"rope_type": "linear", "factor": 2.0})(q, k)
-    np.testing.assert_array_equal(rq.numpy(), posenc.rope(q.numpy(), np.arange(5), rope_scaling={"rope_type": "linear", "factor": 2.0}))
+    np.testing.assert_array_equal(rq.numpy(),
+                                  posenc.rope(q.numpy(), np.arange(5),
+                                              rope_scaling={"rope_type": "linear", "factor": 2.0}))
     np.testing.assert_array_equal(pt.ALiBi(4)(5).numpy(), posenc.alibi_bias(4, np.arange(5), np.arange(5)))
     t5 = pt.T5RelativeBias(4, num_buckets=8, max_distance=16)
-    np.testing.assert_array_equal(t5(5).detach().numpy(), posenc.t5_bias(t5.weight.detach().numpy(), np.arange(5), np.arange(5),
-                                                                          num_buckets=8, max_distance=16))
+    np.testing.assert_array_equal(t5(5).detach().numpy(),
+                                  posenc.t5_bias(t5.weight.detach().numpy(), np.arange(5), np.arange(5),
+                                                 num_buckets=8, max_distance=16))
     learned = pt.LearnedPositional(10, 3)
     np.testing.assert_array_equal(learned(4).detach().numpy(), learned.weight.detach().numpy()[:4])
     np.testing.assert_array_equal(pt.SinusoidalPositional(8)(3).numpy(), posenc.sinusoidal(np.arange(3), 8))
@@ -134,7 +144,8 @@ class SeedRelPosAttention(torch.nn.Module):  # seed 003 (Shaw's key term; rows i
 
 def test_seed_snippets_agree_with_posenc():
     torch.manual_seed(3)
-    np.testing.assert_allclose(pt.SinusoidalPositional(512)(50).numpy(), seed_positional_encoding(50, 512).numpy(), atol=2e-5)
+    np.testing.assert_allclose(pt.SinusoidalPositional(512)(50).numpy(),
+                               seed_positional_encoding(50, 512).numpy(), atol=2e-5)
     # seed 000's bias table has 2 * max_position - 1 rows for distances k - q: posenc's clipped
     # bias with max_distance = max_position - 1 (identical while |k - q| < max_position)
     bias = SeedRelativePositionBias(4, max_position=6)
@@ -146,14 +157,16 @@ def test_seed_snippets_agree_with_posenc():
     theta = pos[None, :, None, None].float() * (1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))
     out = pt.rope(x, pos, layout="interleaved")
     deinterleaved = torch.cat([out[..., ::2], out[..., 1::2]], dim=-1)
-    np.testing.assert_allclose(deinterleaved.numpy(), seed_rotary_positional_embedding(x, theta).numpy(), atol=2e-5)
+    np.testing.assert_allclose(deinterleaved.numpy(), seed_rotary_positional_embedding(x, theta).numpy(),
+                               atol=2e-5)
     # seed 003's RelPosAttention: rows indexed by q - k; posenc's Shaw tables by k - q, so the
     # same table reversed; key term only (no a_v)
     seed = SeedRelPosAttention(d_model=32, n_heads=2, max_len=8)
     h = torch.randn(2, 8, 32)
     qkv = [w(h).view(2, 8, 2, 16) for w in (seed.W_q, seed.W_k, seed.W_v)]
     out = pt.attention(*qkv, encoding="shaw", shaw_a_k=torch.flip(seed.rel_emb.weight, [0]))
-    np.testing.assert_allclose(seed.W_o(out.reshape(2, 8, 32)).detach().numpy(), seed(h).detach().numpy(), atol=2e-5)
+    np.testing.assert_allclose(seed.W_o(out.reshape(2, 8, 32)).detach().numpy(), seed(h).detach().numpy(),
+                               atol=2e-5)
     # a materialised biased softmax attention (ALiBi, Press et al.'s slopes) against the fused kernel
     q, k, v = (torch.randn(1, 2, 7, 16) for _ in range(3))
     slopes = torch.tensor([2.0 ** (-8 * (i + 1) / 2) for i in range(2)])
@@ -166,9 +179,9 @@ def test_seed_snippets_agree_with_posenc():
 
 
 def test_rotated_values_through_the_custom_operator():
-    """rotate_values (DeepSeek-V4's K = V) reaches posenc::attention through the settings key: the forward and
-    the gradients equal posenc.attention / attention_backward's (which test_numpy_api.py checks against a double
-    reference and central differences)."""
+    """rotate_values (DeepSeek-V4's K = V) reaches posenc::attention through the settings key: the forward
+    and the gradients equal posenc.attention / attention_backward's (which test_numpy_api.py checks against
+    a double reference and central differences)."""
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((1, 5, h, 8)).astype(np.float32) for h in (2, 1, 1))
     params = dict(causal=True, encoding="rope", base=1e4, rotary_dim=4, rotate_values=True)

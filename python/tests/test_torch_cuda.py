@@ -9,7 +9,8 @@ import posenc
 import posenc.torch as pt
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and posenc.cuda_built()),
-                                reason="needs a CUDA device and posenc's CUDA backend")
+                                reason="needs a CUDA device and posenc's CUDA backend "
+                                       "(scripts/gpu_check.sh runs it on a GPU machine)")
 
 SETTINGS = [dict(base=10000.0), dict(base=500000.0, rotary_dim=32, layout="interleaved"),
             dict(base=1e6, max_position_embeddings=256,
@@ -118,7 +119,8 @@ def test_attention_cuda_forward_matches_cpu(dtype, kwargs):
     assert out_gpu.device.type == "cuda" and out_gpu.dtype == dtype
     # P rounded to the storage type for P V on the GPU: within one rounding of the values' scale.
     u = 2 ** -8 if dtype == torch.bfloat16 else 2 ** -11
-    torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(), atol=2 * u * v.abs().max().item(), rtol=2 * u)
+    torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(), atol=2 * u * v.abs().max().item(),
+                               rtol=2 * u)
 
 
 def test_attention_cuda_t5_table_on_the_device_and_sdpa():
@@ -128,15 +130,16 @@ def test_attention_cuda_t5_table_on_the_device_and_sdpa():
     out = pt.attention(q, k, v, causal=True, encoding="t5", relative_table=table)
     ref = pt.attention(q.cpu(), k.cpu(), v.cpu(), causal=True, encoding="t5", relative_table=table.cpu())
     torch.testing.assert_close(out.cpu().float(), ref.float(), atol=2 ** -6, rtol=2 ** -7)
-    sdpa = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                            is_causal=True).transpose(1, 2)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True).transpose(1, 2)
     plain = pt.attention(q, k, v, causal=True)
     torch.testing.assert_close(plain.float(), sdpa.float(), atol=2 ** -6, rtol=2 ** -7)
     compiled = torch.compile(lambda a, b, c: pt.attention(a, b, c, causal=True), fullgraph=True)
     torch.testing.assert_close(compiled(q, k, v), plain, atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(encoding="rope+alibi", base=500.0), dict(softcap=10.0, window=20)])
+@pytest.mark.parametrize("kwargs", [dict(), dict(encoding="rope+alibi", base=500.0),
+                                    dict(softcap=10.0, window=20)])
 def test_attention_cuda_backward_matches_cpu(kwargs):
     torch.manual_seed(5)
     q, k, v = (torch.randn(1, 60, 4, 64, dtype=torch.bfloat16) for _ in range(3))

@@ -6,7 +6,6 @@ import os
 import tempfile
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -22,11 +21,13 @@ def randn(*shape, seed=0, dtype=torch.float32, grad=True):
 
 # ------------------------------------------------------------------------- softcap, sinks, chunk
 
-@pytest.mark.parametrize("options", [{"softcap": 2.0}, {"sinks": True}, {"chunk": 3}, {"softcap": 1.5, "sinks": True, "chunk": 4},
+@pytest.mark.parametrize("options", [{"softcap": 2.0}, {"sinks": True}, {"chunk": 3},
+                                     {"softcap": 1.5, "sinks": True, "chunk": 4},
                                      {"sinks": True, "window": 3, "encoding": "rope+alibi"}])
 def test_attention_options_gradcheck(options):
     options = dict(options)
-    q, k, v = randn(1, 6, 2, 4, seed=1, dtype=torch.float64), randn(1, 6, 1, 4, seed=2, dtype=torch.float64), randn(1, 6, 1, 4, seed=3, dtype=torch.float64)
+    q, k, v = (randn(1, 6, 2, 4, seed=1, dtype=torch.float64), randn(1, 6, 1, 4, seed=2, dtype=torch.float64),
+               randn(1, 6, 1, 4, seed=3, dtype=torch.float64))
     inputs = [q, k, v]
     if options.pop("sinks", False):
         inputs.append(randn(2, seed=4, dtype=torch.float64))
@@ -39,9 +40,10 @@ def test_attention_options_gradcheck(options):
 
 def test_bad_options_are_named():
     q = torch.randn(1, 3, 2, 4)
-    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"chunk": 1.5}, "chunk"), ({"window": 2.5}, "window"),
-                         ({"window": "1"}, "window"), ({"scale": -1.0}, "scale"), ({"sinks": torch.zeros(3)}, "sinks"),
-                         ({"sinks": [0.0, 0.0]}, "sinks"), ({"sinks": torch.tensor([0.0, float("nan")])}, "sinks")):
+    for kwargs, name in (({"softcap": -1.0}, "softcap"), ({"chunk": 1.5}, "chunk"),
+                         ({"window": 2.5}, "window"), ({"window": "1"}, "window"), ({"scale": -1.0}, "scale"),
+                         ({"sinks": torch.zeros(3)}, "sinks"), ({"sinks": [0.0, 0.0]}, "sinks"),
+                         ({"sinks": torch.tensor([0.0, float("nan")])}, "sinks")):
         with pytest.raises(ValueError, match=name):
             pt.attention(q, q, q, **kwargs)
 
@@ -70,7 +72,8 @@ def _compare(ours, theirs, inputs):
 
 
 def _qkv(B, T, H, Hkv, D, seed):
-    return randn(B, T, H, D, seed=seed), randn(B, T, Hkv, D, seed=seed + 1), randn(B, T, Hkv, D, seed=seed + 2)
+    return randn(B, T, H, D,
+                 seed=seed), randn(B, T, Hkv, D, seed=seed + 1), randn(B, T, Hkv, D, seed=seed + 2)
 
 
 @pytest.mark.parametrize("window", [0, 4])
@@ -81,8 +84,8 @@ def test_sinks_and_window_match_gpt_oss_eager_attention(window):
     q, k, v = _qkv(B, T, H, Hkv, D, 10)
     sinks = randn(H, seed=20)
     mask_fn = mu.sliding_window_causal_mask_function(window) if window else mu.causal_mask_function
-    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D, sinks), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                        _additive(mask_fn, T, T), scaling=D ** -0.5)
+    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D, sinks), q.transpose(1, 2), k.transpose(1, 2),
+                                        v.transpose(1, 2), _additive(mask_fn, T, T), scaling=D ** -0.5)
     ours = pt.attention(q, k, v, causal=True, window=window, sinks=sinks)
     _compare(ours, theirs, (q, k, v, sinks))
 
@@ -93,20 +96,23 @@ def test_softcap_matches_gemma2_eager_attention():
     B, T, H, Hkv, D = 2, 7, 4, 1, 8
     q, k, v = _qkv(B, T, H, Hkv, D, 30)
     q = (q * 4).detach().requires_grad_()  # large logits, so the cap matters
-    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                        _additive(mu.causal_mask_function, T, T), scaling=0.25, softcap=1.5)
+    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D), q.transpose(1, 2), k.transpose(1, 2),
+                                        v.transpose(1, 2), _additive(mu.causal_mask_function, T, T),
+                                        scaling=0.25, softcap=1.5)
     ours = pt.attention(q, k, v, causal=True, scale=0.25, softcap=1.5)
     _compare(ours, theirs, (q, k, v))
 
 
 def test_chunk_matches_llama4_chunked_causal_mask():
     from transformers import masking_utils as mu
-    from transformers.models.gemma2.modeling_gemma2 import eager_attention_forward  # plain eager attention with a mask
+    from transformers.models.gemma2.modeling_gemma2 import (
+        eager_attention_forward,  # plain eager attention with a mask
+    )
     B, T, H, Hkv, D = 1, 11, 2, 2, 8
     q, k, v = _qkv(B, T, H, Hkv, D, 40)
     mask_fn = mu.chunked_causal_mask_function(4, torch.zeros(1, dtype=torch.int64))
-    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                        _additive(mask_fn, T, T), scaling=D ** -0.5)
+    theirs, _ = eager_attention_forward(_Stub(H, Hkv, D), q.transpose(1, 2), k.transpose(1, 2),
+                                        v.transpose(1, 2), _additive(mask_fn, T, T), scaling=D ** -0.5)
     ours = pt.attention(q, k, v, causal=True, chunk=4)
     _compare(ours, theirs, (q, k, v))
 
@@ -118,10 +124,13 @@ def _hf_attention_layer(family, layer_type):
     mod = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
     cfg = importlib.import_module(f"transformers.models.{family}.configuration_{family}")
     Config, Attention, Rotary = {"gpt_oss": ("GptOssConfig", "GptOssAttention", "GptOssRotaryEmbedding"),
-                                 "gemma2": ("Gemma2Config", "Gemma2Attention", "Gemma2RotaryEmbedding")}[family]
+                                 "gemma2": ("Gemma2Config", "Gemma2Attention",
+                                            "Gemma2RotaryEmbedding")}[family]
     extra = {"attn_logit_softcapping": 1.5, "query_pre_attn_scalar": 16} if family == "gemma2" else {}
-    config = getattr(cfg, Config)(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  num_hidden_layers=2, layer_types=[layer_type, layer_type], sliding_window=4, vocab_size=64, **extra)
+    config = getattr(cfg, Config)(hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=8, num_hidden_layers=2,
+                                  layer_types=[layer_type, layer_type], sliding_window=4, vocab_size=64,
+                                  **extra)
     config._attn_implementation = "eager"
     torch.manual_seed(7)
     layer = getattr(mod, Attention)(config, layer_idx=0).eval()
@@ -131,8 +140,9 @@ def _hf_attention_layer(family, layer_type):
     return mod, config, layer, getattr(mod, Rotary)(config)
 
 
-@pytest.mark.parametrize("family,layer_type", [("gpt_oss", "sliding_attention"), ("gpt_oss", "full_attention"),
-                                               ("gemma2", "sliding_attention"), ("gemma2", "full_attention")])
+@pytest.mark.parametrize("family,layer_type", [("gpt_oss", "sliding_attention"),
+                                               ("gpt_oss", "full_attention"), ("gemma2", "sliding_attention"),
+                                               ("gemma2", "full_attention")])
 def test_hf_attention_layers_with_sinks_softcap_and_window(family, layer_type):
     """gpt-oss's GptOssAttention (learned sinks, sliding window) and Gemma 2's Gemma2Attention
     (attn_logit_softcapping, query_pre_attn_scalar, sliding window), run eagerly by transformers,
@@ -152,16 +162,18 @@ def test_hf_attention_layers_with_sinks_softcap_and_window(family, layer_type):
         k = layer.k_proj(x).view(B, T, -1, D).transpose(1, 2)
         v = layer.v_proj(x).view(B, T, -1, D)
         q, k = mod.apply_rotary_pos_emb(q, k, cos, sin)
-        options = {"sinks": layer.sinks} if family == "gpt_oss" else {"softcap": config.attn_logit_softcapping}
-        out = pt.attention(q.transpose(1, 2), k.transpose(1, 2), v, causal=True, window=window, scale=layer.scaling, **options)
+        options = ({"sinks": layer.sinks} if family == "gpt_oss"
+                   else {"softcap": config.attn_logit_softcapping})
+        out = pt.attention(q.transpose(1, 2), k.transpose(1, 2), v, causal=True, window=window,
+                           scale=layer.scaling, **options)
         return layer.o_proj(out.reshape(B, T, H * D))
 
     ours = ours_fn(x)
     params = [x] + list(layer.parameters())
     torch.testing.assert_close(ours, theirs, atol=5e-5, rtol=5e-5)
     g = torch.randn_like(ours)
-    for name, a, b in zip(["x"] + [n for n, _ in layer.named_parameters()], torch.autograd.grad(ours, params, g),
-                          torch.autograd.grad(theirs, params, g)):
+    for name, a, b in zip(["x"] + [n for n, _ in layer.named_parameters()],
+                          torch.autograd.grad(ours, params, g), torch.autograd.grad(theirs, params, g)):
         torch.testing.assert_close(a, b, atol=2e-4, rtol=2e-4, msg=lambda m, name=name: f"{name}: {m}")
 
 
@@ -175,19 +187,24 @@ def test_opcheck_every_operator():
     torch.library.opcheck(torch.ops.posenc.rope.default, (x, None, ""))
     table, qp, kp = randn(32, 3, seed=5), torch.arange(3, 7), torch.arange(7)
     for bucketing, rows, num_buckets, max_distance in (("t5", 32, 32, 64), ("clipped", 5, 32, 2)):
-        torch.library.opcheck(torch.ops.posenc.relative_bias.default, (table[:rows].detach().requires_grad_(), qp, kp, bucketing, False, num_buckets, max_distance))
+        torch.library.opcheck(torch.ops.posenc.relative_bias.default,
+                              (table[:rows].detach().requires_grad_(), qp, kp, bucketing, False, num_buckets,
+                               max_distance))
         grad = torch.randn(3, 4, 7)
-        torch.library.opcheck(torch.ops.posenc.relative_bias_backward.default, (grad, qp, kp, bucketing, False, num_buckets, max_distance, rows))
+        torch.library.opcheck(torch.ops.posenc.relative_bias_backward.default,
+                              (grad, qp, kp, bucketing, False, num_buckets, max_distance, rows))
     torch.library.opcheck(torch.ops.posenc.learned.default, (randn(6, 4, seed=6), torch.tensor([5, 0, 5, 2])))
-    torch.library.opcheck(torch.ops.posenc.learned_backward.default, (torch.randn(4, 4), torch.tensor([5, 0, 5, 2]), 6))
+    torch.library.opcheck(torch.ops.posenc.learned_backward.default,
+                          (torch.randn(4, 4), torch.tensor([5, 0, 5, 2]), 6))
     q, k, v = _qkv(1, 6, 4, 2, 8, 3)
     none7 = (None,) * 7
     sinks = randn(4, seed=9)
     table = randn(32, 4, seed=8)
     for tables, options in (
-            (none7, (True, None, "", 0, 0.0, 0, "")),
-            ((None,) * 6 + (sinks,), (True, 0.3, "rope", 3, 2.0, 4, "")),
-            ((table,) + (None,) * 5 + (sinks,), (False, None, "t5", 0, 0.0, 0, pt._settings_key(("max_distance", 64))))):
+        (none7, (True, None, "", 0, 0.0, 0, "")),
+        ((None,) * 6 + (sinks,), (True, 0.3, "rope", 3, 2.0, 4, "")),
+        ((table,) + (None,) * 5 + (sinks,),
+         (False, None, "t5", 0, 0.0, 0, pt._settings_key(("max_distance", 64))))):
         args = (q, k, v, *tables, None, None, None, None, *options)
         torch.library.opcheck(torch.ops.posenc.attention.default, args)
         out, lse = torch.ops.posenc.attention(*args)
@@ -253,8 +270,8 @@ def _ddp_worker(rank, world, state, data, result_dir):
     torch.set_num_threads(1)
     if os.path.exists("/sys/class/net/lo"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the loopback interface only
-    dist.init_process_group("gloo", init_method=f"file://{os.path.join(result_dir, 'rendezvous')}", rank=rank, world_size=world,
-                            timeout=__import__("datetime").timedelta(seconds=60))
+    dist.init_process_group("gloo", init_method=f"file://{os.path.join(result_dir, 'rendezvous')}", rank=rank,
+                            world_size=world, timeout=__import__("datetime").timedelta(seconds=60))
     try:
         model = TinyBlock()
         model.load_state_dict(state)
@@ -273,7 +290,8 @@ def test_distributed_data_parallel_two_processes():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     data = torch.randn(2, 4, 6, 16)  # steps, batch, seq, dim
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_ddp_worker, args=(2, state, data, tmp), nprocs=2, join=False, start_method="spawn")
+        ctx = mp.start_processes(_ddp_worker, args=(2, state, data, tmp), nprocs=2, join=False,
+                                 start_method="spawn")
         deadline = time.monotonic() + 120
         while not ctx.join(timeout=1):  # raises if a worker failed
             if time.monotonic() > deadline:

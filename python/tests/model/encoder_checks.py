@@ -1,5 +1,5 @@
 """Checks of posenc's plan against the encoders whose attention the families harness cannot capture
-generically (test_model_families.check_family hands them here; test_model_parity runs them on the real
+generically (family_harness.check_family hands them here; test_model_parity runs them on the real
 configs): RoFormer (its own attention and static rotation), ALBERT (one attention module run by every
 layer of its group), MPNet (its own attention with one bucket bias for all layers). Each runs the
 transformers model on T tokens at positions 0 .. T - 1 (RoFormer and MPNet's bias take no position_ids)
@@ -95,7 +95,7 @@ def check_roformer(model, m, where):
         for x, want in ((q, q_hf), (k, k_hf)):  # (B, H, T, D) -> posenc's (B, T, H, D)
             got = posenc.rope(x.transpose(1, 2).numpy(), np.arange(T), config=layer.rope, seq_len=T)
             torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=1e-5, rtol=1e-5,
-                                       msg=lambda msg: f"{w}: {msg}")
+                                       msg=lambda msg, w=w: f"{w}: {msg}")
 
 
 def check_albert(model, m, where):

@@ -9,7 +9,6 @@ gradients of the input and of every weight.
 - Llama 4 (modeling_llama4.py Llama4TextAttention): RoPE layers with chunked attention
   (masking_utils.chunked_causal_mask_function) and NoPE layers with attn_temperature_tuning.
 """
-import importlib
 import warnings
 
 import pytest
@@ -54,9 +53,9 @@ def _compare(ours, theirs, x, module, atol=5e-5, grad_atol=2e-4):
 
 @pytest.mark.parametrize("mscale", [1.0, 0.707])  # DeepSeek-V3 (1.0) and DeepSeek-V2-Lite (0.707)
 def test_deepseek_v3_mla_attention_layer(mscale):
+    from transformers import masking_utils as mu
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as mod
     from transformers.models.deepseek_v3.configuration_deepseek_v3 import DeepseekV3Config
-    from transformers import masking_utils as mu
     H, nope, rope, v_dim, T, B = 4, 8, 4, 6, 11, 2
     config = DeepseekV3Config(
         hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_attention_heads=H,
@@ -107,8 +106,8 @@ def _llama4(chunk, floor_scale):
 
 @pytest.mark.parametrize("layer_idx", [0, 1])  # 0: RoPE + chunked attention, 1: NoPE + query temperature
 def test_llama4_attention_layer(layer_idx):
-    from transformers.models.llama4 import modeling_llama4 as mod
     from transformers import masking_utils as mu
+    from transformers.models.llama4 import modeling_llama4 as mod
     B, T, H, D = 2, 13, 4, 8
     config = _llama4(chunk=4, floor_scale=3)
     layer = _randomize(mod.Llama4TextAttention(config, layer_idx=layer_idx), 5 + layer_idx)
@@ -153,8 +152,8 @@ def test_llama4_temperature_reaches_the_scores():
 def test_attention_config_of_every_real_config_runs():
     """Every collected config's layer plans hand posenc.attention valid arguments (shapes from the plan)."""
     import glob
-    import json
     import os
+
     import numpy as np
     data = HF_CONFIGS
     ran = 0
@@ -165,7 +164,7 @@ def test_attention_config_of_every_real_config_runs():
                 m = posenc.ModelPositions.from_hf(path)
         except posenc.Error:
             continue  # refused families (tested elsewhere)
-        for layer in {l.layer_type: l for l in m.layers}.values():
+        for layer in {each.layer_type: each for each in m.layers}.values():
             if layer.qk_head_dim == 0 or layer.position in ("alibi", "t5"):
                 continue
             rng = np.random.default_rng(0)

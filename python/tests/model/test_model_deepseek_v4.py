@@ -77,7 +77,8 @@ def test_attention_modules_against_transformers():
         if has_indexer:
             ix = attn.compressor.indexer
             assert layer.indexer.over_compressed and layer.indexer.topk == config.index_topk
-            assert (layer.indexer.heads, layer.indexer.head_dim) == (config.index_n_heads, config.index_head_dim)
+            assert (layer.indexer.heads, layer.indexer.head_dim) == (config.index_n_heads,
+                                                                     config.index_head_dim)
             assert ix.rope_layer_type == "compress"
     assert m.layers[0].attention_config()["rotate_values"]  # a sliding layer: rotate_values
     with pytest.raises(posenc.Error, match="attends to compressed entries"):
@@ -86,8 +87,12 @@ def test_attention_modules_against_transformers():
 
 def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
     """modeling_deepseek_v4.py apply_rotary_pos_emb: pairs on x[..., -64:], the rest passed; with -sin
-    (the output's rotation back at the query's position) it is the transposed rotation, posenc.rope_backward."""
-    from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4RotaryEmbedding, apply_rotary_pos_emb
+    (the output's rotation back at the query's position) it is the transposed rotation,
+    posenc.rope_backward."""
+    from transformers.models.deepseek_v4.modeling_deepseek_v4 import (
+        DeepseekV4RotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
 
     config = hf_config()
     rotary = DeepseekV4RotaryEmbedding(config)
@@ -101,9 +106,11 @@ def test_rotation_and_rotation_back_against_apply_rotary_pos_emb():
         lo, hi = layer.rotary_dims
         rope_in = np.ascontiguousarray(x.transpose(0, 2, 1, 3)[..., lo:hi])  # [B, T, H, 64]
         for sign, posenc_op in ((1, posenc.rope), (-1, posenc.rope_backward)):
-            want = apply_rotary_pos_emb(torch.from_numpy(x).double(), cos.double(), sign * sin.double()).numpy()
+            want = apply_rotary_pos_emb(torch.from_numpy(x).double(), cos.double(),
+                                        sign * sin.double()).numpy()
             got = posenc_op(rope_in, pos, config=layer.rope).transpose(0, 2, 1, 3)
-            np.testing.assert_allclose(got, want[..., lo:hi], atol=2e-3, rtol=1e-4, err_msg=f"{label} sign {sign}")
+            np.testing.assert_allclose(got, want[..., lo:hi], atol=2e-3, rtol=1e-4,
+                                       err_msg=f"{label} sign {sign}")
             np.testing.assert_array_equal(want[..., :lo], x[..., :lo])
 
 
@@ -114,11 +121,12 @@ def test_sliding_layer_attention_against_transformers():
     from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
     d = real()
-    small = dict(vocab_size=64, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
-                 head_dim=32, q_lora_rank=16, qk_rope_head_dim=8, o_groups=2, o_lora_rank=16, sliding_window=8,
-                 compress_ratios=[0, 0], index_n_heads=2, index_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
-                 rope_theta=d["rope_theta"], compress_rope_theta=d["compress_rope_theta"],
-                 rope_scaling=d["rope_scaling"], max_position_embeddings=d["max_position_embeddings"])
+    small = dict(vocab_size=64, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2,
+                 num_attention_heads=4, head_dim=32, q_lora_rank=16, qk_rope_head_dim=8, o_groups=2,
+                 o_lora_rank=16, sliding_window=8, compress_ratios=[0, 0], index_n_heads=2, index_head_dim=16,
+                 n_routed_experts=4, num_experts_per_tok=2, rope_theta=d["rope_theta"],
+                 compress_rope_theta=d["compress_rope_theta"], rope_scaling=d["rope_scaling"],
+                 max_position_embeddings=d["max_position_embeddings"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = DeepseekV4Config(**small)
@@ -131,7 +139,8 @@ def test_sliding_layer_attention_against_transformers():
     captured = {}
     for i, block in enumerate(model.model.layers):
         block.self_attn.register_forward_hook(
-            lambda mod, args, kwargs, out, i=i: captured.__setitem__(i, (kwargs.get("hidden_states", args[0] if args else None), out[0])),
+            lambda mod, args, kwargs, out, i=i: captured.__setitem__(
+                i, (kwargs.get("hidden_states", args[0] if args else None), out[0])),
             with_kwargs=True)
     T = 20  # > the window of 8
     with torch.no_grad():
@@ -152,5 +161,6 @@ def test_sliding_layer_attention_against_transformers():
     kwargs = m.layers[0].attention_config()
     kwargs["rotate_values"] = False
     with torch.no_grad():
-        plain = posenc.attention(q.numpy(), kv.numpy(), kv.numpy(), sinks=attn.sinks.detach().numpy(), **kwargs)
+        plain = posenc.attention(q.numpy(), kv.numpy(), kv.numpy(), sinks=attn.sinks.detach().numpy(),
+                                 **kwargs)
     assert np.abs(plain - out).max() > 1e-2

@@ -30,7 +30,8 @@ DATA = HF_CONFIGS
 FILES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(DATA, "*.json")))
 # remote-code families (their code lives in the model's repository, not in transformers 5.23's
 # CONFIG_MAPPING): planned from the authors' files and checked against them in test_model_remote.py.
-REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb", "minicpm", "baichuan"}
+REMOTE = {"chatglm", "qwen", "minicpmv", "internlm", "internlm2", "stablelm_epoch", "RefinedWeb", "minicpm",
+          "baichuan"}
 # families with a parity test of their own: deepseek_v4 (test_model_deepseek_v4.py: its rotary module keys
 # its frequencies by rope label, main / compress, not by layer type).
 REFUSED = {"deepseek_v4"}
@@ -118,7 +119,8 @@ def cpu_rotary(meta_rotary):
     return type(meta_rotary)(config=meta_rotary.config)
 
 
-# files transformers 5.23 cannot load, which posenc refuses too (test_files_transformers_cannot_load_are_refused)
+# files transformers 5.23 cannot load, which posenc refuses too
+# (test_files_transformers_cannot_load_are_refused)
 CANNOT_LOAD = {"zaya__zaya1"}  # "rope_scaling": false replaces rope_parameters (PreTrainedConfig's setter)
 
 
@@ -130,7 +132,7 @@ def model_files(excluded=frozenset()):
 
 @pytest.mark.parametrize("name", sorted(CANNOT_LOAD))
 def test_files_transformers_cannot_load_are_refused(name):
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017  (whichever error: transformers cannot load it)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             AutoConfig.for_model(**load(name))
@@ -148,12 +150,12 @@ def seq_lens(m, layer):
     return sorted({1, original, 2 * original, m.max_position_embeddings})
 
 
-@pytest.mark.parametrize("name", rope_files())
+# gptj has no rotary module but a fixed sin/cos table (create_sinusoidal_positions), checked by
+# test_gptj_sincos_table_and_rotation.
+@pytest.mark.parametrize("name", [name for name in rope_files() if kind(load(name)) != "gptj"])
 def test_inv_freq_and_attention_factor_per_layer(name):
     m = plan(name)
     config, text, model = hf(name)
-    if text.model_type == "gptj":  # no rotary module: a fixed sin/cos table, checked in test_gptj_*
-        pytest.skip("gptj: create_sinusoidal_positions table, see test_gptj_sincos_table_and_rotation")
     meta_rotary, _ = text_rotary(model)
     assert meta_rotary is not None, f"{name}: no rotary module in transformers' model"
     rotary = cpu_rotary(meta_rotary)
@@ -166,10 +168,12 @@ def test_inv_freq_and_attention_factor_per_layer(name):
             continue
         checked.add(key)
         for seq_len in seq_lens(m, layer):
-            want, want_factor = hf_frequencies(rotary, layer.layer_type, seq_len, layer.rope.num_position_streams)
+            want, want_factor = hf_frequencies(rotary, layer.layer_type, seq_len,
+                                               layer.rope.num_position_streams)
             got, got_factor = layer.inv_freq(seq_len)
             assert got.shape == tuple(want.shape), (name, layer.layer, seq_len)
-            np.testing.assert_allclose(got, want.double().numpy(), rtol=2e-6, err_msg=f"{name} layer {layer.layer} seq_len {seq_len}")
+            np.testing.assert_allclose(got, want.double().numpy(), rtol=2e-6,
+                                       err_msg=f"{name} layer {layer.layer} seq_len {seq_len}")
             assert got_factor == pytest.approx(float(want_factor), rel=1e-6), (name, layer.layer, seq_len)
 
 
@@ -249,20 +253,22 @@ def test_llama4_nope_layers_chunks_and_temperature():
             if not uses_rope and text.attn_temperature_tuning:
                 assert t.kind == "llama4" and t.scale == text.attn_scale and t.floor_scale == text.floor_scale
                 p = 123456
-                assert t.factor(p) == pytest.approx(1 + text.attn_scale * math.log(1 + math.floor((p + 1) / text.floor_scale)))
+                want = 1 + text.attn_scale * math.log(1 + math.floor((p + 1) / text.floor_scale))
+                assert t.factor(p) == pytest.approx(want)
 
 
 # ---------------------------------------------------------------- the applied rotation
 
 ROTATION = ["llama3__Llama-3.1-8B-Instruct", "gemma3__gemma-3-4b-it", "deepseek-v3__DeepSeek-V3",
             "cohere__c4ai-command-r-v01", "gpt-oss__gpt-oss-120b", "qwen2-vl__Qwen2-VL-2B-Instruct-AWQ",
-            "qwen2.5-vl__Qwen2.5-VL-7B-Instruct", "glm4-moe__GLM-4.5", "phi2__phi-2", "olmo3__Olmo-3.1-32B-Instruct",
-            "exaone4__EXAONE-4.0-32B", "mistral3__Devstral-Small-2-24B-Instruct",
-            "gpt-neox__gpt-neox-20b", "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite",
-            "minicpm3__MiniCPM3-4B", "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B",
-            "qwen1.5__CodeQwen1.5-7B", "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it",
-            "starcoder2__starcoder2-7b", "phi3__Phi-3-medium-128k-instruct-su", "laguna__Laguna-XS.2-FP8",
-            "esm__esm2_t6_8M_UR50D", "qwen3_moe__Qwen3-Coder-30B-A3B-Instruct", "paligemma__paligemma-3b-pt-224"]
+            "qwen2.5-vl__Qwen2.5-VL-7B-Instruct", "glm4-moe__GLM-4.5", "phi2__phi-2",
+            "olmo3__Olmo-3.1-32B-Instruct", "exaone4__EXAONE-4.0-32B",
+            "mistral3__Devstral-Small-2-24B-Instruct", "gpt-neox__gpt-neox-20b",
+            "phi3__Phi-3-mini-128k-instruct", "deepseek-v2__DeepSeek-V2-Lite", "minicpm3__MiniCPM3-4B",
+            "gemma__codegemma-7b-it", "qwen3-vl__Qwen3-VL-Embedding-8B", "qwen1.5__CodeQwen1.5-7B",
+            "gemma4__gemma-4-E2B-it", "gemma4__gemma-4-31B-it", "starcoder2__starcoder2-7b",
+            "phi3__Phi-3-medium-128k-instruct-su", "laguna__Laguna-XS.2-FP8", "esm__esm2_t6_8M_UR50D",
+            "qwen3_moe__Qwen3-Coder-30B-A3B-Instruct", "paligemma__paligemma-3b-pt-224"]
 
 
 def layers_to_rotate(m):
@@ -315,7 +321,7 @@ def test_applied_rotation(name):
         assert cos.shape[-1] in (R, R // 2), (name, layer.layer)
         interleave_v3 = text.model_type == "deepseek_v3" and getattr(text, "rope_interleave", True)
         apply = family.apply_rotary_pos_emb_interleave if interleave_v3 else family.apply_rotary_pos_emb
-        if text.model_type == "gemma4_text":  # modeling_gemma4.py: apply_rotary_pos_emb(x, cos, sin), per tensor
+        if text.model_type == "gemma4_text":  # modeling_gemma4.py: apply_rotary_pos_emb(x, cos, sin), per x
             q_hf, k_hf = apply(q, cos, sin), apply(k, cos, sin)
         elif text.model_type in ("glm4_moe", "phi"):  # partial rotary: the models pass the first R dims
             q_hf, k_hf = apply(q[..., :R], k[..., :R], cos, sin)
@@ -328,7 +334,8 @@ def test_applied_rotation(name):
         if interleave_v3:
             # V3 writes the rotated pairs back de-interleaved, [x_even' | x_odd'] (include/posenc/model.h):
             # the q.k products agree with posenc's interleaved layout as they are ...
-            torch.testing.assert_close(q_pe @ k_pe.transpose(-1, -2), q_hf @ k_hf.transpose(-1, -2), atol=2e-3, rtol=1e-4)
+            torch.testing.assert_close(q_pe @ k_pe.transpose(-1, -2), q_hf @ k_hf.transpose(-1, -2),
+                                       atol=2e-3, rtol=1e-4)
             # ... and the tensors after that permutation.
             q_pe = torch.cat([q_pe[..., 0::2], q_pe[..., 1::2]], -1)
             k_pe = torch.cat([k_pe[..., 0::2], k_pe[..., 1::2]], -1)
@@ -449,7 +456,8 @@ def test_gemma3_local_base_against_the_authors_code():
                 want = 1.0 / 10_000.0 ** j
             else:
                 want = 1.0 / 1_000_000.0 ** j / 8.0
-            np.testing.assert_allclose(layer.inv_freq()[0], want, rtol=1e-6, err_msg=f"{name} layer {layer.layer}")
+            np.testing.assert_allclose(layer.inv_freq()[0], want, rtol=1e-6,
+                                       err_msg=f"{name} layer {layer.layer}")
             # pattern: every 6th layer global (layer i sliding iff (i + 1) % 6 != 0)
             assert (layer.layer_type == "sliding_attention") == ((layer.layer + 1) % 6 != 0)
 
@@ -469,11 +477,13 @@ def test_phi3_longrope_switch_with_minicpm_v4_real_longrope_config():
     d = load("minicpmv__MiniCPM-V-4")
     s = d["rope_scaling"]
     head_dim = d["head_dim"]
-    config = Phi3Config(hidden_size=head_dim * d["num_attention_heads"], num_attention_heads=d["num_attention_heads"],
-                        num_key_value_heads=d["num_key_value_heads"], max_position_embeddings=d["max_position_embeddings"],
+    config = Phi3Config(hidden_size=head_dim * d["num_attention_heads"],
+                        num_attention_heads=d["num_attention_heads"],
+                        num_key_value_heads=d["num_key_value_heads"],
+                        max_position_embeddings=d["max_position_embeddings"],
                         original_max_position_embeddings=s["original_max_position_embeddings"],
-                        rope_parameters={"rope_type": "longrope", "short_factor": s["short_factor"], "long_factor": s["long_factor"],
-                                         "rope_theta": d["rope_theta"]})
+                        rope_parameters={"rope_type": "longrope", "short_factor": s["short_factor"],
+                                         "long_factor": s["long_factor"], "rope_theta": d["rope_theta"]})
     rotary = Phi3RotaryEmbedding(config=config)
     rc = posenc.RopeConfig.from_hf(d)
     orig, maxpos = s["original_max_position_embeddings"], d["max_position_embeddings"]
@@ -517,11 +527,12 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
 
     head_dim, orig, maxpos, mscale = 8, 64, 2048, 1.243163121016122
     short, long = [1.0, 1.04, 1.05, 1.06], [1.02, 3.5, 11.0, 31.0]
-    d = {"model_type": "phimoe", "hidden_size": 4 * head_dim, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "num_hidden_layers": 2,
-         "max_position_embeddings": maxpos, "rope_theta": 1e4,
-         "rope_scaling": {"type": "longrope", "short_factor": short, "long_factor": long, "short_mscale": mscale,
-                          "long_mscale": mscale, "original_max_position_embeddings": orig}}
+    d = {"model_type": "phimoe", "hidden_size": 4 * head_dim, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": maxpos,
+         "rope_theta": 1e4,
+         "rope_scaling": {"type": "longrope", "short_factor": short, "long_factor": long,
+                          "short_mscale": mscale, "long_mscale": mscale,
+                          "original_max_position_embeddings": orig}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = PhimoeConfig(**{k: v for k, v in d.items() if k != "model_type"})
@@ -534,43 +545,48 @@ def test_phimoe_longrope_mscale_against_transformers_and_the_authors_code():
         pos = torch.tensor([[seq_len - 1]])
         cos, sin = rotary(torch.zeros(1, 1, head_dim), pos)
         hf_angle = torch.atan2(sin, cos)[0, 0, :head_dim // 2].double().numpy()
-        assert factor == pytest.approx(mscale) and float(torch.hypot(cos, sin).max()) == pytest.approx(mscale, rel=1e-6)
+        assert factor == pytest.approx(mscale)
+        assert float(torch.hypot(cos, sin).max()) == pytest.approx(mscale, rel=1e-6)
         authors = base / np.asarray(long if seq_len > orig else short)
         np.testing.assert_allclose(got, authors, rtol=2e-6)
         wrapped = np.angle(np.exp(1j * (seq_len - 1) * got))
         if seq_len <= orig:  # transformers 5.23 agrees with the authors (and posenc)
             np.testing.assert_allclose(hf_angle, wrapped, atol=2e-4)
         else:  # 5.23: short factors past the original context
-            np.testing.assert_allclose(hf_angle, np.angle(np.exp(1j * (seq_len - 1) * base / np.asarray(short))),
+            np.testing.assert_allclose(hf_angle,
+                                       np.angle(np.exp(1j * (seq_len - 1) * base / np.asarray(short))),
                                        atol=2e-4)
             assert not np.allclose(hf_angle, wrapped, atol=1e-2)
 
 
 # ---------------------------------------------------------------- absolute families, refusals, API
 
-@pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"), ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
+@pytest.mark.parametrize("name,position", [("gpt2__gpt2-large", "learned"),
+                                           ("bert__bert-base-uncased-finetuned-seqcls", "learned"),
                                            ("t5__t5-small", "t5"), ("t5__flan-t5-base", "t5"),
                                            ("gpt-bigcode__starcoderbase-7b", "learned"),
                                            ("gpt-neo__gpt-neo-125M", "learned"), ("opt__opt-125m", "learned"),
                                            ("opt__opt-350m", "learned"), ("roberta__roberta-base", "learned"),
-                                           ("distilbert__distilbert-base-uncased-finetuned-sst-2-english", "learned"),
+                                           ("distilbert__distilbert-base-uncased-finetuned-sst-2-english",
+                                            "learned"),
                                            ("distilbert__distilbert-base-uncased-finetune", "learned"),
                                            ("mobilebert__mobilebert-uncased-finetune-ner", "learned"),
                                            ("mobilebert__mobilebert-uncased-finetuned-seqcls", "learned")])
 def test_absolute_and_t5_families(name, position):
     m = plan(name)
-    d = load(name)
     config, text, model = hf(name)
     assert {layer.position for layer in m.layers} == {position}
     if position == "learned":
         text_max = getattr(text, "max_position_embeddings", getattr(text, "n_positions", None))
         # RoBERTa's 514 rows hold 512 positions (rows 0 and 1: none, the padding row)
-        assert m.max_position_embeddings == text_max - (m.learned_position_offset if name.startswith("roberta") else 0)
+        offset = m.learned_position_offset if name.startswith("roberta") else 0
+        assert m.max_position_embeddings == text_max - offset
         table = next(mod for n, mod in model.named_modules()
                      if n.endswith(("wpe", "position_embeddings", "embed_positions")))
         # OPT: OPTLearnedPositionalEmbedding has max_position_embeddings + 2 rows, read at position + 2
         assert table.num_embeddings == m.max_position_embeddings + m.learned_position_offset
-        # RoBERTa: padding_idx = pad_token_id; position 0 reads row pad + 1 (create_position_ids_from_input_ids)
+        # RoBERTa: padding_idx = pad_token_id; position 0 reads row pad + 1
+        # (create_position_ids_from_input_ids)
         padding = getattr(table, "padding_idx", None)
         assert getattr(table, "offset", 0 if padding is None else padding + 1) == m.learned_position_offset
     else:
@@ -578,7 +594,8 @@ def test_absolute_and_t5_families(name, position):
         assert m.t5_max_distance == text.relative_attention_max_distance
     if position == "t5":  # encoder layers, then decoder layers (bidirectional, then causal)
         assert m.num_layers == text.num_layers + text.num_decoder_layers
-        assert [layer.attention.causal for layer in m.layers] == [False] * text.num_layers + [True] * text.num_decoder_layers
+        causal = [False] * text.num_layers + [True] * text.num_decoder_layers
+        assert [layer.attention.causal for layer in m.layers] == causal
         assert {layer.attention.softmax_scale for layer in m.layers} == {1.0}  # T5Attention: no scaling
     else:
         assert m.num_layers == text.num_hidden_layers
@@ -591,7 +608,8 @@ def test_absolute_and_t5_families(name, position):
         for layer, attn in zip(m.layers, attns):
             assert layer.qk_head_dim == layer.v_head_dim == attn.attention_head_size == 32, \
                 (name, layer.layer)
-            assert layer.attention.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), (name, layer.layer)
+            assert layer.attention.softmax_scale == pytest.approx(attn.scaling, rel=1e-12), \
+                (name, layer.layer)
             assert layer.attention.causal == attn.is_causal == False, (name, layer.layer)  # noqa: E712
     if name.startswith("opt__"):  # the query is scaled by head_dim^-0.5 before the kernel (modeling_opt.py)
         head_dim = text.hidden_size // text.num_attention_heads
@@ -603,10 +621,10 @@ def test_absolute_and_t5_families(name, position):
 def test_encoder_decoder_real_configs_against_transformers(name):
     """Each real encoder-decoder config with its stacks cut to 2 layers (vocabulary 256, token ids
     below it except M2M100's pad_token_id, whose row offset it is; d_model, heads, tables as the file
-    has them) against its transformers model (test_model_families.check_seq2seq: scale and mask per
+    has them) against its transformers model (family_harness.check_seq2seq: scale and mask per
     layer, the rows each stack's position module adds); the cut plan is the file's plan's first two
     encoder and first two decoder layers."""
-    from test_model_families import check_seq2seq, seq2seq_inputs
+    from family_harness import check_seq2seq, seq2seq_inputs
     d = load(name)
     small = {k: v for k, v in d.items()  # (whisper-large-v3's re-save: dtype float16; fp32 here)
              if k not in ("num_hidden_layers", "forced_decoder_ids", "dtype", "torch_dtype")}
@@ -647,7 +665,8 @@ def test_encoder_real_configs_against_transformers(name, decoder):
     small = {**d, "num_hidden_layers": 2, "vocab_size": 256, "is_decoder": decoder}
     full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)
     if not decoder:
-        assert [repr(layer) for layer in full.layers[:2 * (m.num_layers // 2)]][:2] == [repr(layer) for layer in m.layers][:2]
+        head = [repr(layer) for layer in full.layers[:2 * (m.num_layers // 2)]][:2]
+        assert head == [repr(layer) for layer in m.layers][:2]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         config = AutoConfig.for_model(**small)
@@ -663,8 +682,8 @@ def test_encoder_real_configs_against_transformers(name, decoder):
 def test_mobilebert_real_configs_against_transformers(name, decoder):
     """The real MobileBERT configs cut to 2 layers (vocabulary 256) run in transformers: per layer the q and
     k heads its attention function receives, the scale, the mask (bidirectional, is_decoder or not) and
-    the learned table (test_model_families.check_mobilebert); the cut plan is the file's first two layers."""
-    from test_model_families import check_mobilebert
+    the learned table (family_harness.check_mobilebert); the cut plan is the file's first two layers."""
+    from family_harness import check_mobilebert
     d = load(name)
     small = {**d, "num_hidden_layers": 2, "vocab_size": 256, "is_decoder": decoder}
     full, m = plan(name), posenc.ModelPositions.from_hf(small, warn=False)
@@ -719,7 +738,7 @@ def test_flat_copies_are_read_with_a_warning(name):
     class defaults and then fails on the top-level rope_scaling); posenc plans it as the text model the file
     means, and says that transformers would not."""
     d = load(name)
-    with pytest.raises(Exception), warnings.catch_warnings():
+    with pytest.raises(Exception), warnings.catch_warnings():  # noqa: B017  (whichever error)
         warnings.simplefilter("ignore")
         AutoConfig.for_model(**d)
     with pytest.warns(UserWarning, match=f"model_type '{d['model_type']}' without text_config"):
@@ -788,8 +807,10 @@ def test_gpt_neo_saved_gpt_j_fork_is_refused():
 
 
 def test_refused_family_raises_posenc_error_with_the_library_message():
-    with pytest.raises(posenc.Error, match="model_type 'internlm' is not supported: InternLM \\(1\\)'s remote code"):
-        posenc.ModelPositions.from_hf({"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32})
+    with pytest.raises(posenc.Error,
+                       match="model_type 'internlm' is not supported: InternLM \\(1\\)'s remote code"):
+        posenc.ModelPositions.from_hf({"model_type": "internlm", "hidden_size": 4096,
+                                       "num_attention_heads": 32})
     with pytest.raises(posenc.Error):
         posenc.ModelPositions.from_hf({"model_type": "llama", "hidden_size": "big"})
     with pytest.raises(posenc.Error, match="cannot read"):
@@ -821,7 +842,8 @@ def test_dict_and_path_agree_and_layer_api():
     assert "LayerPlan(layer=5" in repr(layer)
 
 
-@pytest.mark.parametrize("name", ["ministral3__Devstral-2-123B-Instruct", "mistral3__Devstral-Small-2-24B-Instruct"])
+@pytest.mark.parametrize("name",
+                         ["ministral3__Devstral-2-123B-Instruct", "mistral3__Devstral-Small-2-24B-Instruct"])
 def test_ministral3_query_temperature_against_transformers(name):
     """Ministral3Attention.forward: query *= get_llama_4_attn_scale(position_ids, beta,
     rope_parameters["original_max_position_embeddings"]), after RoPE (modeling_ministral3.py)."""
@@ -847,7 +869,8 @@ def test_llama4_temperature_against_transformers_formula():
         m = plan(name)
         _, text, _ = hf(name)
         p = torch.tensor([0, 1, 8190, 8191, 8192, 10**6, 10**7], dtype=torch.float32)
-        want = (torch.log1p(torch.floor((p + 1.0) / text.floor_scale)) * text.attn_scale + 1.0).double().numpy()
+        want = torch.log1p(torch.floor((p + 1.0) / text.floor_scale)) * text.attn_scale + 1.0
+        want = want.double().numpy()
         for layer in m.layers:
             if layer.position == "none":
                 got = np.array([layer.attention.temperature.factor(int(x)) for x in p])
@@ -861,7 +884,8 @@ def test_proportional_rope_type_against_transformers():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     config = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16, max_position_embeddings=64,
-                         rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+                         rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0,
+                                          "partial_rotary_factor": 0.5})
     want, want_factor = ROPE_INIT_FUNCTIONS["proportional"](config, "cpu")
     rc = posenc.rope_config(16, base=10000.0)
     s = rc.scaling

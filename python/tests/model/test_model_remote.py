@@ -20,8 +20,8 @@ from transformers import AutoConfig  # noqa: E402
 DATA = HF_CONFIGS
 REMOTE_FILES = ["qwen__Qwen-7B-Chat", "chatglm__chatglm2-6b", "internlm2__internlm2-chat-1_8b",
                 "internlm2__internlm2-chat-7b-rev-2292b86", "internlm2__internlm2-chat-7b-rev-03da3f2",
-                "stablelm__stable-code-3b", "falcon__falcon-40b-RefinedWeb", "falcon__falcon-7b-RefinedWeb-early",
-                "minicpmv__MiniCPM-V-4"]
+                "stablelm__stable-code-3b", "falcon__falcon-40b-RefinedWeb",
+                "falcon__falcon-7b-RefinedWeb-early", "minicpmv__MiniCPM-V-4"]
 
 
 def load(name):
@@ -32,7 +32,8 @@ def load(name):
 def plan(config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", posenc.PositionWarning)
-        return posenc.ModelPositions.from_hf(config if isinstance(config, dict) else os.path.join(DATA, config + ".json"))
+        path = config if isinstance(config, dict) else os.path.join(DATA, config + ".json")
+        return posenc.ModelPositions.from_hf(path)
 
 
 @pytest.mark.parametrize("name", REMOTE_FILES)
@@ -130,8 +131,9 @@ def test_chatglm_rotation_against_the_authors_code():
     adjacent pairs (x.reshape(..., rot_dim // 2, 2)) and passes x[..., rot_dim:]."""
     rng = np.random.default_rng(1)
     for name, ratio in (("chatglm__chatglm2-6b", 1), (None, 500)):
-        cfg = load(name) if name else {"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32,
-                                       "kv_channels": 128, "num_layers": 2, "rope_ratio": ratio, "seq_length": 131072}
+        cfg = load(name) if name else {"model_type": "chatglm", "hidden_size": 4096,
+                                       "num_attention_heads": 32, "kv_channels": 128, "num_layers": 2,
+                                       "rope_ratio": ratio, "seq_length": 131072}
         layer = plan(cfg).layers[0]
         n_elem = 128 // 2
         theta = 1.0 / (10000.0 * ratio) ** (np.arange(0, n_elem, 2) / n_elem)
@@ -156,7 +158,8 @@ def test_internlm2_dynamic_ntk_against_the_authors_code():
             base = d["rope_theta"]
             if L > M:
                 base = base * ((factor * L / M) - (factor - 1)) ** (dim / (dim - 2))
-            np.testing.assert_allclose(layer.inv_freq(L)[0], 1.0 / base ** (np.arange(0, dim, 2) / dim), rtol=1e-13)
+            np.testing.assert_allclose(layer.inv_freq(L)[0], 1.0 / base ** (np.arange(0, dim, 2) / dim),
+                                       rtol=1e-13)
 
 
 # ---------------------------------------------------------------- transformers' equivalents
@@ -203,8 +206,8 @@ def test_minicpmv_is_transformers_llama():
 
     d = load("minicpmv__MiniCPM-V-4")
     m = plan("minicpmv__MiniCPM-V-4")
-    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-            "rope_theta", "rope_scaling")
+    keys = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+            "max_position_embeddings", "rope_theta", "rope_scaling")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = LlamaConfig(**{k: d[k] for k in keys})

@@ -12,6 +12,7 @@ import posenc
 
 torch = pytest.importorskip("torch")
 from transformers import AutoConfig  # noqa: E402
+
 from test_model_remote import load, plan  # noqa: E402  (a file name under tests/data/hf_configs, or a dict)
 
 

@@ -2,7 +2,7 @@
 modules, in each config form its config class converts (configuration_step3p7.py __post_init__): the hub
 form's per-layer lists padded with the MTP layer's entry, rope_scaling merged into full_attention (a legacy
 "type" left unconverted), a flat rope_parameters it does not read, per-layer head counts, bidirectional
-attention. Each form runs the families harness's whole check (test_model_families.check_family: frequencies,
+attention. Each form runs the families harness's whole check (family_harness.check_family: frequencies,
 attention factors, windows, scale, and the rotation captured from a forward pass)."""
 import warnings
 
@@ -11,7 +11,8 @@ import pytest
 import posenc
 
 pytest.importorskip("torch")
-from test_model_families import FAMILY_KWARGS, LAYERS, check_family  # noqa: E402
+from family_harness import check_family  # noqa: E402
+from family_tables import FAMILY_KWARGS, LAYERS  # noqa: E402
 
 HUB_FORM = FAMILY_KWARGS["step3p5"]
 
@@ -31,7 +32,8 @@ def text_config(**changes):
     ("hub form", {}),
     ("sliding heads", dict(attention_other_setting={"num_attention_heads": 2, "num_attention_groups": 2})),
     ("legacy type", dict(rope_scaling={"type": "linear", "factor": 2.0})),
-    ("yarn", dict(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512})),
+    ("yarn", dict(rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                "original_max_position_embeddings": 512})),
     ("one base", dict(rope_theta=5e5, partial_rotary_factors=None)),
     ("bidirectional", dict(use_bidirectional_attention=True)),
     ("query scalar", dict(query_pre_attn_scalar=64)),
@@ -44,8 +46,8 @@ def test_step3p5_forms_against_transformers(name, changes):
 def test_hub_form_as_saved_and_as_given_plan_alike():
     """The file StepFun ships (padded lists, rope_theta per layer) and the one transformers saves
     (rope_parameters per type, per_layer_config) give one plan."""
-    d = dict(model_type="step3p5", hidden_size=64, num_attention_heads=4, head_dim=16, num_hidden_layers=LAYERS,
-             **HUB_FORM)
+    d = dict(model_type="step3p5", hidden_size=64, num_attention_heads=4, head_dim=16,
+             num_hidden_layers=LAYERS, **HUB_FORM)
     given = posenc.ModelPositions.from_hf(d)
     saved = posenc.ModelPositions.from_hf(text_config().to_dict())
     assert [lay.layer_type for lay in given.layers] == [lay.layer_type for lay in saved.layers]

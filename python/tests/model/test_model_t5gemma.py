@@ -92,7 +92,8 @@ def check(config_dict):
     assert m.num_layers == n_enc + (config.decoder.num_hidden_layers if decoder else 0)
     for layer in m.layers:
         enc = layer.layer < n_enc
-        name = f"encoder.layers.{layer.layer}.self_attn" if enc else f"decoder.layers.{layer.layer - n_enc}.self_attn"
+        name = (f"encoder.layers.{layer.layer}.self_attn" if enc
+                else f"decoder.layers.{layer.layer - n_enc}.self_attn")
         assert layer.layer_type == ("encoder" if enc else "decoder"), name
         call, a = calls[name], layer.attention
         assert a.softmax_scale == pytest.approx(call["scaling"], rel=1e-12), name
@@ -103,7 +104,7 @@ def check(config_dict):
         for x, want in ((q, q_hf), (k, k_hf)):
             got = posenc.rope(x.transpose(1, 2).numpy(), np.arange(T), config=layer.rope, seq_len=T)
             torch.testing.assert_close(torch.from_numpy(got).transpose(1, 2), want, atol=1e-5, rtol=1e-5,
-                                       msg=lambda msg: f"{name}: {msg}")
+                                       msg=lambda msg, name=name: f"{name}: {msg}")
         if not enc:  # the cross-attention: no rotation, every encoder key, the decoder's scale and softcap
             cross = name.replace("self_attn", "cross_attn")
             assert cross in calls and cross not in rotations, cross
@@ -123,8 +124,8 @@ def test_t5gemma_default_stacks_against_transformers():
 
 def test_t5gemma_stacks_of_their_own_against_transformers():
     """Each stack reads its own keys: layer counts, windows, bases, query_pre_attn_scalar, softcap."""
-    m = check(dict(encoder=stack(num_hidden_layers=2, sliding_window=2, rope_parameters={"rope_type": "default",
-                                                                                        "rope_theta": 5e4}),
+    m = check(dict(encoder=stack(num_hidden_layers=2, sliding_window=2,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 5e4}),
                    decoder=stack(num_hidden_layers=4, sliding_window=5, query_pre_attn_scalar=64,
                                  attn_logit_softcapping=20.0,
                                  layer_types=["full_attention", "sliding_attention"] * 2)))
