@@ -303,7 +303,30 @@ def import_gpu(argv):
     torch_rows = lines("bench_torch.jsonl")
     anchors = {(t["op"], t.get("impl"), t["shape"]): t for t in torch_rows if "op" in t}
     results = []
+    matmul = next((t for t in torch_rows if t.get("op") == "matmul"), None)
     for row in lines("bench_posenc.jsonl"):
+        if row.get("op") == "attention_forward":  # TFLOP/s beside the same run's matmul and anchors
+            res = {"kernel": "gpu", "case": f"attention forward {row['variant']}, {row['shape']}, {row['dtype']}",
+                   "value": round(row["tflops"], 1), "unit": "TFLOP/s"}
+            if matmul:
+                res["limit"] = {"name": "bf16 matmul 8192^3", "value": round(matmul["tflops"], 1),
+                                "unit": "TFLOP/s"}
+                res["ratio"] = round(row["tflops"] / matmul["tflops"], 3)
+            found = [(t["impl"], t) for t in torch_rows if t.get("op") == "attention_forward" and "tflops" in t
+                     and t["shape"] == row["shape"] and t["variant"] == row["variant"]]
+            if found:
+                res["anchors"] = [{"name": name, "value": round(a["tflops"], 1), "unit": "TFLOP/s"}
+                                  for name, a in found]
+            results.append(res)
+            continue
+        if row.get("op") == "attention_decode":  # cache bytes read, beside SDPA's
+            res = {"kernel": "gpu", "case": f"attention decode, {row['shape']}, {row['dtype']}",
+                   "value": round(row["tb_per_s"], 3), "unit": "TB/s"}
+            a = anchors.get((row["op"], "sdpa", row["shape"]))
+            if a:
+                res["anchors"] = [{"name": "SDPA", "value": round(a["tb_per_s"], 3), "unit": "TB/s"}]
+            results.append(res)
+            continue
         res = {"kernel": "gpu", "case": f"{row['op']}, {row['shape']}, {row['dtype']}",
                "value": round(row["tb_per_s"], 3), "unit": "TB/s",
                "limit": {"name": "device copy of the same bytes"}, "ratio": round(row["vs_copy"], 3)}

@@ -70,3 +70,32 @@ def test_a_gpu_check_run_is_recorded_with_device_copy_and_anchors(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| [2026-01-02 #1]"))
     assert "3.5 TB/s" in row and "| 0.81 |" in row
     assert "torch eager: 1.25 TB/s" in row and "torch.compile: 2.5 TB/s" in row
+
+
+def test_a_gpu_attention_run_is_recorded_with_the_matmul_limit_and_anchors(tmp_path):
+    gen = generator()
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "machines.json").write_text(json.dumps({"h200": {"gpu": "NVIDIA H200", "cpu": "16 vCPUs"}}))
+    out = tmp_path / "gpu_out"
+    out.mkdir()
+    shape = "B4 H32 S4096 D128 causal"
+    (out / "bench_posenc.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {"op": "attention_forward", "variant": "t5", "shape": shape, "dtype": "bf16", "ms": 2.0, "tflops": 300.0},
+        {"op": "attention_decode", "variant": "none", "shape": "B1 K32768 H32/8 D128", "dtype": "bf16",
+         "ms": 0.05, "tb_per_s": 3.1},
+    )) + "\n")
+    (out / "bench_torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
+        {"op": "matmul", "impl": "torch", "shape": "8192^3", "dtype": "bf16", "tflops": 700.0},
+        {"op": "attention_forward", "impl": "flex", "variant": "t5", "shape": shape, "tflops": 63.0},
+        {"op": "attention_decode", "impl": "sdpa", "variant": "none", "shape": "B1 K32768 H32/8 D128",
+         "tb_per_s": 2.7},
+    )) + "\n")
+    assert gen.main(["import-gpu", str(out), "--id", "2026-01-03-1-h200", "--date", "2026-01-03",
+                     "--machine", "h200", "--results", str(results)]) == 0
+    text = gen.render(*gen.load(results))
+    row = next(line for line in text.splitlines() if "attention forward t5" in line)
+    assert "300.0 TFLOP/s" in row and "bf16 matmul 8192^3: 700.0 TFLOP/s" in row and "flex: 63.0 TFLOP/s" in row
+    assert "| 0.429 |" in row
+    decode = next(line for line in text.splitlines() if "attention decode" in line)
+    assert "3.1 TB/s" in decode and "SDPA: 2.7 TB/s" in decode
