@@ -306,13 +306,14 @@ def import_gpu(argv):
     matmul = next((t for t in torch_rows if t.get("op") == "matmul"), None)
     for row in lines("bench_posenc.jsonl"):
         if row.get("op") == "attention_forward":  # TFLOP/s beside the same run's matmul and anchors
-            res = {"kernel": "gpu", "case": f"attention forward {row['variant']}, {row['shape']}, {row['dtype']}",
-                   "value": round(row["tflops"], 1), "unit": "TFLOP/s"}
+            case = f"attention forward {row['variant']}, {row['shape']}, {row['dtype']}"
+            res = {"kernel": "gpu", "case": case, "value": round(row["tflops"], 1), "unit": "TFLOP/s"}
             if matmul:
                 res["limit"] = {"name": "bf16 matmul 8192^3", "value": round(matmul["tflops"], 1),
                                 "unit": "TFLOP/s"}
                 res["ratio"] = round(row["tflops"] / matmul["tflops"], 3)
-            found = [(t["impl"], t) for t in torch_rows if t.get("op") == "attention_forward" and "tflops" in t
+            found = [(t["impl"], t) for t in torch_rows
+                     if t.get("op") == "attention_forward" and "tflops" in t
                      and t["shape"] == row["shape"] and t["variant"] == row["variant"]]
             if found:
                 res["anchors"] = [{"name": name, "value": round(a["tflops"], 1), "unit": "TFLOP/s"}
