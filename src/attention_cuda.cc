@@ -137,6 +137,8 @@ void set_bias(const AttentionBias& ab, int64_t H, cuda::AttentionLaunch& l, Devi
 struct BackwardArgs {
   ConstTensorView grad_out;
   const AttentionGrads* grads;
+  ConstTensorView sinks;      // the config's
+  const AttentionBias* bias;  // the config's
 };
 
 void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, int64_t K, int64_t H,
@@ -154,9 +156,22 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
       {"grads.sinks", &g.sinks}};
   for (const auto& [name, view] : params)
     if (view->data != nullptr)
-      fail(kOp, name,
-           " is given: parameter gradients on cuda are not available yet (q, k and v are; the CPU ",
-           "backend has them all)");
+      fail(
+          kOp, name,
+          " is given: its gradient on cuda is not available yet (q, k, v, the relative table and sinks have ",
+          "theirs; the CPU backend has them all)");
+  if (g.relative_table.data != nullptr) {
+    if (bw.bias->kind != AttentionBias::Kind::relative)
+      fail(kOp, "grads.relative_table is given but attention has no relative bias");
+    check_view(kOp, "grads.relative_table", g.relative_table, DType::f32, {bw.bias->relative.num_rows(), H},
+               g.relative_table.data, Device::cuda);
+    memory.add("grads.relative_table", g.relative_table, g.relative_table.data);
+  }
+  if (g.sinks.data != nullptr) {
+    if (bw.sinks.data == nullptr) fail(kOp, "grads.sinks is given but attention has no sinks");
+    check_view(kOp, "grads.sinks", g.sinks, DType::f32, {H}, g.sinks.data, Device::cuda);
+    memory.add("grads.sinks", g.sinks, g.sinks.data);
+  }
   const std::pair<const char*, const TensorView*> qkv_grads[] = {
       {"grads.q", &g.q}, {"grads.k", &g.k}, {"grads.v", &g.v}};
   for (const auto& [name, view] : qkv_grads) {
@@ -335,6 +350,14 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   copy_strides(out, bl.out_strides), copy_strides(bw->grad_out, bl.grad_out_strides);
   copy_strides(lse, bl.lse_strides);
   bl.dq = grads.as<float>(), bl.dk = bl.dq + nq, bl.dv = bl.dk + nk;
+  if (bw->grads->relative_table.data != nullptr) {
+    const TensorView& t = bw->grads->relative_table;
+    bl.grad_table = t.ptr<float>(), bl.grad_table_strides[0] = t.strides[0],
+    bl.grad_table_strides[1] = t.strides[1];
+    bl.table_rows = t.shape[0];
+  }
+  if (bw->grads->sinks.data != nullptr)
+    bl.grad_sinks = bw->grads->sinks.ptr<float>(), bl.grad_sinks_stride = bw->grads->sinks.strides[0];
   cuda::attention_backward(bl);
   if (rope != nullptr) {
     const auto range = [&](float* base, int64_t T, int64_t heads) {
@@ -364,7 +387,7 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
 
 void attention_backward_cuda(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                              ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
-  const BackwardArgs bw{grad_out, &grads};
+  const BackwardArgs bw{grad_out, &grads, config.sinks, &config.bias};
   run(config, in, out, out.data, lse, lse.data, &bw);
 }
 

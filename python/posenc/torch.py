@@ -342,23 +342,25 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
       transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale,
       encoding, window, softcap, chunk, settings):
-    """The gradients of q, k and v on CUDA tensors; the tables' gradients are refused by name there."""
+    """The gradients of q, k, v and of the relative table and sinks on CUDA tensors (Shaw's and
+    Transformer-XL's are refused by the forward there)."""
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
               sinks)
-    for name, t in zip(_ATTENTION_TABLES, tables):
-        if t is not None:
-            fail(f"attention: the gradient of {name} on CUDA tensors is not available yet (q, k and v have "
-                 "theirs; the CPU backend has all of them)")
+    device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)
+                     if t is not None}
     call = _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings)
     positions = {name: _on_cuda(name, q, p) for name, p in
                  zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
-    grads = [torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v)]
+    grads = {name: torch.zeros_like(t, memory_format=torch.contiguous_format)
+             for name, t in (("q", q), ("k", k), ("v", v), *device_tables.items())}
     with torch.cuda.device(q.device):
-        specs = {n: _cuda_spec(p) for n, p in positions.items()}
+        position_specs = {n: _cuda_spec(p) for n, p in positions.items()}
         call.core.backward_cuda(_cuda_spec(q), _cuda_spec(k), _cuda_spec(v), _cuda_spec(out), _cuda_spec(lse),
-                                _cuda_spec(grad.contiguous()), specs, {}, *(_cuda_spec(g) for g in grads),
-                                _stream(q))
-    return grads
+                                _cuda_spec(grad.contiguous()), position_specs,
+                                {n: _cuda_spec(t) for n, t in device_tables.items()},
+                                {n: _cuda_spec(g) for n, g in grads.items()}, _stream(q))
+    return [grads["q"], grads["k"], grads["v"]] + [grads[name] for name, t in zip(_ATTENTION_TABLES, tables)
+                                                   if t is not None]
 
 
 def attention(q, k, v, *, causal=False, scale=None, encoding=None, q_positions=None, k_positions=None,

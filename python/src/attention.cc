@@ -148,13 +148,14 @@ void bind_attention(nb::module_& m) {
           nb::arg("tables"), nb::arg("stream"))
       .def(
           "backward_cuda",
-          // The gradients of q, k and v (CUDA tensors, added into) of the forward on the same tensors.
+          // The gradients (CUDA tensors, added into) of the forward on the same tensors: grads holds q, k, v
+          // and the tables' (relative_table, sinks) by name.
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const CudaSpec& grad_out, const nb::dict& positions, const nb::dict& tables,
-             const CudaSpec& grad_q, const CudaSpec& grad_k, const CudaSpec& grad_v, uintptr_t stream) {
+             const nb::dict& grads, uintptr_t stream) {
             AttentionConfig c = a.config;
             const auto spec = [](const nb::dict& d, const char* name) {
-              ConstTensorView view;
+              TensorView view;
               if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
               return view;
             };
@@ -166,8 +167,8 @@ void bind_attention(nb::module_& m) {
             in.cu_seqlens_q = spec(positions, "cu_seqlens_q");
             in.cu_seqlens_k = spec(positions, "cu_seqlens_k");
             AttentionGrads g;
-            g.q = cuda_view(grad_q, "grad_q"), g.k = cuda_view(grad_k, "grad_k"),
-            g.v = cuda_view(grad_v, "grad_v");
+            g.q = spec(grads, "q"), g.k = spec(grads, "k"), g.v = spec(grads, "v");
+            g.relative_table = spec(grads, "relative_table"), g.sinks = spec(grads, "sinks");
             const ConstTensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse"),
                                   go = cuda_view(grad_out, "grad_out");
             nb::gil_scoped_release release;
@@ -175,8 +176,7 @@ void bind_attention(nb::module_& m) {
             attention_backward(c, in, o, l, go, g);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
-          nb::arg("positions"), nb::arg("tables"), nb::arg("grad_q"), nb::arg("grad_k"), nb::arg("grad_v"),
-          nb::arg("stream"))
+          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"), nb::arg("stream"))
       .def(
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,

@@ -153,11 +153,22 @@ def test_attention_cuda_backward_matches_cpu(kwargs):
         torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
 
 
-def test_attention_cuda_refuses_table_gradients_and_float32_by_name():
-    q = torch.randn(1, 8, 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    table = torch.randn(32, 2, device="cuda")
-    out = pt.attention(q, q.detach(), q.detach(), causal=True, encoding="t5", relative_table=table)
-    with pytest.raises(ValueError, match="relative_table on CUDA"):
-        out.sum().backward()
+def test_attention_cuda_table_and_sink_gradients_match_cpu_and_repeat():
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(1, 70, 4, 64, dtype=torch.bfloat16) for _ in range(3))
+    table, sinks = torch.randn(32, 4), torch.randn(4)
+    results = []
+    for device in ("cpu", "cuda", "cuda"):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v, table, sinks)]
+        out = pt.attention(*leaves[:3], causal=True, encoding="t5", relative_table=leaves[3], sinks=leaves[4])
+        out.float().pow(2).sum().backward()
+        results.append([t.grad.cpu().float() for t in leaves])
+    for cpu, gpu, again in zip(*results):
+        assert torch.equal(gpu, again), "a gradient differs between two runs"
+        torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
+
+
+def test_attention_cuda_refuses_float32_by_name():
+    q = torch.randn(1, 8, 2, 64, device="cuda")
     with pytest.raises(ValueError, match="bf16 or f16"):
-        pt.attention(q.detach().float(), q.detach().float(), q.detach().float())
+        pt.attention(q, q, q)

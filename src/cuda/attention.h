@@ -65,6 +65,11 @@ struct AttentionBackwardLaunch {
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
+  float* grad_sinks = nullptr;  // (H) at grad_sinks_stride, added into; null: not wanted
+  int64_t grad_sinks_stride = 0;
+  float* grad_table = nullptr;  // (table_rows, H) of the learned bias, added into; null: not wanted
+  int64_t grad_table_strides[2] = {};
+  int64_t table_rows = 0;
 };
 void attention_backward(const AttentionBackwardLaunch& launch);
 

@@ -58,6 +58,9 @@ struct BackwardParams {
   float* dq;  // (B, Q, H, D) fp32, contiguous
   float* dk;  // (B, K, Hkv, D)
   float* dv;
+  // The learned table's gradient: (problems, key blocks, H, 2 limit + 1) partial sums over the lookup's
+  // distances, one per keys-pass block and head; null: not wanted.
+  float* bias_partials;
   float slopes[kMaxAttentionHeads];
 };
 
@@ -76,6 +79,7 @@ struct alignas(128) BackwardShared {
   float row_lse2[T::kBlockM];  // lse log2 e
   float row_term[T::kBlockM];  // D_i
   float lookup[kMaxDeviceRowTable];
+  float bias_grad[AttentionBackwardTiles<Element, kHeadDim>::kWarps][kMaxDeviceRowTable];  // per warp
 };
 
 // The problem of block coordinate z: a batch row, or a packed sequence (false when its offsets are invalid).
@@ -129,14 +133,16 @@ template <class Shared, class Acc, class Coords>
 __device__ __forceinline__ void probabilities_and_score_gradients(const BackwardParams& p,
                                                                   const ScoreTerms& terms, Shared& sh,
                                                                   const Acc& s, const Acc& dp,
-                                                                  const Coords& coords, int rows, int cols) {
+                                                                  const Coords& coords, int rows, int cols,
+                                                                  bool bias_gradient) {
   using Element = std::remove_reference_t<decltype(sh.p[0])>;
   auto sP = make_tensor(make_smem_ptr(sh.p), typename AttentionBackwardTiles<Element, 64>::SmemP{});
   auto sdS = make_tensor(make_smem_ptr(sh.ds), typename AttentionBackwardTiles<Element, 64>::SmemP{});
   CUTE_UNROLL
   for (int i = 0; i < size(s); ++i) {
     const int row = get<0>(coords(i)), col = get<1>(coords(i));
-    float prob = 0, grad = 0;
+    float prob = 0, grad = 0, dlogit = 0;
+    int idx = -1;
     const float lse2 = sh.row_lse2[row];
     if (row < rows && col < cols && lse2 != -INFINITY) {
       const float scale = sh.row_scale[row];
@@ -148,11 +154,37 @@ __device__ __forceinline__ void probabilities_and_score_gradients(const Backward
         const float t = tanhf(scale * s(i) / terms.softcap);
         slope *= 1.0f - t * t;
       }
-      grad = prob * (dp(i) - sh.row_term[row]) * slope;
+      dlogit = prob * (dp(i) - sh.row_term[row]);
+      grad = dlogit * slope;
+      if (terms.bias == ScoreBias::lookup) {
+        const int64_t d = sh.k_pos[col] - sh.q_pos[row];
+        idx = static_cast<int>((d < -terms.limit  ? -terms.limit
+                                : d > terms.limit ? terms.limit
+                                                  : d) +
+                               terms.limit);
+      }
     }
     sP(row, col) = Element(prob);
     sdS(row, col) = Element(grad);
+    if (bias_gradient) add_bias_gradient(sh, idx, dlogit);  // uniform across the block
   }
+}
+
+// The bias gradient d logit of this thread's element, added to its warp's sums over the lookup's distances
+// (sh.bias_grad[warp][distance + limit]) deterministically: the lanes holding the same distance are grouped
+// (__match_any_sync), their values summed in lane order by the lowest lane, which adds the group's sum; the
+// warp's steps come in program order. idx < 0: nothing to add from this lane.
+template <class Shared>
+__device__ __forceinline__ void add_bias_gradient(Shared& sh, int idx, float value) {
+  const int lane = threadIdx.x % 32;
+  const unsigned group = __match_any_sync(0xffffffffu, idx);
+  float sum = 0;
+  for (int src = 0; src < 32; ++src) {
+    const float v = __shfl_sync(0xffffffffu, value, src);
+    if ((group >> src) & 1u) sum += v;
+  }
+  if (idx >= 0 && lane == __ffs(group) - 1) sh.bias_grad[threadIdx.x / 32][idx] += sum;
+  __syncwarp();
 }
 
 // acc += A B^T, both operands read from shared memory by their own copies (ldmatrix, plain or transposed).
@@ -234,9 +266,12 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     ScoreTerms terms = p.terms;
     terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
     __syncthreads();  // the previous head's lookup and rows are no longer read
+    const int lookup_size = 2 * terms.limit + 1;
     if (terms.bias == ScoreBias::lookup)
-      for (int i = tid; i < 2 * terms.limit + 1; i += T::kThreads)
-        sh.lookup[i] = p.lookup[h * (2 * terms.limit + 1) + i];
+      for (int i = tid; i < lookup_size; i += T::kThreads) sh.lookup[i] = p.lookup[h * lookup_size + i];
+    if (p.bias_partials != nullptr)
+      for (int i = tid; i < T::kWarps * lookup_size; i += T::kThreads)
+        sh.bias_grad[i / lookup_size][i % lookup_size] = 0;
     for (int64_t row0 = 0; row0 < pr.nq; row0 += BM) {
       const int rows = static_cast<int>(min<int64_t>(BM, pr.nq - row0));
       __syncthreads();  // every warp is done with the previous rows' tiles
@@ -264,10 +299,20 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       clear(s), clear(dp);
       smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);     // S = Q K^T
       smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
-      probabilities_and_score_gradients(p, terms, sh, s, dp, cS, rows, cols);
+      probabilities_and_score_gradients(p, terms, sh, s, dp, cS, rows, cols, p.bias_partials != nullptr);
       __syncthreads();
       smem_gemm(mma, acc_dv, sPt, sdOt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dV += P^T dO
       smem_gemm(mma, acc_dk, sdSt, sQt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dK += dS^T Q
+    }
+    if (p.bias_partials != nullptr) {  // this block's sums for head h: the warps added in warp order
+      __syncthreads();
+      const int64_t block = static_cast<int64_t>(blockIdx.z) * gridDim.x + blockIdx.x;
+      float* out = p.bias_partials + (block * p.H + h) * lookup_size;
+      for (int i = tid; i < lookup_size; i += T::kThreads) {
+        float sum = 0;
+        for (int w = 0; w < T::kWarps; ++w) sum += sh.bias_grad[w][i];
+        out[i] = sum;
+      }
     }
   }
   cp_async_wait<0>();
@@ -364,7 +409,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     clear(s), clear(dp);
     smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);     // S = Q K^T
     smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
-    probabilities_and_score_gradients(p, terms, sh, s, dp, cS, rows, cols);
+    probabilities_and_score_gradients(p, terms, sh, s, dp, cS, rows, cols, false);
     __syncthreads();
     smem_gemm(mma, acc_dq, sdS, sKt, sdS, sKtPlain, copy_n_a, copy_t_b);  // dQ += dS K
   }
@@ -419,6 +464,65 @@ __global__ void accumulate_kernel(const float* g, void* grad, DType dtype, int64
       cutlass::half_t& x = static_cast<cutlass::half_t*>(grad)[at];
       x = cutlass::half_t(static_cast<float>(x) + g[i]);
     }
+  }
+}
+
+// d sink_h = -sum over rows of p_sink,i D_i with p_sink,i = exp(sink_h - lse_i) (the sink is a softmax entry
+// without a value): a block per head, each thread a fixed share of the rows in double, then a fixed tree.
+struct SinksArgs {
+  const float* lse;
+  int64_t lse_strides[3];
+  const float* row_terms;  // (B, H, Q)
+  const float* sinks;
+  int64_t sinks_stride;
+  int64_t B, Q, H;
+  float* grad;
+  int64_t grad_stride;
+};
+__global__ void sinks_gradient_kernel(const __grid_constant__ SinksArgs a) {
+  __shared__ double partial[256];
+  const int64_t h = blockIdx.x;
+  const double sink = a.sinks[h * a.sinks_stride];
+  double sum = 0;
+  for (int64_t r = threadIdx.x; r < a.B * a.Q; r += blockDim.x) {
+    const int64_t b = r / a.Q, t = r % a.Q;
+    const double lse = a.lse[b * a.lse_strides[0] + h * a.lse_strides[1] + t * a.lse_strides[2]];
+    sum += exp(sink - lse) * a.row_terms[(b * a.H + h) * a.Q + t];
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = 128; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) a.grad[h * a.grad_stride] += static_cast<float>(-partial[0]);
+}
+
+// grad_table[row, h] += the partial sums of head h over the keys-pass blocks in their order, then over the
+// distances of each row in distance order. A block per head.
+struct TableGradientArgs {
+  const float* partials;  // (blocks, H, n)
+  int64_t blocks, H, limit;
+  BiasKind kind;
+  int32_t rows[kMaxDeviceRowTable];
+  int64_t num_rows;
+  float* grad;
+  int64_t grad_strides[2];
+};
+__global__ void table_gradient_kernel(const __grid_constant__ TableGradientArgs a) {
+  __shared__ float by_distance[kMaxDeviceRowTable];
+  const int64_t h = blockIdx.x, n = 2 * a.limit + 1;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float sum = 0;
+    for (int64_t b = 0; b < a.blocks; ++b) sum += a.partials[(b * a.H + h) * n + i];
+    by_distance[i] = sum;
+  }
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < a.num_rows; r += blockDim.x) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (bias_row(a.kind, a.limit, a.rows, i - a.limit) == r) sum += by_distance[i];
+    a.grad[r * a.grad_strides[0] + h * a.grad_strides[1]] += sum;
   }
 }
 
@@ -500,6 +604,24 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     lookup = build_bias_lookup(l);
     p.lookup = lookup->as<float>();
   }
+  if (bl.grad_sinks != nullptr && l.H > 0) {
+    SinksArgs sa{};
+    sa.lse = bl.lse;
+    for (int i = 0; i < 3; ++i) sa.lse_strides[i] = bl.lse_strides[i];
+    sa.row_terms = terms.as<float>(), sa.sinks = l.sinks, sa.sinks_stride = l.sinks_stride;
+    sa.B = l.B, sa.Q = l.Q, sa.H = l.H, sa.grad = bl.grad_sinks, sa.grad_stride = bl.grad_sinks_stride;
+    sinks_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(sa);
+    check_launch("attention_backward", "the sinks gradient kernel");
+  }
+  std::unique_ptr<DeviceScratch> partials;
+  const int64_t key_blocks = (l.K + 63) / 64;
+  if (bl.grad_table != nullptr && problems > 0) {
+    const size_t n = static_cast<size_t>(problems * key_blocks * l.H * (2 * l.bias.limit + 1));
+    partials =
+        std::make_unique<DeviceScratch>("attention_backward", "the table gradient's partial sums", n * 4);
+    cudaMemsetAsync(partials->data(), 0, n * 4, stream);  // blocks past a sequence's keys write nothing
+    p.bias_partials = partials->as<float>();
+  }
   if (problems > 0 && l.H > 0) {
     if (l.D == 64)
       bf16 ? launch_backward<cutlass::bfloat16_t, 64>(p, problems)
@@ -507,6 +629,17 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     else
       bf16 ? launch_backward<cutlass::bfloat16_t, 128>(p, problems)
            : launch_backward<cutlass::half_t, 128>(p, problems);
+  }
+  if (partials != nullptr) {
+    auto args = std::make_unique<TableGradientArgs>();
+    args->partials = partials->as<float>();
+    args->blocks = problems * key_blocks, args->H = l.H, args->limit = l.bias.limit, args->kind = l.bias.kind;
+    std::copy(l.bias.rows.begin(), l.bias.rows.end(), args->rows);
+    args->num_rows = bl.table_rows;
+    args->grad = bl.grad_table;
+    args->grad_strides[0] = bl.grad_table_strides[0], args->grad_strides[1] = bl.grad_table_strides[1];
+    table_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(*args);
+    check_launch("attention_backward", "the table gradient kernel");
   }
 }
 

@@ -264,6 +264,12 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   AttentionGrads g;
   g.q = view(gq.data(), {c.B, c.Q, c.H, c.D}), g.k = view(gk.data(), {c.B, c.K, c.Hkv, c.D});
   g.v = view(gv.data(), {c.B, c.K, c.Hkv, c.D});
+  // The parameters' gradients where the case has them: the learned table and sinks.
+  const int64_t table_rows =
+      cpu_cfg.bias.kind == AttentionBias::Kind::relative ? cpu_cfg.bias.relative.num_rows() : 0;
+  std::vector<float> gtable(table_rows * c.H), gsinks(c.sinks ? c.H : 0);
+  if (table_rows > 0) g.relative_table = view(gtable.data(), {table_rows, c.H});
+  if (c.sinks) g.sinks = view(gsinks.data(), {c.H});
   attention_backward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}),
                      view(grad_out.data(), {c.B, c.Q, c.H, c.D}), g);
   // The GPU: its own forward, then the backward twice.
@@ -277,7 +283,7 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
           device16(dv, DType::bf16, {c.B, c.K, c.Hkv, c.D}));
   attention_forward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
-  std::vector<float> runs[2][3];
+  std::vector<float> runs[2][5];
   for (auto& run : runs) {
     DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
         rv(std::vector<float>(nk, 0.0f));
@@ -293,6 +299,10 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
       dg.k = view(rk.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
       dg.v = view(rv.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
     }
+    DeviceBuffer<float> rt(std::vector<float>(gtable.size(), 0.0f)),
+        rs(std::vector<float>(gsinks.size(), 0.0f));
+    if (table_rows > 0) dg.relative_table = view(rt.get(), {table_rows, c.H}, Device::cuda);
+    if (c.sinks) dg.sinks = view(rs.get(), {c.H}, Device::cuda);
     attention_backward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
                        view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda),
                        device16(dgo, DType::bf16, {c.B, c.Q, c.H, c.D}), dg);
@@ -304,10 +314,13 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
     run[0] = bf16_grads ? widen(hq.to_host()) : rq.to_host();
     run[1] = bf16_grads ? widen(hk.to_host()) : rk.to_host();
     run[2] = bf16_grads ? widen(hv.to_host()) : rv.to_host();
+    run[3] = rt.to_host(), run[4] = rs.to_host();
+    if (table_rows == 0) run[3].clear();
+    if (!c.sinks) run[4].clear();
   }
-  const std::vector<float>* cpu[3] = {&gq, &gk, &gv};
-  const char* names[3] = {"dq", "dk", "dv"};
-  for (int t = 0; t < 3; ++t) {
+  const std::vector<float>* cpu[5] = {&gq, &gk, &gv, &gtable, &gsinks};
+  const char* names[5] = {"dq", "dk", "dv", "d relative_table", "d sinks"};
+  for (int t = 0; t < 5; ++t) {
     ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between two runs";
     double largest = 0;
     for (float x : *cpu[t]) largest = std::max(largest, std::fabs(static_cast<double>(x)));
@@ -329,7 +342,8 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
   temperature.temperature = 1;
   for (const Case& c :
        {Case{2, 70, 70, 4, 2, 64, true}, Case{1, 3, 200, 8, 1, 128, false}, capped, packed, temperature})
-    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::rope_alibi}) check_backward(c, e, false);
+    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::clipped, Enc::rope_alibi})
+      check_backward(c, e, false);
   check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
 }
 
@@ -395,7 +409,7 @@ TEST(AttentionCuda, RefusalsNameTheArgument) {
   TensorView odd = q;
   odd.strides = {4 * 2 * 64, 2 * 64 + 4, 64, 1};
   refused(qkv(odd, k, k), q, "multiple of 8");
-  {  // parameter gradients of the backward: refused by name
+  {  // a table gradient without the table: refused by name
     AttentionGrads g;
     g.q = q, g.k = k, g.v = k;
     std::vector<float> table(4);
