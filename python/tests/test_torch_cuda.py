@@ -172,3 +172,41 @@ def test_attention_cuda_refuses_float32_by_name():
     q = torch.randn(1, 8, 2, 64, device="cuda")
     with pytest.raises(ValueError, match="bf16 or f16"):
         pt.attention(q, q, q)
+
+
+def test_attention_cuda_matches_transformers_t5_and_llama_layers():
+    """transformers' own attention modules (eager, bf16 on the GPU) against posenc.torch.attention on the same
+    projections: T5's bucketed bias with its table's gradient, Llama's grouped-query attention with yarn RoPE.
+    bf16 throughout: within a few bf16 roundings of the outputs' scale."""
+    from transformers import LlamaConfig, T5Config
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    torch.manual_seed(7)
+    tol = dict(atol=2 ** -5, rtol=2 ** -6)
+    t5 = T5Attention(T5Config(d_model=256, d_kv=64, num_heads=4, relative_attention_num_buckets=32,
+                              relative_attention_max_distance=128, dropout_rate=0.0),
+                     has_relative_attention_bias=True).eval().cuda().to(torch.bfloat16)
+    h = torch.randn(2, 70, 256, device="cuda", dtype=torch.bfloat16)
+    expected = t5(h)[0]
+    q, k, v = (w(h).view(2, 70, 4, 64) for w in (t5.q, t5.k, t5.v))
+    out = pt.attention(q, k, v, encoding="t5", relative_table=t5.relative_attention_bias.weight.float(),
+                       scale=1.0, max_distance=128, bidirectional=True)
+    torch.testing.assert_close(t5.o(out.reshape(2, 70, 256)).float(), expected.float(), **tol)
+
+    config = LlamaConfig(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                         max_position_embeddings=64, attn_implementation="eager",
+                         rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                          "original_max_position_embeddings": 64, "rope_theta": 5000.0})
+    attn = LlamaAttention(config, layer_idx=0).eval().cuda().to(torch.bfloat16)
+    B, T = 2, 90
+    h = torch.randn(B, T, 256, device="cuda", dtype=torch.bfloat16)
+    positions = torch.arange(T, device="cuda")[None].repeat(B, 1)
+    cos, sin = LlamaRotaryEmbedding(config=config).cuda()(h, positions)
+    mask = torch.full((T, T), float("-inf"), device="cuda").triu(1)[None, None].to(torch.bfloat16)
+    expected = attn(h, position_embeddings=(cos, sin), attention_mask=mask)[0]
+    q = attn.q_proj(h).view(B, T, 4, 64)
+    k, v = attn.k_proj(h).view(B, T, 2, 64), attn.v_proj(h).view(B, T, 2, 64)
+    d = config.to_dict()
+    out = pt.attention(q, k, v, causal=True, encoding="rope", rope_config=posenc.RopeConfig.from_hf(d))
+    torch.testing.assert_close(attn.o_proj(out.reshape(B, T, 256)).float(), expected.float(), **tol)
