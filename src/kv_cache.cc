@@ -20,8 +20,9 @@ namespace {
 constexpr const char* kOp = "KVCache";
 }
 
-KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope, DType dtype)
-    : batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), rope_(rope), dtype_(dtype) {
+KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope, DType dtype,
+                 Device device)
+    : batch_(batch), kv_heads_(kv_heads), head_dim_(head_dim), rope_(rope), dtype_(dtype), device_(device) {
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     fail(kOp, "dtype = ", dtype_name(dtype), " is invalid: the cache stores f32, bf16 or f16");
   if (batch <= 0) detail::fail_arg(kOp, "batch", batch, "must be > 0");
@@ -29,10 +30,22 @@ KVCache::KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* 
   if (head_dim <= 0) detail::fail_arg(kOp, "head_dim", head_dim, "must be > 0");
   if (rope && rope->config().head_dim != head_dim)
     fail(kOp, "rope.head_dim = ", rope->config().head_dim, " differs from head_dim = ", head_dim);
+  if (device == Device::cuda) {
+    if (!POSENC_WITH_CUDA_ATTENTION)
+      fail(kOp, "device = cuda needs posenc's CUDA attention, which this build does not have");
+    if (dtype == DType::f32)
+      fail(kOp, "dtype = f32 is invalid on cuda: the CUDA attention reads bf16 or f16 keys and values");
+    if (head_dim % 8 != 0)
+      detail::fail_arg(kOp, "head_dim", head_dim, "must be a multiple of 8 on cuda (16-byte rows)");
+  }
 }
 
 void KVCache::reserve(int64_t tokens) {
   if (tokens <= capacity_) return;
+  if (device_ == Device::cuda) {
+    reserve_cuda(tokens);
+    return;
+  }
   if (dtype_ == DType::f32) {
     k_ = cpu::kv_cache_regrow(k_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
     v_ = cpu::kv_cache_regrow(v_, batch_, kv_heads_, head_dim_, size_, capacity_, tokens);
@@ -48,6 +61,10 @@ void KVCache::reserve(int64_t tokens) {
 }
 
 void KVCache::append(ConstTensorView k, ConstTensorView v, ConstTensorView positions) {
+  if (device_ == Device::cuda) {
+    append_cuda(k, v, positions);
+    return;
+  }
   const DType in_dtype = k.dtype == dtype_ ? dtype_ : DType::f32;
   if (k.dtype != in_dtype)
     fail(kOp, "k has dtype ", dtype_name(k.dtype), ": the cache stores ", dtype_name(dtype_),
@@ -125,19 +142,33 @@ ConstTensorView store_view(const void* data, DType dtype, int64_t B, int64_t siz
 }  // namespace
 
 ConstTensorView KVCache::keys() const {
-  const void* data = dtype_ == DType::f32 ? static_cast<const void*>(k_.data()) : k16_.data();
-  return store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
+  const void* data = device_ == Device::cuda ? device_k_.get()
+                     : dtype_ == DType::f32  ? static_cast<const void*>(k_.data())
+                                             : k16_.data();
+  ConstTensorView v = store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
+  v.device = device_;
+  return v;
 }
 ConstTensorView KVCache::values() const {
-  const void* data = dtype_ == DType::f32 ? static_cast<const void*>(v_.data()) : v16_.data();
-  return store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
+  const void* data = device_ == Device::cuda ? device_v_.get()
+                     : dtype_ == DType::f32  ? static_cast<const void*>(v_.data())
+                                             : v16_.data();
+  ConstTensorView v = store_view(data, dtype_, batch_, size_, kv_heads_, head_dim_, capacity_);
+  v.device = device_;
+  return v;
 }
 ConstTensorView KVCache::positions() const {
-  return strided_view(pos_.data(), {batch_, size_}, {capacity_, 1});
+  const int64_t* data =
+      device_ == Device::cuda ? static_cast<const int64_t*>(device_pos_.get()) : pos_.data();
+  return strided_view(data, {batch_, size_}, {capacity_, 1}, device_);
 }
 
 void KVCache::attend(const AttentionConfig& config, ConstTensorView q, TensorView out,
                      ConstTensorView q_positions, TensorView lse) const {
+  if (device_ == Device::cuda) {
+    attend_cuda(config, q, out, q_positions, lse);
+    return;
+  }
   if (config.rope != nullptr && config.rope != rope_)
     fail(kOp, "config.rope differs from the cache's rope (keys are stored rotated by the cache's rope)");
   if (config.rotate_values)
@@ -238,6 +269,8 @@ void KVCache::rotate_keys(const detail::RopePlan* first, bool first_inverse, con
 }
 
 void KVCache::shift_positions(int64_t delta) {
+  if (device_ == Device::cuda)
+    fail(kOp, "shift_positions on a cuda cache is not available yet (the CPU cache has it)");
   if (delta < -detail::kMaxAbsPosition || delta > detail::kMaxAbsPosition)
     detail::fail_arg(kOp, "delta", delta, "must lie in [-2^53, 2^53]");
   std::vector<int64_t> shifted(static_cast<size_t>(batch_ * size_));
@@ -261,6 +294,8 @@ void KVCache::shift_positions(int64_t delta) {
 }
 
 void KVCache::erase_front(int64_t n) {
+  if (device_ == Device::cuda)
+    fail(kOp, "erase_front on a cuda cache is not available yet (the CPU cache has it)");
   if (n < 0 || n > size_)
     detail::fail_arg(kOp, "n", n, "must be in [0, size = " + std::to_string(size_) + "]");
   if (size_ > 0 && dtype_ == DType::f32)
@@ -276,6 +311,8 @@ void KVCache::erase_front(int64_t n) {
 }
 
 void KVCache::rerotate(int64_t from_seq_len, int64_t to_seq_len) {
+  if (device_ == Device::cuda)
+    fail(kOp, "rerotate on a cuda cache is not available yet (the CPU cache has it)");
   if (!rope_) fail(kOp, "rerotate needs a cache with a rope");
   if (from_seq_len < 0) detail::fail_arg(kOp, "from_seq_len", from_seq_len, "must be >= 0");
   if (to_seq_len < 0) detail::fail_arg(kOp, "to_seq_len", to_seq_len, "must be >= 0");

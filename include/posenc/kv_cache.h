@@ -21,6 +21,7 @@
 // to the storage type's rounding of k and v (tests/test_kv_cache.cc states the bound).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "posenc/attention.h"
@@ -36,8 +37,13 @@ class KVCache {
  public:
   // rope: applied to keys at append() and queries at attend(); must outlive the cache.
   // dtype: the storage of keys and values, f32, bf16 or f16.
+  // device: where the cache lives. Device::cuda (posenc/device.h): bf16 or f16 storage in device memory of
+  // the current device; append() takes k, v of that dtype and int64 positions on the device (the default
+  // continues each row on the device), attend() runs the CUDA attention (src/attention_cuda.cc) on
+  // device q and out; every call queues on posenc::cuda_stream() without reading device data back.
+  // shift_positions, erase_front and rerotate are CPU-only so far (refused by name on cuda).
   KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope = nullptr,
-          DType dtype = DType::f32);
+          DType dtype = DType::f32, Device device = Device::cpu);
 
   // k, v (B, T, Hkv, D) f32 or the cache's dtype (both the same). positions (T) or (B, T) int64;
   // default: each batch row continues after its last position (0, 1, 2, ... from empty).
@@ -66,6 +72,7 @@ class KVCache {
 
   int64_t size() const { return size_; }  // tokens per batch row
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   void reserve(int64_t tokens);
   void clear() { size_ = 0; }
   // (B, size, Hkv, D) views (head-major strides, the cache's dtype) of the stored (rotated) keys
@@ -85,6 +92,13 @@ class KVCache {
   std::vector<float> k_, v_;         // (B, Hkv, capacity, D): each head's tokens contiguous (f32)
   std::vector<uint16_t> k16_, v16_;  // the same for bf16 / fp16 storage
   std::vector<int64_t> pos_;         // (B, capacity)
+  // Device::cuda: the same layouts in device memory (src/kv_cache_cuda.cc).
+  Device device_ = Device::cpu;
+  std::shared_ptr<void> device_k_, device_v_, device_pos_;
+  void reserve_cuda(int64_t tokens);
+  void append_cuda(ConstTensorView k, ConstTensorView v, ConstTensorView positions);
+  void attend_cuda(const AttentionConfig& config, ConstTensorView q, TensorView out,
+                   ConstTensorView q_positions, TensorView lse) const;
 };
 
 }  // namespace posenc
