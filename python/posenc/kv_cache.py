@@ -24,6 +24,28 @@ _ROPE_PARAMS = {"base", "rotary_dim", "layout", "rope_scaling", "max_position_em
                 "rope_offset"}
 
 
+def cache_attention_call(rope, q_shape, *, encoding=None, **kwargs) -> AttentionCall:
+    """The AttentionCall of a cache's attend: RoPE is the cache's (its keys are stored rotated), so "rope" in
+    encoding is accepted only with the cache's own rope_config, and adds nothing."""
+    params = canonical_params({k: v for k, v in kwargs.items()
+                               if k not in ("causal", "scale", "window", "softcap", "sinks", "chunk",
+                                            "query_temperature")})
+    parts = parse_encoding(encoding)
+    if "rope" in parts:
+        given = params.get("rope_config")
+        if given is None or given is not rope or params.get("rope_offset", 0) != 0 or \
+                len(params.keys() & (_ROPE_PARAMS - {"rope_config", "rope_offset"})):
+            fail("encoding: 'rope' is the cache's own (keys are stored rotated by the rope given to "
+                 "KVCache); leave it out, or pass the cache's rope_config unchanged")
+        parts.remove("rope")
+        params = {k: v for k, v in params.items() if k not in _ROPE_PARAMS}
+    return AttentionCall(q_shape, causal=kwargs.get("causal", False), scale=kwargs.get("scale"),
+                         encoding="+".join(parts) or None, window=kwargs.get("window", 0),
+                         softcap=kwargs.get("softcap", 0.0), sinks=kwargs.get("sinks"),
+                         chunk=kwargs.get("chunk", 0), query_temperature=kwargs.get("query_temperature"),
+                         **params)
+
+
 class KVCache:
     """Keys, values and positions of past tokens, per batch row: [B, size, Hkv, D]."""
 
@@ -74,20 +96,9 @@ class KVCache:
         dtype); with a rope, a 16-bit q is rotated in fp32 and rounded once to its dtype, as posenc.rope
         returns it. Returns out [B, T, H, D] in q's dtype (and lse [B, H, T] float32)."""
         q = activation("q", q, (4,))
-        params = canonical_params(params)
-        parts = parse_encoding(encoding)
-        if "rope" in parts:
-            given = params.get("rope_config")
-            if given is None or given is not self._rope or params.get("rope_offset", 0) != 0 or \
-                    len(params.keys() & (_ROPE_PARAMS - {"rope_config", "rope_offset"})):
-                fail("encoding: 'rope' is the cache's own (keys are stored rotated by the rope given to "
-                     "KVCache); "
-                     "leave it out, or pass the cache's rope_config unchanged")
-            parts.remove("rope")
-            params = {k: v for k, v in params.items() if k not in _ROPE_PARAMS}
-        call = AttentionCall(q.shape, causal=causal, scale=scale, encoding="+".join(parts) or None,
-                             window=window, softcap=softcap, sinks=sinks, chunk=chunk,
-                             query_temperature=query_temperature, **params)
+        call = cache_attention_call(self._rope, q.shape, causal=causal, scale=scale, encoding=encoding,
+                                    window=window, softcap=softcap, sinks=sinks, chunk=chunk,
+                                    query_temperature=query_temperature, **params)
         B, T, H = q.shape[:3]
         out = np.empty((B, T, H, self._shape[2]), q.dtype)
         lse = np.empty((B, H, T), np.float32)

@@ -24,11 +24,12 @@ import torch
 from . import absolute as _absolute, bias as _bias
 from ._checks import fail, integer, real
 from .attention import AttentionCall, canonical_params
+from .kv_cache import cache_attention_call
 from .rope import RopeConfig, rope as _rope_np, rope_backward as _rope_backward_np, rope_config
 
 __all__ = [
-    "rope", "attention", "t5_bias", "relative_bias", "alibi_bias", "learned", "sinusoidal", "RotaryEmbedding",
-    "ALiBi", "T5RelativeBias", "ShawRelative", "LearnedPositional", "SinusoidalPositional",
+    "rope", "attention", "KVCache", "t5_bias", "relative_bias", "alibi_bias", "learned", "sinusoidal",
+    "RotaryEmbedding", "ALiBi", "T5RelativeBias", "ShawRelative", "LearnedPositional", "SinusoidalPositional",
 ]
 
 
@@ -694,3 +695,76 @@ class SinusoidalPositional(torch.nn.Module):
     def forward(self, positions):
         return sinusoidal(_arange(positions) if isinstance(positions, int) else positions, self.dim,
                           self.base, self.layout)
+
+
+class KVCache:
+    """posenc's KV cache on a CUDA device for torch tensors (posenc/kv_cache.h with Device::cuda): keys and
+    values [B, size, Hkv, D] in bf16 or fp16 device memory, grown by doubling; append and attend queue on the
+    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays). Context shifts
+    and re-rotation are CPU-only so far."""
+
+    def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None,
+                 dtype=torch.bfloat16, device="cuda"):
+        from . import _core
+        device = torch.device(device)
+        if device.type != "cuda":
+            fail(f"device: {device} is invalid: posenc.torch.KVCache lives on a CUDA device (posenc.KVCache "
+                 "is the CPU cache)")
+        if dtype not in (torch.bfloat16, torch.float16):
+            fail(f"dtype: {dtype} is invalid: the CUDA cache stores torch.bfloat16 or torch.float16")
+        if not _core.cuda_built():
+            fail("device: cuda, but this build of posenc has no CUDA backend (build it where nvcc is found)")
+        if rope is not None and not isinstance(rope, RopeConfig):
+            fail(f"rope: expected a posenc.RopeConfig or None, got {type(rope).__name__}")
+        self._device, self._dtype, self._rope = device, dtype, rope
+        self._shape = (integer("batch", batch, 1), integer("kv_heads", kv_heads, 1),
+                       integer("head_dim", head_dim, 1))
+        with torch.cuda.device(device):
+            self._core = _core.KVCache(*self._shape, rope, "bf16" if dtype == torch.bfloat16 else "f16",
+                                       device="cuda")
+
+    @property
+    def size(self) -> int:
+        """Tokens per batch row."""
+        return self._core.size
+
+    def _check(self, name, t):
+        if not isinstance(t, torch.Tensor):
+            fail(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.device != self._device:
+            fail(f"{name}: on {t.device}, expected the cache's {self._device}")
+        return t
+
+    def append(self, k, v, positions=None) -> None:
+        """k, v [B, T, Hkv, D] in the cache's dtype on its device; positions [T] or [B, T] (default: each
+        row continues after its last position, 0, 1, 2, ... from empty)."""
+        k, v = self._check("k", k), self._check("v", v)
+        p = None if positions is None else _on_cuda("positions", k, _position_tensor("positions", positions)
+                                                     .to(k.device))
+        with torch.cuda.device(self._device):
+            self._core.append_cuda(_cuda_spec(k), _cuda_spec(v), None if p is None else _cuda_spec(p),
+                                   _stream(k))
+
+    def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None,
+               window=0, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):
+        """As posenc.KVCache.attend, for bf16 / fp16 q on the cache's device (tables such as relative_table
+        and sinks on that device too). Returns out [B, T, H, D] in q's dtype (and lse [B, H, T] float32)."""
+        q = self._check("q", q)
+        tables = {name: _on_cuda(name, q, params.pop(name)).contiguous()
+                  for name in ("relative_table",) if params.get(name) is not None}
+        if sinks is not None:
+            tables["sinks"] = _on_cuda("sinks", q, sinks).contiguous()
+        shapes = {name: np.zeros(tuple(t.shape), np.float32) for name, t in tables.items()}
+        call = cache_attention_call(self._rope, tuple(q.shape), causal=causal, scale=scale, encoding=encoding,
+                                    window=window, softcap=softcap, chunk=chunk,
+                                    query_temperature=query_temperature, **shapes, **params)
+        B, T, H = q.shape[:3]
+        out = q.new_empty((B, T, H, self._shape[2]))
+        lse = torch.empty((B, H, T), dtype=torch.float32, device=q.device)
+        qp = None if q_positions is None else _on_cuda(
+            "q_positions", q, _position_tensor("q_positions", q_positions).to(q.device))
+        with torch.cuda.device(self._device):
+            self._core.attend_cuda(call.core, {n: _cuda_spec(t) for n, t in tables.items()}, _cuda_spec(q),
+                                   _cuda_spec(out), None if qp is None else _cuda_spec(qp), _cuda_spec(lse),
+                                   _stream(q))
+        return (out, lse) if return_lse else out

@@ -9,7 +9,12 @@
 #include <memory>
 #include <string>
 
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
 #include "attention.h"
+#include "device_views.h"
+#include "posenc/device.h"
 #include "posenc/kv_cache.h"
 
 namespace posenc::python {
@@ -50,14 +55,52 @@ void bind_kv_cache(nb::module_& m) {
       .def(
           "__init__",
           [](Cache* self, int64_t batch, int64_t kv_heads, int64_t head_dim, std::optional<RopeConfig> rope,
-             const std::string& storage) {
+             const std::string& storage, const std::string& device) {
+            if (device != "cpu" && device != "cuda")
+              throw Error("KVCache: device = '" + device + "' is invalid: expected cpu or cuda");
             new (self) Cache();
             if (rope) self->rope = std::make_unique<Rope>(*rope);
-            self->cache = std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get(),
-                                                    storage_dtype(storage));
+            self->cache =
+                std::make_unique<KVCache>(batch, kv_heads, head_dim, self->rope.get(), storage_dtype(storage),
+                                          device == "cuda" ? Device::cuda : Device::cpu);
           },
           nb::arg("batch"), nb::arg("kv_heads"), nb::arg("head_dim"), nb::arg("rope").none(),
-          nb::arg("storage"))
+          nb::arg("storage"), nb::arg("device") = "cpu")
+      // A cache on a CUDA device: CUDA tensors as (pointer, shape, strides, dtype), queued on `stream`.
+      .def(
+          "append_cuda",
+          [](Cache& c, const CudaSpec& k, const CudaSpec& v, const std::optional<CudaSpec>& positions,
+             uintptr_t stream) {
+            const ConstTensorView kv = cuda_view(k, "k"), vv = cuda_view(v, "v");
+            ConstTensorView p;
+            if (positions) p = cuda_view(*positions, "positions");
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            c.cache->append(kv, vv, p);
+          },
+          nb::arg("k"), nb::arg("v"), nb::arg("positions").none(), nb::arg("stream"))
+      .def(
+          "attend_cuda",
+          [](const Cache& c, const Attention& a, const nb::dict& tables, const CudaSpec& q,
+             const CudaSpec& out, const std::optional<CudaSpec>& q_positions, const CudaSpec& lse,
+             uintptr_t stream) {
+            AttentionConfig config = a.config;
+            config.rope = c.rope.get();
+            if (tables.contains("relative_table"))
+              config.bias.relative_table =
+                  cuda_view(nb::cast<CudaSpec>(tables["relative_table"]), "relative_table");
+            if (tables.contains("sinks"))
+              config.sinks = cuda_view(nb::cast<CudaSpec>(tables["sinks"]), "sinks");
+            const ConstTensorView qv = cuda_view(q, "q");
+            ConstTensorView qp;
+            if (q_positions) qp = cuda_view(*q_positions, "q_positions");
+            const TensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse");
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            c.cache->attend(config, qv, o, qp, l);
+          },
+          nb::arg("attention"), nb::arg("tables"), nb::arg("q"), nb::arg("out"),
+          nb::arg("q_positions").none(), nb::arg("lse"), nb::arg("stream"))
       // k, v: fp32, or the uint16 bits of the cache's 16-bit storage (storage names which).
       .def(
           "append",

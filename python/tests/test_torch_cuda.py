@@ -210,3 +210,27 @@ def test_attention_cuda_matches_transformers_t5_and_llama_layers():
     d = config.to_dict()
     out = pt.attention(q, k, v, causal=True, encoding="rope", rope_config=posenc.RopeConfig.from_hf(d))
     torch.testing.assert_close(attn.o_proj(out.reshape(B, T, 256)).float(), expected.float(), **tol)
+
+
+def test_kv_cache_cuda_decodes_as_the_cpu_cache():
+    """posenc.torch.KVCache (bf16 on the GPU) against posenc.KVCache (bf16 on the CPU, numpy) on the same
+    inputs: a prefill, then token-by-token steps with RoPE and ALiBi; within the GPU's rounding of P."""
+    import ml_dtypes
+    import numpy as np
+
+    torch.manual_seed(8)
+    rope = posenc.RopeConfig(head_dim=64, base=500.0)
+    gpu = pt.KVCache(2, 2, 64, rope=rope, dtype=torch.bfloat16)
+    cpu = posenc.KVCache(2, 2, 64, rope=rope, dtype="bfloat16")
+    for step in range(12):
+        T = 30 if step == 0 else 1
+        k, v = torch.randn(2, T, 2, 64, dtype=torch.bfloat16), torch.randn(2, T, 2, 64, dtype=torch.bfloat16)
+        q = torch.randn(2, T, 8, 64, dtype=torch.bfloat16)
+        as_np = lambda t: t.float().numpy().astype(ml_dtypes.bfloat16)  # noqa: E731
+        cpu.append(as_np(k), as_np(v))
+        gpu.append(k.cuda(), v.cuda())
+        want = cpu.attend(as_np(q), causal=True, encoding="alibi").astype(np.float32)
+        got = gpu.attend(q.cuda(), causal=True, encoding="alibi").float().cpu().numpy()
+        bound = 2 ** -8 * (np.abs(v.float()).max().item() + np.abs(want)) + 2e-5 * (1 + np.abs(want))
+        assert (np.abs(got - want) <= bound).all(), f"step {step}"
+    assert gpu.size == cpu.size == 41
