@@ -147,19 +147,14 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
   memory.add("grad_out", bw.grad_out, bw.grad_out.data);
   const AttentionGrads& g = *bw.grads;
   const std::pair<const char*, const TensorView*> params[] = {
-      {"grads.relative_table", &g.relative_table},
       {"grads.shaw_a_k", &g.shaw_a_k},
       {"grads.shaw_a_v", &g.shaw_a_v},
       {"grads.transformer_xl_u", &g.transformer_xl_u},
       {"grads.transformer_xl_v", &g.transformer_xl_v},
-      {"grads.transformer_xl_w_r", &g.transformer_xl_w_r},
-      {"grads.sinks", &g.sinks}};
+      {"grads.transformer_xl_w_r", &g.transformer_xl_w_r}};
   for (const auto& [name, view] : params)
     if (view->data != nullptr)
-      fail(
-          kOp, name,
-          " is given: its gradient on cuda is not available yet (q, k, v, the relative table and sinks have ",
-          "theirs; the CPU backend has them all)");
+      fail(kOp, name, " is given: it is not available on cuda yet (the CPU backend has it)");
   if (g.relative_table.data != nullptr) {
     if (bw.bias->kind != AttentionBias::Kind::relative)
       fail(kOp, "grads.relative_table is given but attention has no relative bias");
@@ -344,6 +339,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   // The backward: fresh fp32 gradients, RoPE's inverse rotation of dq and dk, then one add into each view.
   const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D);
   cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + 2 * nk) * 4);
+  grads.zero();  // rows no block owns (past the keys, outside the sequences) stay 0
   cuda::AttentionBackwardLaunch bl;
   bl.forward = l;
   bl.out = out_data, bl.grad_out = bw->grad_out.data, bl.lse = static_cast<const float*>(lse_data);

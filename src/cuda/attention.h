@@ -62,7 +62,7 @@ struct AttentionBackwardLaunch {
   int64_t out_strides[3] = {}, grad_out_strides[3] = {};
   const float* lse = nullptr;
   int64_t lse_strides[3] = {};
-  float* dq = nullptr;
+  float* dq = nullptr;  // dq, dk, dv: consecutive in one zeroed fp32 buffer
   float* dk = nullptr;
   float* dv = nullptr;
   float* grad_sinks = nullptr;  // (H) at grad_sinks_stride, added into; null: not wanted

@@ -80,6 +80,7 @@ struct alignas(128) BackwardShared {
   float row_term[T::kBlockM];  // D_i
   float lookup[kMaxDeviceRowTable];
   float bias_grad[AttentionBackwardTiles<Element, kHeadDim>::kWarps][kMaxDeviceRowTable];  // per warp
+  float lane_values[AttentionBackwardTiles<Element, kHeadDim>::kWarps][32];
 };
 
 // The problem of block coordinate z: a batch row, or a packed sequence (false when its offsets are invalid).
@@ -172,18 +173,20 @@ __device__ __forceinline__ void probabilities_and_score_gradients(const Backward
 
 // The bias gradient d logit of this thread's element, added to its warp's sums over the lookup's distances
 // (sh.bias_grad[warp][distance + limit]) deterministically: the lanes holding the same distance are grouped
-// (__match_any_sync), their values summed in lane order by the lowest lane, which adds the group's sum; the
-// warp's steps come in program order. idx < 0: nothing to add from this lane.
+// (__match_any_sync), their values (through a per-warp slot) summed in lane order by the lowest lane, which
+// adds the group's sum; the warp's steps come in program order. idx < 0: nothing to add from this lane.
 template <class Shared>
 __device__ __forceinline__ void add_bias_gradient(Shared& sh, int idx, float value) {
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const unsigned group = __match_any_sync(0xffffffffu, idx);
-  float sum = 0;
-  for (int src = 0; src < 32; ++src) {
-    const float v = __shfl_sync(0xffffffffu, value, src);
-    if ((group >> src) & 1u) sum += v;
+  sh.lane_values[warp][lane] = value;
+  __syncwarp();
+  if (idx >= 0 && lane == __ffs(group) - 1) {
+    float sum = 0;
+    for (unsigned members = group; members != 0; members &= members - 1)  // ascending lanes
+      sum += sh.lane_values[warp][__ffs(members) - 1];
+    sh.bias_grad[warp][idx] += sum;
   }
-  if (idx >= 0 && lane == __ffs(group) - 1) sh.bias_grad[threadIdx.x / 32][idx] += sum;
   __syncwarp();
 }
 
@@ -526,6 +529,34 @@ __global__ void table_gradient_kernel(const __grid_constant__ TableGradientArgs 
   }
 }
 
+// Cumulative lengths the front end could not read: a sequence outside the tokens or decreasing offsets make
+// every gradient this call computes NaN (written after the passes), never a stale or partial sum.
+__global__ void poison_on_bad_packing_kernel(const int64_t* cq, const int64_t* ck, int64_t sequences,
+                                             int64_t Q, int64_t K, float* grads, int64_t n, float* sinks,
+                                             int64_t n_sinks, int64_t sinks_stride, float* table,
+                                             int64_t table_rows, int64_t H, int64_t t0, int64_t t1) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s <= sequences; s += blockDim.x) {
+    const bool ends =
+        (s == 0 && (cq[0] != 0 || ck[0] != 0)) || (s == sequences && (cq[s] != Q || ck[s] != K));
+    if (ends || (s > 0 && (cq[s] < cq[s - 1] || ck[s] < ck[s - 1]))) bad = 1;
+  }
+  __syncthreads();
+  if (!bad) return;
+  const float nan = __int_as_float(0x7fc00000);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < n; i += step)
+    grads[i] = nan;
+  if (blockIdx.x != 0) return;
+  if (sinks != nullptr)
+    for (int64_t h = threadIdx.x; h < n_sinks; h += blockDim.x) sinks[h * sinks_stride] = nan;
+  if (table != nullptr)
+    for (int64_t i = threadIdx.x; i < table_rows * H; i += blockDim.x)
+      table[(i / H) * t0 + (i % H) * t1] = nan;
+}
+
 template <class Element, int kHeadDim, class Kernel>
 void launch_pass(Kernel kernel, const BackwardParams& params, dim3 grid, const char* what) {
   using T = AttentionBackwardTiles<Element, kHeadDim>;
@@ -630,7 +661,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
       bf16 ? launch_backward<cutlass::bfloat16_t, 128>(p, problems)
            : launch_backward<cutlass::half_t, 128>(p, problems);
   }
-  if (partials != nullptr) {
+  if (partials != nullptr && l.H > 0) {
     auto args = std::make_unique<TableGradientArgs>();
     args->partials = partials->as<float>();
     args->blocks = problems * key_blocks, args->H = l.H, args->limit = l.bias.limit, args->kind = l.bias.kind;
@@ -640,6 +671,14 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     args->grad_strides[0] = bl.grad_table_strides[0], args->grad_strides[1] = bl.grad_table_strides[1];
     table_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(*args);
     check_launch("attention_backward", "the table gradient kernel");
+  }
+  if (l.cu_seqlens_q != nullptr) {
+    const int64_t n = l.B * (l.Q * l.H + 2 * l.K * l.Hkv) * l.D;  // dq, dk, dv: one scratch
+    poison_on_bad_packing_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(
+        l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, bl.dq, n, bl.grad_sinks, l.H,
+        bl.grad_sinks_stride, bl.grad_table, bl.table_rows, l.H, bl.grad_table_strides[0],
+        bl.grad_table_strides[1]);
+    check_launch("attention_backward", "the packing check kernel");
   }
 }
 

@@ -39,7 +39,7 @@ void check_device_memory(std::string_view op, std::string_view name, const ViewS
                  " (cudaSetDevice, or torch.cuda.device, before the call)");
 }
 
-DeviceScratch::DeviceScratch(std::string_view op, const char* what, size_t bytes) {
+DeviceScratch::DeviceScratch(std::string_view op, const char* what, size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   const cudaError_t e = cudaMallocAsync(&data_, bytes, static_cast<cudaStream_t>(cuda_stream()));
   if (e != cudaSuccess) {
@@ -47,6 +47,11 @@ DeviceScratch::DeviceScratch(std::string_view op, const char* what, size_t bytes
     detail::fail(op, "could not allocate ", bytes, " bytes of device memory for ", what, ": ",
                  cudaGetErrorString(e));
   }
+}
+
+void DeviceScratch::zero() {
+  if (data_ != nullptr && bytes_ > 0)
+    cudaMemsetAsync(data_, 0, bytes_, static_cast<cudaStream_t>(cuda_stream()));
 }
 
 DeviceScratch::~DeviceScratch() {

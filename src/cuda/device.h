@@ -21,6 +21,7 @@ class DeviceScratch {
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
   void* data() const { return data_; }
+  void zero();  // every byte 0, queued on the stream
   template <class T>
   T* as() const {
     return static_cast<T*>(data_);
@@ -28,6 +29,7 @@ class DeviceScratch {
 
  private:
   void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // Throws posenc::Error "<op>: <what> failed: <CUDA's message>" if the last launch on this thread failed.

@@ -258,7 +258,8 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   const int64_t nq = c.B * c.Q * c.H * c.D, nk = c.B * c.K * c.Hkv * c.D;
   // The CPU: forward and backward on the rounded values (fp32 views of them).
   std::vector<float> out(nq), lse(c.B * c.H * c.Q), gq(nq), gk(nk), gv(nk);
-  const std::vector<float> grad_out = random_floats(nq, 5);
+  std::vector<float> grad_out = random_floats(nq, 5);
+  for (float& x : grad_out) x = kBf16.value(kBf16.round(x));  // the bf16 values the GPU reads
   AttentionInputs in = ac.inputs();
   attention_forward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
   AttentionGrads g;
