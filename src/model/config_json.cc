@@ -12,10 +12,12 @@
 
 #include "posenc/model.h"
 #include "src/model/document.h"
+#include "src/model/hooks.h"
 #include "src/model/parse.h"
 #include "src/rope_plan.h"
 
 namespace posenc {
+using detail::canonical_type;
 using detail::fail;
 using detail::has;
 using detail::kMaxModelHeadDim;
@@ -23,6 +25,7 @@ using detail::kMaxModelLayers;
 using detail::kOp;
 using detail::Model;
 using detail::Obj;
+using detail::rules_type;
 using detail::wrapper_default_text_type;
 using detail::wrapper_text_class;
 using detail::wrapper_text_config;
@@ -30,51 +33,6 @@ using detail::wrapper_text_type;
 using json = nlohmann::json;
 
 namespace {
-const char* kTextAliases[][2] = {{"gemma3", "gemma3_text"},
-                                 {"llama4", "llama4_text"},
-                                 {"gemma4", "gemma4_text"},
-                                 {"mllama", "mllama_text_model"},
-                                 {"qwen3_5_text", "qwen3_5"},
-                                 {"qwen3_vl_text", "qwen3_vl"},
-                                 {"qwen2_5_vl_text", "qwen2_5_vl"},
-                                 {"qwen2_vl_text", "qwen2_vl"},
-                                 {"lfm2_vl", "lfm2"},
-                                 {"exaone4_5_text", "exaone4"},  // configuration_exaone4_5.py L80-81
-                                 // MoE text models whose config classes carry their dense twins'
-                                 // positional defaults (test_model_families.py checks them)
-                                 {"qwen3_vl_moe_text", "qwen3_vl"},
-                                 {"qwen3_5_moe_text", "qwen3_5"},
-                                 // flat configs of multimodal wrappers (no text_config)
-                                 {"glm4v", "glm4v_text"},
-                                 {"glm4v_moe", "glm4v_moe_text"},
-                                 {"glm_ocr", "glm_ocr_text"},
-                                 {"paddleocr_vl", "paddleocr_vl_text"},
-                                 {"cosmos3_edge", "cosmos3_edge_text"},
-                                 {"granite4_vision", "granite4_vision_text"},
-                                 {"gemma4_unified", "gemma4_unified_text"},
-                                 {"gemma3n", "gemma3n_text"},
-                                 {"ernie4_5_vl_moe", "ernie4_5_vl_moe_text"},
-                                 {"muse_spark", "muse_spark_text"},
-                                 {"muse_glimmer", "muse_glimmer_text"},
-                                 {"hunyuan_vl", "hunyuan_vl_text"},
-                                 {"cohere_compass", "cohere_compass_text"},
-                                 {"minimax_m3_vl", "minimax_m3_vl_text"},
-                                 {"glm5_next", "glm5_next_text"},  // (Qwen4ExpConfig reads text_config only)
-                                 // configuration_dots3_note.py L406-412: its published checkpoints are flat
-                                 {"dots3_note", "dots3_note_text"}};
-
-// The family whose rules a model type follows: its row's (Family::rules), else its own.
-std::string rules_type(const std::string& t) {
-  const detail::Family* f = detail::find_family(t);
-  return f && f->rules ? f->rules : t;
-}
-
-std::string canonical_type(std::string t) {
-  for (auto& a : kTextAliases)
-    if (t == a[0]) return a[1];
-  return t;
-}
-
 // The text model type a wrapper builds whatever its text_config says, flat or wrapped ("" for others):
 // Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332), so its text model is
 // always step3p5's.
@@ -308,12 +266,16 @@ ModelPositions detail::positions_from_root(const json& root) {
   out.warnings = resolve_warnings;
   Model m;
   m.family = detail::find_family(own_type);  // the class defaults are the model's own
+  m.rules = detail::find_family(type);
+  const detail::FamilyHooks hooks = detail::family_hooks(*m.family, *m.rules);
+  m.hooks = &hooks;
   m.type = type;
   m.warnings = &out.warnings;
   const bool t5 = type == "t5";
   // Sizes a config omits: the config class's defaults (sparse configs, e.g. Gemma 3's, omit them).
   const detail::SizeDefaults* sizes = detail::find_size_defaults(declared_type);
   if (!sizes) sizes = detail::find_size_defaults(type);
+  m.sizes = sizes;
   const bool need = sizes == nullptr;
   // Kosmos2TextConfig's attribute_map: hidden_size -> embed_dim, num_hidden_layers -> layers
   // (configuration_kosmos2.py L31-35); its own names come first.
@@ -416,7 +378,7 @@ ModelPositions detail::positions_from_root(const json& root) {
     m.top_original = j.integer("original_max_position_embeddings");
   else if (type == "phi3")
     m.top_original = 4096;  // Phi3Config field default, always overrides (L72)
-  const detail::HeadDims dims = detail::head_dims(j, m, declared_type, out.warnings);
+  const detail::HeadDims dims = detail::head_dims(j, m, out.warnings);
   const bool mla = dims.mla;
   const int64_t qk_head_dim = dims.qk, v_head_dim = dims.v;
   out.model_type = own_type;
@@ -785,13 +747,13 @@ ModelPositions detail::positions_from_root(const json& root) {
       }
       // deepseek_v32, glm_moe_dsa: always interleaved (their modular files drop rope_interleave).
       const bool always_pairs = detail::has_trait(type, detail::kAlwaysPairs);
-      if (mla && type != "deepseek_v2" && type != "minicpm3" && type != "hy_v4" && !always_pairs &&
+      if (mla && !m.rules->has(detail::kRopeInterleaveUnread) && !always_pairs &&
           !j.bool_or("rope_interleave", true))
         flat->layout = RopeLayout::half;
       // hy_v4: rotate_half ("Non-interleave RoPE", modeling_hy_v4.py HYV4Attention), rope_interleave unread.
       if (type == "hy_v4" && j.bool_or("rope_interleave", false))
         out.warnings.push_back("rope_interleave = true is ignored: transformers 5's hy_v4 rotates halves");
-      if (always_pairs && type != "bailing_hybrid" && !j.bool_or("rope_interleave", true))
+      if (always_pairs && !j.bool_or("rope_interleave", true))
         out.warnings.push_back("rope_interleave = false is ignored: transformers 5's " + type +
                                " always rotates interleaved pairs");
     }

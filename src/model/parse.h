@@ -144,14 +144,26 @@ struct Obj {
   }
 };
 
+struct FamilyHooks;
+
 // What the rest of the parse needs to know about the model.
 struct Model {
-  const detail::Family* family;
-  std::string type;
+  const detail::Family* family;  // the model's own row (its class defaults)
+  const detail::Family* rules;   // the row whose positional code it runs (Family::rules, else its own)
+  const FamilyHooks* hooks;      // the family's code (src/model/hooks.h): its own, else its rules row's
+  std::string type;              // rules->model_type
+  const SizeDefaults* sizes;     // the config class's default sizes (nullptr: the config must give them)
   int64_t hidden = 0, heads = 0, layers = 0, max_pos = 0, head_dim = 0;
   int64_t nope = 0;                     // DeepSeek/MiniCPM3: q/k dims before the rotated ones
   std::optional<int64_t> top_original;  // top-level original_max_position_embeddings
   std::vector<std::string>* warnings;
+
+  // A row's value for a field rows without rules of their own leave unset: the model's own row's when it
+  // sets it (gemma3n_text's layer pattern beside gemma3_text's), else the rules family's.
+  template <class T>
+  T first_set(T Family::*field) const {
+    return family->*field != T{} ? family->*field : rules->*field;
+  }
 };
 
 // One standardized rope dict -> RopeConfig (src/model/rope_dict.cc).
@@ -164,8 +176,6 @@ bool rope_theta_is_null(const json& j);
 // swa_v_head_dim, which transformers 5 ignores, must equal what it uses (an error names the key).
 void check_mimo_keys(Obj& j, const json& rope_parameters,
                      const std::map<std::string, std::optional<RopeConfig>>& nested);
-// nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
-int64_t nemotron_h_layer_count(Obj& j);
 
 // Per layer, DeepSeek sparse attention's indexer (deepseek_v32, glm_moe_dsa; nullopt elsewhere) without
 // its rope, which the caller copies from the layer's (src/model/indexer.cc).
@@ -202,6 +212,9 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& model_type);
 // T5Gemma: its encoder and decoder sub-configs, each planned as gemma2 (src/model/t5gemma.cc).
 ModelPositions t5gemma_positions(Obj& j);
 
+// A layer pattern's period `key` (fallback when absent), which must be >= 1 (src/model/layer_types.cc).
+int64_t layer_period(Obj& j, const char* key, int64_t fallback);
+
 // The sliding window (0 = none) as each family's config class fills and gates it (src/model/layer_types.cc).
 int64_t sliding_window(Obj& j, const Model& m);
 
@@ -219,7 +232,7 @@ struct HeadDims {
   int64_t qk;  // the q/k head the attention scale and the rotated range refer to
   int64_t v;
 };
-HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vector<std::string>& warnings);
+HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings);
 
 // Per-layer head dims (per_layer_config's head_dim overrides; Gemma 4's global_head_dim on its
 // full-attention layers), and the one head dim of a layer type (src/model/per_layer.cc).
