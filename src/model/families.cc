@@ -68,7 +68,7 @@ constexpr const char* kLagunaRope =
     R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
       "partial_rotary_factor": 1.0}})";
-// muse_spark_text: configuration_muse_spark.py __post_init__ presets it (Family trait kPresetRope)
+// muse_spark_text: configuration_muse_spark.py __post_init__ presets it (its hook reads it)
 constexpr const char* kMuseSparkRope = R"({"rope_type": "default", "rope_theta": 5e5})";
 constexpr const char* kCwmRope =
     R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
@@ -180,8 +180,8 @@ constexpr Family kFamilies[] = {
   F{"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H}.alias("mllama"),
   F{"lfm2",          R,      1e6,     128000,  0,       0,    false, H}.layers(LayerRule::hook)
       .alias("lfm2_vl"),
-  // global layers: head 512 (per_layer_config); modeling_gemma4.py Gemma4TextAttention: scale 1, q/k RMS norms
-  // instead; configuration_gemma4.py: sliding_window_pattern = 6, fixed
+  // global layers: head 512 (per_layer_config); modeling_gemma4.py Gemma4TextAttention: scale 1, q/k RMS
+  // norms instead; configuration_gemma4.py: sliding_window_pattern = 6, fixed
   F{"gemma4_text",   R,      1e4,     131072,  256,     0,    false, H, 0, nullptr, kGemma4TextRope}
       .window(512).layers(LayerRule::sliding_unless_every, 6).scale(ScaleRule::one)
       .with(kLastLayerFull | kRopePerLayerType | kBidirectionalVision)
@@ -244,7 +244,7 @@ constexpr Family kFamilies[] = {
   // rope_parameters preset 5e5
   F{"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text",
     kMuseSparkRope}
-      .scale(ScaleRule::qk_scale_factor, 5.4730064863875).with(kPresetRope).alias("muse_spark"),
+      .scale(ScaleRule::qk_scale_factor, 5.4730064863875).alias("muse_spark"),
   // configuration_granite_docling.py L148: attention_multiplier 0.015625 by default
   F{"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H}
       .scale(ScaleRule::attention_multiplier, 0.015625),

@@ -106,58 +106,55 @@ enum FamilyTrait : uint64_t {
   // rope_parameters must be one dict per layer type, each with its own rope_theta (Gemma4TextConfig has no
   // convert_rope_params_to_dict; modeling_gemma4.py L1090 reads rope_parameters[layer_type]). (rules)
   kRopePerLayerType = 1ull << 35,
-  // The class presets rope_parameters (Family::rope_parameters) before convert_rope_params_to_dict: a
-  // top-level rope_theta is not read (configuration_muse_spark.py __post_init__). (own)
-  kPresetRope = 1ull << 36,
   // Llama 4's use_qk_norm (default true): weightless L2 norms of q and k after RoPE cancel a scaled
   // rotation's attention factor (modeling_llama4.py L331-332, L349-356). (rules)
-  kUseQkNorm = 1ull << 37,
+  kUseQkNorm = 1ull << 36,
   // RMS norms of q and k per head after RoPE, always (modeling_hunyuan_v1_dense.py L197-199). (rules)
-  kNormsAfterRope = 1ull << 38,
+  kNormsAfterRope = 1ull << 37,
   // q / k and v heads of their own sizes (MLA-like heads: kimi_linear, glm5_next_text, mimo_v2_flash).
   // (rules)
-  kOwnHeadDims = 1ull << 39,
+  kOwnHeadDims = 1ull << 38,
   // Mistral's llama_4_scaling_beta query temperature on every layer (get_llama_4_attn_scale). (rules)
-  kMinistralTemperature = 1ull << 40,
+  kMinistralTemperature = 1ull << 39,
   // Llama 4's attn_temperature_tuning: a query temperature on its NoPE layers. (rules)
-  kLlama4Temperature = 1ull << 41,
+  kLlama4Temperature = 1ull << 40,
   // T5's encoder and decoder stacks of relative buckets (num_layers, num_decoder_layers). (rules)
-  kT5Stacks = 1ull << 42,
+  kT5Stacks = 1ull << 41,
   // A bucket table in every self-attention layer (modeling_umt5.py L342-348, L371-378). (own)
-  kBiasPerLayer = 1ull << 43,
+  kBiasPerLayer = 1ull << 42,
   // A T5 decoder alone, causal iff is_decoder (modeling_pix2struct.py L784). (own)
-  kDecoderOnly = 1ull << 44,
+  kDecoderOnly = 1ull << 43,
   // Its sliding_attention layers need sliding_window (create_sliding_window_causal_mask raises). (rules)
-  kSlidingNeedsWindow = 1ull << 45,
+  kSlidingNeedsWindow = 1ull << 44,
   // A default rope init that rotates the whole head, applied to the whole head (modeling_hy_v4.py,
   // modeling_molmo2.py): a scaled type's partial rotation fails at the first forward. (own)
-  kWholeHeadApply = 1ull << 46,
+  kWholeHeadApply = 1ull << 45,
   // Phi-3's rope names: "su" (its early longrope) and "yarn" are read as longrope (Phi3Config). (rules)
-  kPhi3RopeNames = 1ull << 47,
+  kPhi3RopeNames = 1ull << 46,
   // HunYuan-VL's xdrope: "dynamic" with NTK alpha, sections of the doubled frequencies
   // (configuration_hunyuan_vl.py convert_rope_params_to_dict). (own)
-  kXdRope = 1ull << 48,
+  kXdRope = 1ull << 47,
   // "dynamic" with alpha is a fixed NTK base, base * alpha^(d / (d - 2)) (modeling_hunyuan_v1_dense.py
   // L296-299, L353-357). (rules)
-  kNtkAlpha = 1ull << 49,
+  kNtkAlpha = 1ull << 48,
   // The rotary module accepts the default rope type only (modeling_recurrent_gemma.py L71-74). (rules)
-  kDefaultRopeOnly = 1ull << 50,
+  kDefaultRopeOnly = 1ull << 49,
   // M-RoPE with h / w alternating and the default rope type only (modeling_ernie4_5_vl_moe.py L65-72). (own)
-  kAlternatingHwMrope = 1ull << 51,
+  kAlternatingHwMrope = 1ull << 50,
   // Interleaved M-RoPE whatever mrope_interleaved says (apply_interleaved_mrope). (own and rules)
-  kInterleavedMrope = 1ull << 52,
+  kInterleavedMrope = 1ull << 51,
   // MLA's partial_rotary_factor = qk_rope / (qk_nope + qk_rope), the default init refused
   // (configuration_mistral4.py L112-135). (rules)
-  kMlaRopeFactor = 1ull << 53,
+  kMlaRopeFactor = 1ull << 52,
   // Phi-3.5-MoE's short_mscale / long_mscale attention factor of longrope (configuration_phimoe.py). (rules)
-  kPhimoeMscale = 1ull << 54,
+  kPhimoeMscale = 1ull << 53,
   // head_dim has no default its attention can run (None ** -0.5 raises). (rules)
-  kHeadDimRequired = 1ull << 55,
+  kHeadDimRequired = 1ull << 54,
   // head_dim sizes the rotary ladder, so it must be qk_rope_head_dim (modeling_longcat_flash.py L95-100).
   // (rules)
-  kRotaryHeadDim = 1ull << 56,
+  kRotaryHeadDim = 1ull << 55,
   // scale_attn_by_inverse_layer_idx: layer i's scale divided by i + 1 (modeling_gpt2.py). (rules)
-  kInverseLayerScale = 1ull << 57,
+  kInverseLayerScale = 1ull << 56,
 };
 
 // The `scaling` a family's attention passes to its kernel (Family::scale_rule, Family::scale_default).
@@ -279,7 +276,7 @@ struct Family {
   int64_t chunk = 0;         // class default attention_chunk_size (0: none)
   RopeLayers rope_layers = RopeLayers::all;
   HeadRule head_rule = HeadRule::standard;
-  MlaDims mla;             // HeadRule::mla: the config class's default sizes
+  MlaDims mla = {};        // HeadRule::mla: the config class's default sizes
   int64_t v_head_dim = 0;  // class default v_head_dim of a standard head (0: the head's)
   PerLayerConfig per_layer_config = PerLayerConfig::refused;
   int64_t global_head_dim = 0;  // PerLayerConfig::head_dims: full layers' head by default

@@ -19,31 +19,31 @@ struct Reading {
   Obj& j;
   Model& m;
   ModelPositions& out;
-  const std::string& own_type;  // the model's type (its class defaults; the plan's model_type)
-  const std::string& type;      // the family whose rules it runs (Model::type)
-  std::vector<int> use_rope;    // per layer: 0 = a NoPE layer (llama4_text, smollm3, muse_glimmer_text)
-  bool learned_table = false;   // a learned table instead of the family's rotation (esm's "absolute")
+  const std::string& own_type;     // the model's type (its class defaults; the plan's model_type)
+  const std::string& type;         // the family whose rules it runs (Model::type)
+  std::vector<int> use_rope = {};  // per layer: 0 = a NoPE layer (llama4_text, smollm3, muse_glimmer_text)
+  bool learned_table = false;      // a learned table instead of the family's rotation (esm's "absolute")
   // The rope dict as it is read: the dict (rp, named rp_name), a dict built here (owned), the bases of the
   // full and sliding layers, the partial rotation, and the RopeConfig(s) read from it.
-  json owned;
+  json owned = nullptr;
   const json* rp = nullptr;
   std::string rp_name = "rope_parameters";
   double theta = 0, local_theta = 0;
-  std::optional<double> prf;
-  std::optional<RopeConfig> flat;
-  std::map<std::string, std::optional<RopeConfig>> nested;
+  std::optional<double> prf = std::nullopt;
+  std::optional<RopeConfig> flat = std::nullopt;
+  std::map<std::string, std::optional<RopeConfig>> nested = {};
   // Per layer, set by FamilyHooks::layers.
-  std::vector<int> force_rope;      // RoPE whatever Family::rope_layers says (cohere2_moe's dense prefix)
-  std::vector<int> scaled;          // molmo2_text: 1 = the rope dict, 0 = the default rope of its base
-  std::vector<double> layer_theta;  // the layer's own base, 0 = NoPE (granite_swa)
-  std::set<int64_t> cross;          // cross-attention layers (mllama_text_model)
+  std::vector<int> force_rope = {};  // RoPE whatever Family::rope_layers says (cohere2_moe's dense prefix)
+  std::vector<int> scaled = {};      // molmo2_text: 1 = the rope dict, 0 = the default rope of its base
+  std::vector<double> layer_theta = {};  // the layer's own base, 0 = NoPE (granite_swa)
+  std::set<int64_t> cross = {};          // cross-attention layers (mllama_text_model)
 };
 
 // Whether a rope dict holds one dict per layer type (full_attention, sliding_attention, ...).
 bool nested_rope_dict(const json& d, const Family& rules);
 
 struct FamilyHooks {
-  const char* model_type;
+  const char* model_type = nullptr;
   // The text config in the form the family's config class builds it, before anything is read.
   json (*resolve)(const json& text, const std::string& where, std::vector<std::string>& warnings) = nullptr;
   // Sizes the family derives from other keys (after hidden_size / heads / layers are read).
@@ -82,9 +82,6 @@ struct FamilyHooks {
   // The plan's last touches.
   void (*finish)(Reading&) = nullptr;
 };
-
-// nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
-int64_t nemotron_h_layer_count(Obj& j);
 
 // The hooks of a model: each member its own row's, else its rules family's (a follower runs the code of the
 // family it follows unless it has its own).

@@ -57,6 +57,15 @@ json wrapper_text_config(const std::string& outer, const json& text_config);
 // Whether transformers 5.23's config class of wrapper `outer` builds text_config from the top-level keys
 // of a config that has none (a flat config); every other wrapper builds its text class's defaults.
 bool wrapper_reads_flat_keys(const std::string& outer);
+// The text model_type a wrapper builds whatever its text_config says, flat or wrapped ("" for others).
+std::string wrapper_fixed_text_type(const std::string& outer);
+// Why a wrapper's flat config is refused, where its class reads its top-level keys in part; else nullptr.
+const char* wrapper_flat_refusal(const std::string& outer);
+// The prefix-LM mask a wrapper's model adds over its text layers (read in place of the text config's
+// use_bidirectional_attention), or nullptr.
+const char* wrapper_prefix_lm_note(const std::string& outer);
+// The bidirectional blocks a wrapper's model adds over its text layers (image tokens), or nullptr.
+const char* wrapper_block_mask_note(const std::string& outer);
 
 // A JSON object whose reads are recorded, so that unread keys can be reported.
 // Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any
@@ -203,10 +212,14 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
 
 // Remote-code model types posenc plans from the authors' modeling files (src/model/remote.cc).
 bool remote_code_planned(const std::string& model_type);
+// Why posenc does not plan this config of a remote-code type it plans others of (empty when it does):
+// "internlm" configs that are not InternLM2's early revisions.
+std::string remote_code_refusal(const json& root, const std::string& model_type);
 ModelPositions remote_code_positions(const json& root, const std::string& model_type);
 
-// Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's): the
-// whole plan (src/model/seq2seq.cc). T5's family goes through the main reader.
+// Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's) and
+// T5Gemma's two Gemma 2 stacks: the whole plan (src/model/seq2seq.cc). T5's family goes through the main
+// reader.
 bool seq2seq_family(const std::string& model_type);
 ModelPositions seq2seq_positions(Obj& j, const std::string& model_type);
 // T5Gemma: its encoder and decoder sub-configs, each planned as gemma2 (src/model/t5gemma.cc).

@@ -73,14 +73,14 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta) {
   RopeConfig c;
-  std::string type = "default";
+  std::string rope_type = "default";
   if (d.has("rope_type"))
-    type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
+    rope_type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
   else if (d.has("type"))
-    type = d.str("type");
+    rope_type = d.str("type");
   d.read.insert("type");
   const bool phi3_names = m.rules->has(kPhi3RopeNames);
-  if (phi3_names && type == "su")
+  if (phi3_names && rope_type == "su")
     // Phi3Config.convert_rope_params_to_dict renames "su" only after standardize_rope_params, which
     // does not know "su" and so never copies original_max_position_embeddings into the dict: 5.23's
     // validate_rope then raises KeyError. Early Phi-3 releases ship this type; their own
@@ -93,14 +93,15 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   // configuration_hunyuan_vl.py convert_rope_params_to_dict: "xdrope" is "dynamic" (with alpha: NTK alpha),
   // whose validation requires factor.
   const bool xdrope = m.family->has(kXdRope);
-  if (xdrope && (type == "xdrope" || type == "dynamic")) {
-    type = "dynamic";
+  if (xdrope && (rope_type == "xdrope" || rope_type == "dynamic")) {
+    rope_type = "dynamic";
     if (!d.has("factor"))
-      fail(kOp, d.where, "factor is missing: ", m.family->model_type, "'s rope type '", type,
+      fail(kOp, d.where, "factor is missing: ", m.family->model_type, "'s rope type '", rope_type,
            "' requires it (transformers 5.23 raises KeyError)");
   }
-  if (phi3_names && (type == "su" || type == "yarn")) type = "longrope";  // Phi3Config (after standardize)
-  if (type == "su")
+  if (phi3_names && (rope_type == "su" || rope_type == "yarn"))
+    rope_type = "longrope";  // Phi3Config (after standardize)
+  if (rope_type == "su")
     fail(kOp, d.where,
          "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
          "(model_type '", m.family->model_type, "' has no such rope type in transformers 5 or 4.x)");
@@ -108,7 +109,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with
   // d = head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py L296-299, L353-357).
   const bool hunyuan = m.rules->has(kNtkAlpha);
-  const bool ntk_alpha = hunyuan && type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
+  const bool ntk_alpha = hunyuan && rope_type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
   if (ntk_alpha) {
     const double dim = static_cast<double>(m.head_dim);
     if (m.head_dim <= 2) fail(kOp, d.where, "alpha needs head_dim > 2 (its exponent is d / (d - 2))");
@@ -117,12 +118,12 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
       fail(kOp, d.where, "alpha = ", d.num("alpha"), " gives the invalid base ", theta);
     d.read.insert("rope_theta");
     d.read.insert("factor");
-    type = "default";
+    rope_type = "default";
     c.base = theta;
   }
-  s.type = scaling_type(type, d.where);
+  s.type = scaling_type(rope_type, d.where);
   if (m.rules->has(kDefaultRopeOnly) && s.type != RopeScalingType::none)
-    fail(kOp, d.where, "rope_type = \"", type, "\" is not supported by ", m.type,
+    fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported by ", m.type,
          ": its rotary module accepts 'default' only "
          "(modeling_recurrent_gemma.py L71-74 raises)");
   if (!(hunyuan && s.type == RopeScalingType::none && d.read.count("alpha")))
@@ -134,7 +135,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     // L112-135); posenc's RopeConfig spans those dims alone. The default init ignores the factor and
     // transformers fails: refused, as is a factor that does not give qk_rope_head_dim.
     const int64_t qk = m.nope + m.head_dim;
-    if (type == "default")
+    if (rope_type == "default")
       fail(kOp, d.where, "rope_type = \"default\" is not supported for ", m.type,
            ": its default init rotates all ", qk, " dims, the attention ", m.head_dim,
            " (transformers 5 fails)");
@@ -185,7 +186,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     else if (d.j.contains("factor") && s.type == RopeScalingType::yarn)
       s.factor = -1;  // explicit null: derive
     else if (factor_required)
-      fail(kOp, d.where, "factor is missing: required for rope_type '", type,
+      fail(kOp, d.where, "factor is missing: required for rope_type '", rope_type,
            "' (transformers 5 raises KeyError)");
   }
   if (d.has("original_max_position_embeddings"))
@@ -223,7 +224,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     // PhimoeRotaryEmbedding.forward; 5.23 L81-94); both keys are required (configuration_phimoe.py
     // validate_rope raises TypeError). The authors' code is written for longrope only.
     if (s.type != RopeScalingType::longrope)
-      fail(kOp, d.where, "rope_type = \"", type, "\" is not supported for model_type '", m.type,
+      fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported for model_type '", m.type,
            "': its short_mscale / long_mscale rule is defined "
            "for longrope only (Phi-3.5-MoE)");
     for (const char* k : {"short_mscale", "long_mscale"})
