@@ -101,8 +101,8 @@ const bool kModelStrict = [] {
 
 // Findings of the model reader, fixed, that POSENC_FUZZ_STRICT=0 would skip again: numbers it casts to
 // int64 or uses as sizes without bounds (src/model/rope_dict.cc head_dim * partial_rotary_factor and
-// mrope_section, src/model/config_json.cc cross_attention_layers: float -> int64 overflow; the layer
-// count: num_hidden_layers 1e8 allocates the plans until memory runs out).
+// mrope_section, src/model/hooks.cc mllama_attention's cross_attention_layers: float -> int64 overflow;
+// the layer count: num_hidden_layers 1e8 allocates the plans until memory runs out).
 bool reaches_open_model_finding(const nlohmann::json& v, const std::string& key = "", int depth = 0) {
   if (depth > 64) return false;  // the reader refuses the document (src/model/document.h)
   if (v.is_number()) {

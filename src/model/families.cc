@@ -14,7 +14,8 @@ namespace {
 constexpr RopeLayout H = RopeLayout::half, I = RopeLayout::interleaved;
 constexpr PositionMethod R = PositionMethod::rope;
 // BERT's family: causal iff is_decoder; RoBERTa's members also read row p + pad_token_id + 1.
-constexpr uint32_t kBert = kBertFamily | kCausalIffDecoder, kRoberta = kBert | kRobertaRows;
+constexpr uint64_t kBert = kBertFamily | kCausalIffDecoder, kRoberta = kBert | kRobertaRows;
+using F = Family;
 
 // Class default rope_parameters of the families whose default is not {rope_type: default, rope_theta:
 // theta} (Family::rope_parameters).
@@ -67,6 +68,8 @@ constexpr const char* kLagunaRope =
     R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
       "partial_rotary_factor": 1.0}})";
+// muse_spark_text: configuration_muse_spark.py __post_init__ presets it (its hook reads it)
+constexpr const char* kMuseSparkRope = R"({"rope_type": "default", "rope_theta": 5e5})";
 constexpr const char* kCwmRope =
     R"({"rope_type": "llama3", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 8192,
       "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
@@ -78,64 +81,111 @@ constexpr Family kFamilies[] = {
   // NanoChat: Llama's default RoPE with every angle negated (reversed_rotation below).
   {"nanochat",       R,      1e4,     2048,    0,       0,    false, H, kReversedRotation},
   {"internlm3",      R,      1e4,     32768,   128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
-  {"mistral",        R,      1e4,     131072,  0,       0,    false, H},
-  {"ministral",      R,      1e4,     131072,  0,       0,    false, H},
-  {"ministral3",     R,      1e6,     262144,  128,     0,    false, H, 0, nullptr, kMinistral3Rope},
-  {"mixtral",        R,      1e6,     131072,  0,       0,    false, H},
-  {"qwen2",          R,      1e4,     32768,   0,       0,    false, H},
-  {"qwen2_moe",      R,      1e4,     32768,   0,       0,    false, H},
-  {"qwen3",          R,      1e4,     32768,   128,     0,    false, H},
+  F{"mistral",       R,      1e4,     131072,  0,       0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_when_window),
+  F{"ministral",     R,      1e4,     131072,  0,       0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_when_window),
+  F{"ministral3",    R,      1e6,     262144,  128,     0,    false, H, 0, nullptr, kMinistral3Rope}
+      .layers(LayerRule::sliding_when_window).with(kOneMask | kMinistralTemperature),
+  F{"mixtral",       R,      1e6,     131072,  0,       0,    false, H}
+      .layers(LayerRule::sliding_when_window),
+  F{"qwen2",         R,      1e4,     32768,   0,       0,    false, H}.window(4096).window_layers(28, true)
+      .with(kSlidingWindowGate),
+  // configuration_qwen2_moe.py L114-119: odd-numbered layers below max_window_layers slide
+  F{"qwen2_moe",     R,      1e4,     32768,   0,       0,    false, H}.layers(LayerRule::hook)
+      .with(kSlidingWindowGate),
+  F{"qwen3",         R,      1e4,     32768,   128,     0,    false, H}.window(4096).window_layers(28, true)
+      .with(kSlidingWindowGate),
   // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: hidden / heads
   // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181: getattr(config, "head_dim", hidden // heads)).
-  {"qwen3_moe",      R,      1e4,     32768,   0,       0,    false, H},
-  {"qwen2_vl",       R,      1e6,     32768,   0,       0,    false, H},
-  {"qwen2_5_vl",     R,      1e6,     32768,   0,       0,    false, H},
-  {"qwen3_vl",       R,      5e5,     128000,  128,     0,    false, H},
-  {"qwen3_next",     R,      1e4,     32768,   256,     0.25, true,  H},
-  {"qwen3_5",        R,      1e4,     32768,   256,     0.25, true,  H},
+  F{"qwen3_moe",     R,      1e4,     32768,   0,       0,    false, H}
+      .layers(LayerRule::sliding_when_window).with(kOneMask | kSlidingWindowGate),
+  F{"qwen2_vl",      R,      1e6,     32768,   0,       0,    false, H}.window_layers(80, true)
+      .with(kSlidingWindowGate).alias("qwen2_vl_text"),
+  F{"qwen2_5_vl",    R,      1e6,     32768,   0,       0,    false, H}.window_layers(80, true)
+      .with(kSlidingWindowGate).alias("qwen2_5_vl_text"),
+  F{"qwen3_vl",      R,      5e5,     128000,  128,     0,    false, H}.with(kInterleavedMrope)
+      .alias("qwen3_vl_text qwen3_vl_moe_text"),
+  F{"qwen3_next",    R,      1e4,     32768,   256,     0.25, true,  H}
+      .layers(LayerRule::linear_unless_every, 4, "full_attention_interval"),
+  F{"qwen3_5",       R,      1e4,     32768,   256,     0.25, true,  H}
+      .layers(LayerRule::linear_unless_every, 4, "full_attention_interval").with(kInterleavedMrope)
+      .alias("qwen3_5_text qwen3_5_moe_text"),
   // Qwen4-Exp (Qwen3.8-Flash-Next): qwen3_5's layout with the whole head rotated by default and a QSA block
   // indexer on every indexed_attention layer
-  {"qwen4_exp_text", R,      1e4,     32768,   256,     0,    true,  H},
+  F{"qwen4_exp_text", R,      1e4,     32768,   256,     0,    true,  H}
+      .layers(LayerRule::indexed_unless_every, 4, "full_attention_interval")
+      .with(kIndexedFullAttention | kInterleavedMrope).allowed("indexed_attention linear_attention")
+      .sections(11, 11, 10).indexed(IndexerKind::qsa_block),
   {"phi",            R,      1e4,     2048,    0,       0.5,  true,  H},
-  {"phi3",           R,      1e4,     4096,    0,       1.0,  true,  H},
-  {"deepseek_v2",    R,      1e4,     2048,    0,       0,    false, I},
-  {"deepseek_v3",    R,      1e4,     4096,    0,       0,    false, I},
-  {"minicpm3",       R,      1e4,     32768,   0,       0,    false, H},
+  F{"phi3",          R,      1e4,     4096,    0,       1.0,  true,  H}.original(4096)
+      .layers(LayerRule::sliding_when_window).with(kPhi3RopeNames),
+  F{"deepseek_v2",   R,      1e4,     2048,    0,       0,    false, I}.latent(64, 128, 128)
+      .with(kRopeInterleaveUnread),
+  F{"deepseek_v3",   R,      1e4,     4096,    0,       0,    false, I}.latent(64, 128, 128),
+  F{"minicpm3",      R,      1e4,     32768,   0,       0,    false, H}.latent(32, 64, 0)
+      .with(kRopeInterleaveUnread),
   {"gemma",          R,      1e4,     8192,    256,     0,    false, H},
-  {"gemma2",         R,      1e4,     8192,    256,     0,    false, H},
-  {"gemma3_text",    R,      1e6,     131072,  256,     0,    false, H},
+  // configuration_gemma2.py: sliding iff (i + 1) % 2; scale query_pre_attn_scalar^-0.5, softcap 50
+  F{"gemma2",        R,      1e4,     8192,    256,     0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 2).scale(ScaleRule::query_pre_attn_scalar, 256).soft(50),
+  // configuration_gemma3.py: sliding_window_pattern (6); Gemma 3 stores attn_logit_softcapping but never
+  // passes it to attention (modeling_gemma3.py)
+  F{"gemma3_text",   R,      1e6,     131072,  256,     0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 6, "sliding_window_pattern")
+      .scale(ScaleRule::query_pre_attn_scalar, 256).with(kHalvedBidirectionalWindow | kBidirectionalOption)
+      .alias("gemma3"),
   {"gptj",           R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
   // GPT-J's table and rotation
   {"codegen",        R,      1e4,     2048,    0,       0,    false, I, kFixedRotaryTable},
   {"gpt_neox",       R,      1e4,     2048,    0,       0.25, true,  H},
   {"gpt_neox_japanese", R,   1e4,     2048,    0,       1.0,  true,  H},  // rotary_pct 1.0
-  {"falcon",         R,      1e4,     2048,    0,       0,    false, H},
+  F{"falcon",        R,      1e4,     2048,    0,       0,    false, H}.with(kAlibiKey),
   {"stablelm",       R,      1e4,     4096,    0,       0.25, true,  H},
   {"cohere",         R,      5e5,     8192,    0,       0,    false, I},
-  {"cohere2",        R,      1e4,     8192,    0,       0,    false, I},
-  {"cohere2_moe",    R,      1e4,     8192,    128,     0,    false, I},  // RoPE: sliding + dense prefix
+  F{"cohere2",       R,      1e4,     8192,    0,       0,    false, I}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 4, "sliding_window_pattern").pattern_number()
+      .rotating(RopeLayers::sliding_with_window),
+  F{"cohere2_moe",   R,      1e4,     8192,    128,     0,    false, I}.window(4096).layers(LayerRule::hook)
+      .rotating(RopeLayers::sliding_with_window).with(kRopeScalingUnread),  // RoPE: sliding + dense prefix
   // rope_parameters per layer type only (null: no RoPE), Qwen3-VL's interleaved M-RoPE in halves
-  {"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H, kRopePerLayerTypeOnly},
+  F{"cohere_compass_text", R, 1e4,     8192,    0,       0,    false, H, kRopePerLayerTypeOnly}.window(4096)
+      .heads(HeadRule::given_over).with(kPrfPerLayerType | kInterleavedMrope).sections(24, 20, 20)
+      .alias("cohere_compass"),
   // rope per layer type; v head 128
-  {"mimo_v2_flash",  R,      1e4,     131072,  192,     0.334, true, H, kRopePerLayerTypeOnly, nullptr,
-   kMimoV2FlashRope},
+  F{"mimo_v2_flash", R,      1e4,     131072,  192,     0.334, true, H, kRopePerLayerTypeOnly, nullptr,
+   kMimoV2FlashRope}.window(129).layers(LayerRule::hook).with(kClassPrfOnly | kOwnHeadDims | kSlidingSinks)
+      .v_head(128),
   {"glm",            R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4",           R,      1e4,     131072,  128,     0.5,  true,  I},
   {"glm4_moe",       R,      1e4,     131072,  0,       0.5,  true,  H},  // glm4_moe apply_rotary_pos_emb
-  {"starcoder2",     R,      1e4,     4096,    0,       0,    false, H},
+  F{"starcoder2",    R,      1e4,     4096,    0,       0,    false, H}
+      .layers(LayerRule::sliding_when_window),
   {"olmo2",          R,      1e4,     2048,    0,       0,    false, H},
-  {"olmo3",          R,      5e5,     2048,    0,       0,    false, H},
-  {"smollm3",        R,      2e6,     32768,   0,       0,    false, H},
-  {"exaone4",        R,      1e4,     2048,    0,       0,    false, H},
-  {"granite",        R,      1e4,     2048,    0,       0,    false, H},
+  F{"olmo3",         R,      5e5,     2048,    0,       0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 4),
+  F{"smollm3",       R,      2e6,     32768,   0,       0,    false, H}.layers(LayerRule::hook),
+  F{"exaone4",       R,      1e4,     2048,    0,       0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 4, "sliding_window_pattern").pattern_number()
+      .rotating(RopeLayers::sliding_or_no_window).alias("exaone4_5_text"),
+  // modeling_granite.py: self.scaling = config.attention_multiplier
+  F{"granite",       R,      1e4,     2048,    0,       0,    false, H}
+      .scale(ScaleRule::attention_multiplier, 1.0),
   {"nemotron",       R,      1e4,     4096,    0,       0.5,  true,  H},
   {"persimmon",      R,      1e4,     16384,   0,       0.5,  true,  H},
-  {"gpt_oss",        R,      1.5e5,   131072,  64,      0,    false, H, 0, nullptr, kGptOssRope},
-  {"llama4_text",    R,      5e5,     131072,  128,     0,    false, I},
-  {"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H},
-  {"lfm2",           R,      1e6,     128000,  0,       0,    false, H},
-  // global layers: head 512
-  {"gemma4_text",    R,      1e4,     131072,  256,     0,    false, H, 0, nullptr, kGemma4TextRope},
+  F{"gpt_oss",       R,      1.5e5,   131072,  64,      0,    false, H, 0, nullptr, kGptOssRope}.window(128)
+      .layers(LayerRule::sliding_unless_every, 2).with(kSinks),
+  F{"llama4_text",   R,      5e5,     131072,  128,     0,    false, I}.chunked(8192)
+      .layers(LayerRule::hook).with(kLlama4Temperature | kUseQkNorm).alias("llama4"),
+  F{"mllama_text_model", R,   1e4,     131072,  0,       0,    false, H}.alias("mllama"),
+  F{"lfm2",          R,      1e6,     128000,  0,       0,    false, H}.layers(LayerRule::hook)
+      .alias("lfm2_vl"),
+  // global layers: head 512 (per_layer_config); modeling_gemma4.py Gemma4TextAttention: scale 1, q/k RMS
+  // norms instead; configuration_gemma4.py: sliding_window_pattern = 6, fixed
+  F{"gemma4_text",   R,      1e4,     131072,  256,     0,    false, H, 0, nullptr, kGemma4TextRope}
+      .window(512).layers(LayerRule::sliding_unless_every, 6).scale(ScaleRule::one)
+      .with(kLastLayerFull | kRopePerLayerType | kBidirectionalVision)
+      .per_layer(PerLayerConfig::head_dims, 512).alias("gemma4"),
   // Llama-like families added with python/tests/model/test_model_families.py (class defaults checked there).
   {"arcee",          R,      1e4,     4096,    0,       0,    false, H},  // head_dim None -> hidden / heads
   // repeat_interleave cos, pairs (2j, 2j + 1)
@@ -143,129 +193,199 @@ constexpr Family kFamilies[] = {
   {"olmo",           R,      1e4,     2048,    0,       0,    false, H},
   {"olmoe",          R,      1e4,     4096,    0,       0,    false, H},
   {"flex_olmo",      R,      5e5,     4096,    0,       0,    false, H},
-  {"granitemoe",     R,      1e4,     2048,    0,       0,    false, H},
-  {"granitemoeshared", R,    1e4,     2048,    0,       0,    false, H},
+  F{"granitemoe",    R,      1e4,     2048,    0,       0,    false, H}
+      .scale(ScaleRule::attention_multiplier, 1.0),
+  F{"granitemoeshared", R,    1e4,     2048,    0,       0,    false, H}
+      .scale(ScaleRule::attention_multiplier, 1.0),
   {"ernie4_5",       R,      5e5,     131072,  128,     0,    false, I},  // as helium
   {"ernie4_5_moe",   R,      5e5,     131072,  0,       0,    false, I},
   {"seed_oss",       R,      1e4,     524288,  128,     0,    false, H},
   {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
-  {"hyperclovax",    R,      1e4,     2048,    0,       0,    false, H},
+  // configuration_hyperclovax.py L122: attention_multiplier None -> head_dim ** -0.5
+  F{"hyperclovax",   R,      1e4,     2048,    0,       0,    false, H}
+      .scale(ScaleRule::attention_multiplier, 0),
   // llama3 by default (below)
   {"apertus",        R,      1.2e7,   65536,   0,       0,    false, H, 0, nullptr, kApertusRope},
   {"aria_text",      R,      1e4,     2048,    0,     0,    false, H},
   {"jais2",          R,      1e4,     8192,    0,     0,    false, H},
-  {"minimax_m2",     R,      5e6,     196608,  128,     0,    true,  H},  // rotary_dim -> prf
+  // rotary_dim -> prf
+  F{"minimax_m2",    R,      5e6,     196608,  128,     0,    true,  H}.with(kRotaryDimPrf),
   // minimax_m2 without the rotary_dim conversion, with a block top-k indexer on minimax_m3_sparse layers
-  {"minimax_m3_vl_text", R,  5e6,     524288,  128,     0,    true,  H},
-  {"phimoe",         R,      1e6,     131072,  0,       0,    false, H},
-  {"vaultgemma",     R,      1e4,     8192,    256,     0,    false, H},
+  F{"minimax_m3_vl_text", R,  5e6,     524288,  128,     0,    true,  H}.layers(LayerRule::hook)
+      .allowed("full_attention minimax_m3_sparse").indexed(IndexerKind::block_topk)
+      .quiet("sparse_attention_config").alias("minimax_m3_vl"),
+  F{"phimoe",        R,      1e6,     131072,  0,       0,    false, H}
+      .layers(LayerRule::sliding_when_window).with(kOneMask | kPhimoeMscale),
+  F{"vaultgemma",    R,      1e4,     8192,    256,     0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 2).scale(ScaleRule::query_pre_attn_scalar, 256).soft(50),
   // llama3 by default (below)
-  {"cwm",            R,      1e6,     131072,  128,     0,    false, H, 0, nullptr, kCwmRope},
-  {"exaone_moe",     R,      1e4,     2048,    0,       0,    false, H},  // RoPE as exaone4
-  {"kolibri1",       R,      1e4,     262144,  128,     0,    false, H},  // RoPE as exaone4
-  {"flint",          R,      1e4,     262144,  128,     0,    false, H},  // RoPE on sliding layers only
-  {"afmoe",          R,      1e4,     16384,   128,     0,    false, H},  // RoPE on sliding layers only
+  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
+  F{"cwm",           R,      1e6,     131072,  128,     0,    false, H, 0, nullptr, kCwmRope}.window(8192)
+      .layers(LayerRule::full_every_from_zero, 4),
+  F{"exaone_moe",    R,      1e4,     2048,    0,       0,    false, H}.window(4096)
+      .layers(LayerRule::sliding_unless_every, 4, "sliding_window_pattern").pattern_number()
+      .rotating(RopeLayers::sliding_or_no_window),  // RoPE as exaone4
+  // RoPE as exaone4
+  // configuration_kolibri1.py: full iff (i + 1) % 5 == 0
+  F{"kolibri1",      R,      1e4,     262144,  128,     0,    false, H}.window(513)
+      .layers(LayerRule::sliding_unless_every, 5).rotating(RopeLayers::sliding_or_no_window),
+  F{"flint",         R,      1e4,     262144,  128,     0,    false, H}.window(513).layers(LayerRule::hook)
+      .rotating(RopeLayers::sliding_with_window).with(kSinks),  // RoPE on sliding layers only
+  // RoPE on sliding layers only
+  // configuration_afmoe.py L107-111: global_attn_every_n_layers (4)
+  F{"afmoe",         R,      1e4,     16384,   128,     0,    false, H}.window(1024)
+      .layers(LayerRule::sliding_unless_every, 4, "global_attn_every_n_layers").rotating(RopeLayers::sliding),
   // RoPE iff layer_rope_theta[i] != 0 (by default the sliding layers), whole head, q / k norms before it
-  {"muse_glimmer_text", R,   1e4,     131072,  128,     0,    false, H},
+  F{"muse_glimmer_text", R,   1e4,     131072,  128,     0,    false, H}.window(2048).layers(LayerRule::hook)
+      .scale(ScaleRule::qk_scale_factor, 3.87).with(kSlidingNeedsWindow).alias("muse_glimmer"),
   // runs muse_glimmer_text's positional code: modular_muse_spark.py: MuseSparkTextConfig, its attention and
   // model subclass Muse Glimmer's
   // rope_parameters preset 5e5
-  {"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text"},
-  {"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H},
+  F{"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text",
+    kMuseSparkRope}
+      .scale(ScaleRule::qk_scale_factor, 5.4730064863875).alias("muse_spark"),
+  // configuration_granite_docling.py L148: attention_multiplier 0.015625 by default
+  F{"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H}
+      .scale(ScaleRule::attention_multiplier, 0.015625),
   // Llama-like families checked against transformers 5.23 by python/tests/model/test_model_families.py.
   {"iquestcoder",    R,      1e4,     131072,  128,     0,    false, H},  // auto/modeling_auto.py: LlamaModel
   {"emu3_text_model", R,     1e6,     9216,    0,       0,    false, H},
   // per-head q/k LayerNorm before RoPE
   {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},
   {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
-  {"dots1",          R,      1e4,     2048,    0,       0,    false, H},
+  // configuration_dots1.py L119-125: sliding from max_window_layers (62), no use_sliding_window gate
+  F{"dots1",         R,      1e4,     2048,    0,       0,    false, H}.window(4096)
+      .window_layers(62, false),
   // rope_parameters per layer type
-  {"mellum",         R,      1e4,     131072,  128,     0,    false, H, 0, nullptr, kMellumRope},
+  F{"mellum",        R,      1e4,     131072,  128,     0,    false, H, 0, nullptr, kMellumRope}
+      .window(1024),
   // conv / sliding / full (proportional)
-  {"lfm3",           R,      1e6,     128000,  128,     0,    false, H, 0, nullptr, kLfm3Rope},
-  {"youtu",          R,      1e4,     131072,  0,       0,    false, I},  // MLA as deepseek_v3
-  {"axk1",           R,      1e4,     32768,   0,       0,    false, I},  // MLA as deepseek_v3
+  F{"lfm3",          R,      1e6,     128000,  128,     0,    false, H, 0, nullptr, kLfm3Rope}.window(256)
+      .layers(LayerRule::hook),
+  // MLA as deepseek_v3
+  F{"youtu",         R,      1e4,     131072,  0,       0,    false, I}.latent(64, 128, 128),
+  // MLA as deepseek_v3
+  F{"axk1",          R,      1e4,     32768,   0,       0,    false, I}.latent(64, 128, 128),
   // MLA as deepseek_v3 (nope 192, v 256)
-  {"glm4_moe_lite",  R,      1e4,     202752,  0,       0,    false, I},
+  F{"glm4_moe_lite", R,      1e4,     202752,  0,       0,    false, I}.latent(64, 192, 256),
   // MLA; yarn + llama_4_scaling_beta
-  {"mistral4",       R,      1e4,     1048576, 0,       0,    false, I, 0, nullptr, kMistral4Rope},
+  F{"mistral4",      R,      1e4,     1048576, 0,       0,    false, I, 0, nullptr, kMistral4Rope}
+      .latent(64, 64, 128).with(kMinistralTemperature | kMlaRopeFactor),
   // DeepSeek-V3's MLA with DeepSeek sparse attention's top-k indexer (model.h TopkIndexer).
-  {"deepseek_v32",   R,      1e4,     163840,  0,       0,    false, I, kAlwaysPairs},
+  F{"deepseek_v32",  R,      1e4,     163840,  0,       0,    false, I, kAlwaysPairs}.latent(64, 128, 128)
+      .layers(LayerRule::indexed).allowed("indexed_attention").indexed(IndexerKind::dsa_halves, 64),
   {"deepseek_v4",    R,      1e4,     1048576, 512,     0.125, true, I},  // src/model/deepseek_v4.cc
   // runs deepseek_v32's positional code: modular_axk2.py: DeepSeek-V3.2's rotary module, indexer and rotation
   // (a fused q / gate projection)
   // deepseek_v32's rules
-  {"axk2",           R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"},
+  F{"axk2",          R,      1e4,     131072,  0,       0,    false, I, 0, "deepseek_v32"}
+      .latent(32, 64, 64).indexed(IndexerKind::dsa_halves, 16),
   // rope_parameters per layer type, as given (configuration_laguna.py: no conversion); per-layer head counts
-  {"laguna",         R,      5e5,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly, nullptr,
-   kLagunaRope},
+  F{"laguna",        R,      5e5,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly, nullptr,
+   kLagunaRope}.with(kPrfPerLayerType).quiet("num_attention_heads_per_layer"),
   // rope_parameters per layer type built from per-layer rope_theta / partial_rotary_factors
   // (src/model/step3p5.cc)
-  {"step3p5",        R,      1e4,     128000,  128,     0,    true,  H, kRopePerLayerTypeOnly},
+  F{"step3p5",       R,      1e4,     128000,  128,     0,    true,  H, kRopePerLayerTypeOnly}
+      .with(kPrfPerLayerType | kRopeScalingFolded | kBidirectionalOption)
+      .scale(ScaleRule::query_pre_attn_scalar_positive).per_layer(PerLayerConfig::global_head_dim)
+      .quiet("num_sliding_attention_heads attention_other_setting"),
   // GLM-5: nope 192, v 256
-  {"glm_moe_dsa",    R,      1e4,     202752,  0,       0,    false, I, kAlwaysPairs},
+  F{"glm_moe_dsa",   R,      1e4,     202752,  0,       0,    false, I, kAlwaysPairs}.latent(64, 192, 256)
+      .layers(LayerRule::indexed).allowed("indexed_attention").indexed(IndexerKind::dsa_pairs_shared, 32),
   // Hunyuan 4: DeepSeek-V3.2's MLA and indexer in halves (the indexer's RoPE on its head's last dims), a sink
   // per head, indexer_types sharing
-  {"hy_v4",          R,      1e4,     262144,  0,       0,    false, H},
+  F{"hy_v4",         R,      1e4,     262144,  0,       0,    false, H}.latent(64, 192, 256)
+      .layers(LayerRule::indexed).allowed("indexed_attention").indexed(IndexerKind::dsa_flipped, 16)
+      .with(kRopeInterleaveUnread | kSinks | kWholeHeadApply),
   // Dots 3 Note: MLA with dims per layer type (sliding: nope 192, windows of 512, base 5e4; indexed: nope
   // 128, base 8e7, GLM-5's indexer), interleaved (src/model/dots3.cc; configuration_dots3_note.py L241-285)
-  {"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I, kRopePerLayerTypeOnly},
+  F{"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I, kRopePerLayerTypeOnly}
+      .latent(64, 128, 128).allowed("full_attention sliding_attention indexed_attention")
+      .with(kIndexedRopeDict).per_layer(PerLayerConfig::mla_dims).indexed(IndexerKind::dsa_pairs_indexed, 64)
+      .alias("dots3_note"),
   // Two MLA sublayers per decoder layer (attention layers 2i and 2i + 1): V3's rotation.
-  {"longcat_flash",  R,      1e4,     131072,  0,       0,    false, I, kAlwaysPairs},
-  {"jetmoe",         R,      1e4,     4096,    0,       0,    false, H},  // head_dim = kv_channels
-  {"dbrx",           R,      1e4,     2048,    0,       0,    false, H},  // base: attn_config.rope_theta
+  F{"longcat_flash", R,      1e4,     131072,  0,       0,    false, I, kAlwaysPairs}.latent(64, 128, 128)
+      .with(kRotaryHeadDim),
+  // head_dim = kv_channels
+  F{"jetmoe",        R,      1e4,     4096,    0,       0,    false, H}.heads(HeadRule::kv_channels),
+  // base: attn_config.rope_theta
+  F{"dbrx",          R,      1e4,     2048,    0,       0,    false, H}.heads(HeadRule::fixed),
   // RMS norms on q and k after RoPE; dynamic with alpha = a fixed NTK base (modeling_hunyuan_v1_dense.py).
-  {"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H},
-  {"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H},
+  F{"hunyuan_v1_dense", R,    1e4,     2048,    0,       0,    false, H}
+      .with(kNtkAlpha | kNormsAfterRope | kHeadDimRequired),
+  F{"hunyuan_v1_moe", R,      1e4,     2048,    0,       0,    false, H}
+      .with(kNtkAlpha | kNormsAfterRope | kHeadDimRequired),
   // HunYuan-VL's text model (HunyuanOCR): hunyuan_v1_dense's rules, "xdrope" = dynamic, multi-axis positions
   // runs hunyuan_v1_dense's positional code: modeling_hunyuan_vl.py: HunYuan dense's NTK-alpha rotary module
   // and attention with multi-axis positions
-  {"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H, 0, "hunyuan_v1_dense"},
+  F{"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H, 0, "hunyuan_v1_dense"}
+      .heads(HeadRule::required).with(kXdRope).alias("hunyuan_vl"),
   // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
-  {"granite_swa",    R,      1e4,     8192,    0,       0,    false, H},
-  {"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H},
+  // configuration_granite_swa.py L105-108: full on layers 0, 4, 8, ...; modeling_granite_swa.py L152: a sink
+  // per head; self.scaling = config.attention_multiplier
+  F{"granite_swa",   R,      1e4,     8192,    0,       0,    false, H}.window(128)
+      .layers(LayerRule::full_every_from_zero, 4).scale(ScaleRule::attention_multiplier, 1.0).with(kSinks),
+  F{"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H}.window(128)
+      .layers(LayerRule::full_every_from_zero, 4).scale(ScaleRule::attention_multiplier, 1.0).with(kSinks),
   // Hybrids: softmax attention on some layers, state-space / linear attention / recurrence on the others.
-  {"recurrent_gemma", R,     1e4,     0,       0,       0.5,  true,  H},  // no max_position_embeddings
-  {"minimax",        R,      1e6,     131072,  0,       0,    false, H},
-  {"olmo_hybrid",    R,      1e4,     65536,   0,       0,    false, H},  // rope_theta null: no RoPE
-  {"lfm2_moe",       R,      1e6,     128000,  0,       0,    false, H},
+  F{"recurrent_gemma", R,     1e4,     0,       0,       0.5,  true,  H}.layers(LayerRule::hook)
+      .with(kDerivedLayerList | kDefaultRopeOnly),  // no max_position_embeddings
+  F{"minimax",       R,      1e6,     131072,  0,       0,    false, H}.layers(LayerRule::hook)
+      .allowed("full_attention linear_attention").with(kWindowOnFullLayers),
+  F{"olmo_hybrid",   R,      1e4,     65536,   0,       0,    false, H}.layers(LayerRule::hook)
+      .allowed("full_attention linear_attention"),  // rope_theta null: no RoPE
+  F{"lfm2_moe",      R,      1e6,     128000,  0,       0,    false, H}.layers(LayerRule::hook)
+      .allowed("full_attention conv"),
   // MLA as deepseek_v3 + linear layers
-  {"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I, kAlwaysPairs},
+  // configuration_bailing_hybrid.py L143-147: full every layer_group_size; attribute_map
+  // max_position_embeddings -> model_max_length
+  F{"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I, kRopeInterleaveUnread}
+      .latent(64, 128, 128).layers(LayerRule::linear_unless_every, 6, "layer_group_size")
+      .allowed("full_attention linear_attention").max_pos_from("model_max_length"),
   // MLA without RoPE: qk heads of qk_nope_head_dim + qk_rope_head_dim, nothing rotated
   // (modeling_kimi_linear.py KimiLinearMLAAttention: "MLA ... with NoPE").
-  {"kimi_linear",    PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  F{"kimi_linear",   PositionMethod::none, 0, 1048576, 0, 0, false, H}.heads(HeadRule::kimi_mla)
+      .layers(LayerRule::hook).allowed("full_attention linear_attention").max_pos_from("model_max_length")
+      .with(kOwnHeadDims),
   // GLM-5-Next (GLM-5.3-Flash): NoPE MLA on its indexed_attention layers (qk_rope_head_dim must be 0, a
   // k-pool indexer without RoPE), KDA linear attention elsewhere
   // (modeling_glm5_next.py: "Key change using NoPE")
-  {"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H},
+  F{"glm5_next_text", PositionMethod::none, 0, 1048576, 0, 0, false, H}.heads(HeadRule::nope_mla)
+      .layers(LayerRule::hook).allowed("indexed_attention linear_attention")
+      .with(kIndexedFullAttention | kOwnHeadDims).indexed(IndexerKind::kpool).alias("glm5_next"),
   // ZAYA: rope_parameters per layer type (hybrid 5e6, hybrid_sliding 1e4, half of the head), CCA convolutions
   // and a norm with a learned key temperature before RoPE (the caller's), src/model/zaya.cc
   {"zaya",           R,      1e4,     131072,  128,     0,    true,  H, kRopePerLayerTypeOnly},
   // Molmo 2: the rope dict on rope_scaling_layers (all by default), plain RoPE of the same base elsewhere
-  {"molmo2_text",    R,      1e4,     36864,   128,     0,    false, H},
+  F{"molmo2_text",   R,      1e4,     36864,   128,     0,    false, H}.with(kWholeHeadApply),
   // Text models with another family's positional code (Family::rules); their own
   // class defaults. M-RoPE sections when a config has none: src/model/rope_dict.cc.
   // runs glm4's positional code: modeling_glm4v.py: rotate_half_llm (pairs), partial rotary
   // prf from rope_parameters, 1.0
-  {"glm4v_text",     R,      1e4,     32768,   0,       0,    true,  I, 0, "glm4"},
+  F{"glm4v_text",    R,      1e4,     32768,   0,       0,    true,  I, 0, "glm4"}.sections(8, 12, 12)
+      .alias("glm4v"),
   // runs glm4's positional code: modeling_glm_ocr.py: as glm4v
-  {"glm_ocr_text",   R,      1e4,     131072,  0,       0,    true,  I, 0, "glm4"},
+  F{"glm_ocr_text",  R,      1e4,     131072,  0,       0,    true,  I, 0, "glm4"}.sections(8, 12, 12)
+      .alias("glm_ocr"),
   // runs glm4_moe's positional code: modeling_glm4v_moe.py: rotate_half, prf 0.5 by default
-  {"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H, 0, "glm4_moe"},
+  F{"glm4v_moe_text", R,      1e4,     65536,   0,       0.5,  true,  H, 0, "glm4_moe"}.sections(8, 12, 12)
+      .alias("glm4v_moe"),
   // runs qwen2_5_vl's positional code: modeling_qwen2_5_omni.py: Qwen2.5-VL's thinker text model
-  {"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H, 0, "qwen2_5_vl"},
+  F{"qwen2_5_omni_text", R,   1e6,     32768,   0,       0,    false, H, 0, "qwen2_5_vl"}
+      .sections(16, 24, 24),
   // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: interleaved M-RoPE, no window
   // head_dim: hidden / heads
-  {"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H, 0, "qwen3_vl"},
+  F{"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H, 0, "qwen3_vl"}.sections(24, 20, 20)
+      .with(kWindowIgnored),
   // Qwen3-Omni's talker (its own class defaults: base 1e4), the thinker's rotary module and attention
   // (modeling_qwen3_omni_moe.py L2800, L2905-2907)
   // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: the thinker's rotary module
-  {"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H, 0, "qwen3_vl"},
+  F{"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H, 0, "qwen3_vl"}.sections(24, 20, 20),
   // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
   // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
   // runs glm4_moe's positional code: modeling_glm_image.py: glm4v_moe's rotary and attention
-  {"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H, 0, "glm4_moe"},
+  F{"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H, 0, "glm4_moe"}.sections(8, 12, 12),
   // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py L119-212;
   // its backbone model sums the codebooks' embeddings per position) and Higgs Audio v2's
   // (modeling_higgs_audio_v2.py L83-113, L333-378; llama3 scaling by default)
@@ -278,50 +398,63 @@ constexpr Family kFamilies[] = {
   // runs mistral's positional code: modeling_voxtral_realtime.py: Mistral's, window on all
   {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H, 0, "mistral"},
   // runs llama's positional code: modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
-  {"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H, 0, "llama"},
+  F{"paddleocr_vl_text", R,   5e5,     131072,  128,     0,    false, H, 0, "llama"}.sections(16, 24, 24)
+      .alias("paddleocr_vl"),
   // runs llama's positional code: modeling_cosmos3_edge.py: Llama + Qwen3-VL's rotary module
-  {"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H, 0, "llama"},
+  F{"cosmos3_edge_text", R,   1e8,     131072,  128,     0,    false, H, 0, "llama"}.sections(24, 20, 20)
+      .with(kInterleavedMrope).alias("cosmos3_edge"),
   // runs llama's positional code: modeling_deepseek_ocr2.py: plain multi-head attention
   // head_dim = hidden / heads
   {"deepseek_ocr2_text", R,  1e4,     2048,    0,       0,    false, H, 0, "llama"},
   // runs granite's positional code: modeling_granite4_vision.py: scaling = attention_multiplier
-  {"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H, 0, "granite"},
+  F{"granite4_vision_text", R, 1e4,    2048,    0,       0,    false, H, 0, "granite"}
+      .alias("granite4_vision"),
   // runs phi3's positional code: modeling_phi4_multimodal.py: Phi-3's attention and longrope
   {"phi4_multimodal", R,     1e4,     131072,  0,       1.0,  true,  H, 0, "phi3"},
   // runs gemma4_text's positional code: modeling_gemma4_unified.py: Gemma4TextAttention
   // global layers: head 512
-  {"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H, 0, "gemma4_text"},
+  F{"gemma4_unified_text", R, 1e4,     262144,  256,     0,    false, H, 0, "gemma4_text"}.window(1024)
+      .alias("gemma4_unified"),
   // runs gemma3_text's positional code: modeling_gemma3n.py: Gemma 3's bases and rope dicts
   // scale 1, full every 5th layer
-  {"gemma3n_text",   R,      1e6,     32768,   256,     0,    false, H, 0, "gemma3_text"},
+  // configuration_gemma3n.py L141-144: full iff (i + 1) % 5 == 0; modeling_gemma3n.py L1172: scaling 1.0
+  // with q/k RMS norms, no query_pre_attn_scalar
+  F{"gemma3n_text",  R,      1e6,     32768,   256,     0,    false, H, 0, "gemma3_text"}.window(512)
+      .layers(LayerRule::sliding_unless_every, 5).scale(ScaleRule::one).quiet("num_kv_shared_layers")
+      .alias("gemma3n"),
   // runs ernie4_5_moe's positional code: modeling_ernie4_5_vl_moe.py: pairs, M-RoPE h / w alternating
   // mrope_alternating_hw
-  {"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I, 0, "ernie4_5_moe"},
+  F{"ernie4_5_vl_moe_text", R, 5e5,    131072,  0,       0,    false, I, 0, "ernie4_5_moe"}
+      .sections(22, 22, 20).with(kAlternatingHwMrope).alias("ernie4_5_vl_moe"),
   // ModernBERT's decoder: global / local bases, windows of local_attention / 2, causal.
-  {"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H},
+  F{"modernbert-decoder", R,  1.6e5,   8192,    0,       0,    false, H}
+      .layers(LayerRule::full_every_from_zero, 3, "global_attn_every_n_layers"),
   // modernbert: modernbert-decoder's rules, both ways
   // runs modernbert-decoder's positional code: modeling_modernbert.py: the encoder of modernbert-decoder's
   // bases, layer pattern and rope dicts (configuration_modernbert.py L115-151), bidirectional, a symmetric
   // window (layer_types.cc)
-  {"modernbert",     R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "modernbert-decoder"},
+  F{"modernbert",    R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "modernbert-decoder"}
+      .with(kSymmetricWindowPlusOne),
   // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
   // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
   // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
   // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
   // runs gemma4_text's positional code: modeling_embedding_gemma2.py: Gemma 4's, bidirectional
-  {"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text",
-   kEmbeddingGemma2TextRope},
+  F{"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text",
+   kEmbeddingGemma2TextRope}.with(kInclusiveBidirectionalWindow),
   // runs gpt_oss's positional code: modeling_openai_privacy_filter.py: gpt-oss's, bidirectional
-  {"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"},
+  F{"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"}
+      .with(kInclusiveBidirectionalWindow | kAllSliding),
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
   // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
-  {"ultrabert",      R,      1e4,     32768,   0,       0,    false, H,
+  F{"ultrabert",     R,      1e4,     32768,   0,       0,    false, H,
    kBidirectional | kRopePerLayerTypeOnly,
-   nullptr, kUltrabertRope},
+   nullptr, kUltrabertRope}.window(128).with(kInclusiveBidirectionalWindow),
   // RoPE encoders (Llama's rotation, bidirectional: src/model/families.cc always_bidirectional)
   // runs llama's positional code: modeling_nomic_bert.py: Llama's rotary module and rotate_half over the
   // whole head, bidirectional
-  {"nomic_bert",     R,      1e3,     2048,    0,       0,    false, H, kBidirectional, "llama"},
+  F{"nomic_bert",    R,      1e3,     2048,    0,       0,    false, H, kBidirectional, "llama"}
+      .with(kCanonicalSizeKeys),
   // runs llama's positional code: modeling_gte.py: Llama's rotary module and rotate_half over the whole head,
   // bidirectional
   {"gte",            R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "llama"},
@@ -349,21 +482,39 @@ constexpr Family kFamilies[] = {
   {"xlstm",          PositionMethod::none, 0, 0, 0, 0, false, H, kAttentionFree},
   // No positional encoding in the attention layers (modeling_jamba.py, modeling_nemotron_h.py,
   // modeling_zamba.py: apply_rotary_pos_emb is defined but never called).
-  {"jamba",          PositionMethod::none, 0, 262144, 0, 0, false, H},
-  {"nemotron_h",     PositionMethod::none, 0, 4096, 128, 0, false, H},
-  {"zamba",          PositionMethod::none, 0, 4096, 0, 0, false, H},
-  {"bamba",          R,      1e4,     262144,  0,       0.5,  true,  H},  // prf forced 0.5 (config)
-  {"granitemoehybrid", R,    1e4,     2048,    0,       0,    false, H},  // RoPE iff position_embedding_type
-  {"falcon_h1",      R,      1e4,     8192,    0,       0,    false, H},  // mamba + attention in every layer
-  {"zamba2",         R,      1e4,     4096,    0,       0,    false, H},  // RoPE iff use_mem_rope
+  F{"jamba",         PositionMethod::none, 0, 262144, 0, 0, false, H}.layers(LayerRule::hook)
+      .with(kDerivedLayerList),
+  F{"nemotron_h",    PositionMethod::none, 0, 4096, 128, 0, false, H}.heads(HeadRule::nemotron)
+      .layers(LayerRule::hook).allowed("full_attention linear_attention moe mlp").with(kBlockTypeListFirst),
+  // modeling_zamba.py L137: scaling (head_dim / 2) ** -0.5
+  F{"zamba",         PositionMethod::none, 0, 4096, 0, 0, false, H}.heads(HeadRule::doubled)
+      .layers(LayerRule::hook).allowed("hybrid linear_attention").scale(ScaleRule::half_head),
+  F{"bamba",         R,      1e4,     262144,  0,       0.5,  true,  H}.layers(LayerRule::hook)
+      .with(kDerivedLayerList),  // prf forced 0.5 (config)
+  // RoPE iff position_embedding_type
+  F{"granitemoehybrid", R,    1e4,     2048,    0,       0,    false, H}.layers(LayerRule::linear)
+      .allowed("full_attention linear_attention").scale(ScaleRule::attention_multiplier, 1.0),
+  // modeling_falcon_h1.py L208: k_proj(x) times key_multiplier before RoPE, the logits' factor
+  F{"falcon_h1",     R,      1e4,     8192,    0,       0,    false, H}.layers(LayerRule::hybrid)
+      .with(kDerivedLayerList).scale(ScaleRule::key_multiplier),  // mamba + attention in every layer
+  // RoPE iff use_mem_rope
+  F{"zamba2",        R,      1e4,     4096,    0,       0,    false, H}.heads(HeadRule::doubled)
+      .layers(LayerRule::hook).allowed("hybrid linear_attention").scale(ScaleRule::half_head),
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
-  {"xglm",           PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},  // ModelPositions::sinusoidal
+  // ModelPositions::sinusoidal
+  F{"xglm",          PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H}.offset(2),
   // Kosmos-2's text decoder: XGLM's table, read at row p + pad_token_id + 1 (config_json.cc)
-  {"kosmos_2_text_model", PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H},
-  {"kosmos_2_5_text_model", PositionMethod::sinusoidal, 0, 4096, 0, 0, false, H},  // the same, q pre-scaled
-  {"ctrl",           PositionMethod::sinusoidal, 0, 256,  0, 0, false, H},
+  F{"kosmos_2_text_model", PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H}
+      .size_keys("embed_dim hidden_size", "layers num_hidden_layers").with(kSinusoidalRowsAfterPad),
+  // the same, q pre-scaled
+  F{"kosmos_2_5_text_model", PositionMethod::sinusoidal, 0, 4096, 0, 0, false, H}
+      .size_keys("embed_dim hidden_size", "layers num_hidden_layers").with(kSinusoidalRowsAfterPad),
+  F{"ctrl",          PositionMethod::sinusoidal, 0, 256,  0, 0, false, H}
+      .frequencies(SinusoidalFrequencies::model_dim),
   {"mpt",            PositionMethod::alibi,   0, 2048, 0, 0, false, H},
-  {"t5",             PositionMethod::t5,      0, 0,    0, 0, false, H},
+  // modeling_t5.py: no 1/sqrt(d) (folded into the initialization)
+  F{"t5",            PositionMethod::t5,      0, 0,    0, 0, false, H}.scale(ScaleRule::one).with(kT5Stacks)
+      .heads(HeadRule::d_kv),
   // T5's rules (Family::rules); umt5: a bucket table in every layer;
   // pix2struct_text_model: a decoder alone (is_decoder, unidirectional buckets).
   // runs t5's positional code: modeling_mt5.py: T5's buckets (_relative_position_bucket) and unscaled
@@ -371,18 +522,22 @@ constexpr Family kFamilies[] = {
   {"mt5",            PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
   // runs t5's positional code: modeling_umt5.py: T5's buckets (_relative_position_bucket) and unscaled
   // attention
-  {"umt5",           PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"},
+  F{"umt5",          PositionMethod::t5,      0, 0,    0, 0, false, H, 0, "t5"}.with(kBiasPerLayer)
+      .quiet("scalable_attention"),
   // runs t5's positional code: modeling_switch_transformers.py: T5's buckets (_relative_position_bucket) and
   // unscaled attention
-  {"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H, 0, "t5"},
+  F{"switch_transformers", PositionMethod::t5, 0, 0,    0, 0, false, H, 0, "t5"}.decoder(12),
   // runs t5's positional code: modeling_pix2struct.py: T5's buckets (_relative_position_bucket) and unscaled
   // attention
-  {"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H, 0, "t5"},
-  {"gpt2",           PositionMethod::learned, 0, 1024, 0, 0, false, H},
+  F{"pix2struct_text_model", PositionMethod::t5, 0, 0,  0, 0, false, H, 0, "t5"}.with(kDecoderOnly),
+  F{"gpt2",          PositionMethod::learned, 0, 1024, 0, 0, false, H}.scale(ScaleRule::scale_attn_weights)
+      .with(kInverseLayerScale),
   {"bert",           PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
-  {"gpt_neo",        PositionMethod::learned, 0, 2048, 0, 0, false, H},
-  {"gpt_bigcode",    PositionMethod::learned, 0, 1024, 0, 0, false, H},
-  {"opt",            PositionMethod::learned, 0, 2048, 0, 0, false, H},
+  // modeling_gpt_neo.py _attn: q k^T with no 1/sqrt(d); its layer types: attention_types
+  F{"gpt_neo",       PositionMethod::learned, 0, 2048, 0, 0, false, H}.scale(ScaleRule::one)
+      .layers(LayerRule::hook),
+  F{"gpt_bigcode",   PositionMethod::learned, 0, 1024, 0, 0, false, H}.scale(ScaleRule::scale_attn_weights),
+  F{"opt",           PositionMethod::learned, 0, 2048, 0, 0, false, H}.offset(2),
   // learned encoders, row p (ibert: RoBERTa's p + pad_token_id + 1), bidirectional
   {"distilbert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
   {"squeezebert",    PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
@@ -393,9 +548,10 @@ constexpr Family kFamilies[] = {
   {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
   // MobileBERT (modeling_mobilebert.py L78, L105-106, L134): row p, bidirectional; heads of the
   // bottleneck (src/model/per_layer.cc head_dims).
-  {"mobilebert",     PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
+  F{"mobilebert",    PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional}
+      .heads(HeadRule::bottleneck),
   {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H, kBidirectional},
-  {"biogpt",         PositionMethod::learned, 0, 1024, 0, 0, false, H},  // row p + 2, as opt
+  F{"biogpt",        PositionMethod::learned, 0, 1024, 0, 0, false, H}.offset(2),  // row p + 2, as opt
   // BERT's encoders (causal iff is_decoder); the RoBERTa family reads row p + pad_token_id + 1.
   {"electra",        PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
   {"ernie",          PositionMethod::learned, 0, 512,  0, 0, false, H, kBert},
@@ -511,7 +667,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"qwen3_5_text", 4096, 16, 32},
       {"qwen3_moe", 2048, 32, 24},
       {"qwen3_next", 2048, 16, 48},
-      {"qwen3_vl_moe_text", 2048, 16, 24},
+      {"qwen3_vl_moe_text", 2048, 16, 24, true},
       {"qwen3_vl_text", 4096, 32, 32},
       {"seed_oss", 4096, 80, 64},
       {"smollm3", 2048, 16, 36},
@@ -663,12 +819,47 @@ constexpr IgnoredKey kIgnoredByTransformers[] = {
     {"stablelm", "rotary_scaling_factor", "its scaling is rope_parameters"},
     {"falcon_h1", "attn_layer_indices", "every layer has attention beside its Mamba mixer"},
 };
+
+// Every Family::rules names a row, which follows no other row's rules.
+constexpr bool rules_name_rows() {
+  for (const Family& f : kFamilies) {
+    if (!f.rules) continue;
+    bool found = false;
+    for (const Family& r : kFamilies)
+      if (std::string_view(r.model_type) == f.rules) found = r.rules == nullptr;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(rules_name_rows(), "a Family::rules names no row, or a row that has rules of its own");
 }  // namespace
+
+bool in_list(const char* list, std::string_view name) {
+  if (!list) return false;
+  for (std::string_view rest = list; !rest.empty();) {
+    const size_t end = rest.find(' ');
+    if (rest.substr(0, end) == name) return true;
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return false;
+}
 
 const Family* find_family(const std::string& model_type) {
   for (const Family& f : kFamilies)
     if (model_type == f.model_type) return &f;
   return nullptr;
+}
+
+std::string canonical_type(const std::string& model_type) {
+  for (const Family& f : kFamilies)
+    if (in_list(f.aliases, model_type)) return f.model_type;
+  return model_type;
+}
+
+std::string rules_type(const std::string& model_type) {
+  const Family* f = find_family(model_type);
+  return f && f->rules ? f->rules : model_type;
 }
 
 const SizeDefaults* find_size_defaults(const std::string& model_type) {

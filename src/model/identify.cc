@@ -42,11 +42,25 @@ std::string model_type_from_auto_map(const json& root) {
 bool kimi_k2_is_deepseek_v3(const json& root) {
   return auto_map_config_class(root) == "configuration_deepseek.DeepseekV3Config";
 }
-constexpr const char* kKimiK2Warning =
-    "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
-    "read "
-    "as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 reads "
-    "kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)";
+
+// Model types read as another (a config of `model_type`, or a `wrapper`'s text_config of that type, `when` it
+// holds), with the warning that says so.
+struct ReadAs {
+  const char* model_type;
+  const char* wrapper;  // nullptr: the config's own model_type
+  const char* read_as;
+  bool (*when)(const json& root);  // nullptr: always
+  const char* note;
+};
+const ReadAs kReadAs[] = {
+    {"kimi_k2", nullptr, "deepseek_v3", kimi_k2_is_deepseek_v3,
+     "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
+     "read as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 "
+     "reads kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)"},
+    {"kimi_k2", "kimi_k25", "deepseek_v3", nullptr,  // configuration_kimi_k25.py L85-86
+     "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config rewrites it "
+     "(configuration_kimi_k25.py L85-86)"},
+};
 
 }  // namespace
 
@@ -61,19 +75,20 @@ std::optional<Identified> identified_as_other_type(const json& root) {
                                             root.at("auto_map").at("AutoConfig").get<std::string>()};
   }
   const json& type = root.at("model_type");
-  if (type == "kimi_k2" && kimi_k2_is_deepseek_v3(root)) {
-    json named = root;
-    named["model_type"] = "deepseek_v3";
-    return Identified{std::move(named), kKimiK2Warning};
-  }
-  if (type == "kimi_k25" && has(root, "text_config") && root.at("text_config").is_object() &&
-      has(root.at("text_config"), "model_type") &&
-      root.at("text_config").at("model_type") == "kimi_k2") {  // configuration_kimi_k25.py L85-86
+  for (const ReadAs& r : kReadAs) {
+    if (!r.wrapper) {
+      if (type != r.model_type || (r.when && !r.when(root))) continue;
+      json named = root;
+      named["model_type"] = r.read_as;
+      return Identified{std::move(named), r.note};
+    }
+    if (type != r.wrapper || !has(root, "text_config") || !root.at("text_config").is_object() ||
+        !has(root.at("text_config"), "model_type") ||
+        root.at("text_config").at("model_type") != r.model_type || (r.when && !r.when(root)))
+      continue;
     json renamed = root;
-    renamed["text_config"]["model_type"] = "deepseek_v3";
-    return Identified{std::move(renamed),
-                      "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config "
-                      "rewrites it (configuration_kimi_k25.py L85-86)"};
+    renamed["text_config"]["model_type"] = r.read_as;
+    return Identified{std::move(renamed), r.note};
   }
   return std::nullopt;
 }

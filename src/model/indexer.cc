@@ -166,9 +166,12 @@ std::vector<std::optional<TopkIndexer>> qwen4_exp_indexers(Obj& j, const Model& 
 std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
                                                       const std::vector<std::string>& types,
                                                       std::vector<std::string>& warnings) {
-  if (m.type == "minimax_m3_vl_text") return minimax_m3_indexers(j, m, types, warnings);
-  if (m.type == "qwen4_exp_text") return qwen4_exp_indexers(j, m, types, warnings);
-  if (m.type == "glm5_next_text") {
+  // The model's own kind where its row names one (axk2: its own index_n_heads), else its family's.
+  const Family& row = m.family->indexer != IndexerKind::none ? *m.family : *m.rules;
+  const IndexerKind kind = row.indexer;
+  if (kind == IndexerKind::block_topk) return minimax_m3_indexers(j, m, types, warnings);
+  if (kind == IndexerKind::qsa_block) return qwen4_exp_indexers(j, m, types, warnings);
+  if (kind == IndexerKind::kpool) {
     // Glm5NextTextIndexer: no RoPE (nothing positional to plan), pools of index_kpool keys averaged by
     // learned gates, the top index_topk / index_kpool pools and the incomplete tail kept; indexer_types as
     // GLM-5's, over every layer. A "shared" layer reuses the selection the layer before it returns, which a
@@ -198,18 +201,17 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     return std::vector<std::optional<TopkIndexer>>(static_cast<size_t>(m.layers));
   }
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
-  const bool glm = m.type == "glm_moe_dsa";
-  const bool hy = m.type == "hy_v4";
+  const bool glm = kind == IndexerKind::dsa_pairs_shared;
+  const bool hy = kind == IndexerKind::dsa_flipped;
   // dots3_note_text (modeling_dots3_note.py Dots3NoteTextIndexer, L186-275): on its indexed_attention layers
   // only (L501-503), GLM-5's indexer: index_n_heads heads of index_head_dim (L205-206), the first
   // qk_rope_head_dim dims rotated in pairs (L248-254) with the layer's cos / sin, no shared layers. The
   // rotated width is the layer type's (set in config_json.cc; src/model/dots3.cc checked it fits).
-  const bool dots3 = m.type == "dots3_note_text";
-  if (m.type != "deepseek_v32" && !glm && !hy && !dots3) return out;
+  const bool dots3 = kind == IndexerKind::dsa_pairs_indexed;
+  if (kind == IndexerKind::none) return out;
   TopkIndexer ix;
   ix.topk = j.int_or("index_topk", 2048);
-  const bool axk2 = m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 16
-  ix.heads = j.int_or("index_n_heads", glm ? 32 : axk2 || hy ? 16 : 64);
+  ix.heads = j.int_or("index_n_heads", row.index_heads);  // configuration_<type>.py's index_n_heads
   ix.head_dim = j.int_or("index_head_dim", 128);
   if (ix.topk < 1) fail(kOp, j.where, "index_topk = ", ix.topk, " is invalid: must be >= 1");
   if (ix.heads < 1 || ix.heads > kMaxIndexHeads)

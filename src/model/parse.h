@@ -57,6 +57,15 @@ json wrapper_text_config(const std::string& outer, const json& text_config);
 // Whether transformers 5.23's config class of wrapper `outer` builds text_config from the top-level keys
 // of a config that has none (a flat config); every other wrapper builds its text class's defaults.
 bool wrapper_reads_flat_keys(const std::string& outer);
+// The text model_type a wrapper builds whatever its text_config says, flat or wrapped ("" for others).
+std::string wrapper_fixed_text_type(const std::string& outer);
+// Why a wrapper's flat config is refused, where its class reads its top-level keys in part; else nullptr.
+const char* wrapper_flat_refusal(const std::string& outer);
+// The prefix-LM mask a wrapper's model adds over its text layers (read in place of the text config's
+// use_bidirectional_attention), or nullptr.
+const char* wrapper_prefix_lm_note(const std::string& outer);
+// The bidirectional blocks a wrapper's model adds over its text layers (image tokens), or nullptr.
+const char* wrapper_block_mask_note(const std::string& outer);
 
 // A JSON object whose reads are recorded, so that unread keys can be reported.
 // Sizes no real model approaches (the largest have ~128 layers and heads of 576), checked before any
@@ -144,14 +153,26 @@ struct Obj {
   }
 };
 
+struct FamilyHooks;
+
 // What the rest of the parse needs to know about the model.
 struct Model {
-  const detail::Family* family;
-  std::string type;
+  const detail::Family* family;  // the model's own row (its class defaults)
+  const detail::Family* rules;   // the row whose positional code it runs (Family::rules, else its own)
+  const FamilyHooks* hooks;      // the family's code (src/model/hooks.h): its own, else its rules row's
+  std::string type;              // rules->model_type
+  const SizeDefaults* sizes;     // the config class's default sizes (nullptr: the config must give them)
   int64_t hidden = 0, heads = 0, layers = 0, max_pos = 0, head_dim = 0;
   int64_t nope = 0;                     // DeepSeek/MiniCPM3: q/k dims before the rotated ones
   std::optional<int64_t> top_original;  // top-level original_max_position_embeddings
   std::vector<std::string>* warnings;
+
+  // A row's value for a field rows without rules of their own leave unset: the model's own row's when it
+  // sets it (gemma3n_text's layer pattern beside gemma3_text's), else the rules family's.
+  template <class T>
+  T first_set(T Family::*field) const {
+    return family->*field != T{} ? family->*field : rules->*field;
+  }
 };
 
 // One standardized rope dict -> RopeConfig (src/model/rope_dict.cc).
@@ -164,8 +185,6 @@ bool rope_theta_is_null(const json& j);
 // swa_v_head_dim, which transformers 5 ignores, must equal what it uses (an error names the key).
 void check_mimo_keys(Obj& j, const json& rope_parameters,
                      const std::map<std::string, std::optional<RopeConfig>>& nested);
-// nemotron_h's layer count: len(layers_block_type), else len(hybrid_override_pattern), else 4.
-int64_t nemotron_h_layer_count(Obj& j);
 
 // Per layer, DeepSeek sparse attention's indexer (deepseek_v32, glm_moe_dsa; nullopt elsewhere) without
 // its rope, which the caller copies from the layer's (src/model/indexer.cc).
@@ -193,14 +212,21 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
 
 // Remote-code model types posenc plans from the authors' modeling files (src/model/remote.cc).
 bool remote_code_planned(const std::string& model_type);
+// Why posenc does not plan this config of a remote-code type it plans others of (empty when it does):
+// "internlm" configs that are not InternLM2's early revisions.
+std::string remote_code_refusal(const json& root, const std::string& model_type);
 ModelPositions remote_code_positions(const json& root, const std::string& model_type);
 
-// Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's): the
-// whole plan (src/model/seq2seq.cc). T5's family goes through the main reader.
+// Encoder-decoder families with absolute position tables (BART's, Marian's, M2M100's, Whisper's) and
+// T5Gemma's two Gemma 2 stacks: the whole plan (src/model/seq2seq.cc). T5's family goes through the main
+// reader.
 bool seq2seq_family(const std::string& model_type);
 ModelPositions seq2seq_positions(Obj& j, const std::string& model_type);
 // T5Gemma: its encoder and decoder sub-configs, each planned as gemma2 (src/model/t5gemma.cc).
 ModelPositions t5gemma_positions(Obj& j);
+
+// A layer pattern's period `key` (fallback when absent), which must be >= 1 (src/model/layer_types.cc).
+int64_t layer_period(Obj& j, const char* key, int64_t fallback);
 
 // The sliding window (0 = none) as each family's config class fills and gates it (src/model/layer_types.cc).
 int64_t sliding_window(Obj& j, const Model& m);
@@ -219,7 +245,7 @@ struct HeadDims {
   int64_t qk;  // the q/k head the attention scale and the rotated range refer to
   int64_t v;
 };
-HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vector<std::string>& warnings);
+HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings);
 
 // Per-layer head dims (per_layer_config's head_dim overrides; Gemma 4's global_head_dim on its
 // full-attention layers), and the one head dim of a layer type (src/model/per_layer.cc).

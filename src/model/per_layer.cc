@@ -17,109 +17,92 @@
 
 namespace posenc::detail {
 
-HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vector<std::string>& warnings) {
+HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
   const std::string& type = m.type;
-  const bool t5 = type == "t5";
-  // head_dim: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim (configuration_deepseek_v3.py).
-  // youtu, axk1, glm4_moe_lite: DeepSeek-V3's attention (modeling_youtu.py, modeling_axk1.py,
-  // modeling_glm4_moe_lite.py: the same MLA, rope_interleave and yarn mscale^2).
-  // bailing_hybrid: the same MLA on its full-attention layers, always interleaved (modeling_bailing_hybrid.py
-  // L330, L373).
-  const bool mla = type == "deepseek_v2" || type == "deepseek_v3" || type == "minicpm3" || type == "youtu" ||
-                   type == "axk1" || type == "glm4_moe_lite" || type == "bailing_hybrid" ||
-                   type == "mistral4" || type == "deepseek_v32" || type == "glm_moe_dsa" ||
-                   type == "longcat_flash" || type == "hy_v4" ||
-                   type == "dots3_note_text";  // modeling_dots3_note.py Dots3NoteTextAttention (L436-606)
-  // configuration_glm4_moe_lite.py, configuration_glm_moe_dsa.py, configuration_hy_v4.py: nope 192, v 256
-  const bool glm_lite = type == "glm4_moe_lite" || type == "glm_moe_dsa" || type == "hy_v4";
-  const bool axk2 =
-      m.family && std::string(m.family->model_type) == "axk2";  // configuration_axk2.py: 64 / 32 / 64
+  // The model's own head rule where its row has one (axk2's MLA sizes, hunyuan_vl_text's required head),
+  // else its family's.
+  const Family& row = m.family->head_rule != HeadRule::standard ? *m.family : *m.rules;
+  const HeadRule rule = row.head_rule;
+  // HeadRule::mla: DeepSeek/MiniCPM3 post_init sets head_dim = qk_rope_head_dim
+  // (configuration_deepseek_v3.py); the rows' MLA sizes are their config classes' defaults.
+  const bool mla = rule == HeadRule::mla;
   int64_t qk_head_dim = 0, v_head_dim = 0;
   if (mla) {
-    m.head_dim = j.int_or("qk_rope_head_dim", type == "minicpm3" || axk2 ? 32 : 64);
-    m.nope = j.int_or("qk_nope_head_dim", type == "minicpm3" || type == "mistral4" || axk2 ? 64
-                                          : glm_lite                                       ? 192
-                                                                                           : 128);
+    m.head_dim = j.int_or("qk_rope_head_dim", row.mla.rope);
+    m.nope = j.int_or("qk_nope_head_dim", row.mla.nope);
     // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
-    v_head_dim = j.has("v_head_dim")  ? j.integer("v_head_dim")
-                 : type == "minicpm3" ? 0
-                 : glm_lite           ? 256
-                 : axk2               ? 64
-                                      : 128;
-    // longcat_flash: its rotary module sizes the ladder by config.head_dim (modeling_longcat_flash.py
-    // L95-100), which must then be the rotated width.
-    if (type == "longcat_flash" && j.has("head_dim") && j.integer("head_dim") != m.head_dim)
-      fail(kOp, j.where, "head_dim = ", j.integer("head_dim"),
-           " is invalid for longcat_flash: its rotary module ",
-           "takes head_dim frequencies for the qk_rope_head_dim = ", m.head_dim, " rotated dims");
+    v_head_dim = j.has("v_head_dim") ? j.integer("v_head_dim") : row.mla.v;
+    // Family trait kRotaryHeadDim (longcat_flash): its rotary module sizes the ladder by config.head_dim
+    // (modeling_longcat_flash.py L95-100), which must then be the rotated width.
+    if (m.rules->has(kRotaryHeadDim) && j.has("head_dim") && j.integer("head_dim") != m.head_dim)
+      fail(kOp, j.where, "head_dim = ", j.integer("head_dim"), " is invalid for ", type,
+           ": its rotary module ", "takes head_dim frequencies for the qk_rope_head_dim = ", m.head_dim,
+           " rotated dims");
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
-  } else if (type == "glm5_next_text") {
+  } else if (rule == HeadRule::nope_mla) {
     // configuration_glm5_next.py L199-226: head_dim forced to qk_rope_head_dim, which must be 0 (NoPE);
     // q / k heads of qk_nope_head_dim.
     if (j.int_or("qk_rope_head_dim", 0) != 0)
-      fail(kOp, j.where, "qk_rope_head_dim = ", j.integer("qk_rope_head_dim"),
-           " is invalid for glm5_next_text: its indexed attention is NoPE (transformers 5.23 raises)");
+      fail(kOp, j.where, "qk_rope_head_dim = ", j.integer("qk_rope_head_dim"), " is invalid for ", type,
+           ": its indexed attention is NoPE (transformers 5.23 raises)");
     m.head_dim = j.int_or("qk_nope_head_dim", 256);
     v_head_dim = j.int_or("v_head_dim", 256);
     qk_head_dim = m.head_dim;
     // configuration_glm5_next.py L106-107, L206-212: num_key_value_heads (64 by default, whatever the heads)
     // must equal num_attention_heads; a null one fails the strict int field (transformers 5.23 raises).
     if (j.j.contains("num_key_value_heads") && !j.has("num_key_value_heads"))
-      fail(kOp, j.where,
-           "num_key_value_heads = null is invalid for glm5_next_text: an integer equal to "
-           "num_attention_heads (transformers 5.23 raises)");
+      fail(kOp, j.where, "num_key_value_heads = null is invalid for ", type,
+           ": an integer equal to num_attention_heads (transformers 5.23 raises)");
     if (const int64_t kv = j.int_or("num_key_value_heads", 64); kv != m.heads)
-      fail(kOp, j.where, "num_key_value_heads = ", kv, " is invalid for glm5_next_text: it must equal ",
+      fail(kOp, j.where, "num_key_value_heads = ", kv, " is invalid for ", type, ": it must equal ",
            "num_attention_heads = ", m.heads, j.has("num_key_value_heads") ? "" : " (64 when absent)",
            " (transformers 5.23 raises)");
     if (j.has("head_dim") && j.integer("head_dim") != 0)
       warnings.push_back(j.where + "head_dim = " + std::to_string(j.integer("head_dim")) +
-                         " is not read by glm5_next_text: its q / k heads are qk_nope_head_dim = " +
-                         std::to_string(m.head_dim));
-  } else if (type == "kimi_linear") {
+                         " is not read by " + type +
+                         ": its q / k heads are qk_nope_head_dim = " + std::to_string(m.head_dim));
+  } else if (rule == HeadRule::kimi_mla) {
     // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
     // (head_dim is rewritten to qk_rope_head_dim: not a head size).
     m.head_dim = j.int_or("qk_nope_head_dim", 128) + j.int_or("qk_rope_head_dim", 64);
     v_head_dim = j.int_or("v_head_dim", 128);
     qk_head_dim = m.head_dim;
     j.read.insert("head_dim");
-  } else if (t5) {
+  } else if (rule == HeadRule::d_kv) {
     // attribute_map head_dim -> d_kv (configuration_mt5.py L36-41, t5 and umt5 alike): the alias wins
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : j.int_or("d_kv", 64);
-  } else if (std::string_view(m.family->model_type) == "hunyuan_vl_text") {
+  } else if (rule == HeadRule::required) {
     // configuration_hunyuan_vl.py: head_dim (alias attention_head_dim) None by default, which its attention
     // cannot run (scaling = head_dim ** -0.5) and its NTK-alpha base reads directly.
     if (!j.has("head_dim") && !j.has("attention_head_dim"))
-      fail(kOp, j.where,
-           "head_dim is missing: model_type 'hunyuan_vl_text' reads it (or attention_head_dim) and has no "
-           "default (transformers 5.23 fails without it)");
+      fail(kOp, j.where, "head_dim is missing: model_type '", m.family->model_type,
+           "' reads it (or attention_head_dim) and has no default (transformers 5.23 fails without it)");
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim") : j.integer("head_dim");
-  } else if (type == "cohere_compass_text") {
+  } else if (rule == HeadRule::given_over) {
     // configuration_cohere_compass.py L120: head_dim = hidden_size // num_attention_heads, then a given
     // head_dim is set over it (L131: PreTrainedConfig.__post_init__ sets the remaining kwargs).
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.hidden / m.heads;
     if (j.has("sliding_window_pattern"))  // L122-129: dead code (layer_types is set before it)
-      warnings.push_back(j.where +
-                         "sliding_window_pattern is not read by cohere_compass_text: layer_types is "
-                         "(all full_attention when absent)");
-  } else if (type == "jetmoe") {
+      warnings.push_back(j.where + "sliding_window_pattern is not read by " + type +
+                         ": layer_types is (all full_attention when absent)");
+  } else if (rule == HeadRule::kv_channels) {
     m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
     j.read.insert("head_dim");
-  } else if (type == "zamba" || type == "zamba2") {
+  } else if (rule == HeadRule::doubled) {
     // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python
     // does (configuration_zamba.py L100, configuration_zamba2.py L115): q/k/v read 2 * hidden inputs.
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
                  : j.has("head_dim")         ? j.integer("head_dim")
                                              : 2 * m.hidden / m.heads;
-  } else if (type == "dbrx") {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
+  } else if (rule == HeadRule::fixed) {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "d_model = ", m.hidden, " is not divisible by n_heads = ", m.heads);
     m.head_dim = m.hidden / m.heads;
     if (j.has("head_dim") && j.integer("head_dim") != m.head_dim)
-      warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) +
-                         " is ignored by dbrx (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
-  } else if (type == "mobilebert") {
+      warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) + " is ignored by " + type +
+                         " (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
+  } else if (rule == HeadRule::bottleneck) {
     // configuration_mobilebert.py L86-91: true_hidden_size = intra_bottleneck_size (128) with use_bottleneck
     // (the default), else hidden_size; modeling_mobilebert.py L176-178: heads of int(true_hidden_size /
     // heads), scaled by that head^-0.5. A saved true_hidden_size is set again after that rule
@@ -128,8 +111,8 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     const bool bottleneck = j.bool_or("use_bottleneck", true);
     const int64_t width = bottleneck ? j.int_or("intra_bottleneck_size", 128) : m.hidden;
     if (j.has("true_hidden_size") && j.integer("true_hidden_size") != width)
-      fail(kOp, j.where, "true_hidden_size = ", j.integer("true_hidden_size"),
-           " is invalid for mobilebert: transformers keeps it, and its layers then take inputs of ",
+      fail(kOp, j.where, "true_hidden_size = ", j.integer("true_hidden_size"), " is invalid for ", type,
+           ": transformers keeps it, and its layers then take inputs of ",
            bottleneck ? "intra_bottleneck_size" : "hidden_size", " = ", width);
     if (width <= 0 || width % m.heads != 0)
       fail(kOp, j.where, "the attention width ", width, " (intra_bottleneck_size, or hidden_size without ",
@@ -143,27 +126,27 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     const bool bottleneck_attention = j.bool_or("use_bottleneck_attention", false);
     const bool shared_query_key = j.bool_or("key_query_shared_bottleneck", true);
     if (bottleneck && !bottleneck_attention && !shared_query_key && width != m.hidden)
-      fail(kOp, j.where,
-           "key_query_shared_bottleneck = false is not supported for mobilebert: without "
-           "use_bottleneck_attention its queries and keys read the hidden_size = ",
-           m.hidden, " input through projections of intra_bottleneck_size = ", width,
+      fail(kOp, j.where, "key_query_shared_bottleneck = false is not supported for ", type,
+           ": without use_bottleneck_attention its queries and keys read the hidden_size = ", m.hidden,
+           " input through projections of intra_bottleneck_size = ", width,
            " inputs, which transformers 5 cannot run");
     m.head_dim = width / m.heads;
-  } else if (type == "nemotron_h") {
+  } else if (rule == HeadRule::nemotron) {
     // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
     // transformers 5 (the authors' code read it): a different value is reported.
     m.head_dim = j.int_or("head_dim", 128);
     if (j.has("attention_head_dim") && j.integer("attention_head_dim") != m.head_dim)
       warnings.push_back("attention_head_dim = " + std::to_string(j.integer("attention_head_dim")) +
-                         " is not read by transformers 5's nemotron_h: head_dim = " +
-                         std::to_string(m.head_dim) + " is used");
+                         " is not read by transformers 5's " + type +
+                         ": head_dim = " + std::to_string(m.head_dim) + " is used");
   } else {
-    // HunYuanDenseV1Config / HunYuanMoEV1Config: head_dim None by default, which the attention cannot
-    // use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
-    if ((type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") && !j.has("head_dim"))
+    // Family trait kHeadDimRequired (HunYuanDenseV1Config / HunYuanMoEV1Config): head_dim None by default,
+    // which the attention cannot use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
+    if (m.rules->has(kHeadDimRequired) && !j.has("head_dim"))
       fail(kOp, j.where, "head_dim is missing: required for ", type, " (transformers 5 fails without it)");
-    // Qwen3VLMoeTextConfig derives head_dim (None -> hidden / heads) where Qwen3-VL's dense one fixes 128.
-    const int64_t class_head_dim = declared_type == "qwen3_vl_moe_text" ? 0 : m.family->head_dim;
+    // A config class that derives head_dim (None -> hidden / heads) where its family's row fixes one
+    // (SizeDefaults::derived_head_dim: Qwen3VLMoeTextConfig beside Qwen3-VL's 128).
+    const int64_t class_head_dim = m.sizes && m.sizes->derived_head_dim ? 0 : m.family->head_dim;
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : class_head_dim;
     if (m.head_dim == 0) {
       if (m.hidden % m.heads != 0)
@@ -176,9 +159,10 @@ HeadDims head_dims(Obj& j, Model& m, const std::string& declared_type, std::vect
     fail(kOp, j.where, "head_dim = ", m.head_dim, " is invalid: must be in [1, ", kMaxModelHeadDim, "]");
   if (mla && (m.nope < 0 || m.nope > kMaxModelHeadDim))
     fail(kOp, j.where, "qk_nope_head_dim = ", m.nope, " is invalid: must be in [0, ", kMaxModelHeadDim, "]");
-  if (!mla && type != "kimi_linear" && type != "glm5_next_text") qk_head_dim = v_head_dim = m.head_dim;
-  if (type == "mimo_v2_flash") v_head_dim = j.int_or("v_head_dim", 128);  // q/k 192, v 128 by default
-  if (v_head_dim == 0) {                                                  // MiniCPM3 without v_head_dim
+  if (!mla && rule != HeadRule::kimi_mla && rule != HeadRule::nope_mla) qk_head_dim = v_head_dim = m.head_dim;
+  // Family::v_head_dim: a class default of its own (mimo_v2_flash: q/k 192, v 128).
+  if (m.rules->v_head_dim) v_head_dim = j.int_or("v_head_dim", m.rules->v_head_dim);
+  if (v_head_dim == 0) {  // MiniCPM3 without v_head_dim
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "hidden_size = ", m.hidden, " is not divisible by num_attention_heads = ", m.heads);
     v_head_dim = m.hidden / m.heads;
@@ -196,17 +180,17 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
            kMaxModelHeadDim, "]");
     return v.get<int64_t>();
   };
-  const bool gemma4 = m.type == "gemma4_text";
+  const bool gemma4 = m.rules->per_layer_config == PerLayerConfig::head_dims;
   // Only Gemma 4's modeling code builds its layers from per-layer configs (other families read the
   // global attributes, or raise AmbiguousGlobalPerLayerAttributeError): refused elsewhere.
   // step3p5's config class writes per_layer_config itself (its sliding layers' head counts,
   // configuration_step3p7.py L240-249); its rotary module reads the global head_dim.
-  const bool step3p5 = m.type == "step3p5";
+  const bool step3p5 = m.rules->per_layer_config == PerLayerConfig::global_head_dim;
   // dots3_note_text: each layer builds its MLA from its layer config (modeling_dots3_note.py L439-442);
   // src/model/dots3.cc writes the per-type dims as qk_nope_head_dim / qk_rope_head_dim / v_head_dim
   // overrides. An MLA layer's head dim here is its rotated width, qk_rope_head_dim (the dims its RopeConfig
   // spans).
-  const bool dots3 = m.type == "dots3_note_text";
+  const bool dots3 = m.rules->per_layer_config == PerLayerConfig::mla_dims;
   if (!gemma4 && !step3p5 && !dots3 && j.has("per_layer_config"))
     fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.family->model_type,
          "' (read for gemma4_text, step3p5 and dots3_note_text only)");
@@ -237,9 +221,8 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
         } else if (o.key() == "head_dim" && step3p5) {
           if (checked_dim(where + ".head_dim", o.value()) != m.head_dim)
             fail(kOp, j.where, where, ".head_dim = ", json_excerpt(o.value()),
-                 " is not modeled by posenc: step3p5's rotary module sizes every layer's rotation by the "
-                 "global head_dim = ",
-                 m.head_dim);
+                 " is not modeled by posenc: ", m.type,
+                 "'s rotary module sizes every layer's rotation by the global head_dim = ", m.head_dim);
         } else if (o.key() == "head_dim") {
           dims[layer] = checked_dim(where + ".head_dim", o.value());
         } else if (o.key() == "num_attention_heads" || o.key() == "num_key_value_heads") {
@@ -261,8 +244,8 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
         }
     }
   } else if (gemma4) {
-    const int64_t global =
-        j.has("global_head_dim") ? checked_dim("global_head_dim", j.at("global_head_dim")) : 512;
+    const int64_t global = j.has("global_head_dim") ? checked_dim("global_head_dim", j.at("global_head_dim"))
+                                                    : m.rules->global_head_dim;
     for (int64_t i = 0; i < m.layers; ++i)
       if (types[i] == "full_attention") dims[i] = global;
   }
@@ -271,7 +254,7 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
 
 MlaLayerDims mla_layer_dims(Obj& j, const Model& m, int64_t v_head_dim) {
   MlaLayerDims out;
-  if (m.type != "dots3_note_text") return out;
+  if (m.rules->per_layer_config != PerLayerConfig::mla_dims) return out;
   out.nope.assign(static_cast<size_t>(m.layers), m.nope);
   out.v.assign(static_cast<size_t>(m.layers), v_head_dim);
   if (!j.has("per_layer_config")) return out;

@@ -290,61 +290,97 @@ ModelPositions refined_web(Obj& j, const std::string& type, std::vector<std::str
                  layers, heads, head, 0, rope, alibi ? PositionMethod::alibi : PositionMethod::rope);
 }
 
+// MiniCPM-V 4's language model is LlamaForCausalLM(config): the config read as transformers 5's llama.
+// The type's other releases build other models (2.x MiniCPMForCausalLM, 2.6 Qwen2ForCausalLM): refused.
+ModelPositions minicpmv(const json& root) {
+  const bool v4 = root.contains("version") && root.at("version").is_number() && root.at("version") == 4.0;
+  if (!v4)
+    fail(kOp, "model_type 'minicpmv' with version = ",
+         root.contains("version") ? json_excerpt(root.at("version")) : std::string("(none)"),
+         " is not supported: posenc follows MiniCPM-V 4 (version 4.0, a Llama); the type's other releases "
+         "build other language models. Pass an explicit RopeConfig instead");
+  json llama = root;
+  llama["model_type"] = "llama";
+  ModelPositions out = positions_from_root(llama);
+  out.model_type = "minicpmv";
+  out.remote_code = "openbmb/MiniCPM-V-4 modeling_minicpmv.py (its llm: transformers' LlamaForCausalLM)";
+  for (std::string& w : out.warnings) {
+    const std::string from = "model_type 'llama'", to = "model_type 'minicpmv' (its Llama)";
+    if (const size_t at = w.find(from); at != std::string::npos) w.replace(at, from.size(), to);
+  }
+  return out;
+}
+
+// InternLM2 and its early revisions published as "internlm" (RemoteFamily::refused).
+ModelPositions internlm(Obj& j, const std::string& type, std::vector<std::string>& warnings) {
+  j.read.insert("architectures");
+  return internlm2(j, type, warnings);
+}
+
+bool not_internlm2(const json& root) { return !internlm2_architecture(root); }
+
+// The remote-code model types posenc plans, each with its planner (one file of the authors' each).
+struct RemoteFamily {
+  const char* model_type;
+  ModelPositions (*plan)(Obj& j, const std::string& type, std::vector<std::string>& warnings);
+  // The whole plan of a config read as another type (the warnings and unread keys its own).
+  ModelPositions (*whole)(const json& root) = nullptr;
+  // Configs of the type that are another model's, refused: which, why (short, for unplanned_reason), and the
+  // error (long).
+  bool (*refused)(const json& root) = nullptr;
+  const char* why = nullptr;
+  const char* error = nullptr;
+};
+using Warnings = std::vector<std::string>;
+ModelPositions plan_qwen(Obj& j, const std::string&, Warnings&) { return qwen(j); }
+ModelPositions plan_chatglm(Obj& j, const std::string&, Warnings& w) { return chatglm(j, w); }
+ModelPositions plan_stablelm_epoch(Obj& j, const std::string&, Warnings& w) { return stablelm_epoch(j, w); }
+ModelPositions plan_minicpm(Obj& j, const std::string&, Warnings& w) { return minicpm(j, w); }
+ModelPositions plan_baichuan(Obj& j, const std::string&, Warnings& w) { return baichuan(j, w); }
+
+// clang-format off
+const RemoteFamily kRemoteFamilies[] = {
+  {"qwen",            plan_qwen},
+  {"chatglm",         plan_chatglm},
+  {"internlm2",       internlm},
+  // InternLM2's early revisions (architectures names InternLM2ForCausalLM); InternLM (1)'s "internlm" is
+  // other remote code
+  {"internlm",        internlm, nullptr, not_internlm2, "InternLM (1)'s rotary code is remote code",
+   "InternLM (1)'s remote code (InternLMForCausalLM) fixes or re-reads its rotary base outside config.json. "
+   "Pass an explicit RopeConfig instead (InternLM2's early revisions, which name InternLM2ForCausalLM, are "
+   "read)"},
+  {"stablelm_epoch",  plan_stablelm_epoch},
+  {"RefinedWeb",      refined_web},
+  {"RefinedWebModel", refined_web},
+  {"minicpmv",        nullptr, minicpmv},
+  {"minicpm",         plan_minicpm},
+  {"baichuan",        plan_baichuan},
+};
+// clang-format on
+
+const RemoteFamily* find_remote(const std::string& type) {
+  for (const RemoteFamily& f : kRemoteFamilies)
+    if (type == f.model_type) return &f;
+  return nullptr;
+}
 }  // namespace
 
-bool remote_code_planned(const std::string& type) {
-  for (const char* t : {"qwen", "chatglm", "internlm2", "internlm", "stablelm_epoch", "RefinedWeb",
-                        "RefinedWebModel", "minicpmv", "minicpm", "baichuan"})
-    if (type == t) return true;
-  return false;
+bool remote_code_planned(const std::string& type) { return find_remote(type) != nullptr; }
+
+std::string remote_code_refusal(const json& root, const std::string& type) {
+  const RemoteFamily* f = find_remote(type);
+  if (f && f->refused && f->refused(root)) return "model_type '" + type + "' is not supported: " + f->why;
+  return "";
 }
 
 ModelPositions remote_code_positions(const json& root, const std::string& type) {
+  const RemoteFamily& f = *find_remote(type);
+  if (f.whole) return f.whole(root);
   Obj j{root, "", {}};
+  if (f.refused && f.refused(root)) fail(kOp, "model_type '", type, "' is not supported: ", f.error);
   j.read.insert("model_type");
   std::vector<std::string> warnings;
-  ModelPositions out;
-  if (type == "minicpmv") {
-    // MiniCPM-V 4's language model is LlamaForCausalLM(config): the config read as transformers 5's llama.
-    // The type's other releases build other models (2.x MiniCPMForCausalLM, 2.6 Qwen2ForCausalLM): refused.
-    const bool v4 = root.contains("version") && root.at("version").is_number() && root.at("version") == 4.0;
-    if (!v4)
-      fail(kOp, "model_type 'minicpmv' with version = ",
-           root.contains("version") ? json_excerpt(root.at("version")) : std::string("(none)"),
-           " is not supported: posenc follows MiniCPM-V 4 (version 4.0, a Llama); the type's other releases "
-           "build other language models. Pass an explicit RopeConfig instead");
-    json llama = root;
-    llama["model_type"] = "llama";
-    out = positions_from_root(llama);
-    out.model_type = "minicpmv";
-    out.remote_code = "openbmb/MiniCPM-V-4 modeling_minicpmv.py (its llm: transformers' LlamaForCausalLM)";
-    for (std::string& w : out.warnings) {
-      const std::string from = "model_type 'llama'", to = "model_type 'minicpmv' (its Llama)";
-      if (const size_t at = w.find(from); at != std::string::npos) w.replace(at, from.size(), to);
-    }
-    return out;
-  }
-  if (type == "qwen") {
-    out = qwen(j);
-  } else if (type == "chatglm") {
-    out = chatglm(j, warnings);
-  } else if (type == "internlm2" || type == "internlm") {
-    if (type == "internlm" && !internlm2_architecture(root))
-      fail(kOp,
-           "model_type 'internlm' is not supported: InternLM (1)'s remote code (InternLMForCausalLM) "
-           "fixes or re-reads its rotary base outside config.json. Pass an explicit RopeConfig instead "
-           "(InternLM2's early revisions, which name InternLM2ForCausalLM, are read)");
-    j.read.insert("architectures");
-    out = internlm2(j, type, warnings);
-  } else if (type == "stablelm_epoch") {
-    out = stablelm_epoch(j, warnings);
-  } else if (type == "minicpm") {
-    out = minicpm(j, warnings);
-  } else if (type == "baichuan") {
-    out = baichuan(j, warnings);
-  } else {
-    out = refined_web(j, type, warnings);
-  }
+  ModelPositions out = f.plan(j, type, warnings);
   out.warnings = std::move(warnings);
   j.warn_unread(out.warnings, type);
   return out;

@@ -1,6 +1,7 @@
 // src/model/rope_dict.cc: one rope_parameters / rope_scaling dict of a config.json, standardized as
 // transformers 5.23 does (modeling_rope_utils.py standardize_rope_params L806-866 and the rope init
 // functions' reads of it), to a RopeConfig.
+#include <array>
 #include <cmath>
 #include <map>
 #include <string>
@@ -19,25 +20,6 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
        "or mrope");
 }
 
-// The M-RoPE sections a rotary module takes when the config has none
-// (config.rope_parameters.get("mrope_section", [...]) in modeling_glm4v.py L444, modeling_glm_ocr.py
-// L652, modeling_glm4v_moe.py L75, modeling_qwen2_5_omni.py L1314, modeling_paddleocr_vl.py L181,
-// modeling_qwen3_omni_moe.py L1255, modeling_cosmos3_edge.py L66). The other M-RoPE families take
-// sections from their configs only (a config without them plans 1-D RoPE).
-std::vector<int64_t> default_mrope_section(std::string_view own_type) {
-  if (own_type == "glm4v_text" || own_type == "glm_ocr_text" || own_type == "glm4v_moe_text" ||
-      own_type == "glm_image_text")  // (modeling_glm_image.py L67)
-    return {8, 12, 12};
-  if (own_type == "qwen2_5_omni_text" || own_type == "paddleocr_vl_text") return {16, 24, 24};
-  if (own_type == "qwen3_omni_moe_text" || own_type == "qwen3_omni_moe_talker_text" ||
-      own_type == "cosmos3_edge_text" || own_type == "cohere_compass_text")
-    return {24, 20, 20};  // (cohere_compass_text: modeling_cohere_compass.py CohereCompassRotaryEmbedding)
-  if (own_type == "ernie4_5_vl_moe_text") return {22, 22, 20};
-  if (own_type == "qwen4_exp_text")
-    return {11, 11, 10};  // modeling_qwen4_exp.py Qwen4ExpTextRotaryEmbedding  // modeling_ernie4_5_vl_moe.py
-                          // L72: {h, w, t}
-  return {};
-}
 }  // namespace
 
 bool rope_theta_is_null(const json& j) {
@@ -91,13 +73,14 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta) {
   RopeConfig c;
-  std::string type = "default";
+  std::string rope_type = "default";
   if (d.has("rope_type"))
-    type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
+    rope_type = d.str("rope_type");  // rope_type wins over type (setdefault, L818)
   else if (d.has("type"))
-    type = d.str("type");
+    rope_type = d.str("type");
   d.read.insert("type");
-  if (m.type == "phi3" && type == "su")
+  const bool phi3_names = m.rules->has(kPhi3RopeNames);
+  if (phi3_names && rope_type == "su")
     // Phi3Config.convert_rope_params_to_dict renames "su" only after standardize_rope_params, which
     // does not know "su" and so never copies original_max_position_embeddings into the dict: 5.23's
     // validate_rope then raises KeyError. Early Phi-3 releases ship this type; their own
@@ -109,24 +92,24 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
         "transformers 5.23 fails to load this config (KeyError)");
   // configuration_hunyuan_vl.py convert_rope_params_to_dict: "xdrope" is "dynamic" (with alpha: NTK alpha),
   // whose validation requires factor.
-  if (std::string_view(m.family->model_type) == "hunyuan_vl_text" &&
-      (type == "xdrope" || type == "dynamic")) {
-    type = "dynamic";
+  const bool xdrope = m.family->has(kXdRope);
+  if (xdrope && (rope_type == "xdrope" || rope_type == "dynamic")) {
+    rope_type = "dynamic";
     if (!d.has("factor"))
-      fail(kOp, d.where, "factor is missing: hunyuan_vl_text's rope type '", type,
+      fail(kOp, d.where, "factor is missing: ", m.family->model_type, "'s rope type '", rope_type,
            "' requires it (transformers 5.23 raises KeyError)");
   }
-  if (m.type == "phi3" && (type == "su" || type == "yarn"))
-    type = "longrope";  // Phi3Config (after standardize)
-  if (type == "su")
+  if (phi3_names && (rope_type == "su" || rope_type == "yarn"))
+    rope_type = "longrope";  // Phi3Config (after standardize)
+  if (rope_type == "su")
     fail(kOp, d.where,
          "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
          "(model_type '", m.family->model_type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
   // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with
   // d = head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py L296-299, L353-357).
-  const bool hunyuan = m.type == "hunyuan_v1_dense" || m.type == "hunyuan_v1_moe";
-  const bool ntk_alpha = hunyuan && type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
+  const bool hunyuan = m.rules->has(kNtkAlpha);
+  const bool ntk_alpha = hunyuan && rope_type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
   if (ntk_alpha) {
     const double dim = static_cast<double>(m.head_dim);
     if (m.head_dim <= 2) fail(kOp, d.where, "alpha needs head_dim > 2 (its exponent is d / (d - 2))");
@@ -135,30 +118,30 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
       fail(kOp, d.where, "alpha = ", d.num("alpha"), " gives the invalid base ", theta);
     d.read.insert("rope_theta");
     d.read.insert("factor");
-    type = "default";
+    rope_type = "default";
     c.base = theta;
   }
-  s.type = scaling_type(type, d.where);
-  if (m.type == "recurrent_gemma" && s.type != RopeScalingType::none)
-    fail(kOp, d.where, "rope_type = \"", type,
-         "\" is not supported by recurrent_gemma: its rotary module accepts 'default' only "
+  s.type = scaling_type(rope_type, d.where);
+  if (m.rules->has(kDefaultRopeOnly) && s.type != RopeScalingType::none)
+    fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported by ", m.type,
+         ": its rotary module accepts 'default' only "
          "(modeling_recurrent_gemma.py L71-74 raises)");
   if (!(hunyuan && s.type == RopeScalingType::none && d.read.count("alpha")))
     c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
-  if (m.type == "mistral4") {
+  if (m.rules->has(kMlaRopeFactor)) {
     // Mistral4Config: head_dim = nope + rope and partial_rotary_factor = rope / head_dim, so the rope
     // init's int(head_dim * prf) dims are the qk_rope_head_dim MLA rotates (configuration_mistral4.py
     // L112-135); posenc's RopeConfig spans those dims alone. The default init ignores the factor and
     // transformers fails: refused, as is a factor that does not give qk_rope_head_dim.
     const int64_t qk = m.nope + m.head_dim;
-    if (type == "default")
-      fail(kOp, d.where,
-           "rope_type = \"default\" is not supported for mistral4: its default init rotates all ", qk,
-           " dims, the attention ", m.head_dim, " (transformers 5 fails)");
+    if (rope_type == "default")
+      fail(kOp, d.where, "rope_type = \"default\" is not supported for ", m.type,
+           ": its default init rotates all ", qk, " dims, the attention ", m.head_dim,
+           " (transformers 5 fails)");
     if (prf && static_cast<int64_t>(static_cast<double>(qk) * *prf) != m.head_dim)
       fail(kOp, d.where, "partial_rotary_factor = ", *prf, " rotates ", static_cast<int64_t>(qk * *prf),
-           " of ", qk, " dims, but mistral4's attention rotates qk_rope_head_dim = ", m.head_dim);
+           " of ", qk, " dims, but ", m.type, "'s attention rotates qk_rope_head_dim = ", m.head_dim);
     prf.reset();
   }
   if (prf && !(*prf > 0 && *prf <= 1))
@@ -166,7 +149,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   c.head_dim = m.head_dim;
   c.max_position_embeddings = m.max_pos;
   c.layout = m.family->layout;
-  c.reversed = reversed_rotation(m.family->model_type);
+  c.reversed = m.family->has(kReversedRotation);
   // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
   // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
   double used_prf = 1.0;
@@ -187,9 +170,9 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   // A family whose default RoPE ignores partial_rotary_factor rotates the whole head in its
   // apply_rotary_pos_emb (rotate_half or pairs over head_dim): the scaled types' fewer frequencies then fail
   // there (cos of rotary_dim columns against the head's; checked for every family in the harness's domain).
-  // (hy_v4 and molmo2_text: refused by their own rules, which know the layers that scale.)
-  const std::string_view own = m.family->model_type;
-  const bool own_rule = own == "hy_v4" || own == "molmo2_text";
+  // (Family trait kWholeHeadApply, hy_v4 and molmo2_text: refused by their own rules, which know the layers
+  // that scale.)
+  const bool own_rule = m.family->has(kWholeHeadApply);
   if (!m.family->default_uses_prf && !own_rule && s.type != RopeScalingType::proportional &&
       c.rotary_dim != m.head_dim)
     fail(kOp, d.where, "partial_rotary_factor = ", used_prf, " with rope_type '", rope_scaling_name(s.type),
@@ -203,7 +186,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     else if (d.j.contains("factor") && s.type == RopeScalingType::yarn)
       s.factor = -1;  // explicit null: derive
     else if (factor_required)
-      fail(kOp, d.where, "factor is missing: required for rope_type '", type,
+      fail(kOp, d.where, "factor is missing: required for rope_type '", rope_type,
            "' (transformers 5 raises KeyError)");
   }
   if (d.has("original_max_position_embeddings"))
@@ -235,18 +218,18 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     s.short_factor = d.numbers("short_factor");
     s.long_factor = d.numbers("long_factor");
   }
-  if (m.type == "phimoe" && s.type != RopeScalingType::none) {
+  if (m.rules->has(kPhimoeMscale) && s.type != RopeScalingType::none) {
     // Phi-3.5-MoE multiplies cos/sin by short_mscale up to the original context and long_mscale past
     // it, instead of longrope's sqrt(1 + ln f / ln original) (transformers 4.46 modeling_phimoe.py
     // PhimoeRotaryEmbedding.forward; 5.23 L81-94); both keys are required (configuration_phimoe.py
     // validate_rope raises TypeError). The authors' code is written for longrope only.
     if (s.type != RopeScalingType::longrope)
-      fail(kOp, d.where, "rope_type = \"", type,
-           "\" is not supported for model_type 'phimoe': its short_mscale / long_mscale rule is defined "
+      fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported for model_type '", m.type,
+           "': its short_mscale / long_mscale rule is defined "
            "for longrope only (Phi-3.5-MoE)");
     for (const char* k : {"short_mscale", "long_mscale"})
       if (!d.has(k))
-        fail(kOp, d.where, k, " is missing: required for phimoe's longrope (transformers 5 raises)");
+        fail(kOp, d.where, k, " is missing: required for ", m.type, "'s longrope (transformers 5 raises)");
     const double short_mscale = d.num("short_mscale"), long_mscale = d.num("long_mscale");
     if (short_mscale != long_mscale)
       fail(kOp, d.where, "short_mscale = ", short_mscale, " and long_mscale = ", long_mscale,
@@ -263,32 +246,32 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
           d.where + "low_freq_factor == high_freq_factor = " + std::to_string(s.low_freq_factor) +
           ": a hard switch at wavelength original/low_freq_factor (transformers only warns)");
   }
-  const std::vector<int64_t> class_sections = default_mrope_section(m.family->model_type);
-  // hunyuan_vl_text: its sections split contiguous chunks of the doubled frequencies, not M-RoPE's
-  // (config_json.cc hunyuan_vl_sections checks them and names what the plan omits).
-  const bool hunyuan_vl = std::string_view(m.family->model_type) == "hunyuan_vl_text";
-  if (hunyuan_vl) {
+  // The M-RoPE sections a rotary module takes when the config has none (Family::mrope_section; the other
+  // M-RoPE families take sections from their configs only: a config without them plans 1-D RoPE).
+  const std::array<int64_t, 3>& own_sections = m.family->mrope_section;
+  const std::vector<int64_t> class_sections =
+      own_sections[0] == 0 ? std::vector<int64_t>{}
+                           : std::vector<int64_t>(own_sections.begin(), own_sections.end());
+  // Family trait kXdRope: its sections split contiguous chunks of the doubled frequencies, not M-RoPE's
+  // (the family's hook checks them and names what the plan omits).
+  if (xdrope) {
     d.read.insert("mrope_section");
     d.read.insert("xdrope_section");
   }
-  if (!hunyuan_vl && (d.has("mrope_section") || !class_sections.empty())) {
+  if (!xdrope && (d.has("mrope_section") || !class_sections.empty())) {
     c.mrope_section =
         d.has("mrope_section") ? d.integers("mrope_section", 0, kMaxModelHeadDim) : class_sections;
-    // qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py apply_interleaved_mrope), and
-    // so do the models with their rotary module (Qwen3-Omni, Cosmos 3 Edge).
-    const bool inter = m.type == "qwen3_vl" || m.type == "qwen3_5" ||
-                       std::string_view(m.family->model_type) == "cosmos3_edge_text" ||
-                       std::string_view(m.family->model_type) == "cohere_compass_text" ||
-                       std::string_view(m.family->model_type) == "qwen4_exp_text" ||
+    // Family trait kInterleavedMrope: qwen3_vl / qwen3_5 interleave unconditionally (modeling_qwen3_vl.py
+    // apply_interleaved_mrope), and so do the models with their rotary module (Qwen3-Omni, Cosmos 3 Edge).
+    const bool inter = m.rules->has(kInterleavedMrope) || m.family->has(kInterleavedMrope) ||
                        d.bool_or("mrope_interleaved", false);
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
-    if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text")
-      c.multimodal = RopeMultimodal::mrope_alternating_hw;
+    if (m.family->has(kAlternatingHwMrope)) c.multimodal = RopeMultimodal::mrope_alternating_hw;
   }
   // Ernie4_5_VLMoeTextRotaryEmbedding raises for any other rope type (modeling_ernie4_5_vl_moe.py L65-66).
-  if (std::string_view(m.family->model_type) == "ernie4_5_vl_moe_text" && s.type != RopeScalingType::none)
-    fail(kOp, d.where, "rope_type = \"", rope_scaling_name(s.type),
-         "\" is not supported by model_type 'ernie4_5_vl_moe_text': transformers 5 requires \"default\"");
+  if (m.family->has(kAlternatingHwMrope) && s.type != RopeScalingType::none)
+    fail(kOp, d.where, "rope_type = \"", rope_scaling_name(s.type), "\" is not supported by model_type '",
+         m.family->model_type, "': transformers 5 requires \"default\"");
   d.read.insert("mrope_interleaved");
   if (d.has("llama_4_scaling_beta")) ministral_beta = d.num("llama_4_scaling_beta");
   d.read.insert("max_position_embeddings");  // ministral3's default dict carries it; unused

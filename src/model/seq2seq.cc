@@ -22,7 +22,8 @@
 
 namespace posenc::detail {
 namespace {
-enum class Table : uint8_t { learned, sinusoidal_t2t, sinusoidal_fairseq, whisper };
+// gemma2_stacks: T5Gemma's encoder and decoder, each a Gemma 2 stack (src/model/t5gemma.cc).
+enum class Table : uint8_t { learned, sinusoidal_t2t, sinusoidal_fairseq, whisper, gemma2_stacks };
 
 struct Seq2Seq {
   const char* model_type;
@@ -30,6 +31,8 @@ struct Seq2Seq {
   int64_t learned_offset;  // learned tables: row of position 0
   // configuration_<type>.py defaults
   int64_t max_pos, d_model, encoder_layers, decoder_layers, encoder_heads, decoder_heads, pad;
+  // use_prompt prepends prompt_length learned keys and values to every attention layer (modeling_mvp.py).
+  bool prompts = false;
 };
 
 // clang-format off
@@ -38,7 +41,7 @@ constexpr Seq2Seq kSeq2Seq[] = {
   {"bart",              Table::learned,            2,   1024,   1024,   12, 12,  16,   16,   1},
   {"mbart",             Table::learned,            2,   1024,   1024,   12, 12,  16,   16,   1},
   {"plbart",            Table::learned,            2,   1024,   768,    6,  6,   12,   12,   1},
-  {"mvp",               Table::learned,            2,   1024,   1024,   12, 12,  16,   16,   1},
+  {"mvp",               Table::learned,            2,   1024,   1024,   12, 12,  16,   16,   1, true},
   {"blenderbot",        Table::learned,            0,   128,    2560,   2,  24,  32,   32,   0},
   {"blenderbot-small",  Table::learned,            0,   512,    512,    8,  8,   16,   16,   0},
   {"marian",            Table::sinusoidal_t2t,     0,   1024,   1024,   12, 12,  16,   16,   58100},
@@ -46,6 +49,7 @@ constexpr Seq2Seq kSeq2Seq[] = {
   {"m2m_100",           Table::sinusoidal_fairseq, 0,   1024,   1024,   12, 12,  16,   16,   1},
   {"nllb-moe",          Table::sinusoidal_fairseq, 0,   1024,   1024,   12, 12,  16,   16,   1},
   {"whisper",           Table::whisper,            0,   448,    384,    4,  4,   6,    6,    50256},
+  {"t5gemma",           Table::gemma2_stacks,      0,   0,      0,      0,  0,   0,    0,    0},
 };
 // clang-format on
 
@@ -67,6 +71,7 @@ bool seq2seq_family(const std::string& type) { return find(type) != nullptr; }
 
 ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
   const Seq2Seq& f = *find(type);
+  if (f.table == Table::gemma2_stacks) return t5gemma_positions(j);
   ModelPositions out;
   out.model_type = type;
   // attribute_map: hidden_size -> d_model, num_hidden_layers -> encoder_layers, num_attention_heads ->
@@ -134,10 +139,10 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
                            " is not read by transformers 5: " + type + " uses " +
                            (sinusoidal_stacks ? "sinusoidal" : "learned") + " position tables");
   j.read.insert("extra_pos_embeddings");  // a fairseq conversions' leftover: no transformers 5 code reads it
-  if (type == "mvp" && j.bool_or("use_prompt", false))
-    out.warnings.push_back(
-        "use_prompt = true: mvp prepends prompt_length learned keys and values (no positions) "
-        "to every attention layer, which the caller's keys must include");
+  if (f.prompts && j.bool_or("use_prompt", false))
+    out.warnings.push_back("use_prompt = true: " + type +
+                           " prepends prompt_length learned keys and values (no positions) "
+                           "to every attention layer, which the caller's keys must include");
   j.read.insert("prompt_length");
 
   out.num_heads = dec_heads;

@@ -192,7 +192,7 @@ const char* const kWrapperTextKwargs[][2] = {
 // Wrappers whose __post_init__ builds text_config from a flat config's top-level keys (the line cited).
 const char* const kWrappersReadingFlatKeys[] = {
     "dots3_note",    // configuration_dots3_note.py L409-411
-    "fuyu",          // configuration_fuyu.py L75-82 (some keys only: refused flat, see config_json.cc)
+    "fuyu",          // configuration_fuyu.py L75-82 (some keys only: refused flat, kWrapperFlatRefusals)
     "glm5_next",     // configuration_glm5_next.py L308-311
     "hunyuan_vl",    // configuration_hunyuan_vl.py L281-290
     "paddleocr_vl",  // configuration_paddleocr_vl.py L179-185
@@ -200,7 +200,60 @@ const char* const kWrappersReadingFlatKeys[] = {
     "qwen2_vl",      // configuration_qwen2_vl.py L173-179
 };
 
+// Wrappers that build one text model whatever text_config says (the line cited).
+const char* const kWrapperFixedTextTypes[][2] = {
+    // Step3p7Config pops text_config.model_type (configuration_step3p7.py L331-332): its text model is
+    // always step3p5's.
+    {"step3p7", "step3p5"},
+};
+
+// Wrappers whose config class reads a flat config's top-level keys only in part: refused flat, with why.
+const char* const kWrapperFlatRefusals[][2] = {
+    {"fuyu",
+     "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
+     "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys "
+     "as text_config, or a persimmon config"},
+};
+
+// Multimodal masks a wrapper's model adds over its text model's causal layers, which the caller's mask must
+// add: a prefix-LM (read in place of its text config's use_bidirectional_attention), or bidirectional blocks.
+const char* const kWrapperPrefixLmNotes[][2] = {
+    // PaliGemmaConfig sets text_config.use_bidirectional_attention (L90-93), but the mask is PaliGemma's
+    // own: causal, with the prefix (token_type_ids == 0: image and prompt) bidirectional.
+    {"paligemma",
+     "paligemma: the prefix (image tokens and prompt, token_type_ids 0) attends both ways (prefix-LM), "
+     "which the caller's mask must add; and its positions start at 1 (position_ids = arange + 1: the "
+     "same attention, other rotated keys); layers shown causal"},
+};
+const char* const kWrapperBlockMaskNotes[][2] = {
+    // Molmo2Model: one block of every image / frame token in prefill (flat or not: the file means the
+    // multimodal model).
+    {"molmo2",
+     "molmo2: in prefill its image and frame tokens (mm_token_type_ids 1) attend to each other both "
+     "ways, as one block, which the caller's mask must add; text layers shown causal"},
+    // Gemma3Model: each image's tokens attend to each other both ways (get_block_sequence_ids_for_mask).
+    {"gemma3",
+     "gemma3: each image's tokens attend to each other both ways (token_type_ids 1), which the caller's "
+     "mask must add; text layers shown causal"},
+};
+
+template <size_t N>
+const char* lookup(const char* const (&table)[N][2], const std::string& outer) {
+  for (const auto& w : table)
+    if (outer == w[0]) return w[1];
+  return nullptr;
+}
 }  // namespace
+
+std::string wrapper_fixed_text_type(const std::string& outer) {
+  const char* fixed = lookup(kWrapperFixedTextTypes, outer);
+  return fixed ? fixed : "";
+}
+const char* wrapper_flat_refusal(const std::string& outer) { return lookup(kWrapperFlatRefusals, outer); }
+const char* wrapper_prefix_lm_note(const std::string& outer) { return lookup(kWrapperPrefixLmNotes, outer); }
+const char* wrapper_block_mask_note(const std::string& outer) {
+  return lookup(kWrapperBlockMaskNotes, outer);
+}
 
 bool wrapper_reads_flat_keys(const std::string& outer) {
   for (const char* w : kWrappersReadingFlatKeys)
