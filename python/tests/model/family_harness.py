@@ -248,6 +248,14 @@ def build(config):
         model = _model_class(config)(config)
     if hasattr(model, "set_default_language"):  # xmod: one adapter per language, none chosen by default
         model.set_default_language(config.languages[0])
+    # A parameter its model's init leaves as torch.empty memory (some submodules of a few families) holds
+    # whatever the allocator had, NaN included, so the outcome would depend on the tests run before: such
+    # tensors get seeded normal values instead.
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point() and not torch.isfinite(t).all():
+                t.copy_(torch.randn(t.shape, generator=generator, dtype=torch.float32).mul_(0.02).to(t.dtype))
     return model.eval()
 
 
