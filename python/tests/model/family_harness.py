@@ -253,7 +253,7 @@ def build(config):
     # tensors get seeded normal values instead.
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        for t in list(model.parameters()) + list(model.buffers()):
+        for t in model.parameters():  # (buffers such as causal masks hold -inf on purpose)
             if t.is_floating_point() and not torch.isfinite(t).all():
                 t.copy_(torch.randn(t.shape, generator=generator, dtype=torch.float32).mul_(0.02).to(t.dtype))
     return model.eval()
