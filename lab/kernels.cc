@@ -170,7 +170,7 @@ void GemmImpl(const Gemm& g) {
   // nothing in any element's arithmetic (kernels.h).
   const int64_t strips = (n_vecs + kMaxVecs - 1) / kMaxVecs;
   const int64_t wanted = std::max<int64_t>(1, (4 * posenc::num_threads() + strips - 1) / strips);
-  const int64_t small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
+  const bool small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
   int64_t chunk = (g.m + wanted - 1) / wanted;
   chunk = small ? g.m : std::max(kRowQuantum, (chunk + kRowQuantum - 1) / kRowQuantum * kRowQuantum);
   const int64_t row_chunks = (g.m + chunk - 1) / chunk;

@@ -358,18 +358,18 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
   });
 }
 
-// Ones, odd sizes, k = 0, a partial vector past a whole AVX-512 strip (n 130 = 2 x 64 + 2), two
-// k-blocks (k 300 > 256), and more rows than one task.
+// Ones, odd sizes, k = 0, a partial vector past a whole AVX-512 strip (n 70 = 64 + 6), two k-blocks
+// (k 260 > 256), and more rows than one task.
 TEST(LabKernels, GemmMatchesDoubleInEveryLayoutAndEpilogue) {
   struct Case {
     int64_t m, n, k;
   };
   for (const Case& c : {Case{1, 1, 1}, Case{1, 17, 3}, Case{7, 1, 5}, Case{5, 9, 1}, Case{3, 5, 0},
-                        Case{13, 33, 7}, Case{50, 130, 300}, Case{97, 64, 64}})
+                        Case{13, 33, 7}, Case{26, 70, 260}, Case{97, 64, 64}})
     for (int layout = 0; layout < 4; ++layout)
       for (Epilogue e : {Epilogue::plain, Epilogue::accumulate, Epilogue::bias, Epilogue::residual,
                          Epilogue::gelu_out, Epilogue::gelu_grad})
-        check_gemm(c.m, c.n, c.k, layout & 1, layout & 2, e);
+        check_gemm(c.m, c.n, c.k, (layout & 1) != 0, (layout & 2) != 0, e);
 }
 
 // GELU, the column sums, the norms, the softmax and AdamW against double loops (AdamW and the norms
