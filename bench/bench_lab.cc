@@ -132,7 +132,8 @@ void BM_lab_matmul(benchmark::State& state) {
   }
   openblas_set_num_threads(1);  // its threads asleep for what runs next
   const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
-  state.SetLabel(p.name);
+  state.SetLabel(std::string(p.name) + ", " + std::to_string(p.m) + " x " + std::to_string(p.n) + " x " +
+                 std::to_string(p.k));
   state.counters["GFLOPs"] = flops / lab / 1e9;
   state.counters["sgemm_GFLOPs"] = flops / blas / 1e9;
   state.counters["vs_sgemm"] = blas / lab;

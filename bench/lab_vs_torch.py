@@ -98,13 +98,15 @@ def torch_step_timer(threads):
         return 1e3 * statistics.median(times), 1e3 * min(times)
 
     blas = "MKL" if torch.backends.mkl.is_available() else "its own BLAS"
-    return median_ms, f"PyTorch {torch.__version__} ({blas}, CPU capability {torch.backends.cpu.get_cpu_capability()})"
+    capability = torch.backends.cpu.get_cpu_capability()
+    return median_ms, f"PyTorch {torch.__version__} ({blas}, CPU capability {capability})"
 
 
 def run_bench(bench, threads, bench_filter, min_time):
     env = dict(os.environ, POSENC_NUM_THREADS=str(threads))
-    out = subprocess.run([bench, f"--benchmark_filter={bench_filter}", "--benchmark_format=json",
-                          f"--benchmark_min_time={min_time}"], env=env, capture_output=True, text=True, check=True)
+    command = [bench, f"--benchmark_filter={bench_filter}", "--benchmark_format=json",
+               f"--benchmark_min_time={min_time}"]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -115,15 +117,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if not os.path.exists(args.bench):
-        sys.exit(f"lab_vs_torch: --bench {args.bench} does not exist (cmake --preset release -DPOSENC_BUILD_BENCH=ON "
-                 "&& cmake --build --preset release --target bench_lab)")
+        sys.exit(f"lab_vs_torch: --bench {args.bench} does not exist (cmake --preset release "
+                 "-DPOSENC_BUILD_BENCH=ON && cmake --build --preset release --target bench_lab)")
     median_ms, torch_name = torch_step_timer(args.threads)
     limits = run_bench(args.bench, args.threads, "BM_lab_matmul", 0.2)
     context = limits["context"]
     print(f"CPU: {cpu_description()}; {args.threads} threads")
     print(f"fp32 FMA peak (same run): {float(context['fma_peak_GFLOPs']):.0f} GFLOP/s; OpenBLAS core: "
           f"{context['openblas_core']}; {torch_name}\n")
-    print("| product (m x n x k) | posenc GFLOP/s | OpenBLAS sgemm GFLOP/s | posenc / sgemm | posenc / peak |")
+    print("| product, m x n x k | posenc GFLOP/s | OpenBLAS sgemm GFLOP/s | posenc / sgemm | posenc / peak |")
     print("|---|---|---|---|---|")
     for b in limits["benchmarks"]:
         print(f"| {b['label']} | {b['GFLOPs']:.0f} | {b['sgemm_GFLOPs']:.0f} | {b['vs_sgemm']:.2f} | "
