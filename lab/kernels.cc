@@ -76,8 +76,9 @@ constexpr int TileRows(int vecs) {
 // The k-block: B's rows [l0, l0 + kBlockK) of a strip (64 columns on AVX-512: 64 KiB) stay in L1 / L2
 // while every tile of the task's rows passes over them. Between blocks the running sums wait in C.
 constexpr int64_t kBlockK = 256;
-// Rows per task are a multiple of every tile height (6 and 8).
-constexpr int64_t kRowQuantum = 24;
+// Rows per task: a multiple of every tile height (6 and 8), at most kMaxRows so that the rows of A a
+// task reads (kMaxRows x kBlockK: 192 KiB) stay in L2 while it passes over them.
+constexpr int64_t kRowQuantum = 24, kMaxRows = 192;
 
 struct GemmPlan {
   const Gemm* g;
@@ -99,12 +100,18 @@ HWY_INLINE void FinishVector(const Gemm& g, int64_t i, int64_t j, size_t count, 
   StorePart(v, d, g.c + at, count);
 }
 
-// Rows [i, i + kRows) x vectors [jv, jv + kVecs) of C over B's rows [l0, l1).
+// Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1): A's rows from a (A[i, l0],
+// then a_row and a_col apart), B's rows from b (B[l0, j], rows ldb apart).
+struct Operands {
+  const float* a;
+  int64_t a_row, a_col;
+  const float* b;
+  int64_t ldb;
+};
 template <int kRows, int kVecs>
-HWY_INLINE void Tile(const GemmPlan& p, int64_t i, int64_t jv, int64_t l0, int64_t l1) {
-  const Gemm& g = *p.g;
+HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int64_t l0, int64_t l1) {
   const DF d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), j = jv * N;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   size_t count[kVecs];
   for (int v = 0; v < kVecs; ++v) count[v] = static_cast<size_t>(std::min(N, g.n - (j + v * N)));
   VF acc[kRows][kVecs];
@@ -112,13 +119,13 @@ HWY_INLINE void Tile(const GemmPlan& p, int64_t i, int64_t jv, int64_t l0, int64
   for (int r = 0; r < kRows; ++r)
     for (int v = 0; v < kVecs; ++v)
       acc[r][v] = fresh ? hn::Zero(d) : LoadPart(d, g.c + (i + r) * g.ldc + j + v * N, count[v]);
-  const float* a = l1 > l0 ? g.a.data + i * g.a.row + l0 * g.a.col : nullptr;  // k = 0: A and B may be null
-  const float* b = l1 > l0 ? p.b + l0 * p.ldb + j : nullptr;
-  for (int64_t l = l0; l < l1; ++l, a += g.a.col, b += p.ldb) {
+  const float* a = o.a;
+  const float* b = o.b;
+  for (int64_t l = l0; l < l1; ++l, a += o.a_col, b += o.ldb) {
     VF bv[kVecs];
     for (int v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b + v * N);
     for (int r = 0; r < kRows; ++r) {
-      const VF ar = hn::Set(d, a[r * g.a.row]);
+      const VF ar = hn::Set(d, a[r * o.a_row]);
       for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
     }
   }
@@ -128,19 +135,22 @@ HWY_INLINE void Tile(const GemmPlan& p, int64_t i, int64_t jv, int64_t l0, int64
 }
 
 // Rows [i0, i1) of a strip of kVecs vectors at jv, over B's rows [l0, l1): whole tiles, then single rows.
+// o: the operands at row i0.
 template <int kVecs>
-HWY_NOINLINE void Strip(const GemmPlan& p, int64_t i0, int64_t i1, int64_t jv, int64_t l0, int64_t l1) {
+HWY_NOINLINE void Strip(const Gemm& g, const Operands& o, int64_t i0, int64_t i1, int64_t j, int64_t l0,
+                        int64_t l1) {
   constexpr int kRows = TileRows(kVecs);
+  Operands at = o;
   int64_t i = i0;
-  for (; i + kRows <= i1; i += kRows) Tile<kRows, kVecs>(p, i, jv, l0, l1);
-  for (; i < i1; ++i) Tile<1, kVecs>(p, i, jv, l0, l1);
+  for (; i + kRows <= i1; i += kRows, at.a += kRows * o.a_row) Tile<kRows, kVecs>(g, at, i, j, l0, l1);
+  for (; i < i1; ++i, at.a += o.a_row) Tile<1, kVecs>(g, at, i, j, l0, l1);
 }
 
 template <int kVecs>
-HWY_INLINE void StripOf(int vecs, const GemmPlan& p, int64_t i0, int64_t i1, int64_t jv, int64_t l0,
-                        int64_t l1) {
-  if (vecs == kVecs) return Strip<kVecs>(p, i0, i1, jv, l0, l1);
-  if constexpr (kVecs > 1) StripOf<kVecs - 1>(vecs, p, i0, i1, jv, l0, l1);
+HWY_INLINE void StripOf(int vecs, const Gemm& g, const Operands& o, int64_t i0, int64_t i1, int64_t j,
+                        int64_t l0, int64_t l1) {
+  if (vecs == kVecs) return Strip<kVecs>(g, o, i0, i1, j, l0, l1);
+  if constexpr (kVecs > 1) StripOf<kVecs - 1>(vecs, g, o, i0, i1, j, l0, l1);
 }
 
 void GemmImpl(const Gemm& g) {
@@ -172,7 +182,8 @@ void GemmImpl(const Gemm& g) {
   const int64_t wanted = std::max<int64_t>(1, (4 * posenc::num_threads() + strips - 1) / strips);
   const bool small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
   int64_t chunk = (g.m + wanted - 1) / wanted;
-  chunk = small ? g.m : std::max(kRowQuantum, (chunk + kRowQuantum - 1) / kRowQuantum * kRowQuantum);
+  chunk =
+      small ? g.m : std::clamp((chunk + kRowQuantum - 1) / kRowQuantum * kRowQuantum, kRowQuantum, kMaxRows);
   const int64_t row_chunks = (g.m + chunk - 1) / chunk;
   posenc::parallel_for(small ? 1 : row_chunks * strips, [&](int64_t t) {
     const int64_t first_strip = small ? 0 : t % strips, last_strip = small ? strips : first_strip + 1;
@@ -180,10 +191,15 @@ void GemmImpl(const Gemm& g) {
     for (int64_t s = first_strip; s < last_strip; ++s) {
       const int64_t jv = s * kMaxVecs;
       const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
+      const int64_t j = jv * N;
       int64_t l0 = 0;
       do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
         const int64_t l1 = std::min(g.k, l0 + kBlockK);
-        StripOf<kMaxVecs>(vecs, p, i0, i1, jv, l0, l1);
+        static const float kNothing = 0.0f;  // k = 0: A and B may be null; nothing is read
+        Operands o{&kNothing, 0, 0, &kNothing, 0};
+        if (l1 > l0)
+          o = {g.a.data + i0 * g.a.row + l0 * g.a.col, g.a.row, g.a.col, p.b + l0 * p.ldb + j, p.ldb};
+        StripOf<kMaxVecs>(vecs, g, o, i0, i1, j, l0, l1);
         l0 = l1;
       } while (l0 < g.k);
     }
