@@ -36,6 +36,11 @@ def cpu_description():
             f"{fields.get('cpu family', '?')}, model {fields.get('model', '?')}, {simd})")
 
 
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
 def torch_step_timer(threads):
     import torch
     import torch.nn as nn
@@ -119,6 +124,7 @@ def main():
     if not os.path.exists(args.bench):
         sys.exit(f"lab_vs_torch: --bench {args.bench} does not exist (cmake --preset release "
                  "-DPOSENC_BUILD_BENCH=ON && cmake --build --preset release --target bench_lab)")
+    load_before = load_average()
     median_ms, torch_name = torch_step_timer(args.threads)
     limits = run_bench(args.bench, args.threads, "BM_lab_matmul", 0.2)
     context = limits["context"]
@@ -140,7 +146,8 @@ def main():
         theirs, _ = median_ms(steps)
         ratios.append(theirs / ours)
         print(f"| {r + 1} | {ours:.1f} | {theirs:.1f} | {theirs / ours:.2f} |")
-    print(f"\nmedian PyTorch / posenc: {statistics.median(ratios):.2f}")
+    print(f"\nmedian PyTorch / posenc: {statistics.median(ratios):.2f}; load average before and after: "
+          f"{load_before}, {load_average()} (other processes on these cores slow both)")
 
 
 if __name__ == "__main__":
