@@ -1,16 +1,26 @@
 // bench/bench_lab.cc: one training step of the lab's default model (2 layers, d_model 64, 4 heads,
-// MLP 256, vocabulary 63, batch 32 x 64 tokens): forward, backward and AdamW, per encoding.
-// Compute-bound at these shapes; the limit is the same run's OpenBLAS sgemm (all threads) of the
-// MLP's shape (2048 x 64)(64 x 256). FLOP counted: 6 per matrix parameter per token (forward 2,
-// backward 4; the tied output layer included) plus causal attention (4 T^2 D / 2 per head forward,
-// 2.5x that backward). vs_sgemm = GFLOP/s / sgemm GFLOP/s.
+// MLP 256, vocabulary 63, batch 32 x 64 tokens: forward, backward and AdamW) per encoding, and the
+// step's matrix products (lab/kernels.h) one by one, each next to the same run's limits: the fp32
+// FMA peak of the same threads (compute_peak.h) and OpenBLAS's sgemm of the same shape on as many
+// threads, with the core OpenBLAS chose for this CPU in the context (on a core it does not know it
+// runs generic kernels; OPENBLAS_CORETYPE overrides it). bench/lab_vs_torch.py runs this beside the
+// same model in PyTorch.
+//
+// FLOP of a step: 6 per matrix parameter per token (forward 2, backward 4; the tied output layer
+// included) plus causal attention (4 T^2 D / 2 per head forward, 2.5x that backward).
+// vs_peak = GFLOP/s / FMA peak GFLOP/s; vs_sgemm = the lab's product GFLOP/s / sgemm's.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include "bench_limits.h"
 
+#include <algorithm>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "bench_limits.h"
+#include "compute_peak.h"
+#include "kernels.h"
 #include "model.h"
 #include "optimizer.h"
 
@@ -18,20 +28,10 @@ namespace {
 
 using posenc::lab::EncodingSpec;
 
-double sgemm_gflops(int64_t M, int64_t N, int64_t K) {
-  openblas_set_num_threads(posenc::num_threads());
-  std::vector<float> a(static_cast<size_t>(M * K), 0.5f), b(static_cast<size_t>(N * K), 0.25f),
-      c(static_cast<size_t>(M * N));
-  double best = 0;
-  for (int rep = 0; rep < 200; ++rep) {  // best of many: OpenBLAS's threads take a while to wake
-    const double t0 = posenc::bench::now_seconds();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N),
-                static_cast<int>(K), 1.0f, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0f,
-                c.data(), static_cast<int>(N));
-    best = std::max(best, 2.0 * static_cast<double>(M * N * K) / (posenc::bench::now_seconds() - t0) / 1e9);
-  }
-  openblas_set_num_threads(1);  // as the lab runs it
-  return best;
+double fma_peak() {
+  static const double peak =
+      posenc::bench::fma_peak_gflops();  // once per run, before OpenBLAS's threads exist
+  return peak;
 }
 
 const char* kEncodings[] = {"none", "rope", "alibi", "t5", "shaw", "xl", "learned"};
@@ -47,27 +47,109 @@ void BM_lab_train_step(benchmark::State& state) {
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = static_cast<int32_t>(rng() % 63), targets[i] = static_cast<int32_t>(rng() % 63);
   posenc::lab::AdamW optimizer({});
-  double seconds = 0;
+  std::vector<double> steps;
   for (auto _ : state) {
     const double t0 = posenc::bench::now_seconds();
     model.forward(tokens.data(), targets.data(), B, T);
     model.zero_grad();
     model.backward();
     optimizer.step(model, 1e-4);
-    seconds += posenc::bench::now_seconds() - t0;
+    steps.push_back(posenc::bench::now_seconds() - t0);
   }
+  double seconds = 0;
+  for (double s : steps) seconds += s;
+  std::sort(steps.begin(), steps.end());
   const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.mlp),
                L = static_cast<double>(c.layers);
   const double matrix_params = L * (3 * C * C + C * C + 2 * C * F) + static_cast<double>(c.vocab_size) * C;
   const double attention = L * 3.5 * 4.0 * static_cast<double>(B * T * T) * C / 2.0;
   const double flops = 6.0 * matrix_params * static_cast<double>(N) + attention;
-  const double gflops = flops * static_cast<double>(state.iterations()) / seconds / 1e9;
-  static const double sgemm = sgemm_gflops(N, c.mlp, c.d_model);  // once per run
+  const double gflops = flops * static_cast<double>(steps.size()) / seconds / 1e9;
   state.SetLabel(kEncodings[state.range(0)]);
   state.counters["GFLOPs"] = gflops;
-  state.counters["sgemm_GFLOPs"] = sgemm;
-  state.counters["vs_sgemm"] = gflops / sgemm;
-  state.counters["tokens_per_s"] = static_cast<double>(N) * static_cast<double>(state.iterations()) / seconds;
+  state.counters["vs_peak"] = gflops / fma_peak();
+  state.counters["ms_median"] = 1e3 * steps[steps.size() / 2];
+  state.counters["ms_min"] = 1e3 * steps.front();
+  state.counters["tokens_per_s"] = static_cast<double>(N) * static_cast<double>(steps.size()) / seconds;
+}
+
+// The step's products: C (m, n) = A (m, k) B (k, n) in the three layouts of a linear layer.
+struct Product {
+  const char* name;
+  int64_t m, n, k;
+  char layout;  // 'f' forward: inp W^T;  'd' d inp: dout W;  'w' d weight: dout^T inp (accumulating)
+};
+const Product kProducts[] = {
+    {"fwd qkv", 2048, 192, 64, 'f'},         {"fwd fc", 2048, 256, 64, 'f'},
+    {"fwd fc_proj", 2048, 64, 256, 'f'},     {"fwd logits", 2048, 63, 64, 'f'},
+    {"dinp qkv", 2048, 64, 192, 'd'},        {"dinp fc_proj", 2048, 256, 64, 'd'},
+    {"dinp fc", 2048, 64, 256, 'd'},         {"dweight qkv", 192, 64, 2048, 'w'},
+    {"dweight fc_proj", 64, 256, 2048, 'w'},
+};
+
+void BM_lab_matmul(benchmark::State& state) {
+  const Product& p = kProducts[state.range(0)];
+  const int threads = posenc::num_threads();
+  openblas_set_num_threads(threads);
+  // Row-major storage: forward A (m, k), W (n, k); d inp A (m, k), W (k, n); d weight dout (k, m), inp (k,
+  // n).
+  const auto a = posenc::bench::random_floats(static_cast<size_t>(p.m * p.k), 1);
+  const auto b = posenc::bench::random_floats(static_cast<size_t>(p.k * p.n), 2);
+  std::vector<float> c(static_cast<size_t>(p.m * p.n), 0.0f);
+  posenc::lab::kernels::Gemm g;
+  g.m = p.m, g.n = p.n, g.k = p.k, g.c = c.data(), g.ldc = p.n;
+  g.a = p.layout == 'w' ? posenc::lab::kernels::Matrix{a.data(), 1, p.m}
+                        : posenc::lab::kernels::Matrix{a.data(), p.k, 1};
+  g.b = p.layout == 'f' ? posenc::lab::kernels::Matrix{b.data(), 1, p.k}
+                        : posenc::lab::kernels::Matrix{b.data(), p.n, 1};
+  g.accumulate = p.layout == 'w';
+  auto sgemm = [&] {
+    const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+    if (p.layout == 'f')
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
+                  c.data(), n);
+    else if (p.layout == 'd')
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                  c.data(), n);
+    else
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), m, b.data(), n, 1.0f,
+                  c.data(), n);
+  };
+  // Best of many calls each (a noisy machine slows some calls, never speeds one up): the lab's product
+  // first, then OpenBLAS's, so that its threads (which spin after a call) do not share the cores with it.
+  double lab = 1e9, blas = 1e9;
+  for (auto _ : state) {
+    for (int rep = 0; rep < 20; ++rep) {
+      const double t0 = posenc::bench::now_seconds();
+      posenc::lab::kernels::gemm(g);
+      lab = std::min(lab, posenc::bench::now_seconds() - t0);
+    }
+    for (int rep = 0; rep < 20; ++rep) {
+      const double t0 = posenc::bench::now_seconds();
+      sgemm();
+      blas = std::min(blas, posenc::bench::now_seconds() - t0);
+    }
+  }
+  openblas_set_num_threads(1);  // its threads asleep for what runs next
+  const double flops = 2.0 * static_cast<double>(p.m * p.n * p.k);
+  state.SetLabel(std::string(p.name) + ", " + std::to_string(p.m) + " x " + std::to_string(p.n) + " x " +
+                 std::to_string(p.k));
+  state.counters["GFLOPs"] = flops / lab / 1e9;
+  state.counters["sgemm_GFLOPs"] = flops / blas / 1e9;
+  state.counters["vs_sgemm"] = blas / lab;
+  state.counters["vs_peak"] = flops / lab / 1e9 / fma_peak();
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name = "unknown", family, model;
+  auto value = [](const std::string& l) { return l.substr(l.find(':') + 2); };
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && name == "unknown") name = value(line);
+    if (line.rfind("cpu family", 0) == 0 && family.empty()) family = value(line);
+    if (line.rfind("model\t", 0) == 0 && model.empty()) model = value(line);
+  }
+  return name + " (family " + family + ", model " + model + ")";
 }
 
 }  // namespace
@@ -77,4 +159,20 @@ BENCHMARK(BM_lab_train_step)
     ->DenseRange(0, 6)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_MAIN();
+BENCHMARK(BM_lab_matmul)
+    ->ArgNames({"product"})
+    ->DenseRange(0, static_cast<int64_t>(std::size(kProducts)) - 1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("cpu", cpu_name());
+  benchmark::AddCustomContext("threads", std::to_string(posenc::num_threads()));
+  benchmark::AddCustomContext("fma_peak_GFLOPs", std::to_string(fma_peak()));
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -53,7 +53,7 @@ struct Model::Impl {
   std::vector<LayerActs> acts;
   std::vector<float> normf, normf_mean, normf_rstd, probs, losses;  // (N, C), (N), (N), (N, V), (N)
   // Backward scratch.
-  std::vector<float> dres, dnorm, dqkv, datty, dfch, dfch_gelu, dlogits;
+  std::vector<float> dres, dnorm, dqkv, datty, dfch, dlogits;
 
   void resize(const ModelConfig& c, int64_t b, int64_t t) {
     if (b == B && t == T) return;
@@ -83,7 +83,6 @@ struct Model::Impl {
     dqkv.assign(N * 3 * C, 0.0f);
     datty.assign(N * C, 0.0f);
     dfch.assign(N * F, 0.0f);
-    dfch_gelu.assign(N * F, 0.0f);
     dlogits.assign(N * V, 0.0f);
   }
 };
@@ -224,16 +223,15 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     const auto params = tensors_in(layout_, o.prefix, params_.data());
     attention_forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), qkv(q, k, v),
                       view(a.atty.data(), {B, T, H, D}), view(a.lse.data(), {B, H, T}));
-    // 4. output projection, residual
-    ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C);
-    ops::residual_forward(a.res2.data(), a.res2.data(), x, N * C);
-    // 5. norm2 -> MLP (fc, GELU, proj), residual
+    // 4. output projection plus the residual x
+    ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C, x);
+    // 5. norm2 -> MLP (fc with GELU, proj plus the residual res2)
     ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
                       P + o.norm2_w, o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
-    ops::matmul_forward(a.fch.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F);
-    ops::gelu_forward(a.fch_gelu.data(), a.fch.data(), N * F);
-    ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C);
-    ops::residual_forward(a.res3.data(), a.res3.data(), a.res2.data(), N * C);
+    ops::matmul_forward(a.fch.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
+                        a.fch_gelu.data());
+    ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C,
+                        a.res2.data());
     x = a.res3.data();
   }
   // 6. final norm, tied output projection, cross-entropy
@@ -262,9 +260,8 @@ void Model::backward() {
   // 6. cross-entropy, tied output projection, final norm
   ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(),
                              1.0f / static_cast<float>(m.counted), N, V);
-  zero(m.dnorm);
   ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normf.data(), P + m.wte, N, C,
-                       V);
+                       V, ops::Dinp::store);
   zero(m.dres);
   ops::norm_backward(c.norm, m.dres.data(), G + m.normf_w, m.normf_b >= 0 ? G + m.normf_b : nullptr,
                      m.dnorm.data(), x_last, P + m.normf_w, m.normf_mean.data(), m.normf_rstd.data(), N, C);
@@ -273,22 +270,18 @@ void Model::backward() {
     const LayerOffsets& o = m.layer[static_cast<size_t>(l)];
     LayerActs& a = m.acts[static_cast<size_t>(l)];
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
-    // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is
-    zero(m.dfch_gelu);
-    ops::matmul_backward(m.dfch_gelu.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
-                         P + o.fcproj_w, N, F, C);
-    zero(m.dfch);
-    ops::gelu_backward(m.dfch.data(), a.fch.data(), m.dfch_gelu.data(), N * F);
-    zero(m.dnorm);
+    // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
+    // proj's input gradient goes through GELU as it is stored (d fch, not d gelu(fch))
+    ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
+                         P + o.fcproj_w, N, F, C, ops::Dinp::through_gelu, a.fch.data());
     ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N,
-                         C, F);
+                         C, F, ops::Dinp::store);
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
                        m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
                        N, C);
     // 4. res2 = x + proj(atty): dres is now d res2
-    zero(m.datty);
     ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(),
-                         P + o.proj_w, N, C, C);
+                         P + o.proj_w, N, C, C, ops::Dinp::store);
     // 3. attention (posenc::attention_backward: through RoPE, into the encoding's tables)
     zero(m.dqkv);
     const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
@@ -304,9 +297,8 @@ void Model::backward() {
                        view(static_cast<const float*>(a.lse.data()), {B, H, T}),
                        view(static_cast<const float*>(m.datty.data()), {B, T, H, D}), grads);
     // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
-    zero(m.dnorm);
     ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w,
-                         N, C, 3 * C);
+                         N, C, 3 * C, ops::Dinp::store);
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm1_w, o.norm1_b >= 0 ? G + o.norm1_b : nullptr,
                        m.dnorm.data(), x, P + o.norm1_w, a.norm1_mean.data(), a.norm1_rstd.data(), N, C);
   }

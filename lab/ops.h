@@ -1,25 +1,37 @@
 // lab/ops.h: the layers of the lab's transformer, forward and backward, in the style of llm.c
 // (train_gpt2.c): plain functions over contiguous float arrays, shapes at the top, each backward
-// beside its forward. Backwards accumulate (+=) into their gradients. Rows are independent and
-// every reduction over rows runs in a fixed order, so results do not depend on the thread count.
-// The linear layers call OpenBLAS's sgemm; tests/test_lab_ops.cc checks every op against a
-// double-precision loop and every backward against finite differences.
+// beside its forward. Backwards accumulate (+=) into their gradients unless told to store. Every
+// output element is one fixed-order sum, so results do not depend on the thread count. The loops
+// are lab/kernels.h's, compiled for every SIMD target and chosen from the CPU's features at run
+// time; tests/test_lab_ops.cc checks every op against a double-precision loop on each target and
+// every backward against finite differences.
 #pragma once
 #include <cstdint>
 
 namespace posenc::lab::ops {
 
-// Threads for the lab (OpenMP: posenc's kernels and these loops; OpenBLAS runs single-threaded
-// inside them). n >= 1.
+// Threads for the lab (posenc's pool: the library's kernels and these loops). n >= 1.
 void set_threads(int n);
 
-// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be null.
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC) (+ residual (N, OC)); bias and residual
+// may be null. With gelu_out (N, OC): also gelu_out = gelu(out), the MLP's first layer keeping its
+// input and output for the backward. Added in the store of each output tile: no pass of their own.
+// out may not alias inp, residual or gelu_out.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                    int64_t C, int64_t OC);
-// dinp (N, C) += dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
-// (dinp or dbias may be null).
+                    int64_t C, int64_t OC, const float* residual = nullptr, float* gelu_out = nullptr);
+
+// What matmul_backward does with the product dout @ weight (N, C):
+enum class Dinp : uint8_t {
+  add,           // dinp += it, as every backward
+  store,         // dinp = it (dinp need not be zeroed)
+  through_gelu,  // dinp = gelu'(gelu_pre) * it: the gradient at GELU's input of a layer whose input
+                 // was gelu(gelu_pre) (the MLP's projection), in place of gelu_backward's pass
+};
+// dinp (N, C) (+)= dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
+// (dinp or dbias may be null; gelu_pre (N, C) with Dinp::through_gelu only).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC);
+                     const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode = Dinp::add,
+                     const float* gelu_pre = nullptr);
 
 enum class Norm : uint8_t {
   layer,  // LayerNorm (Ba et al. 2016): (x - mean) * rstd * weight + bias, eps 1e-5
@@ -39,16 +51,13 @@ void gelu_forward(float* out, const float* inp, int64_t n);
 // dinp (n) += gelu'(inp) * dout
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
-// out (n) = a + b
-void residual_forward(float* out, const float* a, const float* b, int64_t n);
-
 // A target that does not count (PyTorch's ignore_index): its loss is 0 and its gradient 0, its
 // probabilities are still computed (the synthetic tasks score only their answer positions).
 inline constexpr int32_t kIgnoreTarget = -1;
 
-// probs (N, V) = softmax(logits (N, V)); losses (N) = -log probs[n, targets[n]] (from the
-// log-sum-exp in double, so small probabilities keep their digits), 0 where the target is
-// kIgnoreTarget. probs may alias logits.
+// probs (N, V) = softmax(logits (N, V)); losses (N) = -log probs[n, targets[n]] (the exponentials
+// in fp32, their sum and the log-sum-exp in double, so small probabilities keep their digits), 0
+// where the target is kIgnoreTarget. probs may alias logits.
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets, int64_t N,
                           int64_t V);
 // dlogits (N, V) = (probs - onehot(targets)) * dloss, 0 rows for ignored targets

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels.h"
 #include "posenc/error.h"
 
 namespace posenc::lab {
@@ -52,16 +53,13 @@ double AdamW::step(Model& model, double lr) {
   const auto c1 = static_cast<float>(1.0 - std::pow(config_.beta1, static_cast<double>(t_)));
   const auto c2 = static_cast<float>(1.0 - std::pow(config_.beta2, static_cast<double>(t_)));
   const auto lr_f = static_cast<float>(lr), eps = static_cast<float>(config_.eps);
+  // Per parameter: g = grad * clip_scale, m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g g,
+  // p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p), in SIMD vectors (kernels.h).
   for (const ParamSlice& s : model.layout()) {
     const float decay = s.decay ? static_cast<float>(config_.weight_decay) : 0.0f;
-    for (int64_t i = s.offset; i < s.offset + s.size; ++i) {
-      const auto u = static_cast<size_t>(i);
-      const float grad = g[u] * clip_scale;
-      m_[u] = b1 * m_[u] + (1 - b1) * grad;
-      v_[u] = b2 * v_[u] + (1 - b2) * grad * grad;
-      const float mhat = m_[u] / c1, vhat = v_[u] / c2;
-      p[u] -= lr_f * (mhat / (std::sqrt(vhat) + eps) + decay * p[u]);
-    }
+    const auto at = static_cast<size_t>(s.offset);
+    kernels::adamw({b1, b2, c1, c2, lr_f, eps, decay, clip_scale}, p.data() + at, g.data() + at,
+                   m_.data() + at, v_.data() + at, s.size);
   }
   return norm;
 }

@@ -13,7 +13,7 @@ packages=(
   libhwy-dev                                  # Google Highway: portable SIMD, runtime dispatch, Sin/Cos
   libgtest-dev libbenchmark-dev               # tests, benchmarks
   libcli11-dev nlohmann-json3-dev             # the CLI, config.json parsing
-  libopenblas-dev                             # sgemm: the lab's linear layers, the attention benchmark's reference
+  libopenblas-dev                             # sgemm: the reference of the attention and lab benchmarks
   bible-kjv bible-kjv-text                    # the lab's default corpus (scripts/prepare_corpus.sh)
   # The Python package (scripts/python_env.sh): Debian's interpreter and its venv module; every
   # Python package of .venv comes from PyPI (python/requirements.txt). python3-dev: <Python.h>, for

@@ -1,12 +1,16 @@
 // tests/test_lab_ops.cc: the lab's layers (lab/ops.h) against naive double-precision loops, and
 // their backwards against central differences of those loops (exact in double), on odd sizes and
-// on more rows than one task chunk (128), with 1 and 2 threads giving the same bits.
+// on more rows than one task, with 1, 2 and 3 threads giving the same bits; and the SIMD kernels
+// under them (lab/kernels.h) on every compiled target: the matrix product in each operand layout
+// and epilogue against a double loop with its rounding bound, the other loops against double loops.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <vector>
 
+#include "hwy/targets.h"
+#include "kernels.h"
 #include "ops.h"
 #include "test_util.h"
 
@@ -218,22 +222,255 @@ TEST(LabOps, ThreadCountDoesNotChangeBits) {
   const int64_t N = 517, C = 40, OC = 300;
   const auto inp = random_floats(static_cast<size_t>(N * C), 1),
              w = random_floats(static_cast<size_t>(OC * C), 2);
-  const auto dout = random_floats(static_cast<size_t>(N * OC), 3);
+  const auto dout = random_floats(static_cast<size_t>(N * OC), 3), res = random_floats(dout.size(), 4);
+  const auto nw = random_floats(static_cast<size_t>(C), 5), nb = random_floats(static_cast<size_t>(C), 6);
   auto run = [&](int threads) {
     set_threads(threads);
-    std::vector<float> out(static_cast<size_t>(N * OC)), dinp(inp.size(), 0.0f), dw(w.size(), 0.0f),
-        db(static_cast<size_t>(OC), 0.0f);
-    matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC);
+    std::vector<float> out(static_cast<size_t>(N * OC)), act(out.size()), dinp(inp.size(), 0.0f),
+        dw(w.size(), 0.0f), db(static_cast<size_t>(OC), 0.0f), dpre(inp.size());
+    matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC, res.data(), act.data());
     matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
-    out.insert(out.end(), dinp.begin(), dinp.end());
-    out.insert(out.end(), dw.begin(), dw.end());
-    out.insert(out.end(), db.begin(), db.end());
+    matmul_backward(dpre.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC,
+                    Dinp::through_gelu, dinp.data());
+    std::vector<float> normed(inp.size()), mean(static_cast<size_t>(N)), rstd(mean.size()),
+        dnorm(inp.size(), 0.0f), dnw(nw.size(), 0.0f), dnb(nb.size(), 0.0f);
+    norm_forward(Norm::layer, normed.data(), mean.data(), rstd.data(), inp.data(), nw.data(), nb.data(), N,
+                 C);
+    norm_backward(Norm::layer, dnorm.data(), dnw.data(), dnb.data(), dpre.data(), inp.data(), nw.data(),
+                  mean.data(), rstd.data(), N, C);
+    for (const auto* v : {&act, &dinp, &dw, &db, &dpre, &normed, &dnorm, &dnw, &dnb})
+      out.insert(out.end(), v->begin(), v->end());
     return out;
   };
   const std::vector<float> one = run(1), two = run(2), three = run(3);
   set_threads(2);
   EXPECT_EQ(one, two);
   EXPECT_EQ(one, three);
+}
+
+// ---- lab/kernels.h on every SIMD target compiled in and supported by this CPU.
+
+void for_each_target(const std::function<void(int64_t target)>& fn) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn(target);
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to the best target
+}
+// Targets with fused multiply-adds, on which kernels.h promises the matrix product the same bits.
+bool has_fma(int64_t target) { return HWY_ARCH_X86 && target <= HWY_AVX2; }
+
+constexpr double kUnitRoundoff = 0x1p-24;  // fp32
+
+// Every actual[i] within bound[i] of expected[i]; reports the worst offender relative to its bound.
+::testing::AssertionResult within(const std::vector<float>& actual, const Vec& expected, const Vec& bound) {
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double ratio = std::abs(actual[i] - expected[i]) / bound[i];
+    if (!(ratio <= worst)) worst = std::isnan(ratio) ? INFINITY : ratio, at = i;
+  }
+  if (worst <= 1) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "element " << at << ": " << actual[at] << " vs " << expected[at]
+                                       << ", bound " << bound[at] << " (" << worst << "x the bound)";
+}
+
+double gelu_grad(double x) {
+  const double s = std::sqrt(2 / M_PI), t = std::tanh(s * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x);
+}
+
+enum class Epilogue { plain, accumulate, bias, residual, gelu_out, gelu_grad };
+const char* name(Epilogue e) {
+  const char* names[] = {"plain", "accumulate", "bias", "bias+residual", "bias+gelu_out", "gelu_grad"};
+  return names[static_cast<int>(e)];
+}
+
+// One product C = A B in one operand layout and epilogue, on every target, against a double loop. A
+// sum of n fp32 roundings is within n u (u = 2^-24) times the sum of its terms' magnitudes (to first
+// order): k multiply-adds from c0 (2 roundings each where the target has no FMA), then the epilogue's
+// adds. GELU's tanh is within 4 ulp (Highway), which moves gelu(x) by < 1e-6 (1 + |x|) and gelu'(x)
+// by < 1e-6 (1 + x^2) for |x| <= 4.
+void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_transposed, Epilogue e) {
+  SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << (a_transposed ? " A^T" : "")
+                                    << (b_transposed ? " B^T" : "") << " " << name(e));
+  // A stored (m, k) with a padded row, or (k, m); B stored (k, n), or (n, k) with a padded row.
+  const int64_t lda = a_transposed ? m : k + 1, ldb = b_transposed ? k + 2 : n;
+  const auto a = random_floats(static_cast<size_t>(std::max<int64_t>(a_transposed ? k * m : m * lda, 1)), 21);
+  const auto b = random_floats(static_cast<size_t>(std::max<int64_t>(b_transposed ? n * ldb : k * n, 1)), 22);
+  const auto c0 = random_floats(static_cast<size_t>(m * n), 23),
+             bias = random_floats(static_cast<size_t>(n), 24);
+  const auto residual = random_floats(c0.size(), 25), pre = random_floats(c0.size(), 26, -4, 4);
+  auto at_a = [&](int64_t i, int64_t l) {
+    return a[static_cast<size_t>(a_transposed ? l * lda + i : i * lda + l)];
+  };
+  auto at_b = [&](int64_t l, int64_t j) {
+    return b[static_cast<size_t>(b_transposed ? j * ldb + l : l * ldb + j)];
+  };
+  Vec want(c0.size()), bound(c0.size()), want_gelu(c0.size()), bound_gelu(c0.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const auto ij = static_cast<size_t>(i * n + j);
+      double s = 0, mag = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        s += static_cast<double>(at_a(i, l)) * at_b(l, j);
+        mag += std::abs(static_cast<double>(at_a(i, l)) * at_b(l, j));
+      }
+      double adds = 0;
+      if (e == Epilogue::accumulate) s += c0[ij], mag += std::abs(c0[ij]);
+      if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out)
+        s += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]), ++adds;
+      if (e == Epilogue::residual) s += residual[ij], mag += std::abs(residual[ij]), ++adds;
+      double err = static_cast<double>(2 * k + adds) * kUnitRoundoff * mag;
+      if (e == Epilogue::gelu_grad) {
+        const double g = gelu_grad(pre[ij]);
+        err = std::abs(g) * err + std::abs(s) * 1e-6 * (1 + pre[ij] * pre[ij]) +
+              kUnitRoundoff * std::abs(g * s);
+        s *= g;
+      }
+      want[ij] = s;
+      bound[ij] = 1.01 * err + 1e-30;
+      want_gelu[ij] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+      bound_gelu[ij] = 1.13 * bound[ij] + 1e-6 * (1 + std::abs(s));
+    }
+  std::vector<float> first_fma;
+  for_each_target([&](int64_t target) {
+    std::vector<float> c = c0, gelu_out(c0.size());
+    kernels::Gemm g;
+    g.m = m, g.n = n, g.k = k;
+    g.a = a_transposed ? kernels::Matrix{a.data(), 1, lda} : kernels::Matrix{a.data(), lda, 1};
+    g.b = b_transposed ? kernels::Matrix{b.data(), 1, ldb} : kernels::Matrix{b.data(), ldb, 1};
+    g.c = c.data(), g.ldc = n;
+    g.accumulate = e == Epilogue::accumulate;
+    if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out) g.bias = bias.data();
+    if (e == Epilogue::residual) g.residual = residual.data();
+    if (e == Epilogue::gelu_out) g.gelu_out = gelu_out.data();
+    if (e == Epilogue::gelu_grad) g.gelu_grad_at = pre.data();
+    kernels::gemm(g);
+    EXPECT_TRUE(within(c, want, bound));
+    if (e == Epilogue::gelu_out) {
+      EXPECT_TRUE(within(gelu_out, want_gelu, bound_gelu));
+    }
+    if (!has_fma(target) || e == Epilogue::gelu_out || e == Epilogue::gelu_grad) return;
+    if (first_fma.empty()) first_fma = c;
+    EXPECT_EQ(c, first_fma) << "the same bits on every target with FMA";
+  });
+}
+
+// Ones, odd sizes, k = 0, a partial vector past a whole AVX-512 strip (n 70 = 64 + 6), two k-blocks
+// (k 260 > 256), and more rows than one task.
+TEST(LabKernels, GemmMatchesDoubleInEveryLayoutAndEpilogue) {
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case& c : {Case{1, 1, 1}, Case{1, 17, 3}, Case{7, 1, 5}, Case{5, 9, 1}, Case{3, 5, 0},
+                        Case{13, 33, 7}, Case{26, 70, 260}, Case{97, 64, 64}})
+    for (int layout = 0; layout < 4; ++layout)
+      for (Epilogue e : {Epilogue::plain, Epilogue::accumulate, Epilogue::bias, Epilogue::residual,
+                         Epilogue::gelu_out, Epilogue::gelu_grad})
+        check_gemm(c.m, c.n, c.k, (layout & 1) != 0, (layout & 2) != 0, e);
+}
+
+// GELU, the column sums, the norms, the softmax and AdamW against double loops (AdamW and the norms
+// with the same bits on every target, as kernels.cc promises).
+TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
+  const int64_t N = 37, C = 53;  // 53 = 3 x 16 + 5: a partial vector and a tail past the 16-lane sums
+  const auto x = random_floats(static_cast<size_t>(N * C), 31, -4, 4), dy = random_floats(x.size(), 32);
+  const auto w = random_floats(static_cast<size_t>(C), 33), b = random_floats(static_cast<size_t>(C), 34);
+  Vec gelu_want(x.size()), dgelu_want(x.size()), gelu_bound(x.size()), dgelu_bound(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    gelu_want[i] = ref_gelu(x[i]);
+    dgelu_want[i] = 0.5 + gelu_grad(x[i]) * dy[i];
+    gelu_bound[i] = 1e-6 * (1 + std::abs(x[i]));
+    dgelu_bound[i] = std::abs(dy[i]) * 1e-6 * (1 + x[i] * x[i]) + 4 * kUnitRoundoff;
+  }
+  Vec sums_want(static_cast<size_t>(C), 0.25), sums_bound(static_cast<size_t>(C), 0.0);
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t j = 0; j < C; ++j) {
+      sums_want[static_cast<size_t>(j)] += dy[static_cast<size_t>(r * C + j)];
+      sums_bound[static_cast<size_t>(j)] += (N + 1) * kUnitRoundoff;  // |terms| and |0.25| <= 1
+    }
+  std::vector<float> first_norms, first_adamw;
+  for_each_target([&](int64_t) {
+    std::vector<float> y(x.size()), dx(x.size(), 0.5f), sums(static_cast<size_t>(C), 0.25f);
+    kernels::gelu_forward(y.data(), x.data(), N * C);
+    kernels::gelu_backward(dx.data(), x.data(), dy.data(), N * C);
+    EXPECT_TRUE(within(y, gelu_want, gelu_bound));
+    EXPECT_TRUE(within(dx, dgelu_want, dgelu_bound));
+    kernels::column_sums(sums.data(), dy.data(), N, C, C);
+    EXPECT_TRUE(within(sums, sums_want, sums_bound));
+    std::vector<float> norms;
+    for (Norm norm : {Norm::layer, Norm::rms}) {
+      std::vector<float> out(x.size()), mean(static_cast<size_t>(N)), rstd(mean.size()), dinp(x.size(), 0.5f),
+          dw(w.size(), 0.5f), db(b.size(), 0.5f);
+      kernels::norm_forward(norm == Norm::layer, out.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                            b.data(), kNormEps, N, C);
+      EXPECT_TRUE(all_close(out, ref_norm(norm, to_double(x), to_double(w), to_double(b), N, C),
+                            test::kF32Reduction));
+      kernels::norm_backward(norm == Norm::layer, dinp.data(), dw.data(), db.data(), dy.data(), x.data(),
+                             w.data(), mean.data(), rstd.data(), N, C);
+      // d x = s (g - mean(g) - xhat mean(g xhat)) with g = dy w (mean(g) = 0 for rms), in double
+      Vec dinp_want(x.size()), dw_want(w.size(), 0.5), db_want(b.size(), 0.5);
+      for (int64_t r = 0; r < N; ++r) {
+        double m = 0, v = 0, gm = 0, gxm = 0;
+        for (int64_t c = 0; c < C; ++c)
+          m += norm == Norm::layer ? x[static_cast<size_t>(r * C + c)] / double(C) : 0;
+        for (int64_t c = 0; c < C; ++c) v += std::pow(x[static_cast<size_t>(r * C + c)] - m, 2) / double(C);
+        const double s = 1 / std::sqrt(v + kNormEps);
+        for (int64_t c = 0; c < C; ++c) {
+          const auto i = static_cast<size_t>(r * C + c);
+          const double g = dy[i] * double(w[static_cast<size_t>(c)]), xh = (x[i] - m) * s;
+          gm += norm == Norm::layer ? g / double(C) : 0;
+          gxm += g * xh / double(C);
+          dw_want[static_cast<size_t>(c)] += dy[i] * xh;
+          db_want[static_cast<size_t>(c)] += norm == Norm::layer ? dy[i] : 0;
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          const auto i = static_cast<size_t>(r * C + c);
+          dinp_want[i] = 0.5 + s * (dy[i] * double(w[static_cast<size_t>(c)]) - gm - (x[i] - m) * s * gxm);
+        }
+      }
+      const test::Tolerance tol{2e-5, 2e-5};  // sums of 53 (rows) or 37 (columns) products of O(1) terms
+      EXPECT_TRUE(all_close(dinp, dinp_want, tol));
+      EXPECT_TRUE(all_close(dw, dw_want, tol));
+      EXPECT_TRUE(all_close(db, db_want, tol));
+      for (const auto* v : {&out, &mean, &rstd, &dinp, &dw, &db})
+        norms.insert(norms.end(), v->begin(), v->end());
+    }
+    if (first_norms.empty()) first_norms = norms;
+    EXPECT_EQ(norms, first_norms) << "the norms' bits on every target";
+    // softmax and cross-entropy (probs in place of the logits), against ref_losses
+    std::vector<float> probs = x, losses(static_cast<size_t>(N));
+    std::vector<int32_t> targets(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n)
+      targets[static_cast<size_t>(n)] = n % 5 == 4 ? -1 : static_cast<int32_t>(n * 7 % C);
+    kernels::crossentropy_forward(probs.data(), losses.data(), probs.data(), targets.data(), -1, N, C);
+    EXPECT_TRUE(all_close(losses, ref_losses(to_double(x), targets, N, C), test::kF32Reduction));
+    Vec probs_want(x.size());
+    for (int64_t n = 0; n < N; ++n) {
+      double z = 0;
+      for (int64_t c = 0; c < C; ++c) z += std::exp(double(x[static_cast<size_t>(n * C + c)]));
+      for (int64_t c = 0; c < C; ++c)
+        probs_want[static_cast<size_t>(n * C + c)] = std::exp(double(x[static_cast<size_t>(n * C + c)])) / z;
+    }
+    EXPECT_TRUE(all_close(probs, probs_want, test::kF32Elementwise));
+    // AdamW: the scalar update's operations in its order, so its exact bits
+    std::vector<float> p = w, m(w.size(), 0.1f), v(w.size(), 0.2f);
+    const kernels::AdamWStep step{0.9f, 0.95f, 0.19f, 0.0975f, 3e-3f, 1e-8f, 0.1f, 0.5f};
+    kernels::adamw(step, p.data(), b.data(), m.data(), v.data(), C);
+    for (int64_t i = 0; i < C; ++i) {
+      const auto u = static_cast<size_t>(i);
+      const float grad = b[u] * step.clip_scale;
+      const float mu = step.b1 * 0.1f + (1 - step.b1) * grad,
+                  vu = step.b2 * 0.2f + (1 - step.b2) * grad * grad;
+      const float want =
+          w[u] - step.lr * (mu / step.c1 / (std::sqrt(vu / step.c2) + step.eps) + step.decay * w[u]);
+      EXPECT_EQ(p[u], want) << "parameter " << i;
+      EXPECT_EQ(m[u], mu);
+      EXPECT_EQ(v[u], vu);
+    }
+  });
 }
 
 }  // namespace

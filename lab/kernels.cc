@@ -1,0 +1,463 @@
+// lab/kernels.cc: see kernels.h. Compiled once per Highway target (foreach_target); each entry point
+// dispatches once per call (HWY_DYNAMIC_DISPATCH) and splits its work into tasks on posenc's pool.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lab/kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "lab/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "posenc/threads.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::lab::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// The last, partial vector of a row goes through a buffer on the stack: Highway 1.0.3's masked
+// loads and stores touch the whole vector on SSE4 / AVX2, past the row's end.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
+  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+  std::memcpy(buf, p, count * sizeof(float));
+  return hn::Load(d, buf);
+}
+template <class D>
+HWY_INLINE void StorePart(hn::Vec<D> v, D d, float* p, size_t count) {
+  if (count == hn::Lanes(d)) return hn::StoreU(v, d, p);
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, count * sizeof(float));
+}
+
+// ---- GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(s (x + 0.044715 x^3)))
+constexpr float kGeluScale = 0.7978845608028654f;  // s = sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+template <class D>
+HWY_INLINE hn::Vec<D> GeluTanh(D d, hn::Vec<D> x) {
+  const auto x3 = hn::Mul(hn::Mul(x, x), x);
+  return hn::Tanh(d, hn::Mul(hn::Set(d, kGeluScale), hn::Add(x, hn::Mul(hn::Set(d, kGeluCubic), x3))));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> Gelu(D d, hn::Vec<D> x) {
+  return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), GeluTanh(d, x)));
+}
+// gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 * 0.044715 x^2),  t = tanh(s (x + 0.044715 x^3))
+template <class D>
+HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
+  const auto t = GeluTanh(d, x), one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
+  const auto dt = hn::Mul(hn::Mul(hn::Sub(one, hn::Mul(t, t)), hn::Set(d, kGeluScale)),
+                          hn::Add(one, hn::Mul(hn::Set(d, 3.0f * kGeluCubic), hn::Mul(x, x))));
+  return hn::Add(hn::Mul(half, hn::Add(one, t)), hn::Mul(hn::Mul(half, x), dt));
+}
+
+// ---- The matrix product.
+// Register tiles: kRows rows of A times kVecs vectors of B's columns, kRows x kVecs accumulators
+// beside the kVecs B vectors and one broadcast of A: 6 x 4 on AVX-512's 32 registers (6 x 64
+// columns), 6 x 2 on the 16 of AVX2 and SSE (BLIS's Haswell shape), 8 rows for narrower strips.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kRegisters = 32, kMaxVecs = 4;
+#else
+constexpr int kRegisters = 16, kMaxVecs = 2;
+#endif
+constexpr int TileRows(int vecs) {
+  const int fit = (kRegisters - vecs - 1) / vecs;
+  return fit < 8 ? fit : 8;
+}
+// The k-block: B's rows [l0, l0 + kBlockK) of a strip (64 columns on AVX-512: 64 KiB) stay in L1 / L2
+// while every tile of the task's rows passes over them. Between blocks the running sums wait in C.
+constexpr int64_t kBlockK = 256;
+// Rows per task: a multiple of every tile height (6 and 8), at most kMaxRows so that the rows of A a
+// task reads (kMaxRows x kBlockK: 192 KiB) stay in L2 while it passes over them.
+constexpr int64_t kRowQuantum = 24, kMaxRows = 192;
+
+struct GemmPlan {
+  const Gemm* g;
+  const float* b;  // B (k, n) by rows of whole vectors: the caller's rows, or a padded copy
+  int64_t ldb;
+};
+
+// Ends a tile's column vector at (i, j): stores the running sum, or at the last k-block the
+// epilogue's value (kernels.h).
+HWY_INLINE void FinishVector(const Gemm& g, int64_t i, int64_t j, size_t count, VF v, bool last) {
+  const DF d;
+  const int64_t at = i * g.ldc + j;
+  if (last) {
+    if (g.gelu_grad_at) v = hn::Mul(GeluGrad(d, LoadPart(d, g.gelu_grad_at + at, count)), v);
+    if (g.bias) v = hn::Add(v, LoadPart(d, g.bias + j, count));
+    if (g.residual) v = hn::Add(v, LoadPart(d, g.residual + at, count));
+    if (g.gelu_out) StorePart(Gelu(d, v), d, g.gelu_out + at, count);
+  }
+  StorePart(v, d, g.c + at, count);
+}
+
+// Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1): A's rows from a (A[i, l0],
+// then a_row and a_col apart), B's rows from b (B[l0, j], rows ldb apart).
+struct Operands {
+  const float* a;
+  int64_t a_row, a_col;
+  const float* b;
+  int64_t ldb;
+};
+template <int kRows, int kVecs>
+HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int64_t l0, int64_t l1) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  size_t count[kVecs];
+  for (int v = 0; v < kVecs; ++v) count[v] = static_cast<size_t>(std::min(N, g.n - (j + v * N)));
+  VF acc[kRows][kVecs];
+  const bool fresh = l0 == 0 && !g.accumulate;
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < kVecs; ++v)
+      acc[r][v] = fresh ? hn::Zero(d) : LoadPart(d, g.c + (i + r) * g.ldc + j + v * N, count[v]);
+  const float* a = o.a;
+  const float* b = o.b;
+  for (int64_t l = l0; l < l1; ++l, a += o.a_col, b += o.ldb) {
+    VF bv[kVecs];
+    for (int v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b + v * N);
+    for (int r = 0; r < kRows; ++r) {
+      const VF ar = hn::Set(d, a[r * o.a_row]);
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
+    }
+  }
+  const bool last = l1 == g.k;
+  for (int r = 0; r < kRows; ++r)
+    for (int v = 0; v < kVecs; ++v) FinishVector(g, i + r, j + v * N, count[v], acc[r][v], last);
+}
+
+// Rows [i0, i1) of a strip of kVecs vectors at jv, over B's rows [l0, l1): whole tiles, then single rows.
+// o: the operands at row i0.
+template <int kVecs>
+HWY_NOINLINE void Strip(const Gemm& g, const Operands& o, int64_t i0, int64_t i1, int64_t j, int64_t l0,
+                        int64_t l1) {
+  constexpr int kRows = TileRows(kVecs);
+  Operands at = o;
+  int64_t i = i0;
+  for (; i + kRows <= i1; i += kRows, at.a += kRows * o.a_row) Tile<kRows, kVecs>(g, at, i, j, l0, l1);
+  for (; i < i1; ++i, at.a += o.a_row) Tile<1, kVecs>(g, at, i, j, l0, l1);
+}
+
+template <int kVecs>
+HWY_INLINE void StripOf(int vecs, const Gemm& g, const Operands& o, int64_t i0, int64_t i1, int64_t j,
+                        int64_t l0, int64_t l1) {
+  if (vecs == kVecs) return Strip<kVecs>(g, o, i0, i1, j, l0, l1);
+  if constexpr (kVecs > 1) StripOf<kVecs - 1>(vecs, g, o, i0, i1, j, l0, l1);
+}
+
+void GemmImpl(const Gemm& g) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t n_vecs = (g.n + N - 1) / N;
+  GemmPlan p{&g, g.b.data, g.b.row};
+  // B is read as whole vectors along its rows: a transposed B (the forward's weight^T), or rows
+  // that do not end on a whole vector, are first copied into rows padded with zeros.
+  thread_local std::vector<float> padded;
+  if (g.b.col != 1 || g.n % N != 0) {
+    const int64_t ldb = n_vecs * N;
+    padded.assign(static_cast<size_t>(g.k * ldb), 0.0f);
+    if (g.b.col == 1) {
+      for (int64_t l = 0; l < g.k; ++l)
+        std::memcpy(padded.data() + l * ldb, g.b.data + l * g.b.row,
+                    static_cast<size_t>(g.n) * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < g.n; ++j)  // reads along B's columns: a transposed matrix's rows
+        for (int64_t l = 0; l < g.k; ++l)
+          padded[static_cast<size_t>(l * ldb + j)] = g.b.data[l * g.b.row + j * g.b.col];
+    }
+    p.b = padded.data();
+    p.ldb = ldb;
+  }
+  // Tasks: row chunks times strips of kMaxVecs vectors, about 4 per thread. The split changes
+  // nothing in any element's arithmetic (kernels.h).
+  const int64_t strips = (n_vecs + kMaxVecs - 1) / kMaxVecs;
+  const int64_t wanted = std::max<int64_t>(1, (4 * posenc::num_threads() + strips - 1) / strips);
+  const bool small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
+  int64_t chunk = (g.m + wanted - 1) / wanted;
+  chunk =
+      small ? g.m : std::clamp((chunk + kRowQuantum - 1) / kRowQuantum * kRowQuantum, kRowQuantum, kMaxRows);
+  const int64_t row_chunks = (g.m + chunk - 1) / chunk;
+  posenc::parallel_for(small ? 1 : row_chunks * strips, [&](int64_t t) {
+    const int64_t first_strip = small ? 0 : t % strips, last_strip = small ? strips : first_strip + 1;
+    const int64_t i0 = small ? 0 : t / strips * chunk, i1 = std::min(g.m, i0 + chunk);
+    for (int64_t s = first_strip; s < last_strip; ++s) {
+      const int64_t jv = s * kMaxVecs;
+      const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
+      const int64_t j = jv * N;
+      int64_t l0 = 0;
+      do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
+        const int64_t l1 = std::min(g.k, l0 + kBlockK);
+        static const float kNothing = 0.0f;  // k = 0: A and B may be null; nothing is read
+        Operands o{&kNothing, 0, 0, &kNothing, 0};
+        if (l1 > l0)
+          o = {g.a.data + i0 * g.a.row + l0 * g.a.col, g.a.row, g.a.col, p.b + l0 * p.ldb + j, p.ldb};
+        StripOf<kMaxVecs>(vecs, g, o, i0, i1, j, l0, l1);
+        l0 = l1;
+      } while (l0 < g.k);
+    }
+  });
+}
+
+// ---- Elementwise GELU.
+void GeluForwardImpl(float* out, const float* x, int64_t n) {
+  posenc::parallel_chunks(n, 16, [&](int64_t i0, int64_t i1) {
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t i = i0; i < i1; i += N) {
+      const auto count = static_cast<size_t>(std::min(N, i1 - i));
+      StorePart(Gelu(d, LoadPart(d, x + i, count)), d, out + i, count);
+    }
+  });
+}
+
+void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
+  posenc::parallel_chunks(n, 16, [&](int64_t i0, int64_t i1) {
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t i = i0; i < i1; i += N) {
+      const auto count = static_cast<size_t>(std::min(N, i1 - i));
+      const VF g = hn::Mul(GeluGrad(d, LoadPart(d, x + i, count)), LoadPart(d, dout + i, count));
+      StorePart(hn::Add(LoadPart(d, dx + i, count), g), d, dx + i, count);
+    }
+  });
+}
+
+// ---- Sums over rows, one column per lane: each column's sum runs over the rows in order.
+// fn(r, j, count) -> the vector of the terms of row r, columns [j, j + count); out[j] += the sums.
+template <class Term>
+HWY_INLINE void ColumnSums(float* out, int64_t rows, int64_t cols, const Term& term) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // Groups of 4 vectors: 4 independent chains of adds along the rows, a task each.
+  const int64_t group = 4 * N, groups = (cols + group - 1) / group;
+  const bool small = rows * cols < (int64_t{1} << 16);
+  posenc::parallel_for(small ? 1 : groups, [&](int64_t t) {
+    for (int64_t gi = small ? 0 : t; gi < (small ? groups : t + 1); ++gi) {
+      const int64_t j0 = gi * group, vecs = std::min<int64_t>(4, (cols - j0 + N - 1) / N);
+      VF acc[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
+      size_t count[4];
+      for (int64_t v = 0; v < vecs; ++v) count[v] = static_cast<size_t>(std::min(N, cols - (j0 + v * N)));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < vecs; ++v) acc[v] = hn::Add(acc[v], term(r, j0 + v * N, count[v]));
+      for (int64_t v = 0; v < vecs; ++v) {
+        float* o = out + j0 + v * N;
+        StorePart(hn::Add(LoadPart(d, o, count[v]), acc[v]), d, o, count[v]);
+      }
+    }
+  });
+}
+
+void ColumnSumsImpl(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  const DF d;
+  ColumnSums(out, rows, cols,
+             [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, x + r * ld + j, count); });
+}
+
+// ---- Sums along a row in one order on every target: element i joins running sum i % 16 (as many
+// vectors of a 16-lane capped tag as make 16 lanes), the 16 sums are added pairwise, then the
+// n % 16 last elements in order. Only adds and multiplies, no FMA: the same bits on every target.
+using D16 = hn::CappedTag<float, 16>;
+// term(i) -> the vector of elements [i, i + Lanes(D16)); tail(i) -> element i.
+template <class Term, class Tail>
+HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
+  const D16 d;
+  constexpr int64_t kLanes = 16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), per = kLanes / N;
+  hn::Vec<D16> acc[16];
+  for (int64_t v = 0; v < per; ++v) acc[v] = hn::Zero(d);
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t v = 0; v < per; ++v) acc[v] = hn::Add(acc[v], term(i + v * N));
+  HWY_ALIGN float lanes[kLanes];
+  for (int64_t v = 0; v < per; ++v) hn::Store(acc[v], d, lanes + v * N);
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+    for (int64_t k = 0; k < w; ++k) lanes[k] = lanes[k] + lanes[k + w];
+  float s = lanes[0];
+  for (int64_t i = whole; i < n; ++i) s += tail(i);
+  return s;
+}
+
+// ---- Norms.
+void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                     const float* bias, float eps, int64_t N, int64_t C) {
+  posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
+    const D16 d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* x = inp + n * C;
+      float m = 0.0f;
+      if (layer) {
+        m = RowSum(
+            C, [&](int64_t i) { return hn::LoadU(d, x + i); }, [&](int64_t i) { return x[i]; });
+        m /= static_cast<float>(C);
+      }
+      const auto vm = hn::Set(d, m);
+      float var = RowSum(
+          C,
+          [&](int64_t i) {
+            const auto c = hn::Sub(hn::LoadU(d, x + i), vm);
+            return hn::Mul(c, c);
+          },
+          [&](int64_t i) { return (x[i] - m) * (x[i] - m); });
+      var /= static_cast<float>(C);
+      const float s = 1.0f / std::sqrt(var + eps);
+      const auto vs = hn::Set(d, s);
+      float* o = out + n * C;
+      for (int64_t i = 0; i < C; i += L) {  // out = (x - m) * s * w (+ b)
+        const auto count = static_cast<size_t>(std::min(L, C - i));
+        auto y = hn::Mul(hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs), LoadPart(d, weight + i, count));
+        if (layer) y = hn::Add(y, LoadPart(d, bias + i, count));
+        StorePart(y, d, o + i, count);
+      }
+      mean[n] = m;
+      rstd[n] = s;
+    }
+  });
+}
+
+// forward: xhat = (x - m) * s,  out = xhat * w (+ b).  With g = dout * w:
+//   layer: dx = s * (g - mean(g) - xhat * mean(g * xhat))
+//   rms:   dx = s * (g - xhat * mean(g * xhat))
+//   dw += sum over rows of dout * xhat,  db += sum over rows of dout
+void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, const float* dout,
+                      const float* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
+                      int64_t C) {
+  posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
+    const D16 d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* x = inp + n * C;
+      const float* dy = dout + n * C;
+      const float m = mean[n], s = rstd[n];
+      const auto vm = hn::Set(d, m), vs = hn::Set(d, s);
+      auto xhat = [&](int64_t i) { return hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs); };
+      auto g = [&](int64_t i) { return hn::Mul(hn::LoadU(d, dy + i), hn::LoadU(d, weight + i)); };
+      float g_mean = 0.0f;
+      if (layer) g_mean = RowSum(C, g, [&](int64_t i) { return dy[i] * weight[i]; }) / static_cast<float>(C);
+      const float gx_mean = RowSum(
+                                C, [&](int64_t i) { return hn::Mul(g(i), xhat(i)); },
+                                [&](int64_t i) { return dy[i] * weight[i] * ((x[i] - m) * s); }) /
+                            static_cast<float>(C);
+      const auto vg = hn::Set(d, g_mean), vgx = hn::Set(d, gx_mean);
+      float* dx = dinp + n * C;
+      for (int64_t i = 0; i < C; i += L) {
+        const auto count = static_cast<size_t>(std::min(L, C - i));
+        const auto xh = hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs);
+        const auto gi = hn::Mul(LoadPart(d, dy + i, count), LoadPart(d, weight + i, count));
+        const auto t = hn::Mul(vs, hn::Sub(hn::Sub(gi, vg), hn::Mul(xh, vgx)));
+        StorePart(hn::Add(LoadPart(d, dx + i, count), t), d, dx + i, count);
+      }
+    }
+  });
+  const DF d;
+  ColumnSums(dweight, N, C, [&](int64_t r, int64_t j, size_t count) {
+    const auto xh =
+        hn::Mul(hn::Sub(LoadPart(d, inp + r * C + j, count), hn::Set(d, mean[r])), hn::Set(d, rstd[r]));
+    return hn::Mul(LoadPart(d, dout + r * C + j, count), xh);
+  });
+  if (layer)
+    ColumnSums(dbias, N, C,
+               [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, dout + r * C + j, count); });
+}
+
+// ---- Softmax and cross-entropy: exponentials in fp32 vectors, their sum and the loss in double.
+void CrossEntropyForwardImpl(float* probs, float* losses, const float* logits, const int32_t* targets,
+                             int32_t ignore, int64_t N, int64_t V) {
+  posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
+    const DF d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* z = logits + n * V;
+      float* p = probs + n * V;
+      const float zmax = *std::max_element(z, z + V);
+      const bool counted = targets[n] != ignore;
+      const float zt = counted ? z[targets[n]] : 0.0f;  // before p may overwrite z
+      for (int64_t v = 0; v < V; v += L) {
+        const auto count = static_cast<size_t>(std::min(L, V - v));
+        StorePart(hn::Exp(d, hn::Sub(LoadPart(d, z + v, count), hn::Set(d, zmax))), d, p + v, count);
+      }
+      double sum = 0.0;
+      for (int64_t v = 0; v < V; ++v) sum += p[v];
+      losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - zt) : 0.0f;
+      const auto inv = hn::Set(d, static_cast<float>(1.0 / sum));
+      for (int64_t v = 0; v < V; v += L) {
+        const auto count = static_cast<size_t>(std::min(L, V - v));
+        StorePart(hn::Mul(LoadPart(d, p + v, count), inv), d, p + v, count);
+      }
+    }
+  });
+}
+
+// ---- AdamW: the scalar update's operations in its order (no FMA), so the same bits on every target.
+void AdamWImpl(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto b1 = hn::Set(d, s.b1), b2 = hn::Set(d, s.b2), ob1 = hn::Set(d, 1 - s.b1),
+             ob2 = hn::Set(d, 1 - s.b2);
+  const auto c1 = hn::Set(d, s.c1), c2 = hn::Set(d, s.c2), lr = hn::Set(d, s.lr), eps = hn::Set(d, s.eps);
+  const auto decay = hn::Set(d, s.decay), clip = hn::Set(d, s.clip_scale);
+  for (int64_t i = 0; i < n; i += L) {
+    const auto count = static_cast<size_t>(std::min(L, n - i));
+    const auto g = hn::Mul(LoadPart(d, grads + i, count), clip);
+    const auto mi = hn::Add(hn::Mul(b1, LoadPart(d, m + i, count)), hn::Mul(ob1, g));
+    const auto vi = hn::Add(hn::Mul(b2, LoadPart(d, v + i, count)), hn::Mul(hn::Mul(ob2, g), g));
+    const auto mhat = hn::Div(mi, c1), vhat = hn::Div(vi, c2);
+    const auto p = LoadPart(d, params + i, count);
+    const auto step = hn::Add(hn::Div(mhat, hn::Add(hn::Sqrt(vhat), eps)), hn::Mul(decay, p));
+    StorePart(hn::Sub(p, hn::Mul(lr, step)), d, params + i, count);
+    StorePart(mi, d, m + i, count);
+    StorePart(vi, d, v + i, count);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::lab::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace posenc::lab::kernels {
+HWY_EXPORT(GemmImpl);
+HWY_EXPORT(GeluForwardImpl);
+HWY_EXPORT(GeluBackwardImpl);
+HWY_EXPORT(ColumnSumsImpl);
+HWY_EXPORT(NormForwardImpl);
+HWY_EXPORT(NormBackwardImpl);
+HWY_EXPORT(CrossEntropyForwardImpl);
+HWY_EXPORT(AdamWImpl);
+
+void gemm(const Gemm& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  HWY_DYNAMIC_DISPATCH(GemmImpl)(g);
+}
+void gelu_forward(float* out, const float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(GeluForwardImpl)(out, x, n); }
+void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluBackwardImpl)(dx, x, dout, n);
+}
+void column_sums(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(ColumnSumsImpl)(out, x, rows, cols, ld);
+}
+void norm_forward(bool layer, float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                  const float* bias, float eps, int64_t N, int64_t C) {
+  HWY_DYNAMIC_DISPATCH(NormForwardImpl)(layer, out, mean, rstd, inp, weight, bias, eps, N, C);
+}
+void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                   const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
+  HWY_DYNAMIC_DISPATCH(NormBackwardImpl)(layer, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
+                          int32_t ignore, int64_t N, int64_t V) {
+  HWY_DYNAMIC_DISPATCH(CrossEntropyForwardImpl)(probs, losses, logits, targets, ignore, N, V);
+}
+void adamw(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AdamWImpl)(s, params, grads, m, v, n);
+}
+}  // namespace posenc::lab::kernels
+#endif  // HWY_ONCE

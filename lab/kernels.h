@@ -1,0 +1,65 @@
+// lab/kernels.h: the SIMD loops under the lab's layers (ops.h), compiled with Highway for every
+// target it knows (SSSE3, SSE4, AVX2, AVX-512, ...) and chosen once per call from the CPU's
+// features at run time, so that the trainer's speed depends on no library recognising the CPU.
+// No SIMD types here; ops.h documents each layer, ops.cc calls these.
+//
+// The matrix product runs every output element as one chain of fused multiply-adds along k, in
+// order, from 0 (or from C's old value when accumulating): the split into tasks, tiles and
+// k-blocks changes which core computes an element and when, never its arithmetic, so results do not
+// depend on the thread count (nor on the SIMD width, on targets with FMA: AVX2 and up).
+#pragma once
+#include <cstdint>
+
+namespace posenc::lab::kernels {
+
+// A matrix operand: element (i, l) at data[i * row + l * col] (a transpose swaps row and col).
+struct Matrix {
+  const float* data = nullptr;
+  int64_t row = 0, col = 0;
+};
+
+// C (m, n) at c[i * ldc + j]. With s_ij = sum over l of A (m, k)[i, l] B (k, n)[l, j]:
+//   C = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j])           then, with gelu_out,
+//   gelu_out[i, j] = gelu(C[i, j]);
+// or, with gelu_grad_at (accumulate false, no bias or residual): C = gelu'(gelu_grad_at) * s,
+// the gradient at GELU's input of a layer whose input was gelu(gelu_grad_at).
+// residual, gelu_out and gelu_grad_at are (m, n) with C's row stride. The epilogue is applied to
+// each output tile while it is in registers, sparing the passes over C that separate loops take.
+struct Gemm {
+  int64_t m = 0, n = 0, k = 0;
+  Matrix a, b;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+  const float* bias = nullptr;
+  const float* residual = nullptr;
+  float* gelu_out = nullptr;
+  const float* gelu_grad_at = nullptr;
+};
+void gemm(const Gemm& g);
+
+// GELU, tanh approximation: out (n) = gelu(x);  dx (n) += gelu'(x) * dout.
+void gelu_forward(float* out, const float* x, int64_t n);
+void gelu_backward(float* dx, const float* x, const float* dout, int64_t n);
+
+// out (cols) += sum over rows r (in order) of x[r * ld + j]: the gradient of a bias.
+void column_sums(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld);
+
+// LayerNorm (layer true) or RMSNorm rows, as ops::norm_forward / ops::norm_backward (ops.h).
+void norm_forward(bool layer, float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                  const float* bias, float eps, int64_t N, int64_t C);
+void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                   const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+
+// Softmax rows and their cross-entropy losses, as ops::crossentropy_forward (ops.h).
+void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
+                          int32_t ignore, int64_t N, int64_t V);
+
+// AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
+// m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).
+struct AdamWStep {
+  float b1, b2, c1, c2, lr, eps, decay, clip_scale;
+};
+void adamw(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n);
+
+}  // namespace posenc::lab::kernels
