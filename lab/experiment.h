@@ -15,13 +15,17 @@
 
 namespace posenc::lab {
 
+// Seeds per encoding when none are asked for: enough for a 95% interval of the mean (two degrees of
+// freedom), the fewest that let the report call an ordering only where the intervals separate.
+inline constexpr int64_t kDefaultSeeds = 3;
+
 struct ExperimentConfig {
   ModelConfig model;  // vocab_size and encoding are set per run
   TrainConfig train;
   EvalConfig eval;
   std::vector<EncodingSpec> encodings = default_lab_encodings();
   std::vector<RopeEval> rope_evals{RopeEval::linear, RopeEval::ntk, RopeEval::yarn};  // besides plain
-  int64_t seeds = 1;  // runs per encoding; run s uses seed + s for weights and data order
+  int64_t seeds = kDefaultSeeds;  // runs per encoding; run s uses seed + s for weights and data order
   uint64_t seed = 1;
   std::string checkpoint_dir;  // non-empty: save <dir>/<encoding>-seed<k>.safetensors
   // A synthetic task instead of the text (run_task_experiment): trained on fresh samples of
@@ -60,14 +64,24 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
 std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,
                                            const ExperimentCallbacks& callbacks = {});
 
-// Mean and sample standard deviation over seeds.
+// t such that P(|T| <= t) = 0.95 for Student's t with `dof` >= 1 degrees of freedom (4.303 for 2):
+// a table to 30, the Cornish-Fisher expansion past it (within 1e-4 of the exact quantile).
+double student_t95(int64_t dof);
+
+// Mean, sample standard deviation and the half-width of the 95% confidence interval of the mean
+// over seeds: t95(n - 1) * std / sqrt(n) (Student's t; 0 with one value, which has no interval).
 struct Stat {
-  double mean = 0, std = 0;
+  double mean = 0, std = 0, ci95 = 0;
   int64_t n = 0;
+  double low() const { return mean - ci95; }
+  double high() const { return mean + ci95; }
 };
+Stat stat_of(const std::vector<double>& values);
+
 struct SummaryRow {
   std::string label;
-  std::vector<Stat> bits_per_char;         // per evaluation length; n = 0 where it cannot run
+  std::vector<Stat> bits_per_char;                      // per evaluation length; n = 0 where it cannot run
+  std::vector<std::vector<double>> seed_bits_per_char;  // per length: each seed's figure, in seed order
   std::vector<std::string> errors;         // per length: the library's message where it cannot run
   std::vector<Stat> unseen_bits_per_char;  // per length: positions >= train_len only (n = 0 at 1x)
   Stat tokens_per_second, ms_per_step;
@@ -82,12 +96,5 @@ struct TaskSummaryRow {
 };
 std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs,
                                             const std::vector<int64_t>& lengths);
-
-// One line per encoding with a published claim: the seeds' table (extrapolates or not) and Press
-// et al. (2022, WikiText-103, ~16x the training length: perplexity x15 sinusoidal, x2.7 rotary,
-// x2.2 T5, slightly lower for ALiBi; a learned table cannot run), set against this run; then the
-// published ranking at the longest length against the measured one.
-std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std::vector<int64_t>& lengths,
-                                  int64_t train_len);
 
 }  // namespace posenc::lab

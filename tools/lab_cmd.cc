@@ -26,7 +26,7 @@ struct LabOptions {
   int64_t task_samples = 128;
   std::vector<int64_t> eval_lengths{64, 128, 256, 512, 1024};
   int64_t eval_tokens = 1 << 17, steps = 500, batch = 32, train_len = 64, layers = 2, d_model = 64, heads = 4,
-          mlp = 256, warmup = 50, seeds = 1, threads = 0, binary_bits = 0;
+          mlp = 256, warmup = 50, seeds = lab::kDefaultSeeds, threads = 0, binary_bits = 0;
   int64_t t5_buckets = 16, t5_max_distance = 32, max_distance = 32;
   double lr = 3e-3, weight_decay = 0.1, clip = 1.0, test_fraction = 0.05;
   uint64_t seed = 1;
@@ -251,7 +251,7 @@ void add_lab_command(CLI::App& app) {
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay");
   cmd->add_option("--clip", o->clip, "gradient norm clip (0: off)");
   cmd->add_option("--seed", o->seed, "first seed (weights and data order)");
-  cmd->add_option("--seeds", o->seeds, "seeds per encoding (mean ± std)");
+  cmd->add_option("--seeds", o->seeds, "seeds per encoding (mean ± the 95% interval of the mean)");
   cmd->add_option("--t5-buckets", o->t5_buckets, "T5 buckets (causal: half exact)");
   cmd->add_option("--t5-max-distance", o->t5_max_distance, "T5 max distance");
   cmd->add_option("--max-distance", o->max_distance, "clipping distance of relative and shaw");
