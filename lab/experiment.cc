@@ -2,6 +2,7 @@
 #include "experiment.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -175,6 +176,71 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
     }
   };
   return run_workload(config, work, callbacks);
+}
+
+WallTimePrediction predict_wall_time(const Corpus& corpus, const ExperimentConfig& config,
+                                     int64_t probe_steps) {
+  validate_text(corpus, config);
+  if (probe_steps < 1)
+    throw Error("lab: probe_steps = " + std::to_string(probe_steps) + " is invalid: must be >= 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
+  const int64_t usable =
+      std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1);
+  const double scored = static_cast<double>(usable / longest * longest);  // characters per length
+  WallTimePrediction p;
+  double per_seed = 0;
+  for (const EncodingSpec& encoding : config.encodings) {
+    ModelConfig mc = config.model;
+    mc.vocab_size = corpus.vocab_size();
+    mc.encoding = encoding;
+    Model model(mc, config.seed);
+    TrainConfig tc = config.train;
+    tc.steps = 1;  // untimed: first allocations
+    train(model, corpus.train, tc);
+    tc.steps = probe_steps;
+    WallTimePrediction::Encoding e;
+    e.label = encoding.name();
+    e.ms_per_step = train(model, corpus.train, tc).ms_per_step;
+    for (int64_t L : config.eval.lengths) {
+      EvalConfig one = config.eval;
+      one.lengths = {L};
+      one.max_tokens = std::max<int64_t>(1, config.eval.batch_tokens / L) * L;  // one batch
+      if (one.max_tokens > usable) one.max_tokens = usable / L * L;
+      const auto te = std::chrono::steady_clock::now();
+      const EvalResult r = evaluate(model, corpus.test, one).front();
+      e.eval_seconds += since(te) * scored / static_cast<double>(std::max<int64_t>(1, r.tokens));
+    }
+    if (encoding.has(EncodingKind::rope))
+      e.eval_seconds *= 1.0 + static_cast<double>(config.rope_evals.size());
+    per_seed += static_cast<double>(config.train.steps) * e.ms_per_step * 1e-3 + e.eval_seconds;
+    p.encodings.push_back(e);
+  }
+  p.seconds = per_seed * static_cast<double>(config.seeds);
+  p.probe_seconds = since(t0);
+  return p;
+}
+
+const std::vector<ScalePreset>& scale_presets() {
+  static const std::vector<ScalePreset> presets = {
+      {"small", 64, 2, 4, 256, 64, 500, 3e-3,
+       "about 0.1M parameters, 2,048 tokens per step: the default protocol"},
+      {"medium", 128, 4, 4, 512, 128, 2000, 2e-3, "about 0.8M parameters, 4,096 tokens per step"},
+      {"large", 256, 6, 8, 1024, 256, 3000, 1e-3, "about 4.7M parameters, 8,192 tokens per step"},
+  };
+  return presets;
+}
+
+const ScalePreset& scale_preset(const std::string& name) {
+  std::string names;
+  for (const ScalePreset& p : scale_presets()) {
+    if (name == p.name) return p;
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw Error("--scale = '" + name + "' is invalid: expected one of " + names);
 }
 
 std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,

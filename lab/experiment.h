@@ -39,6 +39,34 @@ void validate(const ExperimentConfig& config);
 // training losses every run keeps; counted in double, so no product of sizes overflows.
 double estimated_memory_bytes(const ExperimentConfig& config);
 
+// The wall time a run of `config` on `corpus` will take, predicted from measured costs: per encoding,
+// `probe_steps` training steps (after one untimed step) and one evaluation batch at each length, on
+// a throwaway model, scaled to the run's steps, evaluated characters, RoPE variants and seeds.
+struct WallTimePrediction {
+  struct Encoding {
+    std::string label;
+    double ms_per_step = 0;
+    double eval_seconds = 0;  // one model's evaluation at every length (every RoPE variant included)
+  };
+  std::vector<Encoding> encodings;
+  double seconds = 0;        // the whole run
+  double probe_seconds = 0;  // what the measuring took
+};
+WallTimePrediction predict_wall_time(const Corpus& corpus, const ExperimentConfig& config,
+                                     int64_t probe_steps = 3);
+
+// Sizes of the same protocol (`posenc lab --scale NAME`): the model, the training length (the
+// evaluation lengths are 1x-16x of it, the relative clip and T5's max distance half of it), the steps
+// with 10% warm-up, and a peak learning rate lowered with the width.
+struct ScalePreset {
+  const char* name;
+  int64_t d_model, layers, heads, mlp, train_len, steps;  // warm-up: 10% of the steps
+  double lr;
+  const char* about;  // parameters, and the reason for the size
+};
+const std::vector<ScalePreset>& scale_presets();           // small (the default protocol), medium, large
+const ScalePreset& scale_preset(const std::string& name);  // throws posenc::Error naming --scale
+
 struct RunResult {
   std::string label;  // "rope", "rope (yarn)"
   EncodingSpec encoding;

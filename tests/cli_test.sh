@@ -210,6 +210,7 @@ check lab 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,learne
   --seeds 1 --out "$tmp/lab" --save-checkpoints
 expect_in lab "$tmp/out" "rope (yarn)"
 expect_in lab "$tmp/out" "n/a for learned at 16: learned: position 8"
+expect_in lab "$tmp/out" "predicted wall time"
 expect_in lab "$tmp/out" "one seed: no interval"
 expect_in lab "$tmp/out" "no ordering is called"
 python3 - "$tmp/lab" <<'PY' || { echo "FAIL lab_json"; failures=$((failures + 1)); }
@@ -233,6 +234,16 @@ expect_in lab_seeds "$tmp/out" "over 3 seeds (Student's t: 4.303 x std / sqrt(3)
 expect_in lab_seeds "$tmp/out" "±"
 expect_in lab_seeds "$tmp/out" "rule: holds if the whole interval is <= 1.02"
 expect_in lab_seeds "$tmp/out" "ordering at 2x ('<' where the 95% intervals separate"
+# --scale: a preset's sizes, explicit flags winning; the prediction alone with --dry-run.
+check lab_scale 0 "$posenc" lab "${lab_small[@]}" --encodings rope --scale medium --dry-run
+expect_in lab_scale "$tmp/out" "model: 1 layers, d_model 128, 2 heads, mlp 16, LayerNorm; train length 8,"
+expect_in lab_scale "$tmp/out" ", 3 steps, AdamW"
+expect_in lab_scale "$tmp/out" "AdamW lr 0.002"
+expect_in lab_scale "$tmp/out" "scale: medium"
+expect_in lab_scale "$tmp/out" "predicted wall time"
+expect_in lab_scale "$tmp/out" "rope "
+check lab_bad_scale 2 "$posenc" lab "${lab_small[@]}" --scale huge
+expect_in lab_bad_scale "$tmp/err" "--scale = 'huge' is invalid: expected one of small, medium, large"
 (cd "$tmp" && "$posenc" lab --encodings none >"$tmp/out" 2>"$tmp/err")
 [ $? -eq 2 ] || { echo "FAIL lab_missing_corpus: exit status"; failures=$((failures + 1)); }
 expect_in lab_missing_corpus "$tmp/err" "./scripts/prepare_corpus.sh"
