@@ -172,16 +172,18 @@ std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std
       here_trend = "cannot run";
       if (paper) vs_paper = "differs";
     }
-    if (paper)
+    if (paper) {
       paper_text = format("%.3f", paper->ratio) + " (" +
                    format("%.2f -> %.2f at %g", paper->perplexity_train, paper->perplexity_at,
                           static_cast<double>(paper->length)) +
                    ")";
-    else if (row.label == "learned")
-      paper_text = "cannot run past its table", paper_trend = "cannot run",
+    } else if (row.label == "learned") {  // the paper's footnote: no way to encode positions past L
+      paper_text = "cannot run past its table";
+      paper_trend = "cannot run";
       vs_paper = runs ? "differs" : "agrees";
-    else
+    } else {
       paper_text = "-";
+    }
     if (seeds) {
       const bool right = seeds->seeds_extrapolates ? trend == Trend::holds : !runs;
       const bool undecided = trend == Trend::undecided;
