@@ -2,6 +2,7 @@
 #include "experiment.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -44,6 +45,34 @@ double estimated_memory_bytes(const ExperimentConfig& c) {
   // Every run keeps its training losses: a double each, and its JSON value and text in the report.
   const double results = static_cast<double>(c.seeds) * runs * static_cast<double>(c.train.steps) * 48;
   return most + results;
+}
+
+double student_t95(int64_t dof) {
+  if (dof < 1) throw Error("student_t95: dof = " + std::to_string(dof) + " is invalid: must be >= 1");
+  // The 0.975 quantiles of Student's t for 1..30 degrees of freedom.
+  static constexpr double kTable[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                        2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                        2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                        2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (dof <= 30) return kTable[dof - 1];
+  const double z = 1.959963984540054, v = static_cast<double>(dof), z2 = z * z;
+  return z + z * (z2 + 1) / (4 * v) + z * ((5 * z2 + 16) * z2 + 3) / (96 * v * v) +
+         z * (((3 * z2 + 19) * z2 + 17) * z2 - 15) / (384 * v * v * v);
+}
+
+Stat stat_of(const std::vector<double>& xs) {
+  Stat s;
+  s.n = static_cast<int64_t>(xs.size());
+  if (xs.empty()) return s;
+  for (double x : xs) s.mean += x;
+  s.mean /= static_cast<double>(xs.size());
+  if (xs.size() > 1) {
+    double ss = 0;
+    for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / static_cast<double>(xs.size() - 1));
+    s.ci95 = student_t95(s.n - 1) * s.std / std::sqrt(static_cast<double>(s.n));
+  }
+  return s;
 }
 
 namespace {
@@ -109,13 +138,23 @@ std::vector<RunResult> run_workload(const ExperimentConfig& config, const Worklo
 
 }  // namespace
 
-std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
-                                      const ExperimentCallbacks& callbacks) {
+namespace {
+
+// The configuration, and a test split long enough for the longest evaluation window.
+void validate_text(const Corpus& corpus, const ExperimentConfig& config) {
   validate(config);
   const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
   if (static_cast<int64_t>(corpus.test.size()) < longest + 1)
     throw Error("lab: the test split of " + corpus.origin + " has " + std::to_string(corpus.test.size()) +
                 " characters, fewer than the longest evaluation length + 1 = " + std::to_string(longest + 1));
+}
+
+}  // namespace
+
+std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConfig& config,
+                                      const ExperimentCallbacks& callbacks) {
+  validate_text(corpus, config);
+  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
   Workload work;
   work.vocab_size = corpus.vocab_size();
   work.metadata = {{"corpus", corpus.origin},
@@ -137,6 +176,71 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
     }
   };
   return run_workload(config, work, callbacks);
+}
+
+WallTimePrediction predict_wall_time(const Corpus& corpus, const ExperimentConfig& config,
+                                     int64_t probe_steps) {
+  validate_text(corpus, config);
+  if (probe_steps < 1)
+    throw Error("lab: probe_steps = " + std::to_string(probe_steps) + " is invalid: must be >= 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const int64_t longest = *std::max_element(config.eval.lengths.begin(), config.eval.lengths.end());
+  const int64_t usable =
+      std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1);
+  const double scored = static_cast<double>(usable / longest * longest);  // characters per length
+  WallTimePrediction p;
+  double per_seed = 0;
+  for (const EncodingSpec& encoding : config.encodings) {
+    ModelConfig mc = config.model;
+    mc.vocab_size = corpus.vocab_size();
+    mc.encoding = encoding;
+    Model model(mc, config.seed);
+    TrainConfig tc = config.train;
+    tc.steps = 1;  // untimed: first allocations
+    train(model, corpus.train, tc);
+    tc.steps = probe_steps;
+    WallTimePrediction::Encoding e;
+    e.label = encoding.name();
+    e.ms_per_step = train(model, corpus.train, tc).ms_per_step;
+    for (int64_t L : config.eval.lengths) {
+      EvalConfig one = config.eval;
+      one.lengths = {L};
+      one.max_tokens = std::max<int64_t>(1, config.eval.batch_tokens / L) * L;  // one batch
+      if (one.max_tokens > usable) one.max_tokens = usable / L * L;
+      const auto te = std::chrono::steady_clock::now();
+      const EvalResult r = evaluate(model, corpus.test, one).front();
+      e.eval_seconds += since(te) * scored / static_cast<double>(std::max<int64_t>(1, r.tokens));
+    }
+    if (encoding.has(EncodingKind::rope))
+      e.eval_seconds *= 1.0 + static_cast<double>(config.rope_evals.size());
+    per_seed += static_cast<double>(config.train.steps) * e.ms_per_step * 1e-3 + e.eval_seconds;
+    p.encodings.push_back(e);
+  }
+  p.seconds = per_seed * static_cast<double>(config.seeds);
+  p.probe_seconds = since(t0);
+  return p;
+}
+
+const std::vector<ScalePreset>& scale_presets() {
+  static const std::vector<ScalePreset> presets = {
+      {"small", 64, 2, 4, 256, 64, 500, 3e-3,
+       "about 0.1M parameters, 2,048 tokens per step: the default protocol"},
+      {"medium", 128, 4, 4, 512, 128, 2000, 2e-3, "about 0.8M parameters, 4,096 tokens per step"},
+      {"large", 256, 6, 8, 1024, 256, 3000, 1e-3, "about 4.7M parameters, 8,192 tokens per step"},
+  };
+  return presets;
+}
+
+const ScalePreset& scale_preset(const std::string& name) {
+  std::string names;
+  for (const ScalePreset& p : scale_presets()) {
+    if (name == p.name) return p;
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw Error("--scale = '" + name + "' is invalid: expected one of " + names);
 }
 
 std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,
@@ -176,20 +280,6 @@ std::vector<RunResult> run_task_experiment(const ExperimentConfig& config,
 }
 
 namespace {
-
-Stat stat_of(const std::vector<double>& xs) {
-  Stat s;
-  s.n = static_cast<int64_t>(xs.size());
-  if (xs.empty()) return s;
-  for (double x : xs) s.mean += x;
-  s.mean /= static_cast<double>(xs.size());
-  if (xs.size() > 1) {
-    double ss = 0;
-    for (double x : xs) ss += (x - s.mean) * (x - s.mean);
-    s.std = std::sqrt(ss / static_cast<double>(xs.size() - 1));
-  }
-  return s;
-}
 
 // Bits per character over the positions >= train_len of a result (its buckets past the first).
 std::optional<double> unseen_bits(const EvalResult& e) {
@@ -273,6 +363,7 @@ std::vector<SummaryRow> summarize(const std::vector<RunResult>& runs, const std:
           return std::vector<std::optional<double>>{r.eval[i].bits_per_char, unseen_bits(r.eval[i])};
         });
     row.bits_per_char = stats_of(c.values[0]);
+    row.seed_bits_per_char = c.values[0];
     row.unseen_bits_per_char = stats_of(c.values[1]);
     row.errors = c.errors;
     row.tokens_per_second = c.tokens_per_second;
@@ -303,82 +394,6 @@ std::vector<TaskSummaryRow> summarize_tasks(const std::vector<RunResult>& runs,
     row.ms_per_step = c.ms_per_step;
   }
   return rows;
-}
-
-std::vector<std::string> verdicts(const std::vector<SummaryRow>& rows, const std::vector<int64_t>& lengths,
-                                  int64_t train_len) {
-  struct Claim {
-    const char* label;
-    const char* seeds;      // the seeds' table
-    const char* published;  // Press et al. at ~16x
-    bool published_holds;   // loss does not rise
-  };
-  static const Claim kClaims[] = {
-      {"alibi", "extrapolates", "perplexity slightly lower at 16x", true},
-      {"t5", "extrapolates", "perplexity x2.2 at 16x", false},
-      {"rope", "extrapolates", "perplexity x2.7 at 16x", false},
-      {"sinusoidal", "extrapolates", "perplexity x15 at 16x", false},
-      {"learned", "does not extrapolate", "cannot run past its table", false},
-  };
-  std::vector<std::string> out;
-  if (lengths.empty()) return out;
-  size_t base = 0, last = 0;  // the 1x column and the longest one
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    if (lengths[i] == train_len) base = i;
-    if (lengths[i] > lengths[last]) last = i;
-  }
-  const double ratio_len = static_cast<double>(lengths[last]) / static_cast<double>(train_len);
-  char buf[512];
-  std::vector<std::pair<double, std::string>> measured;
-  for (const Claim& claim : kClaims) {
-    const auto row =
-        std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& r) { return r.label == claim.label; });
-    if (row == rows.end()) continue;
-    const Stat& b = row->bits_per_char[base];
-    const Stat& l = row->bits_per_char[last];
-    if (l.n == 0) {
-      const bool agrees = std::string(claim.label) == "learned";
-      std::snprintf(buf, sizeof buf, "%-10s seeds: %s; published: %s; here: cannot run at %gx (%s) -> %s",
-                    claim.label, claim.seeds, claim.published, ratio_len, "library error",
-                    agrees ? "agrees" : "differs");
-      out.emplace_back(buf);
-      continue;
-    }
-    const double change = 100.0 * (l.mean / b.mean - 1.0);
-    const bool holds = change <= 2.0;
-    std::snprintf(buf, sizeof buf,
-                  "%-10s seeds: %s; published: %s; here: %.3f -> %.3f bits/char at %gx (%+.1f%%): %s -> %s",
-                  claim.label, claim.seeds, claim.published, b.mean, l.mean, ratio_len, change,
-                  holds ? "holds" : "degrades",
-                  holds == claim.published_holds ? "agrees with the paper" : "differs from the paper");
-    out.emplace_back(buf);
-    measured.emplace_back(l.mean, claim.label);
-  }
-  // The published order at 8-16x (lower is better): alibi <= t5 < rope < sinusoidal.
-  const std::vector<std::string> published{"alibi", "t5", "rope", "sinusoidal"};
-  std::vector<std::string> expected;
-  for (const std::string& p : published)
-    if (std::any_of(measured.begin(), measured.end(), [&](const auto& m) { return m.second == p; }))
-      expected.push_back(p);
-  std::stable_sort(measured.begin(), measured.end());
-  std::string order, order_expected;
-  std::vector<std::string> got;
-  for (const auto& [bits, label] : measured) {
-    if (std::find(published.begin(), published.end(), label) == published.end()) continue;
-    order += (order.empty() ? "" : " < ") + label;
-    got.push_back(label);
-  }
-  for (const std::string& e : expected)  // Press et al.: ALiBi and T5 close, then RoPE, then sinusoidal
-    order_expected += (order_expected.empty()                   ? ""
-                       : order_expected == "alibi" && e == "t5" ? " <= "
-                                                                : " < ") +
-                      e;
-  if (got.size() >= 2) {
-    std::snprintf(buf, sizeof buf, "ranking at %gx: published %s; here %s -> %s", ratio_len,
-                  order_expected.c_str(), order.c_str(), got == expected ? "agrees" : "differs");
-    out.emplace_back(buf);
-  }
-  return out;
 }
 
 }  // namespace posenc::lab

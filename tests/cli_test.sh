@@ -230,10 +230,12 @@ for i in $(seq 1 200); do echo "one two three four five six seven $i"; done > "$
 lab_small=(--corpus "$tmp/corpus.txt" --steps 3 --batch 2 --train-len 8 --eval-lengths 8,16 --eval-tokens 64
            --layers 1 --heads 2 --mlp 16 --progress none)
 check lab 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings rope,learned,alibi --rope-eval yarn \
-  --out "$tmp/lab" --save-checkpoints
+  --seeds 1 --out "$tmp/lab" --save-checkpoints
 expect_in lab "$tmp/out" "rope (yarn)"
 expect_in lab "$tmp/out" "n/a for learned at 16: learned: position 8"
-expect_in lab "$tmp/out" "ranking at 2x"
+expect_in lab "$tmp/out" "predicted wall time"
+expect_in lab "$tmp/out" "one seed: no interval"
+expect_in lab "$tmp/out" "no ordering is called"
 python3 - "$tmp/lab" <<'PY' || { echo "FAIL lab_json"; failures=$((failures + 1)); }
 import csv, json, os, sys
 r = json.load(open(os.path.join(sys.argv[1], "results.json")))
@@ -250,8 +252,21 @@ for name in ("rope", "learned", "alibi"):
         header = json.loads(f.read(n))
     assert "posenc-lab" == header["__metadata__"]["format"] and "wte.weight" in header, header.keys()
 PY
-check lab_seeds 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings none --seeds 2
+check lab_seeds 0 "$posenc" lab "${lab_small[@]}" --d-model 16 --encodings none,alibi,rope --rope-eval none
+expect_in lab_seeds "$tmp/out" "over 3 seeds (Student's t: 4.303 x std / sqrt(3))"  # three by default
 expect_in lab_seeds "$tmp/out" "±"
+expect_in lab_seeds "$tmp/out" "rule: holds if the whole interval is <= 1.02"
+expect_in lab_seeds "$tmp/out" "ordering at 2x ('<' where the 95% intervals separate"
+# --scale: a preset's sizes, explicit flags winning; the prediction alone with --dry-run.
+check lab_scale 0 "$posenc" lab "${lab_small[@]}" --encodings rope --scale medium --dry-run
+expect_in lab_scale "$tmp/out" "model: 1 layers, d_model 128, 2 heads, mlp 16, LayerNorm; train length 8,"
+expect_in lab_scale "$tmp/out" ", 3 steps, AdamW"
+expect_in lab_scale "$tmp/out" "AdamW lr 0.002"
+expect_in lab_scale "$tmp/out" "scale: medium"
+expect_in lab_scale "$tmp/out" "predicted wall time"
+expect_in lab_scale "$tmp/out" "rope "
+check lab_bad_scale 2 "$posenc" lab "${lab_small[@]}" --scale huge
+expect_in lab_bad_scale "$tmp/err" "--scale = 'huge' is invalid: expected one of small, medium, large"
 (cd "$tmp" && "$posenc" lab --encodings none >"$tmp/out" 2>"$tmp/err")
 [ $? -eq 2 ] || { echo "FAIL lab_missing_corpus: exit status"; failures=$((failures + 1)); }
 expect_in lab_missing_corpus "$tmp/err" "./scripts/prepare_corpus.sh"
@@ -281,7 +296,7 @@ expect_in lab_bad_width "$tmp/err" "divide d_model = 15"
 lab_task=(--steps 2 --batch 2 --eval-lengths 24,48 --task-samples 3 --layers 1 --heads 2 --mlp 16 --d-model 16
           --progress none)
 check lab_task 0 "$posenc" lab "${lab_task[@]}" --task passkey --train-len 24 --encodings rope,learned \
-  --rope-eval ntk --out "$tmp/task"
+  --rope-eval ntk --seeds 1 --out "$tmp/task"
 expect_in lab_task "$tmp/out" "exact match (%) on passkey, 3 samples per length"
 expect_in lab_task "$tmp/out" "n/a for learned at 48"
 python3 - "$tmp/task" <<'PY' || { echo "FAIL lab_task_json"; failures=$((failures + 1)); }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "claims.h"
 #include "corpus.h"
 #include "experiment.h"
 #include "optimizer.h"
@@ -88,30 +89,102 @@ TEST(LabOptimizer, WarmupThenCosine) {
   test::expect_error([&] { validate(c); }, "lr = -1");
 }
 
-SummaryRow row(const std::string& label, double at1, double at16) {
+TEST(LabStats, MeanAndStudentInterval) {
+  EXPECT_DOUBLE_EQ(student_t95(1), 12.706);
+  EXPECT_DOUBLE_EQ(student_t95(2), 4.303);
+  EXPECT_DOUBLE_EQ(student_t95(30), 2.042);
+  // Past the table, the expansion against exact quantiles (R's qt(0.975, dof)).
+  EXPECT_NEAR(student_t95(31), 2.039513, 1e-4);
+  EXPECT_NEAR(student_t95(60), 2.000298, 1e-4);
+  EXPECT_NEAR(student_t95(1000), 1.962339, 1e-4);
+  test::expect_error([] { student_t95(0); }, "dof = 0");
+  const Stat s = stat_of({1.0, 2.0, 3.0});  // std 1
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  EXPECT_DOUBLE_EQ(s.std, 1.0);
+  EXPECT_NEAR(s.ci95, 4.303 / std::sqrt(3.0), 1e-12);
+  EXPECT_EQ(s.n, 3);
+  const Stat one = stat_of({2.5});  // no interval with one value
+  EXPECT_EQ(one.ci95, 0.0);
+  EXPECT_EQ(one.low(), 2.5);
+}
+
+TEST(LabClaims, PublishedRatiosInTheLabsUnit) {
+  // ln(perplexity at 8512) / ln(perplexity at 512): the paper's figures in the lab's unit at ~16x.
+  const auto sinusoidal = published_ratio("sinusoidal", 16);
+  ASSERT_TRUE(sinusoidal);
+  EXPECT_EQ(sinusoidal->length, 8512);
+  EXPECT_NEAR(sinusoidal->ratio, std::log(305.65) / std::log(20.05), 1e-12);
+  EXPECT_NEAR(published_ratio("rope", 16)->ratio, 1.336, 1e-3);
+  EXPECT_NEAR(published_ratio("t5", 16)->ratio, 1.264, 1e-3);
+  EXPECT_NEAR(published_ratio("alibi", 16)->ratio, 0.976, 1e-3);
+  EXPECT_EQ(published_ratio("rope", 2)->length, 1012);  // the nearest published length
+  EXPECT_EQ(published_ratio("rope", 8)->length, 4512);
+  EXPECT_FALSE(published_ratio("none", 16));
+  EXPECT_EQ(trend_of(0.9, kHoldsAt), Trend::holds);
+  EXPECT_EQ(trend_of(kHoldsAt + 1e-9, 2.0), Trend::degrades);
+  EXPECT_EQ(trend_of(1.0, 1.1), Trend::undecided);
+}
+
+// A summary row from each seed's bits/char at 1x and 16x (an empty at16: cannot run there).
+SummaryRow row(const std::string& label, const std::vector<double>& at1, const std::vector<double>& at16) {
   SummaryRow r;
   r.label = label;
-  r.bits_per_char = {{at1, 0, 1}, {at16, 0, at16 > 0 ? 1 : 0}};
-  r.errors = {"", at16 > 0 ? "" : "learned_add: position 64 >= max_len"};
+  r.seed_bits_per_char = {at1, at16};
+  r.bits_per_char = {stat_of(at1), stat_of(at16)};
+  r.errors = {"", at16.empty() ? "learned_add: position 64 >= max_len" : ""};
   return r;
 }
 
-TEST(LabVerdicts, CompareWithThePublishedClaims) {
+std::string line_of(const std::vector<std::string>& lines, const std::string& start) {
+  for (const std::string& line : lines)
+    if (line.rfind(start, 0) == 0) return line;
+  return "no line starts with '" + start + "'";
+}
+
+void expect_has(const std::string& line, const std::string& needle) {
+  EXPECT_NE(line.find(needle), std::string::npos) << "'" << needle << "' not in: " << line;
+}
+
+TEST(LabVerdicts, FollowTheRuleWithIntervals) {
   const std::vector<int64_t> lengths{64, 1024};
-  const auto lines = verdicts({row("alibi", 2.0, 1.9), row("t5", 2.0, 2.1), row("rope", 2.0, 3.0),
-                               row("sinusoidal", 2.0, 4.0), row("learned", 2.0, 0), row("none", 2.0, 2.5)},
-                              lengths, 64);
-  ASSERT_EQ(lines.size(), 6u);  // five claims + the ranking; "none" has no published figure
-  EXPECT_NE(lines[0].find("alibi"), std::string::npos);
-  EXPECT_NE(lines[0].find("-5.0%"), std::string::npos);
-  EXPECT_NE(lines[0].find("agrees"), std::string::npos);
-  EXPECT_NE(lines[2].find("rope"), std::string::npos);
-  EXPECT_NE(lines[2].find("degrades -> agrees"), std::string::npos);
-  EXPECT_NE(lines[4].find("cannot run at 16x"), std::string::npos);
-  EXPECT_NE(lines[5].find("here alibi < t5 < rope < sinusoidal -> agrees"), std::string::npos) << lines[5];
-  const auto swapped = verdicts({row("alibi", 2.0, 2.5), row("rope", 2.0, 2.2)}, lengths, 64);
-  EXPECT_NE(swapped[0].find("degrades -> differs"), std::string::npos) << swapped[0];
-  EXPECT_NE(swapped[2].find("differs"), std::string::npos) << swapped[2];
+  const auto lines =
+      verdicts({row("alibi", {2.0, 2.1, 2.2}, {1.99, 2.1, 2.21}),  // ratio ~1.0: holds
+                row("t5", {2.0, 2.0, 2.0}, {2.0, 2.06, 2.1}),      // straddles 1.02
+                row("rope", {2.0, 2.0, 2.0}, {3.2, 3.22, 3.24}),   // 1.61: degrades
+                row("sinusoidal", {2.0, 2.0, 2.0}, {2.4, 2.41, 2.42}), row("learned", {2.0, 2.1, 2.2}, {}),
+                row("none", {2.0, 2.0, 2.0}, {2.0, 2.0, 2.0})},
+               lengths, 64);
+  expect_has(line_of(lines, "alibi "), "holds      holds      agrees");
+  expect_has(line_of(lines, "alibi "), "0.976 (19.73 -> 18.34 at 8512)");
+  expect_has(line_of(lines, "alibi "), "extrapolates: right");
+  expect_has(line_of(lines, "t5 "), "undecided");
+  expect_has(line_of(lines, "t5 "), "extrapolates: undecided");
+  expect_has(line_of(lines, "rope "), "1.610 [1.585, 1.635]");
+  expect_has(line_of(lines, "rope "), "degrades   degrades   agrees, larger here");
+  expect_has(line_of(lines, "rope "), "extrapolates: wrong");
+  expect_has(line_of(lines, "sinusoidal "), "agrees, smaller here");  // 1.205 against the paper's 1.909
+  expect_has(line_of(lines, "learned "), "cannot run at 16x");
+  expect_has(line_of(lines, "learned "), "does not extrapolate: right");
+  expect_has(line_of(lines, "none "), "holds");  // no claim: the trend alone
+  // Ordering at 16x: alibi ~ t5 overlap (2.1 +- 0.27 vs 2.053 +- 0.124); sinusoidal < rope separate.
+  expect_has(line_of(lines, "  here"), "t5 ~ alibi < sinusoidal < rope");
+  expect_has(line_of(lines, "  paper"), "alibi < t5 < rope < sinusoidal");
+  expect_has(line_of(lines, "  the paper's pairs"),
+             "agree alibi<rope, alibi<sinusoidal, t5<rope, t5<sinusoidal;");
+  expect_has(line_of(lines, "  the paper's pairs"), "differ rope<sinusoidal;");
+  expect_has(line_of(lines, "  the paper's pairs"), "not separated here alibi~t5");
+}
+
+TEST(LabVerdicts, OneSeedHasNoIntervalAndNoOrdering) {
+  const auto lines =
+      verdicts({row("alibi", {2.0}, {1.9}), row("rope", {2.0}, {3.0})}, std::vector<int64_t>{64, 1024}, 64);
+  expect_has(line_of(lines, "alibi "), "0.950 (1 seed)");
+  expect_has(line_of(lines, "alibi "), "(1 seed)");
+  expect_has(line_of(lines, "ordering"), "no ordering is called");
+  EXPECT_EQ(line_of(lines, "  the paper's pairs").rfind("no line", 0), 0u);
+  const auto no_base = verdicts({row("alibi", {2.0}, {1.9})}, std::vector<int64_t>{128, 1024}, 64);
+  ASSERT_EQ(no_base.size(), 1u);
+  expect_has(no_base[0], "need the training length 64");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,12 +27,32 @@ struct LabOptions {
   int64_t task_samples = 128;
   std::vector<int64_t> eval_lengths{64, 128, 256, 512, 1024};
   int64_t eval_tokens = 1 << 17, steps = 500, batch = 32, train_len = 64, layers = 2, d_model = 64, heads = 4,
-          mlp = 256, warmup = 50, seeds = 1, threads = 0, binary_bits = 0;
+          mlp = 256, warmup = 50, seeds = lab::kDefaultSeeds, threads = 0, binary_bits = 0;
   int64_t t5_buckets = 16, t5_max_distance = 32, max_distance = 32;
   double lr = 3e-3, weight_decay = 0.1, clip = 1.0, test_fraction = 0.05;
   uint64_t seed = 1;
-  bool save_checkpoints = false;
+  bool save_checkpoints = false, dry_run = false;
+  std::string scale;  // a preset (lab::scale_presets); flags given explicitly win over it
 };
+
+// --scale NAME: the preset's sizes for every size flag not given on the command line.
+void apply_scale(LabOptions& o, const CLI::App& cmd) {
+  if (o.scale.empty()) return;
+  const lab::ScalePreset& p = lab::scale_preset(o.scale);
+  const auto unset = [&](const char* flag) { return cmd.get_option(flag)->count() == 0; };
+  if (unset("--d-model")) o.d_model = p.d_model;
+  if (unset("--layers")) o.layers = p.layers;
+  if (unset("--heads")) o.heads = p.heads;
+  if (unset("--mlp")) o.mlp = p.mlp;
+  if (unset("--train-len")) o.train_len = p.train_len;
+  if (unset("--steps")) o.steps = p.steps;
+  if (unset("--warmup")) o.warmup = o.steps / 10;
+  if (unset("--lr")) o.lr = p.lr;
+  if (unset("--eval-lengths"))
+    o.eval_lengths = {o.train_len, 2 * o.train_len, 4 * o.train_len, 8 * o.train_len, 16 * o.train_len};
+  if (unset("--t5-max-distance")) o.t5_max_distance = std::max<int64_t>(1, o.train_len / 2);
+  if (unset("--max-distance")) o.max_distance = std::max<int64_t>(1, o.train_len / 2);
+}
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -196,6 +217,33 @@ void run_lab(const LabOptions& o) {
                                                  : " (> train length: far buckets stay untrained)")
             << "; relative/shaw clip at " << o.max_distance << "; binary codes with "
             << config.model.options.binary_bits << " bits (sized for the longest evaluation length)\n";
+  if (!o.scale.empty()) {
+    const lab::ScalePreset& p = lab::scale_preset(o.scale);
+    std::cout << "scale: " << p.name << " (" << p.about << "); flags given explicitly win over it\n";
+  }
+  if (!task) {
+    // The prediction, before the run: a few measured steps and evaluation batches per encoding.
+    const lab::WallTimePrediction p = lab::predict_wall_time(corpus, config);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "predicted wall time: %.0f s (%.1f min) for %zu encodings x %lld seed(s), from step and "
+                  "evaluation times measured in %.1f s\n",
+                  p.seconds, p.seconds / 60, config.encodings.size(), static_cast<long long>(config.seeds),
+                  p.probe_seconds);
+    std::cout << line;
+    if (o.dry_run) {
+      std::cout << "encoding              ms/step   evaluation s (per seed)\n";
+      for (const auto& e : p.encodings) {
+        std::snprintf(line, sizeof line, "%-20s %9.1f %12.1f\n", e.label.c_str(), e.ms_per_step,
+                      e.eval_seconds);
+        std::cout << line;
+      }
+    }
+    std::cout << std::flush;
+  } else if (o.dry_run) {
+    std::cout << "--dry-run: no prediction for a task (it is made for the text comparison)\n";
+  }
+  if (o.dry_run) return;
   Progress progress(o.progress);
   lab::ExperimentCallbacks callbacks;
   callbacks.on_train_start = [&](const std::string& label, uint64_t seed, int64_t i, int64_t n) {
@@ -251,7 +299,7 @@ void add_lab_command(CLI::App& app) {
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay");
   cmd->add_option("--clip", o->clip, "gradient norm clip (0: off)");
   cmd->add_option("--seed", o->seed, "first seed (weights and data order)");
-  cmd->add_option("--seeds", o->seeds, "seeds per encoding (mean ± std)");
+  cmd->add_option("--seeds", o->seeds, "seeds per encoding (mean ± the 95% interval of the mean)");
   cmd->add_option("--t5-buckets", o->t5_buckets, "T5 buckets (causal: half exact)");
   cmd->add_option("--t5-max-distance", o->t5_max_distance, "T5 max distance");
   cmd->add_option("--max-distance", o->max_distance, "clipping distance of relative and shaw");
@@ -263,7 +311,17 @@ void add_lab_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "directory for results.json and results.csv");
   cmd->add_flag("--save-checkpoints", o->save_checkpoints,
                 "also save each model as <out>/checkpoints/<encoding>-seed<k>.safetensors");
-  cmd->callback([o] { run_lab(*o); });
+  std::string scales;
+  for (const lab::ScalePreset& p : lab::scale_presets())
+    scales += (scales.empty() ? "" : ", ") + std::string(p.name);
+  cmd->add_option("--scale", o->scale,
+                  "the same protocol at another size: " + scales +
+                      " (model, training length, steps, learning rate; explicit flags win)");
+  cmd->add_flag("--dry-run", o->dry_run, "print the predicted wall time per encoding and stop");
+  cmd->callback([o, cmd] {
+    apply_scale(*o, *cmd);
+    run_lab(*o);
+  });
 }
 
 }  // namespace posenc::tools

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "claims.h"
 #include "files.h"
 #include "posenc/error.h"
 
@@ -27,10 +28,24 @@ std::string cell(const lab::Stat& s, int64_t seeds, const char* format, double s
   std::snprintf(buf, sizeof buf, format, s.mean * scale);
   std::string out = buf;
   if (seeds > 1) {
-    std::snprintf(buf, sizeof buf, format, s.std * scale);
+    std::snprintf(buf, sizeof buf, format, s.ci95 * scale);
     out += std::string("±") + buf;
   }
   return out;
+}
+
+// What the ± of the tables is, said once above them.
+void interval_note(std::ostream& os, int64_t seeds) {
+  if (seeds < 2) {
+    os << "one seed: no interval (--seeds N for mean ± the 95% interval of the mean over N seeds)\n";
+    return;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "mean ± half-width of the 95%% confidence interval of the mean over %lld seeds "
+                "(Student's t: %.3f x std / sqrt(%lld))\n",
+                static_cast<long long>(seeds), lab::student_t95(seeds - 1), static_cast<long long>(seeds));
+  os << buf;
 }
 
 void footer(std::ostream& os, double seconds) {
@@ -86,7 +101,7 @@ Json runs_json(const std::vector<lab::RunResult>& runs,
 }
 
 Json stat_json(int64_t length, const lab::Stat& s) {
-  return s.n ? Json({{"length", length}, {"mean", s.mean}, {"std", s.std}, {"n", s.n}})
+  return s.n ? Json({{"length", length}, {"mean", s.mean}, {"std", s.std}, {"ci95", s.ci95}, {"n", s.n}})
              : Json({{"length", length}, {"n", 0}});
 }
 
@@ -220,12 +235,18 @@ void print_unavailable(std::ostream& os, const MetricTable& t, const LabReportCo
 void report_text(std::ostream& os, const LabReportContext& x, const lab::Corpus& corpus,
                  const std::vector<lab::RunResult>& runs, const std::string& out_dir) {
   const std::vector<lab::SummaryRow> rows = lab::summarize(runs, x.lengths);
+  const std::vector<std::string> rule = lab::verdict_rule(x.seeds);
   const std::vector<std::string> verdict_lines = lab::verdicts(rows, x.lengths, x.train_len);
   const MetricTable bits = bits_per_char_table(rows, false, x.train_len);
+  const MetricTable unseen = bits_per_char_table(rows, true, x.train_len);
+  os << "\n";
+  interval_note(os, x.seeds);
   print_table(os, bits, x);
-  print_table(os, bits_per_char_table(rows, true, x.train_len), x);
+  print_table(os, unseen, x);
   print_unavailable(os, bits, x);
-  os << "\nagainst the claims (seeds' table; Press et al. 2022, WikiText-103):\n";
+  os << "\nagainst the claims (the seeds' table; Press et al. 2022, WikiText-103, appendix table 2):\n";
+  for (const std::string& line : rule) os << "  " << line << "\n";
+  os << "\n";
   for (const std::string& line : verdict_lines) os << "  " << line << "\n";
   footer(os, x.seconds);
 
@@ -255,7 +276,9 @@ void report_text(std::ostream& os, const LabReportContext& x, const lab::Corpus&
     }
     return evals;
   });
-  j["summary"] = summary_json({{"bits_per_char", &bits}}, x.config.eval.lengths);
+  j["summary"] =
+      summary_json({{"bits_per_char", &bits}, {"unseen_bits_per_char", &unseen}}, x.config.eval.lengths);
+  j["verdict_rule"] = rule;
   j["verdicts"] = verdict_lines;
   write_results(os, out_dir, j, [&](std::ostream& out) {
     out << "label,encoding,rope_eval,seed,length,begin,end,bits_per_char,tokens,train_tokens_per_second,"
@@ -283,6 +306,8 @@ void report_task(std::ostream& os, const LabReportContext& x, const std::vector<
   const std::vector<lab::TaskSummaryRow> rows = lab::summarize_tasks(runs, x.lengths);
   const MetricTable exact = exact_match_table(rows, x.task, x.config.task_samples);
   const MetricTable tokens = token_accuracy_table(rows);
+  os << "\n";
+  interval_note(os, x.seeds);
   print_table(os, exact, x);
   print_table(os, tokens, x);
   print_unavailable(os, exact, x);

@@ -136,8 +136,48 @@ def neighbour_distances(positions=64, bits=8, dim=8):
     return fig
 
 
+# The lab chart's families, in panel order: which rows share a panel (lab_family).
+LAB_FAMILIES = (
+    "absolute (added to the embeddings)",
+    "relative: bias and vector terms",
+    "rotary, and its evaluation-time scalings",
+    "ALiBi and hybrids",
+)
+# One colour per row of a chart, none shared, dark enough on white and far apart in order (neighbours
+# in this list land in one panel): after Kelly's colours of maximum contrast.
+LAB_COLOURS = (
+    "#0067A5", "#BE0032", "#008856", "#F38400", "#875692", "#882D17", "#2B3D26",
+    "#E25822", "#604E97", "#8DB600", "#B3446C", "#848482", "#F6A600", "#654522",
+    "#17BECF", "#E68FAC", "#1A1A6E", "#A6761D", "#66A61E", "#F3C300",
+)
+# Within a panel, each row has a line style and a marker of its own (seven rows before one repeats).
+LAB_STYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)), (0, (1, 3)))
+LAB_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def lab_family(label):
+    """The panel of a lab row: 'rope (ntk)' -> rotary; 'rope+alibi', any '+' hybrid -> ALiBi and hybrids."""
+    parts = label.split(" (")[0].split("+")
+    if len(parts) > 1 or "alibi" in parts:
+        return LAB_FAMILIES[3]
+    if "rope" in parts:
+        return LAB_FAMILIES[2]
+    if parts[0] in ("relative", "t5", "shaw", "transformer_xl", "xl"):
+        return LAB_FAMILIES[1]
+    return LAB_FAMILIES[0]
+
+
+def _lab_points(entries, scale):
+    """(lengths, means, interval half-widths) of a summary row's metric where it ran."""
+    points = [(e["length"], e["mean"] * scale, e.get("ci95", 0.0) * scale)
+              for e in entries if e.get("n", 0) > 0]
+    return tuple(zip(*points)) if points else ((), (), ())
+
+
 def lab_chart(results_path):
-    """The lab's result: bits/char (text) or exact match (tasks) against the evaluation length."""
+    """The lab's result: bits/char (text) or exact match (tasks) against the evaluation length, one row of
+    panels per family of encodings, the whole windows beside the positions past the training length
+    (text), with the 95% interval over seeds as a band and the training length marked."""
     plt = _pyplot()
     try:
         with open(results_path, encoding="utf-8") as f:
@@ -148,23 +188,52 @@ def lab_chart(results_path):
         fail(f"results: {results_path!r} is not valid JSON ({exc})")
     try:
         task = results.get("task", {}).get("name")
-        metric = "exact_match" if task else "bits_per_char"
         rows = results["summary"]
         train_len = results["model"]["train_len"]
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for row in rows:
-            points = [(e["length"], e["mean"] * (100 if task else 1)) for e in row[metric] if e.get("n", 0) > 0]
-            if points:
-                x, y = zip(*points)
-                ax.plot(x, y, marker="o", label=row["label"])
-    except (KeyError, TypeError, AttributeError) as exc:
+        seeds = results.get("seeds", 1)
+        scale = 100 if task else 1
+        columns = [("exact_match", f"exact match on {task} (%)")] if task else [
+            ("bits_per_char", "whole windows"), ("unseen_bits_per_char", f"positions >= {train_len} only")]
+        columns = [(key, title) for key, title in columns if any(key in row for row in rows)]
+        families = [f for f in LAB_FAMILIES if any(lab_family(row["label"]) == f for row in rows)]
+        lengths = sorted({e["length"] for row in rows for e in row[columns[0][0]]})
+        fig, axes = plt.subplots(len(families), len(columns), sharey=True, sharex=True, squeeze=False,
+                                 figsize=(6.4 * len(columns), 3.4 * len(families)), constrained_layout=True)
+        colour = {row["label"]: LAB_COLOURS[i % len(LAB_COLOURS)] for i, row in enumerate(rows)}
+        for r, family in enumerate(families):
+            members = [row for row in rows if lab_family(row["label"]) == family]
+            for c, (key, title) in enumerate(columns):
+                ax = axes[r][c]
+                drawn = 0
+                for k, row in enumerate(members):
+                    x, y, half = _lab_points(row.get(key, []), scale)
+                    if not x:
+                        continue
+                    drawn += 1
+                    style = dict(color=colour[row["label"]], linestyle=LAB_STYLES[k % len(LAB_STYLES)],
+                                 marker=LAB_MARKERS[k % len(LAB_MARKERS)], markersize=4, linewidth=1.6)
+                    ax.plot(x, y, label=row["label"], **style)
+                    if any(half):
+                        ax.fill_between(x, np.subtract(y, half), np.add(y, half), color=colour[row["label"]],
+                                        alpha=0.18, linewidth=0)
+                ax.axvline(train_len, color="grey", linestyle=":", linewidth=1.2)
+                ax.text(train_len, 0.98, " training length", transform=ax.get_xaxis_transform(), fontsize=7,
+                        color="grey", va="top")
+                ax.set_xscale("log", base=2)
+                ax.set_xticks(lengths, [str(v) for v in lengths])
+                ax.grid(True, which="major", alpha=0.3)
+                ax.set_title(f"{family}: {title}" if len(columns) > 1 else family, fontsize=10)
+                if c == 0:
+                    ax.set_ylabel(columns[0][1] if task else "bits per character")
+                if r == len(families) - 1:
+                    ax.set_xlabel(f"evaluation length (tokens); dotted: training length {train_len}")
+                if drawn:
+                    ax.legend(fontsize=8, loc="best")
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
         fail(f"results: {results_path!r} is not a posenc lab results.json (missing {exc})")
-    ax.set_xscale("log", base=2)
-    ax.axvline(train_len, color="grey", linestyle=":", label=f"train length {train_len}")
-    what = f"exact match on {task} (%)" if task else "bits per character (test text)"
-    ax.set(title=f"posenc lab, {results.get('date', '')}: {what} against evaluation length", xlabel="evaluation length (tokens)",
-           ylabel=what)
-    ax.legend(fontsize=8, ncol=2)
+    what = f"exact match on {task}" if task else "bits per character on the test text (lower is better)"
+    bands = f"bands: 95% interval of the mean over {seeds} seeds" if seeds > 1 else "one seed: no interval"
+    fig.suptitle(f"posenc lab, {results.get('date', '')}: {what} against evaluation length; {bands}")
     return fig
 
 

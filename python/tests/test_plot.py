@@ -10,13 +10,22 @@ from posenc import plot
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def lab_results(path, task=None):
+def lab_results(path, task=None, labels=("alibi", "rope")):
+    """A results.json of three seeds: mean, std and the 95% interval per length (n/a at 256), and the
+    positions past the training length for the text."""
     metric = "exact_match" if task else "bits_per_char"
-    rows = [{"label": label, metric: [{"length": 64, "mean": a, "std": 0, "n": 1},
-                                      {"length": 128, "mean": b, "std": 0, "n": 1},
-                                      {"length": 256, "n": 0}]}
-            for label, a, b in [("alibi", 0.5, 0.5), ("rope", 0.9, 0.2)]]
-    results = {"date": "2026-11-22", "model": {"train_len": 64}, "summary": rows}
+
+    def stats(a, b):
+        return [{"length": 64, "mean": a, "std": 0.01, "ci95": 0.025, "n": 3},
+                {"length": 128, "mean": b, "std": 0.02, "ci95": 0.05, "n": 3}, {"length": 256, "n": 0}]
+
+    rows = []
+    for i, label in enumerate(labels):
+        row = {"label": label, metric: stats(0.5 + 0.01 * i, 0.6 + 0.02 * i)}
+        if not task:
+            row["unseen_bits_per_char"] = [{"length": 64, "n": 0}] + stats(0, 0.7 + 0.02 * i)[1:]
+        rows.append(row)
+    results = {"date": "2026-11-22", "model": {"train_len": 64}, "seeds": 3, "summary": rows}
     if task:
         results["task"] = {"name": task}
     path.write_text(json.dumps(results))
@@ -31,13 +40,43 @@ def test_every_figure_renders(tmp_path, name):
         fig = plot.FIGURES[name]()
     ax = fig.axes[0]
     assert fig._suptitle is not None or ax.get_title(), "a title"
-    assert ax.get_xlabel() and ax.get_ylabel(), "axis labels"
+    assert any(a.get_xlabel() for a in fig.axes) and any(a.get_ylabel() for a in fig.axes), "axis labels"
     assert ax.get_legend() is not None or len(fig.axes) > 1, "a legend or a colour bar"
     png = plot.save(fig, str(tmp_path / f"{name}.png"))
     data = open(png, "rb").read()
     assert data.startswith(PNG_MAGIC) and len(data) > 5000
     height, width = matplotlib.image.imread(png).shape[:2]
     assert height > 200 and width > 300
+
+
+LAB_LABELS = ("none", "learned", "sinusoidal", "binary", "relative", "t5", "shaw", "transformer_xl", "rope",
+              "rope (linear)", "rope (ntk)", "rope (yarn)", "alibi", "rope+alibi", "rope+alibi (linear)",
+              "rope+alibi (ntk)", "rope+alibi (yarn)", "learned+t5")
+
+
+def test_lab_chart_groups_families_with_distinct_colours_and_bands(tmp_path):
+    fig = plot.lab_chart(lab_results(tmp_path / "r.json", labels=LAB_LABELS))
+    # Four families, each as whole windows beside the positions past the training length.
+    assert len(fig.axes) == 8
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0].startswith("absolute") and titles[1].endswith("positions >= 64 only")
+    assert titles[6].startswith("ALiBi and hybrids")
+    panel = {line.get_label(): i for i, ax in enumerate(fig.axes[::2]) for line in ax.lines
+             if line.get_label() in LAB_LABELS}
+    assert panel["learned"] == 0 and panel["t5"] == 1 and panel["rope (yarn)"] == 2
+    assert panel["rope+alibi (ntk)"] == 3 and panel["learned+t5"] == 3
+    # No colour shared by two rows, and a line style and marker of their own within each panel.
+    colours = {line.get_label(): line.get_color() for ax in fig.axes for line in ax.lines
+               if line.get_label() in LAB_LABELS}
+    assert len(colours) == len(LAB_LABELS) and len(set(colours.values())) == len(LAB_LABELS)
+    for ax in fig.axes:
+        styles = [(line.get_linestyle(), line.get_marker())
+                  for line in ax.lines if line.get_label() in LAB_LABELS]
+        assert len(styles) == len(set(styles)), ax.get_title()
+    # Intervals as bands, and the training length marked in every panel.
+    assert all(len(ax.collections) > 0 for ax in fig.axes)
+    for ax in fig.axes:
+        assert any(line.get_xdata()[0] == 64 and line.get_linestyle() == ":" for line in ax.lines)
 
 
 def test_command_line(tmp_path, capsys):
