@@ -49,7 +49,8 @@ def sinusoidal_dimensions(positions=128, dim=64, dims=(2, 6, 12)):
     fig, ax = plt.subplots(figsize=(8, 4))
     for i in dims:
         ax.plot(np.arange(positions), pe[:, i], label=f"dimension {i}")
-    ax.set(title=f"Sinusoidal encoding: chosen dimensions (d_model = {dim})", xlabel="position p", ylabel="PE[p, i]")
+    ax.set(title=f"Sinusoidal encoding: chosen dimensions (d_model = {dim})", xlabel="position p",
+           ylabel="PE[p, i]")
     ax.legend()
     return fig
 
@@ -61,7 +62,8 @@ def sincos_circle(positions=64, bases=(10.0, 100.0, 10000.0), dim=64, pair=1):
     fig, axes = plt.subplots(1, len(bases), figsize=(4 * len(bases), 4), constrained_layout=True)
     for ax, base in zip(np.atleast_1d(axes), bases):
         pe = absolute.sinusoidal(np.arange(positions), dim, base=base)
-        sc = ax.scatter(pe[:, 2 * pair], pe[:, 2 * pair + 1], c=np.arange(positions), cmap="viridis", s=14, label="positions")
+        sc = ax.scatter(pe[:, 2 * pair], pe[:, 2 * pair + 1], c=np.arange(positions), cmap="viridis", s=14,
+                        label="positions")
         ax.set(title=f"base {base:g}, pair {pair}", xlabel="sin(p w)", ylabel="cos(p w)", aspect="equal")
         ax.legend(loc="lower right")
     fig.colorbar(sc, ax=list(np.atleast_1d(axes)), label="position p")
@@ -78,7 +80,8 @@ def dot_product_vs_distance(dim=64, reference_positions=(0, 50, 100), span=100):
         q = q[q >= 0]
         pe = absolute.sinusoidal(np.concatenate([[p], q]), dim).astype(np.float64)
         ax.plot(q - p, pe[1:] @ pe[0], label=f"p = {p}")
-    ax.set(title=f"Sinusoidal PE(p) . PE(q) against q - p (d_model = {dim})", xlabel="relative distance q - p",
+    ax.set(title=f"Sinusoidal PE(p) . PE(q) against q - p (d_model = {dim})",
+           xlabel="relative distance q - p",
            ylabel="PE(p) . PE(q)")
     ax.legend()
     return fig
@@ -93,7 +96,8 @@ def rope_decay(head_dim=128, max_distance=256, bases=(10000.0,)):
         inv_freq, _ = rope_inv_freq(head_dim, base=base)
         partial = np.cumsum(np.exp(1j * r[:, None] * inv_freq[None, :]), axis=1)
         ax.plot(r, np.abs(partial).mean(axis=1), label=f"base {base:g}")
-    ax.set(title=f"RoPE: RoFormer's upper bound of |q . k| against distance (head_dim {head_dim})", xlabel="relative distance",
+    ax.set(title=f"RoPE: RoFormer's upper bound of |q . k| against distance (head_dim {head_dim})",
+           xlabel="relative distance",
            ylabel="relative upper bound")
     ax.legend()
     return fig
@@ -131,7 +135,8 @@ def neighbour_distances(positions=64, bits=8, dim=8):
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.step(p[:-1], np.linalg.norm(np.diff(b, axis=0), axis=1), where="post", label=f"binary ({bits} bits)")
     ax.plot(p[:-1], np.linalg.norm(np.diff(s, axis=0), axis=1), label=f"sinusoidal (d = {dim})")
-    ax.set(title="Distance between neighbouring positions ||PE(p + 1) - PE(p)||", xlabel="position p", ylabel="euclidean distance")
+    ax.set(title="Distance between neighbouring positions ||PE(p + 1) - PE(p)||", xlabel="position p",
+           ylabel="euclidean distance")
     ax.legend()
     return fig
 
@@ -257,10 +262,12 @@ def save(fig, path):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m posenc.plot", description=__doc__.split("\n")[0])
-    parser.add_argument("figures", nargs="*", default=["all"], help="figure names, 'all' (the seeds' figures) or 'lab'")
+    parser.add_argument("figures", nargs="*", default=["all"],
+                        help="figure names, 'all' (the seeds' figures) or 'lab'")
     parser.add_argument("--out", default="plots", help="output directory (default: plots)")
     parser.add_argument("--format", default="png", choices=["png", "svg"])
-    parser.add_argument("--results", default="results/lab/results.json", help="the lab's results.json, for 'lab'")
+    parser.add_argument("--results", default="results/lab/results.json",
+                        help="the lab's results.json, for 'lab'")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
     args = parser.parse_args(argv)
     if args.list:
