@@ -218,6 +218,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LabOps,
                                   "_OC" + std::to_string(info.param.OC);
                          });
 
+TEST(LabOps, MatmulRefusesAnOutputThatAliasesAnInput) {
+  std::vector<float> x(12, 1.0f), w(4, 1.0f), act(12);
+  test::expect_error([&] { matmul_forward(x.data(), x.data(), w.data(), nullptr, 6, 2, 2); },
+                     "aliases its inp");
+  test::expect_error([&] { matmul_forward(act.data(), x.data(), w.data(), nullptr, 6, 2, 2, act.data()); },
+                     "aliases its residual");
+  test::expect_error(
+      [&] {
+        matmul_backward(x.data(), w.data(), nullptr, act.data(), x.data(), w.data(), 6, 2, 2, Dinp::store,
+                        x.data());
+      },
+      "gelu_pre is set with mode add or store");
+}
+
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
   const int64_t N = 517, C = 40, OC = 300;
   const auto inp = random_floats(static_cast<size_t>(N * C), 1),
