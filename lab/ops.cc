@@ -14,7 +14,14 @@ void set_threads(int n) { posenc::set_num_threads(n); }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                     int64_t C, int64_t OC, const float* residual, float* gelu_out) {
-  // out[n, o] = sum_c inp[n, c] weight[o, c] + bias[o] (+ residual[n, o]): A = inp, B = weight^T
+  // out[n, o] = sum_c inp[n, c] weight[o, c] + bias[o] (+ residual[n, o]): A = inp, B = weight^T.
+  // The epilogue reads residual after out holds partial sums (k-blocks): the two must differ.
+  if (out == inp || out == residual || out == gelu_out)
+    throw Error(std::string("lab ops: matmul_forward's out aliases its ") +
+                (out == inp        ? "inp"
+                 : out == residual ? "residual"
+                                   : "gelu_out") +
+                ": give it a buffer of its own");
   kernels::Gemm g;
   g.m = N, g.n = OC, g.k = C;
   g.a = {inp, C, 1};
