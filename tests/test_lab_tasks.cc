@@ -178,7 +178,7 @@ TEST(LabTasks, AModelLearnsToCopy) {
   config.train.optimizer.warmup = 20;
   config.eval.lengths = {12, 24};
   config.task_samples = 64;
-  config.seeds = 1;  // one run (the default is three seeds)
+  config.seeds = 1;  // one run: the library's default is three seeds
   const auto runs = run_task_experiment(config);
   ASSERT_EQ(runs.size(), 1u);
   const TaskEvalResult& e = runs[0].task_eval.at(0);
