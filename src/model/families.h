@@ -289,90 +289,127 @@ struct Family {
   const char* quiet_keys = nullptr;
 
   constexpr Family with(uint64_t t) const {
-    return set([&](Family& f) { f.traits |= t; });
+    Family f = *this;
+    f.traits |= t;
+    return f;
   }
   constexpr Family alias(const char* a) const {
-    return set([&](Family& f) { f.aliases = a; });
+    Family f = *this;
+    f.aliases = a;
+    return f;
   }
   constexpr Family size_keys(const char* hidden, const char* layers) const {
-    return set([&](Family& f) { f.hidden_keys = hidden, f.layers_keys = layers; });
+    Family f = *this;
+    f.hidden_keys = hidden, f.layers_keys = layers;
+    return f;
   }
   constexpr Family max_pos_from(const char* key) const {
-    return set([&](Family& f) { f.max_pos_key = key; });
+    Family f = *this;
+    f.max_pos_key = key;
+    return f;
   }
   constexpr Family original(int64_t n) const {
-    return set([&](Family& f) { f.original_max_pos = n; });
+    Family f = *this;
+    f.original_max_pos = n;
+    return f;
   }
   constexpr Family offset(int64_t n) const {
-    return set([&](Family& f) { f.position_offset = n; });
+    Family f = *this;
+    f.position_offset = n;
+    return f;
   }
   constexpr Family frequencies(SinusoidalFrequencies w) const {
-    return set([&](Family& f) { f.sinusoidal = w; });
+    Family f = *this;
+    f.sinusoidal = w;
+    return f;
   }
   constexpr Family window(int64_t w) const {
-    return set([&](Family& f) { f.sliding_window = w; });
+    Family f = *this;
+    f.sliding_window = w;
+    return f;
   }
   constexpr Family layers(LayerRule r, int64_t period = 0, const char* key = nullptr) const {
-    return set([&](Family& f) { f.layer_rule = r, f.layer_period = period, f.layer_key = key; });
+    Family f = *this;
+    f.layer_rule = r, f.layer_period = period, f.layer_key = key;
+    return f;
   }
   constexpr Family pattern_number() const {
-    return set([&](Family& f) { f.pattern_needs_number = true; });
+    Family f = *this;
+    f.pattern_needs_number = true;
+    return f;
   }
   constexpr Family window_layers(int64_t n, bool gated) const {
-    return set([&](Family& f) {
-      f.layer_rule = LayerRule::sliding_from_layer, f.max_window_layers = n,
-      f.use_sliding_window_gate = gated;
-    });
+    Family f = *this;
+    f.layer_rule = LayerRule::sliding_from_layer, f.max_window_layers = n, f.use_sliding_window_gate = gated;
+    return f;
   }
   constexpr Family allowed(const char* types) const {
-    return set([&](Family& f) { f.layer_types = types; });
+    Family f = *this;
+    f.layer_types = types;
+    return f;
   }
   constexpr Family scale(ScaleRule r, double d = 0) const {
-    return set([&](Family& f) { f.scale_rule = r, f.scale_default = d; });
+    Family f = *this;
+    f.scale_rule = r, f.scale_default = d;
+    return f;
   }
   constexpr Family soft(double cap) const {
-    return set([&](Family& f) { f.softcap = cap; });
+    Family f = *this;
+    f.softcap = cap;
+    return f;
   }
   constexpr Family chunked(int64_t n) const {
-    return set([&](Family& f) { f.chunk = n; });
+    Family f = *this;
+    f.chunk = n;
+    return f;
   }
   constexpr Family rotating(RopeLayers r) const {
-    return set([&](Family& f) { f.rope_layers = r; });
+    Family f = *this;
+    f.rope_layers = r;
+    return f;
   }
   constexpr Family heads(HeadRule r) const {
-    return set([&](Family& f) { f.head_rule = r; });
+    Family f = *this;
+    f.head_rule = r;
+    return f;
   }
   constexpr Family latent(int64_t rope, int64_t nope, int64_t v) const {
-    return set([&](Family& f) { f.head_rule = HeadRule::mla, f.mla = {rope, nope, v}; });
+    Family f = *this;
+    f.head_rule = HeadRule::mla, f.mla = {rope, nope, v};
+    return f;
   }
   constexpr Family v_head(int64_t n) const {
-    return set([&](Family& f) { f.v_head_dim = n; });
+    Family f = *this;
+    f.v_head_dim = n;
+    return f;
   }
   constexpr Family per_layer(PerLayerConfig p, int64_t global = 0) const {
-    return set([&](Family& f) { f.per_layer_config = p, f.global_head_dim = global; });
+    Family f = *this;
+    f.per_layer_config = p, f.global_head_dim = global;
+    return f;
   }
   constexpr Family sections(int64_t t, int64_t h, int64_t w) const {
-    return set([&](Family& f) { f.mrope_section = {t, h, w}; });
+    Family f = *this;
+    f.mrope_section = {t, h, w};
+    return f;
   }
   constexpr Family indexed(IndexerKind k, int64_t index_heads_default = 0) const {
-    return set([&](Family& f) { f.indexer = k, f.index_heads = index_heads_default; });
+    Family f = *this;
+    f.indexer = k, f.index_heads = index_heads_default;
+    return f;
   }
   constexpr Family decoder(int64_t n) const {
-    return set([&](Family& f) { f.decoder_layers = n; });
+    Family f = *this;
+    f.decoder_layers = n;
+    return f;
   }
   constexpr Family quiet(const char* keys) const {
-    return set([&](Family& f) { f.quiet_keys = keys; });
+    Family f = *this;
+    f.quiet_keys = keys;
+    return f;
   }
 
   constexpr bool has(uint64_t trait) const { return (traits & trait) != 0; }
-
- private:
-  template <class F>
-  constexpr Family set(F&& change) const {
-    Family f = *this;
-    change(f);
-    return f;
-  }
 };
 
 // Whether a space-separated list holds `name` as one of its words.
