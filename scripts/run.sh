@@ -3,7 +3,7 @@
 # James Bible from Debian's bible-kjv-text), builds the posenc CLI and runs `posenc lab` with its
 # default protocol: one small transformer per encoding and seed (three seeds), trained at length 64
 # and evaluated at 1x-16x, reported as mean ± 95% interval with verdicts by a stated rule; it prints
-# its predicted wall time before training (18 minutes on 2 cores of an AMD EPYC shared with other
+# its predicted wall time before training (7.5 minutes on 2 cores of an AMD EPYC shared with other
 # work; docs/lab.md records the run).
 # Results: results/lab/results.{json,csv} and checkpoints.
 # Extra arguments go to `posenc lab` (e.g. --encodings rope,alibi --steps 200).

@@ -4,15 +4,15 @@
 // SIMD target this CPU runs. A change of any lab number then fails here until the file is regenerated
 // on purpose, with the reason in the commit:
 //
-//   POSENC_LAB_GOLDEN_WRITE=1 build/release/tests/test_lab_golden --gtest_filter=LabGolden.*
+//   POSENC_LAB_GOLDEN_WRITE=1 build/release/tests/test_lab_golden
 //
 // (writes the figures of the best SIMD target, then checks every target against them).
 //
 // Tolerance: the same code gives the same bits on one machine and target, but a figure here is the
 // end of 40 training steps, so a different summation order (another SIMD target's lane count, another
-// BLAS kernel, another compiler's contraction of a * b + c) moves its last digits. kTolerance is 10x the
-// largest such spread measured, and a tenth of the smallest change a real edit of the lab made to these
-// figures (both recorded in docs/lab.md, "Golden figures").
+// compiler) moves its last digits. kTolerance is over 20 times the largest such spread measured and
+// under a hundredth of the smallest change a real edit of the lab made to these figures (both
+// recorded in docs/lab.md, "Golden figures").
 #include <gtest/gtest.h>
 
 #include <cmath>
