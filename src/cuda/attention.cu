@@ -434,7 +434,18 @@ int64_t key_splits(int64_t row_blocks, int64_t key_tiles) {
 
 }  // namespace
 
-std::unique_ptr<DeviceScratch> build_bias_lookup(const AttentionLaunch& l) {
+std::unique_ptr<DeviceScratch> set_score_bias(const AttentionLaunch& l, ScoreTerms* terms, float* slopes,
+                                              const float** lookup_out) {
+  std::fill(slopes, slopes + kMaxAttentionHeads, 0.0f);
+  if (!l.has_bias) return nullptr;
+  if (l.bias.kind == BiasKind::alibi) {
+    terms->bias = ScoreBias::alibi;
+    terms->symmetric = l.bias.symmetric;
+    for (int64_t h = 0; h < l.H; ++h) slopes[h] = static_cast<float>(l.bias.slopes[h]);
+    return nullptr;
+  }
+  terms->bias = ScoreBias::lookup;
+  terms->limit = static_cast<int32_t>(l.bias.limit);
   const int64_t n = 2 * l.bias.limit + 1;
   auto lookup =
       std::make_unique<DeviceScratch>("attention", "the bias lookup", static_cast<size_t>(l.H * n) * 4);
@@ -447,6 +458,7 @@ std::unique_ptr<DeviceScratch> build_bias_lookup(const AttentionLaunch& l) {
   build_lookup_kernel<<<static_cast<unsigned>(l.H), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
       *args);
   check_launch("attention", "the bias lookup kernel");
+  *lookup_out = lookup->as<float>();
   return lookup;
 }
 
@@ -469,20 +481,9 @@ void attention_forward(const AttentionLaunch& l) {
   p.sinks = l.sinks, p.sinks_stride = l.sinks_stride;
   p.temperature = l.temperature.kind;
   p.temperature_scale = l.temperature.scale, p.temperature_floor = l.temperature.floor_scale;
-  std::fill(std::begin(p.slopes), std::end(p.slopes), 0.0f);
 
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
-  std::unique_ptr<DeviceScratch> lookup;
-  if (l.has_bias && l.bias.kind == BiasKind::alibi) {
-    p.terms.bias = ScoreBias::alibi;
-    p.terms.symmetric = l.bias.symmetric;
-    for (int64_t h = 0; h < l.H; ++h) p.slopes[h] = static_cast<float>(l.bias.slopes[h]);
-  } else if (l.has_bias) {
-    p.terms.bias = ScoreBias::lookup;
-    p.terms.limit = static_cast<int32_t>(l.bias.limit);
-    lookup = build_bias_lookup(l);
-    p.lookup = lookup->as<float>();
-  }
+  const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
 
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
   p.splits = key_splits(q_blocks * l.H * problems, (l.K + 63) / 64);

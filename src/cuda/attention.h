@@ -78,8 +78,11 @@ void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t 
                          int64_t T, int64_t H, int64_t D);
 
 class DeviceScratch;
-// The per-head lookup of a learned bias, (H, 2 limit + 1) f32 in stream-ordered device memory.
-std::unique_ptr<DeviceScratch> build_bias_lookup(const AttentionLaunch& launch);
+// The launch's scalar bias for a kernel: terms' kind (and symmetry, limit), ALiBi's slopes
+// (kMaxAttentionHeads, zero past H), or the per-head lookup of a learned bias, (H, 2 limit + 1) f32 built in
+// stream-ordered device memory (returned; *lookup points into it).
+std::unique_ptr<DeviceScratch> set_score_bias(const AttentionLaunch& launch, ScoreTerms* terms, float* slopes,
+                                              const float** lookup);
 
 // Default positions into (B, Q) and (B, K) int64 device buffers: keys 0 .. K-1 and queries aligned to the
 // end, K-Q .. K-1 per batch row; packed (cu_seqlens, N sequences): restarting in each sequence.

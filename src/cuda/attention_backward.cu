@@ -623,18 +623,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   p.temperature = l.temperature.kind;
   p.temperature_scale = l.temperature.scale, p.temperature_floor = l.temperature.floor_scale;
   p.dq = bl.dq, p.dk = bl.dk, p.dv = bl.dv;
-  std::fill(std::begin(p.slopes), std::end(p.slopes), 0.0f);
-  std::unique_ptr<DeviceScratch> lookup;
-  if (l.has_bias && l.bias.kind == BiasKind::alibi) {
-    p.terms.bias = ScoreBias::alibi;
-    p.terms.symmetric = l.bias.symmetric;
-    for (int64_t h = 0; h < l.H; ++h) p.slopes[h] = static_cast<float>(l.bias.slopes[h]);
-  } else if (l.has_bias) {
-    p.terms.bias = ScoreBias::lookup;
-    p.terms.limit = static_cast<int32_t>(l.bias.limit);
-    lookup = build_bias_lookup(l);
-    p.lookup = lookup->as<float>();
-  }
+  const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
   if (bl.grad_sinks != nullptr && l.H > 0) {
     SinksArgs sa{};
     sa.lse = bl.lse;
