@@ -700,8 +700,8 @@ class SinusoidalPositional(torch.nn.Module):
 class KVCache:
     """posenc's KV cache on a CUDA device for torch tensors (posenc/kv_cache.h with Device::cuda): keys and
     values [B, size, Hkv, D] in bf16 or fp16 device memory, grown by doubling; append and attend queue on the
-    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays). Context shifts
-    and re-rotation are CPU-only so far."""
+    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays), but
+    shift_positions, which reads the positions' range back to refuse a shift past 2^53."""
 
     def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None,
                  dtype=torch.bfloat16, device="cuda"):
@@ -744,6 +744,25 @@ class KVCache:
         with torch.cuda.device(self._device):
             self._core.append_cuda(_cuda_spec(k), _cuda_spec(v), None if p is None else _cuda_spec(p),
                                    _stream(k))
+
+    def _current_stream(self):
+        return torch.cuda.current_stream(self._device).cuda_stream
+
+    def shift_positions(self, delta: int) -> None:
+        """Every cached position += delta; keys re-rotated in place by R(delta) (a context shift)."""
+        with torch.cuda.device(self._device):
+            self._core.shift_positions(integer("delta", delta), self._current_stream())
+
+    def erase_front(self, n: int) -> None:
+        """Drops the oldest n tokens of every batch row (positions kept: follow with shift_positions(-n))."""
+        with torch.cuda.device(self._device):
+            self._core.erase_front(integer("n", n, 0), self._current_stream())
+
+    def rerotate(self, from_seq_len: int, to_seq_len: int) -> None:
+        """Keys re-rotated from the frequencies of one sequence length to another's (LongRoPE's switch)."""
+        with torch.cuda.device(self._device):
+            self._core.rerotate(integer("from_seq_len", from_seq_len, 1),
+                                integer("to_seq_len", to_seq_len, 1), self._current_stream())
 
     def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None,
                window=0, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):

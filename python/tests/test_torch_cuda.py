@@ -234,3 +234,38 @@ def test_kv_cache_cuda_decodes_as_the_cpu_cache():
         bound = 2 ** -8 * (np.abs(v.float()).max().item() + np.abs(want)) + 2e-5 * (1 + np.abs(want))
         assert (np.abs(got - want) <= bound).all(), f"step {step}"
     assert gpu.size == cpu.size == 41
+
+
+def test_kv_cache_cuda_context_shift_and_rerotation_as_the_cpu_cache():
+    """A context shift (erase_front, shift_positions) and LongRoPE's re-rotation on posenc.torch.KVCache
+    against posenc.KVCache doing the same on the same bf16 inputs: the attention of new queries over the
+    shifted or re-rotated cache agrees within the GPU's rounding of P."""
+    import ml_dtypes
+    import numpy as np
+
+    D = 64
+    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 32,
+               "short_factor": [1.0 + 0.1 * j for j in range(D // 2)],
+               "long_factor": [2.0 + 0.5 * j for j in range(D // 2)]}
+    as_np = lambda t: t.float().numpy().astype(ml_dtypes.bfloat16)  # noqa: E731
+    for rope, edits in (
+            (posenc.RopeConfig(head_dim=D, base=500.0, layout="interleaved"),
+             (("shift_positions", 1000), ("erase_front", 7), ("shift_positions", -1007))),
+            (posenc.rope_config(D, rope_scaling=scaling, max_position_embeddings=128),
+             (("rerotate", 30, 100),))):
+        torch.manual_seed(9)
+        gpu = pt.KVCache(2, 2, D, rope=rope, dtype=torch.bfloat16)
+        cpu = posenc.KVCache(2, 2, D, rope=rope, dtype="bfloat16")
+        k, v = torch.randn(2, 30, 2, D, dtype=torch.bfloat16), torch.randn(2, 30, 2, D, dtype=torch.bfloat16)
+        cpu.append(as_np(k), as_np(v))
+        gpu.append(k.cuda(), v.cuda())
+        for name, *args in edits:
+            getattr(cpu, name)(*args)
+            getattr(gpu, name)(*args)
+        assert gpu.size == cpu.size
+        q = torch.randn(2, 3, 8, D, dtype=torch.bfloat16)
+        qpos = np.array([40, 41, 42])
+        want = cpu.attend(as_np(q), q_positions=qpos, causal=True).astype(np.float32)
+        got = gpu.attend(q.cuda(), q_positions=torch.tensor(qpos), causal=True).float().cpu().numpy()
+        bound = 2 ** -8 * (np.abs(v.float()).max().item() + np.abs(want)) + 2e-5 * (1 + np.abs(want))
+        assert (np.abs(got - want) <= bound).all(), edits
