@@ -6,8 +6,8 @@ work), and nn.Modules that can replace a model's own positional code.
 CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
 float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
 CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
-host and no synchronization; attention too (bf16 / fp16, head_dim 64 or 128; on CUDA the gradients of q, k
-and v, the tables' refused by name). float16 and bfloat16 q, k, v
+host and no synchronization; attention too (bf16 / fp16; head dims multiples of 8 up to 256, v's may
+differ from q's; gradients of q, k, v, the relative table and sinks). float16 and bfloat16 q, k, v
 (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
