@@ -133,6 +133,35 @@ void set_bias(const AttentionBias& ab, int64_t H, cuda::AttentionLaunch& l, Devi
   l.bias.table_strides[1] = ab.relative_table.strides[1];
 }
 
+// Shaw's tables for the forward (as the CPU's attention plan checks them), within the GPU's limits.
+void set_shaw(const AttentionShaw& s, int64_t D, int64_t Dv, bool backward, cuda::AttentionLaunch& l,
+              DeviceViews& memory) {
+  if (backward)
+    fail(kOp, "shaw's backward is not available on cuda yet (its forward is; the CPU backend has both)");
+  validate(s.config);
+  if (s.config.head_dim != D)
+    fail(kOp, "shaw.config.head_dim = ", s.config.head_dim, " differs from the head_dim of q, ", D);
+  if (D > cuda::kMaxShawHeadDim)
+    fail(kOp, "q has head_dim ", D, ": shaw on cuda takes heads up to ", cuda::kMaxShawHeadDim);
+  if (s.config.max_distance > cuda::kMaxShawDistance)
+    fail_arg(kOp, "shaw.config.max_distance", s.config.max_distance,
+             "must be at most " + std::to_string(cuda::kMaxShawDistance) +
+                 " on cuda (the rows' products with a_k are staged in shared memory)");
+  const int64_t rows = s.config.num_rows();
+  check_view(kOp, "shaw.a_k", s.a_k, DType::f32, {rows, D}, s.a_k.data, Device::cuda);
+  memory.add("shaw.a_k", s.a_k, s.a_k.data);
+  l.shaw_max_distance = s.config.max_distance;
+  l.shaw_a_k = s.a_k.ptr<float>();
+  l.shaw_a_k_strides[0] = s.a_k.strides[0], l.shaw_a_k_strides[1] = s.a_k.strides[1];
+  if (s.a_v.data != nullptr) {
+    if (Dv != D) fail(kOp, "shaw.a_v needs value heads of the q/k head_dim ", D, ", v has ", Dv);
+    check_view(kOp, "shaw.a_v", s.a_v, DType::f32, {rows, D}, s.a_v.data, Device::cuda);
+    memory.add("shaw.a_v", s.a_v, s.a_v.data);
+    l.shaw_a_v = s.a_v.ptr<float>();
+    l.shaw_a_v_strides[0] = s.a_v.strides[0], l.shaw_a_v_strides[1] = s.a_v.strides[1];
+  }
+}
+
 // The backward's own views: grad_out, and the gradients to add into.
 struct BackwardArgs {
   ConstTensorView grad_out;
@@ -221,7 +250,6 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
 
   // The config: what the kernel has, and what it refuses by name.
-  if (config.shaw) fail(kOp, "shaw is not available on cuda yet (the CPU backend has it)");
   if (config.transformer_xl)
     fail(kOp, "transformer_xl is not available on cuda yet (the CPU backend has it)");
   if (config.rotate_values) fail(kOp, "rotate_values is not available on cuda (fp32 values only)");
@@ -251,6 +279,9 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
   }
   set_bias(config.bias, H, l, memory);
+  if (config.shaw) set_shaw(*config.shaw, D, Dv, bw != nullptr, l, memory);
+  if (config.shaw && config.transformer_xl)
+    fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
 
   // Packed sequences: their offsets stay on the device (checked there: invalid ones make out NaN).
   const bool packed = in.cu_seqlens_q.data != nullptr || in.cu_seqlens_k.data != nullptr;

@@ -7,9 +7,9 @@ CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no cop
 float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
 CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
 host and no synchronization; attention too (bf16 / fp16; head dims multiples of 8 up to 256, v's may
-differ from q's; gradients of q, k, v, the relative table and sinks). float16 and bfloat16 q, k, v
-(attention) and x (rope) cross in their own storage
-and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
+differ from q's; gradients of q, k, v, the relative table and sinks; Shaw's terms forward only). float16
+and bfloat16 q, k, v (attention) and x (rope) cross in their own storage and come back, with their
+gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
 come back in float64, with float32 accuracy (so torch.autograd.gradcheck needs eps ~1e-3 and atol/rtol
 ~1e-3 rather than its double-precision defaults); CUDA tensors are float32, bfloat16 or float16.
@@ -343,8 +343,8 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
       transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale,
       encoding, window, softcap, chunk, settings):
-    """The gradients of q, k, v and of the relative table and sinks on CUDA tensors (Shaw's and
-    Transformer-XL's are refused by the forward there)."""
+    """The gradients of q, k, v and of the relative table and sinks on CUDA tensors (Shaw's backward is
+    refused there by name, Transformer-XL by the forward)."""
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
               sinks)
     device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)

@@ -46,6 +46,35 @@ AttentionInputs inputs_of(const InArray& q, const InArray& k, const InArray& v, 
   return in;
 }
 
+// A CUDA tensor of the dict by name, or an empty view.
+TensorView optional_cuda_view(const nb::dict& d, const char* name) {
+  TensorView view;
+  if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
+  return view;
+}
+
+// The config and inputs of a call on CUDA tensors: positions and tables (relative_table, sinks, shaw_a_k,
+// shaw_a_v) by name.
+struct CudaCall {
+  AttentionConfig config;
+  AttentionInputs in;
+};
+CudaCall cuda_call(const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v,
+                   const nb::dict& positions, const nb::dict& tables) {
+  CudaCall call{a.config, qkv(cuda_view(q, "q"), cuda_view(k, "k"), cuda_view(v, "v"))};
+  call.config.bias.relative_table = optional_cuda_view(tables, "relative_table");
+  call.config.sinks = optional_cuda_view(tables, "sinks");
+  if (call.config.shaw) {
+    call.config.shaw->a_k = optional_cuda_view(tables, "shaw_a_k");
+    call.config.shaw->a_v = optional_cuda_view(tables, "shaw_a_v");
+  }
+  call.in.q_positions = optional_cuda_view(positions, "q_positions");
+  call.in.k_positions = optional_cuda_view(positions, "k_positions");
+  call.in.cu_seqlens_q = optional_cuda_view(positions, "cu_seqlens_q");
+  call.in.cu_seqlens_k = optional_cuda_view(positions, "cu_seqlens_k");
+  return call;
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -126,23 +155,11 @@ void bind_attention(nb::module_& m) {
           // `stream`.
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const nb::dict& positions, const nb::dict& tables, uintptr_t stream) {
-            AttentionConfig c = a.config;
-            const auto spec = [](const nb::dict& d, const char* name) {
-              ConstTensorView view;
-              if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
-              return view;
-            };
-            c.bias.relative_table = spec(tables, "relative_table");
-            c.sinks = spec(tables, "sinks");
-            AttentionInputs in = qkv(cuda_view(q, "q"), cuda_view(k, "k"), cuda_view(v, "v"));
-            in.q_positions = spec(positions, "q_positions");
-            in.k_positions = spec(positions, "k_positions");
-            in.cu_seqlens_q = spec(positions, "cu_seqlens_q");
-            in.cu_seqlens_k = spec(positions, "cu_seqlens_k");
+            const CudaCall call = cuda_call(a, q, k, v, positions, tables);
             const TensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse");
             nb::gil_scoped_release release;
             const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
-            attention_forward(c, in, o, l);
+            attention_forward(call.config, call.in, o, l);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("positions"),
           nb::arg("tables"), nb::arg("stream"))
@@ -153,27 +170,19 @@ void bind_attention(nb::module_& m) {
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const CudaSpec& grad_out, const nb::dict& positions, const nb::dict& tables,
              const nb::dict& grads, uintptr_t stream) {
-            AttentionConfig c = a.config;
-            const auto spec = [](const nb::dict& d, const char* name) {
-              TensorView view;
-              if (d.contains(name)) view = cuda_view(nb::cast<CudaSpec>(d[name]), name);
-              return view;
-            };
-            c.bias.relative_table = spec(tables, "relative_table");
-            c.sinks = spec(tables, "sinks");
-            AttentionInputs in = qkv(cuda_view(q, "q"), cuda_view(k, "k"), cuda_view(v, "v"));
-            in.q_positions = spec(positions, "q_positions");
-            in.k_positions = spec(positions, "k_positions");
-            in.cu_seqlens_q = spec(positions, "cu_seqlens_q");
-            in.cu_seqlens_k = spec(positions, "cu_seqlens_k");
+            const CudaCall call = cuda_call(a, q, k, v, positions, tables);
             AttentionGrads g;
-            g.q = spec(grads, "q"), g.k = spec(grads, "k"), g.v = spec(grads, "v");
-            g.relative_table = spec(grads, "relative_table"), g.sinks = spec(grads, "sinks");
+            g.q = optional_cuda_view(grads, "q"), g.k = optional_cuda_view(grads, "k");
+            g.v = optional_cuda_view(grads, "v");
+            g.relative_table = optional_cuda_view(grads, "relative_table");
+            g.sinks = optional_cuda_view(grads, "sinks");
+            g.shaw_a_k = optional_cuda_view(grads, "shaw_a_k"),
+            g.shaw_a_v = optional_cuda_view(grads, "shaw_a_v");
             const ConstTensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse"),
                                   go = cuda_view(grad_out, "grad_out");
             nb::gil_scoped_release release;
             const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
-            attention_backward(c, in, o, l, go, g);
+            attention_backward(call.config, call.in, o, l, go, g);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
           nb::arg("positions"), nb::arg("tables"), nb::arg("grads"), nb::arg("stream"))

@@ -168,6 +168,24 @@ def test_attention_cuda_table_and_sink_gradients_match_cpu_and_repeat():
         torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
 
 
+def test_attention_cuda_shaw_forward_matches_cpu_and_its_backward_is_refused():
+    """Shaw's key and value terms on CUDA tensors (the first GPU implementation of either) against the CPU,
+    with a_k and a_v rounded to bf16 as the tensor cores read them; the backward is refused by name."""
+    torch.manual_seed(11)
+    q, k, v = (torch.randn(1, 150, 4, 64, dtype=torch.bfloat16) for _ in range(3))
+    L = 40
+    a_k, a_v = (torch.randn(2 * L + 1, 64).bfloat16().float() for _ in range(2))
+    kwargs = dict(causal=False, encoding="shaw", shaw_max_distance=L)
+    out_cpu = pt.attention(q, k, v, shaw_a_k=a_k, shaw_a_v=a_v, **kwargs)
+    out_gpu = pt.attention(q.cuda(), k.cuda(), v.cuda(), shaw_a_k=a_k.cuda(), shaw_a_v=a_v.cuda(), **kwargs)
+    u = 2 ** -8
+    scale = v.float().abs().max().item() + a_v.abs().max().item()
+    torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(), atol=2 * u * scale, rtol=2 * u)
+    leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
+    with pytest.raises(ValueError, match="shaw's backward is not available on cuda"):
+        pt.attention(*leaves, shaw_a_k=a_k.cuda(), shaw_a_v=a_v.cuda(), **kwargs).float().sum().backward()
+
+
 def test_attention_cuda_refuses_float32_by_name():
     q = torch.randn(1, 8, 2, 64, device="cuda")
     with pytest.raises(ValueError, match="bf16 or f16"):

@@ -48,6 +48,12 @@ POSENC_HD inline float position_bias(const ScoreTerms& t, int64_t d, const float
   return 0.0f;
 }
 
+// Shaw's table row of a pair (reference/shaw.h shaw_row): r = clamp(k_pos - q_pos, -L, L) + L, for
+// distances of exact positions (|d| <= 2^54: no overflow).
+POSENC_HD inline int shaw_row(int64_t d, int32_t L) {
+  return static_cast<int>((d < -L ? -L : d > L ? L : d) + L);
+}
+
 // The logit of a pair (natural units); -inf where masked; NaN for positions the CPU refuses (|p| > 2^53: no
 // exact distance to mask or bias by), so that the row's output is NaN, never a silently wrong number.
 POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::AttentionMask& mask, float scale,

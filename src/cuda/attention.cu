@@ -63,6 +63,12 @@ struct Params {
   int64_t splits;
   float* partial_out;
   MaxSum* partial_max_sum;
+  // Shaw (kShaw kernels): a_k (2 L + 1, D) and a_v (2 L + 1, Dv) or null, f32 at their strides.
+  int32_t shaw_limit;  // L
+  int shaw_rows;       // 2 L + 1
+  const float* shaw_a_k;
+  const float* shaw_a_v;
+  int64_t shaw_a_k_strides[2], shaw_a_v_strides[2];
   float slopes[kMaxAttentionHeads];
 };
 
@@ -76,6 +82,7 @@ struct alignas(128) SharedTiles {
   int64_t k_pos[T::kBlockN];
   float row_scale[T::kBlockM];
   float lookup[kMaxLookup];
+  float lane_values[T::kWarps][32];  // Shaw's bin sums: each lane's value, read in lane order
 };
 static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>) <= 227 * 1024);
 
@@ -88,7 +95,45 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <class Element, int kQKDim, int kVDim>
+// Shaw et al. 2018 (arXiv 1803.02155) in the fused forward, kShaw kernels. The key term q_i . a^K_r is staged
+// per row block as a (64, 2 L + 1) table of products in shared memory (tensor cores: Q times the a^K rows,
+// 64 at a time, through the K tile's memory) and added to the dot product of each pair; the value term
+// sum_j p_ij a^V_r is kept as per-row sums of the probabilities over r, rescaled with the row's accumulators:
+// the clipped distances (r = 0, 2 L) in registers, the others in shared memory (only tiles within L of the
+// diagonal have them), multiplied by the a^V rows on tensor cores at the end. a^K, a^V and the sums are
+// rounded to the storage type for the tensor cores, as P is.
+
+// A (R, C) shared-memory tile of a fp32 table's rows [row0, row0 + R) and columns [col0, col0 + C), rounded
+// to the storage type; rows past `rows` and columns past `cols` zero.
+template <class Element, class Tile>
+__device__ __forceinline__ void stage_table_rows(const float* table, const int64_t strides[2], int row0,
+                                                 int rows, int col0, int cols, Tile&& tile) {
+  constexpr int R = decltype(size<0>(tile))::value, C = decltype(size<1>(tile))::value;
+  for (int i = threadIdx.x; i < R * C; i += blockDim.x) {
+    const int r = i / C, c = i % C;
+    const bool inside = row0 + r < rows && col0 + c < cols;
+    tile(r, c) = Element(inside ? table[(row0 + r) * strides[0] + (col0 + c) * strides[1]] : 0.0f);
+  }
+}
+
+// bins[key] += value for the lanes with key >= 0, deterministically: lanes with the same key (repeated key
+// positions) are grouped (__match_any_sync) and the lowest lane adds their values in lane order. Called by
+// the whole warp.
+__device__ __forceinline__ void add_to_bin(float* bins, float (*lane_values)[32], int key, float value) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned group = __match_any_sync(0xffffffffu, key);
+  lane_values[warp][lane] = value;
+  __syncwarp();
+  if (key >= 0 && lane == __ffs(group) - 1) {
+    float sum = 0;
+    for (unsigned members = group; members != 0; members &= members - 1)  // ascending lanes
+      sum += lane_values[warp][__ffs(members) - 1];
+    bins[key] += sum;
+  }
+  __syncwarp();
+}
+
+template <class Element, int kQKDim, int kVDim, bool kShaw>
 __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThreads)
     attention_forward_kernel(const __grid_constant__ Params p) {
   using T = AttentionTiles<Element, kQKDim, kVDim>;
@@ -199,6 +244,35 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
     qpos_of[r] = sh.q_pos[row];
   }
 
+  // Shaw: the rows' q . a^K products (BM, rows) and value sums (BM, rows) after the tiles in shared memory;
+  // the clipped distances' value sums in registers.
+  float* shaw_qa = reinterpret_cast<float*>(shared_bytes + sizeof(SharedTiles<Element, kQKDim, kVDim>));
+  float* shaw_bins = shaw_qa + BM * p.shaw_rows;
+  const bool shaw_values = kShaw && p.shaw_a_v != nullptr;
+  float below[kRows] = {}, above[kRows] = {};  // sum of p over d <= -L, d >= L
+  bool bins_live = false;                      // a tile within L of the diagonal has added to the bins
+  if constexpr (kShaw) {
+    cp_async_wait<0>();
+    __syncthreads();  // Q has landed
+    for (int c0 = 0; c0 < p.shaw_rows; c0 += BN) {
+      stage_table_rows<Element>(p.shaw_a_k, p.shaw_a_k_strides, c0, p.shaw_rows, 0, p.D, sK);
+      __syncthreads();
+      Tensor acc = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
+      clear(acc);
+      tile_gemm(mma, acc, tSrQ, tSrK, tSsQ, tSrQ_view, tSsK, tSrK_view, tiled_copy_q, tiled_copy_k);
+      Tensor a = make_tensor(acc.data(), accumulator_rows_cols(acc.layout()));
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) CUTE_UNROLL
+      for (int c = 0; c < size<1>(a); ++c) {
+        const int row = get<0>(tScS(r, c)), col = c0 + get<1>(tScS(r, c));
+        if (col < p.shaw_rows) shaw_qa[row * p.shaw_rows + col] = a(r, c);
+      }
+      __syncthreads();  // every warp has read this chunk of a^K
+    }
+    if (shaw_values)
+      for (int i = tid; i < BM * p.shaw_rows; i += T::kThreads) shaw_bins[i] = 0;
+  }
+
   const int64_t n_tiles = (nk + BN - 1) / BN, per_split = (n_tiles + p.splits - 1) / p.splits;
   const int64_t t_end = min(n_tiles, (split + 1) * per_split);
   for (int64_t t = split * per_split; t < t_end; ++t) {
@@ -210,6 +284,9 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
     if (!keys.bad && !rows_bad && !p.mask.any_visible(qmin, qmax, keys.lo, keys.hi)) continue;
     const bool whole =
         !keys.bad && !rows_bad && cols == BN && p.mask.all_visible(qmin, qmax, keys.lo, keys.hi);
+    // Shaw: whether a pair of the tile may lie within L of the diagonal (|d| < L: its own value bin).
+    const bool band = shaw_values && (keys.bad || rows_bad ||
+                                      (keys.hi - qmin > -p.shaw_limit && keys.lo - qmax < p.shaw_limit));
     __syncthreads();  // every warp is done with the previous tile's K, V and key positions
     if (tid < BN) sh.k_pos[tid] = tid < cols ? k_pos[col0 + tid] : 0;
     const int64_t kv_row = b * p.k_strides[0] + (k0 + col0) * p.k_strides[1];
@@ -238,15 +315,18 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
       float mx = row_max[r];
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
-        float x;
+        float dot = s(r, c), x;
+        if constexpr (kShaw)
+          dot += shaw_qa[get<0>(tScS(r, c)) * p.shaw_rows +
+                         shaw_row(sh.k_pos[get<1>(tScS(r, c))] - qpos_of[r], p.shaw_limit)];
         if (whole) {
-          x = capped_logit(scale_of[r] * s(r, c), terms.softcap);
+          x = capped_logit(scale_of[r] * dot, terms.softcap);
           if (terms.bias != ScoreBias::none)
             x += position_bias(terms, sh.k_pos[get<1>(tScS(r, c))] - qpos_of[r], sh.lookup);
         } else {
           const int col = get<1>(tScS(r, c));
           x = col < cols
-                  ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], sh.k_pos[col], sh.lookup)
+                  ? attention_logit(terms, p.mask, scale_of[r], dot, qpos_of[r], sh.k_pos[col], sh.lookup)
                   : -INFINITY;
         }
         s(r, c) = x * kLog2e;
@@ -257,11 +337,32 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
       const float base = mx == -INFINITY ? 0.0f : mx;
       const float correction = exp2f(row_max[r] - base);
       row_max[r] = mx;
+      if (shaw_values) {  // the value sums follow the row's accumulators (quad-uniform: the quad's row)
+        const int row = get<0>(tScS(r, 0));
+        if (bins_live && correction != 1.0f)
+          for (int i = tid % 4; i < p.shaw_rows; i += 4) shaw_bins[row * p.shaw_rows + i] *= correction;
+        __syncwarp();
+        below[r] *= correction, above[r] *= correction;
+      }
       float sum = 0;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
         s(r, c) = exp2f(s(r, c) - base);
         sum += s(r, c);
+        if (shaw_values) {
+          const int col = get<1>(tScS(r, c));
+          const int64_t d = sh.k_pos[col] - qpos_of[r];
+          int key = -1;
+          if (col < cols) {
+            if (d <= -p.shaw_limit)
+              below[r] += s(r, c);
+            else if (d >= p.shaw_limit)
+              above[r] += s(r, c);
+            else
+              key = get<0>(tScS(r, c)) * p.shaw_rows + static_cast<int>(d + p.shaw_limit);
+          }
+          if (band) add_to_bin(shaw_bins, sh.lane_values, key, s(r, c));  // uniform: the tile's
+        }
       }
       row_sum[r] = row_sum[r] * correction + sum;
       CUTE_UNROLL
@@ -275,8 +376,35 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
     for (int i = 0; i < size(acc_s); ++i) probs(i) = Element(acc_s(i));
     Tensor tOrP = make_tensor(probs.data(), accumulator_as_operand_a(probs.layout()));
     tile_gemm_registers_a(mma, acc_o, tOrP, tOrVt, tOsVt, tOrVt_view, tiled_copy_v);
+    bins_live |= band;
   }
   cp_async_wait<0>();  // no copy left in flight (every tile may have been skipped)
+
+  if (shaw_values) {  // acc_o += (sums over r of p) times the a^V rows, 64 distances at a time
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {  // the clipped distances' sums, added in a fixed order
+      const int row = get<0>(tScS(r, 0));
+      const float low = quad_sum(below[r]), high = quad_sum(above[r]);
+      if (tid % 4 == 0) {
+        shaw_bins[row * p.shaw_rows] += low;
+        shaw_bins[row * p.shaw_rows + 2 * p.shaw_limit] += high;
+      }
+    }
+    Tensor sW = make_tensor(make_smem_ptr(sh.k), typename T::SmemW{});
+    Tensor tWrW = thr.partition_fragment_A(sW);
+    Tensor tWsW = copy_q.partition_S(sW);
+    Tensor tWrW_view = copy_q.retile_D(tWrW);
+    for (int c0 = 0; c0 < p.shaw_rows; c0 += BN) {
+      __syncthreads();  // the sums are complete; every warp is done with the previous chunk
+      for (int i = tid; i < BM * BN; i += T::kThreads) {
+        const int row = i / BN, col = c0 + i % BN;
+        sW(row, i % BN) = Element(col < p.shaw_rows ? shaw_bins[row * p.shaw_rows + col] : 0.0f);
+      }
+      stage_table_rows<Element>(p.shaw_a_v, p.shaw_a_v_strides, c0, p.shaw_rows, v0, p.Dv, sV);
+      __syncthreads();
+      tile_gemm(mma, acc_o, tWrW, tOrVt, tWsW, tWrW_view, tOsVt, tOrVt_view, tiled_copy_q, tiled_copy_v);
+    }
+  }
 
   if (p.splits > 1) {  // partial rows, ended by merge_kernel
     const int lane = tid % 32;
@@ -412,11 +540,14 @@ unsigned grid_for(int64_t total, int threads) {
       std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-template <class Element, int kQKDim, int kVDim>
+// Shared memory: the tiles, and with Shaw the rows' q . a^K products and value sums after them.
+template <class Element, int kQKDim, int kVDim, bool kShaw = false>
 void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems, int64_t batch) {
   using T = AttentionTiles<Element, kQKDim, kVDim>;
-  constexpr int bytes = sizeof(SharedTiles<Element, kQKDim, kVDim>);
-  auto kernel = attention_forward_kernel<Element, kQKDim, kVDim>;
+  const int shaw_tables = !kShaw ? 0 : params.shaw_a_v != nullptr ? 2 : 1;
+  const int bytes = static_cast<int>(sizeof(SharedTiles<Element, kQKDim, kVDim>)) +
+                    shaw_tables * T::kBlockM * params.shaw_rows * static_cast<int>(sizeof(float));
+  auto kernel = attention_forward_kernel<Element, kQKDim, kVDim, kShaw>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check_launch("attention", "cudaFuncSetAttribute");
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
@@ -437,7 +568,11 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
 template <class Element>
 void launch_for_tiles(const AttentionTileDims& t, const Params& p, int64_t q_blocks, int64_t heads,
                       int64_t problems, int64_t batch) {
-  if (t.qk == 64)
+  if (p.shaw_rows > 0 && t.qk == 64)  // Shaw: heads up to 128 (kMaxShawHeadDim)
+    launch<Element, 64, 64, true>(p, q_blocks, heads, problems, batch);
+  else if (p.shaw_rows > 0)
+    launch<Element, 128, 128, true>(p, q_blocks, heads, problems, batch);
+  else if (t.qk == 64)
     launch<Element, 64, 64>(p, q_blocks, heads, problems, batch);
   else if (t.qk == 128)
     launch<Element, 128, 128>(p, q_blocks, heads, problems, batch);
@@ -517,7 +652,15 @@ void attention_forward(const AttentionLaunch& l) {
   const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
 
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
-  p.splits = key_splits(q_blocks * tiles.v_parts * l.H * problems, (l.K + 63) / 64);
+  p.shaw_limit = static_cast<int32_t>(l.shaw_max_distance), p.shaw_rows = 0;
+  if (l.shaw_a_k != nullptr) {
+    p.shaw_rows = static_cast<int>(2 * l.shaw_max_distance + 1);
+    p.shaw_a_k = l.shaw_a_k, p.shaw_a_v = l.shaw_a_v;
+    for (int i = 0; i < 2; ++i)
+      p.shaw_a_k_strides[i] = l.shaw_a_k_strides[i], p.shaw_a_v_strides[i] = l.shaw_a_v_strides[i];
+  }
+  // Split-K's partial rows carry no value sums of Shaw's: its rows run in one pass.
+  p.splits = p.shaw_rows > 0 ? 1 : key_splits(q_blocks * tiles.v_parts * l.H * problems, (l.K + 63) / 64);
   std::unique_ptr<DeviceScratch> partial;
   if (p.splits > 1) {
     const size_t rows = static_cast<size_t>(l.B * l.H * l.Q * p.splits);

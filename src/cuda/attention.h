@@ -37,6 +37,10 @@ inline AttentionTileDims attention_tile_dims(int64_t D, int64_t Dv) {
 inline int64_t attention_backward_tile_dim(int64_t D, int64_t Dv) {
   return ((D > Dv ? D : Dv) + 63) / 64 * 64;
 }
+// Shaw on the GPU: distances up to 128 (the rows' q . a^K products and value sums, (64, 2 L + 1) floats each,
+// sit in shared memory beside the tiles) and heads up to 128 (two compiled tile pairs, (64, 64), (128, 128)).
+inline constexpr int64_t kMaxShawDistance = 128;
+inline constexpr int64_t kMaxShawHeadDim = 128;
 // Heads whose ALiBi slopes a kernel takes by value.
 inline constexpr int64_t kMaxAttentionHeads = 1024;
 
@@ -67,6 +71,12 @@ struct AttentionLaunch {
   const float* sinks = nullptr;  // (H) f32 in device memory, at sinks_stride, or null
   int64_t sinks_stride = 0;
   QueryTemperature temperature;  // per query row, from its position
+  // Shaw's relative representations (forward only), or null: a_k (2 L + 1, D) and a_v (2 L + 1, Dv) or
+  // null, f32 in device memory at their strides; L <= kMaxShawDistance, D and Dv <= kMaxShawHeadDim.
+  int64_t shaw_max_distance = 0;
+  const float* shaw_a_k = nullptr;
+  const float* shaw_a_v = nullptr;
+  int64_t shaw_a_k_strides[2] = {}, shaw_a_v_strides[2] = {};
 };
 void attention_forward(const AttentionLaunch& launch);
 

@@ -39,6 +39,8 @@ struct AttentionTiles {
   using SmemVt = decltype(cute::composition(
       SmemV{}, cute::make_layout(cute::Shape<cute::Int<kVDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
   using SmemVtPlain = decltype(cute::get_nonswizzle_portion(SmemVt{}));
+  // A (rows, 64) operand staged in shared memory (Shaw's per-distance probability sums, in the K tile's).
+  using SmemW = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::_64>{}));
   using GmemCopy = decltype(cute::make_tiled_copy(
       cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
       cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>, cute::Stride<cute::_8, cute::_1>>{},

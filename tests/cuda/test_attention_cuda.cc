@@ -43,6 +43,15 @@ DeviceCase rounded_case(AttentionCase& ac, const Storage& s) {
     for (size_t j = 0; j < x.size(); ++j) (*bits[i])[j] = s.round(x[j]), x[j] = s.value((*bits[i])[j]);
   }
   for (float x : ac.part(Params::v)) d.vmax = std::max(d.vmax, std::fabs(static_cast<double>(x)));
+  // Shaw's tables: rounded to the storage type for the tensor cores (the device keeps them in fp32); the
+  // value term is a convex combination of a_v rows, its sums rounded as P is: max |a_v| joins the bound.
+  double a_v_max = 0;
+  for (const Params::Part table : {Params::a_k, Params::a_v})
+    for (float& x : ac.part(table)) {
+      x = s.value(s.round(x));
+      if (table == Params::a_v) a_v_max = std::max(a_v_max, std::fabs(static_cast<double>(x)));
+    }
+  d.vmax += a_v_max;
   const std::vector<double> f = ac.flat();
   ref::AttentionResult<double> r;
   if (!ac.uses_rope()) {
@@ -351,6 +360,23 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
   check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
 }
 
+// Shaw's key and value terms (max distance 6 here: tiles far from the diagonal hold clipped distances only,
+// tiles near it the per-distance sums) on every mask the forward has; decoding rows run without split-K.
+TEST(AttentionCuda, ShawAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  Case packed{1, 120, 150, 4, 4, 64, true};
+  packed.cu_q = {0, 50, 50, 120}, packed.cu_k = {0, 60, 70, 150};
+  Case capped{1, 140, 140, 4, 2, 128, false};
+  capped.softcap = 3.0, capped.sinks = true;
+  const std::vector<Case> shapes = {{2, 150, 150, 4, 2, 64, true},  // grouped heads, causal, three tiles
+                                    {1, 3, 300, 8, 1, 128, false},  // decode rows, multi-query
+                                    {1, 1, 1, 1, 1, 64, false},     // length 1
+                                    {1, 130, 130, 2, 2, 64, true, 20}, capped, packed};
+  for (const Storage* s : {&kBf16, &kF16})
+    for (const Case& c : shapes)
+      for (Enc e : {Enc::shaw, Enc::shaw_keys, Enc::rope_shaw}) check(c, e, *s);
+}
+
 // Head dims of today's models beside 64 and 128, zero-padded to the tiles: 32, Phi-3's 96, Gemma's 256 (its
 // output in two 128-column parts) and MLA's q / k of 192 with values of 128 (DeepSeek-V2/V3), forward and
 // backward. RoPE where q / k are rotated whole (the rotation of a part of the head is tested on the CPU).
@@ -440,6 +466,31 @@ TEST(AttentionCuda, RefusalsNameTheArgument) {
   refused(qkv(q, k, dev(DType::bf16, {1, 4, 2, 300})), dev(DType::bf16, {1, 4, 2, 300}), "v has shape");
   refused(qkv(q, k, dev(DType::f16, {1, 4, 2, 64})), q, "v");
   refused(qkv(q, k, k), dev(DType::bf16, {1, 4, 2, 32}), "out");
+  {  // Shaw: distances and heads past what its tables in shared memory take; its backward
+    std::vector<float> table(2 * 200 + 1);
+    AttentionShaw shaw;
+    shaw.config.max_distance = 200, shaw.config.head_dim = 64;
+    shaw.a_k = view(table.data(), {401, 64}, Device::cuda);
+    cfg.shaw = shaw;
+    refused(qkv(q, k, k), q, "shaw.config.max_distance = 200");
+    shaw.config.max_distance = 4, shaw.config.head_dim = 256;
+    cfg.shaw = shaw;
+    const auto wide = dev(DType::bf16, {1, 4, 2, 256});
+    refused(qkv(wide, wide, wide), wide, "shaw on cuda takes heads up to 128");
+    shaw.config.head_dim = 64;
+    cfg.shaw = shaw;
+    AttentionGrads g;
+    g.q = q, g.k = k, g.v = k;
+    try {
+      attention_backward(cfg, qkv(q, k, k), q, view(reinterpret_cast<float*>(fake), {1, 2, 4}, Device::cuda),
+                         q, g);
+      ADD_FAILURE() << "shaw's backward accepted on cuda";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("shaw's backward is not available on cuda"), std::string::npos)
+          << e.what();
+    }
+    cfg.shaw.reset();
+  }
   TensorView odd = q;
   odd.strides = {4 * 2 * 64, 2 * 64 + 4, 64, 1};
   refused(qkv(odd, k, k), q, "multiple of 8");

@@ -1,8 +1,9 @@
 // tests/cuda/test_attention_elements.cc: the GPU attention's per-score logic (src/cuda/attention-inl.cuh) on
 // the host, no GPU needed: the learned lookup as the device builds it against the CPU's table rows at every
-// distance (far beyond where T5's buckets saturate), ALiBi within 1.5 fp32 ulp of the CPU's double product,
-// the softcap against the double tanh, the order of terms and the mask, NaN for positions beyond 2^53, and
-// the end of a row (sinks in the denominator, far above or below the logits) against long double.
+// distance (far beyond where T5's buckets saturate), Shaw's table rows against the reference's, ALiBi
+// within 1.5 fp32 ulp of the CPU's double product, the softcap against the double tanh, the order of terms
+// and the mask, NaN for positions beyond 2^53, and the end of a row (sinks in the denominator, far above or
+// below the logits) against long double.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "posenc/bias.h"
+#include "reference/shaw.h"
 #include "src/bias_plan.h"
 #include "src/cuda/attention-inl.cuh"
 #include "src/cuda/bias-inl.cuh"
@@ -62,6 +64,15 @@ TEST(AttentionElements, LearnedLookupEqualsTheCpuRowsAtEveryDistance) {
         ASSERT_EQ(cuda::position_bias(t, d, lookup.data()), table[relative_bias_row(c, d) * H + h]);
     }
   }
+}
+
+TEST(AttentionElements, ShawRowsAsTheReference) {
+  for (const int32_t L : {0, 1, 6, 128})
+    for (const int64_t qp : {int64_t{0}, int64_t{37}, int64_t{1} << 53, -(int64_t{1} << 53)})
+      for (int64_t d = -300; d <= 300; ++d)
+        ASSERT_EQ(cuda::shaw_row(d, L), ref::shaw_row(L, qp, qp + d)) << "L " << L << " d " << d;
+  EXPECT_EQ(cuda::shaw_row(int64_t{1} << 54, 128), 256);
+  EXPECT_EQ(cuda::shaw_row(-(int64_t{1} << 54), 128), 0);
 }
 
 TEST(AttentionElements, AlibiWithinOneAndAHalfUlpOfTheDoubleProduct) {
