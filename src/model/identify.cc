@@ -184,6 +184,9 @@ Identity identify(const json& root, std::string* why) {
   // table (gemma3 -> gemma3_text, qwen3_vl, glm4v, ...): its top-level keys are read as that model's. Most
   // classes ignore them and build the text class's defaults: the reader says so (normalize). Other wrappers
   // (llava, blip-2, grounding-dino, ...) keep keys of their own at the top level: refused by name.
+  // (kimi_k25 has two rules of its class, kept apart: its spec's default text type deepseek_v3 for a
+  // text_config without model_type, Kimi_K25Config.sub_configs_defaults in kWrapperDefaultTextTypes; and a
+  // text_config of type kimi_k2 renamed deepseek_v3, Kimi_K25Config.__post_init__ in kReadAs above.)
   id.flat_wrapper = !has_text && (wrapper_text_class(outer) || wrapper_default_text_type(outer));
   if (const std::string flat = flat_wrapper_refusal(outer, root); !flat.empty()) {
     refuse(flat, flat);
