@@ -307,7 +307,7 @@ void BM_attention_prefill_storage(benchmark::State& state) {
   state.counters["vs_bf16_peak"] = dot > 0 ? gflops / dot : 0.0;
 }
 
-// The encodings and score mechanisms side by side at the reference shape, S 4096, D 128.
+// The encodings and score mechanisms side by side at a reference shape, S 4096, D 128.
 void every_encoding_at_4096_by_128(benchmark::internal::Benchmark* b) {
   for (int64_t enc : {kNone, kRope, kAlibi, kT5, kSoftcap, kSinks}) b->Args({4096, 128, enc});
 }

@@ -15,7 +15,7 @@ using namespace posenc::bench;
 
 // One token against a cache of range(0) tokens, range(2) query heads over range(1) key/value heads,
 // D 128, RoPE + ALiBi (the most work per key of the scalar encodings), on range(3) threads (0: all),
-// keys and values stored in fp32 (range(4) = 0) or bf16 (1, 2: half the bytes per step; issue 15's
+// keys and values stored in fp32 (range(4) = 0) or bf16 (1, 2: half the bytes per step; the
 // target is >= 1.8x the fp32 cache's tokens/s), q fp32 (0, 1) or bf16 (2: a model running in bf16,
 // whose rotated q is rounded to bf16 as Rope::forward returns it, so q.k runs on vdpbf16ps where the
 // CPU has it). The memcpy limit copies the cache's own bytes.

@@ -32,7 +32,7 @@ void BM_rope_qk(benchmark::State& state) {
 }
 
 // q and k [1, 4096, 32, 128] in place in bf16 (range(0) = 0) or fp16 (1) storage: widened to fp32,
-// rotated, rounded once; half the bytes of fp32 for the same work (issue 15: >= 0.8 of memcpy).
+// rotated, rounded once; half the bytes of fp32 for the same work (the target: >= 0.8 of memcpy).
 void BM_rope_qk_16bit(benchmark::State& state) {
   const int64_t B = 1, T = 4096, H = 32, D = 128;
   const posenc::DType dtype = state.range(0) == 0 ? posenc::DType::bf16 : posenc::DType::f16;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/bench_shared.sh [BUILD_DIR]: throughput on a shared machine (issue 16, BENCHMARKS.md "A
-# shared machine"). Each workload runs on 1 and 2 threads, alone and then beside one busy process
+# scripts/bench_shared.sh [BUILD_DIR]: throughput on a shared machine (BENCHMARKS.md "A shared
+# machine"). Each workload runs on 1 and 2 threads, alone and then beside one busy process
 # in another session (`setsid`: Linux's autogroup scheduling gives each session an equal share of
 # the cores whatever the nice level, so the busy loop takes a core from us). Workloads:
 #   lab        posenc lab, rope, default model, 40 steps: training tokens/s

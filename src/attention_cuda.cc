@@ -142,8 +142,8 @@ struct BackwardArgs {
 };
 
 void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, int64_t K, int64_t H,
-                    int64_t Hkv, int64_t D, DeviceViews& memory) {
-  check_activation("grad_out", bw.grad_out, bw.grad_out.data, dtype, {B, Q, H, D});
+                    int64_t Hkv, int64_t D, int64_t Dv, DeviceViews& memory) {
+  check_activation("grad_out", bw.grad_out, bw.grad_out.data, dtype, {B, Q, H, Dv});
   memory.add("grad_out", bw.grad_out, bw.grad_out.data);
   const AttentionGrads& g = *bw.grads;
   const std::pair<const char*, const TensorView*> params[] = {
@@ -170,9 +170,9 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
   const std::pair<const char*, const TensorView*> qkv_grads[] = {
       {"grads.q", &g.q}, {"grads.k", &g.k}, {"grads.v", &g.v}};
   for (const auto& [name, view] : qkv_grads) {
-    const bool is_q = view == &g.q;
-    check_view(kOp, name, *view, activation_dtype(*view), {B, is_q ? Q : K, is_q ? H : Hkv, D}, view->data,
-               Device::cuda);
+    const bool is_q = view == &g.q, is_v = view == &g.v;
+    check_view(kOp, name, *view, activation_dtype(*view), {B, is_q ? Q : K, is_q ? H : Hkv, is_v ? Dv : D},
+               view->data, Device::cuda);
     check_unit_last_stride(kOp, name, *view);
     memory.add(name, *view, view->data);
   }
@@ -186,19 +186,27 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   if (dtype != DType::bf16 && dtype != DType::f16)
     fail(kOp, "q has dtype ", dtype_name(dtype), ": attention on cuda takes bf16 or f16 q, k, v and out ",
          "(tensor cores, fp32 accumulation)");
-  check_activation("q", in.q, in.q.data, dtype, {-1, -1, -1, -1});
+  // Each head dim is checked before the strides it sets (a row of 4 elements is refused for its size).
+  const auto check_head_dim = [](const char* name, const ViewShape& v, int64_t dim) {
+    if (dim < 8 || dim > cuda::kMaxAttentionHeadDim || dim % 8 != 0)
+      fail(kOp, name, " has shape ", v.shape_string(),
+           ": on cuda its head dim must be a multiple of 8 from 8 to ", cuda::kMaxAttentionHeadDim,
+           " (16-byte rows of the tensor-core tiles)");
+  };
+  check_view(kOp, "q", in.q, dtype, {-1, -1, -1, -1}, in.q.data, Device::cuda);
   const int64_t B = in.q.shape[0], Q = in.q.shape[1], H = in.q.shape[2], D = in.q.shape[3];
+  check_head_dim("q", in.q, D);
+  check_activation("q", in.q, in.q.data, dtype, {-1, -1, -1, -1});
   check_activation("k", in.k, in.k.data, dtype, {B, -1, -1, D});
   const int64_t K = in.k.shape[1], Hkv = in.k.shape[2];
+  check_view(kOp, "v", in.v, dtype, {B, K, Hkv, -1}, in.v.data, Device::cuda);
+  const int64_t Dv = in.v.shape[3];
+  check_head_dim("v", in.v, Dv);
   check_activation("v", in.v, in.v.data, dtype, {B, K, Hkv, -1});
-  if (in.v.shape[3] != D)
-    fail(kOp, "v has shape ", in.v.shape_string(), ": on cuda the value head_dim must equal q's, ", D);
-  if (D != 64 && D != 128)
-    fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda head_dim must be 64 or 128");
   if (Hkv == 0 || H % Hkv != 0)
     fail(kOp, "q has ", H, " heads and k has ", Hkv,
          ": the query heads must be a multiple of the key/value heads");
-  check_activation("out", out, out_data, dtype, {B, Q, H, D});
+  check_activation("out", out, out_data, dtype, {B, Q, H, Dv});
   DeviceViews memory;
   memory.add("q", in.q, in.q.data), memory.add("k", in.k, in.k.data), memory.add("v", in.v, in.v.data);
   memory.add("out", out, out_data);
@@ -208,7 +216,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   } else if (bw != nullptr) {
     fail(kOp, "lse is required by the backward (the forward's lse)");
   }
-  if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, memory);
+  if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, Dv, memory);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
 
@@ -227,7 +235,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
 
   cuda::AttentionLaunch l;
   l.dtype = dtype;
-  l.B = B, l.Q = Q, l.K = K, l.H = H, l.Hkv = Hkv, l.D = D;
+  l.B = B, l.Q = Q, l.K = K, l.H = H, l.Hkv = Hkv, l.D = D, l.Dv = Dv;
   l.q = in.q.data, l.k = in.k.data, l.v = in.v.data, l.out = const_cast<void*>(out_data);
   copy_strides(in.q, l.q_strides), copy_strides(in.k, l.k_strides), copy_strides(in.v, l.v_strides);
   copy_strides(out, l.out_strides);
@@ -337,8 +345,9 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   }
 
   // The backward: fresh fp32 gradients, RoPE's inverse rotation of dq and dk, then one add into each view.
-  const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D);
-  cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + 2 * nk) * 4);
+  const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D),
+               nv = static_cast<size_t>(B * K * Hkv * Dv);
+  cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + nk + nv) * 4);
   grads.zero();  // rows no block owns (past the keys, outside the sequences) stay 0
   cuda::AttentionBackwardLaunch bl;
   bl.forward = l;
@@ -371,7 +380,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   const AttentionGrads& g = *bw->grads;
   cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D);
   cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D);
-  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, D);
+  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv);
 }
 
 }  // namespace

@@ -269,20 +269,24 @@ void KVCache::rotate_keys(const detail::RopePlan* first, bool first_inverse, con
 }
 
 void KVCache::shift_positions(int64_t delta) {
-  if (device_ == Device::cuda)
-    fail(kOp, "shift_positions on a cuda cache is not available yet (the CPU cache has it)");
   if (delta < -detail::kMaxAbsPosition || delta > detail::kMaxAbsPosition)
     detail::fail_arg(kOp, "delta", delta, "must lie in [-2^53, 2^53]");
-  std::vector<int64_t> shifted(static_cast<size_t>(batch_ * size_));
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t t = 0; t < size_; ++t) shifted[b * size_ + t] = pos_[b * capacity_ + t] + delta;
-  detail::check_position_range(kOp, shifted);  // before anything changes
   if (rope_) {
     const RopeScalingType type = rope_->config().scaling.type;
     if (type == RopeScalingType::dynamic || type == RopeScalingType::longrope)
       fail(kOp, "shift_positions with rope_scaling '", rope_scaling_name(type),
            "': its keys may carry tables of different lengths; use rerotate");
     if (rope_->config().num_position_streams() != 1) fail(kOp, "shift_positions needs a one-stream rope");
+  }
+  if (device_ == Device::cuda) {
+    shift_positions_cuda(delta);
+    return;
+  }
+  std::vector<int64_t> shifted(static_cast<size_t>(batch_ * size_));
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < size_; ++t) shifted[b * size_ + t] = pos_[b * capacity_ + t] + delta;
+  detail::check_position_range(kOp, shifted);  // before anything changes
+  if (rope_) {
     // R(delta) for every key: the rotation alone, without the attention factor the keys already carry.
     detail::RopePlan plan = detail::plan_rope(
         *rope_, std::vector<int64_t>(static_cast<size_t>(batch_ * size_), delta), int64_t{0});
@@ -294,10 +298,12 @@ void KVCache::shift_positions(int64_t delta) {
 }
 
 void KVCache::erase_front(int64_t n) {
-  if (device_ == Device::cuda)
-    fail(kOp, "erase_front on a cuda cache is not available yet (the CPU cache has it)");
   if (n < 0 || n > size_)
     detail::fail_arg(kOp, "n", n, "must be in [0, size = " + std::to_string(size_) + "]");
+  if (device_ == Device::cuda) {
+    erase_front_cuda(n);
+    return;
+  }
   if (size_ > 0 && dtype_ == DType::f32)
     for (std::vector<float>* store : {&k_, &v_})
       cpu::kv_cache_erase_front(*store, batch_ * kv_heads_, head_dim_, capacity_, size_, n);
@@ -311,12 +317,14 @@ void KVCache::erase_front(int64_t n) {
 }
 
 void KVCache::rerotate(int64_t from_seq_len, int64_t to_seq_len) {
-  if (device_ == Device::cuda)
-    fail(kOp, "rerotate on a cuda cache is not available yet (the CPU cache has it)");
   if (!rope_) fail(kOp, "rerotate needs a cache with a rope");
   if (from_seq_len < 0) detail::fail_arg(kOp, "from_seq_len", from_seq_len, "must be >= 0");
   if (to_seq_len < 0) detail::fail_arg(kOp, "to_seq_len", to_seq_len, "must be >= 0");
   if (rope_->config().num_position_streams() != 1) fail(kOp, "rerotate needs a one-stream rope");
+  if (device_ == Device::cuda) {
+    rerotate_cuda(from_seq_len, to_seq_len);
+    return;
+  }
   std::vector<int64_t> positions(static_cast<size_t>(batch_ * size_));
   for (int64_t b = 0; b < batch_; ++b)
     std::copy_n(pos_.begin() + b * capacity_, size_, positions.begin() + b * size_);

@@ -17,6 +17,7 @@
 #include "src/cuda/attention.h"
 #include "src/cuda/device.h"
 #include "src/cuda/kv_cache.h"
+#include "src/cuda/rope.h"
 #endif
 
 namespace posenc {
@@ -37,6 +38,56 @@ std::shared_ptr<void> device_alloc(size_t bytes) {
     fail(kOp, "could not allocate ", bytes, " bytes of device memory: ", cudaGetErrorString(e));
   }
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+// Tokens [0, size) of the key store (B, Hkv, capacity, D), rotated on the device by `first` at positions +
+// offset (transposed when first_inverse), then forward by `then` if given, rounded once to the storage.
+struct StoredKeys {
+  void* data;
+  DType dtype;
+  int64_t batch, heads, head_dim, capacity, size;
+};
+void rotate_stored_keys(const Rope& rope, const StoredKeys& keys, const RopeFrequencies& first,
+                        bool first_inverse, const RopeFrequencies* then,
+                        const detail::PositionLayout& positions, int64_t offset) {
+  const RopeConfig& rc = rope.config();
+  cuda::RopeLaunch launch;
+  launch.freq = &first;
+  launch.inverse = first_inverse != rc.reversed;  // R(-p theta) = R(p theta)^T
+  launch.then_freq = then;
+  launch.then_inverse = rc.reversed;
+  launch.layout = rc.layout;
+  launch.dtype = keys.dtype;
+  launch.dim = keys.head_dim;
+  launch.batch = keys.batch;
+  launch.tokens = keys.size;
+  launch.positions = positions;
+  launch.position_offset = offset;
+  const int64_t strides[3] = {keys.heads * keys.capacity * keys.head_dim, keys.head_dim,
+                              keys.capacity * keys.head_dim};
+  launch.tensors[0] = {keys.data,
+                       keys.data,
+                       {strides[0], strides[1], strides[2]},
+                       {strides[0], strides[1], strides[2]},
+                       keys.heads};
+  launch.num_tensors = 1;
+  cuda::rope_rotate(launch);
+}
+
+// The call of a rope for positions (B, T) on the device: where its frequencies depend on the length (the
+// CPU cache's max(position) + 1, HuggingFace's dynamic update), the positions' maximum is read back.
+RopeCall device_rope_call(const Rope& rope, const int64_t* positions, int64_t batch_stride,
+                          int64_t token_stride, int64_t B, int64_t T) {
+  RopeCall call;
+  const RopeScalingType type = rope.config().scaling.type;
+  if (B == 0 || T == 0 ||
+      (type != RopeScalingType::dynamic && type != RopeScalingType::longrope &&
+       type != RopeScalingType::qwen_dynamic))
+    return call;
+  int64_t lo = 0, hi = 0;
+  cuda::kv_cache_position_range(positions, batch_stride, token_stride, B, T, &lo, &hi);
+  call.seq_len = std::max<int64_t>(hi + 1, 0);  // every length <= 0 has the frequencies of 0
+  return call;
 }
 
 // The rows (B, T) of a head-major store's first `rows` tokens per (b, h) block, copied into a new one.
@@ -107,7 +158,8 @@ void KVCache::append_cuda(ConstTensorView k, ConstTensorView v, ConstTensorView 
     keys.rank = 4;
     keys.shape = {batch_, T, kv_heads_, head_dim_};
     keys.strides = {kv_heads_ * capacity_ * head_dim_, head_dim_, capacity_ * head_dim_, 1};
-    rope_->forward(keys, strided_view(pos + size_, {batch_, T}, {capacity_, 1}, Device::cuda));
+    rope_->forward(keys, strided_view(pos + size_, {batch_, T}, {capacity_, 1}, Device::cuda),
+                   device_rope_call(*rope_, pos + size_, capacity_, 1, batch_, T));
   }
   size_ += T;
 }
@@ -146,17 +198,86 @@ void KVCache::attend_cuda(const AttentionConfig& config, ConstTensorView q, Tens
       q.strides[2] % 8 != 0)
     fail(kOp, "q must have 16-byte aligned rows on cuda (data aligned, strides multiples of 8)");
   cuda::check_device_memory(kOp, "q", q, q.data);
+  const detail::PositionLayout qlayout = detail::check_positions(kOp, qpos, 1, batch_, T, Device::cuda);
+  cuda::check_device_memory(kOp, "q_positions", qpos, qpos.data);
+  const RopeCall call =
+      device_rope_call(*rope_, qlayout.data, qlayout.batch_stride, qlayout.token_stride, batch_, T);
   cuda::DeviceScratch rotated(kOp, "the rotated q", static_cast<size_t>(batch_ * T * H * head_dim_) * 2);
   cuda::copy_head_rows(q.data, q.strides.data(), batch_, T, H, head_dim_, rotated.data());
   TensorView q_rot = view(static_cast<float*>(rotated.data()), {batch_, T, H, head_dim_}, Device::cuda);
   q_rot.dtype = q.dtype;
-  rope_->forward(q_rot, qpos);
+  rope_->forward(q_rot, qpos, call);
   in.q = q_rot;
   attention_forward(inner, in, out, lse);
 }
 
+void KVCache::shift_positions_cuda(int64_t delta) {
+  if (size_ == 0) return;
+  int64_t* pos = static_cast<int64_t*>(device_pos_.get());
+  int64_t lo = 0, hi = 0;
+  cuda::kv_cache_position_range(pos, capacity_, 1, batch_, size_, &lo, &hi);
+  for (const int64_t p : {lo, hi})
+    if (p + delta > detail::kMaxAbsPosition || p + delta < -detail::kMaxAbsPosition)
+      fail(kOp, "shift_positions: delta = ", delta, " moves position ", p, " outside [-2^53, 2^53]");
+  if (rope_) {
+    // R(delta) for every key: angles of position 0 at offset delta, without the attention factor the keys
+    // already carry.
+    RopeFrequencies freq = rope_->frequencies(0);
+    freq.attention_factor = 1.0;
+    cuda::DeviceScratch zero(kOp, "the shift's position", sizeof(int64_t));
+    zero.zero();
+    detail::PositionLayout at_zero;
+    at_zero.data = zero.as<int64_t>();  // every stride 0: one position for every token
+    rotate_stored_keys(*rope_, {device_k_.get(), dtype_, batch_, kv_heads_, head_dim_, capacity_, size_},
+                       freq, false, nullptr, at_zero, delta);
+  }
+  cuda::kv_cache_shift_positions(pos, batch_, capacity_, size_, delta);
+}
+
+void KVCache::erase_front_cuda(int64_t n) {
+  if (n == 0) return;
+  // The kept tokens into new stores of the same capacity (rows move down in place otherwise, and a copy
+  // between overlapping ranges is undefined); the old ones are freed after the copies.
+  const int64_t row = head_dim_ * 2, kept = size_ - n;
+  std::shared_ptr<void> k = device_alloc(static_cast<size_t>(batch_ * kv_heads_ * capacity_ * row));
+  std::shared_ptr<void> v = device_alloc(static_cast<size_t>(batch_ * kv_heads_ * capacity_ * row));
+  std::shared_ptr<void> pos = device_alloc(static_cast<size_t>(batch_ * capacity_ * 8));
+  const auto from = [n](const std::shared_ptr<void>& store, int64_t bytes_per_token) {
+    return static_cast<const char*>(store.get()) + n * bytes_per_token;
+  };
+  copy_blocks(from(device_k_, row), k.get(), batch_ * kv_heads_, capacity_ * row, capacity_ * row,
+              kept * row);
+  copy_blocks(from(device_v_, row), v.get(), batch_ * kv_heads_, capacity_ * row, capacity_ * row,
+              kept * row);
+  copy_blocks(from(device_pos_, 8), pos.get(), batch_, capacity_ * 8, capacity_ * 8, kept * 8);
+  device_k_ = std::move(k), device_v_ = std::move(v), device_pos_ = std::move(pos);
+  size_ = kept;
+}
+
+void KVCache::rerotate_cuda(int64_t from_seq_len, int64_t to_seq_len) {
+  if (size_ == 0) return;
+  // k <- a_to R_to(p) R_from(p)^T k / a_from, both rotations in fp32 and one rounding (as the CPU cache).
+  RopeFrequencies from = rope_->frequencies(from_seq_len);
+  const RopeFrequencies to = rope_->frequencies(to_seq_len);
+  from.attention_factor = 1.0 / from.attention_factor;
+  detail::PositionLayout positions;
+  positions.data = static_cast<const int64_t*>(device_pos_.get());
+  positions.batch_stride = capacity_, positions.token_stride = 1;
+  rotate_stored_keys(*rope_, {device_k_.get(), dtype_, batch_, kv_heads_, head_dim_, capacity_, size_}, from,
+                     true, &to, positions, 0);
+}
+
 #else
 
+void KVCache::shift_positions_cuda(int64_t) {
+  fail(kOp, "a cuda cache needs posenc's CUDA attention in this build");
+}
+void KVCache::erase_front_cuda(int64_t) {
+  fail(kOp, "a cuda cache needs posenc's CUDA attention in this build");
+}
+void KVCache::rerotate_cuda(int64_t, int64_t) {
+  fail(kOp, "a cuda cache needs posenc's CUDA attention in this build");
+}
 void KVCache::reserve_cuda(int64_t) { fail(kOp, "a cuda cache needs posenc's CUDA attention in this build"); }
 void KVCache::append_cuda(ConstTensorView, ConstTensorView, ConstTensorView) {
   fail(kOp, "a cuda cache needs posenc's CUDA attention in this build");

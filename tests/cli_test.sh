@@ -167,8 +167,8 @@ check attention_bad_dtype 2 "$posenc" attention --dtype int8
 expect_in attention_bad_dtype "$tmp/err" "--dtype = 'int8' is invalid"
 check attention_check_too_big 2 "$posenc" attention --seq 8192 --check
 expect_in attention_check_too_big "$tmp/err" "too large"
-# Issue 16: a base whose inverse overflows printed "mean |out| nan" and exit 0; a 100,000-deep
-# config.json overflowed the stack (SIGSEGV). Both are one-line errors naming the bound.
+# Hostile input: a base whose inverse overflows (not "mean |out| nan" with exit 0) and a 100,000-deep
+# config.json (not a stack overflow) are one-line errors naming the bound.
 # Ranges at the int64 limits: end - start and p += step overflowed (UB, caught by ubsan-clang).
 check positions_int64_span 2 "$posenc" encode sinusoidal -p -9223372036854775808:9223372036854775807
 expect_in positions_int64_span "$tmp/err" \

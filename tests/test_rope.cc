@@ -244,8 +244,8 @@ TEST(Rope, CosSinTableMatchesDoublePrecision) {
 }
 
 // RopeConfig::reversed against NanoChat's own formula, written out (transformers modeling_nanochat.py
-// L107-128, L169-173): q cos + rotate_half(q) sin with rotate_half(x) = [x2, -x1] and HF's cos / sin
-// tables of p theta (emb = cat(freqs, freqs)); and it is exactly the usual rotation's transpose.
+// apply_rotary_pos_emb, rotate_half): q cos + rotate_half(q) sin with rotate_half(x) = [x2, -x1] and HF's
+// cos / sin tables of p theta (emb = cat(freqs, freqs)); and it is exactly the usual rotation's transpose.
 TEST(Rope, ReversedIsNanoChatsRotateHalf) {
   RopeConfig c;
   c.head_dim = 16;

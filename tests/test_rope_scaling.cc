@@ -187,7 +187,7 @@ TEST(RopeFrequencies, MultimodalStreamAssignment) {
   }
 }
 
-// Issue 16: the bounds validate() now holds a RopeConfig to (posenc/rope.h), on configs built in
+// The bounds validate() holds a RopeConfig to (posenc/rope.h), on configs built in
 // C++ (the JSON forms are in tests/model/test_rope_config_json.cc). Signed overflow (mrope_section sum,
 // original_context() + 1) and configs whose frequencies were inf are errors naming the bound.
 TEST(RopeFrequencies, BoundsKeepEveryAcceptedConfigFinite) {

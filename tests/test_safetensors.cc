@@ -117,8 +117,8 @@ TEST(Safetensors, CorruptFilesGiveClearErrors) {
                "cannot open '/nonexistent/x.safetensors'");
 }
 
-// Issue 16, found by fuzzing (fuzz/fuzz_safetensors.cc; the inputs are in fuzz/corpus/safetensors):
-// each escaped as another exception type, overflowed the stack or wrapped a size; now an Error.
+// Hostile headers found by fuzzing (fuzz/fuzz_safetensors.cc; the inputs are in fuzz/corpus/safetensors):
+// each is an Error, not another exception type, a stack overflow or a wrapped size.
 TEST(Safetensors, HostileHeadersAreErrors) {
   const std::string data = floats({1, 2});
   // nlohmann reports 1e400 as out_of_range, which escaped the catch of parse_error.

@@ -40,8 +40,11 @@ class KVCache {
   // device: where the cache lives. Device::cuda (posenc/device.h): bf16 or f16 storage in device memory of
   // the current device; append() takes k, v of that dtype and int64 positions on the device (the default
   // continues each row on the device), attend() runs the CUDA attention (src/attention_cuda.cc) on
-  // device q and out; every call queues on posenc::cuda_stream() without reading device data back.
-  // shift_positions, erase_front and rerotate are CPU-only so far (refused by name on cuda).
+  // device q and out; shift_positions, erase_front and rerotate as on the CPU (keys rotated, and rounded,
+  // as the CPU cache rotates them). Every call queues on posenc::cuda_stream() without reading device data
+  // back, but two, which wait for the stream to read positions: shift_positions (their range, to refuse a
+  // shift past 2^53 before anything changes), and, with a rope whose frequencies depend on the length
+  // (dynamic, longrope, qwen_dynamic), append and attend (the largest position, as the CPU cache does).
   KVCache(int64_t batch, int64_t kv_heads, int64_t head_dim, const Rope* rope = nullptr,
           DType dtype = DType::f32, Device device = Device::cpu);
 
@@ -99,6 +102,9 @@ class KVCache {
   void append_cuda(ConstTensorView k, ConstTensorView v, ConstTensorView positions);
   void attend_cuda(const AttentionConfig& config, ConstTensorView q, TensorView out,
                    ConstTensorView q_positions, TensorView lse) const;
+  void shift_positions_cuda(int64_t delta);
+  void erase_front_cuda(int64_t n);
+  void rerotate_cuda(int64_t from_seq_len, int64_t to_seq_len);
 };
 
 }  // namespace posenc

@@ -6,8 +6,8 @@ work), and nn.Modules that can replace a model's own positional code.
 CPU tensors (the C++ library's CPU backend; tensors cross as numpy views, no copy for contiguous
 float32) and, for rope, relative_bias / t5_bias and learned, CUDA tensors when posenc was built with its
 CUDA backend (posenc.cuda_built()): the kernels queue on the tensor's current stream, with no copy to the
-host and no synchronization; attention too (bf16 / fp16, head_dim 64 or 128; on CUDA the gradients of q, k
-and v, the tables' refused by name). float16 and bfloat16 q, k, v
+host and no synchronization; attention too (bf16 / fp16; head dims multiples of 8 up to 256, v's may
+differ from q's; gradients of q, k, v, the relative table and sinks). float16 and bfloat16 q, k, v
 (attention) and x (rope) cross in their own storage
 and come back, with their gradients, in their dtype (computed in fp32, rounded once); table
 gradients are float32. The kernels compute in float32: float64 CPU inputs are accepted and the results
@@ -700,8 +700,8 @@ class SinusoidalPositional(torch.nn.Module):
 class KVCache:
     """posenc's KV cache on a CUDA device for torch tensors (posenc/kv_cache.h with Device::cuda): keys and
     values [B, size, Hkv, D] in bf16 or fp16 device memory, grown by doubling; append and attend queue on the
-    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays). Context shifts
-    and re-rotation are CPU-only so far."""
+    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays), but
+    shift_positions, which reads the positions' range back to refuse a shift past 2^53."""
 
     def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None,
                  dtype=torch.bfloat16, device="cuda"):
@@ -744,6 +744,25 @@ class KVCache:
         with torch.cuda.device(self._device):
             self._core.append_cuda(_cuda_spec(k), _cuda_spec(v), None if p is None else _cuda_spec(p),
                                    _stream(k))
+
+    def _current_stream(self):
+        return torch.cuda.current_stream(self._device).cuda_stream
+
+    def shift_positions(self, delta: int) -> None:
+        """Every cached position += delta; keys re-rotated in place by R(delta) (a context shift)."""
+        with torch.cuda.device(self._device):
+            self._core.shift_positions(integer("delta", delta), self._current_stream())
+
+    def erase_front(self, n: int) -> None:
+        """Drops the oldest n tokens of every batch row (positions kept: follow with shift_positions(-n))."""
+        with torch.cuda.device(self._device):
+            self._core.erase_front(integer("n", n, 0), self._current_stream())
+
+    def rerotate(self, from_seq_len: int, to_seq_len: int) -> None:
+        """Keys re-rotated from the frequencies of one sequence length to another's (LongRoPE's switch)."""
+        with torch.cuda.device(self._device):
+            self._core.rerotate(integer("from_seq_len", from_seq_len, 1),
+                                integer("to_seq_len", to_seq_len, 1), self._current_stream())
 
     def attend(self, q, *, q_positions=None, return_lse=False, causal=False, scale=None, encoding=None,
                window=0, softcap=0.0, sinks=None, chunk=0, query_temperature=None, **params):

@@ -128,14 +128,31 @@ void bind_kv_cache(nb::module_& m) {
           },
           nb::arg("attention"), nb::arg("tables"), nb::arg("q"), nb::arg("out"),
           nb::arg("q_positions").none(), nb::arg("lse"), nb::arg("q_storage"))
+      // stream: a cache on a CUDA device queues on it (0: the CPU cache, or CUDA's default stream).
       .def(
-          "shift_positions", [](Cache& c, int64_t delta) { c.cache->shift_positions(delta); },
-          nb::arg("delta"))
+          "shift_positions",
+          [](Cache& c, int64_t delta, uintptr_t stream) {
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            c.cache->shift_positions(delta);
+          },
+          nb::arg("delta"), nb::arg("stream") = 0)
       .def(
-          "erase_front", [](Cache& c, int64_t n) { c.cache->erase_front(n); }, nb::arg("n"))
+          "erase_front",
+          [](Cache& c, int64_t n, uintptr_t stream) {
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            c.cache->erase_front(n);
+          },
+          nb::arg("n"), nb::arg("stream") = 0)
       .def(
-          "rerotate", [](Cache& c, int64_t from, int64_t to) { c.cache->rerotate(from, to); },
-          nb::arg("from_seq_len"), nb::arg("to_seq_len"))
+          "rerotate",
+          [](Cache& c, int64_t from, int64_t to, uintptr_t stream) {
+            nb::gil_scoped_release release;
+            const CudaStreamGuard guard(reinterpret_cast<void*>(stream));
+            c.cache->rerotate(from, to);
+          },
+          nb::arg("from_seq_len"), nb::arg("to_seq_len"), nb::arg("stream") = 0)
       .def(
           "reserve", [](Cache& c, int64_t tokens) { c.cache->reserve(tokens); }, nb::arg("tokens"))
       .def("clear", [](Cache& c) { c.cache->clear(); })

@@ -254,7 +254,7 @@ def test_gpt2_learned_positions():
 
 
 def test_nanochat_reversed_rotation_through_from_hf():
-    """NanoChat's rotate_half returns [x2, -x1] (modeling_nanochat.py L169-173): RotaryEmbedding.from_hf of
+    """NanoChat's rotate_half returns [x2, -x1] (modeling_nanochat.py): RotaryEmbedding.from_hf of
     its config rotates by -p theta, as transformers' own apply_rotary_pos_emb with its rotary module's
     cos / sin; values and gradients."""
     from transformers import NanoChatConfig

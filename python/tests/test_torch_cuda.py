@@ -212,6 +212,47 @@ def test_attention_cuda_matches_transformers_t5_and_llama_layers():
     torch.testing.assert_close(attn.o_proj(out.reshape(B, T, 256)).float(), expected.float(), **tol)
 
 
+def test_attention_cuda_head_dims_of_gemma_2_and_mla():
+    """Head dims beside 64 and 128: transformers' Gemma 2 layer (head_dim 256, logit softcap 50,
+    query_pre_attn_scalar, eager, bf16 on the GPU) against posenc.torch.attention on its projections; and
+    MLA's heads (DeepSeek-V3: q / k 192 with RoPE interleaved on the last 64 dims, v 128) on the GPU against
+    the CPU, forward and the gradients of q, k, v."""
+    from transformers import Gemma2Config
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention, Gemma2RotaryEmbedding
+
+    torch.manual_seed(10)
+    config = Gemma2Config(hidden_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=256,
+                          query_pre_attn_scalar=144, attn_logit_softcapping=50.0, max_position_embeddings=128,
+                          attn_implementation="eager", layer_types=["full_attention"], num_hidden_layers=1)
+    attn = Gemma2Attention(config, layer_idx=0).eval().cuda().to(torch.bfloat16)
+    B, T = 2, 70
+    h = torch.randn(B, T, 512, device="cuda", dtype=torch.bfloat16)
+    positions = torch.arange(T, device="cuda")[None].repeat(B, 1)
+    cos, sin = Gemma2RotaryEmbedding(config=config).cuda()(h, positions)
+    mask = torch.full((T, T), float("-inf"), device="cuda").triu(1)[None, None].to(torch.bfloat16)
+    expected = attn(h, position_embeddings=(cos, sin), attention_mask=mask)[0]
+    q = attn.q_proj(h).view(B, T, 4, 256)
+    k, v = attn.k_proj(h).view(B, T, 2, 256), attn.v_proj(h).view(B, T, 2, 256)
+    out = pt.attention(q, k, v, causal=True, encoding="rope", rope_config=posenc.RopeConfig.from_hf(
+        config.to_dict()), scale=144 ** -0.5, softcap=50.0)
+    torch.testing.assert_close(attn.o_proj(out.reshape(B, T, 1024)).float(), expected.float(),
+                               atol=2 ** -5, rtol=2 ** -6)
+
+    q, k = torch.randn(1, 60, 4, 192, dtype=torch.bfloat16), torch.randn(1, 60, 4, 192, dtype=torch.bfloat16)
+    v = torch.randn(1, 60, 4, 128, dtype=torch.bfloat16)
+    mla = dict(causal=True, encoding="rope", rope_config=posenc.rope_config(64, base=10000.0,
+                                                                          layout="interleaved"),
+               rope_offset=128, scale=192 ** -0.5)
+    results = []
+    for device in ("cpu", "cuda"):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+        out = pt.attention(*leaves, **mla)
+        out.float().pow(2).sum().backward()
+        results.append([out.detach().cpu().float()] + [t.grad.cpu().float() for t in leaves])
+    for cpu, gpu in zip(*results):
+        torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
+
+
 def test_kv_cache_cuda_decodes_as_the_cpu_cache():
     """posenc.torch.KVCache (bf16 on the GPU) against posenc.KVCache (bf16 on the CPU, numpy) on the same
     inputs: a prefill, then token-by-token steps with RoPE and ALiBi; within the GPU's rounding of P."""
@@ -219,7 +260,7 @@ def test_kv_cache_cuda_decodes_as_the_cpu_cache():
     import numpy as np
 
     torch.manual_seed(8)
-    rope = posenc.RopeConfig(head_dim=64, base=500.0)
+    rope = posenc.rope_config(64, base=500.0)
     gpu = pt.KVCache(2, 2, 64, rope=rope, dtype=torch.bfloat16)
     cpu = posenc.KVCache(2, 2, 64, rope=rope, dtype="bfloat16")
     for step in range(12):
@@ -234,3 +275,38 @@ def test_kv_cache_cuda_decodes_as_the_cpu_cache():
         bound = 2 ** -8 * (np.abs(v.float()).max().item() + np.abs(want)) + 2e-5 * (1 + np.abs(want))
         assert (np.abs(got - want) <= bound).all(), f"step {step}"
     assert gpu.size == cpu.size == 41
+
+
+def test_kv_cache_cuda_context_shift_and_rerotation_as_the_cpu_cache():
+    """A context shift (erase_front, shift_positions) and LongRoPE's re-rotation on posenc.torch.KVCache
+    against posenc.KVCache doing the same on the same bf16 inputs: the attention of new queries over the
+    shifted or re-rotated cache agrees within the GPU's rounding of P."""
+    import ml_dtypes
+    import numpy as np
+
+    D = 64
+    scaling = {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 32,
+               "short_factor": [1.0 + 0.1 * j for j in range(D // 2)],
+               "long_factor": [2.0 + 0.5 * j for j in range(D // 2)]}
+    as_np = lambda t: t.float().numpy().astype(ml_dtypes.bfloat16)  # noqa: E731
+    for rope, edits in (
+            (posenc.rope_config(D, base=500.0, layout="interleaved"),
+             (("shift_positions", 1000), ("erase_front", 7), ("shift_positions", -1007))),
+            (posenc.rope_config(D, rope_scaling=scaling, max_position_embeddings=128),
+             (("rerotate", 30, 100),))):
+        torch.manual_seed(9)
+        gpu = pt.KVCache(2, 2, D, rope=rope, dtype=torch.bfloat16)
+        cpu = posenc.KVCache(2, 2, D, rope=rope, dtype="bfloat16")
+        k, v = torch.randn(2, 30, 2, D, dtype=torch.bfloat16), torch.randn(2, 30, 2, D, dtype=torch.bfloat16)
+        cpu.append(as_np(k), as_np(v))
+        gpu.append(k.cuda(), v.cuda())
+        for name, *args in edits:
+            getattr(cpu, name)(*args)
+            getattr(gpu, name)(*args)
+        assert gpu.size == cpu.size
+        q = torch.randn(2, 3, 8, D, dtype=torch.bfloat16)
+        qpos = np.array([40, 41, 42])
+        want = cpu.attend(as_np(q), q_positions=qpos, causal=True).astype(np.float32)
+        got = gpu.attend(q.cuda(), q_positions=torch.tensor(qpos), causal=True).float().cpu().numpy()
+        bound = 2 ** -8 * (np.abs(v.float()).max().item() + np.abs(want)) + 2e-5 * (1 + np.abs(want))
+        assert (np.abs(got - want) <= bound).all(), edits

@@ -35,6 +35,8 @@ constexpr int kMaxLookup = static_cast<int>(kMaxDeviceRowTable);
 
 struct Params {
   int64_t Q, K, H, Hkv;
+  int D, Dv;        // q / k and v head dims (multiples of 8), zero-padded to the tiles
+  int64_t v_parts;  // blocks per row block and split, each kVDim output columns
   const void* q;
   const void* k;
   const void* v;
@@ -56,25 +58,26 @@ struct Params {
   QueryTemperature::Kind temperature;
   double temperature_scale, temperature_floor;
   // Split-K (few rows, long keys: decoding): each block takes 1 / splits of a row block's key tiles and
-  // writes its partial rows, (B, H, Q, splits) of D unnormalized sums and (max, sum) pairs; merge_kernel ends
-  // them.
+  // writes its partial rows, (B, H, Q, splits) of v_parts kVDim unnormalized sums and (max, sum) pairs;
+  // merge_kernel ends them.
   int64_t splits;
   float* partial_out;
   MaxSum* partial_max_sum;
   float slopes[kMaxAttentionHeads];
 };
 
-template <class Element, int kHeadDim>
+template <class Element, int kQKDim, int kVDim>
 struct alignas(128) SharedTiles {
-  using T = AttentionTiles<Element, kHeadDim>;
-  Element q[T::kBlockM * kHeadDim];
-  Element k[T::kBlockN * kHeadDim];
-  Element v[T::kBlockN * kHeadDim];
+  using T = AttentionTiles<Element, kQKDim, kVDim>;
+  Element q[T::kBlockM * kQKDim];
+  Element k[T::kBlockN * kQKDim];
+  Element v[T::kBlockN * kVDim];
   int64_t q_pos[T::kBlockM];
   int64_t k_pos[T::kBlockN];
   float row_scale[T::kBlockM];
   float lookup[kMaxLookup];
 };
+static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>) <= 227 * 1024);
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -85,13 +88,13 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
+template <class Element, int kQKDim, int kVDim>
+__global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThreads)
     attention_forward_kernel(const __grid_constant__ Params p) {
-  using T = AttentionTiles<Element, kHeadDim>;
+  using T = AttentionTiles<Element, kQKDim, kVDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
-  auto& sh = *reinterpret_cast<SharedTiles<Element, kHeadDim>*>(shared_bytes);
+  auto& sh = *reinterpret_cast<SharedTiles<Element, kQKDim, kVDim>*>(shared_bytes);
   const int tid = threadIdx.x;
 
   // The problem: a batch row, or a packed sequence.
@@ -103,8 +106,10 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     // Offsets outside the packed tokens: nothing is read (the packing check writes NaN over out).
     if (q0 < 0 || nq < 0 || q0 + nq > p.Q || k0 < 0 || nk < 0 || k0 + nk > p.K) return;
   }
-  const int64_t split = blockIdx.x % p.splits;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / p.splits) * BM;
+  // blockIdx.x = (row block * v_parts + part) * splits + split.
+  const int64_t split = blockIdx.x % p.splits, part = (blockIdx.x / p.splits) % p.v_parts;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x / (p.splits * p.v_parts)) * BM;
+  const int v0 = static_cast<int>(part) * kVDim;  // this block's output columns: [v0, v0 + kVDim) of Dv
   if (row0 >= nq) return;
   const int rows = static_cast<int>(min<int64_t>(BM, nq - row0));
   const int64_t h = blockIdx.y, hk = h / (p.H / p.Hkv);
@@ -129,19 +134,22 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   // Q: cp.async, first group.
   typename T::GmemCopy gmem_copy;
   auto gmem_thr = gmem_copy.get_thread_slice(tid);
-  const auto tile_q = Shape<Int<BM>, Int<kHeadDim>>{};
-  const auto tile_kv = Shape<Int<BN>, Int<kHeadDim>>{};
+  const auto tile_q = Shape<Int<BM>, Int<kQKDim>>{};
+  const auto tile_k = Shape<Int<BN>, Int<kQKDim>>{};
+  const auto tile_v = Shape<Int<BN>, Int<kVDim>>{};
   const Element* q_ptr = static_cast<const Element*>(p.q) + b * p.q_strides[0] +
                          (q0 + row0) * p.q_strides[1] + h * p.q_strides[2];
   Tensor gQ = make_tensor(make_gmem_ptr(q_ptr), tile_q, make_stride(p.q_strides[1], _1{}));
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
-  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
-  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemV{});
   Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});
   Tensor sVtPlain = make_tensor(make_smem_ptr(sh.v), typename T::SmemVtPlain{});
   Tensor cQ = make_identity_tensor(tile_q);
-  Tensor cKV = make_identity_tensor(tile_kv);
-  load_rows(gmem_copy, gmem_thr.partition_S(gQ), gmem_thr.partition_D(sQ), gmem_thr.partition_S(cQ), rows);
+  Tensor cK = make_identity_tensor(tile_k);
+  Tensor cV = make_identity_tensor(tile_v);
+  load_rows(gmem_copy, gmem_thr.partition_S(gQ), gmem_thr.partition_D(sQ), gmem_thr.partition_S(cQ), rows,
+            p.D);
   cp_async_fence();
   __syncthreads();  // row positions and scales, the lookup
 
@@ -159,7 +167,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   Tensor tSrQ = thr.partition_fragment_A(sQ);
   Tensor tSrK = thr.partition_fragment_B(sK);
   Tensor tOrVt = thr.partition_fragment_B(sVtPlain);
-  Tensor acc_o = partition_fragment_C(mma, Shape<Int<BM>, Int<kHeadDim>>{});
+  Tensor acc_o = partition_fragment_C(mma, Shape<Int<BM>, Int<kVDim>>{});
   clear(acc_o);
   const auto tiled_copy_q = make_tiled_copy_A(typename T::SmemCopyA{}, mma);
   const auto tiled_copy_k = make_tiled_copy_B(typename T::SmemCopyA{}, mma);
@@ -177,7 +185,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   // Each thread's accumulator elements as (row, col) of the tile, in the (row, col) view of the fragments.
   Tensor cS = make_identity_tensor(Shape<Int<BM>, Int<BN>>{});
   Tensor tScS = make_tensor(thr.partition_C(cS).data(), accumulator_rows_cols(thr.partition_C(cS).layout()));
-  Tensor cO = make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{});
+  Tensor cO = make_identity_tensor(Shape<Int<BM>, Int<kVDim>>{});
   Tensor tOcO = make_tensor(thr.partition_C(cO).data(), accumulator_rows_cols(thr.partition_C(cO).layout()));
   Tensor o = make_tensor(acc_o.data(), accumulator_rows_cols(acc_o.layout()));
   constexpr int kRows = decltype(size<0>(o))::value;  // rows of the tile this thread holds
@@ -207,12 +215,14 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     const int64_t kv_row = b * p.k_strides[0] + (k0 + col0) * p.k_strides[1];
     const Element* k_ptr = static_cast<const Element*>(p.k) + kv_row + hk * p.k_strides[2];
     const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_strides[0] +
-                           (k0 + col0) * p.v_strides[1] + hk * p.v_strides[2];
-    Tensor gK = make_tensor(make_gmem_ptr(k_ptr), tile_kv, make_stride(p.k_strides[1], _1{}));
-    Tensor gV = make_tensor(make_gmem_ptr(v_ptr), tile_kv, make_stride(p.v_strides[1], _1{}));
-    load_rows(gmem_copy, gmem_thr.partition_S(gK), gmem_thr.partition_D(sK), gmem_thr.partition_S(cKV), cols);
+                           (k0 + col0) * p.v_strides[1] + hk * p.v_strides[2] + v0;
+    Tensor gK = make_tensor(make_gmem_ptr(k_ptr), tile_k, make_stride(p.k_strides[1], _1{}));
+    Tensor gV = make_tensor(make_gmem_ptr(v_ptr), tile_v, make_stride(p.v_strides[1], _1{}));
+    load_rows(gmem_copy, gmem_thr.partition_S(gK), gmem_thr.partition_D(sK), gmem_thr.partition_S(cK), cols,
+              p.D);
     cp_async_fence();
-    load_rows(gmem_copy, gmem_thr.partition_S(gV), gmem_thr.partition_D(sV), gmem_thr.partition_S(cKV), cols);
+    load_rows(gmem_copy, gmem_thr.partition_S(gV), gmem_thr.partition_D(sV), gmem_thr.partition_S(cV), cols,
+              p.Dv - v0);
     cp_async_fence();
     cp_async_wait<1>();  // Q (first tile) and K have landed
     __syncthreads();
@@ -276,12 +286,12 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
       float l = quad_sum(row_sum[r]);
       if (!position_in_range(qpos_of[r], 0)) l = quiet_nan();
       if (row >= rows) continue;
-      const int64_t part = ((b * p.H + h) * p.Q + q0 + row0 + row) * p.splits + split;
-      float* o_row = p.partial_out + part * kHeadDim;
+      const int64_t partial = ((b * p.H + h) * p.Q + q0 + row0 + row) * p.splits + split;
+      float* o_row = p.partial_out + partial * p.v_parts * kVDim + v0;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(o); c += 2)
         *reinterpret_cast<float2*>(o_row + get<1>(tOcO(r, c))) = make_float2(o(r, c), o(r, c + 1));
-      if (lane % 4 == 0) p.partial_max_sum[part] = MaxSum{row_max[r], l};
+      if (lane % 4 == 0 && part == 0) p.partial_max_sum[partial] = MaxSum{row_max[r], l};
     }
     return;
   }
@@ -291,7 +301,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
   const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
   const int lane = tid % 32;
   Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + (q0 + row0) * p.out_strides[1] +
-                 h * p.out_strides[2];
+                 h * p.out_strides[2] + v0;
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = get<0>(tOcO(r, 0));
@@ -302,22 +312,25 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kHeadDim>::kThreads)
     CUTE_UNROLL
     for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
       const int col = get<1>(tOcO(r, c));
+      if (v0 + col >= p.Dv) continue;  // a padded column (Dv is even: col + 1 is inside with col)
       const uint32_t lo = Element(o(r, c) * end.out_factor).raw(),
                      hi = Element(o(r, c + 1) * end.out_factor).raw();
       *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
     }
-    if (p.lse != nullptr && lane % 4 == 0)
+    if (p.lse != nullptr && lane % 4 == 0 && part == 0)
       p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (q0 + row0 + row) * p.lse_strides[2]] = end.lse;
   }
 }
 
-// The end of split-K rows: a block per (row, head, batch row), a thread per dim; splits merged in their order
-// (merge_partial_rows: the same bits run to run), then out and lse as the one-pass kernel ends them.
+// The end of split-K rows: a block per (row, head, batch row), a thread per dim of Dv (partial rows at a
+// stride of row_stride); splits merged in their order (merge_partial_rows: the same bits run to run), then
+// out and lse as the one-pass kernel ends them.
 template <class Element>
-__global__ void merge_kernel(const __grid_constant__ Params p, int64_t head_dim) {
+__global__ void merge_kernel(const __grid_constant__ Params p, int64_t row_stride) {
   const int64_t q = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = threadIdx.x;
   const int64_t part0 = ((b * p.H + h) * p.Q + q) * p.splits;
-  const PartialRows rows{p.partial_max_sum + part0, p.partial_out + part0 * head_dim + d, head_dim, p.splits};
+  const PartialRows rows{p.partial_max_sum + part0, p.partial_out + part0 * row_stride + d, row_stride,
+                         p.splits};
   float m = -INFINITY, l = 0, o = 0;
   merge_partial_rows(rows, &m, &l, &o);
   const bool has_sink = p.sinks != nullptr;
@@ -399,24 +412,39 @@ unsigned grid_for(int64_t total, int threads) {
       std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-template <class Element, int kHeadDim>
+template <class Element, int kQKDim, int kVDim>
 void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t problems, int64_t batch) {
-  using T = AttentionTiles<Element, kHeadDim>;
-  constexpr int bytes = sizeof(SharedTiles<Element, kHeadDim>);
-  auto kernel = attention_forward_kernel<Element, kHeadDim>;
+  using T = AttentionTiles<Element, kQKDim, kVDim>;
+  constexpr int bytes = sizeof(SharedTiles<Element, kQKDim, kVDim>);
+  auto kernel = attention_forward_kernel<Element, kQKDim, kVDim>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check_launch("attention", "cudaFuncSetAttribute");
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
-  const dim3 grid(static_cast<unsigned>(q_blocks * params.splits), static_cast<unsigned>(heads),
-                  static_cast<unsigned>(problems));
+  const dim3 grid(static_cast<unsigned>(q_blocks * params.v_parts * params.splits),
+                  static_cast<unsigned>(heads), static_cast<unsigned>(problems));
   kernel<<<grid, T::kThreads, bytes, stream>>>(params);
   check_launch("attention", "the attention kernel");
   if (params.splits > 1) {
     const dim3 rows(static_cast<unsigned>(params.Q), static_cast<unsigned>(heads),
                     static_cast<unsigned>(batch));
-    merge_kernel<Element><<<rows, kHeadDim, 0, stream>>>(params, kHeadDim);
+    merge_kernel<Element>
+        <<<rows, static_cast<unsigned>(params.Dv), 0, stream>>>(params, params.v_parts * kVDim);
     check_launch("attention", "the split-K merge kernel");
   }
+}
+
+// The compiled tile pairs (attention_tile_dims).
+template <class Element>
+void launch_for_tiles(const AttentionTileDims& t, const Params& p, int64_t q_blocks, int64_t heads,
+                      int64_t problems, int64_t batch) {
+  if (t.qk == 64)
+    launch<Element, 64, 64>(p, q_blocks, heads, problems, batch);
+  else if (t.qk == 128)
+    launch<Element, 128, 128>(p, q_blocks, heads, problems, batch);
+  else if (t.qk == 192)
+    launch<Element, 192, 128>(p, q_blocks, heads, problems, batch);
+  else
+    launch<Element, 256, 128>(p, q_blocks, heads, problems, batch);
 }
 
 // Blocks of key tiles per row block: 1 when the row blocks fill the GPU; else enough splits for two blocks
@@ -468,6 +496,9 @@ void attention_forward(const AttentionLaunch& l) {
   auto params = std::make_unique<Params>();
   Params& p = *params;
   p.Q = l.Q, p.K = l.K, p.H = l.H, p.Hkv = l.Hkv;
+  p.D = static_cast<int>(l.D), p.Dv = static_cast<int>(l.Dv);
+  const AttentionTileDims tiles = attention_tile_dims(l.D, l.Dv);
+  p.v_parts = tiles.v_parts;
   p.q = l.q, p.k = l.k, p.v = l.v, p.out = l.out, p.lse = l.lse;
   for (int i = 0; i < 3; ++i) {
     p.q_strides[i] = l.q_strides[i], p.k_strides[i] = l.k_strides[i], p.v_strides[i] = l.v_strides[i];
@@ -486,25 +517,22 @@ void attention_forward(const AttentionLaunch& l) {
   const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
 
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
-  p.splits = key_splits(q_blocks * l.H * problems, (l.K + 63) / 64);
+  p.splits = key_splits(q_blocks * tiles.v_parts * l.H * problems, (l.K + 63) / 64);
   std::unique_ptr<DeviceScratch> partial;
   if (p.splits > 1) {
     const size_t rows = static_cast<size_t>(l.B * l.H * l.Q * p.splits);
     partial = std::make_unique<DeviceScratch>("attention", "the split-K partial rows",
-                                              rows * (static_cast<size_t>(l.D) * 4 + 8));
+                                              rows * (static_cast<size_t>(tiles.v_parts * tiles.v) * 4 + 8));
     p.partial_max_sum = partial->as<MaxSum>();
     p.partial_out = reinterpret_cast<float*>(p.partial_max_sum + rows);
   }
-  const bool bf16 = l.dtype == DType::bf16;
-  if (l.D == 64)
-    bf16 ? launch<cutlass::bfloat16_t, 64>(p, q_blocks, l.H, problems, l.B)
-         : launch<cutlass::half_t, 64>(p, q_blocks, l.H, problems, l.B);
+  if (l.dtype == DType::bf16)
+    launch_for_tiles<cutlass::bfloat16_t>(tiles, p, q_blocks, l.H, problems, l.B);
   else
-    bf16 ? launch<cutlass::bfloat16_t, 128>(p, q_blocks, l.H, problems, l.B)
-         : launch<cutlass::half_t, 128>(p, q_blocks, l.H, problems, l.B);
+    launch_for_tiles<cutlass::half_t>(tiles, p, q_blocks, l.H, problems, l.B);
   if (l.cu_seqlens_q != nullptr) {
-    check_packing_kernel<<<grid_for(l.Q * l.H * l.D, 256), 256, 0, stream>>>(
-        l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, l.H, l.D, static_cast<uint16_t*>(l.out),
+    check_packing_kernel<<<grid_for(l.Q * l.H * l.Dv, 256), 256, 0, stream>>>(
+        l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, l.H, l.Dv, static_cast<uint16_t*>(l.out),
         l.out_strides[1], l.out_strides[2], l.lse, l.lse_strides[1], l.lse_strides[2]);
     check_launch("attention", "the packing check kernel");
   }

@@ -1,7 +1,7 @@
 // src/cuda/attention.h: the CUDA backend's fused attention forward (src/cuda/attention.cu), called by the
 // front end (src/attention_cuda.cc) with views it has checked. No CUDA types: the kernels queue on
 // posenc::cuda_stream().
-//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, D) bf16 or fp16, rows 16-byte aligned; out (B, Q, H, D)
+//   q (B, Q, H, D), k (B, K, Hkv, D), v (B, K, Hkv, Dv) bf16 or fp16, rows 16-byte aligned; out (B, Q, H, Dv)
 //   of the same dtype; lse (B, H, Q) f32 or null. Positions (B, Q) and (B, K) int64 at the given strides: the
 //   front end materializes default ones. Packed sequences: B = 1 and cu_seqlens (N + 1) int64 in device
 //   memory.
@@ -17,14 +17,32 @@
 
 namespace posenc::cuda {
 
-// Head sizes with a compiled tile (q/k and v heads alike); others are refused by name.
-inline constexpr int64_t kAttentionHeadDims[] = {64, 128};
+// Head dims: q / k (D) and v (Dv) each a multiple of 8 from 8 to kMaxAttentionHeadDim (others are refused
+// by name), zero-padded to whole 64-column tiles (zero columns add nothing to Q K^T; padded output columns
+// are not stored). The forward's tiles: q / k columns (64, 128, 192 or 256) and the output's columns a block
+// computes (64 with q / k's 64, else 128: a part of v, one block per part), so that the output's accumulators
+// stay in registers: (64, 64), (128, 128), (192, 128), (256, 128). The backward's: one width for both, the
+// larger of the two padded, 64 to 256.
+inline constexpr int64_t kMaxAttentionHeadDim = 256;
+struct AttentionTileDims {
+  int64_t qk = 0, v = 0, v_parts = 0;
+};
+inline AttentionTileDims attention_tile_dims(int64_t D, int64_t Dv) {
+  AttentionTileDims t;
+  t.qk = D <= 64 && Dv <= 64 ? 64 : D <= 128 ? 128 : (D + 63) / 64 * 64;
+  t.v = t.qk == 64 ? 64 : 128;
+  t.v_parts = (Dv + t.v - 1) / t.v;
+  return t;
+}
+inline int64_t attention_backward_tile_dim(int64_t D, int64_t Dv) {
+  return ((D > Dv ? D : Dv) + 63) / 64 * 64;
+}
 // Heads whose ALiBi slopes a kernel takes by value.
 inline constexpr int64_t kMaxAttentionHeads = 1024;
 
 struct AttentionLaunch {
   DType dtype = DType::bf16;  // q, k, v and out
-  int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0;
+  int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0, Dv = 0;
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -53,8 +71,9 @@ struct AttentionLaunch {
 void attention_forward(const AttentionLaunch& launch);
 
 // The backward (src/cuda/attention_backward.cu) of the forward described by `forward` (its q and k RoPE's
-// rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk and dv (B, K, Hkv, D), contiguous, with respect
-// to the q and k the kernels read. out and grad_out (B, Q, H, D) of the forward's dtype, lse (B, H, Q) f32.
+// rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk (B, K, Hkv, D) and dv (B, K, Hkv, Dv),
+// contiguous, with respect to the q and k the kernels read. out and grad_out (B, Q, H, Dv) of the forward's
+// dtype, lse (B, H, Q) f32.
 struct AttentionBackwardLaunch {
   AttentionLaunch forward;
   const void* out = nullptr;

@@ -36,6 +36,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 struct BackwardParams {
   int64_t Q, K, H, Hkv;
+  int D, Dv;  // q / k and v head dims, zero-padded to the tiles' kHeadDim
   const void* q;
   const void* k;
   const void* v;
@@ -57,7 +58,7 @@ struct BackwardParams {
   double temperature_scale, temperature_floor;
   float* dq;  // (B, Q, H, D) fp32, contiguous
   float* dk;  // (B, K, Hkv, D)
-  float* dv;
+  float* dv;  // (B, K, Hkv, Dv)
   // The learned table's gradient: (problems, key blocks, H, 2 limit + 1) partial sums over the lookup's
   // distances, one per keys-pass block and head; null: not wanted.
   float* bias_partials;
@@ -82,6 +83,8 @@ struct alignas(128) BackwardShared {
   float bias_grad[AttentionBackwardTiles<Element, kHeadDim>::kWarps][kMaxDeviceRowTable];  // per warp
   float lane_values[AttentionBackwardTiles<Element, kHeadDim>::kWarps][32];
 };
+// The widest tiles (256 columns) with a learned table's lookup and per-warp sums still fit an SM90's 227 KB.
+static_assert(sizeof(BackwardShared<cutlass::bfloat16_t, 256>) <= 227 * 1024);
 
 // The problem of block coordinate z: a batch row, or a packed sequence (false when its offsets are invalid).
 struct Problem {
@@ -130,7 +133,8 @@ __device__ __forceinline__ void stage_rows(const BackwardParams& p, const Proble
 // P and dS of one (64 rows, 64 keys) tile into shared memory from S and dP (accumulators, same layout), per
 // element from its (row, col): the forward's logit, P = 2^(logit log2 e - lse log2 e) (0 where masked, past
 // the rows or keys, or for a row with nothing visible), dS = P (dP - D_i) times d(logit)/d(q.k).
-template <class Shared, class Acc, class Coords>
+// kScoreGradients false: P alone (the values-only keys pass; dp is not read).
+template <bool kScoreGradients = true, class Shared, class Acc, class Coords>
 __device__ __forceinline__ void probabilities_and_score_gradients(const BackwardParams& p,
                                                                   const ScoreTerms& terms, Shared& sh,
                                                                   const Acc& s, const Acc& dp,
@@ -150,7 +154,11 @@ __device__ __forceinline__ void probabilities_and_score_gradients(const Backward
       const float logit =
           attention_logit(terms, p.mask, scale, s(i), sh.q_pos[row], sh.k_pos[col], sh.lookup);
       prob = exp2f(logit * kLog2e - lse2);  // 0 where masked (-inf), NaN for positions out of range
-      float slope = scale;                  // d(logit) / d(q.k)
+      if constexpr (!kScoreGradients) {
+        sP(row, col) = Element(prob);
+        continue;
+      }
+      float slope = scale;  // d(logit) / d(q.k)
       if (terms.softcap > 0) {
         const float t = tanhf(scale * s(i) / terms.softcap);
         slope *= 1.0f - t * t;
@@ -166,6 +174,7 @@ __device__ __forceinline__ void probabilities_and_score_gradients(const Backward
       }
     }
     sP(row, col) = Element(prob);
+    if constexpr (!kScoreGradients) continue;
     sdS(row, col) = Element(grad);
     if (bias_gradient) add_bias_gradient(sh, idx, dlogit);  // uniform across the block
   }
@@ -208,10 +217,15 @@ __device__ __forceinline__ void smem_gemm(const Mma& mma, Acc& acc, const SA& sa
   tile_gemm(mma, acc, ra, rb, sa_part, ra_view, sb_part, rb_view, copy_a, copy_b);
 }
 
+// Which gradients a keys pass makes: both, or (tiles wider than 128 columns, whose dK and dV accumulators
+// together would spill) dV in one pass and dK, with the table's, in another, each recomputing S.
+enum KeysPass { kKeysAndValues, kValuesOnly, kKeysOnly };
+
 // The keys pass: dK, dV of 64 keys of kv head hk, over the query heads of its group and all their rows.
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, KeysPass kPass>
 __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kThreads)
     keys_kernel(const __grid_constant__ BackwardParams p) {
+  constexpr bool kValues = kPass != kKeysOnly, kKeys = kPass != kValuesOnly;
   using T = AttentionBackwardTiles<Element, kHeadDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
@@ -245,10 +259,10 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
                          (pr.k0 + col0) * p.v_strides[1] + hk * p.v_strides[2];
   load_rows(gmem_copy,
             gthr.partition_S(make_tensor(make_gmem_ptr(k_ptr), tile, make_stride(p.k_strides[1], _1{}))),
-            gthr.partition_D(sK), gthr.partition_S(cRows), cols);
+            gthr.partition_D(sK), gthr.partition_S(cRows), cols, p.D);
   load_rows(gmem_copy,
             gthr.partition_S(make_tensor(make_gmem_ptr(v_ptr), tile, make_stride(p.v_strides[1], _1{}))),
-            gthr.partition_D(sV), gthr.partition_S(cRows), cols);
+            gthr.partition_D(sV), gthr.partition_S(cRows), cols, p.Dv);
   cp_async_fence();
 
   typename T::Mma mma;
@@ -272,7 +286,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     const int lookup_size = 2 * terms.limit + 1;
     if (terms.bias == ScoreBias::lookup)
       for (int i = tid; i < lookup_size; i += T::kThreads) sh.lookup[i] = p.lookup[h * lookup_size + i];
-    if (p.bias_partials != nullptr)
+    const bool table_gradient = kKeys && p.bias_partials != nullptr;
+    if (table_gradient)
       for (int i = tid; i < T::kWarps * lookup_size; i += T::kThreads)
         sh.bias_grad[i / lookup_size][i % lookup_size] = 0;
     for (int64_t row0 = 0; row0 < pr.nq; row0 += BM) {
@@ -288,11 +303,11 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
                               (pr.q0 + row0) * p.grad_out_strides[1] + h * p.grad_out_strides[2];
       load_rows(gmem_copy,
                 gthr.partition_S(make_tensor(make_gmem_ptr(q_ptr), tile, make_stride(p.q_strides[1], _1{}))),
-                gthr.partition_D(sQ), gthr.partition_S(cRows), rows);
+                gthr.partition_D(sQ), gthr.partition_S(cRows), rows, p.D);
       load_rows(gmem_copy,
                 gthr.partition_S(
                     make_tensor(make_gmem_ptr(do_ptr), tile, make_stride(p.grad_out_strides[1], _1{}))),
-                gthr.partition_D(sdO), gthr.partition_S(cRows), rows);
+                gthr.partition_D(sdO), gthr.partition_S(cRows), rows, p.Dv);
       cp_async_fence();
       cp_async_wait<0>();
       __syncthreads();
@@ -300,14 +315,16 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       Tensor s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
       Tensor dp = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
       clear(s), clear(dp);
-      smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);     // S = Q K^T
-      smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
-      probabilities_and_score_gradients(p, terms, sh, s, dp, cS, rows, cols, p.bias_partials != nullptr);
+      smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);                          // S = Q K^T
+      if constexpr (kKeys) smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
+      probabilities_and_score_gradients<kKeys>(p, terms, sh, s, dp, cS, rows, cols, table_gradient);
       __syncthreads();
-      smem_gemm(mma, acc_dv, sPt, sdOt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dV += P^T dO
-      smem_gemm(mma, acc_dk, sdSt, sQt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dK += dS^T Q
+      if constexpr (kValues)
+        smem_gemm(mma, acc_dv, sPt, sdOt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dV += P^T dO
+      if constexpr (kKeys)
+        smem_gemm(mma, acc_dk, sdSt, sQt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dK += dS^T Q
     }
-    if (p.bias_partials != nullptr) {  // this block's sums for head h: the warps added in warp order
+    if (table_gradient) {  // this block's sums for head h: the warps added in warp order
       __syncthreads();
       const int64_t block = static_cast<int64_t>(blockIdx.z) * gridDim.x + blockIdx.x;
       float* out = p.bias_partials + (block * p.H + h) * lookup_size;
@@ -319,15 +336,17 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     }
   }
   cp_async_wait<0>();
-  // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D)).
+  // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
+  // columns are not stored.
   Tensor cO = thr.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
-  const int64_t base = ((pr.b * p.K + pr.k0 + col0) * p.Hkv + hk) * kHeadDim;
+  const int64_t key0 = (pr.b * p.K + pr.k0 + col0) * p.Hkv + hk;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); ++i) {
     const int key = get<0>(cO(i)), d = get<1>(cO(i));
     if (key >= cols) continue;
-    p.dk[base + key * p.Hkv * kHeadDim + d] = acc_dk(i);
-    p.dv[base + key * p.Hkv * kHeadDim + d] = acc_dv(i);
+    const int64_t row = key0 + key * p.Hkv;
+    if (kKeys && d < p.D) p.dk[row * p.D + d] = acc_dk(i);
+    if (kValues && d < p.Dv) p.dv[row * p.Dv + d] = acc_dv(i);
   }
 }
 
@@ -371,11 +390,11 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
                           (pr.q0 + row0) * p.grad_out_strides[1] + h * p.grad_out_strides[2];
   load_rows(gmem_copy,
             gthr.partition_S(make_tensor(make_gmem_ptr(q_ptr), tile, make_stride(p.q_strides[1], _1{}))),
-            gthr.partition_D(sQ), gthr.partition_S(cRows), rows);
+            gthr.partition_D(sQ), gthr.partition_S(cRows), rows, p.D);
   load_rows(
       gmem_copy,
       gthr.partition_S(make_tensor(make_gmem_ptr(do_ptr), tile, make_stride(p.grad_out_strides[1], _1{}))),
-      gthr.partition_D(sdO), gthr.partition_S(cRows), rows);
+      gthr.partition_D(sdO), gthr.partition_S(cRows), rows, p.Dv);
   cp_async_fence();
 
   typename T::Mma mma;
@@ -400,10 +419,10 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
                            (pr.k0 + col0) * p.v_strides[1] + hk * p.v_strides[2];
     load_rows(gmem_copy,
               gthr.partition_S(make_tensor(make_gmem_ptr(k_ptr), tile, make_stride(p.k_strides[1], _1{}))),
-              gthr.partition_D(sK), gthr.partition_S(cRows), cols);
+              gthr.partition_D(sK), gthr.partition_S(cRows), cols, p.D);
     load_rows(gmem_copy,
               gthr.partition_S(make_tensor(make_gmem_ptr(v_ptr), tile, make_stride(p.v_strides[1], _1{}))),
-              gthr.partition_D(sV), gthr.partition_S(cRows), cols);
+              gthr.partition_D(sV), gthr.partition_S(cRows), cols, p.Dv);
     cp_async_fence();
     cp_async_wait<0>();
     __syncthreads();
@@ -418,11 +437,11 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   }
   cp_async_wait<0>();
   Tensor cO = thr.partition_C(make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{}));
-  const int64_t base = ((pr.b * p.Q + pr.q0 + row0) * p.H + h) * kHeadDim;
+  const int64_t base = ((pr.b * p.Q + pr.q0 + row0) * p.H + h) * p.D;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dq); ++i) {
     const int row = get<0>(cO(i)), d = get<1>(cO(i));
-    if (row < rows) p.dq[base + row * p.H * kHeadDim + d] = acc_dq(i);
+    if (row < rows && d < p.D) p.dq[base + row * p.H * p.D + d] = acc_dq(i);
   }
 }
 
@@ -570,10 +589,16 @@ void launch_pass(Kernel kernel, const BackwardParams& params, dim3 grid, const c
 template <class Element, int kHeadDim>
 void launch_backward(const BackwardParams& p, int64_t problems) {
   const unsigned z = static_cast<unsigned>(problems);
-  launch_pass<Element, kHeadDim>(
-      keys_kernel<Element, kHeadDim>, p,
-      dim3(static_cast<unsigned>((p.K + 63) / 64), static_cast<unsigned>(p.Hkv), z),
-      "the keys pass (dK, dV)");
+  const dim3 keys_grid(static_cast<unsigned>((p.K + 63) / 64), static_cast<unsigned>(p.Hkv), z);
+  if constexpr (kHeadDim <= 128) {
+    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysAndValues>, p, keys_grid,
+                                   "the keys pass (dK, dV)");
+  } else {
+    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kValuesOnly>, p, keys_grid,
+                                   "the keys pass (dV)");
+    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysOnly>, p, keys_grid,
+                                   "the keys pass (dK)");
+  }
   launch_pass<Element, kHeadDim>(queries_kernel<Element, kHeadDim>, p,
                                  dim3(static_cast<unsigned>((p.Q + 63) / 64), static_cast<unsigned>(p.H), z),
                                  "the queries pass (dQ)");
@@ -597,7 +622,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   ra.out = bl.out, ra.grad_out = bl.grad_out;
   for (int i = 0; i < 3; ++i)
     ra.out_strides[i] = bl.out_strides[i], ra.grad_out_strides[i] = bl.grad_out_strides[i];
-  ra.B = l.B, ra.Q = l.Q, ra.H = l.H, ra.D = l.D, ra.terms = terms.as<float>();
+  ra.B = l.B, ra.Q = l.Q, ra.H = l.H, ra.D = l.Dv, ra.terms = terms.as<float>();  // out's head dim
   const int64_t rows = l.B * l.Q * l.H;
   if (rows > 0) {
     const unsigned blocks = static_cast<unsigned>((rows + 7) / 8);
@@ -609,6 +634,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   auto params = std::make_unique<BackwardParams>();
   BackwardParams& p = *params;
   p.Q = l.Q, p.K = l.K, p.H = l.H, p.Hkv = l.Hkv;
+  p.D = static_cast<int>(l.D), p.Dv = static_cast<int>(l.Dv);
   p.q = l.q, p.k = l.k, p.v = l.v, p.grad_out = bl.grad_out;
   for (int i = 0; i < 3; ++i) {
     p.q_strides[i] = l.q_strides[i], p.k_strides[i] = l.k_strides[i], p.v_strides[i] = l.v_strides[i];
@@ -643,12 +669,19 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     p.bias_partials = partials->as<float>();
   }
   if (problems > 0 && l.H > 0) {
-    if (l.D == 64)
+    const int64_t tile_dim = attention_backward_tile_dim(l.D, l.Dv);
+    if (tile_dim == 64)
       bf16 ? launch_backward<cutlass::bfloat16_t, 64>(p, problems)
            : launch_backward<cutlass::half_t, 64>(p, problems);
-    else
+    else if (tile_dim == 128)
       bf16 ? launch_backward<cutlass::bfloat16_t, 128>(p, problems)
            : launch_backward<cutlass::half_t, 128>(p, problems);
+    else if (tile_dim == 192)
+      bf16 ? launch_backward<cutlass::bfloat16_t, 192>(p, problems)
+           : launch_backward<cutlass::half_t, 192>(p, problems);
+    else
+      bf16 ? launch_backward<cutlass::bfloat16_t, 256>(p, problems)
+           : launch_backward<cutlass::half_t, 256>(p, problems);
   }
   if (partials != nullptr && l.H > 0) {
     auto args = std::make_unique<TableGradientArgs>();
@@ -662,7 +695,8 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     check_launch("attention_backward", "the table gradient kernel");
   }
   if (l.cu_seqlens_q != nullptr) {
-    const int64_t n = l.B * (l.Q * l.H + 2 * l.K * l.Hkv) * l.D;  // dq, dk, dv: one scratch
+    const int64_t n =
+        l.B * ((l.Q * l.H + l.K * l.Hkv) * l.D + l.K * l.Hkv * l.Dv);  // dq, dk, dv: one scratch
     poison_on_bad_packing_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(
         l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, bl.dq, n, bl.grad_sinks, l.H,
         bl.grad_sinks_stride, bl.grad_table, bl.table_rows, l.H, bl.grad_table_strides[0],

@@ -15,9 +15,11 @@
 
 namespace posenc::cuda {
 
-template <class Element, int kHeadDim>
+// kQKDim: the q / k head's columns, kVDim: the v head's (the output's) columns a block computes; both whole
+// 64-column atoms (head dims below them are zero-padded by load_rows).
+template <class Element, int kQKDim, int kVDim>
 struct AttentionTiles {
-  static_assert(kHeadDim % 64 == 0, "head sizes of whole 64-column atoms");
+  static_assert(kQKDim % 64 == 0 && kVDim % 64 == 0, "head sizes of whole 64-column atoms");
   static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 4, kThreads = 32 * kWarps;
   using MmaOp = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>,
                                    cute::SM80_16x8x16_F32BF16BF16F32_TN, cute::SM80_16x8x16_F32F16F16F32_TN>;
@@ -28,13 +30,14 @@ struct AttentionTiles {
       cute::Swizzle<3, 3, 3>{},
       cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
   using SmemQ =
-      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
-  using SmemKV =
-      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kQKDim>>{}));
+  using SmemK =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kQKDim>>{}));
+  using SmemV =
+      decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kVDim>>{}));
   // V (keys, dims) read as (dims, keys): the B operand of P V, K-major in the keys.
   using SmemVt = decltype(cute::composition(
-      SmemKV{},
-      cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
+      SmemV{}, cute::make_layout(cute::Shape<cute::Int<kVDim>, cute::Int<kBlockN>>{}, cute::GenRowMajor{})));
   using SmemVtPlain = decltype(cute::get_nonswizzle_portion(SmemVt{}));
   using GmemCopy = decltype(cute::make_tiled_copy(
       cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
@@ -53,10 +56,10 @@ template <class Element, int kHeadDim>
 struct AttentionBackwardTiles {
   static_assert(kHeadDim % 64 == 0, "head sizes of whole 64-column atoms");
   static constexpr int kBlockM = 64, kBlockN = 64, kWarps = 8, kThreads = 32 * kWarps;
-  using MmaOp = typename AttentionTiles<Element, kHeadDim>::MmaOp;
+  using MmaOp = typename AttentionTiles<Element, kHeadDim, kHeadDim>::MmaOp;
   using Mma = cute::TiledMMA<cute::MMA_Atom<MmaOp>, cute::Layout<cute::Shape<cute::_4, cute::_2, cute::_1>>,
                              cute::Tile<cute::_64, cute::_32, cute::_16>>;
-  using SmemAtom = typename AttentionTiles<Element, kHeadDim>::SmemAtom;
+  using SmemAtom = typename AttentionTiles<Element, kHeadDim, kHeadDim>::SmemAtom;
   using SmemRows = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, cute::Int<kHeadDim>>{}));
   using SmemRowsT = decltype(cute::composition(
       SmemRows{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::_64>{}, cute::GenRowMajor{})));
@@ -124,16 +127,22 @@ CUTE_DEVICE void tile_gemm_registers_a(const Mma& mma, Acc& acc, const RA& ra, R
   }
 }
 
-// A row range of a (rows, kHeadDim) global tile into shared memory: rows < n by cp.async, the others zeroed
-// (their scores are masked and their values multiply zero probabilities: no NaN from stale memory).
+// A (rows, padded head dim) global tile into shared memory: rows < n and columns < dim (a multiple of the 8
+// elements a thread copies) by cp.async, the others zeroed: past the rows, their scores are masked and their
+// values multiply zero probabilities (no NaN from stale memory); past the head dim, zero columns add nothing
+// to Q K^T and give zero output columns, which are not stored. Nothing past n or dim is read.
 template <class Copy, class G, class S, class C>
-__device__ __forceinline__ void load_rows(const Copy& copy, const G& g, S&& s, const C& coords, int n) {
+__device__ __forceinline__ void load_rows(const Copy& copy, const G& g, S&& s, const C& coords, int n,
+                                          int dim) {
   CUTE_UNROLL
   for (int m = 0; m < cute::size<1>(g); ++m) {
-    if (cute::get<0>(coords(0, m, 0)) < n)
-      cute::copy(copy, g(cute::_, m, cute::_), s(cute::_, m, cute::_));
-    else
-      cute::clear(s(cute::_, m, cute::_));
+    CUTE_UNROLL
+    for (int k = 0; k < cute::size<2>(g); ++k) {
+      if (cute::get<0>(coords(0, m, k)) < n && cute::get<1>(coords(0, m, k)) < dim)
+        cute::copy(copy, g(cute::_, m, k), s(cute::_, m, k));
+      else
+        cute::clear(s(cute::_, m, k));
+    }
   }
 }
 

@@ -1,11 +1,14 @@
 // src/cuda/kv_cache.cu: the CUDA KV cache's stores (src/cuda/kv_cache.h): 16-byte copies of key and value
-// rows into the head-major store, and the positions of appended tokens.
+// rows into the head-major store, the positions of appended tokens, a context shift's new positions and
+// their range.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "posenc/device.h"
+#include "posenc/error.h"
 #include "src/cuda/device.h"
 #include "src/cuda/kv_cache.h"
 
@@ -30,11 +33,63 @@ __global__ void positions_kernel(const int64_t* given, int64_t batch_stride, int
     row[size + t] = given != nullptr ? given[b * batch_stride + t * token_stride] : first + t;
 }
 
+__global__ void shift_kernel(int64_t* positions, int64_t capacity, int64_t size, int64_t delta) {
+  int64_t* row = positions + blockIdx.x * capacity;
+  for (int64_t t = threadIdx.x; t < size; t += blockDim.x) row[t] += delta;
+}
+
+// One block: per-thread extremes, then a tree over the threads (integers: any order gives the same result).
+constexpr int kRangeThreads = 256;
+__global__ void __launch_bounds__(kRangeThreads)
+    range_kernel(const int64_t* positions, int64_t batch_stride, int64_t token_stride, int64_t B, int64_t T,
+                 int64_t* lo_hi) {
+  __shared__ int64_t lo[kRangeThreads], hi[kRangeThreads];
+  int64_t l = INT64_MAX, h = INT64_MIN;
+  for (int64_t i = threadIdx.x; i < B * T; i += blockDim.x) {
+    const int64_t p = positions[(i / T) * batch_stride + (i % T) * token_stride];
+    l = p < l ? p : l, h = p > h ? p : h;
+  }
+  lo[threadIdx.x] = l, hi[threadIdx.x] = h;
+  __syncthreads();
+  for (int n = kRangeThreads / 2; n > 0; n /= 2) {
+    if (threadIdx.x < n) {
+      lo[threadIdx.x] = min(lo[threadIdx.x], lo[threadIdx.x + n]);
+      hi[threadIdx.x] = max(hi[threadIdx.x], hi[threadIdx.x + n]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) lo_hi[0] = lo[0], lo_hi[1] = hi[0];
+}
+
 unsigned blocks_for(int64_t total) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535)));
 }
 
 }  // namespace
+
+void kv_cache_shift_positions(int64_t* positions, int64_t B, int64_t capacity, int64_t size, int64_t delta) {
+  if (B == 0 || size == 0) return;
+  shift_kernel<<<static_cast<unsigned>(B), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
+      positions, capacity, size, delta);
+  check_launch("KVCache", "the position shift kernel");
+}
+
+void kv_cache_position_range(const int64_t* positions, int64_t batch_stride, int64_t token_stride, int64_t B,
+                             int64_t T, int64_t* lo, int64_t* hi) {
+  const DeviceScratch lo_hi("KVCache", "the position range", 2 * sizeof(int64_t));
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  range_kernel<<<1, kRangeThreads, 0, stream>>>(positions, batch_stride, token_stride, B, T,
+                                                lo_hi.as<int64_t>());
+  check_launch("KVCache", "the position range kernel");
+  int64_t host[2] = {};
+  cudaError_t e = cudaMemcpyAsync(host, lo_hi.data(), sizeof host, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(std::string("KVCache: reading the positions' range back failed: ") + cudaGetErrorString(e));
+  }
+  *lo = host[0], *hi = host[1];
+}
 
 void kv_cache_store(const void* in, const int64_t strides[3], int64_t B, int64_t T, int64_t H, int64_t D,
                     void* store, int64_t capacity, int64_t offset) {

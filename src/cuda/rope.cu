@@ -1,7 +1,8 @@
 // src/cuda/rope.cu: RoPE on the GPU: the rotation of q / k rows in place or out of place, forward and
 // backward (the transposed rotation), and the cos / sin table. One block per token row (b, t): its
 // threads form the row's cos / sin once in shared memory (angles reduced in double, src/angle.h), then
-// rotate every head of every tensor with 16-byte accesses where alignment allows.
+// rotate every head of every tensor with 16-byte accesses where alignment allows. A second rotation of the
+// same rows (the KV cache's re-rotation) is applied in fp32 before the one rounding to the storage type.
 //   tensors: (B, T, H, D) f32, bf16 or fp16, unit stride on D; pairs P = rotary_dim / 2 <= kMaxDevicePairs.
 //   half layout: pair j = (x[j], x[j + P]);   interleaved: pair j = (x[2j], x[2j + 1]).
 #include <cuda_runtime.h>
@@ -42,6 +43,7 @@ struct RowsArg {
 };
 struct RotateArgs {
   AnglesArg angles;
+  AnglesArg then;  // the second rotation of rope_rotate_kernel<..., kTwice = true>
   PositionsArg positions;
   RowsArg rows[2];
   int num_tensors;
@@ -112,9 +114,19 @@ __device__ __forceinline__ void row_cos_sin(const AnglesArg& a, const PositionsA
   }
 }
 
-template <class S, RopeLayout kLayout, int kVec>
+// Pair j of a row: rotated by (cs, sn), then, kTwice, by (cs2, sn2), in fp32.
+template <bool kTwice>
+__device__ __forceinline__ void rotate_pair_of_row(float a, float b, const float* cs, const float* sn,
+                                                   const float* cs2, const float* sn2, int j, float* a_out,
+                                                   float* b_out) {
+  rotate_pair(a, b, cs[j], sn[j], a_out, b_out);
+  if constexpr (kTwice) rotate_pair(*a_out, *b_out, cs2[j], sn2[j], a_out, b_out);
+}
+
+template <class S, RopeLayout kLayout, int kVec, bool kTwice>
 __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t t, int pairs, int64_t dim,
-                                            const float* cs, const float* sn) {
+                                            const float* cs, const float* sn, const float* cs2,
+                                            const float* sn2) {
   using T = typename S::T;
   const T* in = static_cast<const T*>(r.in) + b * r.in_strides[0] + t * r.in_strides[1];
   T* out = static_cast<T*>(r.out) + b * r.out_strides[0] + t * r.out_strides[1];
@@ -134,7 +146,7 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         float a2, b2;
-        rotate_pair(S::load(xa.v[e]), S::load(xb.v[e]), cs[j0 + e], sn[j0 + e], &a2, &b2);
+        rotate_pair_of_row<kTwice>(S::load(xa.v[e]), S::load(xb.v[e]), cs, sn, cs2, sn2, j0 + e, &a2, &b2);
         ya.v[e] = S::store(a2);
         yb.v[e] = S::store(b2);
       }
@@ -148,7 +160,7 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
       for (int e = 0; e < kVec; e += 2) {
         const int j = (e0 + e) / 2;
         float a2, b2;
-        rotate_pair(S::load(xv.v[e]), S::load(xv.v[e + 1]), cs[j], sn[j], &a2, &b2);
+        rotate_pair_of_row<kTwice>(S::load(xv.v[e]), S::load(xv.v[e + 1]), cs, sn, cs2, sn2, j, &a2, &b2);
         yv.v[e] = S::store(a2);
         yv.v[e + 1] = S::store(b2);
       }
@@ -165,17 +177,20 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
   }
 }
 
-template <class S, RopeLayout kLayout, int kVec>
+template <class S, RopeLayout kLayout, int kVec, bool kTwice>
 __global__ void __launch_bounds__(kThreads) rope_rotate_kernel(const __grid_constant__ RotateArgs args) {
   __shared__ float cs[kMaxDevicePairs], sn[kMaxDevicePairs];
+  __shared__ float cs2[kTwice ? kMaxDevicePairs : 1], sn2[kTwice ? kMaxDevicePairs : 1];
   for (int64_t row = blockIdx.x; row < args.row_count; row += gridDim.x) {
     const int64_t b = row / args.tokens, t = row - b * args.tokens;
     row_cos_sin(args.angles, args.positions, b, t, cs, sn);
+    if constexpr (kTwice) row_cos_sin(args.then, args.positions, b, t, cs2, sn2);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < args.num_tensors)
-        rotate_rows<S, kLayout, kVec>(args.rows[i], b, t, args.angles.pairs, args.dim, cs, sn);
+        rotate_rows<S, kLayout, kVec, kTwice>(args.rows[i], b, t, args.angles.pairs, args.dim, cs, sn, cs2,
+                                              sn2);
     __syncthreads();  // the next row rewrites cs / sn
   }
 }
@@ -227,22 +242,25 @@ bool vector_ok(const RotateArgs& args, RopeLayout layout, int vec) {
   return true;
 }
 
-template <class S, RopeLayout kLayout>
+template <class S, RopeLayout kLayout, bool kTwice>
 void launch_rotate(const RotateArgs& args, cudaStream_t stream) {
   constexpr int kVec = static_cast<int>(16 / sizeof(typename S::T));
+  constexpr int kScalar = kLayout == RopeLayout::half ? 1 : 2;
   const int grid = grid_for(args.row_count);
   if (vector_ok(args, kLayout, kVec))
-    rope_rotate_kernel<S, kLayout, kVec><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<S, kLayout, kVec, kTwice><<<grid, kThreads, 0, stream>>>(args);
   else
-    rope_rotate_kernel<S, kLayout, kLayout == RopeLayout::half ? 1 : 2><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<S, kLayout, kScalar, kTwice><<<grid, kThreads, 0, stream>>>(args);
 }
 
 template <class S>
-void launch_rotate(const RotateArgs& args, RopeLayout layout, cudaStream_t stream) {
+void launch_rotate(const RotateArgs& args, RopeLayout layout, bool twice, cudaStream_t stream) {
   if (layout == RopeLayout::half)
-    launch_rotate<S, RopeLayout::half>(args, stream);
+    twice ? launch_rotate<S, RopeLayout::half, true>(args, stream)
+          : launch_rotate<S, RopeLayout::half, false>(args, stream);
   else
-    launch_rotate<S, RopeLayout::interleaved>(args, stream);
+    twice ? launch_rotate<S, RopeLayout::interleaved, true>(args, stream)
+          : launch_rotate<S, RopeLayout::interleaved, false>(args, stream);
 }
 
 }  // namespace
@@ -250,6 +268,8 @@ void launch_rotate(const RotateArgs& args, RopeLayout layout, cudaStream_t strea
 void rope_rotate(const RopeLaunch& l) {
   RotateArgs args{};
   args.angles = angles_arg(*l.freq, l.multi_stream, l.inverse, l.position_offset);
+  const bool twice = l.then_freq != nullptr;
+  if (twice) args.then = angles_arg(*l.then_freq, l.multi_stream, l.then_inverse, l.position_offset);
   args.positions = {l.positions.data, l.positions.stream_stride, l.positions.batch_stride,
                     l.positions.token_stride};
   for (int i = 0; i < l.num_tensors; ++i) {
@@ -268,13 +288,13 @@ void rope_rotate(const RopeLaunch& l) {
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
   switch (l.dtype) {
     case DType::bf16:
-      launch_rotate<BF16>(args, l.layout, stream);
+      launch_rotate<BF16>(args, l.layout, twice, stream);
       break;
     case DType::f16:
-      launch_rotate<F16>(args, l.layout, stream);
+      launch_rotate<F16>(args, l.layout, twice, stream);
       break;
     default:
-      launch_rotate<F32>(args, l.layout, stream);
+      launch_rotate<F32>(args, l.layout, twice, stream);
       break;
   }
   check_launch("rope", "the CUDA rotation kernel's launch");

@@ -34,6 +34,11 @@ struct RopeLaunch {
   int64_t position_offset = 0;
   DeviceRows tensors[2];
   int num_tensors = 1;
+  // A second rotation of the same rows, at the same positions, before the one rounding to the storage type
+  // (KVCache::rerotate: back by one length's table, forward by another's); null: one rotation. Its
+  // frequencies must have the first's number of pairs.
+  const RopeFrequencies* then_freq = nullptr;
+  bool then_inverse = false;
 };
 void rope_rotate(const RopeLaunch& launch);
 

@@ -169,7 +169,8 @@ ModelPositions deepseek_v4_positions(Obj& j, Model& m) {
     fail(kOp, j.where, "index_head_dim = ", ix.head_dim, " is invalid: the compress RoPE rotates ",
          compress_rope.head_dim, " of its dims");
   ix.rope = compress_rope;
-  ix.rotary_lo = ix.head_dim - compress_rope.head_dim, ix.rotary_hi = ix.head_dim;  // modeling L574-576
+  // The index head's last dims (modeling_deepseek_v4.py DeepseekV4Indexer.forward).
+  ix.rotary_lo = ix.head_dim - compress_rope.head_dim, ix.rotary_hi = ix.head_dim;
 
   const std::vector<std::string> types = v4_layer_types(j, n);
   out.num_layers = n;

@@ -1,23 +1,27 @@
 // src/model/dots3.cc: Dots 3 Note's text config (model_type "dots3_note_text", Dots3NoteTextConfig of
-// transformers 5.23's models/dots3_note/configuration_dots3_note.py, abbreviated C below; M is
-// modeling_dots3_note.py) in the form its config class builds. The published checkpoints store it flat, at
-// the top level of a "dots3_note" config (C L406-412: Dots3NoteConfig builds text_config from the top-level
-// keys when it has none); a wrapper with a text_config is read from that.
+// transformers 5.23's models/dots3_note/configuration_dots3_note.py, abbreviated C below, where a method
+// named alone is Dots3NoteTextConfig's; M is modeling_dots3_note.py) in the form its config class builds. The
+// published checkpoints store it flat, at the top level of a "dots3_note" config (C
+// Dots3NoteConfig.__post_init__ builds text_config from the top-level keys when it has none); a wrapper with
+// a text_config is read from that.
 //
-// What the class does (C L287-364): layer_types from use_dsa / use_sliding_window (full on layers 0, 1 and
-// i % 4 == 1, sliding elsewhere; "indexed_attention" for the full layers unless use_dsa is false, a given
-// list's "full_attention" renamed so), sliding_window from sliding_window_size (512), per_layer_config for
-// the sliding layers from the swa_* keys (unless a per_layer_config is given), one rope dict per layer type
-// (bases rope_theta, 8e7 by default, and swa_rope_theta, 5e4) with partial_rotary_factor = qk_rope_head_dim /
-// head_dim of the type's layer config. What the model does with it: each layer builds its MLA from its own
-// layer config (M L439-503), rotating the last qk_rope_head_dim dims of its q / k head in interleaved pairs
-// written back de-interleaved (M L147-183, L539-558: apply_rotary_pos_emb_interleave, as DeepSeek-V3's),
-// with cos / sin of int(head_dim * partial_rotary_factor) dims of the type's rotary setup (M L73-144), scale
-// (qk_nope + qk_rope)^-0.5 with no yarn mscale (M L454, L494), sliding_window on the sliding layers (M L495,
-// the mask of L755-759), and on indexed_attention layers a DSA indexer (M L186-275: index_n_heads heads of
-// index_head_dim, rotated on their first qk_rope_head_dim dims with the layer's cos / sin, in pairs).
-// Not positional: the K-RoPE RMS norm before the rotation (M L546-548), the q / kv latent scales (M
-// L497-498), the sigmoid head gate after attention (M L600-602); they are the caller's.
+// What the class does (C __post_init__, convert_rope_params_to_dict): layer_types from use_dsa /
+// use_sliding_window (full on layers 0, 1 and i % 4 == 1, sliding elsewhere; "indexed_attention" for the full
+// layers unless use_dsa is false, a given list's "full_attention" renamed so), sliding_window from
+// sliding_window_size (512), per_layer_config for the sliding layers from the swa_* keys (unless a
+// per_layer_config is given), one rope dict per layer type (bases rope_theta, 8e7 by default, and
+// swa_rope_theta, 5e4) with partial_rotary_factor = qk_rope_head_dim / head_dim of the type's layer config.
+// What the model does with it: each layer builds its MLA from its own layer config (M
+// Dots3NoteTextAttention.__init__), rotating the last qk_rope_head_dim dims of its q / k head in interleaved
+// pairs written back de-interleaved (M apply_rotary_pos_emb_interleave, called by
+// Dots3NoteTextAttention.forward, as DeepSeek-V3's), with cos / sin of int(head_dim * partial_rotary_factor)
+// dims of the type's rotary setup (M Dots3NoteTextRotaryEmbedding), scale (qk_nope + qk_rope)^-0.5 with no
+// yarn mscale (M Dots3NoteTextAttention.__init__), sliding_window on the sliding layers (the same, and the
+// mask of M Dots3NoteTextModel.forward), and on indexed_attention layers a DSA indexer (M
+// Dots3NoteTextIndexer: index_n_heads heads of index_head_dim, rotated on their first qk_rope_head_dim dims
+// with the layer's cos / sin, in pairs). Not positional: the K-RoPE RMS norm before the rotation (M
+// Dots3NoteTextAttention.forward), the q / kv latent scales (M Dots3NoteTextAttention.__init__), the sigmoid
+// head gate after attention (M Dots3NoteTextAttention.forward); they are the caller's.
 //
 // The reader (src/model/config_json.cc) then plans it as an MLA family with one rope dict per layer type;
 // the per-type MLA dims travel in per_layer_config (qk_nope_head_dim, qk_rope_head_dim, v_head_dim of the
@@ -36,14 +40,15 @@
 namespace posenc::detail {
 namespace {
 constexpr const char* kType = "dots3_note_text";
-// Attributes a layer config may override that the plan reads (C L241-285 class defaults).
+// Attributes a layer config may override that the plan reads (C Dots3NoteTextConfig's class defaults).
 const char* const kDimKeys[] = {
     "num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank", "head_dim",
     "qk_nope_head_dim",    "qk_rope_head_dim",    "v_head_dim"};
 // Per-layer values posenc does not model: the indexer's sizes, and a window the mask never applies (the mask
-// is built with the global sliding_window, M L747-759, while the layer's attention reads its own, M L495).
+// is built with the global sliding_window, M Dots3NoteTextModel.forward, while the layer's attention reads
+// its own, M Dots3NoteTextAttention.__init__).
 const char* const kGlobalOnly[] = {"index_topk", "index_head_dim", "index_n_heads", "sliding_window"};
-// C L321-336: the sliding layers' layer config, swa_<name> (default).
+// C __post_init__: the sliding layers' layer config, swa_<name> (default).
 const std::pair<const char*, int64_t> kSwa[] = {
     {"num_attention_heads", 64}, {"num_key_value_heads", 64}, {"q_lora_rank", 1024}, {"kv_lora_rank", 1024},
     {"head_dim", 256},           {"qk_nope_head_dim", 192},   {"v_head_dim", 128}};
@@ -81,7 +86,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   if (n <= 0 || n > kMaxModelLayers)
     fail(kOp, where, "num_hidden_layers = ", n, " is invalid: must be in [1, ", kMaxModelLayers, "]");
 
-  // C L290-291: use_dsa (None when absent and per_layer_config is given, else True) and use_sliding_window.
+  // C __post_init__: use_dsa (None when absent and per_layer_config is given, else True) and
+  // use_sliding_window.
   std::optional<bool> use_dsa;
   if (given("use_dsa")) {
     if (!text.at("use_dsa").is_null()) use_dsa = flag(text.at("use_dsa"), where, "use_dsa");
@@ -91,8 +97,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   const bool sliding_on =
       given("use_sliding_window") ? flag(text.at("use_sliding_window"), where, "use_sliding_window") : true;
 
-  // C L305-306: sliding_window, else sliding_window_size (512); a sliding_window_size beside a sliding_window
-  // stays an inert attribute.
+  // C __post_init__: sliding_window, else sliding_window_size (512); a sliding_window_size beside a
+  // sliding_window stays an inert attribute.
   json window = has(text, "sliding_window") ? text.at("sliding_window") : json(nullptr);
   if (window.is_null())
     window = given("sliding_window_size") ? text.at("sliding_window_size") : json(512);
@@ -101,7 +107,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
                        " is not read by " + kType + ": sliding_window = " + json_excerpt(window) +
                        " is given (configuration_dots3_note.py L305-306)");
 
-  // C L308-320: the layer types; use_dsa renames full_attention <-> indexed_attention (a false use_dsa
+  // C __post_init__: the layer types; use_dsa renames full_attention <-> indexed_attention (a false use_dsa
   // builds full_attention layers, without an indexer).
   std::vector<std::string> types;
   if (has(text, "layer_types")) {
@@ -142,7 +148,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     fail(kOp, where, "sliding_window = ", json_excerpt(window), " is invalid for ", kType,
          ": its sliding_attention layers need a window of >= 1 keys");
 
-  // The global values of the attributes a layer config may override (C L241-285, L303-304).
+  // The global values of the attributes a layer config may override (C Dots3NoteTextConfig's class defaults,
+  // __post_init__).
   std::map<std::string, json> global;
   const auto field = [&](const char* k, json fallback) { return given(k) ? text.at(k) : fallback; };
   global["num_attention_heads"] = field("num_attention_heads", 128);
@@ -160,8 +167,9 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   global["index_n_heads"] = field("index_n_heads", 64);
   global["sliding_window"] = window;
 
-  // C L321-341: the sliding layers' layer config from swa_* when per_layer_config is absent (the swa_* keys
-  // are popped either way; swa_head_dim - swa_qk_nope_head_dim is evaluated either way, a TypeError on null).
+  // C __post_init__: the sliding layers' layer config from swa_* when per_layer_config is absent (the swa_*
+  // keys are popped either way; swa_head_dim - swa_qk_nope_head_dim is evaluated either way, a TypeError on
+  // null).
   std::vector<std::string> swa_keys;
   for (const auto& [name, fallback] : kSwa)
     if (given(std::string("swa_") + name)) swa_keys.push_back(std::string("swa_") + name);
@@ -236,7 +244,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   // A layer config is the global config with the overrides that differ from it (heterogeneity:
   // _modify_config_and_create_heterogeneity_spec drops the equal ones); the rotary module and
   // validate_architecture take one per layer type, which must then be the same for its layers
-  // (_PerLayerConfigView.__getitem__ raises "not homogeneous", M L99).
+  // (_PerLayerConfigView.__getitem__ raises "not homogeneous", read by M
+  // Dots3NoteTextRotaryEmbedding.__init__).
   const auto stripped = [&](int64_t layer) {
     json s = json::object();
     const auto it = overrides.find(layer);
@@ -261,7 +270,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     for (const char* k : kDimKeys) dims[t][k] = reference.contains(k) ? reference.at(k) : global[k];
   }
 
-  // validate_architecture (C L366-386).
+  // C validate_architecture.
   for (const std::string& t : order)
     if (dims[t]["q_lora_rank"].is_null())
       fail(kOp, where, "q_lora_rank is null for the ", t, " layers: ", kType,
@@ -305,8 +314,9 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
       fail(kOp, where, "the sliding_attention layers' head_dim = ", head, " is invalid for ", kType,
            ": it must equal qk_nope_head_dim + qk_rope_head_dim = ", sum, " (transformers 5.23 raises)");
   }
-  // Each type's rotation (C L358-363, M L99-131): cos / sin of int(head_dim * (qk_rope_head_dim / head_dim))
-  // dims at exponents 2i / that, applied to the qk_rope_head_dim dims the attention slices (M L539-552).
+  // Each type's rotation (C convert_rope_params_to_dict, M Dots3NoteTextRotaryEmbedding): cos / sin of
+  // int(head_dim * (qk_rope_head_dim / head_dim)) dims at exponents 2i / that, applied to the
+  // qk_rope_head_dim dims the attention slices (M Dots3NoteTextAttention.forward).
   for (const std::string& t : order) {
     const std::string of = " (the " + t + " layers)";
     const int64_t rope = dims[t]["qk_rope_head_dim"].get<int64_t>();
@@ -322,13 +332,15 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
            " dims, frequencies base^(-2i / ", rotated, ") for the ", rope,
            " rotated dims, which posenc's RoPE (exponents 2i / the rotated dims) does not express");
   }
-  // convert_rope_params_to_dict (C L343-364, then modeling_rope_utils.py L775-866).
+  // C convert_rope_params_to_dict, then modeling_rope_utils.py's convert_rope_params_to_dict and
+  // standardize_rope_params.
   const json scaling = given("rope_scaling") ? text.at("rope_scaling") : json(nullptr);
   json rp = has(text, "rope_parameters") ? text.at("rope_parameters") : json(nullptr);
   std::string rp_name = "rope_parameters";
-  // rope_theta: the default of every dict without one (C L346; modeling_rope_utils.py L785, L852).
+  // rope_theta: the default of every dict without one (C convert_rope_params_to_dict; modeling_rope_utils.py
+  // convert_rope_params_to_dict, standardize_rope_params).
   const bool theta_given = given("rope_theta"), swa_theta_given = given("swa_rope_theta");
-  const json theta = theta_given ? text.at("rope_theta") : json(8e7);  // default_theta (C L280)
+  const json theta = theta_given ? text.at("rope_theta") : json(8e7);  // C default_theta
   const json swa_theta = swa_theta_given ? text.at("swa_rope_theta") : json(5e4);
   bool theta_used = false, swa_theta_used = false;
   const auto base = [&](bool swa) {
@@ -346,16 +358,16 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     return false;
   };
   if (rp.is_null()) {
-    if (truthy(scaling)) {  // C L347-348: a legacy rope_scaling stands in for the class's dicts
+    if (truthy(scaling)) {  // a legacy rope_scaling stands in for the class's dicts
       rp = scaling, rp_name = "rope_scaling";
-    } else {  // C L348-353
+    } else {  // the class's dicts (C convert_rope_params_to_dict)
       rp = json::object();
       for (const std::string& t : order)
         rp[t] = {{"rope_type", "default"}, {"rope_theta", base(t == "sliding_attention")}};
     }
   } else if (truthy(scaling)) {
-    // modeling_rope_utils.py L776-777: rope_scaling replaces rope_parameters as it is; a flat one has no dict
-    // per layer type, which C L360-363 index (KeyError).
+    // modeling_rope_utils.py convert_rope_params_to_dict: rope_scaling replaces rope_parameters as it is; a
+    // flat one has no dict per layer type, which C convert_rope_params_to_dict indexes (KeyError).
     if (!nested(scaling))
       fail(kOp, where, "rope_scaling = ", json_excerpt(scaling),
            " beside rope_parameters is not supported for ", kType,
@@ -365,7 +377,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     rp = scaling, rp_name = "rope_scaling";
   }
   if (!rp.is_object()) fail(kOp, where, rp_name, " = ", json_excerpt(rp), " is invalid: must be an object");
-  if (!nested(rp)) {  // C L355-356: one flat dict, copied to every layer type
+  if (!nested(rp)) {  // C convert_rope_params_to_dict: one flat dict, copied to every layer type
     json copies = json::object();
     for (const std::string& t : order) copies[t] = rp;
     rp = copies;
@@ -373,7 +385,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     for (auto it = rp.begin(); it != rp.end(); ++it) {
       const std::string& k = it.key();
       if (std::find(order.begin(), order.end(), k) != order.end()) continue;
-      // yarn reads truncate from rope_parameters' top level (modeling_rope_utils.py L475), beside the dicts.
+      // yarn reads truncate from rope_parameters' top level (modeling_rope_utils.py
+      // _compute_yarn_parameters), beside the dicts.
       if (k == "truncate")
         for (const std::string& t : order)
           if (rp.contains(t) && rp.at(t).is_object() && standardized_rope_type(rp.at(t)) == "yarn" &&
@@ -397,7 +410,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     set_default_rope_type(d);
     if (!d.contains("rope_theta")) d["rope_theta"] = base(false);
     const std::string kind = standardized_rope_type(d);
-    // _compute_proportional_rope_parameters sizes cos / sin by head_dim (modeling_rope_utils.py L240-256),
+    // _compute_proportional_rope_parameters sizes cos / sin by head_dim (modeling_rope_utils.py),
     // not by the rotated dims the attention slices.
     if (kind == "proportional")
       fail(kOp, where, at, ".rope_type = \"proportional\" is not supported for ", kType,
@@ -405,9 +418,9 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
            "fails ",
            "at the first forward)");
     if (rope_type_reads_original(kind) && !d.contains("original_max_position_embeddings"))
-      d["original_max_position_embeddings"] = max_pos;  // modeling_rope_utils.py L856-859
-    // C L360-363: set over whatever the dict says. Its rotated width is qk_rope_head_dim (checked above): the
-    // plan's RopeConfig spans those dims alone.
+      d["original_max_position_embeddings"] = max_pos;  // modeling_rope_utils.py standardize_rope_params
+    // C convert_rope_params_to_dict: set over whatever the dict says. Its rotated width is qk_rope_head_dim
+    // (checked above): the plan's RopeConfig spans those dims alone.
     const double prf = dims[t]["qk_rope_head_dim"].get<double>() / dims[t]["head_dim"].get<double>();
     if (d.contains("partial_rotary_factor") &&
         (!d.at("partial_rotary_factor").is_number() || d.at("partial_rotary_factor").get<double>() != prf))

@@ -26,15 +26,15 @@ constexpr const char* kMinistral3Rope =
     R"({"type": "yarn", "rope_theta": 1e6, "factor": 16.0, "original_max_position_embeddings": 16384,
       "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
       "llama_4_scaling_beta": 0.1})";
-// ultrabert: configuration_ultrabert.py L105-109
+// ultrabert: configuration_ultrabert.py UltrabertConfig.__post_init__
 constexpr const char* kUltrabertRope =
     R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
       "full_attention": {"rope_type": "default", "rope_theta": 2.56e6}})";
-// higgs_audio_v2: configuration_higgs_audio_v2.py L105-114
+// higgs_audio_v2: configuration_higgs_audio_v2.py HiggsAudioV2Config.__post_init__
 constexpr const char* kHiggsAudioV2Rope =
     R"({"rope_type": "llama3", "rope_theta": 5e5, "factor": 32.0,
       "original_max_position_embeddings": 1024, "low_freq_factor": 0.125, "high_freq_factor": 0.5})";
-// embedding_gemma2_text: configuration_embedding_gemma2.py L113-118
+// embedding_gemma2_text: configuration_embedding_gemma2.py EmbeddingGemma2TextConfig.__post_init__
 constexpr const char* kEmbeddingGemma2TextRope =
     R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
       "full_attention": {"rope_type": "default", "rope_theta": 1e6}})";
@@ -44,26 +44,26 @@ constexpr const char* kGemma4TextRope =
 constexpr const char* kApertusRope =
     R"({"rope_type": "llama3", "rope_theta": 1.2e7, "factor": 8.0, "original_max_position_embeddings": 8192,
       "low_freq_factor": 1.0, "high_freq_factor": 4.0})";
-// mellum: configuration_mellum.py L122-126
+// mellum: configuration_mellum.py MellumConfig.__post_init__
 constexpr const char* kMellumRope =
     R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5},
       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})";
-// lfm3: configuration_lfm3.py L82-97
+// lfm3: configuration_lfm3.py Lfm3Config.__post_init__
 constexpr const char* kLfm3Rope =
     R"({"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
       "full_attention": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5}})";
-// mistral4: configuration_mistral4.py L112-125 (partial_rotary_factor: rope / (nope + rope))
+// mistral4: Mistral4Config.__post_init__ (partial_rotary_factor: rope / (nope + rope))
 constexpr const char* kMistral4Rope =
     R"({"type": "yarn", "rope_theta": 1e4, "factor": 128.0, "original_max_position_embeddings": 8192,
       "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
       "llama_4_scaling_beta": 0.1})";
-// mimo_v2_flash: configuration_mimo_v2_flash.py L123-127
+// mimo_v2_flash: configuration_mimo_v2_flash.py MiMoV2FlashConfig.__post_init__
 constexpr const char* kMimoV2FlashRope =
     R"({"full_attention": {"rope_type": "default", "rope_theta": 5e6,
       "partial_rotary_factor": 0.334},
       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
       "partial_rotary_factor": 0.334}})";
-// laguna: configuration_laguna.py L106-111
+// laguna: configuration_laguna.py LagunaConfig.__post_init__
 constexpr const char* kLagunaRope =
     R"({"full_attention": {"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
@@ -91,13 +91,14 @@ constexpr Family kFamilies[] = {
       .layers(LayerRule::sliding_when_window),
   F{"qwen2",         R,      1e4,     32768,   0,       0,    false, H}.window(4096).window_layers(28, true)
       .with(kSlidingWindowGate),
-  // configuration_qwen2_moe.py L114-119: odd-numbered layers below max_window_layers slide
+  // Qwen2MoeConfig.__post_init__: odd-numbered layers below max_window_layers slide
   F{"qwen2_moe",     R,      1e4,     32768,   0,       0,    false, H}.layers(LayerRule::hook)
       .with(kSlidingWindowGate),
   F{"qwen3",         R,      1e4,     32768,   128,     0,    false, H}.window(4096).window_layers(28, true)
       .with(kSlidingWindowGate),
   // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: hidden / heads
-  // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181: getattr(config, "head_dim", hidden // heads)).
+  // (modeling_qwen3_moe.py Qwen3MoeAttention.__init__, modeling_glm4_moe.py Glm4MoeAttention.__init__:
+  // getattr(config, "head_dim", hidden // heads)).
   F{"qwen3_moe",     R,      1e4,     32768,   0,       0,    false, H}
       .layers(LayerRule::sliding_when_window).with(kOneMask | kSlidingWindowGate),
   F{"qwen2_vl",      R,      1e6,     32768,   0,       0,    false, H}.window_layers(80, true)
@@ -202,7 +203,7 @@ constexpr Family kFamilies[] = {
   {"seed_oss",       R,      1e4,     524288,  128,     0,    false, H},
   {"bitnet",         R,      5e5,     2048,    0,       0,    false, H},
   {"solar_open",     R,      1e6,     131072,  128,     0,    false, H},
-  // configuration_hyperclovax.py L122: attention_multiplier None -> head_dim ** -0.5
+  // HyperCLOVAXConfig.__post_init__: attention_multiplier None -> head_dim ** -0.5
   F{"hyperclovax",   R,      1e4,     2048,    0,       0,    false, H}
       .scale(ScaleRule::attention_multiplier, 0),
   // llama3 by default (below)
@@ -220,7 +221,7 @@ constexpr Family kFamilies[] = {
   F{"vaultgemma",    R,      1e4,     8192,    256,     0,    false, H}.window(4096)
       .layers(LayerRule::sliding_unless_every, 2).scale(ScaleRule::query_pre_attn_scalar, 256).soft(50),
   // llama3 by default (below)
-  // configuration_cwm.py L98-104: full on layers 0, 4, 8, ...
+  // configuration_cwm.py CwmConfig.__post_init__: full on layers 0, 4, 8, ...
   F{"cwm",           R,      1e6,     131072,  128,     0,    false, H, 0, nullptr, kCwmRope}.window(8192)
       .layers(LayerRule::full_every_from_zero, 4),
   F{"exaone_moe",    R,      1e4,     2048,    0,       0,    false, H}.window(4096)
@@ -233,7 +234,7 @@ constexpr Family kFamilies[] = {
   F{"flint",         R,      1e4,     262144,  128,     0,    false, H}.window(513).layers(LayerRule::hook)
       .rotating(RopeLayers::sliding_with_window).with(kSinks),  // RoPE on sliding layers only
   // RoPE on sliding layers only
-  // configuration_afmoe.py L107-111: global_attn_every_n_layers (4)
+  // configuration_afmoe.py AfmoeConfig.__post_init__: global_attn_every_n_layers (4)
   F{"afmoe",         R,      1e4,     16384,   128,     0,    false, H}.window(1024)
       .layers(LayerRule::sliding_unless_every, 4, "global_attn_every_n_layers").rotating(RopeLayers::sliding),
   // RoPE iff layer_rope_theta[i] != 0 (by default the sliding layers), whole head, q / k norms before it
@@ -245,7 +246,7 @@ constexpr Family kFamilies[] = {
   F{"muse_spark_text", R,     1e4,     1048576, 64,      0,    false, H, 0, "muse_glimmer_text",
     kMuseSparkRope}
       .scale(ScaleRule::qk_scale_factor, 5.4730064863875).alias("muse_spark"),
-  // configuration_granite_docling.py L148: attention_multiplier 0.015625 by default
+  // configuration_granite_docling.py GraniteDoclingTextConfig: attention_multiplier 0.015625 by default
   F{"granite_docling_text", R, 1e4,    32768,   0,       0,    false, H}
       .scale(ScaleRule::attention_multiplier, 0.015625),
   // Llama-like families checked against transformers 5.23 by python/tests/model/test_model_families.py.
@@ -254,7 +255,7 @@ constexpr Family kFamilies[] = {
   // per-head q/k LayerNorm before RoPE
   {"chameleon",      R,      1e4,     4096,    0,       0,    false, H},
   {"hy_v3",          R,      11158840, 131072, 128,     0,    false, H},
-  // configuration_dots1.py L119-125: sliding from max_window_layers (62), no use_sliding_window gate
+  // Dots1Config.__post_init__: sliding from max_window_layers (62), no use_sliding_window gate
   F{"dots1",         R,      1e4,     2048,    0,       0,    false, H}.window(4096)
       .window_layers(62, false),
   // rope_parameters per layer type
@@ -299,7 +300,8 @@ constexpr Family kFamilies[] = {
       .layers(LayerRule::indexed).allowed("indexed_attention").indexed(IndexerKind::dsa_flipped, 16)
       .with(kRopeInterleaveUnread | kSinks | kWholeHeadApply),
   // Dots 3 Note: MLA with dims per layer type (sliding: nope 192, windows of 512, base 5e4; indexed: nope
-  // 128, base 8e7, GLM-5's indexer), interleaved (src/model/dots3.cc; configuration_dots3_note.py L241-285)
+  // 128, base 8e7, GLM-5's indexer), interleaved (src/model/dots3.cc; configuration_dots3_note.py
+  // Dots3NoteTextConfig)
   F{"dots3_note_text", R,     8e7,     524288,  0,       0,    true,  I, kRopePerLayerTypeOnly}
       .latent(64, 128, 128).allowed("full_attention sliding_attention indexed_attention")
       .with(kIndexedRopeDict).per_layer(PerLayerConfig::mla_dims).indexed(IndexerKind::dsa_pairs_indexed, 64)
@@ -322,8 +324,9 @@ constexpr Family kFamilies[] = {
   F{"hunyuan_vl_text", R,     1e4,     2048,    0,       0,    false, H, 0, "hunyuan_v1_dense"}
       .heads(HeadRule::required).with(kXdRope).alias("hunyuan_vl"),
   // Per-layer bases (layer_rope_theta, 0 = NoPE), a sink per head, windows of 128 keys.
-  // configuration_granite_swa.py L105-108: full on layers 0, 4, 8, ...; modeling_granite_swa.py L152: a sink
-  // per head; self.scaling = config.attention_multiplier
+  // configuration_granite_swa.py GraniteSWAConfig.__post_init__: full on layers 0, 4, 8, ...;
+  // modeling_granite_swa.py GraniteSWAAttention.__init__: a sink per head; self.scaling =
+  // config.attention_multiplier
   F{"granite_swa",   R,      1e4,     8192,    0,       0,    false, H}.window(128)
       .layers(LayerRule::full_every_from_zero, 4).scale(ScaleRule::attention_multiplier, 1.0).with(kSinks),
   F{"granitemoe_swa", R,      1e4,     2048,    0,       0,    false, H}.window(128)
@@ -338,8 +341,8 @@ constexpr Family kFamilies[] = {
   F{"lfm2_moe",      R,      1e6,     128000,  0,       0,    false, H}.layers(LayerRule::hook)
       .allowed("full_attention conv"),
   // MLA as deepseek_v3 + linear layers
-  // configuration_bailing_hybrid.py L143-147: full every layer_group_size; attribute_map
-  // max_position_embeddings -> model_max_length
+  // configuration_bailing_hybrid.py BailingHybridConfig.__post_init__: full every layer_group_size;
+  // attribute_map max_position_embeddings -> model_max_length
   F{"bailing_hybrid", R,      6e6,     262144,  0,       0,    false, I, kRopeInterleaveUnread}
       .latent(64, 128, 128).layers(LayerRule::linear_unless_every, 6, "layer_group_size")
       .allowed("full_attention linear_attention").max_pos_from("model_max_length"),
@@ -379,22 +382,24 @@ constexpr Family kFamilies[] = {
   F{"qwen3_omni_moe_text", R, 1e6,     32768,   0,       0,    false, H, 0, "qwen3_vl"}.sections(24, 20, 20)
       .with(kWindowIgnored),
   // Qwen3-Omni's talker (its own class defaults: base 1e4), the thinker's rotary module and attention
-  // (modeling_qwen3_omni_moe.py L2800, L2905-2907)
+  // (modeling_qwen3_omni_moe.py Qwen3OmniMoeTalkerRotaryEmbedding, Qwen3OmniMoeTalkerDecoderLayer)
   // runs qwen3_vl's positional code: modeling_qwen3_omni_moe.py: the thinker's rotary module
   F{"qwen3_omni_moe_talker_text", R, 1e4, 32768, 0,     0,    false, H, 0, "qwen3_vl"}.sections(24, 20, 20),
   // GLM-Image's text model: Glm4vTextConfig's defaults, glm4v_moe's rotary module and attention
-  // (modeling_glm_image.py L51-110, L399-424: prf from rope_parameters, 1.0 when absent)
+  // (modeling_glm_image.py GlmImageTextRotaryEmbedding, apply_rotary_pos_emb, GlmImageTextAttention: prf from
+  // rope_parameters, 1.0 when absent)
   // runs glm4_moe's positional code: modeling_glm_image.py: glm4v_moe's rotary and attention
   F{"glm_image_text", R,      1e4,     131072,  0,       0,    true,  H, 0, "glm4_moe"}.sections(8, 12, 12),
-  // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py L119-212;
-  // its backbone model sums the codebooks' embeddings per position) and Higgs Audio v2's
-  // (modeling_higgs_audio_v2.py L83-113, L333-378; llama3 scaling by default)
+  // Speech LLM backbones with Llama's rotary module, rotation and attention: CSM's (modeling_csm.py
+  // CsmRotaryEmbedding, apply_rotary_pos_emb; its backbone model sums the codebooks' embeddings per position)
+  // and Higgs Audio v2's (modeling_higgs_audio_v2.py HiggsAudioV2RotaryEmbedding, apply_rotary_pos_emb;
+  // llama3 scaling by default)
   // runs llama's positional code: modeling_csm.py: Llama's rotary module and attention
   {"csm",            R,      5e5,     2048,    0,       0,    false, H, 0, "llama"},
   // runs llama's positional code: modeling_higgs_audio_v2.py: Llama's (llama3 by default)
   {"higgs_audio_v2", R,      1e4,     2048,    128,     0,    false, H, 0, "llama", kHiggsAudioV2Rope},
   // Voxtral Realtime's text model: Mistral's attention with sliding_window on every layer
-  // (modeling_voxtral_realtime.py L612-668, L796)
+  // (modeling_voxtral_realtime.py VoxtralRealtimeTextAttention, VoxtralRealtimeTextModel.forward)
   // runs mistral's positional code: modeling_voxtral_realtime.py: Mistral's, window on all
   {"voxtral_realtime_text", R, 1e4,   131072,  0,       0,    false, H, 0, "mistral"},
   // runs llama's positional code: modeling_paddleocr_vl.py: rotate_half, M-RoPE sections
@@ -417,8 +422,8 @@ constexpr Family kFamilies[] = {
       .alias("gemma4_unified"),
   // runs gemma3_text's positional code: modeling_gemma3n.py: Gemma 3's bases and rope dicts
   // scale 1, full every 5th layer
-  // configuration_gemma3n.py L141-144: full iff (i + 1) % 5 == 0; modeling_gemma3n.py L1172: scaling 1.0
-  // with q/k RMS norms, no query_pre_attn_scalar
+  // configuration_gemma3n.py Gemma3nTextConfig.__post_init__: full iff (i + 1) % 5 == 0; modeling_gemma3n.py
+  // Gemma3nTextAttention.__init__: scaling 1.0 with q/k RMS norms, no query_pre_attn_scalar
   F{"gemma3n_text",  R,      1e6,     32768,   256,     0,    false, H, 0, "gemma3_text"}.window(512)
       .layers(LayerRule::sliding_unless_every, 5).scale(ScaleRule::one).quiet("num_kv_shared_layers")
       .alias("gemma3n"),
@@ -431,14 +436,15 @@ constexpr Family kFamilies[] = {
       .layers(LayerRule::full_every_from_zero, 3, "global_attn_every_n_layers"),
   // modernbert: modernbert-decoder's rules, both ways
   // runs modernbert-decoder's positional code: modeling_modernbert.py: the encoder of modernbert-decoder's
-  // bases, layer pattern and rope dicts (configuration_modernbert.py L115-151), bidirectional, a symmetric
-  // window (layer_types.cc)
+  // bases, layer pattern and rope dicts (configuration_modernbert.py ModernBertConfig.__post_init__,
+  // convert_rope_params_to_dict), bidirectional, a symmetric window (layer_types.cc)
   F{"modernbert",    R,      1.6e5,   8192,    0,       0,    false, H, kBidirectional, "modernbert-decoder"}
       .with(kSymmetricWindowPlusOne),
   // Bidirectional encoders with another family's rotation (always_bidirectional; windows |q - k| <= w,
   // posenc's w + 1): EmbeddingGemma 2 (gemma4_text's per-type dicts and per-layer head dims,
-  // modeling_embedding_gemma2.py L96-137, L322-331), OpenAI's privacy filter (gpt_oss's yarn and sinks,
-  // pairs (2j, 2j + 1): modeling_openai_privacy_filter.py L126-139, L170-181).
+  // modeling_embedding_gemma2.py EmbeddingGemma2RotaryEmbedding, EmbeddingGemma2Attention.__init__), OpenAI's
+  // privacy filter (gpt_oss's yarn and sinks, pairs (2j, 2j + 1): modeling_openai_privacy_filter.py
+  // apply_rotary_pos_emb, _apply_rotary_emb, eager_attention_forward, OpenAIPrivacyFilterAttention.__init__).
   // runs gemma4_text's positional code: modeling_embedding_gemma2.py: Gemma 4's, bidirectional
   F{"embedding_gemma2_text", R, 1e4,   262144,  256,     0,    false, H, kBidirectional, "gemma4_text",
    kEmbeddingGemma2TextRope}.with(kInclusiveBidirectionalWindow),
@@ -446,7 +452,8 @@ constexpr Family kFamilies[] = {
   F{"openai_privacy_filter", R, 1.5e5, 131072,  64,      0,    false, I, kBidirectional, "gpt_oss"}
       .with(kInclusiveBidirectionalWindow | kAllSliding),
   // UltraBERT: rope_parameters per layer type (sliding 1e4, full 2.56e6), full attention every third layer,
-  // hidden / heads (modeling_ultrabert.py L70-126, L206-225); its checkpoints' keys: src/model/ultrabert.cc
+  // hidden / heads (modeling_ultrabert.py UltrabertRotaryEmbedding, rotate_half,
+  // UltrabertAttention.__init__); its checkpoints' keys: src/model/ultrabert.cc
   F{"ultrabert",     R,      1e4,     32768,   0,       0,    false, H,
    kBidirectional | kRopePerLayerTypeOnly,
    nullptr, kUltrabertRope}.window(128).with(kInclusiveBidirectionalWindow),
@@ -467,9 +474,10 @@ constexpr Family kFamilies[] = {
   // runs llama's positional code: modeling_esmc.py: Llama's rotary module and rotate_half over the whole
   // head, bidirectional
   {"esmc",           R,      1e4,     2048,    0,       0,    false, H, kBidirectional, "llama"},
-  // modeling_roformer.py L55-68, L224-236: a fixed base-10000 table, pairs (2j, 2j + 1), causal iff
-  // is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a learned
-  // table (RoBERTa's rows), causal iff is_decoder.
+  // modeling_roformer.py RoFormerSinusoidalPositionalEmbedding.create_weight,
+  // RoFormerSelfAttention.apply_rotary_position_embeddings: a fixed base-10000 table, pairs (2j, 2j + 1),
+  // causal iff is_decoder; modeling_esm.py: rotate_half when position_embedding_type is "rotary", else a
+  // learned table (RoBERTa's rows), causal iff is_decoder.
   {"roformer",       R,      1e4,     1536,    0,       0,    false, I,
    kCausalIffDecoder | kFixedRotaryTable},
   {"esm",            R,      1e4,     1026,    0,       0,    false, H, kCausalIffDecoder},
@@ -486,7 +494,7 @@ constexpr Family kFamilies[] = {
       .with(kDerivedLayerList),
   F{"nemotron_h",    PositionMethod::none, 0, 4096, 128, 0, false, H}.heads(HeadRule::nemotron)
       .layers(LayerRule::hook).allowed("full_attention linear_attention moe mlp").with(kBlockTypeListFirst),
-  // modeling_zamba.py L137: scaling (head_dim / 2) ** -0.5
+  // modeling_zamba.py ZambaAttention.__init__: scaling (head_dim / 2) ** -0.5
   F{"zamba",         PositionMethod::none, 0, 4096, 0, 0, false, H}.heads(HeadRule::doubled)
       .layers(LayerRule::hook).allowed("hybrid linear_attention").scale(ScaleRule::half_head),
   F{"bamba",         R,      1e4,     262144,  0,       0.5,  true,  H}.layers(LayerRule::hook)
@@ -494,7 +502,7 @@ constexpr Family kFamilies[] = {
   // RoPE iff position_embedding_type
   F{"granitemoehybrid", R,    1e4,     2048,    0,       0,    false, H}.layers(LayerRule::linear)
       .allowed("full_attention linear_attention").scale(ScaleRule::attention_multiplier, 1.0),
-  // modeling_falcon_h1.py L208: k_proj(x) times key_multiplier before RoPE, the logits' factor
+  // FalconH1Attention.forward: k_proj(x) times key_multiplier before RoPE, the logits' factor
   F{"falcon_h1",     R,      1e4,     8192,    0,       0,    false, H}.layers(LayerRule::hybrid)
       .with(kDerivedLayerList).scale(ScaleRule::key_multiplier),  // mamba + attention in every layer
   // RoPE iff use_mem_rope
@@ -546,8 +554,8 @@ constexpr Family kFamilies[] = {
   // ALBERT: row p, bidirectional; MPNet: a learned table (row p + 2) and T5's bidirectional buckets in
   // every layer (ModelPositions::learned_embeddings).
   {"albert",         PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional},
-  // MobileBERT (modeling_mobilebert.py L78, L105-106, L134): row p, bidirectional; heads of the
-  // bottleneck (src/model/per_layer.cc head_dims).
+  // MobileBERT (modeling_mobilebert.py MobileBertEmbeddings): row p, bidirectional; heads of the bottleneck
+  // (src/model/per_layer.cc head_dims).
   F{"mobilebert",    PositionMethod::learned, 0, 512,  0, 0, false, H, kBidirectional}
       .heads(HeadRule::bottleneck),
   {"mpnet",          PositionMethod::t5,      0, 512,  0, 0, false, H, kBidirectional},
@@ -638,7 +646,7 @@ constexpr SizeDefaults kSizeDefaults[] = {
       {"kolibri1", 2560, 48, 50},
       {"lfm2", 2560, 32, 32},
       {"llama", 4096, 32, 32},
-      {"nanochat", 768, 6, 12},  // configuration_nanochat.py L55-58
+      {"nanochat", 768, 6, 12},  // configuration_nanochat.py NanoChatConfig
       {"llama4_text", 5120, 40, 48},
       {"minicpm3", 2560, 40, 62},
       {"minimax_m2", 3072, 48, 62},
@@ -902,19 +910,24 @@ std::string refusal_reason(const std::string& t) {
       {"diffllama", "its differential attention (two softmax maps per head, subtracted)"},
       // Encoders with attention or positions of their own (transformers 5.23's modeling_<type>.py):
       // deberta: with relative_attention, c2p / p2c terms of each layer's projections of shared relative
-      // embeddings (L72, L174-183), the query scaled by (head (1 + len(pos_att_type)))^-0.5 (L246-248);
-      // deberta-v2: the same, log-bucketed with position_buckets (L56, L162-176); xlnet: Transformer-XL's
-      // r_w_bias / r_r_bias terms over sinusoidal relative encodings and a segment term (L59-62,
-      // L108-118, L938); funnel: relative_shift / factorized position terms over pooled sequences
-      // (configuration_funnel.py L68; modeling_funnel.py L105-121, L253, L367); longformer: windows of
-      // attention_window // 2 keys a side and global tokens (L478, L1172); reformer: LSH and chunked local
-      // attention, axial position embeddings (L192-213, L321, L415, L1109); nystromformer: landmarks
-      // (L114, L140, L182); yoso: hashed sampling (L85, L280); mra: block-sparse multi-resolution
-      // (L312-341, L517); fnet: FFTs instead of attention (L67-79, L138-160); convbert: span-based
-      // dynamic convolution heads beside num_attention_heads // head_ratio attention heads (L106, L141-161);
-      // layoutlm: bounding-box embeddings added to the learned rows (L54-57, L95-97); tapas: row / column
-      // token types and positions reset per cell (L81-85, L105-110); luke: entity positions as the mean of
-      // their words' rows (L361, L393) and entity-aware queries (L416-424).
+      // embeddings (build_relative_position, DisentangledSelfAttention.__init__), the query scaled by (head
+      // (1 + len(pos_att_type)))^-0.5 (DisentangledSelfAttention.forward); deberta-v2: the same, log-bucketed
+      // with position_buckets (make_log_bucket_position, DisentangledSelfAttention.__init__); xlnet:
+      // Transformer-XL's r_w_bias / r_r_bias terms over sinusoidal relative encodings and a segment term
+      // (XLNetRelativeAttention.rel_attn_core, XLNetModel.relative_positional_encoding); funnel:
+      // relative_shift / factorized position terms over pooled sequences (configuration_funnel.py
+      // FunnelConfig.attention_type; modeling_funnel.py FunnelAttentionStructure.get_position_embeds,
+      // pool_tensor, FunnelRelMultiheadAttention.relative_positional_attention); longformer: windows of
+      // attention_window // 2 keys a side and global tokens (LongformerSelfAttention.__init__,
+      // LongformerEncoder.forward); reformer: LSH and chunked local attention, axial position embeddings
+      // (AxialPositionEmbeddings, ReformerEmbeddings, LSHSelfAttention, LocalSelfAttention); nystromformer:
+      // landmarks (NystromformerSelfAttention); yoso: hashed sampling (hashing, YosoSelfAttention); mra:
+      // block-sparse multi-resolution (get_block_idxes, MraSelfAttention); fnet: FFTs instead of attention
+      // (fftn, FNetBasicFourierTransform); convbert: span-based dynamic convolution heads beside
+      // num_attention_heads // head_ratio attention heads (SeparableConv1D, ConvBertSelfAttention.__init__);
+      // layoutlm: bounding-box embeddings added to the learned rows (LayoutLMEmbeddings); tapas: row / column
+      // token types and positions reset per cell (TapasEmbeddings); luke: entity positions as the mean of
+      // their words' rows (LukeEntityEmbeddings) and entity-aware queries (LukeSelfAttention.__init__).
       {"deberta",
        "its disentangled attention (with relative_attention: content-to-position and position-to-content "
        "terms over relative positions, projected by each layer)"},

@@ -47,38 +47,39 @@ enum FamilyTrait : uint64_t {
   kRopeInterleaveUnread = 1ull << 9,
   // One learnable sink per head on every layer (gpt-oss, Flint, Granite SWA, Hunyuan 4). (rules)
   kSinks = 1ull << 10,
-  // Sinks on the sliding layers only (modeling_mimo_v2_flash.py L360). (rules)
+  // Sinks on the sliding layers only (MiMoV2FlashAttention.__init__). (rules)
   kSlidingSinks = 1ull << 11,
-  // A set sliding_window masks the full_attention layers too (modeling_minimax.py L666-668). (rules)
+  // A set sliding_window masks the full_attention layers too (MiniMaxModel.forward). (rules)
   kWindowOnFullLayers = 1ull << 12,
-  // One mask for every layer from sliding_window; layer_types is never read (modeling_qwen3_moe.py L472-486,
-  // modeling_phimoe.py L635, modeling_ministral3.py L365). (rules)
+  // One mask for every layer from sliding_window; layer_types is never read (Qwen3MoeModel.forward,
+  // PhimoeModel.forward, Ministral3Model.forward). (rules)
   kOneMask = 1ull << 13,
   // The per-layer list is a read-only property: a saved one cannot be loaded (AttributeError). (rules)
   kDerivedLayerList = 1ull << 14,
   // full_attention layers are indexed_attention, rewritten before the legacy names' remap ("attention"
-  // then fails): configuration_glm5_next.py L170-172, configuration_qwen4_exp.py L180-183. (rules)
+  // then fails): Glm5NextTextConfig.__post_init__, Qwen4ExpTextConfig.__post_init__. (rules)
   kIndexedFullAttention = 1ull << 15,
   // The last layer is forced to full_attention (Gemma4TextConfig.__post_init__). (rules)
   kLastLayerFull = 1ull << 16,
   // sliding_window = sw if use_sliding_window else None (configuration_qwen2.py). (rules)
   kSlidingWindowGate = 1ull << 17,
-  // A sliding_window in the config is never applied (modeling_qwen3_omni_moe.py L1460, L1696). (own)
+  // A sliding_window in the config is never applied (Qwen3OmniMoeThinkerTextAttention.__init__,
+  // Qwen3OmniMoeThinkerTextModel.forward). (own)
   kWindowIgnored = 1ull << 18,
   // A symmetric window |q - k| <= sliding_window (ModernBERT's encoder): posenc's window is one more. (own)
   kSymmetricWindowPlusOne = 1ull << 19,
   // Bidirectional sliding layers keep |q - k| <= sliding_window, which must be > 0: posenc's window is one
   // more (EmbeddingGemma 2, OpenAI's privacy filter, UltraBERT). (own)
   kInclusiveBidirectionalWindow = 1ull << 20,
-  // With use_bidirectional_attention the window becomes sliding_window // 2 + 1 (configuration_gemma3.py
-  // L101-103). (own)
+  // With use_bidirectional_attention the window becomes sliding_window // 2 + 1
+  // (Gemma3TextConfig.__post_init__). (own)
   kHalvedBidirectionalWindow = 1ull << 21,
   // use_bidirectional_attention = true makes every layer bidirectional (EmbeddingGemma, Step 3.5). (own)
   kBidirectionalOption = 1ull << 22,
   // use_bidirectional_attention is "vision" or null (configuration_gemma4.py). (rules)
   kBidirectionalVision = 1ull << 23,
-  // One sliding window mask for every layer; layer_types is ignored (modeling_openai_privacy_filter.py
-  // L467). (own)
+  // One sliding window mask for every layer; layer_types is ignored (OpenAIPrivacyFilterModel.forward).
+  // (own)
   kAllSliding = 1ull << 24,
   // layers_block_type wins over layer_types (configuration_nemotron_h.py). (rules)
   kBlockTypeListFirst = 1ull << 25,
@@ -88,11 +89,11 @@ enum FamilyTrait : uint64_t {
   kCanonicalSizeKeys = 1ull << 27,
   // alibi = true replaces RoPE by ALiBi (Falcon). (rules)
   kAlibiKey = 1ull << 28,
-  // The class's partial_rotary_factor; a top-level one is not read (modeling_mimo_v2_flash.py L105-108).
-  // (rules)
+  // The class's partial_rotary_factor; a top-level one is not read
+  // (MiMoV2FlashRotaryEmbedding.compute_default_rope_parameters). (rules)
   kClassPrfOnly = 1ull << 29,
-  // rotary_dim / head_dim as partial_rotary_factor where the config has none (configuration_minimax_m2.py
-  // L99-103). (rules)
+  // rotary_dim / head_dim as partial_rotary_factor where the config has none
+  // (MiniMaxM2Config.convert_rope_params_to_dict). (rules)
   kRotaryDimPrf = 1ull << 30,
   // rope_scaling is not read: the class's own rope_scaling field shadows it (configuration_cohere2_moe.py).
   // (rules)
@@ -104,12 +105,13 @@ enum FamilyTrait : uint64_t {
   // rope_parameters may hold an indexed_attention dict (src/model/dots3.cc). (rules)
   kIndexedRopeDict = 1ull << 34,
   // rope_parameters must be one dict per layer type, each with its own rope_theta (Gemma4TextConfig has no
-  // convert_rope_params_to_dict; modeling_gemma4.py L1090 reads rope_parameters[layer_type]). (rules)
+  // convert_rope_params_to_dict; Gemma4TextRotaryEmbedding.__init__ reads rope_parameters[layer_type]).
+  // (rules)
   kRopePerLayerType = 1ull << 35,
   // Llama 4's use_qk_norm (default true): weightless L2 norms of q and k after RoPE cancel a scaled
-  // rotation's attention factor (modeling_llama4.py L331-332, L349-356). (rules)
+  // rotation's attention factor (Llama4TextAttention). (rules)
   kUseQkNorm = 1ull << 36,
-  // RMS norms of q and k per head after RoPE, always (modeling_hunyuan_v1_dense.py L197-199). (rules)
+  // RMS norms of q and k per head after RoPE, always (HunYuanDenseV1Attention.forward). (rules)
   kNormsAfterRope = 1ull << 37,
   // q / k and v heads of their own sizes (MLA-like heads: kimi_linear, glm5_next_text, mimo_v2_flash).
   // (rules)
@@ -120,9 +122,10 @@ enum FamilyTrait : uint64_t {
   kLlama4Temperature = 1ull << 40,
   // T5's encoder and decoder stacks of relative buckets (num_layers, num_decoder_layers). (rules)
   kT5Stacks = 1ull << 41,
-  // A bucket table in every self-attention layer (modeling_umt5.py L342-348, L371-378). (own)
+  // A bucket table in every self-attention layer (UMT5Attention.forward, UMT5LayerSelfAttention).
+  // (own)
   kBiasPerLayer = 1ull << 42,
-  // A T5 decoder alone, causal iff is_decoder (modeling_pix2struct.py L784). (own)
+  // A T5 decoder alone, causal iff is_decoder (Pix2StructTextLayerSelfAttention.__init__). (own)
   kDecoderOnly = 1ull << 43,
   // Its sliding_attention layers need sliding_window (create_sliding_window_causal_mask raises). (rules)
   kSlidingNeedsWindow = 1ull << 44,
@@ -134,24 +137,25 @@ enum FamilyTrait : uint64_t {
   // HunYuan-VL's xdrope: "dynamic" with NTK alpha, sections of the doubled frequencies
   // (configuration_hunyuan_vl.py convert_rope_params_to_dict). (own)
   kXdRope = 1ull << 47,
-  // "dynamic" with alpha is a fixed NTK base, base * alpha^(d / (d - 2)) (modeling_hunyuan_v1_dense.py
-  // L296-299, L353-357). (rules)
+  // "dynamic" with alpha is a fixed NTK base, base * alpha^(d / (d - 2))
+  // (HunYuanDenseV1RotaryEmbedding.compute_ntk_alpha_rope_parameters). (rules)
   kNtkAlpha = 1ull << 48,
-  // The rotary module accepts the default rope type only (modeling_recurrent_gemma.py L71-74). (rules)
+  // The rotary module accepts the default rope type only (RecurrentGemmaRotaryEmbedding.__init__). (rules)
   kDefaultRopeOnly = 1ull << 49,
-  // M-RoPE with h / w alternating and the default rope type only (modeling_ernie4_5_vl_moe.py L65-72). (own)
+  // M-RoPE with h / w alternating and the default rope type only (Ernie4_5_VLMoeTextRotaryEmbedding).
+  // (own)
   kAlternatingHwMrope = 1ull << 50,
   // Interleaved M-RoPE whatever mrope_interleaved says (apply_interleaved_mrope). (own and rules)
   kInterleavedMrope = 1ull << 51,
   // MLA's partial_rotary_factor = qk_rope / (qk_nope + qk_rope), the default init refused
-  // (configuration_mistral4.py L112-135). (rules)
+  // (Mistral4Config.__post_init__). (rules)
   kMlaRopeFactor = 1ull << 52,
   // Phi-3.5-MoE's short_mscale / long_mscale attention factor of longrope (configuration_phimoe.py). (rules)
   kPhimoeMscale = 1ull << 53,
   // head_dim has no default its attention can run (None ** -0.5 raises). (rules)
   kHeadDimRequired = 1ull << 54,
-  // head_dim sizes the rotary ladder, so it must be qk_rope_head_dim (modeling_longcat_flash.py L95-100).
-  // (rules)
+  // head_dim sizes the rotary ladder, so it must be qk_rope_head_dim
+  // (LongcatFlashRotaryEmbedding.compute_default_rope_parameters). (rules)
   kRotaryHeadDim = 1ull << 55,
   // scale_attn_by_inverse_layer_idx: layer i's scale divided by i + 1 (modeling_gpt2.py). (rules)
   kInverseLayerScale = 1ull << 56,
@@ -173,9 +177,9 @@ enum class ScaleRule : uint8_t {
 // Which layers of a family rotate (Family::rope_layers).
 enum class RopeLayers : uint8_t {
   all,                   // every attention layer with a rope dict
-  sliding_or_no_window,  // iff sliding_window is None or the layer slides (modeling_exaone4.py L233)
-  sliding_with_window,   // iff the layer slides with a window (modeling_cohere2.py L190, L221)
-  sliding,               // iff the layer slides (modeling_afmoe.py L359)
+  sliding_or_no_window,  // iff sliding_window is None or the layer slides (Exaone4Attention.forward)
+  sliding_with_window,   // iff the layer slides with a window (Cohere2Attention)
+  sliding,               // iff the layer slides (AfmoeAttention.forward)
 };
 
 // The head sizes of a family's attention (Family::head_rule; src/model/per_layer.cc head_dims).
@@ -183,22 +187,22 @@ enum class HeadRule : uint8_t {
   standard,     // head_dim, else the class's, else hidden / heads
   mla,          // DeepSeek-V3's latent attention: qk_nope + qk_rope heads, v_head_dim (Family::mla)
   nope_mla,     // latent attention without RoPE: qk_rope_head_dim must be 0 (configuration_glm5_next.py)
-  kimi_mla,     // qk_nope + qk_rope heads, nothing rotated (configuration_kimi_linear.py L117-120)
+  kimi_mla,     // qk_nope + qk_rope heads, nothing rotated (KimiLinearConfig.__post_init__)
   d_kv,         // attribute_map head_dim -> d_kv (T5)
   required,     // head_dim or attention_head_dim, no default (configuration_hunyuan_vl.py)
-  given_over,   // hidden / heads, a given head_dim set over it (configuration_cohere_compass.py L120, L131)
+  given_over,   // hidden / heads, a given head_dim set over it (CohereCompassTextConfig.__post_init__)
   kv_channels,  // attribute_map head_dim -> kv_channels (JetMoeConfig)
-  doubled,      // attention_head_dim, head_dim, else 2 * hidden // heads (configuration_zamba.py L100)
-  fixed,        // d_model // n_heads, always (modeling_dbrx.py L174)
-  bottleneck,   // intra_bottleneck_size / heads (configuration_mobilebert.py L86-91)
-  nemotron,     // head_dim, 128 by default; attention_head_dim not read (configuration_nemotron_h.py L109)
+  doubled,      // attention_head_dim, head_dim, else 2 * hidden // heads (ZambaConfig.__post_init__)
+  fixed,        // d_model // n_heads, always (DbrxAttention.__init__)
+  bottleneck,   // intra_bottleneck_size / heads (MobileBertConfig.__post_init__)
+  nemotron,     // head_dim, 128 by default; attention_head_dim not read (NemotronHConfig)
 };
 
 // How a family fills its layer types when a config has no list (Family::layer_rule;
 // src/model/layer_types.cc).
 enum class LayerRule : uint8_t {
   full,                  // every layer full_attention
-  indexed,               // every layer indexed_attention (configuration_deepseek_v32.py L137-139)
+  indexed,               // every layer indexed_attention (DeepseekV32Config.__post_init__)
   linear,                // every layer linear_attention (mamba)
   hybrid,                // every layer hybrid (mamba and attention side by side)
   sliding_unless_every,  // full iff (i + 1) % period == 0, else sliding

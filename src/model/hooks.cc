@@ -20,8 +20,8 @@ void zaya_finish(Reading& r) {
 }
 
 // ---- nemotron_h
-// configuration_nemotron_h.py L171-177, L279-282: layers_block_type, else hybrid_override_pattern's
-// characters (M mamba, E moe, * attention, - mlp), else the class default.
+// configuration_nemotron_h.py NemotronHConfig.__post_init__ and _pattern_to_list: layers_block_type, else
+// hybrid_override_pattern's characters (M mamba, E moe, * attention, - mlp), else the class default.
 Types nemotron_h_types(Obj& j) {
   if (!j.has("hybrid_override_pattern")) return {"linear_attention", "moe", "full_attention", "mlp"};
   const std::string pattern = j.str("hybrid_override_pattern");
@@ -60,8 +60,9 @@ int64_t nemotron_h_layer_count(Obj& j) {
   return static_cast<int64_t>(nemotron_h_types(j).size());
 }
 
-// configuration_nemotron_h.py L171-187, L239-254: num_hidden_layers is len(layers_block_type) (or of
-// hybrid_override_pattern); a different given value is only logged.
+// configuration_nemotron_h.py NemotronHConfig.__post_init__ and its num_hidden_layers property:
+// num_hidden_layers is len(layers_block_type) (or of hybrid_override_pattern); a different given value is
+// only logged.
 void nemotron_h_sizes(Reading& r) {
   const int64_t counted = nemotron_h_layer_count(r.j);
   if (r.j.has("num_hidden_layers") && r.m.layers != counted)
@@ -72,7 +73,8 @@ void nemotron_h_sizes(Reading& r) {
 }
 
 // ---- xlstm
-// xLSTM builds num_blocks blocks whatever num_hidden_layers says (configuration_xlstm.py L123, L156-157).
+// xLSTM builds num_blocks blocks whatever num_hidden_layers says (configuration_xlstm.py
+// xLSTMConfig.__post_init__).
 void xlstm_sizes(Reading& r) {
   Obj& j = r.j;
   if (!j.has("num_blocks")) return;
@@ -86,7 +88,7 @@ void xlstm_sizes(Reading& r) {
 // ---- longcat_flash
 // configuration_longcat_flash.py: num_hidden_layers is 2 * num_layers (a property: a saved num_hidden_layers
 // sets num_layers = value // 2); each decoder layer runs two attention sublayers, planned as attention layers
-// 2i and 2i + 1 (modeling_longcat_flash.py L449-461).
+// 2i and 2i + 1 (modeling_longcat_flash.py LongcatFlashDecoderLayer.__init__).
 void longcat_sizes(Reading& r) {
   Obj& j = r.j;
   r.m.layers = j.has("num_layers")          ? 2 * j.integer("num_layers")
@@ -95,9 +97,9 @@ void longcat_sizes(Reading& r) {
 }
 
 // ---- jetmoe
-// configuration_jetmoe.py L73: num_attention_heads = num_key_value_heads * num_experts_per_tok, always (a
-// given value is overwritten); head_dim is kv_channels (attribute_map, HeadRule::kv_channels), 128 by
-// default.
+// configuration_jetmoe.py JetMoeConfig.__post_init__: num_attention_heads = num_key_value_heads *
+// num_experts_per_tok, always (a given value is overwritten); head_dim is kv_channels (attribute_map,
+// HeadRule::kv_channels), 128 by default.
 void jetmoe_sizes(Reading& r) {
   Obj& j = r.j;
   const int64_t derived = j.int_or("num_key_value_heads", 16) * j.int_or("num_experts_per_tok", 2);
@@ -111,7 +113,7 @@ void jetmoe_sizes(Reading& r) {
 // ---- nanochat
 // nanochat's own export (its repository's configuration_nanochat.py, through auto_map) writes n_layer,
 // n_head, n_kv_head, n_embd, sequence_len and window_pattern (sliding-window layers): transformers 5's
-// NanoChatConfig has no attribute_map for them (configuration_nanochat.py L54-72) and would build its class
+// NanoChatConfig has no attribute_map for them (configuration_nanochat.py) and would build its class
 // defaults, and the repository's attention (windows) is not transformers'. Refused, not guessed.
 void nanochat_sizes(Reading& r) {
   Obj& j = r.j;
@@ -125,9 +127,9 @@ void nanochat_sizes(Reading& r) {
 
 // ---- nomic_bert
 // nomic's remote-code keys (n_embd, n_positions, rotary_emb_base, ...) have no attribute_map in transformers
-// 5's NomicBertConfig (configuration_nomic_bert.py L31-76), which builds its own defaults and rotates the
-// whole head in halves (modeling_nomic_bert.py L135-165): each is reported, none read; the canonical keys
-// only (Family trait kCanonicalSizeKeys for max_position_embeddings).
+// 5's NomicBertConfig (configuration_nomic_bert.py), which builds its own defaults and rotates the whole head
+// in halves (modeling_nomic_bert.py apply_rotary_pos_emb, rotate_half): each is reported, none read; the
+// canonical keys only (Family trait kCanonicalSizeKeys for max_position_embeddings).
 void nomic_sizes(Reading& r) {
   Obj& j = r.j;
   const char* const kMeaning[][2] = {{"n_embd", "hidden_size"},
@@ -151,7 +153,7 @@ void nomic_sizes(Reading& r) {
 
 // ---- esm
 // A learned table unless position_embedding_type is "rotary" (configuration_esm.py: "absolute" by default;
-// modeling_esm.py L209-212, L253-255). transformers 5 applies no position at all for any other value (ESM-1's
+// modeling_esm.py EsmEmbeddings). transformers 5 applies no position at all for any other value (ESM-1's
 // "relative_key" checkpoints): refused.
 void esm_tables(Reading& r) {
   Obj& j = r.j;
@@ -162,7 +164,7 @@ void esm_tables(Reading& r) {
          " is not supported for esm: transformers 5 knows \"absolute\" and \"rotary\" and adds no "
          "position for any other value");
   if (!r.learned_table) return;
-  // create_position_ids_from_input_ids (modeling_esm.py L1023-1036): row p + pad + 1, padding skipped.
+  // create_position_ids_from_input_ids (modeling_esm.py): row p + pad + 1, padding skipped.
   if (!j.has("pad_token_id"))
     fail(kOp, j.where, "pad_token_id is missing: esm's learned positions start at row pad_token_id + 1");
   const int64_t pad = j.integer("pad_token_id");
@@ -174,9 +176,9 @@ void esm_tables(Reading& r) {
 }
 
 // ---- mpnet
-// modeling_mpnet.py L61-76: a learned table with padding_idx 1 whatever pad_token_id says (row p + 2), and
-// (L270-347) T5's bidirectional buckets, one table for every layer: compute_position_bias runs with its
-// defaults, 32 buckets and max_distance 128 (the config only sizes the embedding).
+// modeling_mpnet.py MPNetEmbeddings: a learned table with padding_idx 1 whatever pad_token_id says (row p +
+// 2), and (MPNetEncoder) T5's bidirectional buckets, one table for every layer: compute_position_bias runs
+// with its defaults, 32 buckets and max_distance 128 (the config only sizes the embedding).
 void mpnet_tables(Reading& r) {
   Obj& j = r.j;
   ModelPositions& out = r.out;
@@ -204,8 +206,9 @@ void roformer_tables(Reading& r) {
 }
 
 // ---- albert
-// modeling_albert.py L245-276: num_hidden_layers steps, each running inner_group_num layers of its group
-// (num_hidden_groups share the weights): one attention per layer run, all alike.
+// modeling_albert.py AlbertTransformer, AlbertLayerGroup: num_hidden_layers steps, each running
+// inner_group_num layers of its group (num_hidden_groups share the weights): one attention per layer run, all
+// alike.
 void albert_tables(Reading& r) {
   Obj& j = r.j;
   const int64_t inner = j.int_or("inner_group_num", 1);
@@ -217,8 +220,8 @@ void albert_tables(Reading& r) {
 }
 
 // ---- kosmos_2_5_text_model
-// modeling_kosmos2_5.py L961-975: a learned 2-row segment_emb is added to the position rows too (row 1 on
-// image tokens, row 0 elsewhere).
+// modeling_kosmos2_5.py Kosmos2_5TextTransformer.forward: a learned 2-row segment_emb is added to the
+// position rows too (row 1 on image tokens, row 0 elsewhere).
 void kosmos_2_5_tables(Reading& r) {
   r.out.warnings.push_back(
       "kosmos_2_5_text_model adds a learned segment_emb row to every position row "
@@ -317,8 +320,9 @@ void muse_spark_rope_dicts(Reading& r) {
 
 // ---- gpt_neo
 // GPTNeoConfig.expand_attention_types_params: [[["global", "local"], 12]] by default, each entry's list
-// repeated its count times (configuration_gpt_neo.py L74-76, L92-97); the config's own attention_layers is
-// recomputed from it and must have num_layers entries (L81).
+// repeated its count times (configuration_gpt_neo.py GPTNeoConfig.__post_init__); the config's own
+// attention_layers is recomputed from it and must have num_layers entries
+// (GPTNeoConfig.validate_architecture).
 Types gpt_neo_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   const json default_types = json::parse(R"([[["global", "local"], 12]])");
   const json& given = j.has("attention_types") ? j.at("attention_types") : default_types;
@@ -348,7 +352,7 @@ Types gpt_neo_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64
 }
 
 // Local layers keep the window_size latest keys, the query's own included: bias = tril ^ tril(-window_size)
-// (modeling_gpt_neo.py L58-67), the same count as HF's sliding_window.
+// (modeling_gpt_neo.py GPTNeoSelfAttention.__init__), the same count as HF's sliding_window.
 int64_t gpt_neo_window(Obj& j, const Model&, int64_t) {
   const int64_t window = j.int_or("window_size", 256);
   if (window < 1) fail(kOp, j.where, "window_size = ", window, " is invalid: must be >= 1");
@@ -377,9 +381,9 @@ int64_t modernbert_window(Obj& j, const Model&, int64_t window) {
   return window;
 }
 
-// configuration_modernbert_decoder.py (and configuration_modernbert.py L124-151) convert_rope_params_to_dict:
-// a legacy rope_scaling goes to both layer types; the bases are global_rope_theta and local_rope_theta
-// (rope_theta is not read).
+// configuration_modernbert_decoder.py (and configuration_modernbert.py) convert_rope_params_to_dict: a legacy
+// rope_scaling goes to both layer types; the bases are global_rope_theta and local_rope_theta (rope_theta is
+// not read).
 void modernbert_rope_dicts(Reading& r) {
   Obj& j = r.j;
   if (j.has("rope_theta"))
@@ -404,8 +408,8 @@ void modernbert_attention(Reading& r) {
 }
 
 // ---- recurrent_gemma
-// configuration_recurrent_gemma.py L98-102: block_types repeated over the layers; "recurrent" is the RG-LRU,
-// any other entry a local (sliding) attention block.
+// configuration_recurrent_gemma.py RecurrentGemmaConfig.layers_block_type: block_types repeated over the
+// layers; "recurrent" is the RG-LRU, any other entry a local (sliding) attention block.
 Types recurrent_gemma_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   Types blocks = {"recurrent", "recurrent", "attention"};
   if (j.has("block_types")) {
@@ -423,13 +427,14 @@ Types recurrent_gemma_layer_types(Obj& j, const Model& m, const std::vector<int>
   return types;
 }
 
-// attribute_map sliding_window -> attention_window_size (configuration_recurrent_gemma.py L57, L65).
+// attribute_map sliding_window -> attention_window_size (configuration_recurrent_gemma.py
+// RecurrentGemmaConfig).
 int64_t recurrent_gemma_window(Obj& j, const Model&, int64_t window) {
   return j.has("sliding_window") ? window : j.int_or("attention_window_size", 2048);
 }
 
 // ---- mimo_v2_flash
-// configuration_mimo_v2_flash.py L114-118: full on 0, 5, 11, 17, ...
+// configuration_mimo_v2_flash.py MiMoV2FlashConfig.__post_init__: full on 0, 5, 11, 17, ...
 Types mimo_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers);
   for (int64_t i = 0; i < m.layers; ++i)
@@ -438,7 +443,7 @@ Types mimo_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
 }
 
 // SGLang's sliding_window_size counts the previous keys, so the window is one more
-// (configuration_mimo_v2_flash.py L131-133).
+// (configuration_mimo_v2_flash.py MiMoV2FlashConfig.__post_init__).
 int64_t mimo_window(Obj& j, const Model&, int64_t window) {
   return j.has("sliding_window_size") ? j.integer("sliding_window_size") + 1 : window;
 }
@@ -459,7 +464,7 @@ void mimo_rope_checks(Reading& r) { check_mimo_keys(r.j, *r.rp, r.nested); }
 
 // ---- minimax_m3_vl_text
 // The legacy sparse_attention_config.sparse_attention_freq (1: an indexer layer), else every layer full
-// (configuration_minimax_m3_vl.py L141-146).
+// (configuration_minimax_m3_vl.py MiniMaxM3VLTextConfig.__post_init__).
 Types minimax_m3_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers, "full_attention");
   if (!(j.has("sparse_attention_config") && j.at("sparse_attention_config").is_object() &&
@@ -492,7 +497,7 @@ void minimax_m3_rope_checks(Reading& r) {
 }
 
 // ---- flint
-// configuration_flint.py L104-109: full on layers 0, 1, every i % 4 == 1 and the last.
+// configuration_flint.py FlintConfig.__post_init__: full on layers 0, 1, every i % 4 == 1 and the last.
 Types flint_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers);
   for (int64_t i = 0; i < m.layers; ++i)
@@ -526,8 +531,8 @@ Types cohere2_moe_layer_types(Obj& j, const Model& m, const std::vector<int>&, i
   return types;
 }
 
-// RoPE on the dense prefix when prefix_dense_sliding_window_pattern is 1 (modeling_cohere2_moe.py L298-300,
-// L318-319: force_rope): mlp_layer_types, else "dense" for the first first_k_dense_replace layers
+// RoPE on the dense prefix when prefix_dense_sliding_window_pattern is 1 (modeling_cohere2_moe.py
+// Cohere2MoeAttention's force_rope): mlp_layer_types, else "dense" for the first first_k_dense_replace layers
 // (configuration_cohere2_moe.py).
 void cohere2_moe_layers(Reading& r) {
   Obj& j = r.j;
@@ -546,7 +551,7 @@ void cohere2_moe_layers(Reading& r) {
 }
 
 // ---- qwen2_moe
-// configuration_qwen2_moe.py L114-119: odd-numbered layers below max_window_layers slide.
+// configuration_qwen2_moe.py Qwen2MoeConfig.__post_init__: odd-numbered layers below max_window_layers slide.
 Types qwen2_moe_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers, "full_attention");
   const int64_t mwl = j.int_or("max_window_layers", 28);
@@ -556,7 +561,7 @@ Types qwen2_moe_layer_types(Obj& j, const Model& m, const std::vector<int>&, int
 }
 
 // ---- minimax
-// configuration_minimax.py L123-126: full on even layers.
+// configuration_minimax.py MiniMaxConfig.__post_init__: full on even layers.
 Types minimax_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers);
   for (int64_t i = 0; i < m.layers; ++i) types[i] = (i + 1) % 2 ? "full_attention" : "linear_attention";
@@ -564,7 +569,7 @@ Types minimax_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t
 }
 
 // ---- olmo_hybrid
-// configuration_olmo_hybrid.py L122-130: full iff i % 4 == 3, or the last.
+// configuration_olmo_hybrid.py OlmoHybridConfig.__post_init__: full iff i % 4 == 3, or the last.
 Types olmo_hybrid_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers);
   for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "full_attention" : "linear_attention";
@@ -572,12 +577,13 @@ Types olmo_hybrid_layer_types(Obj&, const Model& m, const std::vector<int>&, int
   return types;
 }
 
-// No RoPE with rope_theta null (modeling_olmo_hybrid.py L895-901).
+// No RoPE with rope_theta null (modeling_olmo_hybrid.py OlmoHybridModel.__init__).
 bool olmo_hybrid_rope_off(Reading& r) { return rope_theta_is_null(r.j.j); }
 
 // ---- lfm2
-// configuration_lfm2.py L82-89: full_attn_idxs (null: every layer) picks the attention layers, the others
-// are short convolutions; an index past the last layer selects nothing (`i in full_attn_idxs`).
+// configuration_lfm2.py Lfm2Config.__post_init__: full_attn_idxs (null: every layer) picks the attention
+// layers, the others are short convolutions; an index past the last layer selects nothing (`i in
+// full_attn_idxs`).
 Types lfm2_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers, "full_attention");
   const json* idxs =
@@ -601,14 +607,14 @@ Types lfm2_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t)
 }
 
 // ---- lfm2_moe
-// configuration_lfm2_moe.py L88-92: no default; the model cannot be built.
+// configuration_lfm2_moe.py Lfm2MoeConfig's layer_types: no default; the model cannot be built.
 Types lfm2_moe_layer_types(Obj& j, const Model&, const std::vector<int>&, int64_t) {
   fail(kOp, j.where, "layer_types is missing: required for lfm2_moe (transformers 5 has no default ",
        "and fails to build the model without it)");
 }
 
 // ---- glm5_next_text
-// configuration_glm5_next.py L164-169: indexed iff i % 4 == 3.
+// configuration_glm5_next.py Glm5NextTextConfig.__post_init__: indexed iff i % 4 == 3.
 Types glm5_next_layer_types(Obj&, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers);
   for (int64_t i = 0; i < m.layers; ++i) types[i] = i % 4 == 3 ? "indexed_attention" : "linear_attention";
@@ -616,8 +622,8 @@ Types glm5_next_layer_types(Obj&, const Model& m, const std::vector<int>&, int64
 }
 
 // ---- kimi_linear
-// configuration_kimi_linear.py L127-140: linear_attn_config's 1-based full_attn_layers / kda_layers (both
-// needed), else full on layers 4, 8, 12, ...
+// configuration_kimi_linear.py KimiLinearConfig.__post_init__: linear_attn_config's 1-based full_attn_layers
+// / kda_layers (both needed), else full on layers 4, 8, 12, ...
 Types kimi_linear_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   const json* lac = j.has("linear_attn_config") ? &j.at("linear_attn_config") : nullptr;
   if (lac && !lac->is_object()) fail(kOp, j.where, "linear_attn_config must be an object");
@@ -640,7 +646,7 @@ Types kimi_linear_layer_types(Obj& j, const Model& m, const std::vector<int>&, i
 }
 
 // ---- jamba
-// configuration_jamba.py L108-118, L129-132.
+// configuration_jamba.py JambaConfig's layers_block_type and layer_types properties, validate_architecture.
 Types jamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   const int64_t every = layer_period(j, "attn_layer_period", 8), offset = j.int_or("attn_layer_offset", 4);
   if (offset < 0 || offset >= every)
@@ -653,7 +659,7 @@ Types jamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t
 }
 
 // ---- bamba
-// configuration_bamba.py L96-101: attention at attn_layer_indices, else mamba.
+// configuration_bamba.py BambaConfig.layers_block_type: attention at attn_layer_indices, else mamba.
 Types bamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   Types types(m.layers, "linear_attention");
   if (j.has("attn_layer_indices"))
@@ -662,8 +668,8 @@ Types bamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t
   return types;
 }
 
-// configuration_bamba.py L92: kwargs["partial_rotary_factor"] = 0.5, always (a value inside rope_parameters
-// still wins).
+// configuration_bamba.py BambaConfig.__post_init__: kwargs["partial_rotary_factor"] = 0.5, always (a value
+// inside rope_parameters still wins).
 void bamba_rope_base(Reading& r) {
   Obj& j = r.j;
   if (j.has("rope_theta")) r.theta = j.num("rope_theta");
@@ -674,7 +680,8 @@ void bamba_rope_base(Reading& r) {
 }
 
 // ---- zamba
-// configuration_zamba.py L103-111: layer 2 hybrid, then layer 3 + k hybrid iff k % period == offset.
+// configuration_zamba.py ZambaConfig.__post_init__: layer 2 hybrid, then layer 3 + k hybrid iff k % period ==
+// offset.
 Types zamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   const int64_t every = layer_period(j, "attn_layer_period", 6), offset = j.int_or("attn_layer_offset", 4);
   if (m.layers < 3)
@@ -688,7 +695,7 @@ Types zamba_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t
 }
 
 // ---- zamba2
-// configuration_zamba2.py L128-137: a fixed 54-layer default.
+// configuration_zamba2.py Zamba2Config.__post_init__: a fixed 54-layer default.
 Types zamba2_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_t) {
   if (m.layers != 54)
     fail(kOp, j.where, "layers_block_type is missing: zamba2's default pattern has 54 layers, the config ",
@@ -698,12 +705,12 @@ Types zamba2_layer_types(Obj& j, const Model& m, const std::vector<int>&, int64_
   return types;
 }
 
-// No RoPE without use_mem_rope (modeling_zamba2.py L1136).
+// No RoPE without use_mem_rope (modeling_zamba2.py Zamba2Model.__init__).
 bool zamba2_rope_off(Reading& r) {
   Obj& j = r.j;
   const bool off = !j.bool_or("use_mem_rope", false);
   // transformers 5 logs "using rescaled rope_theta" for use_long_context but keeps rope_theta
-  // (modeling_zamba2.py L1137-1140): the two readings differ, so neither is given.
+  // (modeling_zamba2.py Zamba2Model.__init__): the two readings differ, so neither is given.
   if (!off && j.bool_or("use_long_context", false))
     fail(kOp, j.where,
          "use_long_context = true with use_mem_rope is not supported: transformers 5 announces a rescaled "
@@ -712,14 +719,15 @@ bool zamba2_rope_off(Reading& r) {
 }
 
 // ---- granitemoehybrid
-// No RoPE without position_embedding_type "rope" (modeling_granitemoehybrid.py L1056).
+// No RoPE without position_embedding_type "rope" (modeling_granitemoehybrid.py
+// GraniteMoeHybridModel.__init__).
 bool granitemoehybrid_rope_off(Reading& r) {
   return !r.j.has("position_embedding_type") || r.j.str("position_embedding_type") != "rope";
 }
 
 // ---- gpt_neox, gpt_neox_japanese
-// configuration_gpt_neox.py, configuration_gpt_neox_japanese.py L67-77: rotary_emb_base and rotary_pct (the
-// row's factor: 0.25, Japanese 1.0) win.
+// configuration_gpt_neox.py, configuration_gpt_neox_japanese.py convert_rope_params_to_dict: rotary_emb_base
+// and rotary_pct (the row's factor: 0.25, Japanese 1.0) win.
 void gpt_neox_rope_base(Reading& r) {
   Obj& j = r.j;
   r.theta = j.num_or("rotary_emb_base", 1e4);
@@ -732,7 +740,7 @@ void gpt_neox_rope_base(Reading& r) {
 
 // ---- cohere_compass_text
 // Its own convert_rope_params_to_dict leaves rope_theta / rope_scaling inert (configuration_cohere_compass.py
-// L133-142) and its rotary module reads rope_parameters[layer_type].
+// CohereCompassTextConfig) and its rotary module reads rope_parameters[layer_type].
 void cohere_compass_rope_keys(Reading& r) {
   Obj& j = r.j;
   for (const char* k : {"rope_theta", "partial_rotary_factor"})
@@ -777,7 +785,7 @@ void gptj_flat_rope(Reading& r) {
 
 // ---- codegen
 // CodeGenConfig rotary_dim = 64; a null one sizes the table by the whole embedding (n_embd,
-// modeling_codegen.py L88-92), which transformers cannot apply to a head: refused.
+// modeling_codegen.py CodeGenAttention.__init__), which transformers cannot apply to a head: refused.
 void codegen_flat_rope(Reading& r) {
   Obj& j = r.j;
   if (j.j.contains("rotary_dim") && !j.has("rotary_dim"))
@@ -820,11 +828,12 @@ void dbrx_rope_checks(Reading& r) {
 }
 
 // ---- hunyuan_vl_text
-// xdrope_section (renamed mrope_section, configuration_hunyuan_vl.py L171-206): integers summing to
-// head_dim / 2, one position axis each. Text tokens carry their index on every axis, so their rotation is
-// this 1-D plan; image tokens take (w, h, image index) on the last three axes, each axis a contiguous chunk
-// of the doubled frequencies (modeling_hunyuan_vl.py HunYuanVLRotaryEmbedding.forward: the two halves of a
-// rotated pair from different axes), which posenc's M-RoPE does not express: a warning.
+// xdrope_section (renamed mrope_section, configuration_hunyuan_vl.py HunYuanVLTextConfig's
+// _normalize_mrope_section_alias, _validate_mrope_section): integers summing to head_dim / 2, one position
+// axis each. Text tokens carry their index on every axis, so their rotation is this 1-D plan; image tokens
+// take (w, h, image index) on the last three axes, each axis a contiguous chunk of the doubled frequencies
+// (modeling_hunyuan_vl.py HunYuanVLRotaryEmbedding.forward: the two halves of a rotated pair from different
+// axes), which posenc's M-RoPE does not express: a warning.
 void hunyuan_vl_rope_checks(Reading& r) {
   if (!r.flat) return;
   Obj& j = r.j;
@@ -856,9 +865,9 @@ void hunyuan_vl_rope_checks(Reading& r) {
 }
 
 // ---- gemma3n_text
-// self.scaling = 1.0 with q/k RMS norms, no query_pre_attn_scalar (modeling_gemma3n.py L1172); its last
-// num_kv_shared_layers layers reuse the keys of an earlier layer of their type, rotated at the same
-// positions: the same plan.
+// self.scaling = 1.0 with q/k RMS norms, no query_pre_attn_scalar (modeling_gemma3n.py
+// Gemma3nTextAttention.__init__); its last num_kv_shared_layers layers reuse the keys of an earlier layer of
+// their type, rotated at the same positions: the same plan.
 void gemma3n_scale(Reading& r, double&) {
   if (r.j.has("query_pre_attn_scalar"))
     r.out.warnings.push_back("query_pre_attn_scalar is not read by gemma3n_text: its attention scale is 1");
@@ -878,7 +887,7 @@ void mpt_scale(Reading& r, double& scale) {
 }
 
 // ---- mllama_text_model
-// MllamaTextConfig: cross_attention_layers, None -> [3, 8, ..., 38] (L144-145).
+// MllamaTextConfig.__post_init__: cross_attention_layers, None -> [3, 8, ..., 38].
 void mllama_attention(Reading& r) {
   if (r.j.has("cross_attention_layers"))
     for (int64_t v : r.j.integers("cross_attention_layers", 0, kMaxModelLayers)) r.cross.insert(v);
@@ -887,7 +896,8 @@ void mllama_attention(Reading& r) {
 }
 
 // ---- distilbert
-// modeling_distilbert.py L72-76, L304-311: a sinusoidal table only initializes the learned one.
+// modeling_distilbert.py _create_sinusoidal_embeddings, DistilBertPreTrainedModel._init_weights: a sinusoidal
+// table only initializes the learned one.
 void distilbert_attention(Reading& r) {
   if (r.j.bool_or("sinusoidal_pos_embds", false))
     r.out.warnings.push_back(
@@ -896,16 +906,17 @@ void distilbert_attention(Reading& r) {
 }
 
 // ---- molmo2_text
-// configuration_molmo2.py L156-164: rope_scaling_layers, null = every layer; qk_norm_type qwen3 | olmo (the
-// norms before RoPE are the caller's; another value raises there).
+// configuration_molmo2.py Molmo2TextConfig.__post_init__, validate_architecture: rope_scaling_layers, null =
+// every layer; qk_norm_type qwen3 | olmo (the norms before RoPE are the caller's; another value raises
+// there).
 void molmo2_layers(Reading& r) {
   Obj& j = r.j;
   const int64_t layers = r.m.layers;
   r.scaled.assign(static_cast<size_t>(layers), 1);
   if (j.has("rope_scaling_layers")) {
-    // modeling_molmo2.py L661-664: layer i is scaled iff `i in config.rope_scaling_layers`, so an index
-    // outside [0, num_hidden_layers) scales no layer (ignored, with a warning); the strict list[int] field
-    // rejects anything but integers (configuration_molmo2.py L149).
+    // modeling_molmo2.py Molmo2TextModel.__init__: layer i is scaled iff `i in config.rope_scaling_layers`,
+    // so an index outside [0, num_hidden_layers) scales no layer (ignored, with a warning); the strict
+    // list[int] field rejects anything but integers (configuration_molmo2.py Molmo2TextConfig).
     const json& v = j.at("rope_scaling_layers");
     if (!v.is_array())
       fail(kOp, j.where, "rope_scaling_layers = ", json_excerpt(v),
@@ -939,7 +950,8 @@ void molmo2_layers(Reading& r) {
 }
 
 // ---- granite_swa, granitemoe_swa
-// layer_rope_theta: each layer's own base, 0 = NoPE (modeling_granite_swa.py L390-398, L449-456).
+// layer_rope_theta: each layer's own base, 0 = NoPE (modeling_granite_swa.py GraniteSWAModel.__init__,
+// GraniteSWAModel.forward).
 void granite_swa_layers(Reading& r) {
   Obj& j = r.j;
   if (!j.has("layer_rope_theta")) return;

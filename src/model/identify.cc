@@ -41,7 +41,7 @@ std::string model_type_from_auto_map(const json& root) {
 // Kimi K2 (moonshotai/Kimi-K2-*): model_type "kimi_k2", not in transformers 5.23's table, whose remote code
 // (auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config, architectures DeepseekV3ForCausalLM) is
 // DeepSeek-V3's; transformers' own kimi_k25 reads a kimi_k2 text_config as deepseek_v3
-// (configuration_kimi_k25.py L85-86), as posenc does for either form.
+// (configuration_kimi_k25.py Kimi_K25Config.__post_init__), as posenc does for either form.
 bool kimi_k2_is_deepseek_v3(const json& root) {
   return auto_map_config_class(root) == "configuration_deepseek.DeepseekV3Config";
 }
@@ -60,7 +60,7 @@ const ReadAs kReadAs[] = {
      "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
      "read as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 "
      "reads kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)"},
-    {"kimi_k2", "kimi_k25", "deepseek_v3", nullptr,  // configuration_kimi_k25.py L85-86
+    {"kimi_k2", "kimi_k25", "deepseek_v3", nullptr,  // Kimi_K25Config.__post_init__
      "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config rewrites it "
      "(configuration_kimi_k25.py L85-86)"},
 };

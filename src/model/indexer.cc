@@ -11,12 +11,13 @@ namespace posenc::detail {
 namespace {
 constexpr int64_t kMaxIndexHeads = 1 << 12;
 
-// GLM-5's indexer_types: "full" runs the layer's own indexer, "shared" reuses the previous layer's
-// selection (configuration_glm_moe_dsa.py L137-148): the saved list, else the index_topk_pattern
+// GLM-5's indexer_types: "full" runs the layer's own indexer, "shared" reuses the previous layer's selection
+// (configuration_glm_moe_dsa.py GlmMoeDsaConfig.__post_init__): the saved list, else the index_topk_pattern
 // string ("F"/"S") or list, else the index_topk_freq / index_skip_topk_offset schedule.
-// Each layer reads its own entry, indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347,
-// modeling_hy_v4.py L369, modeling_glm5_next.py L1150-1153): entries past the last layer are never read
-// (ignored, with a warning), a missing one raises IndexError when its layer is built.
+// Each layer reads its own entry, indexer_types[layer_idx] (modeling_glm_moe_dsa.py
+// GlmMoeDsaAttention.__init__, modeling_hy_v4.py HYV4Attention.__init__, modeling_glm5_next.py
+// Glm5NextTextAttention.__init__): entries past the last layer are never read (ignored, with a warning), a
+// missing one raises IndexError when its layer is built.
 // indexed_only (GLM-5-Next): only these layers read their entry (its linear layers build no MLA), so the
 // list may end after the last of them, and layer 0 may be "shared" (its check is per indexed layer).
 std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, std::vector<std::string>& warnings,
@@ -47,7 +48,7 @@ std::vector<bool> glm_shared_layers(Obj& j, int64_t layers, std::vector<std::str
            indexed_only && needed < layers ? std::to_string(needed - 1) : std::to_string(layers),
            " (transformers 5.23 raises IndexError)");
     // A pattern string is mapped whole ({"F": "full", "S": "shared"}[c], configuration_glm_moe_dsa.py
-    // L139-142): another letter raises KeyError even past the last layer.
+    // GlmMoeDsaConfig.__post_init__): another letter raises KeyError even past the last layer.
     for (int64_t i = 0; i < given; ++i)
       if ((i < layers || v.is_string()) && names[i] != "full" && names[i] != "shared")
         fail(kOp, j.where, key, " = ", json_excerpt(v),
@@ -109,12 +110,12 @@ std::vector<std::optional<TopkIndexer>> minimax_m3_indexers(Obj& j, const Model&
   return out;
 }
 
-// Qwen4-Exp's QSA (configuration_qwen4_exp.py L157-161, L206-230; modeling_qwen4_exp.py
-// Qwen4ExpTextQSAIndexer) on every indexed_attention layer: indexer_n_heads query heads and one key head
-// (indexer_kv_heads must be 1) of indexer_head_dim, the query rotated at its position and each block of
-// indexer_compress_ratio keys mean-pooled and rotated at the block's first position, on the first rotated
-// dims in halves; the top indexer_budget / ratio blocks and the incomplete tail kept. All five keys or none
-// (the model cannot be built without them).
+// Qwen4-Exp's QSA (configuration_qwen4_exp.py Qwen4ExpTextConfig and its validate_architecture;
+// modeling_qwen4_exp.py Qwen4ExpTextQSAIndexer) on every indexed_attention layer: indexer_n_heads query heads
+// and one key head (indexer_kv_heads must be 1) of indexer_head_dim, the query rotated at its position and
+// each block of indexer_compress_ratio keys mean-pooled and rotated at the block's first position, on the
+// first rotated dims in halves; the top indexer_budget / ratio blocks and the incomplete tail kept. All five
+// keys or none (the model cannot be built without them).
 std::vector<std::optional<TopkIndexer>> qwen4_exp_indexers(Obj& j, const Model& m,
                                                            const std::vector<std::string>& types,
                                                            std::vector<std::string>& warnings) {
@@ -203,10 +204,11 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   std::vector<std::optional<TopkIndexer>> out(static_cast<size_t>(m.layers));
   const bool glm = kind == IndexerKind::dsa_pairs_shared;
   const bool hy = kind == IndexerKind::dsa_flipped;
-  // dots3_note_text (modeling_dots3_note.py Dots3NoteTextIndexer, L186-275): on its indexed_attention layers
-  // only (L501-503), GLM-5's indexer: index_n_heads heads of index_head_dim (L205-206), the first
-  // qk_rope_head_dim dims rotated in pairs (L248-254) with the layer's cos / sin, no shared layers. The
-  // rotated width is the layer type's (set in config_json.cc; src/model/dots3.cc checked it fits).
+  // dots3_note_text (modeling_dots3_note.py Dots3NoteTextIndexer): on its indexed_attention layers only
+  // (Dots3NoteTextAttention.__init__), GLM-5's indexer: index_n_heads heads of index_head_dim (its __init__),
+  // the first qk_rope_head_dim dims rotated in pairs (its forward) with the layer's cos / sin, no shared
+  // layers. The rotated width is the layer type's (set in config_json.cc; src/model/dots3.cc checked it
+  // fits).
   const bool dots3 = kind == IndexerKind::dsa_pairs_indexed;
   if (kind == IndexerKind::none) return out;
   TopkIndexer ix;
@@ -217,7 +219,7 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   if (ix.heads < 1 || ix.heads > kMaxIndexHeads)
     fail(kOp, j.where, "index_n_heads = ", ix.heads, " is invalid: must be in [1, ", kMaxIndexHeads, "]");
   // The indexer rotates the first qk_rope_head_dim dims of its head with the layer's cos / sin
-  // (modeling_deepseek_v32.py L214-220: split rope-first).
+  // (modeling_deepseek_v32.py DeepseekV32Indexer.forward: split rope-first).
   if ((!dots3 && ix.head_dim < m.head_dim) || ix.head_dim < 1 || ix.head_dim > kMaxModelHeadDim)
     fail(kOp, j.where, "index_head_dim = ", ix.head_dim,
          " is invalid: must be in [qk_rope_head_dim = ", m.head_dim, ", ", kMaxModelHeadDim, "]");
@@ -227,10 +229,10 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
     ix.rotary_lo = ix.head_dim - m.head_dim;
     ix.rotary_hi = ix.head_dim;
   }
-  // Layout: DeepSeek-V3.2's indexer rotates halves ("The indexer uses NON-interleaved (half-split) RoPE
-  // — unlike the main MLA attention", modeling_deepseek_v32.py L219; DeepSeek's inference/model.py
-  // likewise), GLM-5's pairs (modeling_glm_moe_dsa.py L220-221). The checkpoints' indexer_rope_interleave
-  // is not read by transformers 5.
+  // Layout: DeepSeek-V3.2's indexer rotates halves ("The indexer uses NON-interleaved (half-split) RoPE —
+  // unlike the main MLA attention", modeling_deepseek_v32.py DeepseekV32Indexer.forward; DeepSeek's
+  // inference/model.py likewise), GLM-5's pairs (modeling_glm_moe_dsa.py GlmMoeDsaIndexer.forward). The
+  // checkpoints' indexer_rope_interleave is not read by transformers 5.
   const bool pairs = glm || dots3;
   ix.rope.layout = pairs ? RopeLayout::interleaved : RopeLayout::half;  // (hy_v4: halves)
   if (j.has("indexer_rope_interleave") && j.boolean("indexer_rope_interleave") != pairs)
@@ -240,7 +242,8 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   std::vector<bool> shared =
       glm ? glm_shared_layers(j, m.layers, warnings) : std::vector<bool>(m.layers, false);
   if (hy) {
-    // configuration_hy_v4.py L152-156: indexer_types, else full on layer 0 and every (i - 1) % 4 == 0.
+    // configuration_hy_v4.py HYV4Config.__post_init__: indexer_types, else full on layer 0 and every
+    // (i - 1) % 4 == 0.
     if (j.has("indexer_types")) {
       shared = glm_shared_layers(j, m.layers, warnings);
     } else {

@@ -54,7 +54,7 @@ std::vector<std::string> default_layer_types(Obj& j, const Model& m, const std::
       break;
     case LayerRule::sliding_from_layer: {
       // sliding_window = sw if use_sliding_window else None (configuration_qwen2.py; dots1 has no gate,
-      // configuration_dots1.py L119-125); sliding iff i >= max_window_layers.
+      // configuration_dots1.py Dots1Config.__post_init__); sliding iff i >= max_window_layers.
       const int64_t mwl = j.int_or("max_window_layers", row.max_window_layers);
       if ((!row.use_sliding_window_gate || j.bool_or("use_sliding_window", false)) && window > 0)
         for (int64_t i = std::max<int64_t>(mwl, 0); i < m.layers; ++i) types[i] = "sliding_attention";
@@ -79,21 +79,23 @@ int64_t sliding_window(Obj& j, const Model& m) {
   // gpt_neo's window_size, mimo_v2_flash's sliding_window_size).
   if (m.hooks->window) window = m.hooks->window(j, m, window);
   // modernbert (the encoder, modernbert-decoder's rules): its mask keeps |q - k| <= sliding_window =
-  // local_attention // 2 (masking_utils.py sliding_window_bidirectional_overlay; a saved sliding_window
-  // sets local_attention = 2 sliding_window, configuration_modernbert.py L159-167), and its attention
-  // function gets sliding_window + 1 (modeling_modernbert.py L240-242): posenc's symmetric window
-  // |q - k| < window is one more.
+  // local_attention // 2 (masking_utils.py sliding_window_bidirectional_overlay; a saved sliding_window sets
+  // local_attention = 2 sliding_window, configuration_modernbert.py ModernBertConfig's sliding_window
+  // property), and its attention function gets sliding_window + 1 (modeling_modernbert.py
+  // ModernBertAttention.__init__): posenc's symmetric window |q - k| < window is one more.
   if (m.family->has(kSymmetricWindowPlusOne)) window += 1;
   // gemma3_text with use_bidirectional_attention (EmbeddingGemma): __post_init__ halves the window,
-  // sliding_window // 2 + 1, and the sliding layers keep |q - k| < it (configuration_gemma3.py L101-103,
-  // modeling_gemma3.py _bidirectional_window_overlay): posenc's symmetric window, unchanged.
+  // sliding_window // 2 + 1, and the sliding layers keep |q - k| < it (configuration_gemma3.py
+  // Gemma3TextConfig.__post_init__, modeling_gemma3.py _bidirectional_window_overlay): posenc's symmetric
+  // window, unchanged.
   if (m.family->has(kHalvedBidirectionalWindow) && window > 0 &&
       j.bool_or("use_bidirectional_attention", false))
     window = window / 2 + 1;
   // embedding_gemma2_text, openai_privacy_filter, ultrabert: bidirectional sliding layers keep |q - k| <=
   // sliding_window (masking_utils.py sliding_window_bidirectional_overlay) and their attention gets
-  // sliding_window + 1 (modeling_embedding_gemma2.py L322-323, modeling_openai_privacy_filter.py L193,
-  // modeling_ultrabert.py L223-225): posenc's |q - k| < sliding_window + 1.
+  // sliding_window + 1 (modeling_embedding_gemma2.py EmbeddingGemma2Attention.__init__,
+  // modeling_openai_privacy_filter.py OpenAIPrivacyFilterAttention.__init__, modeling_ultrabert.py
+  // UltrabertAttention.__init__): posenc's |q - k| < sliding_window + 1.
   if (m.family->has(kInclusiveBidirectionalWindow)) {
     if (window <= 0)
       fail(kOp, j.where, "sliding_window = ", json_excerpt(j.j.at("sliding_window")),
@@ -104,7 +106,8 @@ int64_t sliding_window(Obj& j, const Model& m) {
   j.read.insert("local_attention");
   j.read.insert("sliding_window");
   // Qwen3-Omni's text attention passes sliding_window=None and its model builds causal masks only
-  // (modeling_qwen3_omni_moe.py L1460, L1696): a window in the config is never applied.
+  // (modeling_qwen3_omni_moe.py Qwen3OmniMoeThinkerTextAttention.__init__,
+  // Qwen3OmniMoeThinkerTextModel.forward): a window in the config is never applied.
   if (m.family->has(kWindowIgnored) && window > 0) {
     m.warnings->push_back(j.where + "sliding_window = " + std::to_string(window) + " is ignored by " +
                           m.family->model_type + ": transformers 5 never applies it");
@@ -176,10 +179,10 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
       if (indexed_full && s == "attention")
         fail(kOp, j.where, list_key, " contains \"attention\", which ", type, " rejects (transformers 5.23: ",
              "its full_attention rewrite runs before the legacy names' remap)");
-      if (s == "attention") s = "full_attention";  // configuration_utils.py L94-99 legacy names
+      if (s == "attention") s = "full_attention";  // configuration_utils.py _LEGACY_LAYER_TYPE_REMAP
       if (s == "mamba") s = "linear_attention";
       if (s == "deepseek_sparse_attention" || s == "qwen_sparse_attention") s = "indexed_attention";
-      // configuration_glm5_next.py L170-172, configuration_qwen4_exp.py L180-183
+      // Glm5NextTextConfig.__post_init__, Qwen4ExpTextConfig.__post_init__
       if (indexed_full && s == "full_attention") s = "indexed_attention";
       if (s != "full_attention" && s != "sliding_attention" && s != "chunked_attention" &&
           s != "linear_attention" && s != "conv" && s != "hybrid" && s != "moe" && s != "mlp" &&
@@ -194,18 +197,19 @@ std::vector<std::string> layer_types(Obj& j, const Model& m, const std::vector<i
   } else {
     types = default_layer_types(j, m, use_rope, window);
   }
-  // Gemma3TextConfig.to_dict saves the private _sliding_window_pattern, which __post_init__ overwrites
-  // with sliding_window_pattern (6 if absent) on loading (configuration_gemma3.py L105): with layer_types
-  // saved beside it, it decides nothing.
+  // Gemma3TextConfig.to_dict saves the private _sliding_window_pattern, which __post_init__ overwrites with
+  // sliding_window_pattern (6 if absent) on loading (configuration_gemma3.py): with layer_types saved beside
+  // it, it decides nothing.
   if (j.has("_sliding_window_pattern") && !j.has("layer_types") && !j.has("sliding_window_pattern"))
     m.warnings->push_back(j.where + "_sliding_window_pattern is ignored: transformers 5 reads " +
                           "sliding_window_pattern (6 when absent)");
   for (const char* k : {"sliding_window_pattern", "max_window_layers", "layer_types", "layers_block_type"})
     j.read.insert(k);
   j.read.insert("full_attention_interval");
-  // Keys a family derives its list from only when none is saved (LFM2's full_attn_idxs, configuration_lfm2.py
-  // L82; ModernBERT's and AFMoE's global_attn_every_n_layers; Zamba's attn_layer_period / offset,
-  // configuration_zamba.py L103-109): beside a saved list they decide nothing, in transformers 5 too.
+  // Keys a family derives its list from only when none is saved (LFM2's full_attn_idxs,
+  // Lfm2Config.__post_init__; ModernBERT's and AFMoE's global_attn_every_n_layers; Zamba's
+  // attn_layer_period / offset, ZambaConfig.__post_init__): beside a saved list they decide nothing, in
+  // transformers 5 too.
   if (!one_mask && j.has(list_key))
     for (const char* k :
          {"full_attn_idxs", "global_attn_every_n_layers", "attn_layer_period", "attn_layer_offset"})

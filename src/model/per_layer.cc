@@ -1,14 +1,15 @@
 // src/model/per_layer.cc: each family's q/k and v head dims (head_dims: MLA splits, aliases, fixed
 // sizes), and per-layer head dims of transformers 5's heterogeneous configs.
 //
-// transformers 5.23 lets a config override attributes layer by layer: `per_layer_config` maps layer
-// indices to overrides (configuration_utils.py L361, L496-511; integrations/heterogeneity/
-// configuration_utils.py _apply_heterogeneous_config). Gemma 4 builds one when a config has none: its
-// full-attention layers take head_dim = global_head_dim (512 by default) (configuration_gemma4.py
-// Gemma4TextConfig.__post_init__), and its rotary module builds each layer type's frequencies from
-// that type's layer config (modeling_gemma4.py Gemma4TextRotaryEmbedding: per_layer_config[layer_type]).
-// posenc models the head_dim override, and dots3_note_text's MLA dims (qk_nope / qk_rope / v_head_dim, as
-// src/model/dots3.cc writes them); overrides of anything else positional are refused by name.
+// transformers 5.23 lets a config override attributes layer by layer: `per_layer_config` maps layer indices
+// to overrides (configuration_utils.py PreTrainedConfig's per_layer_config, PreTrainedConfig.__post_init__;
+// integrations/heterogeneity/configuration_utils.py _apply_heterogeneous_config). Gemma 4 builds one when a
+// config has none: its full-attention layers take head_dim = global_head_dim (512 by default)
+// (configuration_gemma4.py Gemma4TextConfig.__post_init__), and its rotary module builds each layer type's
+// frequencies from that type's layer config (modeling_gemma4.py Gemma4TextRotaryEmbedding:
+// per_layer_config[layer_type]). posenc models the head_dim override, and dots3_note_text's MLA dims
+// (qk_nope / qk_rope / v_head_dim, as src/model/dots3.cc writes them); overrides of anything else positional
+// are refused by name.
 #include <string>
 #include <vector>
 
@@ -33,7 +34,8 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
     // v_head_dim: 128 (DeepseekV2Config/V3Config defaults); MiniCPM3Config: None -> hidden / heads.
     v_head_dim = j.has("v_head_dim") ? j.integer("v_head_dim") : row.mla.v;
     // Family trait kRotaryHeadDim (longcat_flash): its rotary module sizes the ladder by config.head_dim
-    // (modeling_longcat_flash.py L95-100), which must then be the rotated width.
+    // (modeling_longcat_flash.py LongcatFlashRotaryEmbedding.compute_default_rope_parameters), which must
+    // then be the rotated width.
     if (m.rules->has(kRotaryHeadDim) && j.has("head_dim") && j.integer("head_dim") != m.head_dim)
       fail(kOp, j.where, "head_dim = ", j.integer("head_dim"), " is invalid for ", type,
            ": its rotary module ", "takes head_dim frequencies for the qk_rope_head_dim = ", m.head_dim,
@@ -41,16 +43,17 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
     j.read.insert("head_dim");
     qk_head_dim = m.nope + m.head_dim;
   } else if (rule == HeadRule::nope_mla) {
-    // configuration_glm5_next.py L199-226: head_dim forced to qk_rope_head_dim, which must be 0 (NoPE);
-    // q / k heads of qk_nope_head_dim.
+    // configuration_glm5_next.py Glm5NextTextConfig.__post_init__ and validate_architecture: head_dim forced
+    // to qk_rope_head_dim, which must be 0 (NoPE); q / k heads of qk_nope_head_dim.
     if (j.int_or("qk_rope_head_dim", 0) != 0)
       fail(kOp, j.where, "qk_rope_head_dim = ", j.integer("qk_rope_head_dim"), " is invalid for ", type,
            ": its indexed attention is NoPE (transformers 5.23 raises)");
     m.head_dim = j.int_or("qk_nope_head_dim", 256);
     v_head_dim = j.int_or("v_head_dim", 256);
     qk_head_dim = m.head_dim;
-    // configuration_glm5_next.py L106-107, L206-212: num_key_value_heads (64 by default, whatever the heads)
-    // must equal num_attention_heads; a null one fails the strict int field (transformers 5.23 raises).
+    // configuration_glm5_next.py Glm5NextTextConfig's defaults and validate_architecture: num_key_value_heads
+    // (64 by default, whatever the heads) must equal num_attention_heads; a null one fails the strict int
+    // field (transformers 5.23 raises).
     if (j.j.contains("num_key_value_heads") && !j.has("num_key_value_heads"))
       fail(kOp, j.where, "num_key_value_heads = null is invalid for ", type,
            ": an integer equal to num_attention_heads (transformers 5.23 raises)");
@@ -63,14 +66,14 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
                          " is not read by " + type +
                          ": its q / k heads are qk_nope_head_dim = " + std::to_string(m.head_dim));
   } else if (rule == HeadRule::kimi_mla) {
-    // configuration_kimi_linear.py L117-120: MLA heads of qk_nope + qk_rope dims, nothing rotated
-    // (head_dim is rewritten to qk_rope_head_dim: not a head size).
+    // configuration_kimi_linear.py KimiLinearConfig.__post_init__: MLA heads of qk_nope + qk_rope dims,
+    // nothing rotated (head_dim is rewritten to qk_rope_head_dim: not a head size).
     m.head_dim = j.int_or("qk_nope_head_dim", 128) + j.int_or("qk_rope_head_dim", 64);
     v_head_dim = j.int_or("v_head_dim", 128);
     qk_head_dim = m.head_dim;
     j.read.insert("head_dim");
   } else if (rule == HeadRule::d_kv) {
-    // attribute_map head_dim -> d_kv (configuration_mt5.py L36-41, t5 and umt5 alike): the alias wins
+    // attribute_map head_dim -> d_kv (configuration_mt5.py MT5Config, t5 and umt5 alike): the alias wins
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : j.int_or("d_kv", 64);
   } else if (rule == HeadRule::required) {
     // configuration_hunyuan_vl.py: head_dim (alias attention_head_dim) None by default, which its attention
@@ -80,22 +83,24 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
            "' reads it (or attention_head_dim) and has no default (transformers 5.23 fails without it)");
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim") : j.integer("head_dim");
   } else if (rule == HeadRule::given_over) {
-    // configuration_cohere_compass.py L120: head_dim = hidden_size // num_attention_heads, then a given
-    // head_dim is set over it (L131: PreTrainedConfig.__post_init__ sets the remaining kwargs).
+    // configuration_cohere_compass.py CohereCompassTextConfig.__post_init__: head_dim = hidden_size //
+    // num_attention_heads, then a given head_dim is set over it (its super().__post_init__, that is
+    // PreTrainedConfig.__post_init__, sets the remaining kwargs).
     m.head_dim = j.has("head_dim") ? j.integer("head_dim") : m.hidden / m.heads;
-    if (j.has("sliding_window_pattern"))  // L122-129: dead code (layer_types is set before it)
+    if (j.has("sliding_window_pattern"))  // dead code there (layer_types is set before it)
       warnings.push_back(j.where + "sliding_window_pattern is not read by " + type +
                          ": layer_types is (all full_attention when absent)");
   } else if (rule == HeadRule::kv_channels) {
     m.head_dim = j.int_or("kv_channels", 128);  // JetMoeConfig.attribute_map: head_dim -> kv_channels
     j.read.insert("head_dim");
   } else if (rule == HeadRule::doubled) {
-    // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python
-    // does (configuration_zamba.py L100, configuration_zamba2.py L115): q/k/v read 2 * hidden inputs.
+    // attribute_map head_dim -> attention_head_dim; default 2 * hidden // heads, floored as Python does
+    // (configuration_zamba.py ZambaConfig.__post_init__, configuration_zamba2.py Zamba2Config.__post_init__):
+    // q/k/v read 2 * hidden inputs.
     m.head_dim = j.has("attention_head_dim") ? j.integer("attention_head_dim")
                  : j.has("head_dim")         ? j.integer("head_dim")
                                              : 2 * m.hidden / m.heads;
-  } else if (rule == HeadRule::fixed) {  // modeling_dbrx.py L174: head_dim = d_model // n_heads, always
+  } else if (rule == HeadRule::fixed) {  // DbrxAttention.__init__: head_dim = d_model // n_heads, always
     if (m.hidden % m.heads != 0)
       fail(kOp, j.where, "d_model = ", m.hidden, " is not divisible by n_heads = ", m.heads);
     m.head_dim = m.hidden / m.heads;
@@ -103,11 +108,13 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
       warnings.push_back("head_dim = " + std::to_string(j.integer("head_dim")) + " is ignored by " + type +
                          " (d_model / n_heads = " + std::to_string(m.head_dim) + ")");
   } else if (rule == HeadRule::bottleneck) {
-    // configuration_mobilebert.py L86-91: true_hidden_size = intra_bottleneck_size (128) with use_bottleneck
-    // (the default), else hidden_size; modeling_mobilebert.py L176-178: heads of int(true_hidden_size /
-    // heads), scaled by that head^-0.5. A saved true_hidden_size is set again after that rule
-    // (configuration_utils.py L500-504: extra keys win), and q / k / v take inputs of the bottleneck's or
-    // hidden_size's width (L180-183, L324, L414-416): another value cannot run.
+    // configuration_mobilebert.py MobileBertConfig.__post_init__: true_hidden_size = intra_bottleneck_size
+    // (128) with use_bottleneck (the default), else hidden_size; modeling_mobilebert.py
+    // MobileBertSelfAttention.__init__: heads of int(true_hidden_size / heads), scaled by that head^-0.5. A
+    // saved true_hidden_size is set again after that rule (configuration_utils.py
+    // PreTrainedConfig.__post_init__: extra keys win), and q / k / v take inputs of the bottleneck's or
+    // hidden_size's width (MobileBertSelfAttention.__init__, BottleneckLayer.__init__,
+    // MobileBertLayer.forward): another value cannot run.
     const bool bottleneck = j.bool_or("use_bottleneck", true);
     const int64_t width = bottleneck ? j.int_or("intra_bottleneck_size", 128) : m.hidden;
     if (j.has("true_hidden_size") && j.integer("true_hidden_size") != width)
@@ -118,11 +125,11 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
       fail(kOp, j.where, "the attention width ", width, " (intra_bottleneck_size, or hidden_size without ",
            "use_bottleneck) is not divisible by num_attention_heads = ", m.heads,
            " (transformers floors the head, and its output projection then fails)");
-    // Bottleneck.forward (L359-366): q and k read the shared bottleneck (key_query_shared_bottleneck, the
-    // default) or, with use_bottleneck_attention, the layer's bottleneck; with neither they read the
-    // hidden_size-wide layer input through projections of true_hidden_size inputs (L180-181), which
+    // Bottleneck.forward: q and k read the shared bottleneck (key_query_shared_bottleneck, the default) or,
+    // with use_bottleneck_attention, the layer's bottleneck; with neither they read the hidden_size-wide
+    // layer input through projections of true_hidden_size inputs (MobileBertSelfAttention.__init__), which
     // transformers cannot run unless the two widths agree. use_bottleneck_attention otherwise only picks the
-    // value projection's input (L182-183).
+    // value projection's input (the same).
     const bool bottleneck_attention = j.bool_or("use_bottleneck_attention", false);
     const bool shared_query_key = j.bool_or("key_query_shared_bottleneck", true);
     if (bottleneck && !bottleneck_attention && !shared_query_key && width != m.hidden)
@@ -132,8 +139,8 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
            " inputs, which transformers 5 cannot run");
     m.head_dim = width / m.heads;
   } else if (rule == HeadRule::nemotron) {
-    // NemotronHConfig.head_dim = 128 (L109); its older configs' attention_head_dim is not read by
-    // transformers 5 (the authors' code read it): a different value is reported.
+    // NemotronHConfig.head_dim = 128 (configuration_nemotron_h.py); its older configs' attention_head_dim is
+    // not read by transformers 5 (the authors' code read it): a different value is reported.
     m.head_dim = j.int_or("head_dim", 128);
     if (j.has("attention_head_dim") && j.integer("attention_head_dim") != m.head_dim)
       warnings.push_back("attention_head_dim = " + std::to_string(j.integer("attention_head_dim")) +
@@ -141,7 +148,8 @@ HeadDims head_dims(Obj& j, Model& m, std::vector<std::string>& warnings) {
                          ": head_dim = " + std::to_string(m.head_dim) + " is used");
   } else {
     // Family trait kHeadDimRequired (HunYuanDenseV1Config / HunYuanMoEV1Config): head_dim None by default,
-    // which the attention cannot use (modeling_hunyuan_v1_dense.py L160-162: None ** -0.5 raises).
+    // which the attention cannot use (modeling_hunyuan_v1_dense.py HunYuanDenseV1Attention.__init__:
+    // None ** -0.5 raises).
     if (m.rules->has(kHeadDimRequired) && !j.has("head_dim"))
       fail(kOp, j.where, "head_dim is missing: required for ", type, " (transformers 5 fails without it)");
     // A config class that derives head_dim (None -> hidden / heads) where its family's row fixes one
@@ -184,12 +192,12 @@ std::vector<int64_t> layer_head_dims(Obj& j, const Model& m, const std::vector<s
   // Only Gemma 4's modeling code builds its layers from per-layer configs (other families read the
   // global attributes, or raise AmbiguousGlobalPerLayerAttributeError): refused elsewhere.
   // step3p5's config class writes per_layer_config itself (its sliding layers' head counts,
-  // configuration_step3p7.py L240-249); its rotary module reads the global head_dim.
+  // configuration_step3p7.py Step3p7TextConfig.__post_init__); its rotary module reads the global head_dim.
   const bool step3p5 = m.rules->per_layer_config == PerLayerConfig::global_head_dim;
-  // dots3_note_text: each layer builds its MLA from its layer config (modeling_dots3_note.py L439-442);
-  // src/model/dots3.cc writes the per-type dims as qk_nope_head_dim / qk_rope_head_dim / v_head_dim
-  // overrides. An MLA layer's head dim here is its rotated width, qk_rope_head_dim (the dims its RopeConfig
-  // spans).
+  // dots3_note_text: each layer builds its MLA from its layer config (modeling_dots3_note.py
+  // Dots3NoteTextAttention.__init__); src/model/dots3.cc writes the per-type dims as qk_nope_head_dim /
+  // qk_rope_head_dim / v_head_dim overrides. An MLA layer's head dim here is its rotated width,
+  // qk_rope_head_dim (the dims its RopeConfig spans).
   const bool dots3 = m.rules->per_layer_config == PerLayerConfig::mla_dims;
   if (!gemma4 && !step3p5 && !dots3 && j.has("per_layer_config"))
     fail(kOp, j.where, "per_layer_config is not modeled by posenc for model_type '", m.family->model_type,

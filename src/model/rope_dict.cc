@@ -1,6 +1,6 @@
 // src/model/rope_dict.cc: one rope_parameters / rope_scaling dict of a config.json, standardized as
-// transformers 5.23 does (modeling_rope_utils.py standardize_rope_params L806-866 and the rope init
-// functions' reads of it), to a RopeConfig.
+// transformers 5.23 does (modeling_rope_utils.py standardize_rope_params and the rope init functions' reads
+// of it), to a RopeConfig.
 #include <array>
 #include <cmath>
 #include <map>
@@ -21,8 +21,8 @@ RopeScalingType scaling_type(const std::string& name, const std::string& where) 
 }  // namespace
 
 bool rope_theta_is_null(const json& j) {
-  // convert_rope_params_to_dict (modeling_rope_utils.py L775-804): the dict's own rope_theta, else the
-  // top-level one (setdefault), legacy rope_scaling winning over rope_parameters.
+  // convert_rope_params_to_dict (modeling_rope_utils.py): the dict's own rope_theta, else the top-level one
+  // (setdefault), legacy rope_scaling winning over rope_parameters.
   const char* dict_key = has(j, "rope_scaling") ? "rope_scaling" : "rope_parameters";
   if (has(j, dict_key) && j.at(dict_key).is_object() && j.at(dict_key).contains("rope_theta"))
     return j.at(dict_key).at("rope_theta").is_null();
@@ -53,8 +53,8 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
   }
   agree("swa_head_dim", static_cast<double>(j.int_or("head_dim", 192)), "head_dim");
   agree("swa_v_head_dim", static_cast<double>(j.int_or("v_head_dim", 128)), "v_head_dim");
-  // modeling_mimo_v2_flash.py L340-360: the SWA layers have twice the kv heads and a sink per head,
-  // the full layers no sinks.
+  // modeling_mimo_v2_flash.py MiMoV2FlashAttention.__init__: the SWA layers have twice the kv heads and a
+  // sink per head, the full layers no sinks.
   agree("swa_num_attention_heads", static_cast<double>(j.int_or("num_attention_heads", 64)), "head count");
   agree("swa_num_key_value_heads", 2.0 * static_cast<double>(j.int_or("num_key_value_heads", 4)),
         "SWA kv head count (twice num_key_value_heads)");
@@ -66,15 +66,17 @@ void check_mimo_keys(Obj& j, const json& rope_parameters,
 }
 
 // One standardized rope dict (modeling_rope_utils.py standardize_rope_params) -> RopeConfig.
-// `top_level` is false for the sub-dicts of a nested per-layer-type dict (yarn's truncate and the
-// top-level original_max_position_embeddings are read from the top-level dict only, L475, L836-843).
+// `top_level` is false for the sub-dicts of a nested per-layer-type dict (yarn's truncate and the top-level
+// original_max_position_embeddings are read from the top-level dict only, in _compute_yarn_parameters and
+// standardize_rope_params).
 RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<double> prf, bool top_level,
                           std::optional<double>& ministral_beta) {
   RopeConfig c;
   std::string rope_type = "default";
   d.read.insert("rope_type");
   d.read.insert("type");
-  if (const char* key = rope_type_key(d.j)) rope_type = d.str(key);  // rope_type wins over type
+  // rope_type wins over type (setdefault in standardize_rope_params)
+  if (const char* key = rope_type_key(d.j)) rope_type = d.str(key);
   const bool phi3_names = m.rules->has(kPhi3RopeNames);
   if (phi3_names && rope_type == "su")
     // Phi3Config.convert_rope_params_to_dict renames "su" only after standardize_rope_params, which
@@ -102,8 +104,9 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
          "rope_type = \"su\" is Phi-3's early name of longrope, read for model_type 'phi3' only ",
          "(model_type '", m.family->model_type, "' has no such rope type in transformers 5 or 4.x)");
   RopeScaling& s = c.scaling;
-  // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with
-  // d = head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py L296-299, L353-357).
+  // Hunyuan's checkpoints label a fixed NTK-alpha base "dynamic": base * alpha^(d / (d - 2)) with d =
+  // head_dim, no length dependence, factor unused (modeling_hunyuan_v1_dense.py
+  // HunYuanDenseV1RotaryEmbedding.__init__, compute_ntk_alpha_rope_parameters).
   const bool hunyuan = m.rules->has(kNtkAlpha);
   const bool ntk_alpha = hunyuan && rope_type == "dynamic" && d.has("alpha") && d.num("alpha") != 0;
   if (ntk_alpha) {
@@ -126,10 +129,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");
   if (m.rules->has(kMlaRopeFactor)) {
-    // Mistral4Config: head_dim = nope + rope and partial_rotary_factor = rope / head_dim, so the rope
-    // init's int(head_dim * prf) dims are the qk_rope_head_dim MLA rotates (configuration_mistral4.py
-    // L112-135); posenc's RopeConfig spans those dims alone. The default init ignores the factor and
-    // transformers fails: refused, as is a factor that does not give qk_rope_head_dim.
+    // Mistral4Config.__post_init__: head_dim = nope + rope and partial_rotary_factor = rope / head_dim, so
+    // the rope init's int(head_dim * prf) dims are the qk_rope_head_dim MLA rotates
+    // (configuration_mistral4.py); posenc's RopeConfig spans those dims alone. The default init ignores the
+    // factor and transformers fails: refused, as is a factor that does not give qk_rope_head_dim.
     const int64_t qk = m.nope + m.head_dim;
     if (rope_type == "default")
       fail(kOp, d.where, "rope_type = \"default\" is not supported for ", m.type,
@@ -146,8 +149,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   c.max_position_embeddings = m.max_pos;
   c.layout = m.family->layout;
   c.reversed = m.family->has(kReversedRotation);
-  // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1);
-  // every scaling init fn reads the dict's prf (modeling_rope_utils.py L180, L324, L415, L548, L638).
+  // dim: the model's default ignores prf unless the family's own default reads it (notes 4.1); every scaling
+  // init fn reads the dict's prf (modeling_rope_utils.py _compute_linear_scaling_rope_parameters,
+  // _compute_dynamic_ntk_parameters, _compute_yarn_parameters, _compute_longrope_parameters,
+  // _compute_llama3_parameters).
   double used_prf = 1.0;
   if (s.type == RopeScalingType::proportional) {
     // _compute_proportional_rope_parameters: inv_freq always has head_dim / 2 entries; the dict's
@@ -196,7 +201,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   if (s.factor < 0 || (s.type == RopeScalingType::longrope && !d.has("factor")))
     s.factor = static_cast<double>(m.max_pos) / static_cast<double>(s.original_max_position_embeddings);
   if (d.has("attention_factor")) s.attention_factor = d.num("attention_factor");
-  // yarn: `d.get("beta_fast") or 32`: 0 means the default (L430-431).
+  // yarn: `d.get("beta_fast") or 32`: 0 means the default (_compute_yarn_parameters).
   if (d.has("beta_fast") && d.num("beta_fast") != 0) s.beta_fast = d.num("beta_fast");
   if (d.has("beta_slow") && d.num("beta_slow") != 0) s.beta_slow = d.num("beta_slow");
   if (d.has("mscale")) s.mscale = d.num("mscale");
@@ -215,10 +220,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     s.long_factor = d.numbers("long_factor");
   }
   if (m.rules->has(kPhimoeMscale) && s.type != RopeScalingType::none) {
-    // Phi-3.5-MoE multiplies cos/sin by short_mscale up to the original context and long_mscale past
-    // it, instead of longrope's sqrt(1 + ln f / ln original) (transformers 4.46 modeling_phimoe.py
-    // PhimoeRotaryEmbedding.forward; 5.23 L81-94); both keys are required (configuration_phimoe.py
-    // validate_rope raises TypeError). The authors' code is written for longrope only.
+    // Phi-3.5-MoE multiplies cos/sin by short_mscale up to the original context and long_mscale past it,
+    // instead of longrope's sqrt(1 + ln f / ln original) (modeling_phimoe.py PhimoeRotaryEmbedding.forward,
+    // transformers 4.46 and 5.23); both keys are required (configuration_phimoe.py validate_rope raises
+    // TypeError). The authors' code is written for longrope only.
     if (s.type != RopeScalingType::longrope)
       fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported for model_type '", m.type,
            "': its short_mscale / long_mscale rule is defined "
@@ -264,7 +269,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     c.multimodal = inter ? RopeMultimodal::mrope_interleaved : RopeMultimodal::mrope;
     if (m.family->has(kAlternatingHwMrope)) c.multimodal = RopeMultimodal::mrope_alternating_hw;
   }
-  // Ernie4_5_VLMoeTextRotaryEmbedding raises for any other rope type (modeling_ernie4_5_vl_moe.py L65-66).
+  // Ernie4_5_VLMoeTextRotaryEmbedding.__init__ raises for any other rope type (modeling_ernie4_5_vl_moe.py).
   if (m.family->has(kAlternatingHwMrope) && s.type != RopeScalingType::none)
     fail(kOp, d.where, "rope_type = \"", rope_scaling_name(s.type), "\" is not supported by model_type '",
          m.family->model_type, "': transformers 5 requires \"default\"");
@@ -277,8 +282,8 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
     fail(kOp, "model_type '", m.family->model_type, "': ", e.what());
   }
   if (c.reversed) {
-    // NanoChat's weightless RMS norms of q and k after RoPE (modeling_nanochat.py L224-226) commute with
-    // the rotation but cancel a scaled rotation's attention factor: the model never applies it.
+    // NanoChat's weightless RMS norms of q and k after RoPE (modeling_nanochat.py NanoChatAttention.forward)
+    // commute with the rotation but cancel a scaled rotation's attention factor: the model never applies it.
     const double factor = rope_frequencies(c, c.original_context()).attention_factor;
     if (factor != 1.0)
       m.warnings->push_back(d.where + "rope_type '" + std::string(rope_scaling_name(s.type)) +

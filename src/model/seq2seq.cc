@@ -3,17 +3,20 @@
 // Each stack adds a table to its (scaled) token embeddings before its first layer; the encoder's
 // self-attention is bidirectional, the decoder's causal, and the decoder's cross-attention carries no
 // positions. Separate tensors per stack (encoder.embed_positions, decoder.embed_positions), one shape:
-//   learned, row p + 2 (a fairseq leftover): bart, mbart, plbart, mvp (modeling_bart.py L74-98
+//   learned, row p + 2 (a fairseq leftover): bart, mbart, plbart, mvp (modeling_bart.py
 //     BartLearnedPositionalEmbedding; position ids arange(past, past + T), padding ignored);
-//   learned, row p: blenderbot, blenderbot-small (modeling_blenderbot.py L65-83);
+//   learned, row p: blenderbot, blenderbot-small (modeling_blenderbot.py
+//     BlenderbotLearnedPositionalEmbedding);
 //   sinusoidal [sin | cos], w_i = 10000^(-2i / d), row p of a frozen table of max_position_embeddings
-//     rows: marian, pegasus (modeling_marian.py L72-104 MarianSinusoidalPositionalEmbedding);
+//     rows: marian, pegasus (modeling_marian.py MarianSinusoidalPositionalEmbedding);
 //   sinusoidal [sin | cos], w_i = 10000^(-i / (d/2 - 1)) (fairseq), row p + pad_token_id + 1, where p
 //     counts the non-padding tokens (make_positions; pads read the zeroed row pad_token_id); the table
-//     regrows past max_position_embeddings: m2m_100 (NLLB-200), nllb-moe (modeling_m2m_100.py L80-182);
+//     regrows past max_position_embeddings: m2m_100 (NLLB-200), nllb-moe
+//     (modeling_m2m_100.py M2M100SinusoidalPositionalEmbedding);
 //   whisper: the encoder a fixed fairseq table of max_source_positions rows, row p, all of them added
-//     (input features are exactly 2 max_source_positions frames; modeling_whisper.py L56-65 sinusoids,
-//     L611-621), the decoder a learned table of max_target_positions rows, row p (L205-214).
+//     (input features are exactly 2 max_source_positions frames; modeling_whisper.py sinusoids,
+//     WhisperEncoder.forward), the decoder a learned table of max_target_positions rows, row p
+//     (WhisperPositionalEmbedding).
 // A checkpoint of a *ForCausalLM head (is_encoder_decoder false) is the decoder alone.
 #include <cmath>
 #include <string>
@@ -75,7 +78,7 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
   ModelPositions out;
   out.model_type = type;
   // attribute_map: hidden_size -> d_model, num_hidden_layers -> encoder_layers, num_attention_heads ->
-  // encoder_attention_heads (configuration_bart.py L43-47). Where a config has both, the alias wins, as
+  // encoder_attention_heads (configuration_bart.py BartConfig). Where a config has both, the alias wins, as
   // in transformers 5 (BartConfig.from_dict({d_model: 512, hidden_size: 256}).d_model is 256).
   const char* d_key = j.has("hidden_size") ? "hidden_size" : "d_model";
   const char* layers_key = j.has("num_hidden_layers") ? "num_hidden_layers" : "encoder_layers";
@@ -87,7 +90,7 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
   const int64_t dec_layers = j.int_or("decoder_layers", f.decoder_layers);
   const int64_t enc_heads = positive(j, heads_key, f.encoder_heads);
   const int64_t dec_heads = positive(j, "decoder_attention_heads", f.decoder_heads);
-  // BartForCausalLM & co. save is_encoder_decoder false: the decoder alone (modeling_bart.py L1216+).
+  // BartForCausalLM & co. save is_encoder_decoder false: the decoder alone (modeling_bart.py).
   const bool encoder = j.bool_or("is_encoder_decoder", true);
   j.read.insert("is_decoder");
   for (auto [key, n] : {std::pair{layers_key, enc_layers}, std::pair{"decoder_layers", dec_layers}})
@@ -121,7 +124,7 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
     if (d < 4)  // fairseq's frequencies divide by d/2 - 1
       fail(kOp, j.where, d_key, " = ", d, " is invalid for ", type, "'s sinusoidal table: must be >= 4");
     if (f.table == Table::sinusoidal_fairseq) {
-      // modeling_m2m_100.py L131: padding_idx + 1 (a null pad_token_id fails there)
+      // M2M100SinusoidalPositionalEmbedding.forward: padding_idx + 1 (a null pad_token_id fails there)
       const bool pad_null = j.j.contains("pad_token_id") && j.j.at("pad_token_id").is_null();
       const int64_t pad = j.int_or("pad_token_id", f.pad);
       if (pad_null || pad < 0 || pad > kMaxModelLayers * 64)

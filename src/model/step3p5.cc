@@ -24,7 +24,8 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
   if (mtp < 0 || mtp > kMaxModelLayers)
     fail(kOp, where, "num_nextn_predict_layers = ", mtp, " is invalid: must be in [0, ", kMaxModelLayers,
          "]");
-  // configuration_step3p7.py L160-181: lists padded with the MTP layers' entries lose them.
+  // configuration_step3p7.py Step3p7TextConfig.__post_init__: lists padded with the MTP layers' entries lose
+  // them.
   auto trimmed = [&](const char* key) -> json {
     if (!j.has(key)) return nullptr;
     json v = j.at(key);
@@ -34,7 +35,7 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
   json types = trimmed("layer_types");
   if (types.is_null()) types = json::array();
   if (types.empty())
-    for (int64_t i = 0; i < n; ++i) types.push_back("full_attention");  // L182-185
+    for (int64_t i = 0; i < n; ++i) types.push_back("full_attention");  // the __post_init__ default
   if (!types.is_array() || static_cast<int64_t>(types.size()) != n)
     fail(kOp, where, "layer_types = ", json_excerpt(j.at("layer_types")), " is invalid: must list the ", n,
          " layers (num_hidden_layers), or ", n + mtp, " with the num_nextn_predict_layers tail");
@@ -42,15 +43,16 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
   for (const json& t : types) {
     if (!t.is_string()) fail(kOp, where, "layer_types contains ", t.dump(), ": must be strings");
     const std::string s = t.get<std::string>();
-    // modeling_step3p7.py L890-893: masks for these two types only (another one raises KeyError).
+    // modeling_step3p7.py Step3p7TextModel.forward: masks for these two types only (another one raises
+    // KeyError).
     if (s != "full_attention" && s != "sliding_attention")
       fail(kOp, where, "layer_types contains '", s, "', which step3p5 does not run: transformers 5.23's ",
            "Step3p7TextModel builds masks for full_attention and sliding_attention only");
     if (std::find(order.begin(), order.end(), s) == order.end()) order.push_back(s);
   }
   out["layer_types"] = types;
-  // L286-296: rope_parameters already per type (a saved config) is kept; otherwise one dict per type from
-  // the values of the type's first layer.
+  // Step3p7TextConfig.__post_init__: rope_parameters already per type (a saved config) is kept; otherwise one
+  // dict per type from the values of the type's first layer.
   const json rp = j.has("rope_parameters") ? j.at("rope_parameters") : json(nullptr);
   bool per_type = rp.is_object();
   for (const std::string& t : order) per_type = per_type && rp.contains(t) && rp.at(t).is_object();
@@ -92,7 +94,7 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
         d["partial_rotary_factor"] = at_layer(prf, "partial_rotary_factors", first);
       built[t] = d;
     }
-    // L297-298: rope_scaling updates the full_attention dict only.
+    // Step3p7TextConfig.__post_init__: rope_scaling updates the full_attention dict only.
     if (scaling.is_object() && !scaling.empty()) {
       if (!built.contains("full_attention"))
         warnings.push_back(where + "rope_scaling = " + json_excerpt(scaling) +
@@ -142,8 +144,8 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
           "layers only");
     out.erase("yarn_only_types");
   }
-  // modeling_step3p7.py L883-893: the sliding mask is built for every config, with config.sliding_window,
-  // which must be set (masking_utils.py raises without one, sliding layers or not).
+  // modeling_step3p7.py Step3p7TextModel.forward: the sliding mask is built for every config, with
+  // config.sliding_window, which must be set (masking_utils.py raises without one, sliding layers or not).
   if (!j.has("sliding_window"))
     fail(kOp, where, "sliding_window is not set (", j.j.contains("sliding_window") ? "null" : "missing",
          "): model_type 'step3p5' builds its sliding mask for every config (transformers 5.23 raises without "

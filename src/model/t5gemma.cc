@@ -1,12 +1,12 @@
-// src/model/t5gemma.cc: T5Gemma (transformers 5.23 models/t5gemma), an encoder-decoder of two Gemma 2
-// stacks. T5GemmaConfig holds an `encoder` and a `decoder` T5GemmaModuleConfig (configuration_t5gemma.py
-// L114-161; a missing one takes the class defaults), whose fields and defaults are Gemma2Config's
-// (the same to_dict but for model_type and is_decoder): each stack is planned as gemma2, then
+// src/model/t5gemma.cc: T5Gemma (transformers 5.23 models/t5gemma), an encoder-decoder of two Gemma 2 stacks.
+// T5GemmaConfig holds an `encoder` and a `decoder` T5GemmaModuleConfig (configuration_t5gemma.py
+// T5GemmaConfig.__post_init__; a missing one takes the class defaults), whose fields and defaults are
+// Gemma2Config's (the same to_dict but for model_type and is_decoder): each stack is planned as gemma2, then
 //   encoder layers (layer_type "encoder"): bidirectional; sliding layers keep |q - k| <= sliding_window
-//     (create_bidirectional_sliding_window_mask, modeling_t5gemma.py L670-673; masking_utils.py
+//     (create_bidirectional_sliding_window_mask, modeling_t5gemma.py T5GemmaEncoder.forward; masking_utils.py
 //     sliding_window_bidirectional_overlay), posenc's symmetric window + 1. flash_attention_2 runs
-//     |q - k| <= sliding_window - 1 instead (modeling_flash_attention_utils.py L687-692): the eager and
-//     sdpa masks are the model's;
+//     |q - k| <= sliding_window - 1 instead (modeling_flash_attention_utils.py
+//     _process_flash_attention_kwargs): the eager and sdpa masks are the model's;
 //   decoder layers ("decoder"): causal self-attention, sliding_window keys as every HF decoder.
 // Both: RoPE of their own rope parameters on q / k (rotate_half), scale query_pre_attn_scalar^-0.5,
 // softcap attn_logit_softcapping. The decoder's cross-attention (no positions; the same scale and
@@ -32,7 +32,7 @@ ModelPositions t5gemma_positions(Obj& j) {
         fail(kOp, j.where, names[s], " = ", json_excerpt(j.at(names[s])), " is invalid: must be an object");
       sub = j.at(names[s]);
     }
-    // T5GemmaConfig sets is_decoder itself (L145-147); the stack's own model_type is t5_gemma_module.
+    // T5GemmaConfig.__post_init__ sets is_decoder itself; the stack's own model_type is t5_gemma_module.
     sub.erase("is_decoder");
     sub["model_type"] = "gemma2";
     try {

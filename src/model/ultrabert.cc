@@ -1,11 +1,12 @@
 // src/model/ultrabert.cc: UltraBERT's text config (model_type "ultrabert", transformers 5.23's
-// configuration_ultrabert.py L83-113) in the reader's form. Its __post_init__ reads two keys of the authors'
-// checkpoints before its own: attention_windows, one window per layer (0: full attention), which gives
-// layer_types where none is saved and sliding_window (its first non-zero entry, whatever sliding_window
-// says); and rope_theta, a list of bases per layer, which gives one default rope dict per layer type (the
-// type's last layer wins) where rope_parameters is absent, and is dropped beside it. Without either: full
-// attention on every third layer ((i + 1) % 3 == 0), bases 1e4 (sliding) and 2.56e6 (full). Its rotary
-// module reads rope_parameters[layer_type] for every type (modeling_ultrabert.py L70-84).
+// configuration_ultrabert.py UltrabertConfig.__post_init__) in the reader's form. Its __post_init__ reads two
+// keys of the authors' checkpoints before its own: attention_windows, one window per layer (0: full
+// attention), which gives layer_types where none is saved and sliding_window (its first non-zero entry,
+// whatever sliding_window says); and rope_theta, a list of bases per layer, which gives one default rope dict
+// per layer type (the type's last layer wins) where rope_parameters is absent, and is dropped beside it.
+// Without either: full attention on every third layer ((i + 1) % 3 == 0), bases 1e4 (sliding) and 2.56e6
+// (full). Its rotary module reads rope_parameters[layer_type] for every type (modeling_ultrabert.py
+// UltrabertRotaryEmbedding.__init__).
 #include <string>
 #include <vector>
 

@@ -43,7 +43,7 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
   }
   out["layer_types"] = types;
   // Its convert leaves rope_scaling in the kwargs: PreTrainedConfig's rope_scaling setter then replaces
-  // rope_parameters with it (configuration_utils.py L724-733); a non-dict fails there.
+  // rope_parameters with it (configuration_utils.py); a non-dict fails there.
   if (j.j.contains("rope_scaling")) {
     if (!j.j.at("rope_scaling").is_object())
       fail(kOp, where, "rope_scaling = ", json_excerpt(j.j.at("rope_scaling")),
@@ -80,10 +80,11 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
     renamed[key] = it.value();
   }
   out["rope_parameters"] = renamed;
-  // Its convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py L114-120), which
-  // fills original_max_position_embeddings into the dicts of other families (modeling_rope_utils.py
-  // L856-859): a llama3 / yarn / longrope dict of a layer type the model builds must carry it, or the
-  // validation raises (KeyError, modeling_rope_utils.py L1151-1153; a null one: a TypeError).
+  // Its convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py), which fills
+  // original_max_position_embeddings into the dicts of other families (modeling_rope_utils.py
+  // standardize_rope_params): a llama3 / yarn / longrope dict of a layer type the model builds must carry it,
+  // or the validation raises (KeyError, modeling_rope_utils.py _check_received_keys; a null one: a
+  // TypeError).
   const std::string rp_name = j.j.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
   for (const auto& k : kNames) {
     if (std::find(types.begin(), types.end(), k[1]) == types.end() || !has(rp, k[0]) ||
@@ -108,7 +109,7 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
                          " is not read by zaya: its rope_parameters are per layer type");
       out.erase(k);
     }
-  // configuration_zaya.py L122-129: hybrid_sliding layers need a sliding_window.
+  // configuration_zaya.py ZayaConfig.validate_architecture: hybrid_sliding layers need a sliding_window.
   for (const json& t : types)
     if (t == "sliding_attention" && !j.has("sliding_window"))
       fail(kOp, where,

@@ -104,14 +104,15 @@ void check(const Case& c, Enc e, const Storage& s) {
   DeviceBuffer<int64_t> cu_q(c.cu_q.empty() ? std::vector<int64_t>{0} : c.cu_q);
   DeviceBuffer<int64_t> cu_k(c.cu_k.empty() ? std::vector<int64_t>{0} : c.cu_k);
   dout.poison(), dlse.poison();
+  const int64_t Dv = c.dv();
   AttentionInputs in =
       qkv(device16(dq, s.dtype, {c.B, c.Q, c.H, c.D}), device16(dk, s.dtype, {c.B, c.K, c.Hkv, c.D}),
-          device16(dv, s.dtype, {c.B, c.K, c.Hkv, c.D}));
+          device16(dv, s.dtype, {c.B, c.K, c.Hkv, Dv}));
   if (!c.cu_q.empty()) {
     in.cu_seqlens_q = view(cu_q.get(), {static_cast<int64_t>(c.cu_q.size())}, Device::cuda);
     in.cu_seqlens_k = view(cu_k.get(), {static_cast<int64_t>(c.cu_k.size())}, Device::cuda);
   }
-  attention_forward(cfg, in, device16(dout, s.dtype, {c.B, c.Q, c.H, c.D}),
+  attention_forward(cfg, in, device16(dout, s.dtype, {c.B, c.Q, c.H, Dv}),
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
   const std::vector<uint16_t> out = dout.to_host();
   const std::vector<float> lse = dlse.to_host();
@@ -255,58 +256,60 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   const AttentionConfig cpu_cfg = ac.config();
   std::vector<std::unique_ptr<DeviceBuffer<float>>> tables;
   const AttentionConfig cfg = device_config(ac, tables);
-  const int64_t nq = c.B * c.Q * c.H * c.D, nk = c.B * c.K * c.Hkv * c.D;
+  const int64_t Dv = c.dv();
+  const int64_t nq = c.B * c.Q * c.H * c.D, nk = c.B * c.K * c.Hkv * c.D, nv = c.B * c.K * c.Hkv * Dv,
+                no = c.B * c.Q * c.H * Dv;
   // The CPU: forward and backward on the rounded values (fp32 views of them).
-  std::vector<float> out(nq), lse(c.B * c.H * c.Q), gq(nq), gk(nk), gv(nk);
-  std::vector<float> grad_out = random_floats(nq, 5);
+  std::vector<float> out(no), lse(c.B * c.H * c.Q), gq(nq), gk(nk), gv(nv);
+  std::vector<float> grad_out = random_floats(no, 5);
   for (float& x : grad_out) x = kBf16.value(kBf16.round(x));  // the bf16 values the GPU reads
   AttentionInputs in = ac.inputs();
-  attention_forward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
+  attention_forward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, Dv}), view(lse.data(), {c.B, c.H, c.Q}));
   AttentionGrads g;
   g.q = view(gq.data(), {c.B, c.Q, c.H, c.D}), g.k = view(gk.data(), {c.B, c.K, c.Hkv, c.D});
-  g.v = view(gv.data(), {c.B, c.K, c.Hkv, c.D});
+  g.v = view(gv.data(), {c.B, c.K, c.Hkv, Dv});
   // The parameters' gradients where the case has them: the learned table and sinks.
   const int64_t table_rows =
       cpu_cfg.bias.kind == AttentionBias::Kind::relative ? cpu_cfg.bias.relative.num_rows() : 0;
   std::vector<float> gtable(table_rows * c.H), gsinks(c.sinks ? c.H : 0);
   if (table_rows > 0) g.relative_table = view(gtable.data(), {table_rows, c.H});
   if (c.sinks) g.sinks = view(gsinks.data(), {c.H});
-  attention_backward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}),
-                     view(grad_out.data(), {c.B, c.Q, c.H, c.D}), g);
+  attention_backward(cpu_cfg, in, view(out.data(), {c.B, c.Q, c.H, Dv}), view(lse.data(), {c.B, c.H, c.Q}),
+                     view(grad_out.data(), {c.B, c.Q, c.H, Dv}), g);
   // The GPU: its own forward, then the backward twice.
-  DeviceBuffer<uint16_t> dq(d.q), dk(d.k), dv(d.v), dout(nq);
-  std::vector<uint16_t> go16(nq);
-  for (int64_t i = 0; i < nq; ++i) go16[i] = kBf16.round(grad_out[i]);
+  DeviceBuffer<uint16_t> dq(d.q), dk(d.k), dv(d.v), dout(no);
+  std::vector<uint16_t> go16(no);
+  for (int64_t i = 0; i < no; ++i) go16[i] = kBf16.round(grad_out[i]);
   DeviceBuffer<uint16_t> dgo(go16);
   DeviceBuffer<float> dlse(lse.size());
   const AttentionInputs din =
       qkv(device16(dq, DType::bf16, {c.B, c.Q, c.H, c.D}), device16(dk, DType::bf16, {c.B, c.K, c.Hkv, c.D}),
-          device16(dv, DType::bf16, {c.B, c.K, c.Hkv, c.D}));
-  attention_forward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
+          device16(dv, DType::bf16, {c.B, c.K, c.Hkv, Dv}));
+  attention_forward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, Dv}),
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
   std::vector<float> runs[2][5];
   for (auto& run : runs) {
     DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
-        rv(std::vector<float>(nk, 0.0f));
+        rv(std::vector<float>(nv, 0.0f));
     DeviceBuffer<uint16_t> hq(std::vector<uint16_t>(nq, 0)), hk(std::vector<uint16_t>(nk, 0)),
-        hv(std::vector<uint16_t>(nk, 0));
+        hv(std::vector<uint16_t>(nv, 0));
     AttentionGrads dg;
     if (bf16_grads) {
       dg.q = device16(hq, DType::bf16, {c.B, c.Q, c.H, c.D}),
       dg.k = device16(hk, DType::bf16, {c.B, c.K, c.Hkv, c.D});
-      dg.v = device16(hv, DType::bf16, {c.B, c.K, c.Hkv, c.D});
+      dg.v = device16(hv, DType::bf16, {c.B, c.K, c.Hkv, Dv});
     } else {
       dg.q = view(rq.get(), {c.B, c.Q, c.H, c.D}, Device::cuda),
       dg.k = view(rk.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
-      dg.v = view(rv.get(), {c.B, c.K, c.Hkv, c.D}, Device::cuda);
+      dg.v = view(rv.get(), {c.B, c.K, c.Hkv, Dv}, Device::cuda);
     }
     DeviceBuffer<float> rt(std::vector<float>(gtable.size(), 0.0f)),
         rs(std::vector<float>(gsinks.size(), 0.0f));
     if (table_rows > 0) dg.relative_table = view(rt.get(), {table_rows, c.H}, Device::cuda);
     if (c.sinks) dg.sinks = view(rs.get(), {c.H}, Device::cuda);
-    attention_backward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, c.D}),
+    attention_backward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, Dv}),
                        view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda),
-                       device16(dgo, DType::bf16, {c.B, c.Q, c.H, c.D}), dg);
+                       device16(dgo, DType::bf16, {c.B, c.Q, c.H, Dv}), dg);
     const auto widen = [](const std::vector<uint16_t>& x) {
       std::vector<float> y(x.size());
       for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
@@ -346,6 +349,35 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
     for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::clipped, Enc::rope_alibi})
       check_backward(c, e, false);
   check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
+}
+
+// Head dims of today's models beside 64 and 128, zero-padded to the tiles: 32, Phi-3's 96, Gemma's 256 (its
+// output in two 128-column parts) and MLA's q / k of 192 with values of 128 (DeepSeek-V2/V3), forward and
+// backward. RoPE where q / k are rotated whole (the rotation of a part of the head is tested on the CPU).
+TEST(AttentionCuda, HeadDimsOfTodaysModels) {
+  POSENC_SKIP_WITHOUT_GPU();
+  Case mla{1, 70, 70, 4, 4, 192, true};
+  mla.Dv = 128;
+  Case wide_values{1, 40, 90, 2, 1, 64, false};
+  wide_values.Dv = 136;  // values wider than q / k: a 128-column tile pair, v in two parts
+  Case gemma{1, 70, 70, 4, 2, 256, true};
+  gemma.softcap = 5;
+  for (const Case& c : {Case{2, 70, 70, 4, 2, 32, true}, Case{1, 70, 200, 4, 1, 96, true}, gemma}) {
+    for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5}) check(c, e, kBf16);
+    check(c, Enc::rope_alibi, kF16);
+    check_backward(c, Enc::rope_t5, false);
+  }
+  for (const Case& c : {mla, wide_values}) {
+    for (Enc e : {Enc::none, Enc::alibi, Enc::t5}) check(c, e, kBf16);
+    check(c, Enc::clipped, kF16);
+    check_backward(c, Enc::t5, false);
+    check_backward(c, Enc::alibi, true);
+  }
+  // Split-K decoding with two parts of v, and with MLA's heads.
+  check({1, 1, 3000, 8, 1, 256, true}, Enc::alibi, kBf16);
+  Case mla_decode{1, 2, 2500, 4, 4, 192, true};
+  mla_decode.Dv = 128;
+  check(mla_decode, Enc::t5, kBf16);
 }
 
 // Strided q, k, v: slices of one fused qkv buffer with a padded row.
@@ -402,9 +434,10 @@ TEST(AttentionCuda, RefusalsNameTheArgument) {
   };
   const auto q = dev(DType::bf16, {1, 4, 2, 64}), k = dev(DType::bf16, {1, 4, 2, 64});
   refused(qkv(dev(DType::f32, {1, 4, 2, 64}), k, k), q, "bf16 or f16");
-  refused(
-      qkv(dev(DType::bf16, {1, 4, 2, 96}), dev(DType::bf16, {1, 4, 2, 96}), dev(DType::bf16, {1, 4, 2, 96})),
-      dev(DType::bf16, {1, 4, 2, 96}), "head_dim must be 64 or 128");
+  for (const int64_t bad : {4, 100, 264})
+    refused(qkv(dev(DType::bf16, {1, 4, 2, bad}), dev(DType::bf16, {1, 4, 2, bad}), k),
+            dev(DType::bf16, {1, 4, 2, 64}), "head dim must be a multiple of 8 from 8 to 256");
+  refused(qkv(q, k, dev(DType::bf16, {1, 4, 2, 300})), dev(DType::bf16, {1, 4, 2, 300}), "v has shape");
   refused(qkv(q, k, dev(DType::f16, {1, 4, 2, 64})), q, "v");
   refused(qkv(q, k, k), dev(DType::bf16, {1, 4, 2, 32}), "out");
   TensorView odd = q;

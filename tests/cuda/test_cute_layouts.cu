@@ -55,10 +55,10 @@ TEST(CuteLayouts, Sm90Gmma64x128x16AccumulatorsAsThePtxIsaDocuments) {
   });
 }
 
-// The attention's tiles (src/cuda/attention_tiles.cuh), for bf16 and fp16 and both head sizes.
-template <class Element, int kHeadDim>
+// The attention's tiles (src/cuda/attention_tiles.cuh), for bf16 and fp16 and each (q / k, v) tile pair.
+template <class Element, int kQKDim, int kVDim>
 void check_attention_tiles() {
-  using T = posenc::cuda::AttentionTiles<Element, kHeadDim>;
+  using T = posenc::cuda::AttentionTiles<Element, kQKDim, kVDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   typename T::Mma mma;
   const auto scores = make_identity_tensor(make_shape(Int<BM>{}, Int<BN>{}));
@@ -87,27 +87,34 @@ void check_attention_tiles() {
   }
   // V^T is V read by columns: element (d, n) of the transposed view is element (n, d) of the tile.
   const typename T::SmemVt vt;
-  const typename T::SmemKV kv;
-  for (int d = 0; d < kHeadDim; ++d)
-    for (int n = 0; n < BN; ++n) ASSERT_EQ(int(vt(d, n)), int(kv(n, d)));
-  // The swizzled tile is a permutation of its elements.
-  std::set<int> offsets;
-  for (int n = 0; n < BN; ++n)
-    for (int d = 0; d < kHeadDim; ++d) offsets.insert(int(kv(n, d)));
-  EXPECT_EQ(offsets.size(), size_t(BN * kHeadDim));
-  // The global copy: every element of a (64, D) tile once, in 16-byte runs of 8 along D.
+  const typename T::SmemV v_tile;
+  for (int d = 0; d < kVDim; ++d)
+    for (int n = 0; n < BN; ++n) ASSERT_EQ(int(vt(d, n)), int(v_tile(n, d)));
+  // The swizzled tiles are permutations of their elements.
+  const typename T::SmemK k_tile;
+  for (const auto& [cols, is_k] : {std::pair<int, bool>{kQKDim, true}, {kVDim, false}}) {
+    std::set<int> offsets;
+    for (int n = 0; n < BN; ++n)
+      for (int d = 0; d < cols; ++d) offsets.insert(is_k ? int(k_tile(n, d)) : int(v_tile(n, d)));
+    EXPECT_EQ(offsets.size(), size_t(BN * cols));
+  }
+  // The global copy: every element of a (64, D) tile once, in 16-byte runs of 8 along D starting at a
+  // multiple of 8 (load_rows keeps or zeroes a run whole: a head dim that is a multiple of 8 never splits
+  // one).
   typename T::GmemCopy copy;
-  const auto tile = make_identity_tensor(make_shape(Int<BM>{}, Int<kHeadDim>{}));
+  const auto tile = make_identity_tensor(make_shape(Int<BM>{}, Int<kQKDim>{}));
   std::set<std::pair<int, int>> seen;
   for (int t = 0; t < T::kThreads; ++t) {
     const auto part = copy.get_thread_slice(t).partition_S(tile);
     for (int i = 0; i < size(part); ++i) seen.insert({int(get<0>(part(i))), int(get<1>(part(i)))});
     for (int m = 0; m < size<1>(part); ++m)
-      for (int k = 0; k < size<2>(part); ++k)
+      for (int k = 0; k < size<2>(part); ++k) {
+        ASSERT_EQ(int(get<1>(part(0, m, k))) % 8, 0);
         for (int v = 1; v < size<0>(part); ++v)
           ASSERT_EQ(int(get<1>(part(v, m, k))), int(get<1>(part(0, m, k))) + v);
+      }
   }
-  EXPECT_EQ(seen.size(), size_t(BM * kHeadDim));
+  EXPECT_EQ(seen.size(), size_t(BM * kQKDim));
 }
 
 // The backward's tiles: the 8-warp accumulators cover a (64, 64) tile once; P read transposed is P by
@@ -147,9 +154,15 @@ void check_backward_tiles() {
 TEST(CuteLayouts, AttentionBackwardTiles) {
   check_backward_tiles<cutlass::bfloat16_t, 128>();
   check_backward_tiles<cutlass::half_t, 64>();
+  check_backward_tiles<cutlass::bfloat16_t, 192>();
+  check_backward_tiles<cutlass::half_t, 256>();
 }
 
-TEST(CuteLayouts, AttentionTilesBf16HeadDim128) { check_attention_tiles<cutlass::bfloat16_t, 128>(); }
-TEST(CuteLayouts, AttentionTilesFp16HeadDim64) { check_attention_tiles<cutlass::half_t, 64>(); }
+TEST(CuteLayouts, AttentionTilesBf16HeadDim128) { check_attention_tiles<cutlass::bfloat16_t, 128, 128>(); }
+TEST(CuteLayouts, AttentionTilesFp16HeadDim64) { check_attention_tiles<cutlass::half_t, 64, 64>(); }
+TEST(CuteLayouts, AttentionTilesWideQueryKeyHeads) {
+  check_attention_tiles<cutlass::bfloat16_t, 192, 128>();
+  check_attention_tiles<cutlass::half_t, 256, 128>();
+}
 
 }  // namespace

@@ -588,8 +588,9 @@ TEST(ModelForms, TextModelsOfOtherFamiliesCode) {
   EXPECT_EQ(q.layers[0].rope->mrope_section, (std::vector<int64_t>{24, 20, 20}));
 }
 
-// Kosmos-2's text decoder (configuration_kosmos2.py L31-56, modeling_kosmos2.py L556-666): its own size names
-// (embed_dim, layers, attention_heads), XGLM's fairseq table, token p at row p + pad_token_id + 1, causal.
+// Kosmos-2's text decoder (configuration_kosmos2.py Kosmos2TextConfig, modeling_kosmos2.py
+// Kosmos2TextSinusoidalPositionalEmbedding): its own size names (embed_dim, layers, attention_heads), XGLM's
+// fairseq table, token p at row p + pad_token_id + 1, causal.
 TEST(ModelForms, Kosmos2TextDecoderIsXglmsTableAtPadPlusOne) {
   const ModelPositions k = model_positions_from_hf_json(R"({"model_type": "kosmos-2", "text_config":
       {"embed_dim": 512, "layers": 3, "attention_heads": 8, "max_position_embeddings": 1024}})");
@@ -679,8 +680,9 @@ TEST(ModelForms, GptJ) {
   EXPECT_TRUE(has_warning(r, "rope_scaling is ignored by gptj (a fixed table of base 10000)"));
 }
 
-// CodeGen: GPT-J's table and rotate_every_two (modeling_codegen.py L40-58, L88-92, L171-182);
-// rotary_dim 64 by default, null refused (the table would span n_embd, not a head).
+// CodeGen: GPT-J's table and rotate_every_two (modeling_codegen.py create_sinusoidal_positions,
+// rotate_every_two, apply_rotary_pos_emb, CodeGenAttention); rotary_dim 64 by default, null refused (the
+// table would span n_embd, not a head).
 TEST(ModelForms, CodeGen) {
   const ModelPositions m = model_positions_from_hf_json(
       R"({"model_type": "codegen", "n_embd": 1024, "n_head": 16, "n_layer": 2, "n_positions": 2048})");
@@ -839,7 +841,7 @@ TEST(ModelFamilies, ClassDefaultRopeWindowsAndScalesOfFamiliesWithoutARealConfig
   const ModelPositions cwm = model_positions_from_hf_json(cfg("cwm", R"("num_hidden_layers": 5)"));
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(cwm.layers[i].attention.window, i % 4 == 0 ? 0 : 8192) << i;
   // minimax_m2: the released checkpoints' rotary_dim becomes partial_rotary_factor = rotary_dim / head_dim
-  // (configuration_minimax_m2.py L99-103), which its default rope reads.
+  // (configuration_minimax_m2.py MiniMaxM2Config.convert_rope_params_to_dict), which its default rope reads.
   const ModelPositions mm =
       model_positions_from_hf_json(cfg("minimax_m2", R"("head_dim": 128, "rotary_dim": 64)"));
   EXPECT_EQ(mm.layers[0].rotary_hi, 64);
@@ -899,7 +901,7 @@ TEST(ModelFamilies, ClassDefaultRopeWindowsAndScalesOfFamiliesWithoutARealConfig
     expect_plan_error(cfg("gemma4_text", std::string(top) + R"("rope_parameters": {"sliding_attention":
         {"rope_type": "default"}, "full_attention": {"rope_type": "default", "rope_theta": 1e6}})"),
                       "rope_parameters.sliding_attention.rope_theta is missing");
-  // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py L54-55).
+  // aria_text, jais2: head_dim None -> hidden / heads (configuration_aria.py AriaTextConfig.__post_init__).
   for (const char* t : {"aria_text", "jais2"})
     EXPECT_EQ(model_positions_from_hf_json(cfg(t, "")).layers[0].qk_head_dim, 64) << t;
 }
@@ -1039,8 +1041,8 @@ TEST(ModelForms, Gemma4PerLayerHeadDims) {
                     "per_layer_config is not modeled by posenc for model_type 'llama'");
 }
 
-// Hybrid NoPE: exaone4 global layers (modeling_exaone4.py L233) and cohere2 (RoPE iff the layer
-// slides with a window, modeling_cohere2.py L190, L221).
+// Hybrid NoPE: exaone4 global layers (modeling_exaone4.py Exaone4Attention.forward) and cohere2 (RoPE iff the
+// layer slides with a window, modeling_cohere2.py Cohere2Attention).
 TEST(ModelForms, HybridNoPE) {
   const ModelPositions e = load("exaone4__EXAONE-4.0-32B.json");
   EXPECT_EQ(e.layers[3].position, PositionMethod::none);
@@ -1107,7 +1109,8 @@ TEST(ModelForms, WindowsSoftcapsPartialRotationAndScalesFromClassDefaults) {
 // defaults against each family's own model).
 TEST(ModelFamilies, ClassDefaultHeadDimOfQwen3MoeAndGlm4Moe) {
   // Qwen3MoeConfig and Glm4MoeConfig have no head_dim field: the attention takes hidden / heads
-  // (modeling_qwen3_moe.py L128, modeling_glm4_moe.py L181), here 256 / 4 = 64, not Qwen3's 128.
+  // (modeling_qwen3_moe.py Qwen3MoeAttention.__init__, modeling_glm4_moe.py Glm4MoeAttention.__init__), here
+  // 256 / 4 = 64, not Qwen3's 128.
   const ModelPositions q = model_positions_from_hf_json(cfg("qwen3_moe", ""));
   EXPECT_EQ(q.layers[0].qk_head_dim, 64);
   EXPECT_EQ(q.layers[0].rotary_hi, 64);
@@ -1125,7 +1128,7 @@ TEST(ModelFamilies, LlamaLikeFamiliesBasesHeadDimsLayoutsAndMultipliers) {
   // Class defaults (configuration_<type>.py): default_theta and head_dim (arcee's None: hidden / heads,
   // 256 / 4 here; found by test_model_families.py's "heads" variant). Layout: rotate_half, except
   // helium and ernie4_5(_moe), whose apply_rotary_pos_emb repeat_interleaves cos/sin and rotates
-  // pairs (2j, 2j + 1) (modeling_helium.py L192-193, modeling_ernie4_5.py L176-177).
+  // pairs (2j, 2j + 1) (modeling_helium.py, modeling_ernie4_5.py).
   struct Case {
     const char* type;
     double theta;
@@ -1144,8 +1147,9 @@ TEST(ModelFamilies, LlamaLikeFamiliesBasesHeadDimsLayoutsAndMultipliers) {
     EXPECT_EQ(m.layers[0].rope->layout, c.layout) << c.type;
   }
   // granitemoe, granitemoeshared, hyperclovax: self.scaling = config.attention_multiplier
-  // (modeling_granitemoe.py L272, modeling_hyperclovax.py L190); 1.0 by default for granite, but
-  // head_dim^-0.5 for hyperclovax (configuration_hyperclovax.py L122-123).
+  // (modeling_granitemoe.py GraniteMoeAttention.__init__, modeling_hyperclovax.py
+  // HyperCLOVAXAttention.__init__); 1.0 by default for granite, but head_dim^-0.5 for hyperclovax
+  // (configuration_hyperclovax.py HyperCLOVAXConfig.__post_init__).
   EXPECT_DOUBLE_EQ(model_positions_from_hf_json(cfg("hyperclovax", "")).layers[0].attention.softmax_scale,
                    1.0 / std::sqrt(64.0));  // HyperCLOVAXConfig head_dim None -> hidden / heads
   for (const char* t : {"granitemoe", "granitemoeshared", "hyperclovax"}) {
@@ -1164,9 +1168,10 @@ TEST(ModelFamilies, LlamaLikeFamiliesBasesHeadDimsLayoutsAndMultipliers) {
             64);  // 0.25 of 256
 }
 
-// NanoChat (transformers 5.23 configuration_nanochat.py L55-60, modeling_nanochat.py L169-173): Llama's
-// default RoPE over hidden / heads (768 / 6 = 128 dims), every angle negated (RopeConfig::reversed), causal,
-// head^-0.5; under a scaled rope type its weightless q / k norms after RoPE cancel the attention factor.
+// NanoChat (transformers 5.23 configuration_nanochat.py NanoChatConfig, modeling_nanochat.py rotate_half):
+// Llama's default RoPE over hidden / heads (768 / 6 = 128 dims), every angle negated (RopeConfig::reversed),
+// causal, head^-0.5; under a scaled rope type its weightless q / k norms after RoPE cancel the attention
+// factor.
 TEST(ModelFamilies, NanoChatReversedRotation) {
   const ModelPositions m = model_positions_from_hf_json(test::model_json("nanochat"));  // class defaults
   ASSERT_EQ(m.layers.size(), 12u);
@@ -1356,7 +1361,7 @@ TEST(ModelFamilies, ModernBertEncoder) {
   EXPECT_TRUE(has_warning(model_positions_from_hf_json(R"({"model_type": "modernbert", "rope_theta": 1e4})"),
                           "rope_theta is not read by modernbert"));
   // Beside a saved layer_types the period decides nothing, in transformers 5 too (configuration_modernbert.py
-  // L115-116): no warning that calls it not understood.
+  // ModernBertConfig.__post_init__): no warning that calls it not understood.
   const ModelPositions saved = model_positions_from_hf_json(
       R"({"model_type": "modernbert", "global_attn_every_n_layers": 2, "num_hidden_layers": 2,
           "layer_types": ["sliding_attention", "full_attention"]})");
@@ -1364,9 +1369,10 @@ TEST(ModelFamilies, ModernBertEncoder) {
   EXPECT_TRUE(saved.warnings.empty()) << ::testing::PrintToString(saved.warnings);
 }
 
-// Encoders bidirectional whatever is_decoder says (modeling_ibert.py L698, modeling_distilbert.py L170);
-// nomic's remote-code keys, which NomicBertConfig does not map, are reported and not read; DistilBERT's
-// sinusoidal_pos_embds only initializes its learned table.
+// Encoders bidirectional whatever is_decoder says (modeling_ibert.py IBertModel.forward,
+// modeling_distilbert.py DistilBertSelfAttention.__init__); nomic's remote-code keys, which NomicBertConfig
+// does not map, are reported and not read; DistilBERT's sinusoidal_pos_embds only initializes its learned
+// table.
 TEST(ModelFamilies, EncoderForms) {
   for (const char* type : {"ibert", "distilbert", "gte", "modernbert"}) {
     SCOPED_TRACE(type);

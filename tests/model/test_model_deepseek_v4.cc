@@ -60,7 +60,7 @@ TEST(ModelDeepseekV4, FlashPlanFromItsRealConfig) {
       EXPECT_EQ(l.indexer->topk, 512);
       EXPECT_EQ(l.indexer->heads, 64);
       EXPECT_EQ(l.indexer->head_dim, 128);
-      EXPECT_EQ(l.indexer->rotary_lo, 64);  // the index head's last 64 dims (modeling L574-576)
+      EXPECT_EQ(l.indexer->rotary_lo, 64);  // the index head's last 64 dims (DeepseekV4Indexer.forward)
       EXPECT_EQ(l.indexer->rotary_hi, 128);
       EXPECT_EQ(l.indexer->rope.base, 1.6e5);
     }

@@ -24,7 +24,8 @@ ModelPositions plan(const std::string& type, const std::string& members = "") {
 using test::has_warning;
 using test::plan_error;
 
-// RoFormer (modeling_roformer.py L55-68, L224-236): create_weight's table of base 10000 over the head,
+// RoFormer (modeling_roformer.py RoFormerSinusoidalPositionalEmbedding.create_weight,
+// RoFormerSelfAttention.apply_rotary_position_embeddings): create_weight's table of base 10000 over the head,
 // rotated in pairs (2j, 2j + 1), every head dim; bidirectional unless is_decoder; scale head^-0.5.
 TEST(ModelEncoders, RoformerPairsOfAFixedBase) {
   const ModelPositions m = load("roformer__roformer_chinese_base.json");
@@ -53,7 +54,8 @@ TEST(ModelEncoders, RoformerPairsOfAFixedBase) {
 // ESM (configuration_esm.py, modeling_esm.py): "rotary" (ESM-2) rotates halves of every head with
 // rope_theta (10000) from position 0; "absolute" (the class default, ESM-1b) adds a learned table read
 // at row p + pad_token_id + 1 (create_position_ids_from_input_ids). The query is scaled by head^-0.5
-// before RoPE and the kernel by 1 (modeling_esm.py L366, L383): the same scores as scale head^-0.5.
+// before RoPE and the kernel by 1 (modeling_esm.py EsmSelfAttention.forward): the same scores as scale
+// head^-0.5.
 TEST(ModelEncoders, EsmRotaryOrLearned) {
   const ModelPositions esm2 = load("esm__esm2_t33_650M_UR50D.json");
   EXPECT_EQ(esm2.learned_position_offset, 0);
@@ -82,8 +84,8 @@ TEST(ModelEncoders, EsmRotaryOrLearned) {
   EXPECT_TRUE(has_warning(plan("esm", R"("pad_token_id": 1, "rope_theta": 1e4)"), "rope_theta is not used"));
 }
 
-// ALBERT (modeling_albert.py L245-276): num_hidden_layers steps of inner_group_num layers each, every
-// attention bidirectional with the learned table read at row p.
+// ALBERT (modeling_albert.py AlbertTransformer, AlbertLayerGroup): num_hidden_layers steps of inner_group_num
+// layers each, every attention bidirectional with the learned table read at row p.
 TEST(ModelEncoders, AlbertRunsInnerGroupsOfSharedLayers) {
   const ModelPositions base = load("albert__albert-base-v2.json");
   EXPECT_EQ(base.num_layers, 12);
@@ -104,8 +106,8 @@ TEST(ModelEncoders, AlbertRunsInnerGroupsOfSharedLayers) {
 }
 
 // MPNet (modeling_mpnet.py): a learned table with padding_idx 1 whatever pad_token_id says (row p + 2,
-// L61-76) and T5's bidirectional buckets, 32 of them and max_distance 128 (compute_position_bias's
-// defaults, L312-347), one table for all layers; scores scaled by head^-0.5 before the bias.
+// MPNetEmbeddings) and T5's bidirectional buckets, 32 of them and max_distance 128 (the defaults of
+// MPNetEncoder.compute_position_bias), one table for all layers; scores scaled by head^-0.5 before the bias.
 TEST(ModelEncoders, MpnetLearnedTableAndBuckets) {
   const ModelPositions m = load("mpnet__all-mpnet-base-v2.json");
   EXPECT_TRUE(m.learned_embeddings);
@@ -263,8 +265,9 @@ TEST(ModelEncoders, BertPositionKindsTransformers5CannotRun) {
 }
 
 // Gemma 3 text models with use_bidirectional_attention (EmbeddingGemma): every layer bidirectional, the
-// sliding layers keeping |q - k| < sliding_window // 2 + 1 (configuration_gemma3.py L101-103,
-// modeling_gemma3.py L536-538 _bidirectional_window_overlay).
+// sliding layers keeping |q - k| < sliding_window // 2 + 1 (configuration_gemma3.py
+// Gemma3TextConfig.__post_init__, modeling_gemma3.py Gemma3TextModel.forward's
+// _bidirectional_window_overlay).
 TEST(ModelEncoders, EmbeddingGemmaBidirectionalHalvedWindows) {
   // EmbeddingGemma's 24-layer pattern, cut to 12: five sliding layers, then a full one
   std::string types;
@@ -290,9 +293,10 @@ TEST(ModelEncoders, EmbeddingGemmaBidirectionalHalvedWindows) {
                           "use_bidirectional_attention = true is not modeled"));
 }
 
-// EmbeddingGemma 2 (configuration_embedding_gemma2.py L88-128, modeling_embedding_gemma2.py L96-137,
-// L322-331, L540-541): Gemma 4's per-type dicts and per-layer head dims, every layer bidirectional, sliding
-// layers |q - k| <= sliding_window (posenc's window one more), scale 1; the last layer is forced full.
+// EmbeddingGemma 2 (configuration_embedding_gemma2.py EmbeddingGemma2TextConfig, modeling_embedding_gemma2.py
+// EmbeddingGemma2RotaryEmbedding, EmbeddingGemma2Attention.__init__, EmbeddingGemma2TextModel.forward):
+// Gemma 4's per-type dicts and per-layer head dims, every layer bidirectional, sliding layers
+// |q - k| <= sliding_window (posenc's window one more), scale 1; the last layer is forced full.
 TEST(ModelEncoders, EmbeddingGemma2IsGemma4BothWaysWithInclusiveWindows) {
   const ModelPositions m = plan("embedding_gemma2_text", R"("num_hidden_layers": 8)");
   ASSERT_EQ(m.layers.size(), 8u);
@@ -314,9 +318,11 @@ TEST(ModelEncoders, EmbeddingGemma2IsGemma4BothWaysWithInclusiveWindows) {
             std::string::npos);
 }
 
-// OpenAI's privacy filter (configuration_openai_privacy_filter.py L60-113, modeling_openai_privacy_filter.py
-// L126-139, L170-193, L467): gpt-oss's yarn and sinks, pairs (2j, 2j + 1), one bidirectional window mask on
-// every layer (|q - k| <= 128), q and k each times head_dim^-0.25 (the logits' scale head_dim^-0.5).
+// OpenAI's privacy filter (configuration_openai_privacy_filter.py OpenAIPrivacyFilterConfig,
+// modeling_openai_privacy_filter.py apply_rotary_pos_emb, _apply_rotary_emb, eager_attention_forward,
+// OpenAIPrivacyFilterAttention.__init__, OpenAIPrivacyFilterModel.forward): gpt-oss's yarn and sinks, pairs
+// (2j, 2j + 1), one bidirectional window mask on every layer (|q - k| <= 128), q and k each times
+// head_dim^-0.25 (the logits' scale head_dim^-0.5).
 TEST(ModelEncoders, OpenAiPrivacyFilterIsGptOssBothWaysInPairs) {
   const ModelPositions m = plan("openai_privacy_filter", R"("layer_types": ["full_attention"])");
   ASSERT_EQ(m.layers.size(), 8u);
@@ -341,9 +347,10 @@ TEST(ModelEncoders, OpenAiPrivacyFilterIsGptOssBothWaysInPairs) {
         << type;
 }
 
-// UltraBERT (configuration_ultrabert.py L83-113, modeling_ultrabert.py L70-126, L206-225): per-type bases,
-// full attention every third layer, bidirectional windows |q - k| <= sliding_window; its checkpoints'
-// attention_windows (types and the first window) and per-layer rope_theta (the type's last base wins).
+// UltraBERT (configuration_ultrabert.py UltrabertConfig.__post_init__, modeling_ultrabert.py
+// UltrabertRotaryEmbedding, rotate_half, UltrabertAttention.__init__): per-type bases, full attention every
+// third layer, bidirectional windows |q - k| <= sliding_window; its checkpoints' attention_windows (types and
+// the first window) and per-layer rope_theta (the type's last base wins).
 TEST(ModelEncoders, UltrabertReadsItsCheckpointsWindowsAndBases) {
   const ModelPositions d = plan("ultrabert", R"("num_hidden_layers": 6)");
   for (const LayerPlan& l : d.layers) {

@@ -74,7 +74,8 @@ TEST(ModelHybrids, StateSpaceModelsHaveNoAttention) {
   EXPECT_EQ(model_positions_from_hf_json(R"({"model_type": "mamba2", "num_heads": 128})").num_layers, 64);
 }
 
-// configuration_jamba.py L108-132: attention iff i % attn_layer_period == attn_layer_offset; no RoPE.
+// configuration_jamba.py JambaConfig (layers_block_type, layer_types, validate_architecture): attention iff
+// i % attn_layer_period == attn_layer_offset; no RoPE.
 TEST(ModelHybrids, Jamba) {
   const ModelPositions d = plan("jamba", 32);
   EXPECT_EQ(attending(d), (Layers{4, 12, 20, 28}));
@@ -92,7 +93,8 @@ TEST(ModelHybrids, Jamba) {
                     "layers_block_type is given, but jamba derives its layer list");
 }
 
-// configuration_bamba.py L92-101: attention at attn_layer_indices; partial_rotary_factor forced 0.5.
+// configuration_bamba.py BambaConfig.__post_init__, layers_block_type: attention at attn_layer_indices;
+// partial_rotary_factor forced 0.5.
 TEST(ModelHybrids, Bamba) {
   EXPECT_TRUE(attending(plan("bamba", 4)).empty());  // the class default: Mamba only
   const ModelPositions m =
@@ -108,8 +110,9 @@ TEST(ModelHybrids, Bamba) {
   EXPECT_EQ(r.layers[0].rotary_hi, 64);
 }
 
-// configuration_granitemoehybrid.py, modeling_granitemoehybrid.py L133, L1056: RoPE iff
-// position_embedding_type == "rope"; scale attention_multiplier; legacy mamba / attention names.
+// configuration_granitemoehybrid.py, modeling_granitemoehybrid.py GraniteMoeHybridAttention.__init__,
+// GraniteMoeHybridModel.__init__: RoPE iff position_embedding_type == "rope"; scale attention_multiplier;
+// legacy mamba / attention names.
 TEST(ModelHybrids, GraniteMoeHybrid) {
   const std::string types = R"("layer_types": ["mamba", "attention", "mamba", "attention"])";
   const ModelPositions nope = plan("granitemoehybrid", 4, types + R"(, "position_embedding_type": "nope",
@@ -132,8 +135,8 @@ TEST(ModelHybrids, GraniteMoeHybrid) {
                     "\"sliding_attention\", which model_type 'granitemoehybrid' does not build");
 }
 
-// configuration_nemotron_h.py L171-187, L279-282: the pattern's characters; the layer count is
-// the pattern's length; no RoPE; head_dim 128 whatever hidden / heads.
+// configuration_nemotron_h.py NemotronHConfig.__post_init__ and _pattern_to_list: the pattern's characters;
+// the layer count is the pattern's length; no RoPE; head_dim 128 whatever hidden / heads.
 TEST(ModelHybrids, NemotronH) {
   const ModelPositions m = model_positions_from_hf_json(
       R"({"model_type": "nemotron_h", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 9,
@@ -173,14 +176,16 @@ TEST(ModelHybrids, NemotronHRealConfigs) {
     }
 }
 
-// configuration_falcon_h1.py L132-134: Mamba and attention side by side in every layer, full RoPE.
+// configuration_falcon_h1.py FalconH1Config.layers_block_type: Mamba and attention side by side in every
+// layer, full RoPE.
 TEST(ModelHybrids, FalconH1) {
   const ModelPositions m = plan("falcon_h1", 3, R"("rope_theta": 1e11, "partial_rotary_factor": 0.5)");
   EXPECT_EQ(attending(m), (Layers{0, 1, 2}));
   EXPECT_EQ(m.layers[0].layer_type, "hybrid");
   EXPECT_EQ(m.layers[0].rope->base, 1e11);
   EXPECT_EQ(m.layers[0].rotary_hi, 64);  // the default init ignores partial_rotary_factor
-  // modeling_falcon_h1.py L208: keys times key_multiplier before RoPE, so the logits' scale carries it.
+  // modeling_falcon_h1.py FalconH1Attention.forward: keys times key_multiplier before RoPE, so the logits'
+  // scale carries it.
   const ModelPositions k =
       plan("falcon_h1", 1, R"("key_multiplier": 0.390625, "attention_in_multiplier": 1.0)");
   EXPECT_DOUBLE_EQ(k.layers[0].attention.softmax_scale, 0.390625 / std::sqrt(64.0));
@@ -188,8 +193,9 @@ TEST(ModelHybrids, FalconH1) {
   expect_plan_error(cfg("falcon_h1", 1, R"("key_multiplier": 0)"), "key_multiplier = 0 is invalid");
 }
 
-// configuration_zamba.py L100-111, modeling_zamba.py L137: shared attention at layer 2 and every
-// attn_layer_period-th layer after it; no RoPE; head_dim 2 * hidden / heads; scale (head_dim / 2)^-0.5.
+// configuration_zamba.py ZambaConfig.__post_init__, modeling_zamba.py ZambaAttention.__init__: shared
+// attention at layer 2 and every attn_layer_period-th layer after it; no RoPE; head_dim 2 * hidden / heads;
+// scale (head_dim / 2)^-0.5.
 TEST(ModelHybrids, Zamba) {
   const ModelPositions m = plan("zamba", 14);
   EXPECT_EQ(attending(m), (Layers{2, 7, 13}));
@@ -203,8 +209,8 @@ TEST(ModelHybrids, Zamba) {
                     "\"full_attention\", which model_type 'zamba' does not build");
 }
 
-// configuration_zamba2.py L100-137, modeling_zamba2.py L120, L239, L1136: RoPE iff use_mem_rope, over
-// the whole attention_head_dim; a 54-layer default list.
+// configuration_zamba2.py Zamba2Config, modeling_zamba2.py Zamba2RotaryEmbedding, Zamba2Attention.__init__,
+// Zamba2Model.__init__: RoPE iff use_mem_rope, over the whole attention_head_dim; a 54-layer default list.
 TEST(ModelHybrids, Zamba2) {
   const std::string types = R"("layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"])";
   const ModelPositions off = plan("zamba2", 4, types);
@@ -220,7 +226,7 @@ TEST(ModelHybrids, Zamba2) {
                     "use_long_context = true with use_mem_rope is not supported");
 }
 
-// configuration_recurrent_gemma.py L57-102: block_types repeated; attention blocks are local
+// configuration_recurrent_gemma.py RecurrentGemmaConfig: block_types repeated; attention blocks are local
 // (attention_window_size, 2048 by default); RoPE on half of each head; no maximum length.
 TEST(ModelHybrids, RecurrentGemma) {
   const ModelPositions m = plan("recurrent_gemma", 7);
@@ -240,8 +246,8 @@ TEST(ModelHybrids, RecurrentGemma) {
                     "layer_types is given, but recurrent_gemma derives its layer list");
 }
 
-// configuration_minimax.py L123-126, modeling_minimax.py L666-668: full attention on even layers, and
-// a set sliding_window masks all of them.
+// configuration_minimax.py MiniMaxConfig.__post_init__, modeling_minimax.py MiniMaxModel.forward: full
+// attention on even layers, and a set sliding_window masks all of them.
 TEST(ModelHybrids, MiniMax) {
   const ModelPositions m = plan("minimax", 4);
   EXPECT_EQ(attending(m), (Layers{0, 2}));
@@ -250,8 +256,9 @@ TEST(ModelHybrids, MiniMax) {
   EXPECT_EQ(plan("minimax", 4, R"("sliding_window": 64)").layers[2].attention.window, 64);
 }
 
-// configuration_olmo_hybrid.py L122-130, modeling_olmo_hybrid.py L895-901: full attention iff
-// i % 4 == 3 (else the last layer); no rotary module when rope_theta is None, as released.
+// configuration_olmo_hybrid.py OlmoHybridConfig.__post_init__, modeling_olmo_hybrid.py
+// OlmoHybridModel.__init__: full attention iff i % 4 == 3 (else the last layer); no rotary module when
+// rope_theta is None, as released.
 TEST(ModelHybrids, OlmoHybrid) {
   const ModelPositions m = plan("olmo_hybrid", 8);
   EXPECT_EQ(attending(m), (Layers{3, 7}));
@@ -270,9 +277,10 @@ TEST(ModelHybrids, OlmoHybrid) {
             5e5);
 }
 
-// configuration_bailing_hybrid.py L91-159, modeling_bailing_hybrid.py L244-250, L330, L373: DeepSeek-V3's MLA
-// (interleaved RoPE on the last qk_rope_head_dim dims, yarn mscale^2 in the scale) on every
-// layer_group_size-th layer; base 6e6; head_dim is rewritten to qk_rope_head_dim; model_max_length.
+// configuration_bailing_hybrid.py BailingHybridConfig, modeling_bailing_hybrid.py yarn_apply_mscale,
+// BailingHybridAttention: DeepSeek-V3's MLA (interleaved RoPE on the last qk_rope_head_dim dims, yarn
+// mscale^2 in the scale) on every layer_group_size-th layer; base 6e6; head_dim is rewritten to
+// qk_rope_head_dim; model_max_length.
 TEST(ModelHybrids, BailingHybrid) {
   const ModelPositions m = plan("bailing_hybrid", 12, R"("head_dim": 128, "model_max_length": 131072,
       "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
@@ -289,9 +297,10 @@ TEST(ModelHybrids, BailingHybrid) {
   EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(192.0), 1e-15);
 }
 
-// configuration_mistral4.py L112-135, modeling_mistral4.py L277-283, L358-360, L466-481: MLA with the
-// qk_rope_head_dim last dims rotated (interleaved unless rope_interleave is false), yarn by default with
-// mscale^2 in the scale, and ministral3's query scale from llama_4_scaling_beta.
+// configuration_mistral4.py Mistral4Config.__post_init__, modeling_mistral4.py yarn_apply_mscale,
+// get_llama_4_attn_scale, Mistral4Attention.forward: MLA with the qk_rope_head_dim last dims rotated
+// (interleaved unless rope_interleave is false), yarn by default with mscale^2 in the scale, and ministral3's
+// query scale from llama_4_scaling_beta.
 TEST(ModelHybrids, Mistral4) {
   const ModelPositions m = plan("mistral4", 2);
   const LayerPlan& l = m.layers[1];
@@ -317,8 +326,8 @@ TEST(ModelHybrids, Mistral4) {
                     "llama_4_scaling_beta is missing");
 }
 
-// configuration_gpt_neox_japanese.py L67-77: rotary_emb_base and rotary_pct (1.0 by default) win over
-// rope_theta / partial_rotary_factor, as in gpt_neox.
+// configuration_gpt_neox_japanese.py GPTNeoXJapaneseConfig.convert_rope_params_to_dict: rotary_emb_base and
+// rotary_pct (1.0 by default) win over rope_theta / partial_rotary_factor, as in gpt_neox.
 TEST(ModelHybrids, GptNeoXJapanese) {
   const ModelPositions d = plan("gpt_neox_japanese", 1);
   EXPECT_EQ(d.layers[0].rotary_hi, 64);  // the whole head
@@ -345,8 +354,9 @@ TEST(ModelHybrids, DbrxBaseFromAttnConfig) {
   EXPECT_FALSE(has_warning(same, "transformers 5.23 applies"));
 }
 
-// configuration_lfm2.py L82-89: without layer_types, full_attn_idxs (null: every layer) picks the attention
-// layers and the others are convolutions; an index past the last layer selects nothing (warned).
+// configuration_lfm2.py Lfm2Config.__post_init__: without layer_types, full_attn_idxs (null: every layer)
+// picks the attention layers and the others are convolutions; an index past the last layer selects nothing
+// (warned).
 TEST(ModelHybrids, Lfm2FullAttentionIndices) {
   const ModelPositions m = plan("lfm2", 6, R"("full_attn_idxs": [2, 5, 9])");
   EXPECT_EQ(attending(m), (Layers{2, 5}));
@@ -361,7 +371,7 @@ TEST(ModelHybrids, Lfm2FullAttentionIndices) {
   expect_plan_error(cfg("lfm2", 3, R"("full_attn_idxs": [1.5])"), "full_attn_idxs contains 1.5");
 }
 
-// configuration_lfm2_moe.py L88-92: layer_types has no default (transformers cannot build the model).
+// configuration_lfm2_moe.py Lfm2MoeConfig: layer_types has no default (transformers cannot build the model).
 TEST(ModelHybrids, Lfm2Moe) {
   const ModelPositions m = plan("lfm2_moe", 3, R"("layer_types": ["conv", "full_attention", "conv"])");
   EXPECT_EQ(attending(m), (Layers{1}));
@@ -370,7 +380,7 @@ TEST(ModelHybrids, Lfm2Moe) {
   expect_plan_error(cfg("lfm2_moe", 3, ""), "layer_types is missing: required for lfm2_moe");
 }
 
-// configuration_kimi_linear.py L67-140: MLA heads of qk_nope + qk_rope dims without RoPE; the
+// configuration_kimi_linear.py KimiLinearConfig: MLA heads of qk_nope + qk_rope dims without RoPE; the
 // 1-based full_attn_layers / kda_layers; model_max_length is max_position_embeddings.
 TEST(ModelHybrids, KimiLinear) {
   const ModelPositions d = plan("kimi_linear", 9);
@@ -391,9 +401,9 @@ TEST(ModelHybrids, KimiLinear) {
       "linear_attn_config names no type for layer 3");
 }
 
-// configuration_granite_swa.py L100-117, modeling_granite_swa.py L132, L152, L390-456: full attention
-// on layers 0, 4, ...; windows of 128 keys; a sink per head; scale attention_multiplier; a base per
-// layer (layer_rope_theta; 0 = no RoPE) with the rope dict's scaling kept.
+// configuration_granite_swa.py GraniteSWAConfig, modeling_granite_swa.py GraniteSWAAttention.__init__,
+// GraniteSWAModel: full attention on layers 0, 4, ...; windows of 128 keys; a sink per head; scale
+// attention_multiplier; a base per layer (layer_rope_theta; 0 = no RoPE) with the rope dict's scaling kept.
 TEST(ModelHybrids, GraniteSwaPerLayerBases) {
   for (const char* type : {"granite_swa", "granitemoe_swa"}) {
     const ModelPositions m = plan(type, 5, R"("layer_rope_theta": [0, 1e4, 5e5, 1e4, 0],
@@ -415,8 +425,8 @@ TEST(ModelHybrids, GraniteSwaPerLayerBases) {
   }
 }
 
-// modeling_hunyuan_v1_dense.py L160-162, L296-299, L353-357: head_dim required; "dynamic" with an alpha
-// is a fixed base theta * alpha^(d / (d - 2)).
+// modeling_hunyuan_v1_dense.py HunYuanDenseV1Attention.__init__, HunYuanDenseV1RotaryEmbedding: head_dim
+// required; "dynamic" with an alpha is a fixed base theta * alpha^(d / (d - 2)).
 TEST(ModelHybrids, HunyuanNtkAlpha) {
   const ModelPositions m = plan("hunyuan_v1_dense", 2, R"("head_dim": 128,
       "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0}, "rope_theta": 10000)");
@@ -428,9 +438,9 @@ TEST(ModelHybrids, HunyuanNtkAlpha) {
   expect_plan_error(cfg("hunyuan_v1_dense", 2, ""), "head_dim is missing: required for hunyuan_v1_dense");
 }
 
-// configuration_cohere2_moe.py, modeling_cohere2_moe.py L283-319: a dense prefix of
-// first_k_dense_replace full layers with RoPE (force_rope), then S S S F with RoPE on the sliding
-// layers only; interleaved; the class's rope_scaling field shadows a legacy dict.
+// configuration_cohere2_moe.py, modeling_cohere2_moe.py Cohere2MoeAttention: a dense prefix of
+// first_k_dense_replace full layers with RoPE (force_rope), then S S S F with RoPE on the sliding layers
+// only; interleaved; the class's rope_scaling field shadows a legacy dict.
 TEST(ModelHybrids, Cohere2MoeDensePrefix) {
   const ModelPositions m = plan("cohere2_moe", 6, R"("first_k_dense_replace": 2, "rope_theta": 5e4,
       "rope_scaling": {"rope_type": "linear", "factor": 4.0})");
@@ -462,9 +472,10 @@ TEST(ModelHybrids, Cohere2MoeDensePrefix) {
   expect_plan_error(cfg("cohere2_moe", 2, R"("sliding_window": 0)"), "sliding_window = 0 is invalid");
 }
 
-// configuration_mimo_v2_flash.py L105-138, modeling_mimo_v2_flash.py L105-108, L340-360: rope per
-// layer type only (5e6 full, 1e4 sliding, 0.334 of the 192-dim head), windows of sliding_window_size + 1,
-// sinks on the sliding layers; the checkpoints' SGLang keys must agree with what transformers uses.
+// configuration_mimo_v2_flash.py MiMoV2FlashConfig, modeling_mimo_v2_flash.py
+// MiMoV2FlashRotaryEmbedding.compute_default_rope_parameters, MiMoV2FlashAttention.__init__: rope per layer
+// type only (5e6 full, 1e4 sliding, 0.334 of the 192-dim head), windows of sliding_window_size + 1, sinks on
+// the sliding layers; the checkpoints' SGLang keys must agree with what transformers uses.
 TEST(ModelHybrids, MiMoV2Flash) {
   const ModelPositions m = plan("mimo_v2_flash", 7, R"("sliding_window_size": 127)");
   EXPECT_EQ(m.layers[0].layer_type, "full_attention");
@@ -496,8 +507,9 @@ TEST(ModelHybrids, MiMoV2Flash) {
 
 TEST(ModelHybrids, LongcatFlashPlansTwoMlaSublayersPerLayer) {
   // configuration_longcat_flash.py: num_hidden_layers = 2 * num_layers (a saved num_hidden_layers sets
-  // num_layers = value // 2); modeling_longcat_flash.py L449-461: attention sublayers 2i and 2i + 1, each
-  // DeepSeek-V3's MLA (nope 128 + rope 64, interleaved, written back de-interleaved).
+  // num_layers = value // 2); modeling_longcat_flash.py LongcatFlashDecoderLayer.__init__: attention
+  // sublayers 2i and 2i + 1, each DeepSeek-V3's MLA (nope 128 + rope 64, interleaved, written back
+  // de-interleaved).
   const ModelPositions m =
       model_positions_from_hf_json(R"({"model_type": "longcat_flash", "num_layers": 3})");
   ASSERT_EQ(m.num_layers, 6);
@@ -519,10 +531,10 @@ TEST(ModelHybrids, LongcatFlashPlansTwoMlaSublayersPerLayer) {
   }
 }
 
-// configuration_step3p7.py Step3p7TextConfig.__post_init__ (L160-298): lists padded with the MTP layers'
-// entries lose them; one rope dict per layer type from its first layer's rope_theta /
-// partial_rotary_factors; rope_scaling merged into full_attention only. modeling_step3p7.py: rotate_half on
-// the first int(head_dim * prf) dims (L629-665), scale query_pre_attn_scalar^-0.5 (L680).
+// configuration_step3p7.py Step3p7TextConfig.__post_init__: lists padded with the MTP layers' entries lose
+// them; one rope dict per layer type from its first layer's rope_theta / partial_rotary_factors; rope_scaling
+// merged into full_attention only. modeling_step3p7.py: rotate_half on the first int(head_dim * prf) dims
+// (apply_rotary_pos_emb), scale query_pre_attn_scalar^-0.5 (Step3p7Attention.__init__).
 TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
   const ModelPositions m = plan("step3p5", 4, R"("head_dim": 128, "num_nextn_predict_layers": 1,
       "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention",
@@ -563,7 +575,8 @@ TEST(ModelHybrids, Step3p5PerTypeRopeFromPerLayerLists) {
           "use_bidirectional_attention": true}})");
   EXPECT_EQ(w.model_type, "step3p5");
   EXPECT_EQ(w.layers[1].rope->base, 3e5);
-  EXPECT_FALSE(w.layers[1].attention.causal);  // use_bidirectional_attention: every key (L880-888)
+  // use_bidirectional_attention: every key (Step3p7TextModel.forward)
+  EXPECT_FALSE(w.layers[1].attention.causal);
   // A legacy "type" is merged unconverted: rope_type stays "default" and the scaling unused.
   const ModelPositions t =
       plan("step3p5", 2, R"("sliding_window": 8, "rope_scaling": {"type": "linear", "factor": 2.0})");
@@ -733,10 +746,11 @@ TEST(ModelHybrids, ZayaRopePerHybridType) {
                     "zaya builds \"hybrid\"");
 }
 
-// configuration_zaya.py L114-120: its convert_rope_params_to_dict skips standardize_rope_params, so a yarn /
-// llama3 / longrope dict is never given original_max_position_embeddings (modeling_rope_utils.py L856-859 for
-// other families) and the validation raises KeyError (L1151-1153); a dict of a layer type the model does not
-// build is not validated (nested_rope_parameter_keys: the declared layer types only, L764-773).
+// configuration_zaya.py: its convert_rope_params_to_dict skips standardize_rope_params, so a yarn / llama3 /
+// longrope dict is never given original_max_position_embeddings (modeling_rope_utils.py
+// standardize_rope_params for other families) and the validation raises KeyError (_check_received_keys); a
+// dict of a layer type the model does not build is not validated (nested_rope_parameter_keys: the declared
+// layer types only).
 TEST(ModelHybrids, ZayaScaledRopeNeedsItsOriginalContext) {
   const std::string yarn = R"({"rope_type": "yarn", "rope_theta": 5e6, "factor": 4.0)";
   expect_plan_error(cfg("zaya", 2, R"("rope_parameters": {"hybrid": )" + yarn + "}}"),
@@ -794,10 +808,11 @@ TEST(ModelHybrids, Molmo2ScaledAndUnscaledLayers) {
   EXPECT_EQ(untyped.layers[2].rope->scaling.type, RopeScalingType::none);
 }
 
-// Qwen3_5MoeConfig names Qwen3_5MoeTextConfig for text_config (configuration_qwen3_5_moe.py L186), a concrete
-// class: transformers builds text_config as that class whether the dict has no model_type or another one
-// (configuration_utils.py L248-256), so posenc plans qwen3_5_moe_text either way and warns of an ignored
-// model_type. A wrapper whose text class posenc does not model is refused by that class's model_type.
+// Qwen3_5MoeConfig names Qwen3_5MoeTextConfig for text_config (configuration_qwen3_5_moe.py
+// sub_configs_defaults), a concrete class: transformers builds text_config as that class whether the dict has
+// no model_type or another one (configuration_utils.py SubConfigSpec.create_subconfig), so posenc plans
+// qwen3_5_moe_text either way and warns of an ignored model_type. A wrapper whose text class posenc does not
+// model is refused by that class's model_type.
 TEST(ModelHybrids, WrapperTextClassDecidesTheTextModel) {
   // The class's defaults: 3 linear-attention layers per full one, 64 of the 256 head dims rotated
   // (qwen3_moe's class would give 4 full-attention layers rotating whole 64-dim heads).
@@ -823,17 +838,18 @@ TEST(ModelHybrids, WrapperTextClassDecidesTheTextModel) {
                           "builds text_config as its text class, model_type 'qwen3_5_moe_text'"),
               !type.empty());
   }
-  // CLIPConfig builds CLIPTextConfig (configuration_clip.py L158): refused as clip_text_model, not planned
-  // as the llama the dict names.
+  // CLIPConfig builds CLIPTextConfig (configuration_clip.py sub_configs_defaults): refused as
+  // clip_text_model, not planned as the llama the dict names.
   for (const char* type : {"", R"("model_type": "llama", )"})
     expect_plan_error(R"({"model_type": "clip", "text_config": {)" + std::string(type) + text + "}}",
                       "model_type 'clip_text_model' is not in posenc's model table");
 }
 
-// LlavaConfig's text_config spec is AutoConfig with default model_type llama (configuration_llava.py L67):
-// a dict without model_type is built as LlamaConfig, one with a model_type as that family's class.
-// VoxtralConfig also fills the dict's absent keys from the spec's init_kwargs (configuration_voxtral.py
-// L122): its base is 1e8, not LlamaConfig's 1e4. Sam3Config's default, clip_text_model, is refused by name.
+// LlavaConfig's text_config spec is AutoConfig with default model_type llama (configuration_llava.py
+// sub_configs_defaults): a dict without model_type is built as LlamaConfig, one with a model_type as that
+// family's class. VoxtralConfig also fills the dict's absent keys from the spec's init_kwargs
+// (configuration_voxtral.py VoxtralConfig.__post_init__): its base is 1e8, not LlamaConfig's 1e4.
+// Sam3Config's default, clip_text_model, is refused by name.
 TEST(ModelHybrids, WrapperDefaultTextTypeFillsAMissingModelType) {
   const std::string text = R"("num_hidden_layers": 2, "rope_theta": 5e5, "max_position_embeddings": 4096)";
   const ModelPositions want = model_positions_from_hf_json(R"({"model_type": "llama", )" + text + "}");
@@ -862,8 +878,9 @@ TEST(ModelHybrids, WrapperDefaultTextTypeFillsAMissingModelType) {
                     "model_type 'clip_text_model' is not in posenc's model table");
 }
 
-// modeling_molmo2.py L661-664: a layer is scaled iff `layer_idx in config.rope_scaling_layers`: other indices
-// scale no layer (ignored, warned); the strict list[int] field refuses anything else.
+// modeling_molmo2.py Molmo2TextModel.__init__: a layer is scaled iff `layer_idx in
+// config.rope_scaling_layers`: other indices scale no layer (ignored, warned); the strict list[int] field
+// refuses anything else.
 TEST(ModelHybrids, Molmo2ScalingLayersOutsideTheModelAreIgnored) {
   const ModelPositions m = plan("molmo2_text", 4, R"("rope_scaling_layers": [0, 2, 7, -1, 7],
       "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6})");
@@ -880,10 +897,12 @@ TEST(ModelHybrids, Molmo2ScalingLayersOutsideTheModelAreIgnored) {
                     "rope_scaling_layers = 1 is invalid");
 }
 
-// modeling_molmo2.py L121-138: the default init (and rotary_emb_unscaled) rotates the whole head whatever
-// partial_rotary_factor says; every other rope type's init reads it (modeling_rope_utils.py L181, L325, L416,
-// L549, L639): cos / sin of int(head_dim * prf) dims, which apply_rotary_pos_emb multiplies with the whole
-// head (L230): transformers 5.23 fails at the first forward on a scaled layer.
+// modeling_molmo2.py Molmo2RotaryEmbedding.compute_default_rope_parameters: the default init (and
+// rotary_emb_unscaled) rotates the whole head whatever partial_rotary_factor says; every other rope type's
+// init reads it (modeling_rope_utils.py _compute_linear_scaling_rope_parameters,
+// _compute_dynamic_ntk_parameters, _compute_yarn_parameters, _compute_longrope_parameters,
+// _compute_llama3_parameters): cos / sin of int(head_dim * prf) dims, which apply_rotary_pos_emb multiplies
+// with the whole head (modeling_molmo2.py): transformers 5.23 fails at the first forward on a scaled layer.
 TEST(ModelHybrids, Molmo2PartialRotationOnlyWhereTheDefaultInitRuns) {
   expect_plan_error(cfg("molmo2_text", 2, R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0,
       "rope_theta": 1e6, "original_max_position_embeddings": 1024, "partial_rotary_factor": 0.5})"),

@@ -36,19 +36,19 @@ TEST(ModelIndexer, DeepSeekV32IsV3MlaWithAHalfRotatedIndexerOnEveryLayer) {
   ASSERT_EQ(m.layers.size(), 6u);
   const double mscale = 0.1 * std::log(40.0) + 1.0;
   for (const LayerPlan& l : m.layers) {
-    EXPECT_EQ(l.layer_type, "indexed_attention");  // configuration_deepseek_v32.py L137-139
+    EXPECT_EQ(l.layer_type, "indexed_attention");  // DeepseekV32Config.__post_init__
     EXPECT_EQ(l.position, PositionMethod::rope);
-    EXPECT_EQ(l.rotary_lo, 128);  // nope 128 + rope 64 (L100-102)
+    EXPECT_EQ(l.rotary_lo, 128);  // nope 128 + rope 64 (DeepseekV32Config's defaults)
     EXPECT_EQ(l.rotary_hi, 192);
     EXPECT_EQ(l.v_head_dim, 128);
     EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);                                 // MLA: pairs
     EXPECT_NEAR(l.attention.softmax_scale, mscale * mscale / std::sqrt(192.0), 1e-12);  // yarn_apply_mscale
     ASSERT_TRUE(l.indexer.has_value());
-    EXPECT_EQ(l.indexer->topk, 2048);  // L120-122
+    EXPECT_EQ(l.indexer->topk, 2048);  // DeepseekV32Config's index_* defaults
     EXPECT_EQ(l.indexer->heads, 64);
     EXPECT_EQ(l.indexer->head_dim, 128);
     EXPECT_FALSE(l.indexer->shared);
-    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::half);  // modeling_deepseek_v32.py L219-220
+    EXPECT_EQ(l.indexer->rope.layout, RopeLayout::half);  // DeepseekV32Indexer.forward
     EXPECT_EQ(l.indexer->rotary_lo, 0);
     EXPECT_EQ(l.indexer->rotary_hi, 64);
     EXPECT_EQ(l.indexer->rope.head_dim, l.rope->head_dim);  // the layer's cos / sin
@@ -59,7 +59,7 @@ TEST(ModelIndexer, DeepSeekV32IsV3MlaWithAHalfRotatedIndexerOnEveryLayer) {
 }
 
 TEST(ModelIndexer, GlmMoeDsaSharesSelectionsBySchedulePatternOrList) {
-  // configuration_glm_moe_dsa.py L137-148: "full" iff max(i - offset + 1, 0) % freq == 0.
+  // GlmMoeDsaConfig.__post_init__: "full" iff max(i - offset + 1, 0) % freq == 0.
   const ModelPositions every = plan("glm_moe_dsa");  // freq 1: every layer selects
   for (const LayerPlan& l : every.layers) EXPECT_FALSE(l.indexer->shared) << l.layer;
   const ModelPositions sched = plan("glm_moe_dsa", R"("index_topk_freq": 4, "index_skip_topk_offset": 2)");
@@ -73,10 +73,10 @@ TEST(ModelIndexer, GlmMoeDsaSharesSelectionsBySchedulePatternOrList) {
     EXPECT_EQ(list.layers[i].indexer->shared, want[i]) << i;
   }
   const LayerPlan& l = every.layers[0];
-  EXPECT_EQ(l.rotary_lo, 192);  // nope 192, v 256 (L105-107)
+  EXPECT_EQ(l.rotary_lo, 192);  // nope 192, v 256 (GlmMoeDsaConfig's defaults)
   EXPECT_EQ(l.v_head_dim, 256);
   EXPECT_EQ(l.indexer->heads, 32);
-  EXPECT_EQ(l.indexer->rope.layout, RopeLayout::interleaved);  // modeling_glm_moe_dsa.py L220-221
+  EXPECT_EQ(l.indexer->rope.layout, RopeLayout::interleaved);  // GlmMoeDsaIndexer.forward
 }
 
 TEST(ModelIndexer, KeysTransformersIgnoresAreReported) {
@@ -211,7 +211,7 @@ TEST(ModelIndexer, Glm5NextIsNoPeMlaWithAKPoolIndexer) {
                     "which model_type 'glm5_next_text' does not build");
 }
 
-// configuration_glm5_next.py L106-107, L206-212: num_key_value_heads (64 when absent) must equal
+// configuration_glm5_next.py Glm5NextTextConfig: num_key_value_heads (64 when absent) must equal
 // num_attention_heads (MLA: no grouped keys); validate_architecture raises otherwise.
 TEST(ModelIndexer, Glm5NextKeyValueHeadsMustEqualTheHeads) {
   expect_plan_error(
@@ -231,10 +231,11 @@ TEST(ModelIndexer, Glm5NextKeyValueHeadsMustEqualTheHeads) {
             4);
 }
 
-// Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347, modeling_hy_v4.py L369,
-// modeling_glm5_next.py L1150-1153): entries past the last layer are never read (ignored, warned); a pattern
-// string is mapped whole (configuration_glm_moe_dsa.py L139-142: another letter raises KeyError);
-// GLM-5-Next's linear layers never read theirs, so its list may end after the last indexed_attention layer.
+// Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py GlmMoeDsaAttention.__init__,
+// modeling_hy_v4.py HYV4Attention.__init__, modeling_glm5_next.py Glm5NextTextAttention.__init__): entries
+// past the last layer are never read (ignored, warned); a pattern string is mapped whole
+// (configuration_glm_moe_dsa.py GlmMoeDsaConfig.__post_init__: another letter raises KeyError); GLM-5-Next's
+// linear layers never read theirs, so its list may end after the last indexed_attention layer.
 TEST(ModelIndexer, IndexerTypesPastTheLastLayerAreIgnored) {
   for (const char* type : {"glm_moe_dsa", "hy_v4"}) {
     const ModelPositions m =
@@ -345,10 +346,12 @@ TEST(ModelIndexer, HyV4HalvesSinksAndAFlippedIndexerRope) {
             std::string::npos);
 }
 
-// modeling_hy_v4.py L93-110: the default init rotates the whole 64-dim rope head whatever
-// partial_rotary_factor says; every other rope type's init reads it (modeling_rope_utils.py L181, L325, L416,
-// L549, L639): cos / sin narrower than the head apply_rotary_pos_emb multiplies (L151): transformers 5.23
-// fails at the first forward.
+// modeling_hy_v4.py HYV4RotaryEmbedding.compute_default_rope_parameters: the default init rotates the whole
+// 64-dim rope head whatever partial_rotary_factor says; every other rope type's init reads it
+// (modeling_rope_utils.py _compute_linear_scaling_rope_parameters, _compute_dynamic_ntk_parameters,
+// _compute_yarn_parameters, _compute_longrope_parameters, _compute_llama3_parameters): cos / sin narrower
+// than the head apply_rotary_pos_emb multiplies (modeling_hy_v4.py): transformers 5.23 fails at the first
+// forward.
 TEST(ModelIndexer, HyV4ScaledRopeRotatesTheWholeRopeHead) {
   EXPECT_NE(
       error_of("hy_v4", R"("rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4,
@@ -364,8 +367,8 @@ TEST(ModelIndexer, HyV4ScaledRopeRotatesTheWholeRopeHead) {
 }
 
 // Dots 3 Note (configuration_dots3_note.py, modeling_dots3_note.py of transformers 5.23): its published
-// checkpoints' flat "dots3_note" form (Dots3NoteConfig builds text_config from the top-level keys, L406-412),
-// with use_dsa, the legacy full_attention name and the swa_* keys of its sliding layers.
+// checkpoints' flat "dots3_note" form (Dots3NoteConfig.__post_init__ builds text_config from the top-level
+// keys), with use_dsa, the legacy full_attention name and the swa_* keys of its sliding layers.
 const char* const kDots3Flat = R"({"model_type": "dots3_note", "num_hidden_layers": 6, "hidden_size": 5120,
     "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1024, "kv_lora_rank": 512,
     "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "head_dim": 256,
@@ -385,37 +388,40 @@ TEST(ModelIndexer, Dots3NoteReleasedFormIsMlaPerLayerTypeWithAPairedIndexer) {
   ASSERT_EQ(m.layers.size(), 6u);
   for (const LayerPlan& l : m.layers) {
     const bool sliding = l.layer >= 2 && l.layer <= 4;
-    // use_dsa renames full_attention to indexed_attention (L316-320)
+    // use_dsa renames full_attention to indexed_attention (Dots3NoteTextConfig.__post_init__)
     EXPECT_EQ(l.layer_type, sliding ? "sliding_attention" : "indexed_attention") << l.layer;
     EXPECT_EQ(l.position, PositionMethod::rope);
-    // each layer's MLA from its layer config (modeling_dots3_note.py L439-454): swa_* on the sliding layers
+    // each layer's MLA from its layer config (modeling_dots3_note.py Dots3NoteTextAttention.__init__, which
+    // also sets the scaling, window and indexer checked below): swa_* on the sliding layers
     EXPECT_EQ(l.rotary_lo, sliding ? 192 : 128) << l.layer;
     EXPECT_EQ(l.rotary_hi, sliding ? 256 : 192) << l.layer;
     EXPECT_EQ(l.qk_head_dim, sliding ? 256 : 192);
     EXPECT_EQ(l.v_head_dim, 128);
-    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(sliding ? 256.0 : 192.0));  // L494
-    EXPECT_EQ(l.attention.window, sliding ? 512 : 0);  // L495, sliding_window_size (L305-306)
+    EXPECT_DOUBLE_EQ(l.attention.softmax_scale, 1.0 / std::sqrt(sliding ? 256.0 : 192.0));  // self.scaling
+    EXPECT_EQ(l.attention.window, sliding ? 512 : 0);  // self.sliding_window = sliding_window_size
     EXPECT_FALSE(l.attention.sinks);
-    EXPECT_EQ(l.rope->head_dim, 64);  // int(head_dim * qk_rope_head_dim / head_dim) dims (L358-363)
+    // The type's rope dict (Dots3NoteTextConfig.convert_rope_params_to_dict): int(head_dim *
+    // qk_rope_head_dim / head_dim) dims, bases swa_rope_theta and rope_theta.
+    EXPECT_EQ(l.rope->head_dim, 64);
     EXPECT_EQ(l.rope->effective_rotary_dim(), 64);
-    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);  // apply_rotary_pos_emb_interleave (L552)
-    EXPECT_EQ(l.rope->base, sliding ? 5e4 : 8e7);        // swa_rope_theta, rope_theta (L343-353)
+    EXPECT_EQ(l.rope->layout, RopeLayout::interleaved);  // apply_rotary_pos_emb_interleave
+    EXPECT_EQ(l.rope->base, sliding ? 5e4 : 8e7);
     EXPECT_EQ(l.rope->scaling.type, RopeScalingType::none);
-    ASSERT_EQ(l.indexer.has_value(), !sliding) << l.layer;  // L501-503
+    ASSERT_EQ(l.indexer.has_value(), !sliding) << l.layer;  // self.indexer
     if (sliding) continue;
     EXPECT_EQ(l.indexer->topk, 2048);
     EXPECT_EQ(l.indexer->heads, 64);
     EXPECT_EQ(l.indexer->head_dim, 128);
     EXPECT_FALSE(l.indexer->shared);
-    EXPECT_EQ(l.indexer->rotary_lo, 0);  // rope-first split, pairs (L248-254)
+    EXPECT_EQ(l.indexer->rotary_lo, 0);  // rope-first split, pairs (Dots3NoteTextIndexer.forward)
     EXPECT_EQ(l.indexer->rotary_hi, 64);
     EXPECT_EQ(l.indexer->rope.layout, RopeLayout::interleaved);
     EXPECT_EQ(l.indexer->rope.base, 8e7);
   }
   ASSERT_EQ(m.warnings.size(), 1u) << m.warnings[1];
   EXPECT_TRUE(has_warning(m, "index_topk = 2048"));
-  // The class defaults (configuration_dots3_note.py L241-285, L321-336) are the released values, and the
-  // nested wrapper form is read from its text_config.
+  // The class defaults (configuration_dots3_note.py Dots3NoteTextConfig's fields and the swa_* defaults of
+  // its __post_init__) are the released values, and the nested wrapper form is read from its text_config.
   std::string text = kDots3Flat;
   text.replace(text.find("\"dots3_note\""), 12, "\"dots3_note_text\"");
   const std::string nested = R"({"model_type": "dots3_note", "text_config": )" + text + "}";
@@ -432,17 +438,18 @@ TEST(ModelIndexer, Dots3NoteReleasedFormIsMlaPerLayerTypeWithAPairedIndexer) {
 }
 
 TEST(ModelIndexer, Dots3NoteUseDsaSavedPerLayerConfigAndUnreadKeys) {
-  // use_dsa false: full_attention layers without an indexer (L309, L316-320).
+  // use_dsa false: full_attention layers without an indexer (Dots3NoteTextConfig.__post_init__).
   const ModelPositions full = plan("dots3_note_text", R"("use_dsa": false)");
   EXPECT_EQ(full.layers[0].layer_type, "full_attention");
   EXPECT_FALSE(full.layers[0].indexer.has_value());
   EXPECT_EQ(full.layers[0].rotary_lo, 128);
   EXPECT_FALSE(has_warning(full, "index_topk"));
-  // use_sliding_window false: every layer full (L311).
+  // use_sliding_window false: every layer full (Dots3NoteTextConfig.__post_init__).
   for (const LayerPlan& l : plan("dots3_note_text", R"("use_sliding_window": false)").layers)
     EXPECT_EQ(l.layer_type, "indexed_attention");
   // The saved form (to_dict): per_layer_config with the overrides that differ from the global values, rope
-  // dicts with partial_rotary_factor; a given per_layer_config leaves swa_* unread (L321-341).
+  // dicts with partial_rotary_factor; a given per_layer_config leaves swa_* unread
+  // (Dots3NoteTextConfig.__post_init__).
   const std::string sliding = R"({"num_attention_heads": 64, "num_key_value_heads": 64,
       "qk_nope_head_dim": 96, "v_head_dim": 64, "head_dim": 128, "qk_rope_head_dim": 32})";
   const std::string layers = R"({"2": )" + sliding + R"(, "3": )" + sliding + R"(, "04": )" + sliding + "}";
@@ -471,7 +478,8 @@ TEST(ModelIndexer, Dots3NoteUseDsaSavedPerLayerConfigAndUnreadKeys) {
   EXPECT_TRUE(has_warning(odd, "rope_interleave = false is ignored"));
   EXPECT_TRUE(has_warning(odd, "partial_rotary_factor = 0.5 is not read by dots3_note_text"));
   EXPECT_TRUE(has_warning(odd, "swa_rope_theta = 10000.0 is not read"));
-  // A flat rope dict goes to every layer type (L355-356); no mscale in the scale (L494).
+  // A flat rope dict goes to every layer type (Dots3NoteTextConfig.convert_rope_params_to_dict); no mscale in
+  // the scale (Dots3NoteTextAttention.__init__).
   for (const LayerPlan& l : odd.layers) {
     EXPECT_EQ(l.rope->scaling.type, RopeScalingType::yarn);
     EXPECT_EQ(l.rope->base, 1e6);
@@ -486,7 +494,7 @@ TEST(ModelIndexer, Dots3NoteConfigsTransformersRejectsOrPosencCannotExpressAreRe
   expect_plan_error(dots3(R"("layer_types": ["chunked_attention", "indexed_attention", "indexed_attention",
       "indexed_attention", "indexed_attention", "indexed_attention"])"),
                     "masks for full_attention, sliding_attention and indexed_attention only");
-  // validate_architecture (L366-386)
+  // Dots3NoteTextConfig.validate_architecture
   expect_plan_error(dots3(R"("num_attention_heads": 64)"),
                     "num_key_value_heads = 128 (the indexed_attention "
                     "layers) is invalid for dots3_note_text");

@@ -170,7 +170,7 @@ TEST(ModelSeq2Seq, StaticPositionEmbeddingsIsCheckedNotRead) {
 }
 
 // T5's family: mt5 / umt5 / switch_transformers keep T5's buckets; umt5 has a table in every layer
-// (modeling_umt5.py L371-378); Pix2Struct's text model is a decoder alone.
+// (modeling_umt5.py UMT5LayerSelfAttention); Pix2Struct's text model is a decoder alone.
 TEST(ModelSeq2Seq, T5Variants) {
   const ModelPositions mt5 = plan("mt5");
   EXPECT_EQ(mt5.model_type, "mt5");

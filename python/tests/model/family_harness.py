@@ -391,7 +391,8 @@ def check_legacy(model_type, m, model, ids, pos, modules):
         if scale is None and hasattr(attn, "scale_attn"):
             scale = 1 / float(attn.scale_attn)  # gptj: _attn divides by sqrt(head_dim)
         if scale is None and hasattr(attn, "attention_head_size"):
-            # megatron-bert, rembert: scores / sqrt(head) (modeling_megatron_bert.py L172, rembert L181)
+            # megatron-bert, rembert: scores / sqrt(head) (MegatronBertSelfAttention.forward,
+            # RemBertSelfAttention.forward)
             scale = attn.attention_head_size ** -0.5
         if scale is None and model_type == "openai-gpt":  # modeling_openai.py _attn: w / sqrt(head) if scale
             scale = (attn.split_size // attn.n_head) ** -0.5 if attn.scale else 1.0
@@ -742,10 +743,10 @@ def check_family(model_type, config, variant="default"):
             attn = capture.modules[i]
             scaling = kw.get("scaling", getattr(attn, "scaling", None))
             if model_type == "esm":  # q is multiplied by head^-0.5 before RoPE, the kernel uses 1.0
-                assert scaling == 1.0, where  # (modeling_esm.py L366, L383: the same scores)
+                assert scaling == 1.0, where  # (EsmSelfAttention.forward: the same scores)
                 scaling = attn.self.attention_head_size ** -0.5
             if model_type in ("opt", "kosmos_2_5_text_model"):  # q times self.scaling first, the kernel 1.0
-                scaling = attn.scaling  # (modeling_opt.py L151, L174; modeling_kosmos2_5.py L810-827)
+                scaling = attn.scaling  # (OPTAttention.forward, Kosmos2_5TextAttention.forward)
             if model_type == "openai_privacy_filter":  # q and k each times head_dim^-0.25 after RoPE, the
                 assert scaling == 1.0, where           # kernel then 1.0 (modeling_openai_privacy_filter.py)
                 scaling = attn.scaling ** 2
@@ -784,12 +785,12 @@ def check_family(model_type, config, variant="default"):
             if model_type == "llama4_text" and text.use_qk_norm:  # an L2 norm (cancels any attention factor)
                 after = dict.fromkeys(("query", "key"),
                                       lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
-            if model_type == "nanochat":  # weightless RMS norms after RoPE (modeling_nanochat.py L224-226)
+            if model_type == "nanochat":  # weightless RMS norms after RoPE (NanoChatAttention.forward)
                 eps = text.rms_norm_eps
                 after = dict.fromkeys(("query", "key"),
                                       lambda x, eps=eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
                                                                           + eps))
-            # hunyuan_v1: RMS norms after RoPE (modeling_hunyuan_v1_dense.py L197)
+            # hunyuan_v1: RMS norms after RoPE (modeling_hunyuan_v1_dense.py HunYuanDenseV1Attention.forward)
             if model_type.startswith("hunyuan_v1"):
                 after = {"query": attn.query_layernorm, "key": attn.key_layernorm}
             for t in ("query", "key"):
@@ -823,9 +824,9 @@ def check_family(model_type, config, variant="default"):
 
 
 def check_mobilebert(config, where):
-    """MobileBERT's heads split true_hidden_size (modeling_mobilebert.py L176-178): the q and k its
-    attention function receives, per layer, against the plan's head; then the family's checks (scale,
-    mask, the learned table)."""
+    """MobileBERT's heads split true_hidden_size (modeling_mobilebert.py MobileBertSelfAttention.__init__):
+    the q and k its attention function receives, per layer, against the plan's head; then the family's checks
+    (scale, mask, the learned table)."""
     m = plan(config.to_dict())
     model = build(config)
     capture = Capture(model)

@@ -190,8 +190,9 @@ FAMILY_KWARGS["granite_swa"] = FAMILY_KWARGS["granitemoe_swa"] = dict(
 
 # Supported families whose class defaults posenc refuses (an error, not a wrong number): glm4_moe's
 # head_dim is 4096 // 96 = 42, int(42 * 0.5) = 21 rotary dims; transformers then rotates 22 dims with
-# 11 frequencies of exponent 2i / 21 (modeling_glm4_moe.py L74-76). Real GLM-4.5 configs give head_dim
-# 128 (test_model_parity.py).
+# 11 frequencies of exponent 2i / 21 (modeling_glm4_moe.py
+# Glm4MoeRotaryEmbedding.compute_default_rope_parameters). Real GLM-4.5 configs give head_dim 128
+# (test_model_parity.py).
 # At its full default size, hidden 4096 / 96 heads does not divide (transformers floors it to 42):
 # refused as well.
 # glm4v_moe_text as glm4_moe; glm4v_text's class has no partial_rotary_factor: 64 pairs, which its default

@@ -26,8 +26,9 @@ from family_tables import FAMILIES, FAMILY_KWARGS, HEADS, KV_HEADS, LAYERS
 
 
 def test_falcon_h1_key_multiplier_scales_the_logits_as_transformers():
-    """Falcon-H1 multiplies k_proj(x) by key_multiplier before RoPE (modeling_falcon_h1.py L208): the logits
-    of the model's attention, from q and k_proj's keys, are those of posenc's plan (scale times the factor).
+    """Falcon-H1 multiplies k_proj(x) by key_multiplier before RoPE (modeling_falcon_h1.py
+    FalconH1Attention.forward): the logits of the model's attention, from q and k_proj's keys, are those of
+    posenc's plan (scale times the factor).
     Checked on transformers' own attention module with the real Falcon-H1-0.5B factor."""
     import torch
     from transformers.models.falcon_h1 import modeling_falcon_h1 as fh
@@ -42,7 +43,7 @@ def test_falcon_h1_key_multiplier_scales_the_logits_as_transformers():
     assert m.layers[0].attention.softmax_scale == pytest.approx(attn.scaling * attn.key_multiplier, rel=1e-15)
     x = torch.randn(1, 5, 128)
     q = attn.q_proj(x).view(1, 5, 2, 64).transpose(1, 2)
-    k_model = attn.k_proj(x).view(1, 5, 2, 64).transpose(1, 2) * attn.key_multiplier  # L208
+    k_model = attn.k_proj(x).view(1, 5, 2, 64).transpose(1, 2) * attn.key_multiplier  # as its forward
     k_proj = attn.k_proj(x).view(1, 5, 2, 64).transpose(1, 2)
     torch.testing.assert_close(q @ k_model.transpose(-1, -2) * attn.scaling,
                                q @ k_proj.transpose(-1, -2) * m.layers[0].attention.softmax_scale)
@@ -51,7 +52,8 @@ def test_falcon_h1_key_multiplier_scales_the_logits_as_transformers():
 @pytest.mark.parametrize("idxs", [[2, 5], [0], [], None, [1, 7], "absent"])
 def test_lfm2_full_attn_idxs_pick_the_attention_layers_as_transformers(idxs):
     """LFM2 without layer_types: full_attn_idxs picks the attention layers, the others are convolutions
-    (configuration_lfm2.py L82-89); posenc's attention layers must be transformers' full_attention ones."""
+    (configuration_lfm2.py Lfm2Config.__post_init__); posenc's attention layers must be transformers'
+    full_attention ones."""
     d = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=6)
     if idxs != "absent":
         d["full_attn_idxs"] = idxs
@@ -83,7 +85,8 @@ def test_hunyuan_ntk_alpha_against_transformers():
 def test_hunyuan_vl_flat_legacy_form_against_transformers():
     """HunyuanOCR's flat config (model_type hunyuan_vl, text keys at the top, rope_scaling type "xdrope" with
     xdrope_section and the attention_head_dim alias): HunYuanVLConfig folds it into text_config
-    (configuration_hunyuan_vl.py L276-289); the whole text model checked (text tokens: every axis equal)."""
+    (configuration_hunyuan_vl.py HunYuanVLConfig.__post_init__); the whole text model checked (text tokens:
+    every axis equal)."""
     from transformers import AutoConfig
 
     flat = {"model_type": "hunyuan_vl", "hidden_size": 4 * 128, "num_attention_heads": 4,
@@ -163,10 +166,11 @@ def test_dbrx_base_against_transformers_and_the_authors_code():
 @pytest.mark.parametrize("model_type", ["deepseek_v32", "glm_moe_dsa", "axk2", "hy_v4"])
 def test_sparse_attention_indexer_against_transformers(model_type):
     """DeepSeek sparse attention's lightning indexer: its q and k rotate the first qk_rope_head_dim dims of
-    the index head with the layer's cos / sin, in halves for DeepSeek-V3.2 (modeling_deepseek_v32.py L219-220,
-    as DeepSeek's inference/model.py) and in pairs for GLM-5 (modeling_glm_moe_dsa.py L220-221, written back
-    de-interleaved as V3's attention: the same q.k). posenc's TopkIndexer.rope against the module's own
-    apply function, at positions up to the maximum; its top-k, heads and head size; GLM-5's shared layers."""
+    the index head with the layer's cos / sin, in halves for DeepSeek-V3.2 (modeling_deepseek_v32.py
+    DeepseekV32Indexer.forward, as DeepSeek's inference/model.py) and in pairs for GLM-5
+    (modeling_glm_moe_dsa.py GlmMoeDsaIndexer.forward, written back de-interleaved as V3's attention: the same
+    q.k). posenc's TopkIndexer.rope against the module's own apply function, at positions up to the maximum;
+    its top-k, heads and head size; GLM-5's shared layers."""
     text_cls, _ = FAMILIES[model_type]
     kw = {**shrunk_kwargs(text_cls), "index_topk": 5,
           "rope_parameters": {"rope_type": "yarn", "factor": 40.0, "rope_theta": 1e4, "beta_fast": 32.0,
@@ -322,11 +326,11 @@ KIMI_K2_ROPE = {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.
 
 
 def test_kimi_k2_is_deepseek_v3_against_transformers():
-    """Kimi K2's model_type kimi_k2 is not in transformers 5.23's table: its remote code
-    (auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is DeepSeek-V3's, and transformers'
-    kimi_k25 reads a kimi_k2 text_config as deepseek_v3 (configuration_kimi_k25.py L85-86). posenc plans
-    both forms as deepseek_v3 (with a warning), checked against transformers' DeepseekV3 modules with
-    Kimi's rope and against the wrapper."""
+    """Kimi K2's model_type kimi_k2 is not in transformers 5.23's table: its remote code (auto_map.AutoConfig
+    = configuration_deepseek.DeepseekV3Config) is DeepSeek-V3's, and transformers' kimi_k25 reads a kimi_k2
+    text_config as deepseek_v3 (configuration_kimi_k25.py Kimi_K25Config.__post_init__). posenc plans both
+    forms as deepseek_v3 (with a warning), checked against transformers' DeepseekV3 modules with Kimi's rope
+    and against the wrapper."""
     text_cls, _ = FAMILIES["deepseek_v3"]
     kw = {**shrunk_kwargs(text_cls), "rope_theta": 5e4, "rope_scaling": KIMI_K2_ROPE,
           "max_position_embeddings": 131072}
@@ -375,10 +379,11 @@ def test_molmo2_scaled_and_unscaled_layers_against_transformers():
 
 def test_molmo2_partial_rotation_against_transformers():
     """Molmo 2's default init (and rotary_emb_unscaled) rotates the whole head whatever partial_rotary_factor
-    says (modeling_molmo2.py L121-138); a scaled type's init reads it (modeling_rope_utils.py L416: yarn), and
-    its cos / sin of int(head_dim * prf) dims cannot multiply the whole head (modeling_molmo2.py L230): the
-    model builds, its first forward fails, and posenc refuses by name. Without a scaled layer
-    (rope_scaling_layers []) transformers runs every layer on the unscaled module: the whole head."""
+    says (modeling_molmo2.py Molmo2RotaryEmbedding.compute_default_rope_parameters); a scaled type's init
+    reads it (modeling_rope_utils.py _compute_yarn_parameters: yarn), and its cos / sin of int(head_dim * prf)
+    dims cannot multiply the whole head (modeling_molmo2.py apply_rotary_pos_emb): the model builds, its first
+    forward fails, and posenc refuses by name. Without a scaled layer (rope_scaling_layers []) transformers
+    runs every layer on the unscaled module: the whole head."""
     text_cls, _ = FAMILIES["molmo2_text"]
     yarn = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6, "original_max_position_embeddings": 1024,
             "partial_rotary_factor": 0.5}
@@ -405,9 +410,10 @@ def test_molmo2_partial_rotation_against_transformers():
 
 def test_molmo2_wrapper_and_scaling_layers_against_transformers():
     """Molmo2Config builds a text_config without model_type as Molmo2TextConfig (its sub_configs_defaults,
-    configuration_utils.py L248-267): the same plan as with model_type. rope_scaling_layers indices outside
-    the model scale no layer (modeling_molmo2.py L661-664: `layer_idx in config.rope_scaling_layers`): planned
-    without them, with a warning naming them; the whole model against transformers."""
+    configuration_utils.py SubConfigSpec.create_subconfig): the same plan as with model_type.
+    rope_scaling_layers indices outside the model scale no layer (modeling_molmo2.py Molmo2TextModel.__init__:
+    `layer_idx in config.rope_scaling_layers`): planned without them, with a warning naming them; the whole
+    model against transformers."""
     text_cls, _ = FAMILIES["molmo2_text"]
     kw = {**shrunk_kwargs(text_cls), "rope_scaling_layers": [0, 2, 7, -1],
           "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
@@ -431,9 +437,10 @@ def test_molmo2_wrapper_and_scaling_layers_against_transformers():
 
 
 def test_hy_v4_partial_rotation_with_yarn_is_refused_as_transformers_fails():
-    """Hunyuan 4's default init rotates the whole 64-dim rope head (modeling_hy_v4.py L93-110); yarn's init
-    reads partial_rotary_factor (modeling_rope_utils.py L416) and its narrower cos / sin cannot multiply the
-    head (modeling_hy_v4.py L151): transformers' first forward fails, posenc refuses by name."""
+    """Hunyuan 4's default init rotates the whole 64-dim rope head (modeling_hy_v4.py
+    HYV4RotaryEmbedding.compute_default_rope_parameters); yarn's init reads partial_rotary_factor
+    (modeling_rope_utils.py _compute_yarn_parameters) and its narrower cos / sin cannot multiply the head
+    (modeling_hy_v4.py apply_rotary_pos_emb): transformers' first forward fails, posenc refuses by name."""
     text_cls, _ = FAMILIES["hy_v4"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -449,10 +456,10 @@ def test_hy_v4_partial_rotation_with_yarn_is_refused_as_transformers_fails():
 
 
 def test_zaya_scaled_rope_needs_original_max_position_embeddings():
-    """ZAYA's convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py L114-120),
-    which gives other families' yarn dicts original_max_position_embeddings (modeling_rope_utils.py
-    L856-859): its validation raises KeyError without it (L1151-1153), as posenc refuses by name; with it,
-    the whole model against transformers (yarn on the hybrid layers' half head)."""
+    """ZAYA's convert_rope_params_to_dict skips standardize_rope_params (configuration_zaya.py), which gives
+    other families' yarn dicts original_max_position_embeddings (modeling_rope_utils.py
+    standardize_rope_params): its validation raises KeyError without it (_check_received_keys), as posenc
+    refuses by name; with it, the whole model against transformers (yarn on the hybrid layers' half head)."""
     text_cls, _ = FAMILIES["zaya"]
     yarn = {"rope_type": "yarn", "rope_theta": 5e6, "factor": 4.0, "partial_rotary_factor": 0.5}
     rp = {"hybrid": yarn,
@@ -476,7 +483,7 @@ def test_zaya_scaled_rope_needs_original_max_position_embeddings():
 
 def test_glm5_next_key_value_heads_must_equal_the_heads():
     """GLM-5-Next's validate_architecture raises unless num_key_value_heads (64 when absent) equals
-    num_attention_heads (configuration_glm5_next.py L106-107, L206-212): posenc refuses by name."""
+    num_attention_heads (configuration_glm5_next.py Glm5NextTextConfig): posenc refuses by name."""
     text_cls, _ = FAMILIES["glm5_next_text"]
     kw = shrunk_kwargs(text_cls)
     assert kw["num_attention_heads"] == HEADS
@@ -495,11 +502,11 @@ def test_glm5_next_key_value_heads_must_equal_the_heads():
 
 @pytest.mark.parametrize("model_type", ["glm_moe_dsa", "hy_v4", "glm5_next_text"])
 def test_indexer_types_past_the_last_layer_against_transformers(model_type):
-    """Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py L347, modeling_hy_v4.py L369,
-    modeling_glm5_next.py L1150-1153): entries past the last layer are never read, so transformers runs;
-    posenc ignores them too, with a warning. GLM-5-Next's linear layers never read theirs: a list ending
-    after its last indexed layer runs as well. The shared layers against the attention modules'
-    skip_topk; the whole model through check_family."""
+    """Each layer reads indexer_types[layer_idx] (modeling_glm_moe_dsa.py GlmMoeDsaAttention.__init__,
+    modeling_hy_v4.py HYV4Attention.__init__, modeling_glm5_next.py Glm5NextTextAttention.__init__): entries
+    past the last layer are never read, so transformers runs; posenc ignores them too, with a warning.
+    GLM-5-Next's linear layers never read theirs: a list ending after its last indexed layer runs as well. The
+    shared layers against the attention modules' skip_topk; the whole model through check_family."""
     text_cls, _ = FAMILIES[model_type]
     kw = shrunk_kwargs(text_cls)
     lists = [["full", "shared", "full", "full", "shared", "full", "shared", "other"]]
@@ -585,11 +592,12 @@ def _dots3_config(**extra):
 
 
 def check_dots3_layers(config, m):
-    """Each layer's MLA against its Dots3NoteTextAttention (modeling_dots3_note.py L439-503: built from the
-    layer's own config): the q / k head, the value head, the rotated range [qk_nope, qk_nope + qk_rope), the
-    scale, the window; the type's base and frequencies against the rotary module's buffers; the indexer on
-    indexed_attention layers (index_n_heads heads of index_head_dim, the first qk_rope_head_dim dims rotated
-    in pairs with the same cos / sin, L248-254) against the module's own apply function."""
+    """Each layer's MLA against its Dots3NoteTextAttention (modeling_dots3_note.py, its __init__ building it
+    from the layer's own config): the q / k head, the value head, the rotated range
+    [qk_nope, qk_nope + qk_rope), the scale, the window; the type's base and frequencies against the rotary
+    module's buffers; the indexer on indexed_attention layers (index_n_heads heads of index_head_dim, the
+    first qk_rope_head_dim dims rotated in pairs with the same cos / sin, Dots3NoteTextIndexer.forward)
+    against the module's own apply function."""
     model = build(config)
     family = sys.modules[type(model).__module__]
     assert [lay.layer_type for lay in m.layers] == list(config.layer_types)
@@ -630,7 +638,8 @@ def check_dots3_layers(config, m):
     # other sliding dims and base (swa_* of the released form), a window the mask shows
     {"swa_head_dim": 128, "swa_qk_nope_head_dim": 96, "swa_qk_rope_head_dim": 32, "swa_v_head_dim": 64,
      "swa_rope_theta": 1e4, "sliding_window": 4},
-    # per-type rope dicts: yarn (mscale only in cos / sin: the scale stays qk_head_dim^-0.5, L494) and dynamic
+    # per-type rope dicts: yarn (mscale only in cos / sin: the scale stays qk_head_dim^-0.5,
+    # Dots3NoteTextAttention.__init__) and dynamic
     {"rope_parameters": {"indexed_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6,
                                                "mscale": 1.0, "mscale_all_dim": 0.5,
                                                "original_max_position_embeddings": 2048},
@@ -641,8 +650,9 @@ def check_dots3_layers(config, m):
 ])
 def test_dots3_note_layer_types_mla_dims_and_bases_against_transformers(extra):
     """Dots 3 Note's sliding layers are MLA of their own dims (per_layer_config from swa_*: nope 192, rope 64,
-    v 128 by default, base swa_rope_theta 5e4, windows of 512; configuration_dots3_note.py L321-353) beside
-    the indexed layers' (nope 128, base 8e7): per layer against the running modules, then the whole model."""
+    v 128 by default, base swa_rope_theta 5e4, windows of 512; configuration_dots3_note.py
+    Dots3NoteTextConfig.__post_init__, convert_rope_params_to_dict) beside the indexed layers' (nope 128, base
+    8e7): per layer against the running modules, then the whole model."""
     config = _dots3_config(**extra)
     m = plan(config.to_dict())
     if "use_dsa" in extra:
@@ -655,10 +665,10 @@ def test_dots3_note_layer_types_mla_dims_and_bases_against_transformers(extra):
 
 
 def test_dots3_note_checkpoint_flat_form_against_transformers():
-    """The published checkpoints' form: a flat "dots3_note" config (Dots3NoteConfig builds text_config from
-    the top-level keys, configuration_dots3_note.py L406-412) with use_dsa, the legacy full_attention name,
-    sliding_window_size and the swa_* keys. Its plan equals the text config's (and the saved wrapper's), and
-    the text model matches transformers'; with use_dsa false the full layers run without an indexer."""
+    """The published checkpoints' form: a flat "dots3_note" config (Dots3NoteConfig.__post_init__ builds
+    text_config from the top-level keys, configuration_dots3_note.py) with use_dsa, the legacy full_attention
+    name, sliding_window_size and the swa_* keys. Its plan equals the text config's (and the saved wrapper's),
+    and the text model matches transformers'; with use_dsa false the full layers run without an indexer."""
     from transformers import AutoConfig
 
     text_cls, _ = FAMILIES["dots3_note_text"]
@@ -688,7 +698,8 @@ def test_dots3_note_checkpoint_flat_form_against_transformers():
         assert all((lay.indexer is not None) == (lay.layer_type == "indexed_attention") for lay in m.layers)
         check_dots3_layers(text, m)
         check_family("dots3_note_text", text)
-    # with per_layer_config given, the swa_* keys are popped unread (L321-341): named in warnings
+    # with per_layer_config given, the swa_* keys are popped unread (Dots3NoteTextConfig.__post_init__):
+    # named in warnings
     d = {**text.to_dict(), "swa_head_dim": 128}
     assert any("swa_head_dim = 128 is not read" in w for w in plan(d).warnings)
 

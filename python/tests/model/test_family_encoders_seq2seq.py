@@ -38,7 +38,8 @@ _ULTRABERT = dict(num_hidden_layers=6, hidden_size=256, num_attention_heads=4, i
 ])
 def test_ultrabert_checkpoint_keys_as_its_config_class_reads_them(keys):
     """UltraBERT's checkpoints save attention_windows and a base per layer (configuration_ultrabert.py
-    L83-104): posenc reads them as the config class does, then the whole plan is checked on the model."""
+    UltrabertConfig.__post_init__): posenc reads them as the config class does, then the whole plan is checked
+    on the model."""
     config = transformers.UltrabertConfig(**_ULTRABERT, **copy.deepcopy(keys))
     m = posenc.ModelPositions.from_hf({"model_type": "ultrabert", **_ULTRABERT, **keys}, warn=False)
     assert [layer.layer_type for layer in m.layers] == config.layer_types
@@ -92,8 +93,9 @@ def test_fairseq_sinusoidal_seq2seq_against_transformers(model_type):
 def test_t5_variants_against_their_modules(model_type):
     """T5's family (no causal-LM or masked-LM head: not in FAMILIES), class defaults shrunk, against each
     stack's self-attention modules: which ones own a bucket table (T5, mT5, Switch: the first of each stack;
-    UMT5: every one, modeling_umt5.py L371-378), the bucket count and distance they read, bidirectional
-    buckets in the encoder (not is_decoder) and the unscaled head of d_kv; the decoder's causal mask."""
+    UMT5: every one, modeling_umt5.py UMT5LayerSelfAttention), the bucket count and distance they read,
+    bidirectional buckets in the encoder (not is_decoder) and the unscaled head of d_kv; the decoder's causal
+    mask."""
     cls = type(configuration_auto.CONFIG_MAPPING[model_type]())
     kw = dict(d_model=64, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=3, d_ff=32, vocab_size=256,
               relative_attention_num_buckets=16, relative_attention_max_distance=40)
@@ -146,8 +148,9 @@ def test_embeddinggemma_bidirectional_against_transformers():
                                    {"is_decoder": True}])
 def test_mobilebert_bottleneck_heads_against_transformers(extra):
     """true_hidden_size is intra_bottleneck_size with use_bottleneck (the default), hidden_size without
-    (configuration_mobilebert.py L86-91); use_bottleneck_attention and key_query_shared_bottleneck only
-    choose the projections' inputs; is_decoder leaves the mask bidirectional (L187, L635-639)."""
+    (configuration_mobilebert.py MobileBertConfig.__post_init__); use_bottleneck_attention and
+    key_query_shared_bottleneck only choose the projections' inputs; is_decoder leaves the mask bidirectional
+    (modeling_mobilebert.py MobileBertSelfAttention.__init__, MobileBertModel.forward)."""
     text_cls, _ = FAMILIES["mobilebert"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -161,12 +164,11 @@ def test_mobilebert_bottleneck_heads_against_transformers(extra):
 
 
 def test_mobilebert_configs_transformers_cannot_run_are_refused():
-    """A saved true_hidden_size is set after MobileBertConfig.__post_init__ derives it
-    (configuration_utils.py L500-504): another width than the bottleneck's cannot run in transformers;
-    neither can key_query_shared_bottleneck false without use_bottleneck_attention (q and k read the
-    hidden_size-wide input, modeling_mobilebert.py L365-366, through projections of true_hidden_size
-    inputs). posenc refuses both by name; the equal true_hidden_size of the released configs plans as
-    without it."""
+    """A saved true_hidden_size is set after MobileBertConfig.__post_init__ derives it (configuration_utils.py
+    PreTrainedConfig.__post_init__): another width than the bottleneck's cannot run in transformers; neither
+    can key_query_shared_bottleneck false without use_bottleneck_attention (q and k read the hidden_size-wide
+    input, modeling_mobilebert.py Bottleneck.forward, through projections of true_hidden_size inputs). posenc
+    refuses both by name; the equal true_hidden_size of the released configs plans as without it."""
     text_cls, _ = FAMILIES["mobilebert"]
     kw = {**shrunk_kwargs(text_cls), "intra_bottleneck_size": 64}
     with warnings.catch_warnings():

@@ -40,7 +40,7 @@ def test_wrapper_gives_its_text_config_plan(wrapper, text_type):
 
 def _text_class_wrappers():
     """(wrapper, text model_type) for every config class whose sub_configs_defaults names a concrete class
-    for text_config (not AutoConfig): SubConfigSpec.create_subconfig (configuration_utils.py L248-256) builds
+    for text_config (not AutoConfig): SubConfigSpec.create_subconfig (configuration_utils.py) builds
     text_config with that class whatever model_type the dict has or lacks."""
     out = []
     for mt, cls in configuration_auto.CONFIG_MAPPING.items():
@@ -76,11 +76,11 @@ def test_text_class_wrappers_are_found():
 
 @pytest.mark.parametrize("wrapper,text_type", TEXT_CLASS_WRAPPERS)
 def test_wrapper_text_class_wins_over_text_config_model_type(wrapper, text_type):
-    """A wrapper with a concrete text class builds a text_config without model_type, and one whose
-    model_type names another family, as that class (configuration_utils.py L248-256; to_dict writes the
-    class's model_type): posenc's plan of the wrapper's dict must be the plan of get_text_config().to_dict()
-    (or the same refusal), with a warning naming an ignored model_type (Step3p7Config pops it silently,
-    configuration_step3p7.py L331-332)."""
+    """A wrapper with a concrete text class builds a text_config without model_type, and one whose model_type
+    names another family, as that class (configuration_utils.py SubConfigSpec.create_subconfig; to_dict writes
+    the class's model_type): posenc's plan of the wrapper's dict must be the plan of
+    get_text_config().to_dict() (or the same refusal), with a warning naming an ignored model_type
+    (Step3p7Config.__post_init__ pops it silently, configuration_step3p7.py)."""
     cls = configuration_auto.CONFIG_MAPPING[wrapper]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -108,7 +108,7 @@ def test_wrapper_text_class_wins_over_text_config_model_type(wrapper, text_type)
 
 def _default_text_wrappers():
     """(wrapper, default text model_type) for every config class whose sub_configs_defaults gives text_config
-    an AutoConfig spec: SubConfigSpec.create_subconfig (configuration_utils.py L248-256) builds a text_config
+    an AutoConfig spec: SubConfigSpec.create_subconfig (configuration_utils.py) builds a text_config
     dict as the class of its own model_type, or of the spec's default model_type where it has none."""
     out = []
     for mt, cls in configuration_auto.CONFIG_MAPPING.items():
@@ -142,7 +142,8 @@ def test_wrapper_default_text_type_fills_a_missing_model_type(wrapper, default_t
     """A wrapper with an AutoConfig text spec builds a text_config without model_type as its default type
     (LlavaConfig: llama): posenc's plan of {"model_type": wrapper, "text_config": dict without model_type}
     must be the plan of get_text_config().to_dict() (or the same refusal, naming the text family). A present
-    model_type keeps winning. Exaone4_5_Config fails without one (configuration_exaone4_5.py L80): refused."""
+    model_type keeps winning. Exaone4_5_Config.__post_init__ fails without one (configuration_exaone4_5.py):
+    refused."""
     cls = configuration_auto.CONFIG_MAPPING[wrapper]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

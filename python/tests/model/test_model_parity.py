@@ -181,7 +181,7 @@ def hf_attention_modules(model):
     out = {}
     for name, mod in model.named_modules():
         cls = type(mod).__name__
-        # gptj divides by scale_attn; ModernBertAttention passes scaling=self.head_dim**-0.5 (L282)
+        # gptj divides by scale_attn; ModernBertAttention passes scaling=self.head_dim**-0.5 (its forward)
         scaled = hasattr(mod, "scaling") or hasattr(mod, "scale_attn") or cls == "ModernBertAttention"
         if cls.endswith("Attention") and "Vision" not in cls and scaled and hasattr(mod, "layer_idx"):
             index = mod.layer_idx
@@ -194,7 +194,7 @@ def hf_attention_modules(model):
 def hf_scaling(attn):
     if type(attn).__name__ == "ModernBertAttention":
         return attn.head_dim ** -0.5
-    if type(attn).__name__ == "EsmSelfAttention":  # q scaled before RoPE, the kernel by 1.0 (L366, L383)
+    if type(attn).__name__ == "EsmSelfAttention":  # q scaled before RoPE, the kernel by 1.0 (its forward)
         assert attn.scaling == 1.0
         return attn.attention_head_size ** -0.5
     return attn.scaling if hasattr(attn, "scaling") else 1.0 / attn.scale_attn  # modeling_gptj.py _attn
@@ -235,7 +235,8 @@ def test_attention_scale_window_sinks_layer_types(name):
         causal = False if "CrossAttention" in type(attn).__name__ else getattr(attn, "is_causal", True)
         if config.model_type == "paligemma":  # is_causal False (use_bidirectional_attention, set by
             # PaliGemmaConfig), but PaliGemmaModel hands every layer create_causal_mask with the prefix
-            # bidirectional (modeling_paligemma.py L255-261): causal, the prefix reported in a warning
+            # bidirectional (modeling_paligemma.py PaliGemmaModel.forward): causal, the prefix reported in a
+            # warning
             assert not causal and any("prefix-LM" in w for w in m.warnings), name
             causal = True
         assert a.causal == causal, (name, layer.layer)
@@ -602,7 +603,8 @@ def test_absolute_and_t5_families(name, position):
     if name.startswith("distilbert__"):  # modeling_distilbert.py: is_causal False, scaling head_dim^-0.5
         assert not any(layer.attention.causal for layer in m.layers)
         assert {layer.attention.softmax_scale for layer in m.layers} == {(text.dim // text.n_heads) ** -0.5}
-    if name.startswith("mobilebert__"):  # heads of true_hidden_size, the 128-wide bottleneck (L176-178, L187)
+    if name.startswith("mobilebert__"):  # heads of true_hidden_size, the 128-wide bottleneck
+        # (MobileBertSelfAttention.__init__)
         attns = [mod for mod in model.modules() if type(mod).__name__ == "MobileBertSelfAttention"]
         assert len(attns) == m.num_layers and text.true_hidden_size == text.intra_bottleneck_size == 128
         for layer, attn in zip(m.layers, attns):
@@ -782,7 +784,8 @@ def test_glm4v_flat_config_against_transformers_text_config():
 
 def test_gpt_neo_local_layers_and_unscaled_attention():
     """GPT-Neo 125M: attention_types [[["global", "local"], 6]] -> local odd layers whose mask keeps the
-    window_size latest keys (the bias buffer of modeling_gpt_neo.py L58-67), and no 1/sqrt(d) in _attn."""
+    window_size latest keys (the bias buffer of modeling_gpt_neo.py GPTNeoSelfAttention.__init__), and no
+    1/sqrt(d) in _attn."""
     m = plan("gpt-neo__gpt-neo-125M")
     config, text, model = hf("gpt-neo__gpt-neo-125M")
     assert [layer.layer_type for layer in m.layers] == [
