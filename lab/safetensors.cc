@@ -9,8 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "posenc/error.h"
 #include "files.h"
+#include "posenc/error.h"
+#include "src/json_depth.h"
 
 namespace posenc::lab {
 namespace {
@@ -39,29 +40,6 @@ std::optional<uint64_t> element_count(const std::vector<int64_t>& shape) {
     n *= static_cast<uint64_t>(d);
   }
   return n;
-}
-
-// Nesting deeper than max_depth (brackets in strings do not count); malformed text is left to the parser.
-bool nests_deeper_than(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '{' || ch == '[') {
-      if (++depth > max_depth) return true;
-    } else if (ch == '}' || ch == ']') {
-      --depth;
-    }
-  }
-  return false;
 }
 
 // Text for an error message, cut to max_chars characters.
@@ -135,7 +113,7 @@ Checkpoint decode_safetensors(const std::string& bytes, const std::string& origi
                      std::to_string(bytes.size()) + " bytes)");
   const std::string_view text(bytes.data() + 8, n);
   if (text.empty() || text.front() != '{') fail(origin, "header does not start with '{'");
-  if (nests_deeper_than(text, kMaxHeaderDepth))
+  if (detail::json_too_deep_at(text, kMaxHeaderDepth))
     fail(origin,
          "header nests objects and arrays more than " + std::to_string(kMaxHeaderDepth) + " levels deep");
   nlohmann::json header;

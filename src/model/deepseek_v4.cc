@@ -21,6 +21,7 @@
 
 #include "src/model/document.h"
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc::detail {
 namespace {
@@ -129,7 +130,7 @@ ModelPositions deepseek_v4_positions(Obj& j, Model& m) {
           "rope_scaling.partial_rotary_factor = " + json_excerpt(compress["partial_rotary_factor"]) +
           " is replaced by the config's " + std::to_string(prf) + " (configuration_deepseek_v4.py)");
     compress["partial_rotary_factor"] = prf;
-    if (!compress.contains("rope_type")) compress["rope_type"] = compress.value("type", json("default"));
+    set_default_rope_type(compress);
     compress.erase("type");
     if (compress["rope_type"] == "yarn" && !compress.contains("attention_factor"))
       compress["attention_factor"] = 1.0;

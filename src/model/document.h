@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "src/check.h"
+#include "src/json_depth.h"
 
 namespace posenc::detail {
 
@@ -51,30 +53,12 @@ inline std::string quote_non_finite_tokens(const std::string& text) {
 inline constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;  // read_text_file's default limit too
 inline constexpr int kMaxJsonDepth = 64;
 
-// The deepest nesting of objects and arrays in `text` (brackets inside strings do not count);
-// fails as soon as it exceeds max_depth. Malformed text is left to the parser.
+// Fails when `text` nests objects and arrays more than max_depth levels deep (src/json_depth.h), naming
+// the byte where it does.
 inline void check_json_depth(std::string_view op, std::string_view what, std::string_view text,
                              int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '{' || ch == '[') {
-      if (++depth > max_depth)
-        fail(op, what, " nests objects and arrays more than ", max_depth, " levels deep (at byte ", i, ")");
-    } else if (ch == '}' || ch == ']') {
-      --depth;
-    }
-  }
+  if (const std::optional<size_t> at = json_too_deep_at(text, max_depth))
+    fail(op, what, " nests objects and arrays more than ", max_depth, " levels deep (at byte ", *at, ")");
 }
 
 // What both readers accept as a number and as an integer (the model reader's Obj, src/model/parse.h, and

@@ -35,6 +35,7 @@
 
 #include "src/model/document.h"
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc::detail {
 namespace {
@@ -74,12 +75,6 @@ int64_t dim_of(const json& v, const std::string& where, const std::string& key, 
   return v.get<int64_t>();
 }
 
-// A rope dict's type as standardize_rope_params reads it ("" when not a string).
-std::string rope_kind(const json& d) {
-  const json* k = d.contains("rope_type") ? &d.at("rope_type") : d.contains("type") ? &d.at("type") : nullptr;
-  if (!k) return "default";
-  return k->is_string() ? k->get<std::string>() : "";
-}
 }  // namespace
 
 json dots3_resolved(const json& text, const std::string& where, std::vector<std::string>& warnings) {
@@ -394,7 +389,8 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
       // _compute_yarn_parameters), beside the dicts.
       if (k == "truncate")
         for (const std::string& t : order)
-          if (rp.contains(t) && rp.at(t).is_object() && rope_kind(rp.at(t)) == "yarn" && !truthy(it.value()))
+          if (rp.contains(t) && rp.at(t).is_object() && standardized_rope_type(rp.at(t)) == "yarn" &&
+              !truthy(it.value()))
             fail(kOp, where, rp_name, ".truncate = ", json_excerpt(it.value()),
                  " is not modeled by posenc for ", kType, ": yarn reads it beside the per-type dicts");
       warnings.push_back(where + rp_name + "." + k + " = " + json_excerpt(it.value()) + " is not read by " +
@@ -411,9 +407,9 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
            "(transformers 5.23 raises)");
     if (!rp.at(t).is_object()) fail(kOp, where, at, " = ", json_excerpt(rp.at(t)), " must be an object");
     json d = rp.at(t);
-    if (!d.contains("rope_type")) d["rope_type"] = d.contains("type") ? d.at("type") : json("default");
+    set_default_rope_type(d);
     if (!d.contains("rope_theta")) d["rope_theta"] = base(false);
-    const std::string kind = rope_kind(d);
+    const std::string kind = standardized_rope_type(d);
     // _compute_proportional_rope_parameters sizes cos / sin by head_dim (modeling_rope_utils.py),
     // not by the rotated dims the attention slices.
     if (kind == "proportional")
@@ -421,8 +417,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
            ": its cos / sin then span head_dim, not the qk_rope_head_dim rotated dims (transformers 5.23 "
            "fails ",
            "at the first forward)");
-    if ((kind == "yarn" || kind == "llama3" || kind == "longrope") &&
-        !d.contains("original_max_position_embeddings"))
+    if (rope_type_reads_original(kind) && !d.contains("original_max_position_embeddings"))
       d["original_max_position_embeddings"] = max_pos;  // modeling_rope_utils.py standardize_rope_params
     // C convert_rope_params_to_dict: set over whatever the dict says. Its rotated width is qk_rope_head_dim
     // (checked above): the plan's RopeConfig spans those dims alone.

@@ -511,7 +511,7 @@ constexpr Family kFamilies[] = {
   {"bloom",          PositionMethod::alibi,   0, 0,    0, 0, false, H},
   // ModelPositions::sinusoidal
   F{"xglm",          PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H}.offset(2),
-  // Kosmos-2's text decoder: XGLM's table, read at row p + pad_token_id + 1 (config_json.cc)
+  // Kosmos-2's text decoder: XGLM's table, read at row p + pad_token_id + 1 (plan_position_tables)
   F{"kosmos_2_text_model", PositionMethod::sinusoidal, 0, 2048, 0, 0, false, H}
       .size_keys("embed_dim hidden_size", "layers num_hidden_layers").with(kSinusoidalRowsAfterPad),
   // the same, q pre-scaled

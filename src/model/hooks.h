@@ -1,6 +1,6 @@
 // src/model/hooks.h: the code of the families whose positional rules are more than their Family row
 // (src/model/families.h) says: one FamilyHooks record per such model_type, each member a stage of the reader
-// (src/model/config_json.cc) where the family's code runs. The functions live in src/model/hooks.cc, or in
+// (src/model/stages.h) where the family's code runs. The functions live in src/model/hooks.cc, or in
 // the family's own file (step3p5.cc, zaya.cc, ultrabert.cc, dots3.cc, deepseek_v4.cc).
 #pragma once
 #include <map>

@@ -207,7 +207,7 @@ std::vector<std::optional<TopkIndexer>> topk_indexers(Obj& j, const Model& m,
   // dots3_note_text (modeling_dots3_note.py Dots3NoteTextIndexer): on its indexed_attention layers only
   // (Dots3NoteTextAttention.__init__), GLM-5's indexer: index_n_heads heads of index_head_dim (its __init__),
   // the first qk_rope_head_dim dims rotated in pairs (its forward) with the layer's cos / sin, no shared
-  // layers. The rotated width is the layer type's (set in config_json.cc; src/model/dots3.cc checked it
+  // layers. The rotated width is the layer type's (set in assemble.cc; src/model/dots3.cc checked it
   // fits).
   const bool dots3 = kind == IndexerKind::dsa_pairs_indexed;
   if (kind == IndexerKind::none) return out;

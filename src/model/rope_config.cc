@@ -66,8 +66,8 @@ RopeScalingType parse_type(const std::string& name) {
   if (const std::optional<RopeScalingType> type = detail::rope_type_from_name(name);
       type && *type != RopeScalingType::proportional)
     return *type;
-  fail(kOp, "rope_scaling.rope_type = \"", name,
-       "\" is invalid: expected one of default, linear, dynamic, yarn, longrope, llama3, mrope");
+  fail(kOp, "rope_scaling.rope_type = \"", name, "\" is invalid: expected one of ",
+       detail::rope_type_names(", ", false));
 }
 
 // The rope_scaling keys parse_scaling reads (type aliases included); others are reported.
@@ -91,7 +91,7 @@ void parse_scaling(const json& s, RopeConfig& c, std::vector<std::string>* warni
                             " is not read by the generic rules: ignored");
   if (!s.is_object()) fail(kOp, "rope_scaling = ", json_excerpt(s), " is invalid: must be an object or null");
   std::string type = "default";
-  const char* type_key = has(s, "rope_type") ? "rope_type" : (has(s, "type") ? "type" : nullptr);
+  const char* type_key = detail::rope_type_key(s);
   if (type_key) {
     if (!s.at(type_key).is_string())
       fail(kOp, w, type_key, " = ", json_excerpt(s.at(type_key)), " is invalid: must be a string");

@@ -15,9 +15,7 @@ namespace posenc::detail {
 namespace {
 RopeScalingType scaling_type(const std::string& name, const std::string& where) {
   if (const std::optional<RopeScalingType> type = rope_type_from_name(name)) return *type;
-  fail(kOp, where, "rope_type = \"", name,
-       "\" is not supported: expected default, linear, dynamic, yarn, longrope, llama3, proportional "
-       "or mrope");
+  fail(kOp, where, "rope_type = \"", name, "\" is not supported: expected ", rope_type_names(" or ", true));
 }
 
 }  // namespace
@@ -75,11 +73,10 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
                           std::optional<double>& ministral_beta) {
   RopeConfig c;
   std::string rope_type = "default";
-  if (d.has("rope_type"))
-    rope_type = d.str("rope_type");  // rope_type wins over type (setdefault in standardize_rope_params)
-  else if (d.has("type"))
-    rope_type = d.str("type");
+  d.read.insert("rope_type");
   d.read.insert("type");
+  // rope_type wins over type (setdefault in standardize_rope_params)
+  if (const char* key = rope_type_key(d.j)) rope_type = d.str(key);
   const bool phi3_names = m.rules->has(kPhi3RopeNames);
   if (phi3_names && rope_type == "su")
     // Phi3Config.convert_rope_params_to_dict renames "su" only after standardize_rope_params, which

@@ -10,6 +10,7 @@
 
 #include "src/model/document.h"
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc::detail {
 
@@ -104,8 +105,7 @@ json step3p5_resolved(const json& text, const std::string& where, std::vector<st
         // Not standardized: yarn, llama3 and longrope need original_max_position_embeddings in the dict
         // (transformers 5.23's validation raises KeyError without it).
         const json& kind = full.at("rope_type");
-        if ((kind == "yarn" || kind == "llama3" || kind == "longrope") &&
-            !full.contains("original_max_position_embeddings"))
+        if (rope_type_reads_original(kind) && !full.contains("original_max_position_embeddings"))
           fail(kOp, where,
                "rope_scaling.original_max_position_embeddings is missing: step3p5 merges rope_scaling ",
                "without filling it, and rope type ", kind.dump(), " requires it (transformers 5.23 raises)");

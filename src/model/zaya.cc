@@ -11,6 +11,7 @@
 
 #include "src/model/document.h"
 #include "src/model/parse.h"
+#include "src/model/rope_types.h"
 
 namespace posenc::detail {
 namespace {
@@ -90,10 +91,9 @@ json zaya_resolved(const json& text, const std::string& where, std::vector<std::
         !rp.at(k[0]).is_object())
       continue;
     const json& d = rp.at(k[0]);
-    const json kind = has(d, "rope_type") ? d.at("rope_type")
-                      : has(d, "type")    ? d.at("type")
-                                          : json("default");
-    if (kind != "yarn" && kind != "llama3" && kind != "longrope") continue;
+    const char* const kind_key = rope_type_key(d);
+    const json kind = kind_key ? d.at(kind_key) : json("default");
+    if (!rope_type_reads_original(kind)) continue;
     const std::string key = rp_name + "." + k[0] + ".original_max_position_embeddings";
     if (!d.contains("original_max_position_embeddings"))
       fail(kOp, where, key, " is missing: rope type ", kind.dump(),
