@@ -51,6 +51,10 @@ void rotate_stored_keys(const Rope& rope, const StoredKeys& keys, const RopeFreq
                         bool first_inverse, const RopeFrequencies* then,
                         const detail::PositionLayout& positions, int64_t offset) {
   const RopeConfig& rc = rope.config();
+  if (static_cast<int64_t>(first.inv_freq.size()) > cuda::kMaxDevicePairs ||
+      (then != nullptr && then->inv_freq.size() != first.inv_freq.size()))
+    fail(kOp, "rotary_dim = ", 2 * first.inv_freq.size(), " is larger than the CUDA backend takes (",
+         2 * cuda::kMaxDevicePairs, ")");
   cuda::RopeLaunch launch;
   launch.freq = &first;
   launch.inverse = first_inverse != rc.reversed;  // R(-p theta) = R(p theta)^T
@@ -86,7 +90,8 @@ RopeCall device_rope_call(const Rope& rope, const int64_t* positions, int64_t ba
     return call;
   int64_t lo = 0, hi = 0;
   cuda::kv_cache_position_range(positions, batch_stride, token_stride, B, T, &lo, &hi);
-  call.seq_len = std::max<int64_t>(hi + 1, 0);  // every length <= 0 has the frequencies of 0
+  // Every length <= 0 has the frequencies of 0; a position past 2^53 (its rows become NaN) no longer counts.
+  call.seq_len = std::clamp<int64_t>(hi, -1, detail::kMaxAbsPosition) + 1;
   return call;
 }
 
@@ -216,9 +221,12 @@ void KVCache::shift_positions_cuda(int64_t delta) {
   int64_t* pos = static_cast<int64_t*>(device_pos_.get());
   int64_t lo = 0, hi = 0;
   cuda::kv_cache_position_range(pos, capacity_, 1, batch_, size_, &lo, &hi);
-  for (const int64_t p : {lo, hi})
+  for (const int64_t p : {lo, hi}) {
+    if (p > detail::kMaxAbsPosition || p < -detail::kMaxAbsPosition)
+      fail(kOp, "shift_positions: the cache holds position ", p, ", outside [-2^53, 2^53]");
     if (p + delta > detail::kMaxAbsPosition || p + delta < -detail::kMaxAbsPosition)
       fail(kOp, "shift_positions: delta = ", delta, " moves position ", p, " outside [-2^53, 2^53]");
+  }
   if (rope_) {
     // R(delta) for every key: angles of position 0 at offset delta, without the attention factor the keys
     // already carry.

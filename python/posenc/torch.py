@@ -700,8 +700,10 @@ class SinusoidalPositional(torch.nn.Module):
 class KVCache:
     """posenc's KV cache on a CUDA device for torch tensors (posenc/kv_cache.h with Device::cuda): keys and
     values [B, size, Hkv, D] in bf16 or fp16 device memory, grown by doubling; append and attend queue on the
-    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays), but
-    shift_positions, which reads the positions' range back to refuse a shift past 2^53."""
+    current stream and read nothing back (posenc.KVCache is the CPU cache, over numpy arrays), but for
+    positions: shift_positions reads their range back (to refuse a shift past 2^53 before anything changes),
+    and with a rope whose frequencies depend on the length (dynamic, longrope, qwen_dynamic) append and attend
+    read the largest (the frequencies of max(position) + 1, as the CPU cache takes them)."""
 
     def __init__(self, batch: int, kv_heads: int, head_dim: int, *, rope: RopeConfig | None = None,
                  dtype=torch.bfloat16, device="cuda"):

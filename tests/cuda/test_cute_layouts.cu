@@ -147,6 +147,8 @@ void check_backward_tiles() {
   for (int t = 0; t < T::kThreads; ++t) {
     const auto part = copy.get_thread_slice(t).partition_S(tile);
     for (int i = 0; i < size(part); ++i) seen.insert({int(get<0>(part(i))), int(get<1>(part(i)))});
+    for (int m = 0; m < size<1>(part); ++m)  // runs of 8 from a multiple of 8, as load_rows keeps or zeroes
+      for (int k = 0; k < size<2>(part); ++k) ASSERT_EQ(int(get<1>(part(0, m, k))) % 8, 0);
   }
   EXPECT_EQ(seen.size(), size_t(64 * kHeadDim));
 }
