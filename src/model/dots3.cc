@@ -105,7 +105,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   else if (given("sliding_window_size") && text.at("sliding_window_size") != window)
     warnings.push_back(where + "sliding_window_size = " + json_excerpt(text.at("sliding_window_size")) +
                        " is not read by " + kType + ": sliding_window = " + json_excerpt(window) +
-                       " is given (configuration_dots3_note.py L305-306)");
+                       " is given (Dots3NoteTextConfig.__post_init__)");
 
   // C __post_init__: the layer types; use_dsa renames full_attention <-> indexed_attention (a false use_dsa
   // builds full_attention layers, without an indexer).
@@ -140,7 +140,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     if (t != "full_attention" && t != "sliding_attention" && t != "indexed_attention")
       fail(kOp, where, "layer_types contains \"", t, "\", which ", kType,
            " does not build: its model has masks for full_attention, sliding_attention and "
-           "indexed_attention only (modeling_dots3_note.py L755-759)");
+           "indexed_attention only (Dots3NoteTextModel.forward)");
     if (std::find(order.begin(), order.end(), t) == order.end()) order.push_back(t);
   }
   const bool slides = std::find(order.begin(), order.end(), "sliding_attention") != order.end();
@@ -184,7 +184,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
     for (const std::string& k : swa_keys)
       warnings.push_back(where + k + " = " + json_excerpt(text.at(k)) + " is not read by " + kType +
                          ": per_layer_config is given, and its config class builds the sliding layers' "
-                         "overrides from swa_* only without one (configuration_dots3_note.py L321-341)");
+                         "overrides from swa_* only without one (Dots3NoteTextConfig.__post_init__)");
     const json& plc = text.at("per_layer_config");
     if (!plc.is_null() && !plc.is_object())
       fail(kOp, where, "per_layer_config = ", json_excerpt(plc), " is invalid: must be an object");
@@ -427,12 +427,13 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
       warnings.push_back(where + at + ".partial_rotary_factor = " +
                          json_excerpt(d.at("partial_rotary_factor")) + " is not read by " + kType +
                          ": its config class sets qk_rope_head_dim / head_dim = " + json_excerpt(json(prf)) +
-                         " (configuration_dots3_note.py L358-363)");
+                         " (Dots3NoteTextConfig.convert_rope_params_to_dict)");
     d.erase("partial_rotary_factor");
     if (d.contains("truncate")) {
       warnings.push_back(where + at + ".truncate = " + json_excerpt(d.at("truncate")) + " is not read by " +
                          kType +
-                         ": yarn reads truncate beside the per-type dicts (modeling_rope_utils.py L475)");
+                         ": yarn reads truncate beside the per-type dicts (modeling_rope_utils.py "
+                         "_compute_yarn_parameters)");
       d.erase("truncate");
     }
     built[t] = d;
@@ -442,13 +443,14 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
                        ": every layer type's rope dict has its own");
   if (swa_theta_given && !swa_theta_used)
     warnings.push_back(where + "swa_rope_theta = " + json_excerpt(swa_theta) + " is not read by " + kType +
-                       (slides ? ": " + rp_name + " is given (configuration_dots3_note.py L347-353)"
-                               : std::string(": no layer is sliding_attention")));
+                       (slides
+                            ? ": " + rp_name + " is given (Dots3NoteTextConfig.convert_rope_params_to_dict)"
+                            : std::string(": no layer is sliding_attention")));
   if (given("partial_rotary_factor"))
     warnings.push_back(where + "partial_rotary_factor = " + json_excerpt(text.at("partial_rotary_factor")) +
                        " is not read by " + kType +
                        ": each layer type rotates qk_rope_head_dim / head_dim of its head "
-                       "(configuration_dots3_note.py L358-363)");
+                       "(Dots3NoteTextConfig.convert_rope_params_to_dict)");
   if (given("original_max_position_embeddings"))
     warnings.push_back(where + "original_max_position_embeddings = " +
                        json_excerpt(text.at("original_max_position_embeddings")) + " is not read by " +
@@ -456,7 +458,7 @@ json dots3_resolved(const json& text, const std::string& where, std::vector<std:
   if (given("rope_interleave") && !truthy(text.at("rope_interleave")))
     warnings.push_back(where + "rope_interleave = " + json_excerpt(text.at("rope_interleave")) +
                        " is ignored: " + kType +
-                       " always rotates interleaved pairs (modeling_dots3_note.py L552)");
+                       " always rotates interleaved pairs (Dots3NoteTextAttention.forward)");
   out["layer_types"] = types;
   out["sliding_window"] = window;
   out["rope_parameters"] = built;

@@ -202,7 +202,7 @@ void roformer_tables(Reading& r) {
   if (r.j.bool_or("rotary_value", false))
     fail(kOp, r.j.where,
          "rotary_value = true is not supported for roformer: its values are rotated too "
-         "(modeling_roformer.py L180-183), which posenc's attention does not do");
+         "(RoFormerSelfAttention.forward), which posenc's attention does not do");
 }
 
 // ---- albert

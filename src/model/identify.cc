@@ -59,10 +59,10 @@ const ReadAs kReadAs[] = {
     {"kimi_k2", nullptr, "deepseek_v3", kimi_k2_is_deepseek_v3,
      "model_type 'kimi_k2' (remote code: auto_map.AutoConfig = configuration_deepseek.DeepseekV3Config) is "
      "read as deepseek_v3: Kimi K2 runs DeepSeek-V3's modeling_deepseek.py, and transformers 5.23's kimi_k25 "
-     "reads kimi_k2 as deepseek_v3 (configuration_kimi_k25.py L85-86)"},
+     "reads kimi_k2 as deepseek_v3 (Kimi_K25Config.__post_init__)"},
     {"kimi_k2", "kimi_k25", "deepseek_v3", nullptr,  // Kimi_K25Config.__post_init__
      "text_config.model_type = \"kimi_k2\" is read as deepseek_v3, as Kimi_K25Config rewrites it "
-     "(configuration_kimi_k25.py L85-86)"},
+     "(Kimi_K25Config.__post_init__)"},
 };
 
 }  // namespace
@@ -210,7 +210,7 @@ Identity identify(const json& root, std::string* why) {
     id.warnings.push_back(id.where + "model_type = " + json_excerpt(given.at("model_type")) +
                           " is ignored: " + outer + "'s config class builds text_config as its " +
                           "text class, model_type '" + text_class +
-                          "', whatever model_type it has (configuration_utils.py L248-256)");
+                          "', whatever model_type it has (SubConfigSpec.create_subconfig)");
   // The model's own row (its class defaults) and the row of the family whose positional code it runs.
   id.own_type = canonical_type(id.declared_type);
   id.type = rules_type(id.own_type);

@@ -124,7 +124,7 @@ RopeConfig rope_from_dict(Obj& d, const Model& m, double theta, std::optional<do
   if (m.rules->has(kDefaultRopeOnly) && s.type != RopeScalingType::none)
     fail(kOp, d.where, "rope_type = \"", rope_type, "\" is not supported by ", m.type,
          ": its rotary module accepts 'default' only "
-         "(modeling_recurrent_gemma.py L71-74 raises)");
+         "(RecurrentGemmaRotaryEmbedding.__init__ raises)");
   if (!(hunyuan && s.type == RopeScalingType::none && d.read.count("alpha")))
     c.base = d.num_or("rope_theta", theta);
   if (d.has("partial_rotary_factor")) prf = d.num("partial_rotary_factor");

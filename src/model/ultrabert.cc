@@ -31,7 +31,7 @@ json ultrabert_resolved(const json& text, const std::string& where, std::vector<
         if (j.has("sliding_window") && j.at("sliding_window") != w)
           warnings.push_back(where + "sliding_window = " + json_excerpt(j.at("sliding_window")) +
                              " is replaced by attention_windows' first window, " + std::to_string(w) +
-                             " (configuration_ultrabert.py L86-88)");
+                             " (UltrabertConfig.__post_init__)");
         out["sliding_window"] = w;
         break;
       }
@@ -53,7 +53,7 @@ json ultrabert_resolved(const json& text, const std::string& where, std::vector<
     if (j.has("rope_parameters") && !theta.is_null()) {
       warnings.push_back(where +
                          "rope_theta is ignored by ultrabert: rope_parameters is given "
-                         "(configuration_ultrabert.py L98-104)");
+                         "(UltrabertConfig.__post_init__)");
     } else if (!theta.is_null()) {
       if (!theta.is_array())
         fail(kOp, where, "rope_theta = ", json_excerpt(theta),

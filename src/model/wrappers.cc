@@ -212,7 +212,7 @@ const char* const kWrapperFixedTextTypes[][2] = {
 const char* const kWrapperFlatRefusals[][2] = {
     {"fuyu",
      "model_type 'fuyu' without text_config is not read: FuyuConfig builds its persimmon text model "
-     "from some of the top-level keys only (configuration_fuyu.py L75-82). Pass the text model's keys "
+     "from some of the top-level keys only (FuyuConfig.__post_init__). Pass the text model's keys "
      "as text_config, or a persimmon config"},
 };
 
