@@ -101,6 +101,10 @@ struct AttentionBackwardLaunch {
   int64_t table_rows = 0;
 };
 void attention_backward(const AttentionBackwardLaunch& launch);
+// The learned table's gradient: its per-block partial sums take at most this many bytes at a time (the keys
+// pass runs in waves of key tiles beyond). A variable so that the GPU tests can run several waves on small
+// shapes.
+inline int64_t attention_table_partial_bytes = int64_t{64} << 20;
 
 // grad (B, T, H, D) f32, bf16 or fp16 at `strides` (unit stride on D) += g (contiguous fp32), rounded once.
 void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t strides[3], int64_t B,

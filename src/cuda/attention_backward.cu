@@ -62,6 +62,7 @@ struct BackwardParams {
   // The learned table's gradient: (problems, key blocks, H, 2 limit + 1) partial sums over the lookup's
   // distances, one per keys-pass block and head; null: not wanted.
   float* bias_partials;
+  int64_t first_key_tile;  // the keys pass's blocks cover key tiles first_key_tile + blockIdx.x (a wave)
   float slopes[kMaxAttentionHeads];
 };
 
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const int tid = threadIdx.x;
   Problem pr;
   if (!problem_of(p, blockIdx.z, &pr)) return;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int64_t col0 = (p.first_key_tile + blockIdx.x) * BN;
   if (col0 >= pr.nk) return;
   const int cols = static_cast<int>(min<int64_t>(BN, pr.nk - col0));
   const int64_t hk = blockIdx.y, group = p.H / p.Hkv;
@@ -531,6 +532,17 @@ struct TableGradientArgs {
   float* grad;
   int64_t grad_strides[2];
 };
+// sums (H, n) += the partials (blocks, H, n) of one wave of the keys pass, in block order: a block per head.
+__global__ void sum_partials_kernel(const float* partials, int64_t blocks, int64_t H, int64_t n,
+                                    float* sums) {
+  const int64_t h = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float sum = sums[h * n + i];
+    for (int64_t b = 0; b < blocks; ++b) sum += partials[(b * H + h) * n + i];
+    sums[h * n + i] = sum;
+  }
+}
+
 __global__ void table_gradient_kernel(const __grid_constant__ TableGradientArgs a) {
   __shared__ float by_distance[kMaxDeviceRowTable];
   const int64_t h = blockIdx.x, n = 2 * a.limit + 1;
@@ -586,18 +598,42 @@ void launch_pass(Kernel kernel, const BackwardParams& params, dim3 grid, const c
   check_launch("attention_backward", what);
 }
 
+// The keys pass in waves of `width` key tiles (all of them without a learned table's gradient): each wave's
+// partial sums of the table (one per block and head, zeroed first: blocks past a sequence's keys write
+// nothing) are added, in wave order, into per-head sums, so the partials take width / key tiles of the memory
+// one wave would (8 x 32k keys, 32 heads and T5's 2049 distances: a GB in one wave).
+struct KeyWaves {
+  int64_t width = 0;
+  float* partials = nullptr;  // (problems * width, H, n), or null
+  float* sums = nullptr;      // (H, n)
+  int64_t n = 0;
+};
+
 template <class Element, int kHeadDim>
-void launch_backward(const BackwardParams& p, int64_t problems) {
+void launch_backward(BackwardParams p, int64_t problems, const KeyWaves& waves) {
   const unsigned z = static_cast<unsigned>(problems);
-  const dim3 keys_grid(static_cast<unsigned>((p.K + 63) / 64), static_cast<unsigned>(p.Hkv), z);
-  if constexpr (kHeadDim <= 128) {
-    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysAndValues>, p, keys_grid,
-                                   "the keys pass (dK, dV)");
-  } else {
-    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kValuesOnly>, p, keys_grid,
-                                   "the keys pass (dV)");
-    launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysOnly>, p, keys_grid,
-                                   "the keys pass (dK)");
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  const int64_t key_tiles = (p.K + 63) / 64;
+  for (int64_t first = 0; first < key_tiles; first += waves.width) {
+    const int64_t width = std::min(waves.width, key_tiles - first);
+    p.first_key_tile = first;
+    const dim3 keys_grid(static_cast<unsigned>(width), static_cast<unsigned>(p.Hkv), z);
+    if (waves.partials != nullptr)
+      cudaMemsetAsync(waves.partials, 0, static_cast<size_t>(problems * width * p.H * waves.n) * 4, stream);
+    if constexpr (kHeadDim <= 128) {
+      launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysAndValues>, p, keys_grid,
+                                     "the keys pass (dK, dV)");
+    } else {
+      launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kValuesOnly>, p, keys_grid,
+                                     "the keys pass (dV)");
+      launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysOnly>, p, keys_grid,
+                                     "the keys pass (dK)");
+    }
+    if (waves.partials != nullptr) {
+      sum_partials_kernel<<<static_cast<unsigned>(p.H), 256, 0, stream>>>(waves.partials, problems * width,
+                                                                          p.H, waves.n, waves.sums);
+      check_launch("attention_backward", "the table gradient's sum kernel");
+    }
   }
   launch_pass<Element, kHeadDim>(queries_kernel<Element, kHeadDim>, p,
                                  dim3(static_cast<unsigned>((p.Q + 63) / 64), static_cast<unsigned>(p.H), z),
@@ -659,34 +695,43 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     sinks_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(sa);
     check_launch("attention_backward", "the sinks gradient kernel");
   }
-  std::unique_ptr<DeviceScratch> partials;
-  const int64_t key_blocks = (l.K + 63) / 64;
-  if (bl.grad_table != nullptr && problems > 0) {
-    const size_t n = static_cast<size_t>(problems * key_blocks * l.H * (2 * l.bias.limit + 1));
-    partials =
-        std::make_unique<DeviceScratch>("attention_backward", "the table gradient's partial sums", n * 4);
-    cudaMemsetAsync(partials->data(), 0, n * 4, stream);  // blocks past a sequence's keys write nothing
-    p.bias_partials = partials->as<float>();
+  // The learned table's gradient: partial sums per keys-pass block, in waves of at most
+  // attention_table_partial_bytes.
+  const int64_t key_tiles = (l.K + 63) / 64;
+  KeyWaves waves;
+  waves.width = std::max<int64_t>(key_tiles, 1);
+  std::unique_ptr<DeviceScratch> partials, sums;
+  if (bl.grad_table != nullptr && problems > 0 && l.H > 0) {
+    waves.n = 2 * l.bias.limit + 1;
+    const int64_t per_tile = problems * l.H * waves.n * 4;
+    waves.width = std::clamp<int64_t>(attention_table_partial_bytes / per_tile, 1, waves.width);
+    partials = std::make_unique<DeviceScratch>("attention_backward", "the table gradient's partial sums",
+                                               static_cast<size_t>(waves.width * per_tile));
+    sums = std::make_unique<DeviceScratch>("attention_backward", "the table gradient's sums",
+                                           static_cast<size_t>(l.H * waves.n) * 4);
+    sums->zero();
+    waves.partials = partials->as<float>(), waves.sums = sums->as<float>();
+    p.bias_partials = waves.partials;
   }
   if (problems > 0 && l.H > 0) {
     const int64_t tile_dim = attention_backward_tile_dim(l.D, l.Dv);
     if (tile_dim == 64)
-      bf16 ? launch_backward<cutlass::bfloat16_t, 64>(p, problems)
-           : launch_backward<cutlass::half_t, 64>(p, problems);
+      bf16 ? launch_backward<cutlass::bfloat16_t, 64>(p, problems, waves)
+           : launch_backward<cutlass::half_t, 64>(p, problems, waves);
     else if (tile_dim == 128)
-      bf16 ? launch_backward<cutlass::bfloat16_t, 128>(p, problems)
-           : launch_backward<cutlass::half_t, 128>(p, problems);
+      bf16 ? launch_backward<cutlass::bfloat16_t, 128>(p, problems, waves)
+           : launch_backward<cutlass::half_t, 128>(p, problems, waves);
     else if (tile_dim == 192)
-      bf16 ? launch_backward<cutlass::bfloat16_t, 192>(p, problems)
-           : launch_backward<cutlass::half_t, 192>(p, problems);
+      bf16 ? launch_backward<cutlass::bfloat16_t, 192>(p, problems, waves)
+           : launch_backward<cutlass::half_t, 192>(p, problems, waves);
     else
-      bf16 ? launch_backward<cutlass::bfloat16_t, 256>(p, problems)
-           : launch_backward<cutlass::half_t, 256>(p, problems);
+      bf16 ? launch_backward<cutlass::bfloat16_t, 256>(p, problems, waves)
+           : launch_backward<cutlass::half_t, 256>(p, problems, waves);
   }
-  if (partials != nullptr && l.H > 0) {
+  if (sums != nullptr) {
     auto args = std::make_unique<TableGradientArgs>();
-    args->partials = partials->as<float>();
-    args->blocks = problems * key_blocks, args->H = l.H, args->limit = l.bias.limit, args->kind = l.bias.kind;
+    args->partials = waves.sums;  // the waves' sums: one "block"
+    args->blocks = 1, args->H = l.H, args->limit = l.bias.limit, args->kind = l.bias.kind;
     std::copy(l.bias.rows.begin(), l.bias.rows.end(), args->rows);
     args->num_rows = bl.table_rows;
     args->grad = bl.grad_table;

@@ -18,6 +18,7 @@
 #include "device_buffer.h"
 #include "half_storage.h"
 #include "posenc/error.h"
+#include "src/cuda/attention.h"
 #include "rope_emulation.h"
 
 namespace posenc::test {
@@ -358,6 +359,13 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
     for (Enc e : {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::clipped, Enc::rope_alibi})
       check_backward(c, e, false);
   check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
+  // The table gradient's keys pass in waves of a few key tiles (of 11), the waves' sums added in order: a
+  // budget of 3 tiles' partial sums at 81 distances (2 batch rows, 4 heads).
+  const int64_t budget = cuda::attention_table_partial_bytes;
+  cuda::attention_table_partial_bytes = 3 * 2 * 4 * 81 * 4;
+  check_backward({2, 70, 700, 4, 2, 64, true}, Enc::t5, false);
+  check_backward({2, 70, 700, 4, 2, 64, false}, Enc::clipped, false);
+  cuda::attention_table_partial_bytes = budget;
 }
 
 // Shaw's key and value terms (max distance 6 here: tiles far from the diagonal hold clipped distances only,
