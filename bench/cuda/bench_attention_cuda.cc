@@ -1,7 +1,8 @@
 // bench/cuda/bench_attention_cuda.cc: the fused attention forward on the GPU, bf16, B 4, H 32, S 4096, D 128
 // and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
-// sliding window 1024. TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V), as the anchors
-// of scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
+// sliding window 1024, Shaw (max_distance 128); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA).
+// TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V), as the anchors of
+// scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
 // per figure on stdout; run by scripts/gpu_check.sh.   usage: bench_attention_cuda [repeats]
 #include <algorithm>
 #include <string>
@@ -74,6 +75,13 @@ int main(int argc, char** argv) {
     AttentionConfig window = base;
     window.window = 1024;
     variants.push_back({"window1024", window, 1024});
+    AttentionConfig shaw = base;  // Shaw's key and value terms, max_distance 128: a_k, a_v (257, D) zero
+    float* shaw_tables;
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&shaw_tables), 2 * 4 * 257 * D), "cudaMalloc");
+    cuda_ok(cudaMemset(shaw_tables, 0, 2 * 4 * 257 * D), "memset");
+    shaw.shaw = AttentionShaw{ShawConfig{128, D}, view(shaw_tables, {257, D}, Device::cuda),
+                              view(shaw_tables + 257 * D, {257, D}, Device::cuda)};
+    variants.push_back({"shaw128", shaw, 0});
     const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " causal";
     for (const Variant& var : variants) {
       const double ms = median_ms(repeats, 1, [&](int) { attention_forward(var.config, in, o, {}); });
@@ -84,8 +92,31 @@ int main(int argc, char** argv) {
           var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
       std::fflush(stdout);
     }
-    cudaFree(table);
+    cudaFree(table), cudaFree(shaw_tables);
     for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
+  }
+  {  // head dims of Gemma (256) and of MLA (q / k 192, v 128)
+    for (const auto& [D, Dv] : {std::pair<int64_t, int64_t>{256, 256}, {192, 128}}) {
+      const std::vector<void*> q = random_device_sets(1, static_cast<size_t>(B * S * H * D) * 2),
+                               k = random_device_sets(1, static_cast<size_t>(B * S * H * D) * 2),
+                               v = random_device_sets(1, static_cast<size_t>(B * S * H * Dv) * 2),
+                               out = random_device_sets(1, static_cast<size_t>(B * S * H * Dv) * 2);
+      const AttentionInputs in =
+          qkv(bf16_view(q[0], {B, S, H, D}), bf16_view(k[0], {B, S, H, D}), bf16_view(v[0], {B, S, H, Dv}));
+      AttentionConfig causal;
+      causal.causal = true;
+      const double ms = median_ms(repeats, 1, [&](int) {
+        attention_forward(causal, in, bf16_view(out[0], {B, S, H, Dv}), {});
+      });
+      const double flops = 2.0 * B * H * (D + Dv) * visible_pairs(S, 0);
+      const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " Dv" + std::to_string(Dv) + " causal";
+      std::printf(
+          "{\"op\": \"attention_forward\", \"variant\": \"none\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
+          "\"ms\": %.4f, \"tflops\": %.1f}\n",
+          shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+      std::fflush(stdout);
+      for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
+    }
   }
   for (int64_t batch : {1, 16}) {  // decoding
     const int64_t K = 32768, Hq = 32, Hkv = 8, D = 128;
