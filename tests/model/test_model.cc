@@ -249,7 +249,9 @@ TEST(ModelRealConfigs, EveryFileParsesOrIsRefused) {
         EXPECT_TRUE(msg.find(type + "supported") != std::string::npos ||
                     msg.find(type + "in posenc's model table") != std::string::npos || config)
             << msg;
-        if (!config) EXPECT_NE(msg.find("RopeConfig"), std::string::npos) << msg;
+        if (!config) {
+          EXPECT_NE(msg.find("RopeConfig"), std::string::npos) << msg;
+        }
       }
       continue;
     }
