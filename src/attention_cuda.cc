@@ -134,10 +134,7 @@ void set_bias(const AttentionBias& ab, int64_t H, cuda::AttentionLaunch& l, Devi
 }
 
 // Shaw's tables for the forward (as the CPU's attention plan checks them), within the GPU's limits.
-void set_shaw(const AttentionShaw& s, int64_t D, int64_t Dv, bool backward, cuda::AttentionLaunch& l,
-              DeviceViews& memory) {
-  if (backward)
-    fail(kOp, "shaw's backward is not available on cuda yet (its forward is; the CPU backend has both)");
+void set_shaw(const AttentionShaw& s, int64_t D, int64_t Dv, cuda::AttentionLaunch& l, DeviceViews& memory) {
   validate(s.config);
   if (s.config.head_dim != D)
     fail(kOp, "shaw.config.head_dim = ", s.config.head_dim, " differs from the head_dim of q, ", D);
@@ -150,6 +147,12 @@ void set_shaw(const AttentionShaw& s, int64_t D, int64_t Dv, bool backward, cuda
   const int64_t rows = s.config.num_rows();
   check_view(kOp, "shaw.a_k", s.a_k, DType::f32, {rows, D}, s.a_k.data, Device::cuda);
   memory.add("shaw.a_k", s.a_k, s.a_k.data);
+  const int64_t needed = cuda::attention_forward_shared_bytes(D, Dv, rows, s.a_v.data != nullptr),
+                available = cuda::max_shared_bytes_per_block();
+  if (needed > available)
+    fail_arg(kOp, "shaw.config.max_distance", s.config.max_distance,
+             "needs " + std::to_string(needed) + " bytes of shared memory per block with head_dim " +
+                 std::to_string(D) + ", more than this device's " + std::to_string(available));
   l.shaw_max_distance = s.config.max_distance;
   l.shaw_a_k = s.a_k.ptr<float>();
   l.shaw_a_k_strides[0] = s.a_k.strides[0], l.shaw_a_k_strides[1] = s.a_k.strides[1];
@@ -245,6 +248,8 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   } else if (bw != nullptr) {
     fail(kOp, "lse is required by the backward (the forward's lse)");
   }
+  if (bw != nullptr && config.shaw)  // before the gradients' checks, which would name shaw_a_k's first
+    fail(kOp, "shaw's backward is not available on cuda yet (its forward is; the CPU backend has both)");
   if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, Dv, memory);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
@@ -279,7 +284,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
   }
   set_bias(config.bias, H, l, memory);
-  if (config.shaw) set_shaw(*config.shaw, D, Dv, bw != nullptr, l, memory);
+  if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
   if (config.shaw && config.transformer_xl)
     fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
 

@@ -68,6 +68,7 @@ struct Case {
   bool rotate_values = false;
   // RoPE with an attention factor: yarn (factor 4 of 32 positions) with attention_factor 1.5.
   bool rope_attention_factor = false;
+  int64_t shaw_max_distance = 6;  // Shaw's clipping distance (its encodings only)
   int64_t dv() const { return Dv > 0 ? Dv : D; }
 };
 
@@ -105,7 +106,7 @@ class AttentionCase {
       parts_[Params::table] = random_floats(bias_.relative.num_rows() * c.H, seed + 3, -2, 2);
     }
     if (e == Enc::shaw || e == Enc::shaw_keys || e == Enc::rope_shaw) {
-      shaw_.max_distance = 6;
+      shaw_.max_distance = c.shaw_max_distance;
       shaw_.head_dim = c.D;
       parts_[Params::a_k] = random_floats(shaw_.num_rows() * c.D, seed + 4);
       if (e != Enc::shaw_keys) parts_[Params::a_v] = random_floats(shaw_.num_rows() * c.D, seed + 5);

@@ -252,6 +252,8 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
   float below[kRows] = {}, above[kRows] = {};  // sum of p over d <= -L, d >= L
   bool bins_live = false;                      // a tile within L of the diagonal has added to the bins
   if constexpr (kShaw) {
+    if (shaw_values)  // ordered before any use by the staging's barriers (at least one chunk)
+      for (int i = tid; i < BM * p.shaw_rows; i += T::kThreads) shaw_bins[i] = 0;
     cp_async_wait<0>();
     __syncthreads();  // Q has landed
     for (int c0 = 0; c0 < p.shaw_rows; c0 += BN) {
@@ -269,8 +271,6 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
       }
       __syncthreads();  // every warp has read this chunk of a^K
     }
-    if (shaw_values)
-      for (int i = tid; i < BM * p.shaw_rows; i += T::kThreads) shaw_bins[i] = 0;
   }
 
   const int64_t n_tiles = (nk + BN - 1) / BN, per_split = (n_tiles + p.splits - 1) / p.splits;
@@ -381,13 +381,21 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
   cp_async_wait<0>();  // no copy left in flight (every tile may have been skipped)
 
   if (shaw_values) {  // acc_o += (sums over r of p) times the a^V rows, 64 distances at a time
+    // The sums are relative to the row's maximum, up to its sum l (the keys' count): fp16 would overflow past
+    // 65504. Row and sums are scaled by 2^-e (e = the exponent of l; exact) around the products.
+    float unscale[kRows];
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {  // the clipped distances' sums, added in a fixed order
       const int row = get<0>(tScS(r, 0));
-      const float low = quad_sum(below[r]), high = quad_sum(above[r]);
+      const float low = quad_sum(below[r]), high = quad_sum(above[r]), l = quad_sum(row_sum[r]);
+      const int e = l > 1.0f && l <= 3.0e38f ? ilogbf(l) : 0;
+      unscale[r] = ldexpf(1.0f, e);
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) = ldexpf(o(r, c), -e);
       if (tid % 4 == 0) {
         shaw_bins[row * p.shaw_rows] += low;
         shaw_bins[row * p.shaw_rows + 2 * p.shaw_limit] += high;
+        sh.row_scale[row] = ldexpf(1.0f, -e);  // the row's factor for the staged sums (free after the tiles)
       }
     }
     Tensor sW = make_tensor(make_smem_ptr(sh.k), typename T::SmemW{});
@@ -398,12 +406,16 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
       __syncthreads();  // the sums are complete; every warp is done with the previous chunk
       for (int i = tid; i < BM * BN; i += T::kThreads) {
         const int row = i / BN, col = c0 + i % BN;
-        sW(row, i % BN) = Element(col < p.shaw_rows ? shaw_bins[row * p.shaw_rows + col] : 0.0f);
+        const float sum = col < p.shaw_rows ? shaw_bins[row * p.shaw_rows + col] * sh.row_scale[row] : 0.0f;
+        sW(row, i % BN) = Element(sum);
       }
       stage_table_rows<Element>(p.shaw_a_v, p.shaw_a_v_strides, c0, p.shaw_rows, v0, p.Dv, sV);
       __syncthreads();
       tile_gemm(mma, acc_o, tWrW, tOrVt, tWsW, tWrW_view, tOsVt, tOrVt_view, tiled_copy_q, tiled_copy_v);
     }
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) CUTE_UNROLL
+    for (int c = 0; c < size<1>(o); ++c) o(r, c) *= unscale[r];
   }
 
   if (p.splits > 1) {  // partial rows, ended by merge_kernel
@@ -548,7 +560,10 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
   const int bytes = static_cast<int>(sizeof(SharedTiles<Element, kQKDim, kVDim>)) +
                     shaw_tables * T::kBlockM * params.shaw_rows * static_cast<int>(sizeof(float));
   auto kernel = attention_forward_kernel<Element, kQKDim, kVDim, kShaw>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  // Shaw's kernels take what its distances need: the attribute is the most any call may ask (the front end
+  // checked this call's against the device), so that calls with different distances never race on it.
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kShaw ? static_cast<int>(max_shared_bytes_per_block()) : bytes);
   check_launch("attention", "cudaFuncSetAttribute");
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
   const dim3 grid(static_cast<unsigned>(q_blocks * params.v_parts * params.splits),
@@ -596,6 +611,25 @@ int64_t key_splits(int64_t row_blocks, int64_t key_tiles) {
 }
 
 }  // namespace
+
+int64_t attention_forward_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows, bool shaw_values) {
+  const AttentionTileDims t = attention_tile_dims(D, Dv);
+  const int64_t tiles = t.qk == 64    ? sizeof(SharedTiles<cutlass::bfloat16_t, 64, 64>)
+                        : t.qk == 128 ? sizeof(SharedTiles<cutlass::bfloat16_t, 128, 128>)
+                        : t.qk == 192 ? sizeof(SharedTiles<cutlass::bfloat16_t, 192, 128>)
+                                      : sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>);
+  return tiles + (shaw_values ? 2 : 1) * 64 * shaw_rows * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t max_shared_bytes_per_block() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return bytes;
+}
 
 std::unique_ptr<DeviceScratch> set_score_bias(const AttentionLaunch& l, ScoreTerms* terms, float* slopes,
                                               const float** lookup_out) {

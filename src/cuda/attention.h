@@ -79,6 +79,10 @@ struct AttentionLaunch {
   int64_t shaw_a_k_strides[2] = {}, shaw_a_v_strides[2] = {};
 };
 void attention_forward(const AttentionLaunch& launch);
+// The forward's shared memory per block for these head dims (with Shaw's tables of shaw_rows distances, or
+// 0), and the most a block may have on the current device (0 where it cannot be read).
+int64_t attention_forward_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows, bool shaw_values);
+int64_t max_shared_bytes_per_block();
 
 // The backward (src/cuda/attention_backward.cu) of the forward described by `forward` (its q and k RoPE's
 // rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk (B, K, Hkv, D) and dv (B, K, Hkv, Dv),

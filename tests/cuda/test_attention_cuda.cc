@@ -94,6 +94,7 @@ AttentionConfig device_config(const AttentionCase& ac,
   };
   to_device(cfg.sinks);
   to_device(cfg.bias.relative_table);
+  if (cfg.shaw) to_device(cfg.shaw->a_k), to_device(cfg.shaw->a_v);
   return cfg;
 }
 
@@ -361,25 +362,39 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
   check_backward({1, 70, 70, 4, 2, 128, true}, Enc::rope_t5, true);
   // The table gradient's keys pass in waves of a few key tiles (of 11), the waves' sums added in order: a
   // budget of 3 tiles' partial sums at 81 distances (2 batch rows, 4 heads).
-  const int64_t budget = cuda::attention_table_partial_bytes;
+  struct Budget {  // restored however the checks end
+    const int64_t saved = cuda::attention_table_partial_bytes;
+    ~Budget() { cuda::attention_table_partial_bytes = saved; }
+  } budget;
   cuda::attention_table_partial_bytes = 3 * 2 * 4 * 81 * 4;
   check_backward({2, 70, 700, 4, 2, 64, true}, Enc::t5, false);
+  cuda::attention_table_partial_bytes = 2 * 2 * 4 * 11 * 4;  // the clipped table's 11 distances
   check_backward({2, 70, 700, 4, 2, 64, false}, Enc::clipped, false);
-  cuda::attention_table_partial_bytes = budget;
 }
 
-// Shaw's key and value terms (max distance 6 here: tiles far from the diagonal hold clipped distances only,
-// tiles near it the per-distance sums) on every mask the forward has; decoding rows run without split-K.
+// Shaw's key and value terms on every mask the forward has (max distance 6: tiles far from the diagonal hold
+// clipped distances only, tiles near it the per-distance sums; 128: five chunks of 64 distances, the last of
+// one, and the most shared memory); decoding rows run without split-K; row blocks that meet no key (causal
+// rows before the first key) end with zeros.
 TEST(AttentionCuda, ShawAgainstTheReference) {
   POSENC_SKIP_WITHOUT_GPU();
   Case packed{1, 120, 150, 4, 4, 64, true};
   packed.cu_q = {0, 50, 50, 120}, packed.cu_k = {0, 60, 70, 150};
   Case capped{1, 140, 140, 4, 2, 128, false};
   capped.softcap = 3.0, capped.sinks = true;
+  Case chunked{1, 150, 150, 2, 2, 64, true};
+  chunked.chunk = 40;
+  Case far{1, 300, 300, 2, 1, 128, false};
+  far.shaw_max_distance = 128;
   const std::vector<Case> shapes = {{2, 150, 150, 4, 2, 64, true},  // grouped heads, causal, three tiles
                                     {1, 3, 300, 8, 1, 128, false},  // decode rows, multi-query
                                     {1, 1, 1, 1, 1, 64, false},     // length 1
-                                    {1, 130, 130, 2, 2, 64, true, 20}, capped, packed};
+                                    {1, 130, 130, 2, 2, 64, true, 20},
+                                    {1, 200, 50, 2, 2, 64, true},  // rows before the first key
+                                    capped,
+                                    chunked,
+                                    far,
+                                    packed};
   for (const Storage* s : {&kBf16, &kF16})
     for (const Case& c : shapes)
       for (Enc e : {Enc::shaw, Enc::shaw_keys, Enc::rope_shaw}) check(c, e, *s);
