@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "attention.h"
 #include "model.h"
 #include "ops.h"
 #include "posenc/attention.h"
@@ -42,6 +43,7 @@ struct Model::Impl {
   std::vector<LayerOffsets> layer;
   int64_t wte = -1, normf_w = -1, normf_b = -1;
   std::optional<Rope> rope;
+  LabAttention attention;
 
   // The last forward's batch.
   int64_t B = 0, T = 0;
@@ -163,16 +165,6 @@ AttentionConfig attention_config(const ModelConfig& c, const registry::TensorLoo
   return cfg;
 }
 
-// q, k, v of a fused (B, T, 3C) buffer as (B, T, H, D) views.
-template <typename F>
-auto qkv_views(F* qkv, int64_t B, int64_t T, int64_t H, int64_t D) {
-  const int64_t C = H * D;
-  auto part = [&](int64_t which) {
-    return strided_view(qkv + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
-  };
-  return std::array{part(0), part(1), part(2)};
-}
-
 }  // namespace
 
 double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
@@ -218,11 +210,10 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     ops::norm_forward(c.norm, a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data(), x, P + o.norm1_w,
                       o.norm1_b >= 0 ? P + o.norm1_b : nullptr, N, C);
     ops::matmul_forward(a.qkv.data(), a.norm1.data(), P + o.qkv_w, P + o.qkv_b, N, C, 3 * C);
-    // 3. causal attention with the encoding, fused (posenc::attention_forward)
-    const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
+    // 3. causal attention with the encoding (attention.h: the lab's kernels or posenc's)
     const auto params = tensors_in(layout_, o.prefix, params_.data());
-    attention_forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), qkv(q, k, v),
-                      view(a.atty.data(), {B, T, H, D}), view(a.lse.data(), {B, H, T}));
+    m.attention.forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), a.qkv.data(), B, T, H, D,
+                        positions, a.atty.data(), a.lse.data());
     // 4. output projection plus the residual x
     ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C, x);
     // 5. norm2 -> MLP (fc with GELU, proj plus the residual res2)
@@ -282,20 +273,15 @@ void Model::backward() {
     // 4. res2 = x + proj(atty): dres is now d res2
     ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(),
                          P + o.proj_w, N, C, C, ops::Dinp::store);
-    // 3. attention (posenc::attention_backward: through RoPE, into the encoding's tables)
-    zero(m.dqkv);
-    const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
-    const auto [dq, dk, dv] = qkv_views(m.dqkv.data(), B, T, H, D);
+    // 3. attention (attention.h: through RoPE, into the encoding's tables); dqkv stored
     const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
     const AttentionConfig cfg =
         attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
     AttentionGrads grads;  // each table's gradient has the table's shape, at the same offset in G
-    grads.q = dq, grads.k = dk, grads.v = dv;
     for (const registry::Entry* e : c.encoding.entries())
       if (e->lab.attention_grads) e->lab.attention_grads(shape, cfg, tensors_in(layout_, o.prefix, G), grads);
-    attention_backward(cfg, qkv(q, k, v), view(static_cast<const float*>(a.atty.data()), {B, T, H, D}),
-                       view(static_cast<const float*>(a.lse.data()), {B, H, T}),
-                       view(static_cast<const float*>(m.datty.data()), {B, T, H, D}), grads);
+    m.attention.backward(cfg, a.qkv.data(), B, T, H, D, view(m.positions.data(), {T}), a.atty.data(),
+                         a.lse.data(), m.datty.data(), m.dqkv.data(), grads);
     // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
     ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w,
                          N, C, 3 * C, ops::Dinp::store);

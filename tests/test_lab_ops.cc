@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "attention.h"
 #include "hwy/targets.h"
 #include "kernels.h"
 #include "ops.h"
@@ -485,6 +486,216 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
       EXPECT_EQ(v[u], vu);
     }
   });
+}
+
+// ---- The causal attention of short windows (kernels::attention_forward / attention_backward).
+
+// q, k, v in one fused buffer of rows (B * T) x ld, as the lab's (N, 3C) qkv (ld padded by one float
+// here, so that no row starts on a vector boundary); out, dout (B T, H D).
+struct AttentionCase {
+  int64_t B, T, H, D;
+  bool bias;
+};
+struct AttentionData {
+  int64_t B, T, H, D, ld;
+  float scale;
+  std::vector<float> qkv, bias, dout;
+  int64_t at(int64_t which, int64_t b, int64_t t, int64_t h, int64_t d) const {
+    return (b * T + t) * ld + which * H * D + h * D + d;
+  }
+};
+AttentionData attention_data(const AttentionCase& c) {
+  AttentionData x{c.B, c.T, c.H, c.D, 3 * c.H * c.D + 1, static_cast<float>(1 / std::sqrt(double(c.D))),
+                  {},  {},  {}};
+  x.qkv = random_floats(static_cast<size_t>(c.B * c.T * x.ld), 41, -2, 2);
+  if (c.bias) x.bias = random_floats(static_cast<size_t>(c.H * c.T), 42, -3, 1);
+  x.dout = random_floats(static_cast<size_t>(c.B * c.T * c.H * c.D), 43);
+  return x;
+}
+
+// The definition in double: out (B T, H D) = softmax(scale q k^T + bias, causal) v, and lse (B, H, T).
+Vec ref_attention(const AttentionData& x, const Vec& qkv, const Vec& bias, Vec* lse = nullptr) {
+  const int64_t T = x.T, H = x.H, D = x.D;
+  Vec out(static_cast<size_t>(x.B * T * H * D), 0.0);
+  if (lse) lse->assign(static_cast<size_t>(x.B * H * T), 0.0);
+  for (int64_t b = 0; b < x.B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        Vec s(static_cast<size_t>(i + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot +=
+                qkv[static_cast<size_t>(x.at(0, b, i, h, d))] * qkv[static_cast<size_t>(x.at(1, b, j, h, d))];
+          s[static_cast<size_t>(j)] =
+              x.scale * dot + (bias.empty() ? 0.0 : bias[static_cast<size_t>(h * T + T - 1 - (i - j))]);
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double l = 0;
+        for (double& e : s) l += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            out[static_cast<size_t>(((b * T + i) * H + h) * D + d)] +=
+                s[static_cast<size_t>(j)] / l * qkv[static_cast<size_t>(x.at(2, b, j, h, d))];
+        if (lse) (*lse)[static_cast<size_t>((b * H + h) * T + i)] = mx + std::log(l);
+      }
+  return out;
+}
+
+struct AttentionResult {
+  std::vector<float> out, lse, dqkv, dbias;
+};
+AttentionResult run_attention(const AttentionData& x) {
+  const int64_t C = x.H * x.D;
+  AttentionResult r;
+  r.out.assign(static_cast<size_t>(x.B * x.T * C), 0.0f);
+  r.lse.assign(static_cast<size_t>(x.B * x.H * x.T), 0.0f);
+  r.dqkv.assign(x.qkv.size(), 7.0f);    // stored over: the padding float keeps its 7
+  r.dbias.assign(x.bias.size(), 0.5f);  // accumulated onto
+  kernels::Attention a;
+  a.B = x.B, a.T = x.T, a.H = x.H, a.D = x.D, a.scale = x.scale;
+  a.q = {x.qkv.data(), x.ld}, a.k = {x.qkv.data() + C, x.ld}, a.v = {x.qkv.data() + 2 * C, x.ld};
+  a.bias = x.bias.empty() ? nullptr : x.bias.data();
+  kernels::attention_forward(a, {r.out.data(), C}, r.lse.data());
+  kernels::attention_backward(a, {r.out.data(), C}, r.lse.data(), {x.dout.data(), C}, {r.dqkv.data(), x.ld},
+                              {r.dqkv.data() + C, x.ld}, {r.dqkv.data() + 2 * C, x.ld},
+                              x.bias.empty() ? nullptr : r.dbias.data());
+  return r;
+}
+
+// Odd sizes, one token, one dimension, one sequence, head dims of 16 (the lab's) and 17, windows past
+// 64 keys (two AVX-512 strips of four vectors plus a partial one), with and without a bias.
+TEST(LabKernels, AttentionMatchesDoubleAndFiniteDifferences) {
+  for (const AttentionCase& c : {AttentionCase{1, 1, 1, 1, false}, AttentionCase{1, 1, 2, 3, true},
+                                 AttentionCase{2, 5, 3, 7, true}, AttentionCase{1, 17, 2, 16, false},
+                                 AttentionCase{3, 33, 2, 8, true}, AttentionCase{1, 70, 1, 17, true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "B " << c.B << " T " << c.T << " H " << c.H << " D " << c.D << (c.bias ? " bias" : ""));
+    const AttentionData x = attention_data(c);
+    const Vec qkv = to_double(x.qkv), bias = to_double(x.bias), weights = to_double(x.dout);
+    Vec lse_want;
+    const Vec out_want = ref_attention(x, qkv, bias, &lse_want);
+    // d sum(out * dout) by central differences of the double definition, at sampled q, k, v elements
+    // (the padding float of each row excluded) and at every bias element.
+    std::vector<size_t> at_qkv;
+    for (size_t i : test::sample_coords(x.qkv.size(), 96))
+      if (static_cast<int64_t>(i) % x.ld != x.ld - 1) at_qkv.push_back(i);
+    Vec g_qkv = fd_grad([&](const Vec& y) { return ref_attention(x, y, bias); }, qkv, weights, &at_qkv, 1e-5);
+    Vec g_bias;
+    if (c.bias) {
+      g_bias = fd_grad([&](const Vec& y) { return ref_attention(x, qkv, y); }, bias, weights, nullptr, 1e-5);
+      for (double& g : g_bias) g += 0.5;
+    }
+    for_each_target([&](int64_t) {
+      const AttentionResult r = run_attention(x);
+      EXPECT_TRUE(all_close(r.out, out_want, test::kF32Reduction));
+      EXPECT_TRUE(all_close(r.lse, lse_want, test::kF32Reduction));
+      const test::Tolerance tol{1e-4, 1e-4};  // fp32 sums of up to 70 products; FD error ~1e-9
+      EXPECT_TRUE(all_close(test::gather(r.dqkv, at_qkv), g_qkv, tol));
+      if (c.bias) {
+        EXPECT_TRUE(all_close(r.dbias, g_bias, tol));
+      }
+      for (int64_t row = 0; row < x.B * x.T; ++row)
+        EXPECT_EQ(r.dqkv[static_cast<size_t>(row * x.ld + x.ld - 1)], 7.0f) << "row " << row << "'s padding";
+    });
+  }
+}
+
+TEST(LabKernels, AttentionThreadCountDoesNotChangeBits) {
+  const AttentionData x = attention_data({5, 64, 4, 16, true});
+  auto run = [&](int threads) {
+    set_threads(threads);
+    AttentionResult r = run_attention(x);
+    for (const auto* v : {&r.lse, &r.dqkv, &r.dbias}) r.out.insert(r.out.end(), v->begin(), v->end());
+    return r.out;
+  };
+  const std::vector<float> one = run(1), two = run(2), three = run(3);
+  set_threads(2);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+}
+
+// ---- lab/attention.h: the lab's kernels against posenc's attention, through RoPE and each bias kind.
+
+TEST(LabAttention, KernelsMatchPosencAttention) {
+  const int64_t B = 2, T = 37, H = 3, D = 16, C = H * D;  // 37: a partial vector on every target
+  const auto qkv = random_floats(static_cast<size_t>(B * T * 3 * C), 51, -2, 2),
+             dout = random_floats(static_cast<size_t>(B * T * C), 52);
+  const auto table = random_floats(8 * H, 53);  // T5 buckets, causal: 8 rows
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = t;
+  const auto pos = view(positions.data(), {T});
+  RopeConfig rc;
+  rc.head_dim = D;
+  const Rope rope(rc);
+  for (int variant = 0; variant < 5; ++variant) {
+    AttentionConfig cfg;
+    cfg.causal = true;
+    const char* names[] = {"none", "rope", "alibi", "t5", "rope+t5"};
+    SCOPED_TRACE(names[variant]);
+    if (variant == 1 || variant == 4) cfg.rope = &rope;
+    if (variant == 2) cfg.bias.kind = AttentionBias::Kind::alibi, cfg.bias.alibi = AlibiConfig{H};
+    if (variant >= 3) {
+      cfg.bias.kind = AttentionBias::Kind::relative;
+      cfg.bias.relative = RelativeBiasConfig::t5(H, 8, 16, false);
+      cfg.bias.relative_table = view(table.data(), {8, H});
+    }
+    ASSERT_TRUE(on_lab_kernels(cfg, T, D));
+    const bool relative = variant >= 3;
+    // posenc's attention
+    std::vector<float> out(static_cast<size_t>(B * T * C)), lse(static_cast<size_t>(B * H * T)),
+        dqkv(qkv.size(), 0.0f), dtable(table.size(), 0.25f);
+    auto part = [&](auto* x, int64_t which) {
+      return strided_view(x + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+    };
+    const float* in = qkv.data();
+    attention_forward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)), view(out.data(), {B, T, H, D}),
+                      view(lse.data(), {B, H, T}));
+    AttentionGrads grads;
+    grads.q = part(dqkv.data(), 0), grads.k = part(dqkv.data(), 1), grads.v = part(dqkv.data(), 2);
+    if (relative) grads.relative_table = view(dtable.data(), {8, H});
+    attention_backward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)),
+                       view(static_cast<const float*>(out.data()), {B, T, H, D}),
+                       view(static_cast<const float*>(lse.data()), {B, H, T}),
+                       view(dout.data(), {B, T, H, D}), grads);
+    // the lab's: dqkv stored over whatever is there, the table's gradient accumulated
+    LabAttention lab;
+    std::vector<float> lab_out(out.size()), lab_lse(lse.size()), lab_dqkv(qkv.size(), 9.0f),
+        lab_dtable(table.size(), 0.25f);
+    lab.forward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data());
+    AttentionGrads params;
+    if (relative) params.relative_table = view(lab_dtable.data(), {8, H});
+    lab.backward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data(), dout.data(),
+                 lab_dqkv.data(), params);
+    const test::Tolerance tol{1e-5, 1e-5};  // two fp32 orders of the same sums
+    EXPECT_TRUE(all_close(lab_out, to_double(out), tol));
+    EXPECT_TRUE(all_close(lab_lse, to_double(lse), tol));
+    EXPECT_TRUE(all_close(lab_dqkv, to_double(dqkv), tol));
+    EXPECT_TRUE(all_close(lab_dtable, to_double(dtable), {1e-4, 1e-5}));  // sums over ~2000 pairs
+  }
+}
+
+TEST(LabAttention, OtherConfigurationsRunOnPosencAttention) {
+  AttentionConfig cfg;
+  cfg.causal = true;
+  EXPECT_TRUE(on_lab_kernels(cfg, kMaxKernelWindow, 16));
+  EXPECT_FALSE(on_lab_kernels(cfg, kMaxKernelWindow + 1, 16));  // a long evaluation window
+  AttentionConfig bidirectional;
+  EXPECT_FALSE(on_lab_kernels(bidirectional, 64, 16));
+  AttentionConfig window = cfg;
+  window.window = 8;
+  EXPECT_FALSE(on_lab_kernels(window, 64, 16));
+  AttentionConfig shaw = cfg;
+  shaw.shaw.emplace();
+  EXPECT_FALSE(on_lab_kernels(shaw, 64, 16));
+  RopeConfig rc;
+  rc.head_dim = 8;
+  const Rope rope(rc);
+  AttentionConfig partial = cfg;  // RoPE on part of the head
+  partial.rope = &rope;
+  EXPECT_FALSE(on_lab_kernels(partial, 64, 16));
+  EXPECT_TRUE(on_lab_kernels(partial, 64, 8));
 }
 
 }  // namespace
