@@ -76,11 +76,15 @@ HWY_INLINE hn::Vec<D> Gelu(D d, hn::Vec<D> x) {
 }
 // gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 * 0.044715 x^2),  t = tanh(s (x + 0.044715 x^3))
 template <class D>
-HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
-  const auto t = GeluTanh(d, x), one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
+HWY_INLINE hn::Vec<D> GeluGradGivenTanh(D d, hn::Vec<D> x, hn::Vec<D> t) {
+  const auto one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
   const auto dt = hn::Mul(hn::Mul(hn::Sub(one, hn::Mul(t, t)), hn::Set(d, kGeluScale)),
                           hn::Add(one, hn::Mul(hn::Set(d, 3.0f * kGeluCubic), hn::Mul(x, x))));
   return hn::Add(hn::Mul(half, hn::Add(one, t)), hn::Mul(hn::Mul(half, x), dt));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
+  return GeluGradGivenTanh(d, x, GeluTanh(d, x));
 }
 
 // ---- The matrix product.
@@ -117,10 +121,15 @@ HWY_INLINE void FinishVector(const Gemm& g, int64_t i, int64_t j, size_t count, 
   const DF d;
   const int64_t at = i * g.ldc + j;
   if (last) {
-    if (g.gelu_grad_at) v = hn::Mul(GeluGrad(d, LoadPart(d, g.gelu_grad_at + at, count)), v);
+    if (g.factor) v = hn::Mul(LoadPart(d, g.factor + at, count), v);
     if (g.bias) v = hn::Add(v, LoadPart(d, g.bias + j, count));
     if (g.residual) v = hn::Add(v, LoadPart(d, g.residual + at, count));
-    if (g.gelu_out) StorePart(Gelu(d, v), d, g.gelu_out + at, count);
+    if (g.gelu_out) {  // gelu and gelu' from one tanh: the same bits as Gelu and GeluGrad
+      const VF t = GeluTanh(d, v);
+      StorePart(hn::Mul(hn::Mul(hn::Set(d, 0.5f), v), hn::Add(hn::Set(d, 1.0f), t)), d, g.gelu_out + at,
+                count);
+      if (g.gelu_grad) v = GeluGradGivenTanh(d, v, t);
+    }
   }
   StorePart(v, d, g.c + at, count);
 }

@@ -19,12 +19,14 @@ struct Matrix {
 };
 
 // C (m, n) at c[i * ldc + j]. With s_ij = sum over l of A (m, k)[i, l] B (k, n)[l, j]:
-//   C = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j])           then, with gelu_out,
-//   gelu_out[i, j] = gelu(C[i, j]);
-// or, with gelu_grad_at (accumulate false, no bias or residual): C = gelu'(gelu_grad_at) * s,
-// the gradient at GELU's input of a layer whose input was gelu(gelu_grad_at).
-// residual, gelu_out and gelu_grad_at are (m, n) with C's row stride. The epilogue is applied to
-// each output tile while it is in registers, sparing the passes over C that separate loops take.
+//   x = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j]),  C = x;
+//   with gelu_out:  gelu_out[i, j] = gelu(x_ij), and with gelu_grad too, C = gelu'(x) in place of x
+//   (the MLP's first layer keeps what its backward multiplies by, not the input it would recompute
+//   gelu' from);
+// or, with factor (accumulate false, no bias or residual): C = factor[i, j] * s (the gradient at
+// GELU's input from the kept gelu'). residual, gelu_out and factor are (m, n) with C's row stride.
+// The epilogue is applied to each output tile while it is in registers, sparing the passes over C
+// that separate loops take.
 struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   Matrix a, b;
@@ -34,7 +36,8 @@ struct Gemm {
   const float* bias = nullptr;
   const float* residual = nullptr;
   float* gelu_out = nullptr;
-  const float* gelu_grad_at = nullptr;
+  bool gelu_grad = false;
+  const float* factor = nullptr;
 };
 void gemm(const Gemm& g);
 

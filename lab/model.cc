@@ -195,7 +195,7 @@ double estimated_memory_bytes(const ModelConfig& c, double tokens) {
   const double params =
       V * C + encoding_floats(&registry::LabHooks::model_tensors) + 3 * C +
       L * (4 * C * C + 2 * C * F + 9 * C + F + encoding_floats(&registry::LabHooks::layer_tensors));
-  // Per token: each layer's norm1, qkv, atty, res2, norm2, res3 (10 C), fc and gelu (2 F), the
+  // Per token: each layer's norm1, qkv, atty, res2, norm2, res3 (10 C), gelu' and gelu of fc (2 F), the
   // statistics and lse (4 + H); then x0, normf and the probabilities (2 C + V); the backward's
   // dres, dnorm, dqkv, datty (6 C), dfch (F) and dlogits (V); with RoPE, the attention's rotated
   // q and k (2 C, attention.h).

@@ -27,8 +27,8 @@ struct LayerActs {                                   // saved by the forward for
   std::vector<float> atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
   std::vector<float> res2;                           // (N, C) = x + attention
   std::vector<float> norm2, norm2_mean, norm2_rstd;
-  std::vector<float> fch, fch_gelu;  // (N, F)
-  std::vector<float> res3;           // (N, C) = the layer's output
+  std::vector<float> fch_dgelu, fch_gelu;  // (N, F): gelu'(fc(x)) and gelu(fc(x))
+  std::vector<float> res3;                 // (N, C) = the layer's output
 };
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
@@ -72,7 +72,7 @@ struct Model::Impl {
       for (auto* v : {&a.norm1_mean, &a.norm1_rstd, &a.norm2_mean, &a.norm2_rstd}) v->resize(N);
       a.qkv.resize(N * 3 * C);
       a.lse.resize(N * static_cast<size_t>(c.heads));
-      a.fch.resize(N * F);
+      a.fch_dgelu.resize(N * F);
       a.fch_gelu.resize(N * F);
     }
     normf.resize(N * C);
@@ -219,8 +219,8 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     // 5. norm2 -> MLP (fc with GELU, proj plus the residual res2)
     ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
                       P + o.norm2_w, o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
-    ops::matmul_forward(a.fch.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
-                        a.fch_gelu.data());
+    ops::matmul_forward(a.fch_dgelu.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
+                        a.fch_gelu.data(), true);
     ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C,
                         a.res2.data());
     x = a.res3.data();
@@ -262,9 +262,9 @@ void Model::backward() {
     LayerActs& a = m.acts[static_cast<size_t>(l)];
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
-    // proj's input gradient goes through GELU as it is stored (d fch, not d gelu(fch))
+    // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc))
     ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
-                         P + o.fcproj_w, N, F, C, ops::Dinp::through_gelu, a.fch.data());
+                         P + o.fcproj_w, N, F, C, ops::Dinp::times, a.fch_dgelu.data());
     ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N,
                          C, F, ops::Dinp::store);
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,

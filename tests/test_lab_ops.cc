@@ -230,7 +230,10 @@ TEST(LabOps, MatmulRefusesAnOutputThatAliasesAnInput) {
         matmul_backward(x.data(), w.data(), nullptr, act.data(), x.data(), w.data(), 6, 2, 2, Dinp::store,
                         x.data());
       },
-      "gelu_pre is set with mode add or store");
+      "factor is set with mode add or store");
+  test::expect_error(
+      [&] { matmul_forward(act.data(), x.data(), w.data(), nullptr, 6, 2, 2, nullptr, nullptr, true); },
+      "gelu_grad is true without gelu_out");
 }
 
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
@@ -245,8 +248,11 @@ TEST(LabOps, ThreadCountDoesNotChangeBits) {
         dw(w.size(), 0.0f), db(static_cast<size_t>(OC), 0.0f), dpre(inp.size());
     matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC, res.data(), act.data());
     matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
-    matmul_backward(dpre.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC,
-                    Dinp::through_gelu, dinp.data());
+    matmul_backward(dpre.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC, Dinp::times,
+                    dinp.data());
+    std::vector<float> dgelu(out.size()), act2(out.size());
+    matmul_forward(dgelu.data(), inp.data(), w.data(), nullptr, N, C, OC, res.data(), act2.data(), true);
+    out.insert(out.end(), dgelu.begin(), dgelu.end());
     std::vector<float> normed(inp.size()), mean(static_cast<size_t>(N)), rstd(mean.size()),
         dnorm(inp.size(), 0.0f), dnw(nw.size(), 0.0f), dnb(nb.size(), 0.0f);
     norm_forward(Norm::layer, normed.data(), mean.data(), rstd.data(), inp.data(), nw.data(), nb.data(), N,
@@ -296,9 +302,10 @@ double gelu_grad(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x);
 }
 
-enum class Epilogue { plain, accumulate, bias, residual, gelu_out, gelu_grad };
+enum class Epilogue { plain, accumulate, bias, residual, gelu_out, gelu_grad, factor };
 const char* name(Epilogue e) {
-  const char* names[] = {"plain", "accumulate", "bias", "bias+residual", "bias+gelu_out", "gelu_grad"};
+  const char* names[] = {
+      "plain", "accumulate", "bias", "bias+residual", "bias+gelu_out", "bias+gelu_out+gelu_grad", "factor"};
   return names[static_cast<int>(e)];
 }
 
@@ -306,7 +313,7 @@ const char* name(Epilogue e) {
 // sum of n fp32 roundings is within n u (u = 2^-24) times the sum of its terms' magnitudes (to first
 // order): k multiply-adds from c0 (2 roundings each where the target has no FMA), then the epilogue's
 // adds. GELU's tanh is within 2.8e-7 (kernels.cc), which moves gelu(x) by < 1e-6 (1 + |x|) and
-// gelu'(x) by < 1e-6 (1 + x^2) for |x| <= 4.
+// gelu'(x) by < 1e-6 (1 + x^2) for |x| <= 4; an error e in x moves gelu'(x) by < 0.6 e (|gelu''| < 0.6).
 void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_transposed, Epilogue e) {
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << (a_transposed ? " A^T" : "")
                                     << (b_transposed ? " B^T" : "") << " " << name(e));
@@ -316,13 +323,15 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
   const auto b = random_floats(static_cast<size_t>(std::max<int64_t>(b_transposed ? n * ldb : k * n, 1)), 22);
   const auto c0 = random_floats(static_cast<size_t>(m * n), 23),
              bias = random_floats(static_cast<size_t>(n), 24);
-  const auto residual = random_floats(c0.size(), 25), pre = random_floats(c0.size(), 26, -4, 4);
+  const auto residual = random_floats(c0.size(), 25), factor = random_floats(c0.size(), 26, -1, 1);
   auto at_a = [&](int64_t i, int64_t l) {
     return a[static_cast<size_t>(a_transposed ? l * lda + i : i * lda + l)];
   };
   auto at_b = [&](int64_t l, int64_t j) {
     return b[static_cast<size_t>(b_transposed ? j * ldb + l : l * ldb + j)];
   };
+  const bool with_bias =
+      e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out || e == Epilogue::gelu_grad;
   Vec want(c0.size()), bound(c0.size()), want_gelu(c0.size()), bound_gelu(c0.size());
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -334,20 +343,21 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
       }
       double adds = 0;
       if (e == Epilogue::accumulate) s += c0[ij], mag += std::abs(c0[ij]);
-      if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out)
-        s += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]), ++adds;
+      if (with_bias) s += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]), ++adds;
       if (e == Epilogue::residual) s += residual[ij], mag += std::abs(residual[ij]), ++adds;
       double err = static_cast<double>(2 * k + adds) * kUnitRoundoff * mag;
-      if (e == Epilogue::gelu_grad) {
-        const double g = gelu_grad(pre[ij]);
-        err = std::abs(g) * err + std::abs(s) * 1e-6 * (1 + pre[ij] * pre[ij]) +
-              kUnitRoundoff * std::abs(g * s);
-        s *= g;
+      want_gelu[ij] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+      bound_gelu[ij] = 1.13 * 1.01 * err + 1e-6 * (1 + std::abs(s));
+      if (e == Epilogue::factor) {
+        err = std::abs(factor[ij]) * err + kUnitRoundoff * std::abs(factor[ij] * s);
+        s *= factor[ij];
+      }
+      if (e == Epilogue::gelu_grad) {  // C = gelu'(x), x's error through |gelu''| < 0.6, plus tanh's: past
+        err = 0.6 * err + 1e-6 * (1 + s * s) + 8 * kUnitRoundoff;  // |x| = 4, gelu' is 0 or 1 within 1e-5
+        s = gelu_grad(s);
       }
       want[ij] = s;
       bound[ij] = 1.01 * err + 1e-30;
-      want_gelu[ij] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
-      bound_gelu[ij] = 1.13 * bound[ij] + 1e-6 * (1 + std::abs(s));
     }
   std::vector<float> first_fma;
   for_each_target([&](int64_t target) {
@@ -358,13 +368,14 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
     g.b = b_transposed ? kernels::Matrix{b.data(), 1, ldb} : kernels::Matrix{b.data(), ldb, 1};
     g.c = c.data(), g.ldc = n;
     g.accumulate = e == Epilogue::accumulate;
-    if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out) g.bias = bias.data();
+    if (with_bias) g.bias = bias.data();
     if (e == Epilogue::residual) g.residual = residual.data();
-    if (e == Epilogue::gelu_out) g.gelu_out = gelu_out.data();
-    if (e == Epilogue::gelu_grad) g.gelu_grad_at = pre.data();
+    if (e == Epilogue::gelu_out || e == Epilogue::gelu_grad) g.gelu_out = gelu_out.data();
+    g.gelu_grad = e == Epilogue::gelu_grad;
+    if (e == Epilogue::factor) g.factor = factor.data();
     kernels::gemm(g);
     EXPECT_TRUE(within(c, want, bound));
-    if (e == Epilogue::gelu_out) {
+    if (e == Epilogue::gelu_out || e == Epilogue::gelu_grad) {
       EXPECT_TRUE(within(gelu_out, want_gelu, bound_gelu));
     }
     if (!has_fma(target) || e == Epilogue::gelu_out || e == Epilogue::gelu_grad) return;
@@ -383,7 +394,7 @@ TEST(LabKernels, GemmMatchesDoubleInEveryLayoutAndEpilogue) {
                         Case{13, 33, 7}, Case{26, 70, 260}, Case{97, 64, 64}})
     for (int layout = 0; layout < 4; ++layout)
       for (Epilogue e : {Epilogue::plain, Epilogue::accumulate, Epilogue::bias, Epilogue::residual,
-                         Epilogue::gelu_out, Epilogue::gelu_grad})
+                         Epilogue::gelu_out, Epilogue::gelu_grad, Epilogue::factor})
         check_gemm(c.m, c.n, c.k, (layout & 1) != 0, (layout & 2) != 0, e);
 }
 
