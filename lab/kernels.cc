@@ -115,23 +115,37 @@ struct GemmPlan {
   int64_t ldb, panel;
 };
 
-// Ends a tile's column vector at (i, j): stores the running sum, or at the last k-block the
-// epilogue's value (kernels.h).
-HWY_INLINE void FinishVector(const Gemm& g, int64_t i, int64_t j, size_t count, VF v, bool last) {
+// The epilogue of one vector of C at offset `at` (row-major index i * ldc + j), columns [j, j + count)
+// (kernels.h): C = x = factor * s, + bias, + residual. kFull: count is a whole vector.
+template <bool kFull>
+HWY_INLINE void Epilogue(const Gemm& g, int64_t at, size_t count, VF x, VF bias) {
   const DF d;
-  const int64_t at = i * g.ldc + j;
-  if (last) {
-    if (g.factor) v = hn::Mul(LoadPart(d, g.factor + at, count), v);
-    if (g.bias) v = hn::Add(v, LoadPart(d, g.bias + j, count));
-    if (g.residual) v = hn::Add(v, LoadPart(d, g.residual + at, count));
-    if (g.gelu_out) {  // gelu and gelu' from one tanh: the same bits as Gelu and GeluGrad
-      const VF t = GeluTanh(d, v);
-      StorePart(hn::Mul(hn::Mul(hn::Set(d, 0.5f), v), hn::Add(hn::Set(d, 1.0f), t)), d, g.gelu_out + at,
+  auto load = [&](const float* p) { return kFull ? hn::LoadU(d, p) : LoadPart(d, p, count); };
+  if (g.factor) x = hn::Mul(load(g.factor + at), x);
+  if (g.bias) x = hn::Add(x, bias);
+  if (g.residual) x = hn::Add(x, load(g.residual + at));
+  if (kFull)
+    hn::StoreU(x, d, g.c + at);
+  else
+    StorePart(x, d, g.c + at, count);
+}
+
+// Then, with gelu_out, over rows [i, i + rows) and columns [j, j + cols) of C, now x: gelu_out =
+// gelu(x) and C = x or gelu'(x), both from one tanh (the same bits as Gelu and GeluGrad). A pass of
+// its own over the tile while it is in L1: GELU's temporaries beside a tile's accumulators spilled
+// them all to the stack.
+HWY_INLINE void GeluEpilogue(const Gemm& g, int64_t i, int64_t rows, int64_t j, int64_t cols) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = i; r < i + rows; ++r)
+    for (int64_t c = j; c < j + cols; c += N) {
+      const auto count = static_cast<size_t>(std::min(N, j + cols - c));
+      const int64_t at = r * g.ldc + c;
+      const VF x = LoadPart(d, g.c + at, count), t = GeluTanh(d, x);
+      StorePart(hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), t)), d, g.gelu_out + at,
                 count);
-      if (g.gelu_grad) v = GeluGradGivenTanh(d, v, t);
+      if (g.gelu_grad) StorePart(GeluGradGivenTanh(d, x, t), d, g.c + at, count);
     }
-  }
-  StorePart(v, d, g.c + at, count);
 }
 
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1): A's rows from a (A[i, l0],
@@ -142,30 +156,95 @@ struct Operands {
   const float* b;
   int64_t ldb;
 };
+
+// A tile whose last vector is partial (columns past n) goes through `part`, kRows x kVecs vectors
+// in the stack, in and out: C's rows copied in (zeros past n) for a running sum, and the sums ended
+// from there. Out of line, so that the whole tiles' path calls nothing (the copy's memcpy beside
+// it made the compiler keep every accumulator on the stack).
+HWY_NOINLINE void LoadPartialTile(const Gemm& g, int64_t i, int64_t j, int rows, int vecs, float* part) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int r = 0; r < rows; ++r)
+    for (int v = 0; v < vecs; ++v) {
+      const int64_t col = j + v * N;
+      const auto count = static_cast<size_t>(std::clamp<int64_t>(g.n - col, 0, N));
+      hn::Store(LoadPart(d, g.c + (i + r) * g.ldc + col, count), d, part + (r * vecs + v) * N);
+    }
+}
+HWY_NOINLINE void FinishPartialTile(const Gemm& g, int64_t i, int64_t j, int rows, int vecs, bool last,
+                                    const float* part) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int v = 0; v < vecs; ++v) {
+    const int64_t col = j + v * N;
+    if (col >= g.n) break;
+    const auto count = static_cast<size_t>(std::min(N, g.n - col));
+    const VF bias = last && g.bias ? LoadPart(d, g.bias + col, count) : hn::Zero(d);
+    for (int r = 0; r < rows; ++r) {
+      const VF x = hn::Load(d, part + (r * vecs + v) * N);
+      if (last)
+        Epilogue<false>(g, (i + r) * g.ldc + col, count, x, bias);
+      else
+        StorePart(x, d, g.c + (i + r) * g.ldc + col, count);
+    }
+  }
+  if (last && g.gelu_out) GeluEpilogue(g, i, rows, j, std::min<int64_t>(vecs * N, g.n - j));
+}
+
+// Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
+// accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
 HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int64_t l0, int64_t l1) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  size_t count[kVecs];
-  for (int v = 0; v < kVecs; ++v) count[v] = static_cast<size_t>(std::min(N, g.n - (j + v * N)));
+  const bool full = j + kVecs * N <= g.n, fresh = l0 == 0 && !g.accumulate, last = l1 == g.k;
+  HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
+  if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];
-  const bool fresh = l0 == 0 && !g.accumulate;
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v)
-      acc[r][v] = fresh ? hn::Zero(d) : LoadPart(d, g.c + (i + r) * g.ldc + j + v * N, count[v]);
+      acc[r][v] = fresh  ? hn::Zero(d)
+                  : full ? hn::LoadU(d, g.c + (i + r) * g.ldc + j + v * N)
+                         : hn::Load(d, part + (r * kVecs + v) * N);
   const float* a = o.a;
   const float* b = o.b;
   for (int64_t l = l0; l < l1; ++l, a += o.a_col, b += o.ldb) {
     VF bv[kVecs];
+#pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b + v * N);
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const VF ar = hn::Set(d, a[r * o.a_row]);
+#pragma GCC unroll 4
       for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
     }
   }
-  const bool last = l1 == g.k;
+  if (!full) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::Store(acc[r][v], d, part + (r * kVecs + v) * N);
+    FinishPartialTile(g, i, j, kRows, kVecs, last, part);
+    return;
+  }
+  if (!last) {  // between k-blocks the running sums wait in C
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, g.c + (i + r) * g.ldc + j + v * N);
+    return;
+  }
+  VF bias[kVecs];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v) bias[v] = g.bias ? hn::LoadU(d, g.bias + j + v * N) : hn::Zero(d);
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < kVecs; ++v) FinishVector(g, i + r, j + v * N, count[v], acc[r][v], last);
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v)
+      Epilogue<true>(g, (i + r) * g.ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+  if (g.gelu_out) GeluEpilogue(g, i, kRows, j, kVecs * N);
 }
 
 // Rows [i0, i1) of a strip of kVecs vectors at jv, over B's rows [l0, l1): whole tiles, then the
@@ -196,14 +275,11 @@ void GemmImpl(const Gemm& g) {
   const int64_t n_vecs = (g.n + N - 1) / N;
   const int64_t W = kMaxVecs * N, strips = (n_vecs + kMaxVecs - 1) / kMaxVecs;
   GemmPlan p{g.b.data, g.b.row, W};
-  // B is read as whole vectors along its rows. A transposed B (the forward's weight^T), rows that do
-  // not end on a whole vector, and a B of several strips that many rows of A pass over (every
-  // matrix product but the weights' gradients: m >= 4 k) are copied into panels, one per strip, each
-  // a contiguous block of k rows of W floats (zeros past column n): a strip's rows, W apart, fall
-  // in every set of the L1 cache, which rows a power-of-two stride apart do not (B (64, 256) read by
-  // strips of 64 columns in place: 95 GFLOP/s on one Zen 4 core, 110 packed).
+  // B is read as whole vectors along its rows: a transposed B (the forward's weight^T), or rows that
+  // do not end on a whole vector, are first copied into panels, one per strip, each a contiguous
+  // block of k rows of W floats (zeros past column n).
   thread_local std::vector<float> packed;
-  if (g.b.col != 1 || g.n % N != 0 || (strips > 1 && g.m >= 4 * g.k)) {
+  if (g.b.col != 1 || g.n % N != 0) {
     packed.assign(static_cast<size_t>(strips * g.k * W), 0.0f);
     for (int64_t st = 0; st < strips; ++st) {
       float* panel = packed.data() + st * g.k * W;
