@@ -1,16 +1,19 @@
-// bench/bench_lab.cc: one training step of the lab's default model (2 layers, d_model 64, 4 heads,
-// MLP 256, vocabulary 63, batch 32 x 64 tokens: forward, backward and AdamW) per encoding, and the
-// step's matrix products (lab/kernels.h) one by one, each next to the same run's limits: the fp32
+// bench/bench_lab.cc: one training step (forward, backward and AdamW) per encoding of the lab's model at
+// `posenc lab`'s small scale (the default: 2 layers, d_model 64, 4 heads, MLP 256, batch 32 x 64 tokens)
+// and its medium one (4 layers, d_model 128, 4 heads, MLP 512, 32 x 128 tokens), vocabulary 63; the
+// small step's matrix products (lab/kernels.h) one by one, each next to the same run's limits: the fp32
 // FMA peak of the same threads (compute_peak.h) and OpenBLAS's sgemm of the same shape on as many
 // threads, with the core OpenBLAS chose for this CPU in the context (on a core it does not know it
-// runs generic kernels; OPENBLAS_CORETYPE overrides it). bench/lab_vs_torch.py runs this beside the
-// same model in PyTorch.
+// runs generic kernels; OPENBLAS_CORETYPE overrides it). A step reports its wall time (ms_median) and
+// this process's CPU time per step, every thread, user + system (cpu_ms_per_step).
+// bench/lab_vs_torch.py runs this beside the same model in PyTorch.
 //
 // FLOP of a step: 6 per matrix parameter per token (forward 2, backward 4; the tied output layer
 // included) plus causal attention (4 T^2 D / 2 per head forward, 2.5x that backward).
 // vs_peak = GFLOP/s / FMA peak GFLOP/s; vs_sgemm = the lab's product GFLOP/s / sgemm's.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
@@ -20,6 +23,7 @@
 
 #include "bench_limits.h"
 #include "compute_peak.h"
+#include "experiment.h"
 #include "kernels.h"
 #include "model.h"
 #include "optimizer.h"
@@ -40,19 +44,40 @@ double fma_peak() {
 }
 
 const char* kEncodings[] = {"none", "rope", "alibi", "t5", "shaw", "xl", "learned"};
+// The model shapes of `posenc lab --scale NAME` (lab/experiment.h), one training step each.
+const char* kScales[] = {"small", "medium"};
+constexpr int64_t kVocab = 63;
+constexpr int64_t kBatch = 32;  // windows per step at every scale (2,048 tokens small, 4,096 medium)
+
+posenc::lab::ModelConfig step_config(int64_t encoding, int64_t scale) {
+  const posenc::lab::ScalePreset& p = posenc::lab::scale_preset(kScales[scale]);
+  posenc::lab::ModelConfig c;
+  c.vocab_size = kVocab;
+  c.d_model = p.d_model, c.layers = p.layers, c.heads = p.heads, c.mlp = p.mlp, c.train_len = p.train_len;
+  c.encoding = EncodingSpec::parse(kEncodings[encoding]);
+  return c;
+}
+
+// This process's CPU time, user + system, every thread: what a step costs the machine whatever else
+// runs on it (on 2 threads, the pool's waits included).
+double process_cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
 
 void BM_lab_train_step(benchmark::State& state) {
-  posenc::lab::ModelConfig c;
-  c.vocab_size = 63;
-  c.encoding = EncodingSpec::parse(kEncodings[state.range(0)]);
+  const posenc::lab::ModelConfig c = step_config(state.range(0), state.range(1));
   posenc::lab::Model model(c, 1);
-  const int64_t B = 32, T = c.train_len, N = B * T;
+  const int64_t B = kBatch, T = c.train_len, N = B * T;
   std::mt19937 rng(1);
   std::vector<int32_t> tokens(static_cast<size_t>(N)), targets(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] = static_cast<int32_t>(rng() % 63), targets[i] = static_cast<int32_t>(rng() % 63);
+    tokens[i] = static_cast<int32_t>(rng() % kVocab), targets[i] = static_cast<int32_t>(rng() % kVocab);
   posenc::lab::AdamW optimizer({});
   std::vector<double> steps;
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
     const double t0 = posenc::bench::now_seconds();
     model.forward(tokens.data(), targets.data(), B, T);
@@ -61,6 +86,7 @@ void BM_lab_train_step(benchmark::State& state) {
     optimizer.step(model, 1e-4);
     steps.push_back(posenc::bench::now_seconds() - t0);
   }
+  const double cpu = process_cpu_seconds() - cpu0;
   double seconds = 0;
   for (double s : steps) seconds += s;
   std::sort(steps.begin(), steps.end());
@@ -70,11 +96,12 @@ void BM_lab_train_step(benchmark::State& state) {
   const double attention = L * 3.5 * 4.0 * static_cast<double>(B * T * T) * C / 2.0;
   const double flops = 6.0 * matrix_params * static_cast<double>(N) + attention;
   const double gflops = flops * static_cast<double>(steps.size()) / seconds / 1e9;
-  state.SetLabel(kEncodings[state.range(0)]);
+  state.SetLabel(std::string(kEncodings[state.range(0)]) + ", " + kScales[state.range(1)]);
   state.counters["GFLOPs"] = gflops;
   state.counters["vs_peak"] = gflops / fma_peak();
   state.counters["ms_median"] = 1e3 * steps[steps.size() / 2];
   state.counters["ms_min"] = 1e3 * steps.front();
+  state.counters["cpu_ms_per_step"] = 1e3 * cpu / static_cast<double>(steps.size());
   state.counters["tokens_per_s"] = static_cast<double>(N) * static_cast<double>(steps.size()) / seconds;
 }
 
@@ -160,8 +187,8 @@ std::string cpu_name() {
 }  // namespace
 
 BENCHMARK(BM_lab_train_step)
-    ->ArgNames({"enc"})
-    ->DenseRange(0, 6)
+    ->ArgNames({"enc", "scale"})
+    ->ArgsProduct({benchmark::CreateDenseRange(0, 6, 1), {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lab_matmul)
@@ -177,6 +204,14 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("threads", std::to_string(posenc::num_threads()));
   benchmark::AddCustomContext("fma_peak_GFLOPs", std::to_string(fma_peak()));
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  for (int64_t scale = 0; scale < static_cast<int64_t>(std::size(kScales)); ++scale) {
+    const posenc::lab::ModelConfig c = step_config(0, scale);  // what bench/lab_vs_torch.py builds in PyTorch
+    benchmark::AddCustomContext(
+        std::string("step_") + kScales[scale],
+        "vocab " + std::to_string(c.vocab_size) + " d_model " + std::to_string(c.d_model) + " layers " +
+            std::to_string(c.layers) + " heads " + std::to_string(c.heads) + " mlp " + std::to_string(c.mlp) +
+            " batch " + std::to_string(kBatch) + " length " + std::to_string(c.train_len));
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
