@@ -294,34 +294,41 @@ void GemmImpl(const Gemm& g) {
     }
     p = {packed.data(), W, g.k * W};
   }
-  // Tasks: row chunks times strips of kMaxVecs vectors: chunks of at most kMaxRows rows, more of
-  // them (down to kMinRows) until every thread has two tasks. The split changes nothing in any
-  // element's arithmetic (kernels.h).
+  // Tasks: row chunks times groups of strips of kMaxVecs vectors: chunks of at most kMaxRows rows, more
+  // of them (down to kMinRows) until every thread has two tasks, and the strips in as few groups as
+  // then give every thread two tasks. A task passes each k-block of its rows of A over all of its
+  // strips before the next block, so that a block is read from memory once per group rather than
+  // once per strip (the weights' gradients, m = OC rows and k = N: with a task per strip, the 8
+  // strips of n = 512 read all of dout 8 times). The split changes nothing in any element's
+  // arithmetic (kernels.h).
   const bool small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
+  const int64_t threads = posenc::num_threads();
   int64_t row_chunks = (g.m + kMaxRows - 1) / kMaxRows;
-  while (row_chunks * strips < 2 * posenc::num_threads() && row_chunks < (g.m + kMinRows - 1) / kMinRows)
-    ++row_chunks;
+  while (row_chunks * strips < 2 * threads && row_chunks < (g.m + kMinRows - 1) / kMinRows) ++row_chunks;
   const int64_t chunk = small ? g.m : ((g.m + row_chunks - 1) / row_chunks + 5) / 6 * 6;  // whole 6-row tiles
   row_chunks = (g.m + chunk - 1) / chunk;
-  posenc::parallel_for(small ? 1 : row_chunks * strips, [&](int64_t t) {
-    const int64_t first_strip = small ? 0 : t % strips, last_strip = small ? strips : first_strip + 1;
-    const int64_t i0 = small ? 0 : t / strips * chunk, i1 = std::min(g.m, i0 + chunk);
-    for (int64_t s = first_strip; s < last_strip; ++s) {
-      const int64_t jv = s * kMaxVecs;
-      const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
-      const int64_t j = jv * N;
-      int64_t l0 = 0;
-      do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
-        const int64_t l1 = std::min(g.k, l0 + kBlockK);
+  const int64_t groups =
+      small ? 1 : std::clamp<int64_t>((2 * threads + row_chunks - 1) / row_chunks, 1, strips);
+  const int64_t per_group = (strips + groups - 1) / groups;
+  posenc::parallel_for(small ? 1 : row_chunks * groups, [&](int64_t t) {
+    const int64_t first_strip = t % groups * per_group,
+                  last_strip = std::min(strips, first_strip + per_group);
+    const int64_t i0 = t / groups * chunk, i1 = std::min(g.m, i0 + chunk);
+    int64_t l0 = 0;
+    do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
+      const int64_t l1 = std::min(g.k, l0 + kBlockK);
+      for (int64_t s = first_strip; s < last_strip; ++s) {
+        const int64_t jv = s * kMaxVecs;
+        const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
         static const float kNothing = 0.0f;  // k = 0: A and B may be null; nothing is read
         Operands o{&kNothing, 0, 0, &kNothing, 0};
         if (l1 > l0)
           o = {g.a.data + i0 * g.a.row + l0 * g.a.col, g.a.row, g.a.col, p.b + s * p.panel + l0 * p.ldb,
                p.ldb};
-        StripOf<kMaxVecs>(vecs, g, o, i0, i1, j, l0, l1);
-        l0 = l1;
-      } while (l0 < g.k);
-    }
+        StripOf<kMaxVecs>(vecs, g, o, i0, i1, jv * N, l0, l1);
+      }
+      l0 = l1;
+    } while (l0 < g.k);
   });
 }
 
