@@ -68,7 +68,7 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
 //   bias[h] = [ b(T-1) b(T-2) ... b(1) b(0) ]     b(d): the bias at distance d = i - j
 //   query i, keys 0 .. i  ->  columns T-1-i .. T-1
 // One task per (sequence, head), its T x T logits in a scratch of its thread (T^2 floats: meant for
-// training lengths; lab/attention.h sends long windows to posenc's attention). Each element is one
+// the lab's lengths; lab/attention.h sends longer windows to posenc's attention). Each element is one
 // fixed-order sum (fused multiply-adds along the keys or the head's dimensions; softmax sums in a
 // fixed vector order), so results do not depend on the thread count.
 //
