@@ -4,7 +4,8 @@
 // small step's matrix products (lab/kernels.h) one by one, each next to the same run's limits: the fp32
 // FMA peak of the same threads (compute_peak.h) and OpenBLAS's sgemm of the same shape on as many
 // threads, with the core OpenBLAS chose for this CPU in the context (on a core it does not know it
-// runs generic kernels; OPENBLAS_CORETYPE overrides it). A step reports its wall time (ms_median) and
+// runs generic kernels; OPENBLAS_CORETYPE overrides it); and the step's attention, forward and backward,
+// on the lab's kernels beside posenc's fused attention. A step reports its wall time (ms_median) and
 // this process's CPU time per step, every thread, user + system (cpu_ms_per_step).
 // bench/lab_vs_torch.py runs this beside the same model in PyTorch.
 //
@@ -25,7 +26,9 @@
 #include "compute_peak.h"
 #include "experiment.h"
 #include "kernels.h"
+#include "attention.h"
 #include "model.h"
+#include "posenc/attention.h"
 #include "optimizer.h"
 
 namespace {
@@ -109,6 +112,61 @@ void BM_lab_train_step(benchmark::State& state) {
   state.counters["ms_min"] = 1e3 * steps.front();
   state.counters["cpu_ms_per_step"] = 1e3 * cpu / static_cast<double>(steps.size());
   state.counters["tokens_per_s"] = static_cast<double>(N) * static_cast<double>(steps.size()) / seconds;
+}
+
+// The attention of a step (encoding none: causal, 1 / sqrt(D)), forward and backward at the step's
+// shape, on the lab's kernels (lab/attention.h) and on posenc's fused attention, the same inputs; the best
+// of many calls each (a noisy machine slows some calls, never speeds one up), the two alternated.
+void BM_lab_attention(benchmark::State& state) {
+  const posenc::lab::ModelConfig c = step_config(0, state.range(0));
+  const int64_t B = kBatch, T = c.train_len, H = c.heads, D = c.head_dim(), C = c.d_model, N = B * T;
+  const auto qkv = posenc::bench::random_floats(static_cast<size_t>(N * 3 * C), 1);
+  const auto dout = posenc::bench::random_floats(static_cast<size_t>(N * C), 2);
+  std::vector<float> out(static_cast<size_t>(N * C)), lse(static_cast<size_t>(B * H * T)), dqkv(qkv.size());
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = t;
+  posenc::AttentionConfig cfg;
+  cfg.causal = true;
+  posenc::lab::LabAttention lab;
+  auto part = [&](auto* x, int64_t which) {
+    return posenc::strided_view(x + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+  };
+  const posenc::AttentionInputs in =
+      posenc::qkv(part(qkv.data(), 0), part(qkv.data(), 1), part(qkv.data(), 2));
+  posenc::AttentionGrads grads;
+  grads.q = part(dqkv.data(), 0), grads.k = part(dqkv.data(), 1), grads.v = part(dqkv.data(), 2);
+  const auto pos = posenc::view(static_cast<const int64_t*>(positions.data()), {T});
+  double lab_f = 1e9, lab_b = 1e9, posenc_f = 1e9, posenc_b = 1e9;
+  auto best = [](double& b, const auto& fn) {
+    const double t0 = posenc::bench::now_seconds();
+    fn();
+    b = std::min(b, posenc::bench::now_seconds() - t0);
+  };
+  for (auto _ : state) {
+    for (int rep = 0; rep < 5; ++rep) {
+      best(lab_f, [&] { lab.forward(cfg, qkv.data(), B, T, H, D, pos, out.data(), lse.data()); });
+      best(lab_b, [&] {
+        lab.backward(cfg, qkv.data(), B, T, H, D, pos, out.data(), lse.data(), dout.data(), dqkv.data(), {});
+      });
+      best(posenc_f, [&] {
+        posenc::attention_forward(cfg, in, posenc::view(out.data(), {B, T, H, D}),
+                                  posenc::view(lse.data(), {B, H, T}));
+      });
+      std::fill(dqkv.begin(), dqkv.end(), 0.0f);  // posenc's backward accumulates; the lab's stores
+      best(posenc_b, [&] {
+        posenc::attention_backward(cfg, in, posenc::view(static_cast<const float*>(out.data()), {B, T, H, D}),
+                                   posenc::view(static_cast<const float*>(lse.data()), {B, H, T}),
+                                   posenc::view(dout.data(), {B, T, H, D}), grads);
+      });
+    }
+  }
+  state.SetLabel(std::string(kScales[state.range(0)]) + ": B " + std::to_string(B) + ", T " +
+                 std::to_string(T) + ", H " + std::to_string(H) + ", D " + std::to_string(D));
+  state.counters["lab_fwd_ms"] = 1e3 * lab_f;
+  state.counters["lab_bwd_ms"] = 1e3 * lab_b;
+  state.counters["posenc_fwd_ms"] = 1e3 * posenc_f;
+  state.counters["posenc_bwd_ms"] = 1e3 * posenc_b;
+  state.counters["vs_posenc"] = (posenc_f + posenc_b) / (lab_f + lab_b);
 }
 
 // The step's products: C (m, n) = A (m, k) B (k, n) in the three layouts of a linear layer.
@@ -195,6 +253,11 @@ std::string cpu_name() {
 BENCHMARK(BM_lab_train_step)
     ->ArgNames({"enc", "scale"})
     ->ArgsProduct({benchmark::CreateDenseRange(0, 6, 1), {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lab_attention)
+    ->ArgNames({"scale"})
+    ->DenseRange(0, 1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lab_matmul)
