@@ -31,8 +31,8 @@ namespace HWY_NAMESPACE {
 //   brow, grow (T + Tp)  the head's bias row and its gradient, room for a whole vector past column T-1
 //   per_row (2 Tp)       the forward's row maxima and 1 / sum P, the backward's dout_i . out_i
 //
-// The products C (m, n) = A (m, k) B (k, n) are tiles of kRows x V vectors as in the matrix product
-// above, with causal limits per block of rows [i, i + rows): Limits(i, rows) -> the range [l0, l1) of k
+// The products C (m, n) = A (m, k) B (k, n) are tiles of kRows x V vectors as in kernels.cc's matrix
+// product, with causal limits per block of rows [i, i + rows): Limits(i, rows) -> the range [l0, l1) of k
 // and the column vectors nv that the block needs; Store(row, vector, sum) is the epilogue. Skipped
 // terms are products with exact zeros (probabilities past the diagonal), so an element's sum does not
 // depend on its block.
@@ -193,7 +193,7 @@ HWY_INLINE float MaxRow(const AttnTask& t, const float* s, int64_t n) {
   return hn::AllFalse(d, nan) ? hn::GetLane(hn::MaxOfLanes(d, m)) : std::numeric_limits<float>::quiet_NaN();
 }
 
-// The scratch of a task: offsets of its arrays (kernels.h's layout comment above).
+// The scratch of a task: offsets of its arrays (the layout at the top of this section).
 struct AttnScratch {
   float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
 };
