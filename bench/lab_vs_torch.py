@@ -1,17 +1,22 @@
 """bench/lab_vs_torch.py: the lab's training step beside the same model in PyTorch, in one run.
 
-The model is `posenc lab`'s default with encoding none (NoPE): 2 pre-norm layers, d_model 64,
-4 heads, MLP 256 (GELU, tanh), LayerNorm, the token embedding tied with the output and scaled by
-sqrt(64), causal attention, mean cross-entropy; AdamW (weight decay on matrices) after clipping the
-gradient norm at 1; batch 32 x 64 tokens. PyTorch runs it eagerly (nn.Linear, nn.LayerNorm,
-scaled_dot_product_attention, torch.optim.AdamW) on the same number of threads.
+The model is `posenc lab`'s with encoding none (NoPE) at the scale asked for (bench_lab's context
+gives the shape: small, the default protocol, is 2 pre-norm layers, d_model 64, 4 heads, MLP 256,
+batch 32 x 64 tokens; medium is 4 layers, d_model 128, 4 heads, MLP 512, 32 x 128 tokens): GELU
+(tanh), LayerNorm, the token embedding tied with the output and scaled by sqrt(d_model), causal
+attention, mean cross-entropy; AdamW (weight decay on matrices) after clipping the gradient norm at 1.
+PyTorch runs it eagerly (nn.Linear, nn.LayerNorm, scaled_dot_product_attention, torch.optim.AdamW) on
+the same number of threads.
 
-Rounds alternate: bench_lab's step (its median over the round), then PyTorch's (the median of as many
-steps), so that a machine shared with other work slows both alike; the table gives each round and
-the median ratio. bench_lab also reports, from the same run, the fp32 FMA peak of the threads, its
-matrix products beside OpenBLAS's sgemm and the core OpenBLAS chose for this CPU.
+Rounds alternate: bench_lab's steps, then as many of PyTorch's, so that a machine shared with other
+work slows both alike. Each side reports the median wall time of a step and its process's CPU time
+per step (user + system, every thread: getrusage), the figure that other processes on the same cores
+disturb least; the table gives each round, the load average before it, and the median ratios.
+bench_lab also reports, from the same run, the fp32 FMA peak of the threads, its matrix products
+beside OpenBLAS's sgemm and the core OpenBLAS chose for this CPU.
 
     python3 bench/lab_vs_torch.py [--bench build/release/bench/bench_lab] [--threads 2] [--rounds 5]
+                                  [--scale small|medium]
 """
 import argparse
 import json
@@ -38,16 +43,19 @@ def cpu_description():
 
 def load_average():
     with open("/proc/loadavg") as f:
-        return f.read().split()[0]
+        return float(f.read().split()[0])
 
 
-def torch_step_timer(threads):
+def torch_step_timer(threads, shape):
+    import resource
+
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
-    V, C, L, H, FF, B, T = 63, 64, 2, 4, 256, 32, 64
+    V, C, L, H, FF, B, T = (shape[k]
+                            for k in ("vocab", "d_model", "layers", "heads", "mlp", "batch", "length"))
 
     class Block(nn.Module):
         def __init__(self):
@@ -94,18 +102,22 @@ def torch_step_timer(threads):
     for _ in range(10):
         step()
 
-    def median_ms(steps):  # wall and this thread's CPU time (all of the work on one thread)
-        times, cpu = [], []
+    def process_cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def timed(steps):  # the median wall time of a step, and this process's CPU time per step (ms)
+        times = []
+        cpu0 = process_cpu()
         for _ in range(steps):
-            t0, c0 = time.perf_counter(), time.thread_time()
+            t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
-            cpu.append(time.thread_time() - c0)
-        return 1e3 * statistics.median(times), 1e3 * statistics.median(cpu)
+        return 1e3 * statistics.median(times), 1e3 * (process_cpu() - cpu0) / steps
 
     blas = "MKL" if torch.backends.mkl.is_available() else "its own BLAS"
     capability = torch.backends.cpu.get_cpu_capability()
-    return median_ms, f"PyTorch {torch.__version__} ({blas}, CPU capability {capability})"
+    return timed, f"PyTorch {torch.__version__} ({blas}, CPU capability {capability})"
 
 
 def run_bench(bench, threads, bench_filter, min_time):
@@ -116,47 +128,54 @@ def run_bench(bench, threads, bench_filter, min_time):
     return json.loads(out.stdout)
 
 
+def parse_shape(text):  # bench_lab's context: "vocab 63 d_model 64 layers 2 ..."
+    words = text.split()
+    return {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", default="build/release/bench/bench_lab")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--scale", choices=["small", "medium"], default="small")
     args = parser.parse_args()
     if not os.path.exists(args.bench):
         sys.exit(f"lab_vs_torch: --bench {args.bench} does not exist (cmake --preset release "
                  "-DPOSENC_BUILD_BENCH=ON && cmake --build --preset release --target bench_lab)")
-    load_before = load_average()
-    median_ms, torch_name = torch_step_timer(args.threads)
     limits = run_bench(args.bench, args.threads, "BM_lab_matmul", 0.2)
     context = limits["context"]
+    shape = parse_shape(context[f"step_{args.scale}"])
+    timed, torch_name = torch_step_timer(args.threads, shape)
     print(f"CPU: {cpu_description()}; {args.threads} threads")
     print(f"fp32 FMA peak (same run): {float(context['fma_peak_GFLOPs']):.0f} GFLOP/s; OpenBLAS core: "
-          f"{context['openblas_core']}; {torch_name}\n")
+          f"{context['openblas_core']}; {torch_name}")
+    print(f"step ({args.scale}): {context[f'step_{args.scale}']}\n")
     print("| product, m x n x k | posenc GFLOP/s | OpenBLAS sgemm GFLOP/s | posenc / sgemm | posenc / peak |")
     print("|---|---|---|---|---|")
     for b in limits["benchmarks"]:
         print(f"| {b['label']} | {b['GFLOPs']:.0f} | {b['sgemm_GFLOPs']:.0f} | {b['vs_sgemm']:.2f} | "
               f"{b['vs_peak']:.2f} |")
-    # On one thread the CPU time of the step is its work whatever else runs on the machine (bench_lab's
-    # cpu_time: its main thread; PyTorch's: the calling thread); with more, only the wall time counts.
-    one = args.threads == 1
-    print("\n| round | posenc ms/step (median) | PyTorch ms/step (median) | PyTorch / posenc |"
-          + (" posenc CPU ms | PyTorch CPU ms | PyTorch / posenc, CPU |" if one else ""))
-    print("|---|---|---|---|" + ("---|---|---|" if one else ""))
-    ratios, cpu_ratios = [], []
+    print("\n| round | load average | posenc ms/step (median, wall) | PyTorch ms/step (median, wall) | "
+          "posenc CPU ms/step | PyTorch CPU ms/step | PyTorch / posenc, wall | PyTorch / posenc, CPU |")
+    print("|---|---|---|---|---|---|---|---|")
+    scale = ["small", "medium"].index(args.scale)
+    ratios, cpu_ratios, loads = [], [], []
     for r in range(args.rounds):
-        step = run_bench(args.bench, args.threads, "BM_lab_train_step/enc:0/", 2.0)["benchmarks"][0]
-        ours, ours_cpu = step["ms_median"], step["cpu_time"]  # cpu_time: ms, the mean of the iterations
-        steps = max(20, int(2000 / max(ours, 1)))
-        theirs, theirs_cpu = median_ms(steps)
+        loads.append(load_average())
+        step_filter = f"BM_lab_train_step/enc:0/scale:{scale}/"
+        step = run_bench(args.bench, args.threads, step_filter, 2.0)["benchmarks"][0]
+        ours, ours_cpu = step["ms_median"], step["cpu_ms_per_step"]
+        theirs, theirs_cpu = timed(max(10, int(2000 / max(ours, 1))))
         ratios.append(theirs / ours)
         cpu_ratios.append(theirs_cpu / ours_cpu)
-        print(f"| {r + 1} | {ours:.1f} | {theirs:.1f} | {theirs / ours:.2f} |"
-              + (f" {ours_cpu:.1f} | {theirs_cpu:.1f} | {theirs_cpu / ours_cpu:.2f} |" if one else ""))
-    print(f"\nmedian PyTorch / posenc: {statistics.median(ratios):.2f}"
-          + (f" (CPU time: {statistics.median(cpu_ratios):.2f})" if one else "")
-          + f"; load average before and after: {load_before}, {load_average()} (other processes on these "
-          "cores slow both)")
+        print(f"| {r + 1} | {loads[-1]:.2f} | {ours:.1f} | {theirs:.1f} | {ours_cpu:.1f} | "
+              f"{theirs_cpu:.1f} | {theirs / ours:.2f} | {theirs_cpu / ours_cpu:.2f} |")
+    loads.append(load_average())
+    print(f"\nmedian PyTorch / posenc: {statistics.median(cpu_ratios):.2f} in CPU time, "
+          f"{statistics.median(ratios):.2f} in wall time; load average {min(loads):.2f}-{max(loads):.2f} "
+          f"over the run on {os.cpu_count()} CPUs (other processes on these cores slow both; above the CPU "
+          "count they share the cores with them, and wall times mean little)")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-// lab/kernels.cc: see kernels.h. Compiled once per Highway target (foreach_target); each entry point
-// dispatches once per call (HWY_DYNAMIC_DISPATCH) and splits its work into tasks on posenc's pool.
+// lab/kernels.cc: see kernels.h (the attention: kernels_attention.cc). Compiled once per Highway target
+// (foreach_target); each entry point dispatches once per call (HWY_DYNAMIC_DISPATCH) and splits its work
+// into tasks on posenc's pool.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lab/kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"  // Exp
+#include "lab/kernels-inl.h"
 #include "lab/kernels.h"
 
 #include <algorithm>
@@ -17,27 +19,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace posenc::lab::kernels {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-// The last, partial vector of a row goes through a buffer on the stack: Highway 1.0.3's masked
-// loads and stores touch the whole vector on SSE4 / AVX2, past the row's end.
-template <class D>
-HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
-  if (count == hn::Lanes(d)) return hn::LoadU(d, p);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, p, count * sizeof(float));
-  return hn::Load(d, buf);
-}
-template <class D>
-HWY_INLINE void StorePart(hn::Vec<D> v, D d, float* p, size_t count) {
-  if (count == hn::Lanes(d)) return hn::StoreU(v, d, p);
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(v, d, buf);
-  std::memcpy(p, buf, count * sizeof(float));
-}
-
 // ---- GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(s (x + 0.044715 x^3)))
 constexpr float kGeluScale = 0.7978845608028654f;  // s = sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
@@ -73,26 +54,18 @@ HWY_INLINE hn::Vec<D> Gelu(D d, hn::Vec<D> x) {
 }
 // gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 * 0.044715 x^2),  t = tanh(s (x + 0.044715 x^3))
 template <class D>
-HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
-  const auto t = GeluTanh(d, x), one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
+HWY_INLINE hn::Vec<D> GeluGradGivenTanh(D d, hn::Vec<D> x, hn::Vec<D> t) {
+  const auto one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
   const auto dt = hn::Mul(hn::Mul(hn::Sub(one, hn::Mul(t, t)), hn::Set(d, kGeluScale)),
                           hn::Add(one, hn::Mul(hn::Set(d, 3.0f * kGeluCubic), hn::Mul(x, x))));
   return hn::Add(hn::Mul(half, hn::Add(one, t)), hn::Mul(hn::Mul(half, x), dt));
 }
-
-// ---- The matrix product.
-// Register tiles: kRows rows of A times kVecs vectors of B's columns, kRows x kVecs accumulators
-// beside the kVecs B vectors and one broadcast of A: 6 x 4 on AVX-512's 32 registers (6 x 64
-// columns), 6 x 2 on the 16 of AVX2 and SSE (BLIS's Haswell shape), 8 rows for narrower strips.
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr int kRegisters = 32, kMaxVecs = 4;
-#else
-constexpr int kRegisters = 16, kMaxVecs = 2;
-#endif
-constexpr int TileRows(int vecs) {
-  const int fit = (kRegisters - vecs - 1) / vecs;
-  return fit < 8 ? fit : 8;
+template <class D>
+HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
+  return GeluGradGivenTanh(d, x, GeluTanh(d, x));
 }
+
+// ---- The matrix product (register tiles: kernels-inl.h).
 // The k-block: B's rows [l0, l0 + kBlockK) of a strip (64 columns on AVX-512: 64 KiB) stay in L1 / L2
 // while every tile of the task's rows passes over them. Between blocks the running sums wait in C.
 constexpr int64_t kBlockK = 256;
@@ -100,24 +73,45 @@ constexpr int64_t kBlockK = 256;
 // stay in L2 while it passes over them, and at least kMinRows where there are enough.
 constexpr int64_t kMinRows = 24, kMaxRows = 192;
 
+// B (k, n) as the tiles read it: the rows of strip s (columns [s W, s W + W), W = kMaxVecs vectors)
+// at b + s panel + l ldb: the caller's rows (panel W, ldb its row stride), or a copy packed by strips
+// (panel k W, ldb W).
 struct GemmPlan {
-  const Gemm* g;
-  const float* b;  // B (k, n) by rows of whole vectors: the caller's rows, or a padded copy
-  int64_t ldb;
+  const float* b;
+  int64_t ldb, panel;
 };
 
-// Ends a tile's column vector at (i, j): stores the running sum, or at the last k-block the
-// epilogue's value (kernels.h).
-HWY_INLINE void FinishVector(const Gemm& g, int64_t i, int64_t j, size_t count, VF v, bool last) {
+// The epilogue of one vector of C at offset `at` (row-major index i * ldc + j), columns [j, j + count)
+// (kernels.h): C = x = factor * s, + bias, + residual. kFull: count is a whole vector.
+template <bool kFull>
+HWY_INLINE void Epilogue(const Gemm& g, int64_t at, size_t count, VF x, VF bias) {
   const DF d;
-  const int64_t at = i * g.ldc + j;
-  if (last) {
-    if (g.gelu_grad_at) v = hn::Mul(GeluGrad(d, LoadPart(d, g.gelu_grad_at + at, count)), v);
-    if (g.bias) v = hn::Add(v, LoadPart(d, g.bias + j, count));
-    if (g.residual) v = hn::Add(v, LoadPart(d, g.residual + at, count));
-    if (g.gelu_out) StorePart(Gelu(d, v), d, g.gelu_out + at, count);
-  }
-  StorePart(v, d, g.c + at, count);
+  auto load = [&](const float* p) { return kFull ? hn::LoadU(d, p) : LoadPart(d, p, count); };
+  if (g.factor) x = hn::Mul(load(g.factor + at), x);
+  if (g.bias) x = hn::Add(x, bias);
+  if (g.residual) x = hn::Add(x, load(g.residual + at));
+  if (kFull)
+    hn::StoreU(x, d, g.c + at);
+  else
+    StorePart(x, d, g.c + at, count);
+}
+
+// Then, with gelu_out, over rows [i, i + rows) and columns [j, j + cols) of C, now x: gelu_out =
+// gelu(x) and C = x or gelu'(x), both from one tanh (the same bits as Gelu and GeluGrad). A pass of
+// its own over the tile while it is in L1: GELU's temporaries beside a tile's accumulators spilled
+// them all to the stack.
+HWY_INLINE void GeluEpilogue(const Gemm& g, int64_t i, int64_t rows, int64_t j, int64_t cols) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = i; r < i + rows; ++r)
+    for (int64_t c = j; c < j + cols; c += N) {
+      const auto count = static_cast<size_t>(std::min(N, j + cols - c));
+      const int64_t at = r * g.ldc + c;
+      const VF x = LoadPart(d, g.c + at, count), t = GeluTanh(d, x);
+      StorePart(hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), t)), d, g.gelu_out + at,
+                count);
+      if (g.gelu_grad) StorePart(GeluGradGivenTanh(d, x, t), d, g.c + at, count);
+    }
 }
 
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1): A's rows from a (A[i, l0],
@@ -128,30 +122,95 @@ struct Operands {
   const float* b;
   int64_t ldb;
 };
+
+// A tile whose last vector is partial (columns past n) goes through `part`, kRows x kVecs vectors
+// in the stack, in and out: C's rows copied in (zeros past n) for a running sum, and the sums ended
+// from there. Out of line, so that the whole tiles' path calls nothing (the copy's memcpy beside
+// it made the compiler keep every accumulator on the stack).
+HWY_NOINLINE void LoadPartialTile(const Gemm& g, int64_t i, int64_t j, int rows, int vecs, float* part) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int r = 0; r < rows; ++r)
+    for (int v = 0; v < vecs; ++v) {
+      const int64_t col = j + v * N;
+      const auto count = static_cast<size_t>(std::clamp<int64_t>(g.n - col, 0, N));
+      hn::Store(LoadPart(d, g.c + (i + r) * g.ldc + col, count), d, part + (r * vecs + v) * N);
+    }
+}
+HWY_NOINLINE void FinishPartialTile(const Gemm& g, int64_t i, int64_t j, int rows, int vecs, bool last,
+                                    const float* part) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int v = 0; v < vecs; ++v) {
+    const int64_t col = j + v * N;
+    if (col >= g.n) break;
+    const auto count = static_cast<size_t>(std::min(N, g.n - col));
+    const VF bias = last && g.bias ? LoadPart(d, g.bias + col, count) : hn::Zero(d);
+    for (int r = 0; r < rows; ++r) {
+      const VF x = hn::Load(d, part + (r * vecs + v) * N);
+      if (last)
+        Epilogue<false>(g, (i + r) * g.ldc + col, count, x, bias);
+      else
+        StorePart(x, d, g.c + (i + r) * g.ldc + col, count);
+    }
+  }
+  if (last && g.gelu_out) GeluEpilogue(g, i, rows, j, std::min<int64_t>(vecs * N, g.n - j));
+}
+
+// Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
+// accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
 HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int64_t l0, int64_t l1) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  size_t count[kVecs];
-  for (int v = 0; v < kVecs; ++v) count[v] = static_cast<size_t>(std::min(N, g.n - (j + v * N)));
+  const bool full = j + kVecs * N <= g.n, fresh = l0 == 0 && !g.accumulate, last = l1 == g.k;
+  HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
+  if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];
-  const bool fresh = l0 == 0 && !g.accumulate;
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v)
-      acc[r][v] = fresh ? hn::Zero(d) : LoadPart(d, g.c + (i + r) * g.ldc + j + v * N, count[v]);
+      acc[r][v] = fresh  ? hn::Zero(d)
+                  : full ? hn::LoadU(d, g.c + (i + r) * g.ldc + j + v * N)
+                         : hn::Load(d, part + (r * kVecs + v) * N);
   const float* a = o.a;
   const float* b = o.b;
   for (int64_t l = l0; l < l1; ++l, a += o.a_col, b += o.ldb) {
     VF bv[kVecs];
+#pragma GCC unroll 4
     for (int v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b + v * N);
+#pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) {
       const VF ar = hn::Set(d, a[r * o.a_row]);
+#pragma GCC unroll 4
       for (int v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
     }
   }
-  const bool last = l1 == g.k;
+  if (!full) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::Store(acc[r][v], d, part + (r * kVecs + v) * N);
+    FinishPartialTile(g, i, j, kRows, kVecs, last, part);
+    return;
+  }
+  if (!last) {  // between k-blocks the running sums wait in C
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, g.c + (i + r) * g.ldc + j + v * N);
+    return;
+  }
+  VF bias[kVecs];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v) bias[v] = g.bias ? hn::LoadU(d, g.bias + j + v * N) : hn::Zero(d);
+#pragma GCC unroll 8
   for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < kVecs; ++v) FinishVector(g, i + r, j + v * N, count[v], acc[r][v], last);
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v)
+      Epilogue<true>(g, (i + r) * g.ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+  if (g.gelu_out) GeluEpilogue(g, i, kRows, j, kVecs * N);
 }
 
 // Rows [i0, i1) of a strip of kVecs vectors at jv, over B's rows [l0, l1): whole tiles, then the
@@ -180,53 +239,62 @@ void GemmImpl(const Gemm& g) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t n_vecs = (g.n + N - 1) / N;
-  GemmPlan p{&g, g.b.data, g.b.row};
-  // B is read as whole vectors along its rows: a transposed B (the forward's weight^T), or rows
-  // that do not end on a whole vector, are first copied into rows padded with zeros.
-  thread_local std::vector<float> padded;
+  const int64_t W = kMaxVecs * N, strips = (n_vecs + kMaxVecs - 1) / kMaxVecs;
+  GemmPlan p{g.b.data, g.b.row, W};
+  // B is read as whole vectors along its rows: a transposed B (the forward's weight^T), or rows that
+  // do not end on a whole vector, are first copied into panels, one per strip, each a contiguous
+  // block of k rows of W floats (zeros past column n).
+  thread_local std::vector<float> packed;
   if (g.b.col != 1 || g.n % N != 0) {
-    const int64_t ldb = n_vecs * N;
-    padded.assign(static_cast<size_t>(g.k * ldb), 0.0f);
-    if (g.b.col == 1) {
-      for (int64_t l = 0; l < g.k; ++l)
-        std::memcpy(padded.data() + l * ldb, g.b.data + l * g.b.row,
-                    static_cast<size_t>(g.n) * sizeof(float));
-    } else {
-      for (int64_t j = 0; j < g.n; ++j)  // reads along B's columns: a transposed matrix's rows
+    packed.assign(static_cast<size_t>(strips * g.k * W), 0.0f);
+    for (int64_t st = 0; st < strips; ++st) {
+      float* panel = packed.data() + st * g.k * W;
+      const int64_t j0 = st * W, cols = std::min(W, g.n - j0);
+      if (g.b.col == 1) {
         for (int64_t l = 0; l < g.k; ++l)
-          padded[static_cast<size_t>(l * ldb + j)] = g.b.data[l * g.b.row + j * g.b.col];
+          std::memcpy(panel + l * W, g.b.data + l * g.b.row + j0, static_cast<size_t>(cols) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < cols; ++j)  // reads along B's columns: a transposed matrix's rows
+          for (int64_t l = 0; l < g.k; ++l) panel[l * W + j] = g.b.data[l * g.b.row + (j0 + j) * g.b.col];
+      }
     }
-    p.b = padded.data();
-    p.ldb = ldb;
+    p = {packed.data(), W, g.k * W};
   }
-  // Tasks: row chunks times strips of kMaxVecs vectors: chunks of at most kMaxRows rows, more of
-  // them (down to kMinRows) until every thread has two tasks. The split changes nothing in any
-  // element's arithmetic (kernels.h).
-  const int64_t strips = (n_vecs + kMaxVecs - 1) / kMaxVecs;
+  // Tasks: row chunks times groups of strips of kMaxVecs vectors: chunks of at most kMaxRows rows, more
+  // of them (down to kMinRows) until every thread has two tasks, and the strips in as few groups as
+  // then give every thread two tasks. A task passes each k-block of its rows of A over all of its
+  // strips before the next block, so that a block is read from memory once per group rather than
+  // once per strip (the weights' gradients, m = OC rows and k = N: with a task per strip, the 8
+  // strips of n = 512 read all of dout 8 times). The split changes nothing in any element's
+  // arithmetic (kernels.h).
   const bool small = g.m * g.n * std::max<int64_t>(g.k, 1) < (int64_t{1} << 16);
+  const int64_t threads = posenc::num_threads();
   int64_t row_chunks = (g.m + kMaxRows - 1) / kMaxRows;
-  while (row_chunks * strips < 2 * posenc::num_threads() && row_chunks < (g.m + kMinRows - 1) / kMinRows)
-    ++row_chunks;
+  while (row_chunks * strips < 2 * threads && row_chunks < (g.m + kMinRows - 1) / kMinRows) ++row_chunks;
   const int64_t chunk = small ? g.m : ((g.m + row_chunks - 1) / row_chunks + 5) / 6 * 6;  // whole 6-row tiles
   row_chunks = (g.m + chunk - 1) / chunk;
-  posenc::parallel_for(small ? 1 : row_chunks * strips, [&](int64_t t) {
-    const int64_t first_strip = small ? 0 : t % strips, last_strip = small ? strips : first_strip + 1;
-    const int64_t i0 = small ? 0 : t / strips * chunk, i1 = std::min(g.m, i0 + chunk);
-    for (int64_t s = first_strip; s < last_strip; ++s) {
-      const int64_t jv = s * kMaxVecs;
-      const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
-      const int64_t j = jv * N;
-      int64_t l0 = 0;
-      do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
-        const int64_t l1 = std::min(g.k, l0 + kBlockK);
+  const int64_t groups =
+      small ? 1 : std::clamp<int64_t>((2 * threads + row_chunks - 1) / row_chunks, 1, strips);
+  const int64_t per_group = (strips + groups - 1) / groups;
+  posenc::parallel_for(small ? 1 : row_chunks * groups, [&](int64_t t) {
+    const int64_t first_strip = t % groups * per_group,
+                  last_strip = std::min(strips, first_strip + per_group);
+    const int64_t i0 = t / groups * chunk, i1 = std::min(g.m, i0 + chunk);
+    int64_t l0 = 0;
+    do {  // k = 0 still runs one (empty) block: C = 0 + bias ...
+      const int64_t l1 = std::min(g.k, l0 + kBlockK);
+      for (int64_t s = first_strip; s < last_strip; ++s) {
+        const int64_t jv = s * kMaxVecs;
+        const int vecs = static_cast<int>(std::min<int64_t>(kMaxVecs, n_vecs - jv));
         static const float kNothing = 0.0f;  // k = 0: A and B may be null; nothing is read
         Operands o{&kNothing, 0, 0, &kNothing, 0};
         if (l1 > l0)
-          o = {g.a.data + i0 * g.a.row + l0 * g.a.col, g.a.row, g.a.col, p.b + l0 * p.ldb + j, p.ldb};
-        StripOf<kMaxVecs>(vecs, g, o, i0, i1, j, l0, l1);
-        l0 = l1;
-      } while (l0 < g.k);
-    }
+          o = {g.a.data + i0 * g.a.row + l0 * g.a.col, g.a.row, g.a.col, p.b + s * p.panel + l0 * p.ldb,
+               p.ldb};
+        StripOf<kMaxVecs>(vecs, g, o, i0, i1, jv * N, l0, l1);
+      }
+      l0 = l1;
+    } while (l0 < g.k);
   });
 }
 

@@ -19,12 +19,14 @@ struct Matrix {
 };
 
 // C (m, n) at c[i * ldc + j]. With s_ij = sum over l of A (m, k)[i, l] B (k, n)[l, j]:
-//   C = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j])           then, with gelu_out,
-//   gelu_out[i, j] = gelu(C[i, j]);
-// or, with gelu_grad_at (accumulate false, no bias or residual): C = gelu'(gelu_grad_at) * s,
-// the gradient at GELU's input of a layer whose input was gelu(gelu_grad_at).
-// residual, gelu_out and gelu_grad_at are (m, n) with C's row stride. The epilogue is applied to
-// each output tile while it is in registers, sparing the passes over C that separate loops take.
+//   x = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j]),  C = x;
+//   with gelu_out:  gelu_out[i, j] = gelu(x_ij), and with gelu_grad too, C = gelu'(x) in place of x
+//   (the MLP's first layer keeps what its backward multiplies by, not the input it would recompute
+//   gelu' from);
+// or, with factor (accumulate false, no bias or residual): C = factor[i, j] * s (the gradient at
+// GELU's input from the kept gelu'). residual, gelu_out and factor are (m, n) with C's row stride.
+// The epilogue is applied to each output tile while it is in registers, sparing the passes over C
+// that separate loops take.
 struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   Matrix a, b;
@@ -34,7 +36,8 @@ struct Gemm {
   const float* bias = nullptr;
   const float* residual = nullptr;
   float* gelu_out = nullptr;
-  const float* gelu_grad_at = nullptr;
+  bool gelu_grad = false;
+  const float* factor = nullptr;
 };
 void gemm(const Gemm& g);
 
@@ -54,6 +57,45 @@ void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const 
 // Softmax rows and their cross-entropy losses, as ops::crossentropy_forward (ops.h).
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
                           int32_t ignore, int64_t N, int64_t V);
+
+// ---- Causal attention over short windows: each sequence of the batch is one window of T tokens at
+// positions 0 .. T-1, as in the lab's model. Per sequence b and head h, for queries i and keys j <= i:
+//   S_ij = scale q_i . k_j + bias[h, T-1 - (i - j)]
+//   P_i = softmax(S_i),  out_i = sum_j P_ij v_j,  lse_i = log sum_j exp S_ij
+// bias (H, T), or null: a bias that depends on the distance i - j only, stored as the logits of the
+// last query (T-1) against keys 0 .. T-1 (posenc::alibi_bias / relative_bias with q_positions {T-1}
+// and k_positions 0 .. T-1); query i reads the slice that ends at column T-1:
+//   bias[h] = [ b(T-1) b(T-2) ... b(1) b(0) ]     b(d): the bias at distance d = i - j
+//   query i, keys 0 .. i  ->  columns T-1-i .. T-1
+// One task per (sequence, head), its T x T logits in a scratch of its thread (T^2 floats: meant for
+// the lab's lengths; lab/attention.h sends longer windows to posenc's attention). Each element is one
+// fixed-order sum (fused multiply-adds along the keys or the head's dimensions; softmax sums in a
+// fixed vector order), so results do not depend on the thread count.
+//
+// Rows: element d of token t of sequence b, head h at data[(b T + t) ld + h D + d] (q, k and v in the
+// lab's fused (N, 3C) buffer: ld = 3C; out (N, C): ld = C).
+struct ConstRows {
+  const float* data = nullptr;
+  int64_t ld = 0;
+};
+struct Rows {
+  float* data = nullptr;
+  int64_t ld = 0;
+};
+struct Attention {
+  int64_t B = 0, T = 0, H = 0, D = 0;
+  float scale = 0;
+  ConstRows q, k, v;
+  const float* bias = nullptr;  // (H, T), or null
+};
+// out: rows (B, T, H) of D; lse (B, H, T).
+void attention_forward(const Attention& a, Rows out, float* lse);
+// The backward from the forward's out and lse (the probabilities recomputed from lse):
+//   dP = dout V^T,  dS_ij = P_ij (dP_ij - dout_i . out_i),  dq = scale dS K,  dk = scale dS^T Q,
+//   dv = P^T dout,  dbias[h, T-1 - d] += the sum of dS_ij over the pairs at distance d, every sequence.
+// dq, dk, dv rows are stored (overwritten); dbias (H, T) is accumulated, or null (no bias gradient).
+void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
+                        Rows dv, float* dbias);
 
 // AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
 // m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).

@@ -1,5 +1,5 @@
-// lab/model.h: a small pre-norm decoder-only transformer (GPT-2 shaped) whose attention is
-// posenc's fused attention with any encoding of positional.h.
+// lab/model.h: a small pre-norm decoder-only transformer (GPT-2 shaped) whose attention takes any
+// encoding of positional.h (attention.h: the lab's kernels or posenc's fused attention).
 //
 //   x = sqrt(C) * wte[tokens] (+ absolute code)          fairseq's embedding scale (Press et al.'s setup)
 //   per layer:  x = x + proj(attention(norm1(x)))         attention: causal, encoding inside

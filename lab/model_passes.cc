@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "attention.h"
 #include "model.h"
 #include "ops.h"
 #include "posenc/attention.h"
@@ -26,8 +27,8 @@ struct LayerActs {                                   // saved by the forward for
   std::vector<float> atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
   std::vector<float> res2;                           // (N, C) = x + attention
   std::vector<float> norm2, norm2_mean, norm2_rstd;
-  std::vector<float> fch, fch_gelu;  // (N, F)
-  std::vector<float> res3;           // (N, C) = the layer's output
+  std::vector<float> fch_dgelu, fch_gelu;  // (N, F): gelu'(fc(x)) and gelu(fc(x))
+  std::vector<float> res3;                 // (N, C) = the layer's output
 };
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
@@ -42,6 +43,7 @@ struct Model::Impl {
   std::vector<LayerOffsets> layer;
   int64_t wte = -1, normf_w = -1, normf_b = -1;
   std::optional<Rope> rope;
+  LabAttention attention;
 
   // The last forward's batch.
   int64_t B = 0, T = 0;
@@ -70,7 +72,7 @@ struct Model::Impl {
       for (auto* v : {&a.norm1_mean, &a.norm1_rstd, &a.norm2_mean, &a.norm2_rstd}) v->resize(N);
       a.qkv.resize(N * 3 * C);
       a.lse.resize(N * static_cast<size_t>(c.heads));
-      a.fch.resize(N * F);
+      a.fch_dgelu.resize(N * F);
       a.fch_gelu.resize(N * F);
     }
     normf.resize(N * C);
@@ -163,16 +165,6 @@ AttentionConfig attention_config(const ModelConfig& c, const registry::TensorLoo
   return cfg;
 }
 
-// q, k, v of a fused (B, T, 3C) buffer as (B, T, H, D) views.
-template <typename F>
-auto qkv_views(F* qkv, int64_t B, int64_t T, int64_t H, int64_t D) {
-  const int64_t C = H * D;
-  auto part = [&](int64_t which) {
-    return strided_view(qkv + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
-  };
-  return std::array{part(0), part(1), part(2)};
-}
-
 }  // namespace
 
 double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
@@ -218,18 +210,17 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     ops::norm_forward(c.norm, a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data(), x, P + o.norm1_w,
                       o.norm1_b >= 0 ? P + o.norm1_b : nullptr, N, C);
     ops::matmul_forward(a.qkv.data(), a.norm1.data(), P + o.qkv_w, P + o.qkv_b, N, C, 3 * C);
-    // 3. causal attention with the encoding, fused (posenc::attention_forward)
-    const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
+    // 3. causal attention with the encoding (attention.h: the lab's kernels or posenc's)
     const auto params = tensors_in(layout_, o.prefix, params_.data());
-    attention_forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), qkv(q, k, v),
-                      view(a.atty.data(), {B, T, H, D}), view(a.lse.data(), {B, H, T}));
+    m.attention.forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), a.qkv.data(), B, T, H, D,
+                        positions, a.atty.data(), a.lse.data());
     // 4. output projection plus the residual x
     ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C, x);
     // 5. norm2 -> MLP (fc with GELU, proj plus the residual res2)
     ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
                       P + o.norm2_w, o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
-    ops::matmul_forward(a.fch.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
-                        a.fch_gelu.data());
+    ops::matmul_forward(a.fch_dgelu.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
+                        a.fch_gelu.data(), true);
     ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C,
                         a.res2.data());
     x = a.res3.data();
@@ -271,9 +262,9 @@ void Model::backward() {
     LayerActs& a = m.acts[static_cast<size_t>(l)];
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
-    // proj's input gradient goes through GELU as it is stored (d fch, not d gelu(fch))
+    // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc))
     ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
-                         P + o.fcproj_w, N, F, C, ops::Dinp::through_gelu, a.fch.data());
+                         P + o.fcproj_w, N, F, C, ops::Dinp::times, a.fch_dgelu.data());
     ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N,
                          C, F, ops::Dinp::store);
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
@@ -282,20 +273,15 @@ void Model::backward() {
     // 4. res2 = x + proj(atty): dres is now d res2
     ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(),
                          P + o.proj_w, N, C, C, ops::Dinp::store);
-    // 3. attention (posenc::attention_backward: through RoPE, into the encoding's tables)
-    zero(m.dqkv);
-    const auto [q, k, v] = qkv_views(static_cast<const float*>(a.qkv.data()), B, T, H, D);
-    const auto [dq, dk, dv] = qkv_views(m.dqkv.data(), B, T, H, D);
+    // 3. attention (attention.h: through RoPE, into the encoding's tables); dqkv stored
     const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
     const AttentionConfig cfg =
         attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
     AttentionGrads grads;  // each table's gradient has the table's shape, at the same offset in G
-    grads.q = dq, grads.k = dk, grads.v = dv;
     for (const registry::Entry* e : c.encoding.entries())
       if (e->lab.attention_grads) e->lab.attention_grads(shape, cfg, tensors_in(layout_, o.prefix, G), grads);
-    attention_backward(cfg, qkv(q, k, v), view(static_cast<const float*>(a.atty.data()), {B, T, H, D}),
-                       view(static_cast<const float*>(a.lse.data()), {B, H, T}),
-                       view(static_cast<const float*>(m.datty.data()), {B, T, H, D}), grads);
+    m.attention.backward(cfg, a.qkv.data(), B, T, H, D, view(m.positions.data(), {T}), a.atty.data(),
+                         a.lse.data(), m.datty.data(), m.dqkv.data(), grads);
     // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
     ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w,
                          N, C, 3 * C, ops::Dinp::store);

@@ -13,7 +13,7 @@ namespace posenc::lab::ops {
 void set_threads(int n) { posenc::set_num_threads(n); }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                    int64_t C, int64_t OC, const float* residual, float* gelu_out) {
+                    int64_t C, int64_t OC, const float* residual, float* gelu_out, bool gelu_grad) {
   // out[n, o] = sum_c inp[n, c] weight[o, c] + bias[o] (+ residual[n, o]): A = inp, B = weight^T.
   // The epilogue reads residual after out holds partial sums (k-blocks): the two must differ.
   if (out == inp || out == residual || out == gelu_out)
@@ -27,17 +27,18 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   g.a = {inp, C, 1};
   g.b = {weight, 1, C};
   g.c = out, g.ldc = OC;
-  g.bias = bias, g.residual = residual, g.gelu_out = gelu_out;
+  if (gelu_grad && gelu_out == nullptr)
+    throw Error("lab ops: matmul_forward's gelu_grad is true without gelu_out: gelu' goes with gelu");
+  g.bias = bias, g.residual = residual, g.gelu_out = gelu_out, g.gelu_grad = gelu_grad;
   kernels::gemm(g);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode,
-                     const float* gelu_pre) {
-  if ((mode == Dinp::through_gelu) != (gelu_pre != nullptr))
-    throw Error(std::string("lab ops: matmul_backward's gelu_pre is ") + (gelu_pre ? "set" : "null") +
-                " with mode " + (mode == Dinp::through_gelu ? "through_gelu" : "add or store") +
-                ": it is given exactly with through_gelu");
+                     const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode, const float* factor) {
+  if ((mode == Dinp::times) != (factor != nullptr))
+    throw Error(std::string("lab ops: matmul_backward's factor is ") + (factor ? "set" : "null") +
+                " with mode " + (mode == Dinp::times ? "times" : "add or store") +
+                ": it is given exactly with times");
   // forward: out[n, o] = sum_c inp[n, c] weight[o, c] + bias[o]
   if (dinp != nullptr) {  // dinp (N, C) (+)= dout (N, OC) @ weight (OC, C)
     kernels::Gemm g;
@@ -46,7 +47,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     g.b = {weight, C, 1};
     g.c = dinp, g.ldc = C;
     g.accumulate = mode == Dinp::add;
-    g.gelu_grad_at = gelu_pre;
+    g.factor = factor;
     kernels::gemm(g);
   }
   // dweight (OC, C) += dout^T (OC, N) @ inp (N, C): each element's sum runs over the N rows in order

@@ -14,24 +14,26 @@ namespace posenc::lab::ops {
 void set_threads(int n);
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC) (+ residual (N, OC)); bias and residual
-// may be null. With gelu_out (N, OC): also gelu_out = gelu(out), the MLP's first layer keeping its
-// input and output for the backward. Added in the store of each output tile: no pass of their own.
-// out may not alias inp, residual or gelu_out.
+// may be null. With gelu_out (N, OC): also gelu_out = gelu(out), the MLP's first layer; with
+// gelu_grad as well, out receives gelu'(x) in place of x (x: the product plus bias), the factor its
+// backward multiplies by (Dinp::times), so that the backward need not evaluate gelu' again. Added in
+// the store of each output tile: no pass of their own. out may not alias inp, residual or gelu_out.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
-                    int64_t C, int64_t OC, const float* residual = nullptr, float* gelu_out = nullptr);
+                    int64_t C, int64_t OC, const float* residual = nullptr, float* gelu_out = nullptr,
+                    bool gelu_grad = false);
 
 // What matmul_backward does with the product dout @ weight (N, C):
 enum class Dinp : uint8_t {
-  add,           // dinp += it, as every backward
-  store,         // dinp = it (dinp need not be zeroed)
-  through_gelu,  // dinp = gelu'(gelu_pre) * it: the gradient at GELU's input of a layer whose input
-                 // was gelu(gelu_pre) (the MLP's projection), in place of gelu_backward's pass
+  add,    // dinp += it, as every backward
+  store,  // dinp = it (dinp need not be zeroed)
+  times,  // dinp = factor * it, elementwise: with factor = gelu'(x) (matmul_forward's gelu_grad), the
+          // gradient at GELU's input of a layer whose input was gelu(x) (the MLP's projection)
 };
 // dinp (N, C) (+)= dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
-// (dinp or dbias may be null; gelu_pre (N, C) with Dinp::through_gelu only).
+// (dinp or dbias may be null; factor (N, C) with Dinp::times only).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode = Dinp::add,
-                     const float* gelu_pre = nullptr);
+                     const float* factor = nullptr);
 
 enum class Norm : uint8_t {
   layer,  // LayerNorm (Ba et al. 2016): (x - mean) * rstd * weight + bias, eps 1e-5

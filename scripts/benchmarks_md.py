@@ -59,8 +59,10 @@ KERNELS = [
      "`bench_bias`: one head's S×S bias block written out, against a same-run memcpy of the same bytes."),
     ("absolute", "Absolute tables", "`bench_absolute`: the table written out, against a same-run memcpy."),
     ("lab", "The lab's training step",
-     "`bench_lab`: one forward, backward and AdamW step of `posenc lab`'s default model, against the same "
-     "run's sgemm at the MLP's shape."),
+     "`bench_lab`: one forward, backward and AdamW step of `posenc lab`'s model (the default small scale "
+     "and `--scale medium`), its matrix products against the same run's sgemm and FMA peak, its attention "
+     "against posenc's; `bench/lab_vs_torch.py` times PyTorch's step on the same model and threads as the "
+     "anchor."),
     ("shared", "A shared machine",
      "`scripts/bench_shared.sh`: each workload beside one busy process, against the same workload alone in "
      "the same run."),

@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "attention.h"
 #include "hwy/targets.h"
 #include "kernels.h"
 #include "ops.h"
@@ -229,7 +230,10 @@ TEST(LabOps, MatmulRefusesAnOutputThatAliasesAnInput) {
         matmul_backward(x.data(), w.data(), nullptr, act.data(), x.data(), w.data(), 6, 2, 2, Dinp::store,
                         x.data());
       },
-      "gelu_pre is set with mode add or store");
+      "factor is set with mode add or store");
+  test::expect_error(
+      [&] { matmul_forward(act.data(), x.data(), w.data(), nullptr, 6, 2, 2, nullptr, nullptr, true); },
+      "gelu_grad is true without gelu_out");
 }
 
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
@@ -244,8 +248,11 @@ TEST(LabOps, ThreadCountDoesNotChangeBits) {
         dw(w.size(), 0.0f), db(static_cast<size_t>(OC), 0.0f), dpre(inp.size());
     matmul_forward(out.data(), inp.data(), w.data(), nullptr, N, C, OC, res.data(), act.data());
     matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
-    matmul_backward(dpre.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC,
-                    Dinp::through_gelu, dinp.data());
+    matmul_backward(dpre.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, C, OC, Dinp::times,
+                    dinp.data());
+    std::vector<float> dgelu(out.size()), act2(out.size());
+    matmul_forward(dgelu.data(), inp.data(), w.data(), nullptr, N, C, OC, res.data(), act2.data(), true);
+    out.insert(out.end(), dgelu.begin(), dgelu.end());
     std::vector<float> normed(inp.size()), mean(static_cast<size_t>(N)), rstd(mean.size()),
         dnorm(inp.size(), 0.0f), dnw(nw.size(), 0.0f), dnb(nb.size(), 0.0f);
     norm_forward(Norm::layer, normed.data(), mean.data(), rstd.data(), inp.data(), nw.data(), nb.data(), N,
@@ -295,9 +302,10 @@ double gelu_grad(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x);
 }
 
-enum class Epilogue { plain, accumulate, bias, residual, gelu_out, gelu_grad };
+enum class Epilogue { plain, accumulate, bias, residual, gelu_out, gelu_grad, factor };
 const char* name(Epilogue e) {
-  const char* names[] = {"plain", "accumulate", "bias", "bias+residual", "bias+gelu_out", "gelu_grad"};
+  const char* names[] = {
+      "plain", "accumulate", "bias", "bias+residual", "bias+gelu_out", "bias+gelu_out+gelu_grad", "factor"};
   return names[static_cast<int>(e)];
 }
 
@@ -305,7 +313,7 @@ const char* name(Epilogue e) {
 // sum of n fp32 roundings is within n u (u = 2^-24) times the sum of its terms' magnitudes (to first
 // order): k multiply-adds from c0 (2 roundings each where the target has no FMA), then the epilogue's
 // adds. GELU's tanh is within 2.8e-7 (kernels.cc), which moves gelu(x) by < 1e-6 (1 + |x|) and
-// gelu'(x) by < 1e-6 (1 + x^2) for |x| <= 4.
+// gelu'(x) by < 1e-6 (1 + x^2) for |x| <= 4; an error e in x moves gelu'(x) by < 0.6 e (|gelu''| < 0.6).
 void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_transposed, Epilogue e) {
   SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << (a_transposed ? " A^T" : "")
                                     << (b_transposed ? " B^T" : "") << " " << name(e));
@@ -315,13 +323,15 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
   const auto b = random_floats(static_cast<size_t>(std::max<int64_t>(b_transposed ? n * ldb : k * n, 1)), 22);
   const auto c0 = random_floats(static_cast<size_t>(m * n), 23),
              bias = random_floats(static_cast<size_t>(n), 24);
-  const auto residual = random_floats(c0.size(), 25), pre = random_floats(c0.size(), 26, -4, 4);
+  const auto residual = random_floats(c0.size(), 25), factor = random_floats(c0.size(), 26, -1, 1);
   auto at_a = [&](int64_t i, int64_t l) {
     return a[static_cast<size_t>(a_transposed ? l * lda + i : i * lda + l)];
   };
   auto at_b = [&](int64_t l, int64_t j) {
     return b[static_cast<size_t>(b_transposed ? j * ldb + l : l * ldb + j)];
   };
+  const bool with_bias =
+      e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out || e == Epilogue::gelu_grad;
   Vec want(c0.size()), bound(c0.size()), want_gelu(c0.size()), bound_gelu(c0.size());
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -333,20 +343,21 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
       }
       double adds = 0;
       if (e == Epilogue::accumulate) s += c0[ij], mag += std::abs(c0[ij]);
-      if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out)
-        s += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]), ++adds;
+      if (with_bias) s += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]), ++adds;
       if (e == Epilogue::residual) s += residual[ij], mag += std::abs(residual[ij]), ++adds;
       double err = static_cast<double>(2 * k + adds) * kUnitRoundoff * mag;
-      if (e == Epilogue::gelu_grad) {
-        const double g = gelu_grad(pre[ij]);
-        err = std::abs(g) * err + std::abs(s) * 1e-6 * (1 + pre[ij] * pre[ij]) +
-              kUnitRoundoff * std::abs(g * s);
-        s *= g;
+      want_gelu[ij] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+      bound_gelu[ij] = 1.13 * 1.01 * err + 1e-6 * (1 + std::abs(s));
+      if (e == Epilogue::factor) {
+        err = std::abs(factor[ij]) * err + kUnitRoundoff * std::abs(factor[ij] * s);
+        s *= factor[ij];
+      }
+      if (e == Epilogue::gelu_grad) {  // C = gelu'(x), x's error through |gelu''| < 0.6, plus tanh's: past
+        err = 0.6 * err + 1e-6 * (1 + s * s) + 8 * kUnitRoundoff;  // |x| = 4, gelu' is 0 or 1 within 1e-5
+        s = gelu_grad(s);
       }
       want[ij] = s;
       bound[ij] = 1.01 * err + 1e-30;
-      want_gelu[ij] = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
-      bound_gelu[ij] = 1.13 * bound[ij] + 1e-6 * (1 + std::abs(s));
     }
   std::vector<float> first_fma;
   for_each_target([&](int64_t target) {
@@ -357,13 +368,14 @@ void check_gemm(int64_t m, int64_t n, int64_t k, bool a_transposed, bool b_trans
     g.b = b_transposed ? kernels::Matrix{b.data(), 1, ldb} : kernels::Matrix{b.data(), ldb, 1};
     g.c = c.data(), g.ldc = n;
     g.accumulate = e == Epilogue::accumulate;
-    if (e == Epilogue::bias || e == Epilogue::residual || e == Epilogue::gelu_out) g.bias = bias.data();
+    if (with_bias) g.bias = bias.data();
     if (e == Epilogue::residual) g.residual = residual.data();
-    if (e == Epilogue::gelu_out) g.gelu_out = gelu_out.data();
-    if (e == Epilogue::gelu_grad) g.gelu_grad_at = pre.data();
+    if (e == Epilogue::gelu_out || e == Epilogue::gelu_grad) g.gelu_out = gelu_out.data();
+    g.gelu_grad = e == Epilogue::gelu_grad;
+    if (e == Epilogue::factor) g.factor = factor.data();
     kernels::gemm(g);
     EXPECT_TRUE(within(c, want, bound));
-    if (e == Epilogue::gelu_out) {
+    if (e == Epilogue::gelu_out || e == Epilogue::gelu_grad) {
       EXPECT_TRUE(within(gelu_out, want_gelu, bound_gelu));
     }
     if (!has_fma(target) || e == Epilogue::gelu_out || e == Epilogue::gelu_grad) return;
@@ -382,7 +394,7 @@ TEST(LabKernels, GemmMatchesDoubleInEveryLayoutAndEpilogue) {
                         Case{13, 33, 7}, Case{26, 70, 260}, Case{97, 64, 64}})
     for (int layout = 0; layout < 4; ++layout)
       for (Epilogue e : {Epilogue::plain, Epilogue::accumulate, Epilogue::bias, Epilogue::residual,
-                         Epilogue::gelu_out, Epilogue::gelu_grad})
+                         Epilogue::gelu_out, Epilogue::gelu_grad, Epilogue::factor})
         check_gemm(c.m, c.n, c.k, (layout & 1) != 0, (layout & 2) != 0, e);
 }
 
@@ -485,6 +497,216 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
       EXPECT_EQ(v[u], vu);
     }
   });
+}
+
+// ---- The causal attention of short windows (kernels::attention_forward / attention_backward).
+
+// q, k, v in one fused buffer of rows (B * T) x ld, as the lab's (N, 3C) qkv (ld padded by one float
+// here, so that no row starts on a vector boundary); out, dout (B T, H D).
+struct AttentionCase {
+  int64_t B, T, H, D;
+  bool bias;
+};
+struct AttentionData {
+  int64_t B, T, H, D, ld;
+  float scale;
+  std::vector<float> qkv, bias, dout;
+  int64_t at(int64_t which, int64_t b, int64_t t, int64_t h, int64_t d) const {
+    return (b * T + t) * ld + which * H * D + h * D + d;
+  }
+};
+AttentionData attention_data(const AttentionCase& c) {
+  AttentionData x{c.B, c.T, c.H, c.D, 3 * c.H * c.D + 1, static_cast<float>(1 / std::sqrt(double(c.D))),
+                  {},  {},  {}};
+  x.qkv = random_floats(static_cast<size_t>(c.B * c.T * x.ld), 41, -2, 2);
+  if (c.bias) x.bias = random_floats(static_cast<size_t>(c.H * c.T), 42, -3, 1);
+  x.dout = random_floats(static_cast<size_t>(c.B * c.T * c.H * c.D), 43);
+  return x;
+}
+
+// The definition in double: out (B T, H D) = softmax(scale q k^T + bias, causal) v, and lse (B, H, T).
+Vec ref_attention(const AttentionData& x, const Vec& qkv, const Vec& bias, Vec* lse = nullptr) {
+  const int64_t T = x.T, H = x.H, D = x.D;
+  Vec out(static_cast<size_t>(x.B * T * H * D), 0.0);
+  if (lse) lse->assign(static_cast<size_t>(x.B * H * T), 0.0);
+  for (int64_t b = 0; b < x.B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        Vec s(static_cast<size_t>(i + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot +=
+                qkv[static_cast<size_t>(x.at(0, b, i, h, d))] * qkv[static_cast<size_t>(x.at(1, b, j, h, d))];
+          s[static_cast<size_t>(j)] =
+              x.scale * dot + (bias.empty() ? 0.0 : bias[static_cast<size_t>(h * T + T - 1 - (i - j))]);
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double l = 0;
+        for (double& e : s) l += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            out[static_cast<size_t>(((b * T + i) * H + h) * D + d)] +=
+                s[static_cast<size_t>(j)] / l * qkv[static_cast<size_t>(x.at(2, b, j, h, d))];
+        if (lse) (*lse)[static_cast<size_t>((b * H + h) * T + i)] = mx + std::log(l);
+      }
+  return out;
+}
+
+struct AttentionResult {
+  std::vector<float> out, lse, dqkv, dbias;
+};
+AttentionResult run_attention(const AttentionData& x) {
+  const int64_t C = x.H * x.D;
+  AttentionResult r;
+  r.out.assign(static_cast<size_t>(x.B * x.T * C), 0.0f);
+  r.lse.assign(static_cast<size_t>(x.B * x.H * x.T), 0.0f);
+  r.dqkv.assign(x.qkv.size(), 7.0f);    // stored over: the padding float keeps its 7
+  r.dbias.assign(x.bias.size(), 0.5f);  // accumulated onto
+  kernels::Attention a;
+  a.B = x.B, a.T = x.T, a.H = x.H, a.D = x.D, a.scale = x.scale;
+  a.q = {x.qkv.data(), x.ld}, a.k = {x.qkv.data() + C, x.ld}, a.v = {x.qkv.data() + 2 * C, x.ld};
+  a.bias = x.bias.empty() ? nullptr : x.bias.data();
+  kernels::attention_forward(a, {r.out.data(), C}, r.lse.data());
+  kernels::attention_backward(a, {r.out.data(), C}, r.lse.data(), {x.dout.data(), C}, {r.dqkv.data(), x.ld},
+                              {r.dqkv.data() + C, x.ld}, {r.dqkv.data() + 2 * C, x.ld},
+                              x.bias.empty() ? nullptr : r.dbias.data());
+  return r;
+}
+
+// Odd sizes, one token, one dimension, one sequence, head dims of 16 (the lab's) and 17, windows past
+// 64 keys (two AVX-512 strips of four vectors plus a partial one), with and without a bias.
+TEST(LabKernels, AttentionMatchesDoubleAndFiniteDifferences) {
+  for (const AttentionCase& c : {AttentionCase{1, 1, 1, 1, false}, AttentionCase{1, 1, 2, 3, true},
+                                 AttentionCase{2, 5, 3, 7, true}, AttentionCase{1, 17, 2, 16, false},
+                                 AttentionCase{3, 33, 2, 8, true}, AttentionCase{1, 70, 1, 17, true}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "B " << c.B << " T " << c.T << " H " << c.H << " D " << c.D << (c.bias ? " bias" : ""));
+    const AttentionData x = attention_data(c);
+    const Vec qkv = to_double(x.qkv), bias = to_double(x.bias), weights = to_double(x.dout);
+    Vec lse_want;
+    const Vec out_want = ref_attention(x, qkv, bias, &lse_want);
+    // d sum(out * dout) by central differences of the double definition, at sampled q, k, v elements
+    // (the padding float of each row excluded) and at every bias element.
+    std::vector<size_t> at_qkv;
+    for (size_t i : test::sample_coords(x.qkv.size(), 96))
+      if (static_cast<int64_t>(i) % x.ld != x.ld - 1) at_qkv.push_back(i);
+    Vec g_qkv = fd_grad([&](const Vec& y) { return ref_attention(x, y, bias); }, qkv, weights, &at_qkv, 1e-5);
+    Vec g_bias;
+    if (c.bias) {
+      g_bias = fd_grad([&](const Vec& y) { return ref_attention(x, qkv, y); }, bias, weights, nullptr, 1e-5);
+      for (double& g : g_bias) g += 0.5;
+    }
+    for_each_target([&](int64_t) {
+      const AttentionResult r = run_attention(x);
+      EXPECT_TRUE(all_close(r.out, out_want, test::kF32Reduction));
+      EXPECT_TRUE(all_close(r.lse, lse_want, test::kF32Reduction));
+      const test::Tolerance tol{1e-4, 1e-4};  // fp32 sums of up to 70 products; FD error ~1e-9
+      EXPECT_TRUE(all_close(test::gather(r.dqkv, at_qkv), g_qkv, tol));
+      if (c.bias) {
+        EXPECT_TRUE(all_close(r.dbias, g_bias, tol));
+      }
+      for (int64_t row = 0; row < x.B * x.T; ++row)
+        EXPECT_EQ(r.dqkv[static_cast<size_t>(row * x.ld + x.ld - 1)], 7.0f) << "row " << row << "'s padding";
+    });
+  }
+}
+
+TEST(LabKernels, AttentionThreadCountDoesNotChangeBits) {
+  const AttentionData x = attention_data({5, 64, 4, 16, true});
+  auto run = [&](int threads) {
+    set_threads(threads);
+    AttentionResult r = run_attention(x);
+    for (const auto* v : {&r.lse, &r.dqkv, &r.dbias}) r.out.insert(r.out.end(), v->begin(), v->end());
+    return r.out;
+  };
+  const std::vector<float> one = run(1), two = run(2), three = run(3);
+  set_threads(2);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+}
+
+// ---- lab/attention.h: the lab's kernels against posenc's attention, through RoPE and each bias kind.
+
+TEST(LabAttention, KernelsMatchPosencAttention) {
+  const int64_t B = 2, T = 37, H = 3, D = 16, C = H * D;  // 37: a partial vector on every target
+  const auto qkv = random_floats(static_cast<size_t>(B * T * 3 * C), 51, -2, 2),
+             dout = random_floats(static_cast<size_t>(B * T * C), 52);
+  const auto table = random_floats(8 * H, 53);  // T5 buckets, causal: 8 rows
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = t;
+  const auto pos = view(positions.data(), {T});
+  RopeConfig rc;
+  rc.head_dim = D;
+  const Rope rope(rc);
+  for (int variant = 0; variant < 5; ++variant) {
+    AttentionConfig cfg;
+    cfg.causal = true;
+    const char* names[] = {"none", "rope", "alibi", "t5", "rope+t5"};
+    SCOPED_TRACE(names[variant]);
+    if (variant == 1 || variant == 4) cfg.rope = &rope;
+    if (variant == 2) cfg.bias.kind = AttentionBias::Kind::alibi, cfg.bias.alibi = AlibiConfig{H};
+    if (variant >= 3) {
+      cfg.bias.kind = AttentionBias::Kind::relative;
+      cfg.bias.relative = RelativeBiasConfig::t5(H, 8, 16, false);
+      cfg.bias.relative_table = view(table.data(), {8, H});
+    }
+    ASSERT_TRUE(on_lab_kernels(cfg, T, D));
+    const bool relative = variant >= 3;
+    // posenc's attention
+    std::vector<float> out(static_cast<size_t>(B * T * C)), lse(static_cast<size_t>(B * H * T)),
+        dqkv(qkv.size(), 0.0f), dtable(table.size(), 0.25f);
+    auto part = [&](auto* x, int64_t which) {
+      return strided_view(x + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+    };
+    const float* in = qkv.data();
+    attention_forward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)), view(out.data(), {B, T, H, D}),
+                      view(lse.data(), {B, H, T}));
+    AttentionGrads grads;
+    grads.q = part(dqkv.data(), 0), grads.k = part(dqkv.data(), 1), grads.v = part(dqkv.data(), 2);
+    if (relative) grads.relative_table = view(dtable.data(), {8, H});
+    attention_backward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)),
+                       view(static_cast<const float*>(out.data()), {B, T, H, D}),
+                       view(static_cast<const float*>(lse.data()), {B, H, T}),
+                       view(dout.data(), {B, T, H, D}), grads);
+    // the lab's: dqkv stored over whatever is there, the table's gradient accumulated
+    LabAttention lab;
+    std::vector<float> lab_out(out.size()), lab_lse(lse.size()), lab_dqkv(qkv.size(), 9.0f),
+        lab_dtable(table.size(), 0.25f);
+    lab.forward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data());
+    AttentionGrads params;
+    if (relative) params.relative_table = view(lab_dtable.data(), {8, H});
+    lab.backward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data(), dout.data(),
+                 lab_dqkv.data(), params);
+    const test::Tolerance tol{1e-5, 1e-5};  // two fp32 orders of the same sums
+    EXPECT_TRUE(all_close(lab_out, to_double(out), tol));
+    EXPECT_TRUE(all_close(lab_lse, to_double(lse), tol));
+    EXPECT_TRUE(all_close(lab_dqkv, to_double(dqkv), tol));
+    EXPECT_TRUE(all_close(lab_dtable, to_double(dtable), {1e-4, 1e-5}));  // sums over ~2000 pairs
+  }
+}
+
+TEST(LabAttention, OtherConfigurationsRunOnPosencAttention) {
+  AttentionConfig cfg;
+  cfg.causal = true;
+  EXPECT_TRUE(on_lab_kernels(cfg, kMaxKernelWindow, 16));
+  EXPECT_FALSE(on_lab_kernels(cfg, kMaxKernelWindow + 1, 16));  // a long evaluation window
+  AttentionConfig bidirectional;
+  EXPECT_FALSE(on_lab_kernels(bidirectional, 64, 16));
+  AttentionConfig window = cfg;
+  window.window = 8;
+  EXPECT_FALSE(on_lab_kernels(window, 64, 16));
+  AttentionConfig shaw = cfg;
+  shaw.shaw.emplace();
+  EXPECT_FALSE(on_lab_kernels(shaw, 64, 16));
+  RopeConfig rc;
+  rc.head_dim = 8;
+  const Rope rope(rc);
+  AttentionConfig partial = cfg;  // RoPE on part of the head
+  partial.rope = &rope;
+  EXPECT_FALSE(on_lab_kernels(partial, 64, 16));
+  EXPECT_TRUE(on_lab_kernels(partial, 64, 8));
 }
 
 }  // namespace

@@ -1,0 +1,402 @@
+// lab/kernels_attention.cc: the causal attention of kernels.h. Compiled once per Highway target
+// (foreach_target); each entry point dispatches once per call and splits its work into tasks on
+// posenc's pool.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lab/kernels_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"  // Exp, Log
+#include "lab/kernels-inl.h"
+#include "lab/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "posenc/threads.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::lab::kernels {
+namespace HWY_NAMESPACE {
+
+// ---- Causal attention over short windows (kernels.h), one task per (sequence, head).
+// Layout of a task's scratch, Tp = T and Dp = D rounded up to whole vectors (N lanes), zeros past T and D:
+//   S   (T, Tp)  logits, then probabilities P (zero past the diagonal)
+//   dS  (T, Tp)  backward: dP, then dS (zero past the diagonal)
+//   kt, vt (D, Tp)   keys / values transposed: the B of q k^T and dout v^T, one vector per key run
+//   kr, vr, qr, dor (T, Dp)  rows of keys, values, queries, dout: the B of the products along the keys
+//   brow, grow (T + Tp)  the head's bias row and its gradient, room for a whole vector past column T-1
+//   per_row (2 Tp)       the forward's row maxima and 1 / sum P, the backward's dout_i . out_i
+//
+// The products C (m, n) = A (m, k) B (k, n) are tiles of kRows x V vectors as in kernels.cc's matrix
+// product, with causal limits per block of rows [i, i + rows): Limits(i, rows) -> the range [l0, l1) of k
+// and the column vectors nv that the block needs; Store(row, vector, sum) is the epilogue. Skipped
+// terms are products with exact zeros (probabilities past the diagonal), so an element's sum does not
+// depend on its block.
+struct ProductLimits {
+  int64_t l0, l1, nv;
+};
+template <int R, int V, class Store>
+HWY_INLINE void AttnTile(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb, int64_t i,
+                         int64_t jv, const ProductLimits& lim, const Store& store) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = hn::Zero(d);
+  const float* ap = a + i * a_row + lim.l0 * a_col;
+  const float* bp = b + lim.l0 * ldb + jv * N;
+  for (int64_t l = lim.l0; l < lim.l1; ++l, ap += a_col, bp += ldb) {
+    VF bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = hn::LoadU(d, bp + v * N);
+    for (int r = 0; r < R; ++r) {
+      const VF ar = hn::Set(d, ap[r * a_row]);
+      for (int v = 0; v < V; ++v) acc[r][v] = hn::MulAdd(ar, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) store(i + r, jv + v, acc[r][v]);
+}
+
+template <int R, class Limits, class Store>
+HWY_INLINE void AttnBlock(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb,
+                          int64_t i, const Limits& limits, const Store& store) {
+  const ProductLimits lim = limits(i, R);
+  int64_t jv = 0;
+  for (; jv + kMaxVecs <= lim.nv; jv += kMaxVecs)
+    AttnTile<R, kMaxVecs>(a, a_row, a_col, b, ldb, i, jv, lim, store);
+  const int64_t rest = lim.nv - jv;
+  if (rest == 1) AttnTile<R, 1>(a, a_row, a_col, b, ldb, i, jv, lim, store);
+  if constexpr (kMaxVecs > 2)
+    if (rest == 2) AttnTile<R, 2>(a, a_row, a_col, b, ldb, i, jv, lim, store);
+  if constexpr (kMaxVecs > 3)
+    if (rest == 3) AttnTile<R, 3>(a, a_row, a_col, b, ldb, i, jv, lim, store);
+}
+
+// Rows [0, m) in blocks of kAttnRows, then 4, 2 and 1.
+constexpr int kAttnRows = TileRows(kMaxVecs);
+template <class Limits, class Store>
+HWY_INLINE void AttnProduct(int64_t m, const float* a, int64_t a_row, int64_t a_col, const float* b,
+                            int64_t ldb, const Limits& limits, const Store& store) {
+  static_assert(kAttnRows > 4, "the tail blocks are narrower than a whole block");
+  int64_t i = 0;
+  for (; i + kAttnRows <= m; i += kAttnRows) AttnBlock<kAttnRows>(a, a_row, a_col, b, ldb, i, limits, store);
+  if (i + 4 <= m) AttnBlock<4>(a, a_row, a_col, b, ldb, i, limits, store), i += 4;
+  if (i + 2 <= m) AttnBlock<2>(a, a_row, a_col, b, ldb, i, limits, store), i += 2;
+  if (i < m) AttnBlock<1>(a, a_row, a_col, b, ldb, i, limits, store);
+}
+
+// A scratch of the calling thread, 64-byte aligned, grown as needed.
+float* ThreadScratch(size_t floats) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  thread_local size_t size = 0;
+  if (floats > size) {
+    buf = hwy::AllocateAligned<float>(floats);
+    size = floats;
+  }
+  return buf.get();
+}
+
+struct AttnTask {
+  int64_t T, D, Tp, Dp, N;  // N: lanes
+  int64_t b, h;
+  const float* row(const ConstRows& x, int64_t t) const { return x.data + (b * T + t) * x.ld + h * D; }
+  float* row(const Rows& x, int64_t t) const { return x.data + (b * T + t) * x.ld + h * D; }
+  // Vectors of the row block [i, i + rows) that reach the diagonal: keys 0 .. i + rows - 1.
+  int64_t causal_vecs(int64_t i, int64_t rows) const { return (std::min(T, i + rows) + N - 1) / N; }
+};
+
+// dst (D, Tp) = rows^T, zeros past T.
+void PackTransposed(const AttnTask& t, const ConstRows& x, float* dst) {
+  for (int64_t d = 0; d < t.D; ++d) std::fill(dst + d * t.Tp + t.T, dst + (d + 1) * t.Tp, 0.0f);
+  for (int64_t j = 0; j < t.T; ++j) {
+    const float* src = t.row(x, j);
+    for (int64_t d = 0; d < t.D; ++d) dst[d * t.Tp + j] = src[d];
+  }
+}
+// dst (T, Dp) = rows, zeros past D.
+void PackRows(const AttnTask& t, const ConstRows& x, float* dst) {
+  const DF d;
+  for (int64_t j = 0; j < t.T; ++j) {
+    const float* src = t.row(x, j);
+    for (int64_t c = 0; c < t.Dp; c += t.N)
+      hn::StoreU(LoadPart(d, src + c, static_cast<size_t>(std::clamp<int64_t>(t.D - c, 0, t.N))), d,
+                 dst + j * t.Dp + c);
+  }
+}
+// The head's bias row, zeros past it (bias null: zeros).
+void BiasRow(const AttnTask& t, const float* bias, float* brow) {
+  std::fill(brow, brow + t.T + t.Tp, 0.0f);
+  if (bias) std::memcpy(brow, bias + t.h * t.T, static_cast<size_t>(t.T) * sizeof(float));
+}
+
+// S (T, Tp) = scale q k^T + bias, the vectors of each row that reach its diagonal (past it: unused).
+void AttnLogits(const AttnTask& t, const Attention& a, const float* kt, const float* brow, float* S) {
+  const DF d;
+  const VF scale = hn::Set(d, a.scale);
+  AttnProduct(
+      t.T, t.row(a.q, 0), a.q.ld, 1, kt, t.Tp,
+      [&](int64_t i, int64_t rows) {
+        return ProductLimits{0, t.D, t.causal_vecs(i, rows)};
+      },
+      [&](int64_t i, int64_t jv, VF s) {
+        const int64_t j = jv * t.N;
+        hn::StoreU(hn::MulAdd(s, scale, hn::LoadU(d, brow + t.T - 1 - i + j)), d, S + i * t.Tp + j);
+      });
+}
+
+// Row i of S (keys 0 .. i visible, n = i + 1) becomes exp(S - shift), zeros from n to Tp; returns the
+// sum of the exponentials, in vector lanes and then ReduceSum (a fixed order).
+HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
+  const DF d;
+  const int64_t N = t.N;
+  const VF vshift = hn::Set(d, shift);
+  VF sum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift));
+    hn::StoreU(e, d, s + j);
+    sum = hn::Add(sum, e);
+  }
+  if (j < n) {
+    const auto live = hn::FirstN(d, static_cast<size_t>(n - j));
+    const VF e = hn::IfThenElseZero(live, hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
+    hn::StoreU(e, d, s + j);
+    sum = hn::Add(sum, e);
+    j += N;
+  }
+  for (; j < t.Tp; j += N) hn::StoreU(hn::Zero(d), d, s + j);
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// The row maximum of keys 0 .. n - 1; NaN if any is NaN.
+HWY_INLINE float MaxRow(const AttnTask& t, const float* s, int64_t n) {
+  const DF d;
+  const int64_t N = t.N;
+  VF m = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto nan = hn::IsNaN(m);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF x = hn::LoadU(d, s + j);
+    m = hn::Max(m, x);
+    nan = hn::Or(nan, hn::IsNaN(x));
+  }
+  if (j < n) {
+    const VF x = hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(n - j)), hn::LoadU(d, s + j),
+                                hn::Set(d, -std::numeric_limits<float>::infinity()));
+    m = hn::Max(m, x);
+    nan = hn::Or(nan, hn::IsNaN(x));
+  }
+  return hn::AllFalse(d, nan) ? hn::GetLane(hn::MaxOfLanes(d, m)) : std::numeric_limits<float>::quiet_NaN();
+}
+
+// The scratch of a task: offsets of its arrays (the layout at the top of this section).
+struct AttnScratch {
+  float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
+};
+AttnScratch TaskScratch(const AttnTask& t, bool backward) {
+  const size_t tt = static_cast<size_t>(t.T * t.Tp), dt = static_cast<size_t>(t.D * t.Tp),
+               td = static_cast<size_t>(t.T * t.Dp), row = static_cast<size_t>(t.T + t.Tp);
+  const size_t floats = (backward ? 2 * tt + 2 * dt + 4 * td + 2 * row : tt + dt + td + row) + 2 * t.Tp;
+  float* p = ThreadScratch(floats);
+  AttnScratch s{};
+  auto take = [&](size_t n) {
+    float* at = p;
+    p += n;
+    return at;
+  };
+  s.S = take(tt), s.kt = take(dt), s.vr = take(td), s.brow = take(row),
+  s.per_row = take(2 * static_cast<size_t>(t.Tp));
+  if (backward)
+    s.dS = take(tt), s.vt = take(dt), s.kr = take(td), s.qr = take(td), s.dor = take(td), s.grow = take(row);
+  return s;
+}
+
+// Requests the lines of rows 0 .. T-1 of head h of sequence b of x into L2: not L1, which a head's
+// backward (about 50 KiB of scratch at T 64, D 16) overflows by itself (into L1, the next head's rows
+// evicted the current one's scratch: the backward's copies of q and dout rows took 8x longer).
+void PrefetchHead(const AttnTask& t, const ConstRows& x, int64_t h) {
+  const int64_t bytes = t.D * static_cast<int64_t>(sizeof(float));
+  for (int64_t j = 0; j < t.T; ++j) {
+    const char* row = reinterpret_cast<const char*>(x.data + (t.b * t.T + j) * x.ld + h * t.D);
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
+    __builtin_prefetch(row + bytes - 1, 0, 2);  // the row's last line, where it straddles one more
+  }
+}
+
+// fn(t) for every sequence and head, in tasks of one sequence and several heads (all of them where
+// there are two sequences per thread, else one): a task requests its next head's rows of `inputs`
+// while it works on one, so that they arrive from memory in the meantime. Each (sequence, head)
+// computes alone, so the split does not change its results.
+template <size_t kInputs, class Fn>
+void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows (&inputs)[kInputs],
+                 const Fn& fn) {
+  const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1;
+  posenc::parallel_for(a.B * a.H / per, [&](int64_t task) {
+    const int64_t b = task * per / a.H, h0 = task * per % a.H;
+    AttnTask t{a.T, a.D, Tp, Dp, N, b, h0};
+    for (const ConstRows& x : inputs) PrefetchHead(t, x, h0);
+    for (int64_t h = h0; h < h0 + per; ++h) {
+      if (h + 1 < h0 + per)
+        for (const ConstRows& x : inputs) PrefetchHead(t, x, h + 1);
+      t.h = h;
+      fn(t);
+    }
+  });
+}
+
+void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t Tp = (a.T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
+  const ConstRows inputs[] = {a.q, a.k, a.v};
+  ForEachHead(a, Tp, Dp, N, inputs, [&](const AttnTask& t) {
+    const AttnScratch s = TaskScratch(t, false);
+    PackTransposed(t, a.k, s.kt);
+    PackRows(t, a.v, s.vr);
+    BiasRow(t, a.bias, s.brow);
+    AttnLogits(t, a, s.kt, s.brow, s.S);
+    // softmax rows, unnormalized: P = exp(S - max); out = (P V) / sum P
+    float* lse_row = lse + (t.b * a.H + t.h) * a.T;
+    float *m_row = s.per_row, *inv_l = s.per_row + Tp;
+    for (int64_t i = 0; i < a.T; ++i) {
+      float* row = s.S + i * Tp;
+      m_row[i] = MaxRow(t, row, i + 1);
+      inv_l[i] = ExpRow(t, row, i + 1, m_row[i]);  // the sum, inverted below
+    }
+    for (int64_t i = 0; i < a.T; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
+      const auto count = static_cast<size_t>(std::min(N, a.T - i));
+      const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
+      StorePart(hn::Add(m, hn::Log(d, l)), d, lse_row + i, count);
+      hn::StoreU(hn::Div(hn::Set(d, 1.0f), l), d, inv_l + i);
+    }
+    AttnProduct(
+        a.T, s.S, Tp, 1, s.vr, Dp,
+        [&](int64_t i, int64_t rows) {
+          return ProductLimits{0, std::min(a.T, i + rows), Dp / N};
+        },
+        [&](int64_t i, int64_t jv, VF o) {
+          const int64_t c = jv * N;
+          StorePart(hn::Mul(o, hn::Set(d, inv_l[i])), d, t.row(out, i) + c,
+                    static_cast<size_t>(std::min(N, a.D - c)));
+        });
+  });
+}
+
+void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq,
+                           Rows dk, Rows dv, float* dbias) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t T = a.T, D = a.D, Tp = (T + N - 1) / N * N, Dp = (D + N - 1) / N * N;
+  // Each task's bias gradient, summed over the sequences in order afterwards.
+  std::vector<float> partial(dbias ? static_cast<size_t>(a.B * a.H * T) : 0);
+  const ConstRows inputs[] = {a.q, a.k, a.v, out, dout};
+  ForEachHead(a, Tp, Dp, N, inputs, [&](const AttnTask& t) {
+    const AttnScratch s = TaskScratch(t, true);
+    PackTransposed(t, a.k, s.kt);
+    PackTransposed(t, a.v, s.vt);
+    PackRows(t, a.k, s.kr);
+    PackRows(t, a.q, s.qr);
+    PackRows(t, dout, s.dor);
+    BiasRow(t, a.bias, s.brow);
+    // 1. P = exp(S - lse), the forward's logits recomputed by the same code
+    AttnLogits(t, a, s.kt, s.brow, s.S);
+    const float* lse_row = lse + (t.b * a.H + t.h) * T;
+    float* dl = s.per_row;  // delta
+    for (int64_t i = 0; i < T; ++i) {
+      ExpRow(t, s.S + i * Tp, i + 1, lse_row[i]);
+      const float* o = t.row(out, i);
+      const float* g = t.row(dout, i);
+      VF sum = hn::Zero(d);  // delta_i = dout_i . out_i (= sum_j P_ij dP_ij)
+      for (int64_t c = 0; c < D; c += N) {
+        const auto count = static_cast<size_t>(std::min(N, D - c));
+        sum = hn::MulAdd(LoadPart(d, o + c, count), LoadPart(d, g + c, count), sum);
+      }
+      dl[i] = hn::GetLane(hn::SumOfLanes(d, sum));
+    }
+    // 2. dP = dout V^T, then dS = P (dP - delta), zeros past the diagonal
+    AttnProduct(
+        T, t.row(dout, 0), dout.ld, 1, s.vt, Tp,
+        [&](int64_t i, int64_t rows) {
+          return ProductLimits{0, D, t.causal_vecs(i, rows)};
+        },
+        [&](int64_t i, int64_t jv, VF g) {
+          const int64_t j = jv * N;
+          const VF p = hn::LoadU(d, s.S + i * Tp + j);
+          hn::StoreU(hn::Mul(p, hn::Sub(g, hn::Set(d, dl[i]))), d, s.dS + i * Tp + j);
+        });
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = (i / N + 1) * N; j < Tp; j += N) hn::StoreU(hn::Zero(d), d, s.dS + i * Tp + j);
+    // 3. dq = scale dS K
+    const VF scale = hn::Set(d, a.scale);
+    AttnProduct(
+        T, s.dS, Tp, 1, s.kr, Dp,
+        [&](int64_t i, int64_t rows) {
+          return ProductLimits{0, std::min(T, i + rows), Dp / N};
+        },
+        [&](int64_t i, int64_t jv, VF g) {
+          const int64_t c = jv * N;
+          StorePart(hn::Mul(g, scale), d, t.row(dq, i) + c, static_cast<size_t>(std::min(N, D - c)));
+        });
+    // 4. dk = scale dS^T Q and dv = P^T dout: rows are keys j, sums over the queries i >= j
+    AttnProduct(
+        T, s.dS, 1, Tp, s.qr, Dp,
+        [&](int64_t j, int64_t) {
+          return ProductLimits{j, T, Dp / N};
+        },
+        [&](int64_t j, int64_t jv, VF g) {
+          const int64_t c = jv * N;
+          StorePart(hn::Mul(g, scale), d, t.row(dk, j) + c, static_cast<size_t>(std::min(N, D - c)));
+        });
+    AttnProduct(
+        T, s.S, 1, Tp, s.dor, Dp,
+        [&](int64_t j, int64_t) {
+          return ProductLimits{j, T, Dp / N};
+        },
+        [&](int64_t j, int64_t jv, VF g) {
+          const int64_t c = jv * N;
+          StorePart(g, d, t.row(dv, j) + c, static_cast<size_t>(std::min(N, D - c)));
+        });
+    // 5. the bias gradient: row i's dS adds onto columns T-1-i .. of grow, rows in order
+    if (dbias) {
+      std::fill(s.grow, s.grow + T + Tp, 0.0f);
+      for (int64_t i = 0; i < T; ++i) {
+        float* g = s.grow + T - 1 - i;
+        const float* ds = s.dS + i * Tp;
+        for (int64_t j = 0; j <= i; j += N)
+          hn::StoreU(hn::Add(hn::LoadU(d, g + j), hn::LoadU(d, ds + j)), d, g + j);
+      }
+      std::memcpy(partial.data() + (t.b * a.H + t.h) * T, s.grow, static_cast<size_t>(T) * sizeof(float));
+    }
+  });
+  if (dbias)
+    for (int64_t h = 0; h < a.H; ++h)
+      for (int64_t b = 0; b < a.B; ++b) {
+        const float* p = partial.data() + (b * a.H + h) * T;
+        for (int64_t j = 0; j < T; ++j) dbias[h * T + j] += p[j];
+      }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::lab::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace posenc::lab::kernels {
+HWY_EXPORT(AttentionForwardImpl);
+HWY_EXPORT(AttentionBackwardImpl);
+
+void attention_forward(const Attention& a, Rows out, float* lse) {
+  if (a.B <= 0 || a.T <= 0 || a.H <= 0 || a.D <= 0) return;
+  HWY_DYNAMIC_DISPATCH(AttentionForwardImpl)(a, out, lse);
+}
+void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
+                        Rows dv, float* dbias) {
+  if (a.B <= 0 || a.T <= 0 || a.H <= 0 || a.D <= 0) return;
+  HWY_DYNAMIC_DISPATCH(AttentionBackwardImpl)(a, out, lse, dout, dq, dk, dv, dbias);
+}
+}  // namespace posenc::lab::kernels
+#endif  // HWY_ONCE
