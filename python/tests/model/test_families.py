@@ -31,10 +31,30 @@ def _flat_yarn_dict(model_type):
 
 # The supported families whose yarn variant has a flat rope dict to add partial_rotary_factor to.
 FLAT_YARN = [model_type for model_type in sorted(set(FAMILIES) & SUPPORTED) if _flat_yarn_dict(model_type)]
+# The variants transformers 5.23 cannot build or run itself (family_config says why: a class that rejects
+# the shrunk heads, a head_dim or partial rotation its modeling code ignores, a window argument given twice):
+# nothing to compare posenc with. test_transformers_still_rejects checks that each still fails there, so
+# that a transformers release that runs one brings it back into the comparison.
+TRANSFORMERS_REJECTS = {
+    ("apertus", "shape"), ("axk1", "shape"), ("blenderbot", "heads"), ("blenderbot-small", "heads"),
+    ("cosmos3_edge_text", "shape"), ("cosmos3_edge_text", "yarn"), ("cwm", "shape"),
+    ("deepseek_v3", "shape"), ("ernie4_5_vl_moe_text", "heads"), ("esm", "heads"), ("esmc", "shape"),
+    ("falcon", "shape"), ("glm4_moe_lite", "shape"), ("glm4v_moe_text", "heads"),
+    ("glm4v_moe_text", "shape"), ("glm_ocr_text", "heads"), ("glm_ocr_text", "shape"), ("gpt_oss", "shape"),
+    ("helium", "heads"), ("helium", "shape"), ("higgs_audio_v2", "shape"), ("hunyuan_vl_text", "shape"),
+    ("hunyuan_vl_text", "yarn"), ("longcat_flash", "shape"), ("marian", "heads"), ("ministral3", "shape"),
+    ("mistral4", "shape"), ("openai_privacy_filter", "shape"), ("paddleocr_vl_text", "shape"),
+    ("pegasus", "heads"), ("phi3", "yarn"), ("phi4_multimodal", "yarn"), ("phimoe", "yarn"),
+    ("pix2struct_text_model", "heads"), ("qwen2_5_omni_text", "heads"), ("qwen2_5_vl_text", "heads"),
+    ("qwen2_vl_text", "heads"), ("qwen3_omni_moe_text", "shape"), ("qwen4_exp_text", "shape"),
+    ("qwen4_exp_text", "yarn"), ("solar_open", "shape"), ("step3p5", "window"), ("whisper", "heads"),
+    ("youtu", "shape"), ("zaya", "window")}
 # Every family with every variant its class defaults give something to change (variant_applies).
+ALL_VARIANTS = [(model_type, variant) for model_type in sorted(FAMILIES) for variant in VARIANTS
+                if variant_applies(model_type, variant)]
 FAMILY_VARIANTS = [pytest.param(model_type, variant, id=f"{model_type}-{variant}")
-                   for model_type in sorted(FAMILIES) for variant in VARIANTS
-                   if variant_applies(model_type, variant)]
+                   for model_type, variant in ALL_VARIANTS
+                   if (model_type, variant) not in TRANSFORMERS_REJECTS]
 
 
 @pytest.mark.parametrize("model_type", FLAT_YARN)
@@ -66,8 +86,7 @@ def test_partial_rotation_of_a_scaled_rope_runs_in_transformers_or_is_refused(mo
 def test_family_matches_transformers_or_is_refused(model_type, variant):
     config = family_config(model_type, variant)
     assert config is not None, f"{model_type} ({variant}): variant_applies and family_config disagree"
-    if isinstance(config, str):  # transformers cannot build or run this variant: nothing to compare with
-        pytest.skip(f"{model_type}: {config}")
+    assert not isinstance(config, str), f"{model_type}: {config} (add it to TRANSFORMERS_REJECTS)"
     try:
         plan(config.to_dict())
     except posenc.Error as exc:
@@ -144,3 +163,12 @@ def test_model_type_alone_is_the_class_default_config(model_type):
     alone = plan({"model_type": model_type})
     assert [repr(a) for a in alone.layers] == want
     assert alone.num_heads == plan(full).num_heads
+
+
+@pytest.mark.parametrize("model_type,variant", sorted(TRANSFORMERS_REJECTS))
+def test_transformers_still_rejects(model_type, variant):
+    """The variants left out of the comparison: transformers still cannot build or run them (if it can,
+    they belong in test_family_matches_transformers_or_is_refused)."""
+    assert (model_type, variant) in ALL_VARIANTS, f"{model_type} ({variant}) is no variant of the table"
+    config = family_config(model_type, variant)
+    assert isinstance(config, str), f"{model_type} ({variant}): transformers runs it now: compare it"
