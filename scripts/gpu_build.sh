@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 carry=build/gpu-carry
-rm -rf "$carry"
-mkdir -p "$carry/bin" "$carry/lib" "$carry/debs"
+stage=build/gpu-stage  # the binaries, packed into $carry/bin.tar.xz (static: ~12 MB each unpacked)
+rm -rf "$carry" "$stage"
+mkdir -p "$carry/lib" "$carry/debs" "$stage/bin"
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DPOSENC_BUILD_CLI=OFF \
   -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib" >/dev/null
@@ -17,8 +18,9 @@ targets=(test_cuda_elements test_attention_elements test_rope_cuda test_bias_cud
   test_attention_cuda test_kv_cache_cuda bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda)
 cmake --build build/gpu --target "${targets[@]}"
 for t in "${targets[@]}"; do
-  find build/gpu -name "$t" -type f -perm -u+x -exec cp {} "$carry/bin/" \;
+  find build/gpu -name "$t" -type f -perm -u+x -exec cp {} "$stage/bin/" \;
 done
+tar -C "$stage" -cf - bin | xz -T2 -6 >"$carry/bin.tar.xz"
 cp -L /usr/lib/x86_64-linux-gnu/libhwy.so.1 "$carry/lib/"
 # The fallback: the packages a build on the GPU machine unpacks (dpkg -x) when the binaries do not run there.
 (cd "$carry/debs" && apt-get download -qq libhwy-dev libhwy1 libgtest-dev nlohmann-json3-dev 2>/dev/null) ||

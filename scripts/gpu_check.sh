@@ -16,7 +16,10 @@ phase() { echo "== [${SECONDS}s] $*"; }
 phase "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$out/device.txt"
 
-bin="$carry/bin"
+# The carried binaries come packed (xz: an eighth of their size, within the carried paths' limit).
+carried=/tmp/posenc-carry
+mkdir -p "$carried" && tar -C "$carried" -xJf "$carry/bin.tar.xz"
+bin="$carried/bin"
 if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
   phase "the carried binaries do not run here: building from the carried packages"
   prefix=/tmp/posenc-deps
@@ -63,7 +66,7 @@ fi
 phase "benchmarks (posenc, then the PyTorch anchors)"
 : >"$out/bench_posenc.jsonl"
 for b in bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda; do
-  [ -x "$carry/bin/$b" ] && timeout 120 "$carry/bin/$b" | tee -a "$out/bench_posenc.jsonl"
+  [ -x "$carried/bin/$b" ] && timeout 120 "$carried/bin/$b" | tee -a "$out/bench_posenc.jsonl"
 done
 timeout 300 python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
 phase "python: pip install . here, posenc.torch on CUDA tensors"
