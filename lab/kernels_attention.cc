@@ -8,6 +8,7 @@
 #include "hwy/contrib/math/math-inl.h"  // Exp, Log
 #include "lab/kernels-inl.h"
 #include "lab/kernels.h"
+#include "src/cpu/softmax-inl.h"  // RowMax
 
 #include <algorithm>
 #include <cmath>
@@ -172,27 +173,6 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-// The row maximum of keys 0 .. n - 1; NaN if any is NaN.
-HWY_INLINE float MaxRow(const AttnTask& t, const float* s, int64_t n) {
-  const DF d;
-  const int64_t N = t.N;
-  VF m = hn::Set(d, -std::numeric_limits<float>::infinity());
-  auto nan = hn::IsNaN(m);
-  int64_t j = 0;
-  for (; j + N <= n; j += N) {
-    const VF x = hn::LoadU(d, s + j);
-    m = hn::Max(m, x);
-    nan = hn::Or(nan, hn::IsNaN(x));
-  }
-  if (j < n) {
-    const VF x = hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(n - j)), hn::LoadU(d, s + j),
-                                hn::Set(d, -std::numeric_limits<float>::infinity()));
-    m = hn::Max(m, x);
-    nan = hn::Or(nan, hn::IsNaN(x));
-  }
-  return hn::AllFalse(d, nan) ? hn::GetLane(hn::MaxOfLanes(d, m)) : std::numeric_limits<float>::quiet_NaN();
-}
-
 // The scratch of a task: offsets of its arrays (the layout at the top of this section).
 struct AttnScratch {
   float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
@@ -264,7 +244,7 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
     float *m_row = s.per_row, *inv_l = s.per_row + Tp;
     for (int64_t i = 0; i < a.T; ++i) {
       float* row = s.S + i * Tp;
-      m_row[i] = MaxRow(t, row, i + 1);
+      m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i + 1, -std::numeric_limits<float>::infinity());
       inv_l[i] = ExpRow(t, row, i + 1, m_row[i]);  // the sum, inverted below
     }
     for (int64_t i = 0; i < a.T; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
