@@ -147,10 +147,11 @@ void launch_shaw(BackwardParams p, int64_t batch, int64_t problems, const KeyWav
                  const RowWaves& waves) {
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
   const int64_t row_blocks = (p.Q + 63) / 64;
-  launch_pass<Element, kHeadDim>(
-      shaw_row_products_kernel<Element, kHeadDim>, p,
-      dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(batch)),
-      "shaw's row products");
+  if (row_blocks > 0)
+    launch_pass<Element, kHeadDim>(
+        shaw_row_products_kernel<Element, kHeadDim>, p,
+        dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(batch)),
+        "shaw's row products");
   launch_keys_pass<Element, kHeadDim, true>(p, problems, key_waves);
   // Its shared memory depends on L: the attribute is the most any call may ask (the front end checked this
   // call's against the device), so that calls with different distances never race on it.
