@@ -518,14 +518,34 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     smem_gemm(mma, acc_dq, sdS, sKt, sdS, sKtPlain, copy_n_a, copy_t_b);  // dQ += dS K
     if constexpr (kShaw) {  // the bins: warp w sums rows 8 w .. 8 w + 7, a quad per row, in column order
       const int row = tid / 32 * 8 + tid % 32 / 4;
-      const int64_t qp = sh.q_pos[row];
-      CUTE_UNROLL
-      for (int j = 0; j < BN / 4; ++j) {
-        const int c = 4 * j + tid % 4;
-        const int key =
-            row < rows && c < cols ? row * p.shaw_rows + shaw_row(sh.k_pos[c] - qp, p.shaw_limit) : -1;
-        add_to_bins(sh.lane_values, bins_ds, values ? bins_p : nullptr, key, static_cast<float>(sdS(row, c)),
-                    static_cast<float>(sP(row, c)));
+      // A tile whose pairs all lie L or more before (r = 0) or after (r = 2 L) the diagonal: row sums, each
+      // lane's columns in order, then the quad's in a fixed order (the same for every thread: the block's).
+      const bool before = keys.hi - qr.lo <= -p.shaw_limit, after = keys.lo - qr.hi >= p.shaw_limit;
+      if (!keys.bad && !rows_bad && (before || after)) {
+        float ds = 0, prob = 0;
+        CUTE_UNROLL
+        for (int j = 0; j < BN / 4; ++j) {
+          const int c = 4 * j + tid % 4;
+          if (row < rows && c < cols)
+            ds += static_cast<float>(sdS(row, c)), prob += static_cast<float>(sP(row, c));
+        }
+        ds += __shfl_xor_sync(0xffffffffu, ds, 1), prob += __shfl_xor_sync(0xffffffffu, prob, 1);
+        ds += __shfl_xor_sync(0xffffffffu, ds, 2), prob += __shfl_xor_sync(0xffffffffu, prob, 2);
+        if (tid % 4 == 0 && row < rows) {
+          const int key = row * p.shaw_rows + (after ? 2 * p.shaw_limit : 0);
+          bins_ds[key] += ds;
+          if (values) bins_p[key] += prob;
+        }
+      } else {
+        const int64_t qp = sh.q_pos[row];
+        CUTE_UNROLL
+        for (int j = 0; j < BN / 4; ++j) {
+          const int c = 4 * j + tid % 4;
+          const int key =
+              row < rows && c < cols ? row * p.shaw_rows + shaw_row(sh.k_pos[c] - qp, p.shaw_limit) : -1;
+          add_to_bins(sh.lane_values, bins_ds, values ? bins_p : nullptr, key,
+                      static_cast<float>(sdS(row, c)), static_cast<float>(sP(row, c)));
+        }
       }
     }
   }
