@@ -31,7 +31,8 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" \
     -DPOSENC_CUTLASS_DIR=/tmp/posenc-cutlass >"$out/build.log" 2>&1
   cmake --build /tmp/posenc-gpu --target test_cuda_elements test_attention_elements test_rope_cuda \
-    test_bias_cuda test_absolute_cuda test_attention_cuda test_kv_cache_cuda >>"$out/build.log" 2>&1 ||
+    test_bias_cuda test_absolute_cuda test_attention_cuda test_attention_shaw_backward_cuda \
+    test_kv_cache_cuda >>"$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; exit 1; }
   bin=/tmp/posenc-gpu/tests
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
@@ -40,7 +41,7 @@ fi
 failed=0
 phase "tests"
 for t in test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda \
-  test_attention_cuda test_kv_cache_cuda; do
+  test_attention_cuda test_attention_shaw_backward_cuda test_kv_cache_cuda; do
   timeout 300 "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
   status=$?
   tail -3 "$out/$t.log"
@@ -61,6 +62,11 @@ if command -v compute-sanitizer >/dev/null; then
   status=$?
   tail -4 "$out/memcheck_attention.log"
   [ $status -eq 0 ] || { echo "attention memcheck FAILED (exit $status)"; failed=1; }
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_attention_shaw_backward_cuda" \
+    --gtest_filter='AttentionShawBackwardCuda.PartialGradientsInWaves' >"$out/memcheck_shaw.log" 2>&1
+  status=$?
+  tail -4 "$out/memcheck_shaw.log"
+  [ $status -eq 0 ] || { echo "shaw backward memcheck FAILED (exit $status)"; failed=1; }
 fi
 
 phase "benchmarks (posenc, then the PyTorch anchors)"

@@ -165,12 +165,28 @@ void set_shaw(const AttentionShaw& s, int64_t D, int64_t Dv, cuda::AttentionLaun
   }
 }
 
+// Shaw's backward, beside the forward's limits (set_shaw, which refuses the rest by name): value heads up
+// to kMaxShawHeadDim too, and its queries pass's shared memory.
+void check_shaw_backward(const AttentionShaw& s, int64_t D, int64_t Dv) {
+  if (Dv > cuda::kMaxShawHeadDim)
+    fail(kOp, "v has head_dim ", Dv, ": shaw's backward on cuda takes value heads up to ",
+         cuda::kMaxShawHeadDim);
+  if (D > cuda::kMaxShawHeadDim || s.config.max_distance > cuda::kMaxShawDistance) return;
+  const int64_t needed = cuda::attention_backward_shaw_shared_bytes(D, Dv, s.config.num_rows()),
+                available = cuda::max_shared_bytes_per_block();
+  if (needed > available)
+    fail_arg(kOp, "shaw.config.max_distance", s.config.max_distance,
+             "needs " + std::to_string(needed) + " bytes of shared memory per block in the backward with " +
+                 "head_dim " + std::to_string(D) + ", more than this device's " + std::to_string(available));
+}
+
 // The backward's own views: grad_out, and the gradients to add into.
 struct BackwardArgs {
   ConstTensorView grad_out;
   const AttentionGrads* grads;
   ConstTensorView sinks;      // the config's
   const AttentionBias* bias;  // the config's
+  const AttentionShaw* shaw;  // the config's, or null
 };
 
 void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, int64_t K, int64_t H,
@@ -179,14 +195,20 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
   memory.add("grad_out", bw.grad_out, bw.grad_out.data);
   const AttentionGrads& g = *bw.grads;
   const std::pair<const char*, const TensorView*> params[] = {
-      {"grads.shaw_a_k", &g.shaw_a_k},
-      {"grads.shaw_a_v", &g.shaw_a_v},
       {"grads.transformer_xl_u", &g.transformer_xl_u},
       {"grads.transformer_xl_v", &g.transformer_xl_v},
       {"grads.transformer_xl_w_r", &g.transformer_xl_w_r}};
   for (const auto& [name, view] : params)
     if (view->data != nullptr)
       fail(kOp, name, " is given: it is not available on cuda yet (the CPU backend has it)");
+  for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"grads.shaw_a_k", &g.shaw_a_k},
+                                   {"grads.shaw_a_v", &g.shaw_a_v}}) {
+    if (view->data == nullptr) continue;
+    if (bw.shaw == nullptr || (view == &g.shaw_a_v && bw.shaw->a_v.data == nullptr))
+      fail(kOp, name, " is given but attention has no such encoding");
+    check_view(kOp, name, *view, DType::f32, {bw.shaw->config.num_rows(), D}, view->data, Device::cuda);
+    memory.add(name, *view, view->data);
+  }
   if (g.relative_table.data != nullptr) {
     if (bw.bias->kind != AttentionBias::Kind::relative)
       fail(kOp, "grads.relative_table is given but attention has no relative bias");
@@ -248,8 +270,6 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   } else if (bw != nullptr) {
     fail(kOp, "lse is required by the backward (the forward's lse)");
   }
-  if (bw != nullptr && config.shaw)  // before the gradients' checks, which would name shaw_a_k's first
-    fail(kOp, "shaw's backward is not available on cuda yet (its forward is; the CPU backend has both)");
   if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, Dv, memory);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
@@ -284,6 +304,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
   }
   set_bias(config.bias, H, l, memory);
+  if (config.shaw && bw != nullptr) check_shaw_backward(*config.shaw, D, Dv);
   if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
   if (config.shaw && config.transformer_xl)
     fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
@@ -397,6 +418,11 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     bl.grad_table_strides[1] = t.strides[1];
     bl.table_rows = t.shape[0];
   }
+  for (auto [view, grad, strides] :
+       {std::tuple{&bw->grads->shaw_a_k, &bl.grad_shaw_a_k, bl.grad_shaw_a_k_strides},
+        std::tuple{&bw->grads->shaw_a_v, &bl.grad_shaw_a_v, bl.grad_shaw_a_v_strides}})
+    if (view->data != nullptr)
+      *grad = view->ptr<float>(), strides[0] = view->strides[0], strides[1] = view->strides[1];
   if (bw->grads->sinks.data != nullptr)
     bl.grad_sinks = bw->grads->sinks.ptr<float>(), bl.grad_sinks_stride = bw->grads->sinks.strides[0];
   cuda::attention_backward(bl);
@@ -428,7 +454,7 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
 
 void attention_backward_cuda(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                              ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
-  const BackwardArgs bw{grad_out, &grads, config.sinks, &config.bias};
+  const BackwardArgs bw{grad_out, &grads, config.sinks, &config.bias, config.shaw ? &*config.shaw : nullptr};
   run(config, in, out, out.data, lse, lse.data, &bw);
 }
 

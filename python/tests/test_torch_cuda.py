@@ -168,9 +168,10 @@ def test_attention_cuda_table_and_sink_gradients_match_cpu_and_repeat():
         torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
 
 
-def test_attention_cuda_shaw_forward_matches_cpu_and_its_backward_is_refused():
+def test_attention_cuda_shaw_forward_and_gradients_match_cpu():
     """Shaw's key and value terms on CUDA tensors (the first GPU implementation of either) against the CPU,
-    with a_k and a_v rounded to bf16 as the tensor cores read them; the backward is refused by name."""
+    with a_k and a_v rounded to bf16 as the tensor cores read them; then every gradient (q, k, v, a_k, a_v)
+    against the CPU's, the same bits on a second GPU run."""
     torch.manual_seed(11)
     q, k, v = (torch.randn(1, 150, 4, 64, dtype=torch.bfloat16) for _ in range(3))
     L = 40
@@ -181,9 +182,15 @@ def test_attention_cuda_shaw_forward_matches_cpu_and_its_backward_is_refused():
     u = 2 ** -8
     scale = v.float().abs().max().item() + a_v.abs().max().item()
     torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(), atol=2 * u * scale, rtol=2 * u)
-    leaves = [t.cuda().requires_grad_() for t in (q, k, v)]
-    with pytest.raises(ValueError, match="shaw's backward is not available on cuda"):
-        pt.attention(*leaves, shaw_a_k=a_k.cuda(), shaw_a_v=a_v.cuda(), **kwargs).float().sum().backward()
+    results = []
+    for device in ("cpu", "cuda", "cuda"):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v, a_k, a_v)]
+        out = pt.attention(*leaves[:3], shaw_a_k=leaves[3], shaw_a_v=leaves[4], **kwargs)
+        out.float().pow(2).sum().backward()
+        results.append([t.grad.cpu().float() for t in leaves])
+    for cpu, gpu, again in zip(*results):
+        assert torch.equal(gpu, again), "a gradient differs between two runs"
+        torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
 
 
 def test_attention_cuda_refuses_float32_by_name():

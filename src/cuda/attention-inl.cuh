@@ -63,6 +63,29 @@ POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::Attent
   return capped_logit(scale * dot, t.softcap) + position_bias(t, k_pos - q_pos, table);
 }
 
+// The backward of one pair (src/cuda/attention_backward-inl.cuh) from its recomputed dot product and
+// dP = dO_i . v_j: P = 2^(logit log2 e - lse_i log2 e) (0 where masked, NaN for positions out of range),
+// dlogit = P (dP - D_i) (the gradient of the logit, which the learned bias sees) and grad = dlogit
+// d(logit)/d(dot) (the row's scale, times 1 - tanh^2 under a softcap: what dQ, dK and Shaw's a^K see). With
+// Shaw's terms the caller passes dot = q_i . k_j + q_i . a^K_r and dp = dO_i . (v_j + a^V_r).
+struct PairGradient {
+  float prob, dlogit, grad;
+};
+POSENC_HD inline PairGradient pair_gradient(const ScoreTerms& t, const detail::AttentionMask& mask,
+                                            float scale, float dot, float dp, int64_t q_pos, int64_t k_pos,
+                                            const float* table, float lse2, float row_term) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float logit = attention_logit(t, mask, scale, dot, q_pos, k_pos, table);
+  const float prob = exp2f(logit * kLog2e - lse2);
+  float slope = scale;
+  if (t.softcap > 0) {
+    const float th = tanhf(scale * dot / t.softcap);
+    slope *= 1.0f - th * th;
+  }
+  const float dlogit = prob * (dp - row_term);
+  return {prob, dlogit, dlogit * slope};
+}
+
 // The end of a row's online softmax (Milakov & Gimelshein 2018; FlashAttention): m = the row's largest logit
 // times log2(e) (-inf when every key was masked), l = sum_j 2^(logit_j log2 e - m). A sink s_h (natural
 // units) joins the denominator without a value. Returns the factor of the accumulated sum_j 2^(...) v_j that

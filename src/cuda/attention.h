@@ -103,8 +103,18 @@ struct AttentionBackwardLaunch {
   float* grad_table = nullptr;  // (table_rows, H) of the learned bias, added into; null: not wanted
   int64_t grad_table_strides[2] = {};
   int64_t table_rows = 0;
+  // Shaw's tables (forward.shaw_a_k non-null; tiles up to kMaxShawHeadDim): (2 L + 1, D) f32 at their
+  // strides, added into; null: not wanted.
+  float* grad_shaw_a_k = nullptr;
+  float* grad_shaw_a_v = nullptr;
+  int64_t grad_shaw_a_k_strides[2] = {}, grad_shaw_a_v_strides[2] = {};
 };
 void attention_backward(const AttentionBackwardLaunch& launch);
+// Shaw's backward (src/cuda/attention_backward_shaw.cu): the shared memory its queries pass takes per block
+// for these head dims and shaw_rows = 2 L + 1 distances (its bins of dS and P, (64, 2 L + 1) floats each,
+// beside the tiles), and the device memory it takes besides the gradients: the rows' products with a^K and
+// a^V, (B, H, Q, 2 L + 1) fp32 each, and at most attention_table_partial_bytes of partial sums at a time.
+int64_t attention_backward_shaw_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows);
 // The learned table's gradient: its per-block partial sums take at most this many bytes at a time (the keys
 // pass runs in waves of key tiles beyond). A variable so that the GPU tests can run several waves on small
 // shapes.

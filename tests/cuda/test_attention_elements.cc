@@ -2,14 +2,16 @@
 // the host, no GPU needed: the learned lookup as the device builds it against the CPU's table rows at every
 // distance (far beyond where T5's buckets saturate), Shaw's table rows against the reference's, ALiBi
 // within 1.5 fp32 ulp of the CPU's double product, the softcap against the double tanh, the order of terms
-// and the mask, NaN for positions beyond 2^53, and the end of a row (sinks in the denominator, far above or
-// below the logits) against long double.
+// and the mask, NaN for positions beyond 2^53, the end of a row (sinks in the denominator, far above or
+// below the logits) against long double, and the backward's pair gradients with Shaw's terms, binned by
+// distance as the GPU's queries pass bins them, against the double reference's gradients.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "attention_gradients.h"
 #include "posenc/bias.h"
 #include "reference/shaw.h"
 #include "src/bias_plan.h"
@@ -221,6 +223,107 @@ TEST(AttentionElements, SplitKPartialRowsMergeToTheWholeRow) {
   empty[1] = {2.0f, NAN};
   cuda::merge_partial_rows({empty.data(), zeros.data(), 1, 2}, &m, &l, &o);
   EXPECT_TRUE(std::isnan(cuda::finish_row(m, l, false, 0).lse));
+}
+
+// Shaw's backward as the GPU computes it (src/cuda/attention_backward_shaw.cu), element by element in fp32 on
+// the host: the rows' products q_i . a^K_r and dO_i . a^V_r, each pair's pair_gradient with them added to the
+// dot product and to dP, dK and dV from the pairs, and per row the bins G_ir (dS) and W_ir (P) over the
+// distances r = shaw_row(k_pos - q_pos): dQ_i += sum_r G_ir a^K_r, d a^K_r = sum_i G_ir q_i, d a^V_r =
+// sum_i W_ir dO_i. Against the double reference's gradients (reference/attention_backward.h, itself checked
+// against finite differences in test_attention_reference_backward.cc): fp32 sums of at most a few hundred
+// O(1) terms, within 1e-5 of each part's largest gradient plus 1e-4 relative.
+std::vector<double> emulated_shaw_gradients(const AttentionCase& ac, const std::vector<float>& grad_out) {
+  const Case& c = ac.shape();
+  const int64_t D = c.D, R = 2 * c.shaw_max_distance + 1, group = c.H / c.Hkv;
+  const std::vector<float>&q = ac.part(Params::q), &k = ac.part(Params::k), &v = ac.part(Params::v);
+  const std::vector<float>&a_k = ac.part(Params::a_k), &a_v = ac.part(Params::a_v);
+  const ref::AttentionResult<double> fwd = ac.reference(ac.flat());
+  const auto dot = [D](const float* x, const float* y) {
+    float s = 0;
+    for (int64_t d = 0; d < D; ++d) s += x[d] * y[d];
+    return s;
+  };
+  cuda::ScoreTerms terms;
+  terms.softcap = static_cast<float>(c.softcap);
+  const detail::AttentionMask mask{c.causal, c.window, c.chunk};
+  const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D)));
+  std::vector<double> dq(q.size()), dk(k.size()), dv(v.size()), da_k(a_k.size()), da_v(a_v.size());
+  std::vector<float> qa(R), doa(R), G(R), W(R);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.H; ++h)
+      for (int64_t i = 0; i < c.Q; ++i) {
+        const int64_t row = (b * c.Q + i) * c.H + h, hk = h / group;
+        const float* qi = q.data() + row * D;
+        const float* doi = grad_out.data() + row * D;
+        std::vector<float> out_i(fwd.out.begin() + row * D, fwd.out.begin() + (row + 1) * D);
+        const float delta = dot(doi, out_i.data());
+        const float lse2 = static_cast<float>(fwd.lse[(b * c.H + h) * c.Q + i]) * 1.4426950408889634f;
+        for (int64_t r = 0; r < R; ++r) {
+          qa[r] = dot(qi, a_k.data() + r * D);
+          doa[r] = a_v.empty() ? 0.0f : dot(doi, a_v.data() + r * D);
+        }
+        std::fill(G.begin(), G.end(), 0.0f), std::fill(W.begin(), W.end(), 0.0f);
+        std::vector<float> dq_i(D, 0.0f);
+        const int64_t qp = ac.q_pos()[b * c.Q + i];
+        for (int64_t j = 0; j < c.K; ++j) {
+          const int64_t kv = (b * c.K + j) * c.Hkv + hk, kp = ac.k_pos()[b * c.K + j];
+          const int r = cuda::shaw_row(kp - qp, static_cast<int32_t>(c.shaw_max_distance));
+          const cuda::PairGradient g =
+              cuda::pair_gradient(terms, mask, scale, dot(qi, k.data() + kv * D) + qa[r],
+                                  dot(doi, v.data() + kv * D) + doa[r], qp, kp, nullptr, lse2, delta);
+          for (int64_t d = 0; d < D; ++d) {
+            dq_i[d] += g.grad * k[kv * D + d];
+            dk[kv * D + d] += g.grad * qi[d];
+            dv[kv * D + d] += g.prob * doi[d];
+          }
+          G[r] += g.grad, W[r] += g.prob;
+        }
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t d = 0; d < D; ++d) {
+            dq_i[d] += G[r] * a_k[r * D + d];
+            da_k[r * D + d] += G[r] * qi[d];
+            if (!a_v.empty()) da_v[r * D + d] += W[r] * doi[d];
+          }
+        std::copy(dq_i.begin(), dq_i.end(), dq.begin() + row * D);
+      }
+  std::vector<double> flat;
+  for (int p = 0; p < Params::count; ++p) {
+    const std::vector<double>* part = p == Params::q     ? &dq
+                                      : p == Params::k   ? &dk
+                                      : p == Params::v   ? &dv
+                                      : p == Params::a_k ? &da_k
+                                      : p == Params::a_v ? &da_v
+                                                         : nullptr;
+    if (part != nullptr) flat.insert(flat.end(), part->begin(), part->end());
+  }
+  return flat;
+}
+
+TEST(AttentionElements, ShawBackwardBinnedByDistanceMatchesTheReference) {
+  Case capped{2, 7, 9, 4, 2, 8, true};
+  capped.softcap = 3;
+  Case windowed{1, 20, 20, 2, 1, 16, false, 6};
+  windowed.shaw_max_distance = 3;
+  Case wide{1, 5, 40, 2, 2, 8, false};  // distances beyond L on both sides: the clipped bins
+  wide.shaw_max_distance = 2;
+  for (const Case& c : {Case{1, 9, 13, 2, 1, 8, false}, capped, windowed, wide})
+    for (Enc e : {Enc::shaw, Enc::shaw_keys}) {
+      const AttentionCase ac(c, e);
+      SCOPED_TRACE(ac.describe());
+      const std::vector<float> w = random_floats(c.B * c.Q * c.H * c.D, 93);
+      const std::vector<double> want = reference_gradients(ac, ac.flat(), to_double(w));
+      const std::vector<double> got = emulated_shaw_gradients(ac, w);
+      for (const Params::Part p : {Params::q, Params::k, Params::v, Params::a_k, Params::a_v}) {
+        const size_t o = ac.offset(p), n = ac.part(p).size();
+        if (n == 0) continue;
+        double largest = 0;
+        for (size_t i = o; i < o + n; ++i) largest = std::max(largest, std::fabs(want[i]));
+        ASSERT_GT(largest, 1e-3) << "part " << p;  // a gradient to compare, not zeros
+        for (size_t i = o; i < o + n; ++i)
+          ASSERT_LE(std::fabs(got[i] - want[i]), 1e-5 * largest + 1e-4 * std::fabs(want[i]))
+              << "part " << p << " element " << i - o;
+      }
+    }
 }
 
 }  // namespace
