@@ -22,6 +22,14 @@ def apply_rotary_pos_emb(q, k, cos, sin):  # transformers' modeling_llama.apply_
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
+def t5_bucket(rel):  # T5's unidirectional buckets (transformers modeling_t5._relative_position_bucket)
+    n = -torch.clamp(rel, max=0)
+    exact = 16
+    large = exact + (torch.log(n.float() / exact + 1e-6) / torch.log(torch.tensor(128 / exact))
+                     * (32 - exact)).to(torch.int64)
+    return torch.where(n < exact, n, torch.clamp(large, max=31))
+
+
 def median_ms(fn, repeats=30):
     for _ in range(3):
         fn()
@@ -63,6 +71,7 @@ def main():
         del q, k, src, dst
     matmul_anchor()
     attention_anchors()
+    attention_backward_anchors()
     decode_anchors()
     return 0
 
@@ -122,13 +131,6 @@ def attention_anchors():
     slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda")
     t5_table = torch.zeros(32, h, device="cuda")
 
-    def t5_bucket(rel):  # T5's unidirectional buckets (transformers modeling_t5._relative_position_bucket)
-        n = -torch.clamp(rel, max=0)
-        exact = 16
-        large = exact + (torch.log(n.float() / exact + 1e-6) / torch.log(torch.tensor(128 / exact))
-                         * (32 - exact)).to(torch.int64)
-        return torch.where(n < exact, n, torch.clamp(large, max=31))
-
     mods = {
         "none": None,
         "alibi": lambda score, b_, h_, qi, ki: score + slopes[h_] * (ki - qi),
@@ -140,6 +142,54 @@ def attention_anchors():
     window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
     window_flops = 4 * b * h * d * sum(min(1024, i + 1) for i in range(s))
     emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window_flops)
+
+
+def attention_backward_anchors():
+    """A training step's attention, forward and backward, on the same shape: SDPA's FlashAttention-2 and
+    cuDNN backends, FlexAttention without a bias, with ALiBi and with T5 buckets whose table takes a gradient
+    (Flex accumulates it with atomics). FLOPs as bench_attention_cuda counts them: 14 B H D per visible pair
+    (the forward's 4, FlashAttention-2's 10 for the backward).
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    b, h, s, d = 4, 32, 4096, 128
+    shape = f"B{b} H{h} S{s} D{d} causal"
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    grad_out = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+    flops = 14 * b * h * d * s * (s + 1) / 2
+
+    def emit(impl, variant, forward):
+        def step():
+            forward().backward(grad_out)
+        try:
+            ms = median_ms(step, repeats=10)
+        except Exception as e:  # an anchor that does not run here is reported, not fatal
+            print(json.dumps({"op": "attention_forward_backward", "impl": impl, "variant": variant,
+                              "shape": shape, "error": str(e)[:200]}))
+            return
+        print(json.dumps({"op": "attention_forward_backward", "impl": impl, "variant": variant,
+                          "shape": shape, "dtype": "bf16", "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))
+    for impl, backend in backends:
+        def run(backend=backend):
+            with sdpa_kernel(backend):
+                return sdpa(q, k, v, is_causal=True)
+        emit(impl, "none", run)
+    flex = torch.compile(flex_attention, fullgraph=True)
+    causal = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s)
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda")
+    t5_table = torch.zeros(32, h, device="cuda", requires_grad=True)
+
+    mods = {
+        "none": None,
+        "alibi": lambda score, b_, h_, qi, ki: score + slopes[h_] * (ki - qi),
+        "t5": lambda score, b_, h_, qi, ki: score + t5_table[t5_bucket(ki - qi), h_],
+    }
+    for variant, mod in mods.items():
+        emit("flex", variant, lambda mod=mod: flex(q, k, v, score_mod=mod, block_mask=causal))
 
 
 if __name__ == "__main__":

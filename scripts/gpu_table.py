@@ -41,6 +41,7 @@ def main(out):
         print(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['tb_per_s']:.2f} | {r['vs_copy']:.2f} | "
               f"{fmt(eager)} | {fmt(comp)} | {ratio} |")
     attention_table(posenc_rows, torch_rows)
+    forward_backward_table(posenc_rows, torch_rows)
     return 0
 
 
@@ -79,6 +80,23 @@ def attention_table(posenc_rows, torch_rows):
             a = sdpa_decode.get(r["shape"])
             cells = (f"{a['tb_per_s']:.2f}", f"{r['tb_per_s'] / a['tb_per_s']:.2f}") if a else ("-", "-")
             print(f"| {r['variant']} | {r['shape']} | {r['tb_per_s']:.2f} | {cells[0]} | {cells[1]} |")
+
+
+def forward_backward_table(posenc_rows, torch_rows):
+    """A training step's attention (forward and backward) beside the same run's matmul and anchors."""
+    rows = [r for r in posenc_rows if r.get("op") == "attention_forward_backward"]
+    if not rows:
+        return
+    matmul = next((r["tflops"] for r in torch_rows if r.get("op") == "matmul"), None)
+    anchors = [r for r in torch_rows if r.get("op") == "attention_forward_backward" and "tflops" in r]
+    print()
+    print("| attention forward + backward | shape | posenc TFLOP/s | of matmul | anchors, TFLOP/s |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        same = [a for a in anchors if a["variant"] == r["variant"] and a["shape"] == r["shape"]]
+        cells = ", ".join(f"{a['impl']} {a['tflops']:.0f}" for a in same) or "-"
+        of_mm = f"{r['tflops'] / matmul:.2f}" if matmul else "-"
+        print(f"| {r['variant']} | {r['shape']} | {r['tflops']:.0f} | {of_mm} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 // bench/cuda/bench_attention_cuda.cc: the fused attention forward on the GPU, bf16, B 4, H 32, S 4096, D 128
 // and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
-// sliding window 1024, Shaw (max_distance 128); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA).
-// TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V), as the anchors of
+// sliding window 1024, Shaw (max_distance 128); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA);
+// the forward and backward together at D 128 with no bias, ALiBi, T5 (its table's gradient) and Shaw (its
+// tables' gradients), every gradient deterministic.
+// TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V; the backward 10 B H D more: the
+// recomputed q.k, dP, dV, dQ and dK, FlashAttention-2's count), as the anchors of
 // scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
 // per figure on stdout; run by scripts/gpu_check.sh.   usage: bench_attention_cuda [repeats]
 #include <algorithm>
@@ -26,6 +29,67 @@ TensorView bf16_view(void* data, std::initializer_list<int64_t> shape) {
   TensorView v = view(static_cast<float*>(data), shape, Device::cuda);
   v.dtype = DType::bf16;
   return v;
+}
+// The forward and backward of a training step at D 128 (every gradient bf16 but the tables').
+void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
+  const int64_t D = 128, rows = 257;
+  const size_t bytes = static_cast<size_t>(B * S * H * D) * 2;
+  const std::vector<void*> q = random_device_sets(1, bytes), k = random_device_sets(1, bytes),
+                           v = random_device_sets(1, bytes), out = random_device_sets(1, bytes),
+                           grad_out = random_device_sets(1, bytes), dq = random_device_sets(1, bytes),
+                           dk = random_device_sets(1, bytes), dv = random_device_sets(1, bytes);
+  float *lse, *tables;  // lse (B, H, S); the T5 table and its gradient, Shaw's a_k, a_v and their gradients
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse), 4 * B * H * S), "cudaMalloc");
+  const size_t table_floats = 2 * 32 * H + 4 * rows * D;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&tables), 4 * table_floats), "cudaMalloc");
+  cuda_ok(cudaMemset(tables, 0, 4 * table_floats), "memset");
+  const AttentionInputs in =
+      qkv(bf16_view(q[0], {B, S, H, D}), bf16_view(k[0], {B, S, H, D}), bf16_view(v[0], {B, S, H, D}));
+  const TensorView o = bf16_view(out[0], {B, S, H, D}), l = view(lse, {B, H, S}, Device::cuda);
+  AttentionGrads grads;
+  grads.q = bf16_view(dq[0], {B, S, H, D}), grads.k = bf16_view(dk[0], {B, S, H, D});
+  grads.v = bf16_view(dv[0], {B, S, H, D});
+  struct Variant {
+    const char* name;
+    AttentionConfig config;
+    AttentionGrads grads;
+  };
+  AttentionConfig none;
+  none.causal = true;
+  AttentionConfig alibi = none;
+  alibi.bias.kind = AttentionBias::Kind::alibi;
+  alibi.bias.alibi.heads = H;
+  AttentionConfig t5 = none;
+  t5.bias.kind = AttentionBias::Kind::relative;
+  t5.bias.relative = RelativeBiasConfig::t5(H, 32, 128, false);
+  t5.bias.relative_table = view(tables, {32, H}, Device::cuda);
+  AttentionGrads t5_grads = grads;
+  t5_grads.relative_table = view(tables + 32 * H, {32, H}, Device::cuda);
+  AttentionConfig shaw = none;
+  float* shaw_tables = tables + 2 * 32 * H;
+  shaw.shaw = AttentionShaw{ShawConfig{128, D}, view(shaw_tables, {rows, D}, Device::cuda),
+                            view(shaw_tables + rows * D, {rows, D}, Device::cuda)};
+  AttentionGrads shaw_grads = grads;
+  shaw_grads.shaw_a_k = view(shaw_tables + 2 * rows * D, {rows, D}, Device::cuda);
+  shaw_grads.shaw_a_v = view(shaw_tables + 3 * rows * D, {rows, D}, Device::cuda);
+  const Variant variants[] = {
+      {"none", none, grads}, {"alibi", alibi, grads}, {"t5", t5, t5_grads}, {"shaw128", shaw, shaw_grads}};
+  const std::string shape = "B" + std::to_string(B) + " H" + std::to_string(H) + " S" + std::to_string(S) +
+                            " D128 causal";
+  for (const Variant& var : variants) {
+    const double ms = median_ms(repeats, 1, [&](int) {
+      attention_forward(var.config, in, o, l);
+      attention_backward(var.config, in, o, l, bf16_view(grad_out[0], {B, S, H, D}), var.grads);
+    });
+    const double flops = 14.0 * B * H * D * visible_pairs(S, 0);
+    std::printf(
+        "{\"op\": \"attention_forward_backward\", \"variant\": \"%s\", \"shape\": \"%s\", "
+        "\"dtype\": \"bf16\", \"ms\": %.4f, \"tflops\": %.1f}\n",
+        var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+  }
+  cudaFree(lse), cudaFree(tables);
+  for (const auto* set : {&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) cudaFree((*set)[0]);
 }
 }  // namespace
 
@@ -118,6 +182,7 @@ int main(int argc, char** argv) {
       for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
     }
   }
+  forward_backward_rows(repeats, B, H, S);
   for (int64_t batch : {1, 16}) {  // decoding
     const int64_t K = 32768, Hq = 32, Hkv = 8, D = 128;
     const size_t cache = static_cast<size_t>(batch * K * Hkv * D) * 2;
