@@ -15,8 +15,8 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DP
   -DPOSENC_BUILD_LAB=OFF -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib" >/dev/null
 targets=(test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda
-  test_attention_cuda test_attention_shaw_backward_cuda test_kv_cache_cuda bench_rope_cuda bench_bias_cuda
-  bench_absolute_cuda bench_attention_cuda)
+  test_attention_cuda test_attention_xl_cuda test_attention_shaw_backward_cuda test_kv_cache_cuda
+  bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda)
 cmake --build build/gpu --target "${targets[@]}"
 for t in "${targets[@]}"; do
   find build/gpu -name "$t" -type f -perm -u+x -exec cp {} "$stage/bin/" \;
@@ -24,7 +24,8 @@ done
 tar -C "$stage" -cf - bin | xz -T2 -6 >"$carry/bin.tar.xz"
 cp -L /usr/lib/x86_64-linux-gnu/libhwy.so.1 "$carry/lib/"
 # The fallback: the packages a build on the GPU machine unpacks (dpkg -x) when the binaries do not run there.
-(cd "$carry/debs" && apt-get download -qq libhwy-dev libhwy1 libgtest-dev nlohmann-json3-dev 2>/dev/null) ||
+(cd "$carry/debs" && apt-get download -qq libhwy-dev libhwy1 libgtest-dev nlohmann-json3-dev \
+  libbenchmark-dev libbenchmark1debian 2>/dev/null) ||
   echo "gpu_build: could not download the fallback packages (apt-get update first?)" >&2
 # The Python package is built there (its Python and PyTorch differ from these): the pinned build backend.
 mkdir -p "$carry/wheels"
