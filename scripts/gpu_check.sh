@@ -3,9 +3,10 @@
 # scripts/gpu_build.sh prepared in build/gpu-carry (or builds it there from the carried Debian packages when
 # those binaries do not run on that machine's image): prints the device, runs every GPU test under a
 # timeout (a hang must not eat the machine's time), times every CUDA op against the card's copy bandwidth,
-# a large matmul and the PyTorch anchors of the same shapes in the same run, runs compute-sanitizer memcheck
-# on small cases, then posenc.torch's tests on CUDA tensors. Writes logs, JSON lines and a table to OUT
-# (default results/gpu); the table is printed last.
+# a large matmul and the PyTorch anchors of the same shapes in the same run, runs compute-sanitizer (memcheck,
+# and racecheck where shared memory is shared by groups of lanes) on small cases, then posenc.torch's tests
+# on CUDA tensors. Writes logs, JSON lines and a table to OUT (default results/gpu); the table is printed
+# last.
 #
 # The whole run stays within GPU_CHECK_SECONDS (default 560: one command of a short GPU window). The Python
 # package compiles on the CPUs in the background while the GPU runs the tests and benchmarks; a phase that
@@ -100,21 +101,25 @@ if wanted bench && phase "benchmarks (posenc, then the PyTorch anchors)" && fits
   fits 60 && timeout "$(limit 240)" python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
 fi
 
-# memcheck runs kernels 10-100x slower: small cases only, after the figures.
-memcheck() {  # memcheck NAME BINARY FILTER
+# The sanitizers run kernels 10-100x slower: small cases only, after the figures.
+sanitize() {  # sanitize TOOL NAME BINARY FILTER
   fits 40 || return 0
-  timeout "$(limit 120)" compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/$2" \
-    --gtest_filter="$3" >"$out/memcheck_$1.log" 2>&1
+  timeout "$(limit 150)" compute-sanitizer --tool "$1" --error-exitcode 3 "$bin/$3" --gtest_filter="$4" \
+    >"$out/$1_$2.log" 2>&1
   local status=$?
-  tail -4 "$out/memcheck_$1.log"
-  [ $status -eq 0 ] || { echo "memcheck $1 FAILED (exit $status)"; failed=1; }
+  tail -4 "$out/$1_$2.log"
+  [ $status -eq 0 ] || { echo "$1 $2 FAILED (exit $status)"; failed=1; }
 }
-if wanted memcheck && phase "compute-sanitizer memcheck" && command -v compute-sanitizer >/dev/null; then
-  memcheck rope test_rope_cuda \
+if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer >/dev/null; then
+  sanitize memcheck rope test_rope_cuda \
     'RopeCuda.StridedAndMisalignedViews:RopeCuda.PositionsPast*:RopeCuda.CosSinTable'
-  memcheck attention test_attention_cuda \
+  sanitize memcheck attention test_attention_cuda \
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
-  memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
+  sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
+  # Shaw's sums by distance are shared memory written by groups of lanes: racecheck on a small case with
+  # tiles wholly beyond max_distance and tiles near the diagonal.
+  sanitize racecheck shaw test_attention_shaw_backward_cuda \
+    'AttentionShawBackwardCuda.PartialGradientsInWaves'
 fi
 
 if [ -n "$python_build_pid" ]; then

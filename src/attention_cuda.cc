@@ -206,6 +206,7 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
     if (view->data == nullptr) continue;
     if (bw.shaw == nullptr || (view == &g.shaw_a_v && bw.shaw->a_v.data == nullptr))
       fail(kOp, name, " is given but attention has no such encoding");
+    validate(bw.shaw->config);  // its fields named before the rows they give are used as a shape
     check_view(kOp, name, *view, DType::f32, {bw.shaw->config.num_rows(), D}, view->data, Device::cuda);
     memory.add(name, *view, view->data);
   }

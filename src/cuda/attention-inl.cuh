@@ -54,6 +54,16 @@ POSENC_HD inline int shaw_row(int64_t d, int32_t L) {
   return static_cast<int>((d < -L ? -L : d > L ? L : d) + L);
 }
 
+// The row every pair of a tile takes when all take the same clipped one, from the tile's key positions
+// [keys_lo, keys_hi] and query positions [rows_lo, rows_hi]: 0 when every key lies L or more before every
+// query, 2 L when L or more after, -1 otherwise (the pairs' rows are then found one by one).
+POSENC_HD inline int shaw_clipped_tile_row(int64_t keys_lo, int64_t keys_hi, int64_t rows_lo, int64_t rows_hi,
+                                           int32_t L) {
+  if (keys_hi - rows_lo <= -L) return 0;
+  if (keys_lo - rows_hi >= L) return 2 * L;
+  return -1;
+}
+
 // The logit of a pair (natural units); -inf where masked; NaN for positions the CPU refuses (|p| > 2^53: no
 // exact distance to mask or bias by), so that the row's output is NaN, never a silently wrong number.
 POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::AttentionMask& mask, float scale,

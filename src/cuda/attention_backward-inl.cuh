@@ -520,8 +520,9 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       const int row = tid / 32 * 8 + tid % 32 / 4;
       // A tile whose pairs all lie L or more before (r = 0) or after (r = 2 L) the diagonal: row sums, each
       // lane's columns in order, then the quad's in a fixed order (the same for every thread: the block's).
-      const bool before = keys.hi - qr.lo <= -p.shaw_limit, after = keys.lo - qr.hi >= p.shaw_limit;
-      if (!keys.bad && !rows_bad && (before || after)) {
+      const int clipped =
+          keys.bad || rows_bad ? -1 : shaw_clipped_tile_row(keys.lo, keys.hi, qr.lo, qr.hi, p.shaw_limit);
+      if (clipped >= 0) {
         float ds = 0, prob = 0;
         CUTE_UNROLL
         for (int j = 0; j < BN / 4; ++j) {
@@ -532,7 +533,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
         ds += __shfl_xor_sync(0xffffffffu, ds, 1), prob += __shfl_xor_sync(0xffffffffu, prob, 1);
         ds += __shfl_xor_sync(0xffffffffu, ds, 2), prob += __shfl_xor_sync(0xffffffffu, prob, 2);
         if (tid % 4 == 0 && row < rows) {
-          const int key = row * p.shaw_rows + (after ? 2 * p.shaw_limit : 0);
+          const int key = row * p.shaw_rows + clipped;
           bins_ds[key] += ds;
           if (values) bins_p[key] += prob;
         }

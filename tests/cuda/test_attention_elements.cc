@@ -3,8 +3,9 @@
 // distance (far beyond where T5's buckets saturate), Shaw's table rows against the reference's, ALiBi
 // within 1.5 fp32 ulp of the CPU's double product, the softcap against the double tanh, the order of terms
 // and the mask, NaN for positions beyond 2^53, the end of a row (sinks in the denominator, far above or
-// below the logits) against long double, and the backward's pair gradients with Shaw's terms, binned by
-// distance as the GPU's queries pass bins them, against the double reference's gradients.
+// below the logits) against long double, the backward's shortcut for tiles wholly beyond Shaw's max
+// distance, and its pair gradients with Shaw's terms summed by distance against the double reference's
+// gradients (in fp32, one pair at a time: the tiles' roundings and grouping are the GPU tests' to check).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -75,6 +76,29 @@ TEST(AttentionElements, ShawRowsAsTheReference) {
         ASSERT_EQ(cuda::shaw_row(d, L), ref::shaw_row(L, qp, qp + d)) << "L " << L << " d " << d;
   EXPECT_EQ(cuda::shaw_row(int64_t{1} << 54, 128), 256);
   EXPECT_EQ(cuda::shaw_row(-(int64_t{1} << 54), 128), 0);
+}
+
+// The backward's shortcut for a tile whose pairs all take one clipped row: it answers 0 or 2 L exactly when
+// every pair of the tile (each key position against each query position) has that row, and -1 otherwise.
+TEST(AttentionElements, ShawClippedTileRowIsExact) {
+  int shortcuts = 0;
+  for (const int32_t L : {1, 2, 5})
+    for (int64_t klo = -9; klo <= 9; ++klo)
+      for (int64_t khi = klo; khi <= 9; ++khi)
+        for (int64_t qlo = -9; qlo <= 9; ++qlo)
+          for (int64_t qhi = qlo; qhi <= 9; ++qhi) {
+            bool all_first = true, all_last = true;
+            for (int64_t k = klo; k <= khi; ++k)
+              for (int64_t q = qlo; q <= qhi; ++q) {
+                const int r = ref::shaw_row(L, q, k);
+                all_first = all_first && r == 0, all_last = all_last && r == 2 * L;
+              }
+            const int want = all_first ? 0 : all_last ? 2 * L : -1;
+            ASSERT_EQ(cuda::shaw_clipped_tile_row(klo, khi, qlo, qhi, L), want)
+                << "L " << L << " keys " << klo << ".." << khi << " queries " << qlo << ".." << qhi;
+            shortcuts += want >= 0;
+          }
+  EXPECT_GT(shortcuts, 1000);  // both sides of the diagonal are met, not only the general case
 }
 
 TEST(AttentionElements, AlibiWithinOneAndAHalfUlpOfTheDoubleProduct) {

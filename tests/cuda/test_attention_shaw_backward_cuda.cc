@@ -143,7 +143,8 @@ void check_shaw_backward(const Case& c, Enc e, const Storage& s, bool half_grads
 // Every gradient against the CPU: GQA / MQA, causal and not, batch 1 and 2, one query, decode rows, windows,
 // rows before the first key (nothing visible: zero gradients), softcap with sinks, query temperature, packed
 // sequences, head dims padded to the tiles (40 -> 64, 96 -> 128) and values wider than q / k without a_v,
-// RoPE, max distance 128 (five chunks of 64 distances, the last of one; the most shared memory), a_v absent.
+// RoPE, max distance 128 (five chunks of 64 distances, the last of one; the most shared memory), with and
+// without clipped distances, a_v absent.
 TEST(AttentionShawBackwardCuda, EveryGradientAgainstTheCpu) {
   POSENC_SKIP_WITHOUT_GPU();
   Case packed{1, 120, 150, 4, 4, 64, true};
@@ -154,6 +155,11 @@ TEST(AttentionShawBackwardCuda, EveryGradientAgainstTheCpu) {
   temperature.temperature = 1;
   Case far{1, 300, 300, 2, 1, 128, false};
   far.shaw_max_distance = 128;
+  // No distance clipped. Elsewhere the two clipped rows of d a_v gather 30-100x the others' mass, and an
+  // error in the interior rows would hide within a tolerance scaled by the largest element; here zeroing
+  // any of the first four chunks of 64 rows exceeds it (checked on a float64 model of the kernel's roundings).
+  Case unclipped{1, 100, 100, 2, 1, 128, false};
+  unclipped.shaw_max_distance = 128;
   Case wide_values{1, 70, 70, 2, 1, 64, true};
   wide_values.Dv = 128;
   const std::vector<Case> shapes = {{2, 70, 70, 4, 2, 64, true},        // grouped heads, causal, two tiles
@@ -162,7 +168,8 @@ TEST(AttentionShawBackwardCuda, EveryGradientAgainstTheCpu) {
                                     {1, 130, 130, 2, 2, 64, true, 20},  // a window
                                     {1, 200, 50, 2, 2, 64, true},       // rows before the first key
                                     {1, 77, 93, 3, 1, 40, false},       // odd lengths and head dim
-                                    {2, 65, 65, 2, 2, 96, true},       capped, temperature, far, packed};
+                                    {2, 65, 65, 2, 2, 96, true},       capped, temperature, far, unclipped,
+                                    packed};
   for (const Storage* s : {&kBf16, &kF16})
     for (const Case& c : shapes)
       for (Enc e : {Enc::shaw, Enc::shaw_keys}) check_shaw_backward(c, e, *s, false);
@@ -232,6 +239,9 @@ TEST(AttentionShawBackwardCuda, RefusalsNameTheArgument) {
   g.shaw_a_k = table({8, 64});
   refused(cfg, q, g, "grads.shaw_a_k");
   g.shaw_a_k = table({9, 64});
+  AttentionConfig bad_config = cfg;  // the config's field is named, not the shape it would give grads.shaw_a_k
+  bad_config.shaw->config.max_distance = -1;
+  refused(bad_config, q, g, "max_distance");
   const TensorView wide = dev(DType::bf16, {1, 4, 2, 256});
   g.v = wide;
   refused(cfg, wide, g, "shaw's backward on cuda takes value heads up to 128");
