@@ -74,8 +74,8 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
   shaw_grads.shaw_a_v = view(shaw_tables + 3 * rows * D, {rows, D}, Device::cuda);
   const Variant variants[] = {
       {"none", none, grads}, {"alibi", alibi, grads}, {"t5", t5, t5_grads}, {"shaw128", shaw, shaw_grads}};
-  const std::string shape = "B" + std::to_string(B) + " H" + std::to_string(H) + " S" + std::to_string(S) +
-                            " D128 causal";
+  const std::string shape =
+      "B" + std::to_string(B) + " H" + std::to_string(H) + " S" + std::to_string(S) + " D128 causal";
   for (const Variant& var : variants) {
     const double ms = median_ms(repeats, 1, [&](int) {
       attention_forward(var.config, in, o, l);

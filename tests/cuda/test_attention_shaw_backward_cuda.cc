@@ -157,19 +157,20 @@ TEST(AttentionShawBackwardCuda, EveryGradientAgainstTheCpu) {
   far.shaw_max_distance = 128;
   // No distance clipped. Elsewhere the two clipped rows of d a_v gather 30-100x the others' mass, and an
   // error in the interior rows would hide within a tolerance scaled by the largest element; here zeroing
-  // any of the first four chunks of 64 rows exceeds it (checked on a float64 model of the kernel's roundings).
+  // any of the first four chunks of 64 rows exceeds it (checked on a float64 model of the kernel's
+  // roundings).
   Case unclipped{1, 100, 100, 2, 1, 128, false};
   unclipped.shaw_max_distance = 128;
   Case wide_values{1, 70, 70, 2, 1, 64, true};
   wide_values.Dv = 128;
-  const std::vector<Case> shapes = {{2, 70, 70, 4, 2, 64, true},        // grouped heads, causal, two tiles
-                                    {1, 3, 200, 8, 1, 128, false},      // decode rows, multi-query
-                                    {1, 1, 5, 1, 1, 64, false},         // one query row
-                                    {1, 130, 130, 2, 2, 64, true, 20},  // a window
-                                    {1, 200, 50, 2, 2, 64, true},       // rows before the first key
-                                    {1, 77, 93, 3, 1, 40, false},       // odd lengths and head dim
-                                    {2, 65, 65, 2, 2, 96, true},       capped, temperature, far, unclipped,
-                                    packed};
+  const std::vector<Case> shapes = {
+      {2, 70, 70, 4, 2, 64, true},        // grouped heads, causal, two tiles
+      {1, 3, 200, 8, 1, 128, false},      // decode rows, multi-query
+      {1, 1, 5, 1, 1, 64, false},         // one query row
+      {1, 130, 130, 2, 2, 64, true, 20},  // a window
+      {1, 200, 50, 2, 2, 64, true},       // rows before the first key
+      {1, 77, 93, 3, 1, 40, false},       // odd lengths and head dim
+      {2, 65, 65, 2, 2, 96, true},       capped, temperature, far, unclipped, packed};
   for (const Storage* s : {&kBf16, &kF16})
     for (const Case& c : shapes)
       for (Enc e : {Enc::shaw, Enc::shaw_keys}) check_shaw_backward(c, e, *s, false);
@@ -239,7 +240,8 @@ TEST(AttentionShawBackwardCuda, RefusalsNameTheArgument) {
   g.shaw_a_k = table({8, 64});
   refused(cfg, q, g, "grads.shaw_a_k");
   g.shaw_a_k = table({9, 64});
-  AttentionConfig bad_config = cfg;  // the config's field is named, not the shape it would give grads.shaw_a_k
+  AttentionConfig bad_config =
+      cfg;  // the config's field is named, not the shape it would give grads.shaw_a_k
   bad_config.shaw->config.max_distance = -1;
   refused(bad_config, q, g, "max_distance");
   const TensorView wide = dev(DType::bf16, {1, 4, 2, 256});
