@@ -325,9 +325,9 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
   }
   set_bias(config.bias, H, l, memory);
-  if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
   if (config.shaw && config.transformer_xl)
     fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
+  if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
   if (config.transformer_xl) set_transformer_xl(config, in, H, D, Dv, l, memory);
 
   // Packed sequences: their offsets stay on the device (checked there: invalid ones make out NaN).
