@@ -343,8 +343,8 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
       transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale,
       encoding, window, softcap, chunk, settings):
-    """The gradients of q, k, v and of the relative table and sinks on CUDA tensors (Shaw's backward is
-    refused there by name, Transformer-XL by the forward)."""
+    """The gradients of q, k, v and of the relative table and sinks on CUDA tensors (Shaw's and
+    Transformer-XL's backward are refused there by name)."""
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
               sinks)
     device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)
