@@ -92,15 +92,18 @@ struct alignas(128) SharedTiles {
 };
 static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>) <= 227 * 1024);
 
-// Transformer-XL's shared memory (kXL kernels), after the tiles: the band's 2 kBlockN rproj rows (two
-// (kBlockN, kQKDim) tiles in the K tile's swizzled layout), their products with the block's rows plus
-// v . rproj stored by band column, (2 kBlockN, kXLBandRows) floats, the band's v . rproj, u . k_j of the
-// tile's keys, and u. The band's row stride is 4 mod 32 banks: the accumulators' stores (a quad's lanes 2
-// band columns apart, 8 rows) and the skewed reads (band column r - c + 63 at row r) each meet 32 banks.
+// Transformer-XL's shared memory (kXL kernels), after the tiles: kBlockN rproj rows (a (kBlockN, kQKDim)
+// tile in the K tile's swizzled layout); the band's products with the block's rows plus v . rproj, stored by
+// band column, (2 kBlockN, kXLBandRows) floats (its first half also holds the rows of its second half's
+// deltas while those are formed); v . rproj of the staged rows; u . k_j of the tile's keys; u. The band's row
+// stride is 4 mod 32 banks: the accumulators' stores (a quad's lanes 2 band columns apart, 8 rows) and the
+// skewed reads (band column r - c + 63 at row r) each meet 32 banks. With the K and V tiles: 109 KiB at head
+// dims of 128, two blocks per multiprocessor.
 inline constexpr int kXLBandRows = 68;
 template <class Element, int kQKDim>
 struct alignas(128) XLTiles {
-  Element r[2 * 64 * kQKDim];
+  static_assert(64 * kQKDim * sizeof(Element) <= 64 * kXLBandRows * sizeof(float), "rows in half the band");
+  Element r[64 * kQKDim];
   float band[2 * 64 * kXLBandRows];
   float vr[2 * 64];
   float uk[64];
@@ -108,19 +111,20 @@ struct alignas(128) XLTiles {
 };
 static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 128, 128>) +
                   sizeof(XLTiles<cutlass::bfloat16_t, 128>) <=
-              227 * 1024);
+              113 * 1024);
 
-// Transformer-XL's band for a tile (default positions): rproj rows first .. first + 2 kBlockN - 1 of the
-// table (zero outside it: those deltas belong to masked pairs, or to rows and keys past the sequence) into
-// xl.r by cp.async (the caller's group), and their v . rproj into xl.vr.
+// Transformer-XL: rproj rows first .. first + 63 of the table (zero outside it: those deltas belong to masked
+// pairs, or to rows and keys past the sequence) into `to`, a (64, kQKDim) tile in SmemLayout, by cp.async
+// (the caller's group), and their v . rproj into vr.
 template <class Element, int kQKDim, class SmemLayout>
-__device__ __forceinline__ void stage_xl_band(const Params& p, int64_t h, int64_t first,
-                                              XLTiles<Element, kQKDim>& xl) {
-  constexpr int kChunks = kQKDim / 8, kBand = 128;  // 16-byte chunks per row, band rows
+__device__ __forceinline__ void stage_xl_rows(const Params& p, int64_t h, int64_t first, Element* to,
+                                              float* vr) {
+  constexpr int kChunks = kQKDim / 8;  // 16-byte chunks per row
   const Element* rows = static_cast<const Element*>(p.xl_rproj) + h * p.xl_n * p.D;
-  for (int i = threadIdx.x; i < kBand * kChunks; i += blockDim.x) {
+#pragma unroll 1  // (unrolled, its shared-memory offsets would be kept in registers across the key tiles)
+  for (int i = threadIdx.x; i < 64 * kChunks; i += blockDim.x) {
     const int idx = i / kChunks, col = i % kChunks * 8;
-    Element* dst = xl.r + (idx / 64) * 64 * kQKDim + SmemLayout{}(idx % 64, col);  // 8 contiguous elements
+    Element* dst = to + SmemLayout{}(idx, col);  // 8 contiguous elements (the swizzle moves 16-byte chunks)
     const int64_t m = first + idx;
     if (m >= 0 && m < p.xl_n && col < p.D)
       SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>::copy(*reinterpret_cast<const uint128_t*>(rows + m * p.D + col),
@@ -128,9 +132,9 @@ __device__ __forceinline__ void stage_xl_band(const Params& p, int64_t h, int64_
     else
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
   }
-  for (int i = threadIdx.x; i < kBand; i += blockDim.x) {
+  for (int i = threadIdx.x; i < 64; i += blockDim.x) {
     const int64_t m = first + i;
-    xl.vr[i] = m >= 0 && m < p.xl_n ? p.xl_vr[h * p.xl_n + m] : 0.0f;
+    vr[i] = m >= 0 && m < p.xl_n ? p.xl_vr[h * p.xl_n + m] : 0.0f;
   }
 }
 
@@ -188,9 +192,12 @@ __device__ __forceinline__ void add_to_bin(float* bins, float (*lane_values)[32]
 // tensor cores' products rather than added to q and rounded to the storage type: u_h . k_j per key (fp32,
 // from the tile's k) and v_h . rproj_h per delta (fp32, with the table) are exact up to fp32 sums, so the
 // only rounding beyond the plain forward's is rproj's to the storage type for the tensor cores. A tile's
-// deltas form a band of 2 kBlockN - 1 values (src/cuda/attention-inl.cuh xl_band_first_delta): its q . rproj
-// is one (kBlockM, kQKDim) x (kQKDim, 2 kBlockN) product on tensor cores, stored with v . rproj in shared
-// memory by band column and read skewed, column r - c + kBlockN - 1 for the pair (r, c).
+// deltas form a band of 2 kBlockN - 1 values (src/cuda/attention-inl.cuh xl_band_first_delta), q . rproj of
+// which is kept with v . rproj in shared memory by band column and read skewed, column r - c + kBlockN - 1
+// for the pair (r, c). The next key tile's band is this one's moved by kBlockN: its last kBlockN columns are
+// this tile's first, copied over, so each tile forms only its first kBlockN columns, one (kBlockM, kQKDim) x
+// (kQKDim, kBlockN) product on the tensor cores like Q K^T, from kBlockN rproj rows staged with K (the first
+// tile of a row block, or one after skipped tiles, forms its last columns too).
 template <class Element, int kQKDim, int kVDim, bool kShaw, bool kXL = false>
 __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThreads)
     attention_forward_kernel(const __grid_constant__ Params p) {
@@ -234,6 +241,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
   ScoreTerms terms = p.terms;
   terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
   XLTiles<Element, kQKDim>* xl = nullptr;
+  [[maybe_unused]] int64_t xl_last_tile = -2;  // the last key tile whose band was formed
   if constexpr (kXL) {
     static_assert(!kShaw && T::kThreads == 2 * BN && BM == 64 && BN == 64, "XL: two threads per key");
     xl = reinterpret_cast<XLTiles<Element, kQKDim>*>(shared_bytes +
@@ -355,9 +363,22 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
                                       (keys.hi - qmin > -p.shaw_limit && keys.lo - qmax < p.shaw_limit));
     __syncthreads();  // every warp is done with the previous tile's K, V and key positions
     if (tid < BN) sh.k_pos[tid] = tid < cols ? k_pos[col0 + tid] : 0;
-    if constexpr (kXL)  // the band's rproj rows join K's cp.async group
-      stage_xl_band<Element, kQKDim, typename T::SmemK>(
-          p, h, xl_band_first_delta(sh.q_pos[0], k_pos[col0], BN) - p.xl_lo, *xl);
+    // XL: the band's last 64 columns are the previous tile's first 64 (its keys sit 64 positions before
+    // these), copied over; after skipped tiles (or on the first) they are formed here too, from their rows
+    // staged in the band's first half. The rows join K's cp.async group.
+    [[maybe_unused]] bool xl_next = false;
+    if constexpr (kXL) {
+      const int64_t first = xl_band_first_delta(sh.q_pos[0], k_pos[col0], BN) - p.xl_lo;  // its table row
+      xl_next = t == xl_last_tile + 1;
+      xl_last_tile = t;
+      if (xl_next)
+        for (int i = tid; i < BM * BN; i += T::kThreads)
+          xl->band[(BN + i / BM) * kXLBandRows + i % BM] = xl->band[i / BM * kXLBandRows + i % BM];
+      else
+        stage_xl_rows<Element, kQKDim, typename T::SmemK>(p, h, first + BN,
+                                                          reinterpret_cast<Element*>(xl->band), xl->vr + BN);
+      stage_xl_rows<Element, kQKDim, typename T::SmemK>(p, h, first, xl->r, xl->vr);
+    }
     const int64_t kv_row = b * p.k_strides[0] + (k0 + col0) * p.k_strides[1];
     const Element* k_ptr = static_cast<const Element*>(p.k) + kv_row + hk * p.k_strides[2];
     const Element* v_ptr = static_cast<const Element*>(p.v) + b * p.v_strides[0] +
@@ -373,21 +394,27 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
     cp_async_wait<1>();  // Q (first tile) and K have landed
     __syncthreads();
     if constexpr (kXL) {
-      // The band's q . rproj on tensor cores, 64 band columns at a time, plus v . rproj, into xl->band (one
-      // chunk's accumulators live at a time).
 #pragma unroll 1
-      for (int chunk = 0; chunk < 2; ++chunk) {
-        Tensor sR = make_tensor(make_smem_ptr(xl->r + chunk * BN * kQKDim), typename T::SmemK{});
+      for (int pass = xl_next ? 1 : 0; pass < 2; ++pass) {  // 0: the band's last 64 columns, 1: its first
+        if (pass == 1 && !xl_next) __syncthreads();         // every warp has read the last columns' rows
+        // q . rproj + v . rproj of band columns [c0, c0 + 64) from their staged rows, into xl->band.
+        const int c0 = pass == 0 ? BN : 0;
+        Tensor sR = make_tensor(make_smem_ptr(pass == 0 ? reinterpret_cast<Element*>(xl->band) : xl->r),
+                                typename T::SmemK{});
         Tensor tSsR = copy_k.partition_S(sR);
         Tensor acc = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
         clear(acc);
         tile_gemm(mma, acc, tSrQ, tSrK, tSsQ, tSrQ_view, tSsR, tSrK_view, tiled_copy_q, tiled_copy_k);
         Tensor a = make_tensor(acc.data(), accumulator_rows_cols(acc.layout()));
+        // From the thread's first element: the others' offsets are compile-time constants.
+        const int first_row = get<0>(tScS(0, 0)), first_col = get<1>(tScS(0, 0));
+        float* band = xl->band + (c0 + first_col) * kXLBandRows + first_row;
+        const float* vr = xl->vr + c0 + first_col;
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) CUTE_UNROLL
         for (int c = 0; c < size<1>(a); ++c) {
-          const int row = get<0>(tScS(r, c)), col = chunk * BN + get<1>(tScS(r, c));
-          xl->band[col * kXLBandRows + row] = a(r, c) + xl->vr[col];
+          const int row = get<0>(tScS(r, c)) - first_row, col = get<1>(tScS(r, c)) - first_col;
+          band[col * kXLBandRows + row] = a(r, c) + vr[col];
         }
       }
       // u . k_j of the tile's keys in fp32: two threads per key, each half of the columns, then a shuffle.
