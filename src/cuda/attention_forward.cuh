@@ -102,7 +102,6 @@ static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>) <= 227 * 1024);
 inline constexpr int kXLBandRows = 68;
 template <class Element, int kQKDim>
 struct alignas(128) XLTiles {
-  static_assert(64 * kQKDim * sizeof(Element) <= 64 * kXLBandRows * sizeof(float), "rows in half the band");
   Element r[64 * kQKDim];
   float band[2 * 64 * kXLBandRows];
   float vr[2 * 64];
@@ -112,6 +111,12 @@ struct alignas(128) XLTiles {
 static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 128, 128>) +
                   sizeof(XLTiles<cutlass::bfloat16_t, 128>) <=
               113 * 1024);
+
+template <class Element, int kQKDim, bool kXL>
+constexpr int xl_shared_bytes() {
+  if constexpr (kXL) return static_cast<int>(sizeof(XLTiles<Element, kQKDim>));
+  return 0;
+}
 
 // Transformer-XL: rproj rows first .. first + 63 of the table (zero outside it: those deltas belong to masked
 // pairs, or to rows and keys past the sequence) into `to`, a (64, kQKDim) tile in SmemLayout, by cp.async
@@ -244,6 +249,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
   [[maybe_unused]] int64_t xl_last_tile = -2;  // the last key tile whose band was formed
   if constexpr (kXL) {
     static_assert(!kShaw && T::kThreads == 2 * BN && BM == 64 && BN == 64, "XL: two threads per key");
+    static_assert(BN * kQKDim * sizeof(Element) <= BN * kXLBandRows * sizeof(float), "rows in half the band");
     xl = reinterpret_cast<XLTiles<Element, kQKDim>*>(shared_bytes +
                                                      sizeof(SharedTiles<Element, kQKDim, kVDim>));
     for (int i = tid; i < kQKDim; i += T::kThreads)
@@ -628,7 +634,7 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
   const int shaw_tables = !kShaw ? 0 : params.shaw_a_v != nullptr ? 2 : 1;
   const int bytes = static_cast<int>(sizeof(SharedTiles<Element, kQKDim, kVDim>)) +
                     shaw_tables * T::kBlockM * params.shaw_rows * static_cast<int>(sizeof(float)) +
-                    (kXL ? static_cast<int>(sizeof(XLTiles<Element, kQKDim>)) : 0);
+                    xl_shared_bytes<Element, kQKDim, kXL>();
   auto kernel = attention_forward_kernel<Element, kQKDim, kVDim, kShaw, kXL>;
   // Shaw's kernels take what its distances need: the attribute is the most any call may ask (the front end
   // checked this call's against the device), so that calls with different distances never race on it.
