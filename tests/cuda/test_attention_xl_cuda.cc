@@ -10,7 +10,8 @@
 //   |out - exact| <= u_p max_j |v_j| + u |exact| + 1e-5 (1 + |exact|) + (e^(2 E_i) - 1) max_j |v_j|
 //   |lse - exact| <= 1e-5 (1 + |exact|) + E_i.
 // Outputs are poisoned (NaN) first: every element must be written; a second call gives the same bits. The
-// refusals run without a GPU; everything else skips without one.
+// refusals run without a GPU; everything else skips without one. RoPE with these terms: against the CPU on q
+// and k rotated as the device rotates them (tests/cuda/rope_emulation.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "posenc/error.h"
 #include "posenc/kv_cache.h"
 #include "reference/transformer_xl.h"
+#include "rope_emulation.h"
 
 namespace posenc::test {
 namespace {
@@ -196,70 +198,83 @@ TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
       for (Enc e : {Enc::transformer_xl, Enc::transformer_xl_t5}) check(c, e, *s);
 }
 
-// A wider model (d_model 200, base 10000: several column and row tiles of W_R R, and its steps of e) against
-// the CPU backend's fp32 forward on the same rounded inputs.
-TEST(AttentionXLCuda, WideModelAgainstTheCpu) {
-  POSENC_SKIP_WITHOUT_GPU();
-  struct Run {
-    Case c;
-    const Storage* s;
-  };
-  for (const Run& run :
-       {Run{{2, 150, 150, 4, 2, 128, true}, &kBf16}, Run{{1, 3, 300, 4, 4, 64, false}, &kF16},
-        Run{{1, 64, 64, 2, 2, 64, false}, &kBf16}}) {
-    const Case& c = run.c;
-    const Storage& s = *run.s;
-    SCOPED_TRACE(std::string(s.name) + " Q " + std::to_string(c.Q) + " K " + std::to_string(c.K));
-    const int64_t d_model = 200;
-    std::vector<uint16_t> q16, k16, v16;
-    const std::vector<float> q = rounded_random(s, c.B * c.Q * c.H * c.D, 11, q16),
-                             k = rounded_random(s, c.B * c.K * c.Hkv * c.D, 12, k16),
-                             v = rounded_random(s, c.B * c.K * c.Hkv * c.D, 13, v16);
-    std::vector<float> u = random_floats(c.H * c.D, 14, -0.5f, 0.5f),
-                       vb = random_floats(c.H * c.D, 15, -0.5f, 0.5f),
-                       w_r = random_floats(c.H * c.D * d_model, 16, -0.1f, 0.1f);
-    AttentionConfig cfg;
-    cfg.causal = c.causal;
-    AttentionTransformerXL x;
-    x.config = {d_model, c.H, c.D, 10000.0};
-    x.u = view(u.data(), {c.H, c.D}), x.v = view(vb.data(), {c.H, c.D});
-    x.w_r = view(w_r.data(), {c.H * c.D, d_model});
-    cfg.transformer_xl = x;
-    std::vector<float> out_cpu(c.B * c.Q * c.H * c.D), lse_cpu(c.B * c.H * c.Q);
-    attention_forward(cfg,
-                      qkv(view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
-                          view(v.data(), {c.B, c.K, c.Hkv, c.D})),
-                      view(out_cpu.data(), {c.B, c.Q, c.H, c.D}), view(lse_cpu.data(), {c.B, c.H, c.Q}));
-    // The moves of the logits, from a double problem of the same terms.
-    ref::AttentionProblem<double> p;
-    p.B = c.B, p.Q = c.Q, p.K = c.K, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.causal = c.causal;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(c.D));
-    for (int64_t b = 0; b < c.B; ++b) {
-      for (int64_t i = 0; i < c.Q; ++i) p.q_pos.push_back(c.K - c.Q + i);
-      for (int64_t j = 0; j < c.K; ++j) p.k_pos.push_back(j);
-    }
-    p.transformer_xl_d_model = d_model, p.transformer_xl_base = 10000.0;
-    p.transformer_xl_w_r.assign(w_r.begin(), w_r.end());
-    const std::vector<double> qd(q.begin(), q.end());
-    const ref::AttentionResult<double> r = ref::attention<double>(
-        [&] {
-          ref::AttentionProblem<double> full = p;
-          full.transformer_xl_u.assign(u.begin(), u.end()),
-              full.transformer_xl_v.assign(vb.begin(), vb.end());
-          return full;
-        }(),
-        qd, std::vector<double>(k.begin(), k.end()), std::vector<double>(v.begin(), v.end()));
-    const std::vector<double> moves = logit_moves(p, qd, s.unit_roundoff, r.largest_logit_terms);
-    double vmax = 0;
-    for (float x : v) vmax = std::max(vmax, std::fabs(static_cast<double>(x)));
-    Rounded d{q16, k16, v16, vmax};
-    const DeviceResult got = run_device(c, cfg, d, s);
-    // The CPU's fp32 result is within 1e-5 of the exact one on these values: 1e-5 more slack.
-    expect_within(c, s, got, std::vector<double>(out_cpu.begin(), out_cpu.end()),
-                  std::vector<double>(lse_cpu.begin(), lse_cpu.end()), moves, vmax, 1e-5);
-    // And the double reference itself, as a check of the CPU figures the bound was applied to.
-    expect_within(c, s, got, r.out, r.lse, moves, vmax, 0.0);
+// The GPU against the CPU backend's fp32 forward (and the double reference) on the same rounded inputs, with
+// Transformer-XL's terms of width d_model and base 10000; with `rope`, q and k rotated on the device (the CPU
+// and the reference then take them rotated as the device rotates them, tests/cuda/rope_emulation.h, without
+// RoPE).
+void check_against_cpu(const Case& c, const Storage& s, int64_t d_model, const Rope* rope) {
+  SCOPED_TRACE(std::string(s.name) + " Q " + std::to_string(c.Q) + " K " + std::to_string(c.K) + " D " +
+               std::to_string(c.D) + (rope ? " rope" : ""));
+  std::vector<uint16_t> q16, k16, v16;
+  std::vector<float> q = rounded_random(s, c.B * c.Q * c.H * c.D, 11, q16),
+                     k = rounded_random(s, c.B * c.K * c.Hkv * c.D, 12, k16);
+  const std::vector<float> v = rounded_random(s, c.B * c.K * c.Hkv * c.D, 13, v16);
+  std::vector<int64_t> q_pos, k_pos;  // the defaults
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t i = 0; i < c.Q; ++i) q_pos.push_back(c.K - c.Q + i);
+    for (int64_t j = 0; j < c.K; ++j) k_pos.push_back(j);
   }
+  if (rope != nullptr) {
+    const auto rotated = [&](const std::vector<uint16_t>& x, const std::vector<int64_t>& pos, int64_t T,
+                             int64_t heads) {
+      const std::vector<uint16_t> y = emulate_cuda_rope(rope->frequencies(), rope->config().layout, c.D,
+                                                        s.dtype, x, pos, c.B, T, heads, false);
+      std::vector<float> values(y.size());
+      for (size_t i = 0; i < y.size(); ++i) values[i] = s.value(y[i]);
+      return values;
+    };
+    q = rotated(q16, q_pos, c.Q, c.H), k = rotated(k16, k_pos, c.K, c.Hkv);
+  }
+  const std::vector<float> u = random_floats(c.H * c.D, 14, -0.5f, 0.5f),
+                           vb = random_floats(c.H * c.D, 15, -0.5f, 0.5f),
+                           w_r = random_floats(c.H * c.D * d_model, 16, -0.1f, 0.1f);
+  AttentionConfig cfg;
+  cfg.causal = c.causal;
+  AttentionTransformerXL x;
+  x.config = {d_model, c.H, c.D, 10000.0};
+  x.u = view(u.data(), {c.H, c.D}), x.v = view(vb.data(), {c.H, c.D});
+  x.w_r = view(w_r.data(), {c.H * c.D, d_model});
+  cfg.transformer_xl = x;
+  std::vector<float> out_cpu(c.B * c.Q * c.H * c.D), lse_cpu(c.B * c.H * c.Q);
+  attention_forward(cfg,
+                    qkv(view(q.data(), {c.B, c.Q, c.H, c.D}), view(k.data(), {c.B, c.K, c.Hkv, c.D}),
+                        view(v.data(), {c.B, c.K, c.Hkv, c.D})),
+                    view(out_cpu.data(), {c.B, c.Q, c.H, c.D}), view(lse_cpu.data(), {c.B, c.H, c.Q}));
+  // The double reference of the same terms, and the moves of its logits.
+  ref::AttentionProblem<double> p;
+  p.B = c.B, p.Q = c.Q, p.K = c.K, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.causal = c.causal;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+  p.q_pos = q_pos, p.k_pos = k_pos;
+  p.transformer_xl_d_model = d_model, p.transformer_xl_base = 10000.0;
+  p.transformer_xl_u.assign(u.begin(), u.end()), p.transformer_xl_v.assign(vb.begin(), vb.end());
+  p.transformer_xl_w_r.assign(w_r.begin(), w_r.end());
+  const std::vector<double> qd(q.begin(), q.end());
+  const ref::AttentionResult<double> r = ref::attention<double>(
+      p, qd, std::vector<double>(k.begin(), k.end()), std::vector<double>(v.begin(), v.end()));
+  const std::vector<double> moves = logit_moves(p, qd, s.unit_roundoff, r.largest_logit_terms);
+  double vmax = 0;
+  for (float e : v) vmax = std::max(vmax, std::fabs(static_cast<double>(e)));
+  cfg.rope = rope;
+  const DeviceResult got = run_device(c, cfg, Rounded{q16, k16, v16, vmax}, s);
+  // The CPU's fp32 result is within 1e-5 of the exact one on these values: 1e-5 more slack.
+  expect_within(c, s, got, std::vector<double>(out_cpu.begin(), out_cpu.end()),
+                std::vector<double>(lse_cpu.begin(), lse_cpu.end()), moves, vmax, 1e-5);
+  expect_within(c, s, got, r.out, r.lse, moves, vmax, 0.0);
+}
+
+// A wider model (d_model 200: several column and row tiles of W_R R, and its steps of e), and RoPE on the
+// device with Transformer-XL's terms (the CPU on q and k rotated as the device rotates them).
+TEST(AttentionXLCuda, WideModelAndRopeAgainstTheCpu) {
+  POSENC_SKIP_WITHOUT_GPU();
+  check_against_cpu({2, 150, 150, 4, 2, 128, true}, kBf16, 200, nullptr);
+  check_against_cpu({1, 3, 300, 4, 4, 64, false}, kF16, 200, nullptr);
+  check_against_cpu({1, 64, 64, 2, 2, 64, false}, kBf16, 200, nullptr);
+  RopeConfig rc;
+  rc.head_dim = 64;
+  rc.base = 10000;
+  const Rope rope(rc);
+  check_against_cpu({1, 100, 100, 4, 2, 64, true}, kBf16, 32, &rope);
+  check_against_cpu({1, 5, 90, 2, 1, 64, false}, kF16, 32, &rope);
 }
 
 // What Transformer-XL on CUDA refuses, by name, before anything is queued (no device needed: the checks read
