@@ -231,8 +231,9 @@ TEST(AttentionElements, SplitKPartialRowsMergeToTheWholeRow) {
 // keys (batch rows, and packed sequences shorter than the batch's Q and K), each pair's delta is the band's
 // first delta plus its skewed column, the column lies in the band's 127, a full tile's band starts where the
 // CPU's delta span of the tile does (src/cpu/attention_tile-inl.h TileDeltaSpan, through the CPU's
-// DeltaIndex), and every visible pair's delta has a row in the table xl_delta_range gives for the batch's Q
-// and K.
+// DeltaIndex), the next key tile's band is this one's moved by 64 (the kernel copies this band's first half
+// to the next one's second), and every visible pair's delta has a row in the table xl_delta_range gives for
+// the batch's Q and K.
 TEST(AttentionElements, TransformerXLBandAndSkewForDefaultPositions) {
   constexpr int BM = 64, BN = 64;
   struct Shape {
@@ -266,6 +267,8 @@ TEST(AttentionElements, TransformerXLBandAndSkewForDefaultPositions) {
                       cols = static_cast<int>(std::min<int64_t>(BN, nk - col0));
             if (rows == BM && cols == BN)  // the CPU's span of a full tile starts at qmin - kmax
               ASSERT_EQ(index(q_pos[row0] - k_pos[col0 + BN - 1]), index(first));
+            if (col0 + BN < nk)  // the next tile's last BN band columns are this tile's first BN
+              ASSERT_EQ(cuda::xl_band_first_delta(q_pos[row0], k_pos[col0 + BN], BN) + BN, first);
             for (int r = 0; r < rows; ++r)
               for (int c = 0; c < cols; ++c) {
                 const int column = cuda::xl_band_column(r, c, BN);
