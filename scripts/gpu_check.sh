@@ -31,7 +31,8 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
     -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" \
     -DPOSENC_CUTLASS_DIR=/tmp/posenc-cutlass >"$out/build.log" 2>&1
   cmake --build /tmp/posenc-gpu --target test_cuda_elements test_attention_elements test_rope_cuda \
-    test_bias_cuda test_absolute_cuda test_attention_cuda test_kv_cache_cuda >>"$out/build.log" 2>&1 ||
+    test_bias_cuda test_absolute_cuda test_attention_cuda test_attention_xl_cuda test_kv_cache_cuda \
+    >>"$out/build.log" 2>&1 ||
     { tail -30 "$out/build.log"; exit 1; }
   bin=/tmp/posenc-gpu/tests
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH"
@@ -40,7 +41,7 @@ fi
 failed=0
 phase "tests"
 for t in test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda \
-  test_attention_cuda test_kv_cache_cuda; do
+  test_attention_cuda test_attention_xl_cuda test_kv_cache_cuda; do
   timeout 300 "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
   status=$?
   tail -3 "$out/$t.log"
@@ -61,6 +62,11 @@ if command -v compute-sanitizer >/dev/null; then
   status=$?
   tail -4 "$out/memcheck_attention.log"
   [ $status -eq 0 ] || { echo "attention memcheck FAILED (exit $status)"; failed=1; }
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_attention_xl_cuda" \
+    --gtest_filter='AttentionXLCuda.SmallShapes*' >"$out/memcheck_attention_xl.log" 2>&1
+  status=$?
+  tail -4 "$out/memcheck_attention_xl.log"
+  [ $status -eq 0 ] || { echo "attention XL memcheck FAILED (exit $status)"; failed=1; }
 fi
 
 phase "benchmarks (posenc, then the PyTorch anchors)"
@@ -83,7 +89,8 @@ if PYTHONPATH=/tmp/posenc-build-backend timeout 480 python3 -m pip install -v --
   --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $prefix/usr/include" \
   --config-settings=cmake.define.POSENC_CUTLASS_DIR=/tmp/posenc-cutlass . >>"$out/python_build.log" 2>&1; then
   LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH" PYTHONPATH="$site" HF_HUB_OFFLINE=1 \
-    timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_cuda.py >"$out/pytest_cuda.log" 2>&1
+    timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_cuda.py \
+    python/tests/test_torch_cuda_xl.py >"$out/pytest_cuda.log" 2>&1
   status=$?
   tail -3 "$out/pytest_cuda.log"
   [ $status -eq 0 ] || { echo "pytest on CUDA FAILED (exit $status)"; failed=1; }

@@ -173,6 +173,14 @@ void check(const Case& c, Enc e, const Storage& s) {
   expect_within(c, s, got, r.out, r.lse, moves, d.vmax, 0.0);
 }
 
+// Two small cases, partial tiles and a tile band past the table both ways (what scripts/gpu_check.sh runs
+// under compute-sanitizer's memcheck).
+TEST(AttentionXLCuda, SmallShapesAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  check({1, 70, 70, 2, 1, 64, true}, Enc::transformer_xl_t5, kBf16);
+  check({1, 3, 130, 2, 2, 128, false}, Enc::transformer_xl, kF16);
+}
+
 TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
   POSENC_SKIP_WITHOUT_GPU();
   Case capped{1, 70, 70, 4, 2, 64, true};
