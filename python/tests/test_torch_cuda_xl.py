@@ -14,18 +14,23 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and posenc.cuda_b
                                        "(scripts/gpu_check.sh runs it on a GPU machine)")
 
 
-def _logit_move(q, w_r, d_model, base, Q, K, scale, unit):
+def _logit_move(q, v_b, w_r, d_model, base, Q, K, scale, unit):
     """The most a logit moves when the device rounds rproj_h(delta) = W_R,h R_delta to the storage type for
-    its tensor cores: scale * unit * max over rows and deltas of sum_d |q_d| |rproj_d| (every delta of the
-    default positions, visible or not: a bound), in double."""
+    its tensor cores, plus the table's own error (W_R R from two bf16 parts of each operand, fp32 sums: within
+    t = 2^-15 + d_model 2^-24 of A = sum_e |W_R R|): scale * max over rows and deltas of
+    sum_d |q_d| (unit |rproj_d| + t A_d) + |v_d| t A_d (every delta of the default positions, visible or not:
+    a bound), in double."""
     H, D = q.shape[2], q.shape[3]
     deltas = torch.arange(1 - Q, K, dtype=torch.float64)
     w = base ** (-2.0 * torch.arange(d_model // 2, dtype=torch.float64) / d_model)
     angles = deltas[:, None] * w[None, :]
     r = torch.cat([angles.sin(), angles.cos()], dim=1)  # (n, d_model)
     rproj = (w_r.double() @ r.T).reshape(H, D, -1)  # (H, D, n)
-    sums = torch.einsum("bqhd,hdn->bqhn", q.double().abs(), rproj.abs())
-    return abs(scale) * unit * sums.max().item()
+    magnitude = (w_r.double().abs() @ r.abs().T).reshape(H, D, -1)
+    t = 2.0 ** -15 + d_model * 2.0 ** -24
+    sums = torch.einsum("bqhd,hdn->bqhn", q.double().abs(), unit * rproj.abs() + t * magnitude)
+    sums = sums + torch.einsum("hd,hdn->hn", v_b.double().abs(), t * magnitude)[None, None]
+    return abs(scale) * sums.max().item()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -48,7 +53,7 @@ def test_attention_cuda_transformer_xl_forward_matches_cpu(dtype, B, Q, K, H, Hk
     out_gpu = pt.attention(q.cuda(), k.cuda(), v.cuda(), **device, **kwargs)
     assert out_gpu.device.type == "cuda" and out_gpu.dtype == dtype
     unit = 2 ** -8 if dtype == torch.bfloat16 else 2 ** -11
-    move = _logit_move(q, w_r, d_model, base, Q, K, 1 / math.sqrt(D), unit)
+    move = _logit_move(q, v_b, w_r, d_model, base, Q, K, 1 / math.sqrt(D), unit)
     vmax = v.float().abs().max().item()
     torch.testing.assert_close(out_gpu.cpu().float(), out_cpu.float(),
                                atol=2 * unit * vmax + math.expm1(2 * move) * vmax + 2e-5, rtol=2 * unit)

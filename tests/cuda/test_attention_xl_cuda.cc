@@ -4,8 +4,9 @@
 // storage type for its q . rproj product on tensor cores (u . k_j and v . rproj stay fp32), so beyond the
 // plain forward's rounding (tests/cuda/test_attention_cuda.cc: P rounded to the storage) each logit of row i
 // may move by up to
-//   E_i = scale u max_{j visible} sum_d |q_id| |rproj_h(delta_ij)_d| + 2^-20 T   (T: the problem's largest
-//         sum of |terms| of a logit, for the fp32 sums of u . k, v . rproj and W_R R)
+//   E_i = scale u max_{j visible} sum_d |q_id| |rproj_h(delta_ij)_d| + (the table's own error: logit_moves)
+//         + 2^-20 T   (T: the problem's largest sum of |terms| of a logit, for the fp32 sums of u . k, v .
+//         rproj)
 // with u the storage's unit roundoff; the row's softmax weights then move by at most a factor e^(+-2 E_i):
 //   |out - exact| <= u_p max_j |v_j| + u |exact| + 1e-5 (1 + |exact|) + (e^(2 E_i) - 1) max_j |v_j|
 //   |lse - exact| <= 1e-5 (1 + |exact|) + E_i.
@@ -30,20 +31,29 @@
 namespace posenc::test {
 namespace {
 
-// E_i of the header per (b, h, i), as (B, H, Q): the largest sum_d |q_id| |rproj_h(delta)_d| over the row's
-// visible keys, times scale and the unit roundoff, plus the fp32 sums' share.
+// E_i of the header per (b, h, i), as (B, H, Q): over the row's visible keys j, the largest
+//   sum_d |q_id| (u |rproj_d| + t A_d) + sum_d |v_hd| t A_d,  A_d = sum_e |W_R[h D + d][e] R_delta[e]|,
+// times scale, plus the fp32 sums' share; t = 2^-15 + d_model 2^-24 is the table's own error relative to A
+// (W_R R on the tensor cores from two bf16 parts of each operand, fp32 sums: src/cuda/attention_xl.cu).
 std::vector<double> logit_moves(const ref::AttentionProblem<double>& p, const std::vector<double>& q,
                                 double u, double largest_terms) {
-  std::map<std::pair<int64_t, int64_t>, std::vector<double>> rproj;  // (h, delta) -> (D)
+  struct Row {
+    std::vector<double> value, magnitude;  // rproj_h(delta) (D), A (D)
+  };
+  std::map<std::pair<int64_t, int64_t>, Row> rproj;  // (h, delta)
   std::vector<double> r;
-  const auto row = [&](int64_t h, int64_t delta) -> const std::vector<double>& {
-    std::vector<double>& rp = rproj[{h, delta}];
-    if (!rp.empty()) return rp;
-    ref::transformer_xl_sinusoid(delta, p.transformer_xl_d_model, p.transformer_xl_base, r);
-    rp.assign(p.D, 0.0);
+  const int64_t d_model = p.transformer_xl_d_model;
+  const double table = std::ldexp(1.0, -15) + static_cast<double>(d_model) * std::ldexp(1.0, -24);
+  const auto row = [&](int64_t h, int64_t delta) -> const Row& {
+    Row& rp = rproj[{h, delta}];
+    if (!rp.value.empty()) return rp;
+    ref::transformer_xl_sinusoid(delta, d_model, p.transformer_xl_base, r);
+    rp.value.assign(p.D, 0.0), rp.magnitude.assign(p.D, 0.0);
     for (int64_t d = 0; d < p.D; ++d)
-      for (int64_t e = 0; e < p.transformer_xl_d_model; ++e)
-        rp[d] += p.transformer_xl_w_r[(h * p.D + d) * p.transformer_xl_d_model + e] * r[e];
+      for (int64_t e = 0; e < d_model; ++e) {
+        const double x = p.transformer_xl_w_r[(h * p.D + d) * d_model + e] * r[e];
+        rp.value[d] += x, rp.magnitude[d] += std::fabs(x);
+      }
     return rp;
   };
   std::vector<double> moves(p.B * p.H * p.Q, 0.0);
@@ -51,15 +61,18 @@ std::vector<double> logit_moves(const ref::AttentionProblem<double>& p, const st
     for (int64_t h = 0; h < p.H; ++h)
       for (int64_t i = 0; i < p.Q; ++i) {
         const double* qi = &q[((b * p.Q + i) * p.H + h) * p.D];
+        const double* vh = &p.transformer_xl_v[h * p.D];
         double largest = 0;
         for (int64_t j = 0; j < p.K; ++j) {
           if (!p.allowed(b, i, j)) continue;
-          const std::vector<double>& rp = row(h, p.q_pos[b * p.Q + i] - p.k_pos[b * p.K + j]);
+          const Row& rp = row(h, p.q_pos[b * p.Q + i] - p.k_pos[b * p.K + j]);
           double t = 0;
-          for (int64_t d = 0; d < p.D; ++d) t += std::fabs(qi[d] * rp[d]);
+          for (int64_t d = 0; d < p.D; ++d)
+            t += std::fabs(qi[d]) * (u * std::fabs(rp.value[d]) + table * rp.magnitude[d]) +
+                 std::fabs(vh[d]) * table * rp.magnitude[d];
           largest = std::max(largest, t);
         }
-        moves[(b * p.H + h) * p.Q + i] = std::fabs(p.scale) * u * largest + std::ldexp(largest_terms, -20);
+        moves[(b * p.H + h) * p.Q + i] = std::fabs(p.scale) * largest + std::ldexp(largest_terms, -20);
       }
   return moves;
 }
