@@ -116,6 +116,7 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
   sanitize memcheck attention test_attention_cuda \
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
+  sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
   # Shaw's sums by distance are shared memory written by groups of lanes: racecheck on a small case with
   # tiles wholly beyond max_distance and tiles near the diagonal.
   sanitize racecheck shaw test_attention_shaw_backward_cuda \

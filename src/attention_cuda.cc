@@ -180,6 +180,46 @@ void check_shaw_backward(const AttentionShaw& s, int64_t D, int64_t Dv) {
                  "head_dim " + std::to_string(D) + ", more than this device's " + std::to_string(available));
 }
 
+// Transformer-XL's parameters for the forward (as the CPU's attention plan checks them), within the GPU's
+// limits: heads up to kMaxTransformerXLHeadDim, no query temperature (as on the CPU), default positions (the
+// deltas the tiles read are then known from the shapes, without reading positions back).
+void set_transformer_xl(const AttentionConfig& config, const AttentionInputs& in, int64_t H, int64_t D,
+                        int64_t Dv, cuda::AttentionLaunch& l, DeviceViews& memory) {
+  const AttentionTransformerXL& x = *config.transformer_xl;
+  validate(x.config);
+  if (x.config.heads != H)
+    fail(kOp, "transformer_xl.config.heads = ", x.config.heads, " differs from the ", H, " heads of q");
+  if (x.config.head_dim != D)
+    fail(kOp, "transformer_xl.config.head_dim = ", x.config.head_dim, " differs from the head_dim of q, ", D);
+  if (D > cuda::kMaxTransformerXLHeadDim)
+    fail(kOp, "q has head_dim ", D, ": transformer_xl on cuda takes heads up to ",
+         cuda::kMaxTransformerXLHeadDim);
+  if (config.query_temperature.kind != QueryTemperature::Kind::none)
+    fail(kOp, "query_temperature and transformer_xl do not combine");
+  for (const auto& [name, positions] :
+       {std::pair<const char*, const ConstTensorView*>{"q_positions", &in.q_positions},
+        {"k_positions", &in.k_positions}})
+    if (positions->data != nullptr)
+      fail(kOp, name, " is given: transformer_xl on cuda takes the default positions (keys 0 .. K-1, ",
+           "queries K-Q .. K-1, per sequence when packed)");
+  check_view(kOp, "transformer_xl.u", x.u, DType::f32, {H, D}, x.u.data, Device::cuda);
+  check_view(kOp, "transformer_xl.v", x.v, DType::f32, {H, D}, x.v.data, Device::cuda);
+  check_view(kOp, "transformer_xl.w_r", x.w_r, DType::f32, {H * D, x.config.d_model}, x.w_r.data,
+             Device::cuda);
+  memory.add("transformer_xl.u", x.u, x.u.data), memory.add("transformer_xl.v", x.v, x.v.data);
+  memory.add("transformer_xl.w_r", x.w_r, x.w_r.data);
+  const int64_t needed = cuda::attention_forward_shared_bytes(D, Dv, 0, false, true),
+                available = cuda::max_shared_bytes_per_block();
+  if (needed > available)
+    fail(kOp, "transformer_xl with head_dim ", D, " needs ", needed,
+         " bytes of shared memory per block, more than this device's ", available);
+  l.xl_u = x.u.ptr<float>(), l.xl_v = x.v.ptr<float>(), l.xl_w_r = x.w_r.ptr<float>();
+  for (int i = 0; i < 2; ++i)
+    l.xl_u_strides[i] = x.u.strides[i], l.xl_v_strides[i] = x.v.strides[i],
+    l.xl_w_r_strides[i] = x.w_r.strides[i];
+  l.xl_d_model = x.config.d_model, l.xl_base = x.config.base;
+}
+
 // The backward's own views: grad_out, and the gradients to add into.
 struct BackwardArgs {
   ConstTensorView grad_out;
@@ -271,13 +311,14 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   } else if (bw != nullptr) {
     fail(kOp, "lse is required by the backward (the forward's lse)");
   }
+  if (bw != nullptr && config.transformer_xl)  // before the gradients' checks, which would name its own
+    fail(kOp,
+         "transformer_xl's backward is not available on cuda yet (its forward is; the CPU backend has both)");
   if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, Dv, memory);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
 
   // The config: what the kernel has, and what it refuses by name.
-  if (config.transformer_xl)
-    fail(kOp, "transformer_xl is not available on cuda yet (the CPU backend has it)");
   if (config.rotate_values) fail(kOp, "rotate_values is not available on cuda (fp32 values only)");
   if (config.window < 0) fail_arg(kOp, "window", config.window, "must be >= 0 (0 = no window)");
   if (config.chunk < 0) fail_arg(kOp, "chunk", config.chunk, "must be >= 0 (0 = no chunks)");
@@ -305,10 +346,11 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     l.sinks = config.sinks.ptr<float>(), l.sinks_stride = config.sinks.strides[0];
   }
   set_bias(config.bias, H, l, memory);
-  if (config.shaw && bw != nullptr) check_shaw_backward(*config.shaw, D, Dv);
-  if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
   if (config.shaw && config.transformer_xl)
     fail(kOp, "shaw and transformer_xl are alternatives: give one of them");
+  if (config.shaw && bw != nullptr) check_shaw_backward(*config.shaw, D, Dv);
+  if (config.shaw) set_shaw(*config.shaw, D, Dv, l, memory);
+  if (config.transformer_xl) set_transformer_xl(config, in, H, D, Dv, l, memory);
 
   // Packed sequences: their offsets stay on the device (checked there: invalid ones make out NaN).
   const bool packed = in.cu_seqlens_q.data != nullptr || in.cu_seqlens_k.data != nullptr;

@@ -177,6 +177,9 @@ void KVCache::attend_cuda(const AttentionConfig& config, ConstTensorView q, Tens
   if (config.rope_offset != 0)
     fail(kOp, "config.rope_offset = ", config.rope_offset,
          " is invalid here: the cache's rope rotates whole heads");
+  if (config.transformer_xl)
+    fail(kOp, "config.transformer_xl is not supported by the KV cache on cuda (transformer_xl on cuda takes ",
+         "the default positions; the cache's are stored ones)");
   if (size_ == 0) fail(kOp, "attend on an empty cache; append keys and values first");
   check_view(kOp, "q", q, detail::activation_dtype(q), {batch_, -1, -1, head_dim_}, q.data, Device::cuda);
   const int64_t T = q.shape[1], H = q.shape[2];

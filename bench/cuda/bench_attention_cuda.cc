@@ -1,10 +1,10 @@
 // bench/cuda/bench_attention_cuda.cc: the fused attention forward on the GPU, bf16, B 4, H 32, S 4096, D 128
 // and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
-// sliding window 1024, Shaw (max_distance 128); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA);
-// the forward and backward together at D 128 with no bias, ALiBi, T5 (its table's gradient) and Shaw (its
-// tables' gradients), every gradient deterministic.
-// TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V; the backward 10 B H D more: the
-// recomputed q.k, dP, dV, dQ and dK, FlashAttention-2's count), as the anchors of
+// sliding window 1024, Shaw (max_distance 128), Transformer-XL (d_model = H D, its tables built in each
+// call); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA); the forward and backward together at D 128
+// with no bias, ALiBi, T5 (its table's gradient) and Shaw (its tables' gradients), every gradient
+// deterministic. TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V; the backward 10 B H D
+// more: the recomputed q.k, dP, dV, dQ and dK, FlashAttention-2's count), as the anchors of
 // scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
 // per figure on stdout; run by scripts/gpu_check.sh.   usage: bench_attention_cuda [repeats]
 #include <algorithm>
@@ -146,6 +146,19 @@ int main(int argc, char** argv) {
     shaw.shaw = AttentionShaw{ShawConfig{128, D}, view(shaw_tables, {257, D}, Device::cuda),
                               view(shaw_tables + 257 * D, {257, D}, Device::cuda)};
     variants.push_back({"shaw128", shaw, 0});
+    // Transformer-XL with d_model = H D (as the paper's models): u, v (H, D) and W_R (H D, H D) zero (the
+    // work does not depend on them); each call tabulates W_R R over the S deltas causal attention sees, then
+    // runs the fused forward.
+    const int64_t d_model = H * D;
+    const size_t xl_bytes = static_cast<size_t>(2 * H * D + H * D * d_model) * 4;
+    float* xl;
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&xl), xl_bytes), "cudaMalloc");
+    cuda_ok(cudaMemset(xl, 0, xl_bytes), "memset");
+    AttentionConfig transformer_xl = base;
+    transformer_xl.transformer_xl = AttentionTransformerXL{
+        TransformerXLConfig{d_model, H, D, 10000.0}, view(xl, {H, D}, Device::cuda),
+        view(xl + H * D, {H, D}, Device::cuda), view(xl + 2 * H * D, {H * D, d_model}, Device::cuda)};
+    variants.push_back({"transformer_xl", transformer_xl, 0});
     const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " causal";
     for (const Variant& var : variants) {
       const double ms = median_ms(repeats, 1, [&](int) { attention_forward(var.config, in, o, {}); });
@@ -156,7 +169,7 @@ int main(int argc, char** argv) {
           var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
       std::fflush(stdout);
     }
-    cudaFree(table), cudaFree(shaw_tables);
+    cudaFree(table), cudaFree(shaw_tables), cudaFree(xl);
     for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
   }
   {  // head dims of Gemma (256) and of MLA (q / k 192, v 128)

@@ -54,7 +54,7 @@ TensorView optional_cuda_view(const nb::dict& d, const char* name) {
 }
 
 // The config and inputs of a call on CUDA tensors: positions and tables (relative_table, sinks, shaw_a_k,
-// shaw_a_v) by name.
+// shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r) by name.
 struct CudaCall {
   AttentionConfig config;
   AttentionInputs in;
@@ -67,6 +67,11 @@ CudaCall cuda_call(const Attention& a, const CudaSpec& q, const CudaSpec& k, con
   if (call.config.shaw) {
     call.config.shaw->a_k = optional_cuda_view(tables, "shaw_a_k");
     call.config.shaw->a_v = optional_cuda_view(tables, "shaw_a_v");
+  }
+  if (call.config.transformer_xl) {
+    call.config.transformer_xl->u = optional_cuda_view(tables, "transformer_xl_u");
+    call.config.transformer_xl->v = optional_cuda_view(tables, "transformer_xl_v");
+    call.config.transformer_xl->w_r = optional_cuda_view(tables, "transformer_xl_w_r");
   }
   call.in.q_positions = optional_cuda_view(positions, "q_positions");
   call.in.k_positions = optional_cuda_view(positions, "k_positions");

@@ -64,6 +64,30 @@ POSENC_HD inline int shaw_clipped_tile_row(int64_t keys_lo, int64_t keys_hi, int
   return -1;
 }
 
+// Transformer-XL (Dai et al. 2019) on the GPU's tiles, for default positions (keys 0 .. nk - 1 and queries
+// nk - nq .. nk - 1 of each sequence: consecutive both ways). The deltas q_pos - k_pos of a (BM, BN) tile
+// whose first row and first key sit at positions qp0 and kp0 form a band of BM + BN - 1 values,
+//   delta(r, c) = (qp0 + r) - (kp0 + c) = first + xl_band_column(r, c),  first = qp0 - kp0 - (BN - 1),
+// so the tile's position term is one product of its rows with the band's rproj rows, read skewed.
+POSENC_HD inline int64_t xl_band_first_delta(int64_t qp0, int64_t kp0, int block_n) {
+  return qp0 - kp0 - (block_n - 1);
+}
+POSENC_HD inline int xl_band_column(int r, int c, int block_n) { return r - c + block_n - 1; }
+
+// The deltas rproj is tabulated over, [lo, lo + n): with default positions every sequence's lie in
+// [1 - Q, K - 1] (nq <= Q queries, nk <= K keys), visible ones >= 0 when causal and within (-window, window)
+// with a window (n = 0: no pair is visible). Other deltas a tile's band meets belong to masked pairs or to
+// rows and keys past the sequence, and read zero rows.
+struct DeltaRange {
+  int64_t lo, n;
+};
+POSENC_HD inline DeltaRange xl_delta_range(int64_t Q, int64_t K, bool causal, int64_t window) {
+  int64_t lo = 1 - Q, hi = K - 1;
+  if (causal && lo < 0) lo = 0;
+  if (window > 0) lo = lo > 1 - window ? lo : 1 - window, hi = hi < window - 1 ? hi : window - 1;
+  return {lo, hi >= lo ? hi - lo + 1 : 0};
+}
+
 // The logit of a pair (natural units); -inf where masked; NaN for positions the CPU refuses (|p| > 2^53: no
 // exact distance to mask or bias by), so that the row's output is NaN, never a silently wrong number.
 POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::AttentionMask& mask, float scale,

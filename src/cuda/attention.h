@@ -41,6 +41,9 @@ inline int64_t attention_backward_tile_dim(int64_t D, int64_t Dv) {
 // sit in shared memory beside the tiles) and heads up to 128 (two compiled tile pairs, (64, 64), (128, 128)).
 inline constexpr int64_t kMaxShawDistance = 128;
 inline constexpr int64_t kMaxShawHeadDim = 128;
+// Transformer-XL on the GPU: heads up to 128 (the (64, 64) and (128, 128) tile pairs), default positions
+// only.
+inline constexpr int64_t kMaxTransformerXLHeadDim = 128;
 // Heads whose ALiBi slopes a kernel takes by value.
 inline constexpr int64_t kMaxAttentionHeads = 1024;
 
@@ -77,11 +80,21 @@ struct AttentionLaunch {
   const float* shaw_a_k = nullptr;
   const float* shaw_a_v = nullptr;
   int64_t shaw_a_k_strides[2] = {}, shaw_a_v_strides[2] = {};
+  // Transformer-XL's terms (forward only, default positions), or null: u and v (H, D) and w_r (H D, d_model)
+  // f32 in device memory at their strides; D <= kMaxTransformerXLHeadDim.
+  const float* xl_u = nullptr;
+  const float* xl_v = nullptr;
+  const float* xl_w_r = nullptr;
+  int64_t xl_u_strides[2] = {}, xl_v_strides[2] = {}, xl_w_r_strides[2] = {};
+  int64_t xl_d_model = 0;
+  double xl_base = 10000.0;
 };
 void attention_forward(const AttentionLaunch& launch);
 // The forward's shared memory per block for these head dims (with Shaw's tables of shaw_rows distances, or
-// 0), and the most a block may have on the current device (0 where it cannot be read).
-int64_t attention_forward_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows, bool shaw_values);
+// 0; with Transformer-XL's band), and the most a block may have on the current device (0 where it cannot be
+// read).
+int64_t attention_forward_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows, bool shaw_values,
+                                       bool transformer_xl = false);
 int64_t max_shared_bytes_per_block();
 
 // The backward (src/cuda/attention_backward.cu) of the forward described by `forward` (its q and k RoPE's

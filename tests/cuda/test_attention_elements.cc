@@ -5,7 +5,9 @@
 // and the mask, NaN for positions beyond 2^53, the end of a row (sinks in the denominator, far above or
 // below the logits) against long double, the backward's shortcut for tiles wholly beyond Shaw's max
 // distance, and its pair gradients with Shaw's terms summed by distance against the double reference's
-// gradients (in fp32, one pair at a time: the tiles' roundings and grouping are the GPU tests' to check).
+// gradients (in fp32, one pair at a time: the tiles' roundings and grouping are the GPU tests' to check);
+// Transformer-XL's band and skew against the default positions and the CPU's delta index, and its sinusoids
+// against the CPU's double ones.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +19,10 @@
 #include "reference/shaw.h"
 #include "src/bias_plan.h"
 #include "src/cuda/attention-inl.cuh"
+#include "src/angle.h"
+#include "src/cpu/transformer_xl.h"
 #include "src/cuda/bias-inl.cuh"
+#include "src/transformer_xl_plan.h"
 #include "test_util.h"
 
 namespace posenc::test {
@@ -347,6 +352,93 @@ TEST(AttentionElements, ShawBackwardBinnedByDistanceMatchesTheReference) {
           ASSERT_LE(std::fabs(got[i] - want[i]), 1e-5 * largest + 1e-4 * std::fabs(want[i]))
               << "part " << p << " element " << i - o;
       }
+    }
+}
+
+// Transformer-XL's tiles with default positions: for every (64, 64) tile of sequences of nq queries and nk
+// keys (batch rows, and packed sequences shorter than the batch's Q and K), each pair's delta is the band's
+// first delta plus its skewed column, the column lies in the band's 127, a full tile's band starts where the
+// CPU's delta span of the tile does (src/cpu/attention_tile-inl.h TileDeltaSpan, through the CPU's
+// DeltaIndex), the next key tile's band is this one's moved by 64 (the kernel copies this band's first half
+// to the next one's second), and every visible pair's delta has a row in the table xl_delta_range gives for
+// the batch's Q and K.
+TEST(AttentionElements, TransformerXLBandAndSkewForDefaultPositions) {
+  constexpr int BM = 64, BN = 64;
+  struct Shape {
+    int64_t Q, K;                                        // the batch's (packed: the totals)
+    std::vector<std::pair<int64_t, int64_t>> sequences;  // (nq, nk) each
+  };
+  const std::vector<Shape> shapes = {{1, 1, {{1, 1}}},
+                                     {70, 70, {{70, 70}}},
+                                     {3, 200, {{3, 200}}},
+                                     {130, 129, {{130, 129}}},
+                                     {200, 64, {{200, 64}}},
+                                     {120, 150, {{50, 60}, {0, 10}, {70, 80}}},
+                                     {5, 2000, {{1, 1700}, {4, 300}}}};
+  for (const Shape& shape : shapes)
+    for (const detail::AttentionMask mask :
+         {detail::AttentionMask{false, 0, 0}, detail::AttentionMask{true, 0, 0},
+          detail::AttentionMask{true, 50, 0}, detail::AttentionMask{false, 20, 0},
+          detail::AttentionMask{true, 0, 16}}) {
+      const cuda::DeltaRange range = cuda::xl_delta_range(shape.Q, shape.K, mask.causal, mask.window);
+      for (const auto& [nq, nk] : shape.sequences) {
+        std::vector<int64_t> q_pos(nq), k_pos(nk);  // as the CPU's plan and the device's defaults
+        for (int64_t i = 0; i < nq; ++i) q_pos[i] = nk - nq + i;
+        for (int64_t j = 0; j < nk; ++j) k_pos[j] = j;
+        if (nq == 0 || nk == 0) continue;
+        const detail::DeltaIndex index(q_pos, k_pos);
+        ASSERT_TRUE(index.dense);
+        for (int64_t row0 = 0; row0 < nq; row0 += BM)
+          for (int64_t col0 = 0; col0 < nk; col0 += BN) {
+            const int64_t first = cuda::xl_band_first_delta(q_pos[row0], k_pos[col0], BN);
+            const int rows = static_cast<int>(std::min<int64_t>(BM, nq - row0)),
+                      cols = static_cast<int>(std::min<int64_t>(BN, nk - col0));
+            if (rows == BM && cols == BN)  // the CPU's span of a full tile starts at qmin - kmax
+              ASSERT_EQ(index(q_pos[row0] - k_pos[col0 + BN - 1]), index(first));
+            if (col0 + BN < nk)  // the next tile's last BN band columns are this tile's first BN
+              ASSERT_EQ(cuda::xl_band_first_delta(q_pos[row0], k_pos[col0 + BN], BN) + BN, first);
+            for (int r = 0; r < rows; ++r)
+              for (int c = 0; c < cols; ++c) {
+                const int column = cuda::xl_band_column(r, c, BN);
+                const int64_t delta = q_pos[row0 + r] - k_pos[col0 + c];
+                ASSERT_GE(column, 0);
+                ASSERT_LE(column, BM + BN - 2);
+                ASSERT_EQ(delta, first + column) << "nq " << nq << " nk " << nk << " r " << r << " c " << c;
+                ASSERT_EQ(index(delta) - index(first), column);
+                if (mask.masked(q_pos[row0 + r], k_pos[col0 + c])) continue;
+                ASSERT_GE(delta, range.lo) << "Q " << shape.Q << " K " << shape.K << " delta " << delta;
+                ASSERT_LT(delta, range.lo + range.n) << "Q " << shape.Q << " K " << shape.K;
+              }
+          }
+      }
+    }
+  // Causal with more queries than keys: the negative deltas are all masked, the table starts at 0.
+  EXPECT_EQ(cuda::xl_delta_range(200, 64, true, 0).lo, 0);
+  EXPECT_EQ(cuda::xl_delta_range(200, 64, true, 0).n, 64);
+  EXPECT_EQ(cuda::xl_delta_range(3, 200, false, 0).lo, -2);
+  EXPECT_EQ(cuda::xl_delta_range(3, 200, false, 0).n, 202);
+  EXPECT_EQ(cuda::xl_delta_range(100, 100, false, 20).n, 39);
+}
+
+// The sinusoids R_delta the device tabulates (angle delta w_e formed in double, sin and cos rounded once,
+// src/angle.h) within one fp32 ulp of the CPU's double ones, at small and large distances.
+TEST(AttentionElements, TransformerXLSinusoidsAsTheCpu) {
+  for (const int64_t d_model : {int64_t{12}, int64_t{64}, int64_t{1024}})
+    for (const double base : {100.0, 10000.0}) {
+      std::vector<int64_t> deltas;
+      for (int64_t d = -300; d <= 300; d += 7) deltas.push_back(d);
+      for (int64_t d : {int64_t{1} << 20, -(int64_t{1} << 31), (int64_t{1} << 31) - 1}) deltas.push_back(d);
+      const std::vector<double> r = cpu::transformer_xl_sinusoids(deltas, d_model, base);
+      const int64_t half = d_model / 2;
+      for (size_t m = 0; m < deltas.size(); ++m)
+        for (int64_t e = 0; e < half; ++e) {
+          // the device's arithmetic (src/cuda/attention_xl.cu xl_sinusoid_kernel)
+          const double w = std::pow(base, -2.0 * static_cast<double>(e) / static_cast<double>(d_model));
+          float s, c;
+          detail::sin_cos_of_angle(static_cast<double>(deltas[m]) * w, &s, &c);
+          ASSERT_LE(ulps(s, r[m * d_model + e]), 1.0) << "delta " << deltas[m] << " e " << e;
+          ASSERT_LE(ulps(c, r[m * d_model + half + e]), 1.0) << "delta " << deltas[m] << " e " << e;
+        }
     }
 }
 
