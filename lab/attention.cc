@@ -44,7 +44,8 @@ namespace {
 
 // Shaw's table `table` (2K + 1, D), row r for k_pos - q_pos = r - K clipped to [-K, K], in the kernels'
 // order (kernels.h): out (T, D), row m for the distance T-1-m (clipped at K).
-void shaw_rows(const AttentionShaw& shaw, ConstTensorView table, int64_t T, int64_t D, std::vector<float>& out) {
+void shaw_rows(const AttentionShaw& shaw, ConstTensorView table, int64_t T, int64_t D,
+               std::vector<float>& out) {
   const int64_t K = shaw.config.max_distance;
   const Strided<const float, 2> rows = strided<2>(table);
   out.resize(static_cast<size_t>(T * D));
@@ -222,7 +223,8 @@ void LabAttention::transformer_xl_backward(const AttentionTransformerXL& xl, con
       dv[static_cast<size_t>(x)] += p;
       g += p;
     }
-  for (const auto& [grad, sums] : {std::pair{&grads.transformer_xl_u, &du}, std::pair{&grads.transformer_xl_v, &dv}}) {
+  for (const auto& [grad, sums] :
+       {std::pair{&grads.transformer_xl_u, &du}, std::pair{&grads.transformer_xl_v, &dv}}) {
     if (grad->data == nullptr) continue;
     const Strided<float, 2> g = strided<2>(*grad);
     for (int64_t h = 0; h < H; ++h)

@@ -54,7 +54,7 @@ class LabAttention {
   std::vector<float> qk_rot_;   // (B, T, 2C): q | k rotated by RoPE
   std::vector<float> shifted_;  // (2, B, T, C): Transformer-XL's q + u_h, then q + v_h
   std::vector<float> bias_, dbias_;
-  std::vector<int64_t> last_;                 // {T - 1}: the query the bias row is seen from
+  std::vector<int64_t> last_;                     // {T - 1}: the query the bias row is seen from
   std::vector<float> table_key_, table_value_;    // kernels.h's relative tables: (T, D) Shaw, (H, T, D) XL
   std::vector<float> dtable_key_, dtable_value_;  // (H, T, D)
   std::vector<float> dp_;                         // (B, T, C): the position queries' gradient

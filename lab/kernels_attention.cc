@@ -244,7 +244,6 @@ AttnScratch TaskScratch(const AttnTask& t, bool backward, bool rel, bool rel_val
   return s;
 }
 
-
 // Requests the lines of rows 0 .. T-1 of head h of sequence b of x into L2: not L1, which a head's
 // backward (about 50 KiB of scratch at T 64, D 16) overflows by itself (into L1, the next head's rows
 // evicted the current one's scratch: the backward's copies of q and dout rows took 8x longer).
@@ -313,9 +312,7 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
       ShiftRows(t, s.S, s.X);
       AttnProduct(
           a.T, s.X, Tp, 1, s.fr, Dp,
-          [&](int64_t i, int64_t rows) {
-            return ShiftedLimits(t, i, rows, Dp / N);
-          },
+          [&](int64_t i, int64_t rows) { return ShiftedLimits(t, i, rows, Dp / N); },
           [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
     }
     AttnProduct(
