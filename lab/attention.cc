@@ -35,7 +35,9 @@ bool on_lab_kernels(const AttentionConfig& c, int64_t T, int64_t D) {
   if (c.transformer_xl && c.transformer_xl->config.head_dim != D) return false;
   if (c.rope) {
     const RopeConfig& r = c.rope->config();
-    if (c.rope_offset != 0 || r.head_dim != D || r.num_position_streams() != 1) return false;
+    if (c.rope_offset != 0 || r.head_dim != D || r.num_position_streams() != 1 ||
+        r.layout != RopeLayout::half)
+      return false;
   }
   return true;
 }
@@ -64,10 +66,14 @@ kernels::Attention LabAttention::prepare(const AttentionConfig& c, const float* 
   a.B = B, a.T = T, a.H = H, a.D = D;
   a.scale = static_cast<float>(c.scale.value_or(1.0 / std::sqrt(static_cast<double>(D))));
   a.q = {qkv, 3 * C}, a.k = {qkv + C, 3 * C}, a.v = {qkv + 2 * C, 3 * C};
-  if (c.rope) {
+  if (c.rope) {  // q and k, adjacent in qkv: 2H heads of each token, rotated by its token's tables
+    const int64_t P = c.rope->config().effective_rotary_dim() / 2;
+    rope_cos_.resize(static_cast<size_t>(T * P));
+    rope_sin_.resize(static_cast<size_t>(T * P));
+    c.rope->cos_sin(positions, view(rope_cos_.data(), {T, P}), view(rope_sin_.data(), {T, P}));
     qk_rot_.resize(static_cast<size_t>(B * T * 2 * C));
-    c.rope->forward(head_view(qkv, 3, 0, B, T, H, D), head_view(qk_rot_.data(), 2, 0, B, T, H, D), positions);
-    c.rope->forward(head_view(qkv, 3, 1, B, T, H, D), head_view(qk_rot_.data(), 2, 1, B, T, H, D), positions);
+    kernels::rope_rotate(rope_cos_.data(), rope_sin_.data(), P, {qkv, 3 * C}, {qk_rot_.data(), 2 * C}, B, T,
+                         2 * H, D);
     a.q = {qk_rot_.data(), 2 * C}, a.k = {qk_rot_.data() + C, 2 * C};
   }
   if (c.bias.kind != AttentionBias::Kind::none) {
@@ -179,8 +185,9 @@ void LabAttention::backward(const AttentionConfig& config, const float* qkv, int
   kernels::attention_backward(a, {out, C}, lse, {dout, C}, {dqkv, 3 * C}, {dqkv + C, 3 * C},
                               {dqkv + 2 * C, 3 * C}, dbias, rel);
   if (config.rope) {  // the gradient w.r.t. the unrotated q and k: the rotation by -theta
-    config.rope->backward(head_view(dqkv, 3, 0, B, T, H, D), positions);
-    config.rope->backward(head_view(dqkv, 3, 1, B, T, H, D), positions);
+    for (float& s : rope_sin_) s = -s;
+    kernels::rope_rotate(rope_cos_.data(), rope_sin_.data(), config.rope->config().effective_rotary_dim() / 2,
+                         {dqkv, 3 * C}, {dqkv, 3 * C}, B, T, 2 * H, D);
   }
   if (dbias)
     relative_bias_backward(config.bias.relative, view(dbias_.data(), {H, 1, T}), view(last_.data(), {1}),

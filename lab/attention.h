@@ -51,8 +51,9 @@ class LabAttention {
   void transformer_xl_backward(const AttentionTransformerXL& xl, const AttentionGrads& grads, int64_t B,
                                int64_t T, int64_t H, int64_t D, float* dqkv);
 
-  std::vector<float> qk_rot_;   // (B, T, 2C): q | k rotated by RoPE
-  std::vector<float> shifted_;  // (2, B, T, C): Transformer-XL's q + u_h, then q + v_h
+  std::vector<float> qk_rot_;               // (B, T, 2C): q | k rotated by RoPE
+  std::vector<float> rope_cos_, rope_sin_;  // (T, rotary_dim / 2): its tables
+  std::vector<float> shifted_;              // (2, B, T, C): Transformer-XL's q + u_h, then q + v_h
   std::vector<float> bias_, dbias_;
   std::vector<int64_t> last_;                     // {T - 1}: the query the bias row is seen from
   std::vector<float> table_key_, table_value_;    // kernels.h's relative tables: (T, D) Shaw, (H, T, D) XL

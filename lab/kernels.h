@@ -120,6 +120,14 @@ struct RelativeGrads {
 void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
                         Rows dv, float* dbias, const RelativeGrads& rel = {});
 
+// RoPE's rotation in the half layout (pair j = (x_j, x_{P+j}), P = pairs), of rows (B, T, H) of D >= 2P
+// from `in` into `out` (the same rows: in place; else dims past 2P are copied):
+//   out_j = x_j cos_tj - x_{P+j} sin_tj,  out_{P+j} = x_{P+j} cos_tj + x_j sin_tj
+// cos and sin (T, P) are token t's tables (posenc::Rope::cos_sin), applied with the arithmetic of
+// posenc's rotation, so that the rows are its bits; its gradient is the same with sin negated.
+void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                 int64_t T, int64_t H, int64_t D);
+
 // AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
 // m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).
 struct AdamWStep {

@@ -477,6 +477,36 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
   if (!part_value.empty()) SumTableParts(a, part_value, rg.rel_value);
 }
 
+// RoPE (kernels.h): the loop of posenc's RotateHalf (src/cpu/rope.cc), whole vectors of pairs and then
+// a scalar tail, on the tables of each row's token.
+void RopeRotateImpl(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                    int64_t T, int64_t H, int64_t D) {
+  posenc::parallel_for(B * T, [&](int64_t bt) {
+    const DF d;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(d)), t = bt % T;
+    const float* cs = cos + t * pairs;
+    const float* sn = sin + t * pairs;
+    for (int64_t h = 0; h < H; ++h) {
+      const float* x = in.data + bt * in.ld + h * D;
+      float* o = out.data + bt * out.ld + h * D;
+      int64_t j = 0;
+      for (; j + n <= pairs; j += n) {
+        const VF x1 = hn::LoadU(d, x + j), x2 = hn::LoadU(d, x + pairs + j);
+        const VF c = hn::LoadU(d, cs + j), s = hn::LoadU(d, sn + j);
+        hn::StoreU(hn::NegMulAdd(x2, s, hn::Mul(x1, c)), d, o + j);
+        hn::StoreU(hn::MulAdd(x1, s, hn::Mul(x2, c)), d, o + pairs + j);
+      }
+      for (; j < pairs; ++j) {
+        const float x1 = x[j], x2 = x[pairs + j];
+        o[j] = x1 * cs[j] - x2 * sn[j];
+        o[pairs + j] = x2 * cs[j] + x1 * sn[j];
+      }
+      if (o != x && D > 2 * pairs)
+        std::memcpy(o + 2 * pairs, x + 2 * pairs, static_cast<size_t>(D - 2 * pairs) * sizeof(float));
+    }
+  });
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc::lab::kernels
 HWY_AFTER_NAMESPACE();
@@ -485,6 +515,13 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::lab::kernels {
 HWY_EXPORT(AttentionForwardImpl);
 HWY_EXPORT(AttentionBackwardImpl);
+HWY_EXPORT(RopeRotateImpl);
+
+void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                 int64_t T, int64_t H, int64_t D) {
+  if (B <= 0 || T <= 0 || H <= 0 || pairs <= 0) return;
+  HWY_DYNAMIC_DISPATCH(RopeRotateImpl)(cos, sin, pairs, in, out, B, T, H, D);
+}
 
 void attention_forward(const Attention& a, Rows out, float* lse) {
   if (a.B <= 0 || a.T <= 0 || a.H <= 0 || a.D <= 0) return;
