@@ -143,44 +143,47 @@ void BiasRow(const AttnTask& t, const float* bias, float* brow) {
   if (bias) std::memcpy(brow, bias + t.h * t.T, static_cast<size_t>(t.T) * sizeof(float));
 }
 
-// G (T, T + Tp) = rows x times the table transposed `tt` (D, Tp), over all T columns; zeros past Tp.
-void TableProduct(const AttnTask& t, const float* x, int64_t ld, const float* tt, float* G) {
+// G (rows, T + Tp) = `rows` rows x times the table transposed `tt` (D, Tp), over all T columns; zeros past
+// Tp.
+void TableProduct(const AttnTask& t, int64_t rows, const float* x, int64_t ld, const float* tt, float* G) {
   const DF d;
   const int64_t Gs = t.T + t.Tp;
   AttnProduct(
-      t.T, x, ld, 1, tt, t.Tp,
+      rows, x, ld, 1, tt, t.Tp,
       [&](int64_t, int64_t) {
         return ProductLimits{0, t.D, t.Tp / t.N};
       },
       [&](int64_t i, int64_t jv, VF s) { hn::StoreU(s, d, G + i * Gs + jv * t.N); });
-  for (int64_t i = 0; i < t.T; ++i) std::fill(G + i * Gs + t.Tp, G + (i + 1) * Gs, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) std::fill(G + i * Gs + t.Tp, G + (i + 1) * Gs, 0.0f);
 }
 
-// S (T, Tp) = scale (q k^T + G shifted) + bias, the vectors of each row that reach its diagonal (past it:
-// unused). G (T, T + Tp): p E^T (relative vectors), or null.
-void AttnLogits(const AttnTask& t, const Attention& a, const float* kt, const float* brow, const float* G,
-                float* S) {
+// S (rows, Tp) = scale (q k^T + G shifted) + bias for the queries i0 .. i0 + rows - 1, the vectors of each
+// row that reach its diagonal (past it: unused). G (rows, T + Tp): p E^T (relative vectors), or null.
+void AttnLogits(const AttnTask& t, const Attention& a, int64_t i0, int64_t rows, const float* kt,
+                const float* brow, const float* G, float* S) {
   const DF d;
   const VF scale = hn::Set(d, a.scale);
   const int64_t Gs = t.T + t.Tp;
   AttnProduct(
-      t.T, t.row(a.q, 0), a.q.ld, 1, kt, t.Tp,
-      [&](int64_t i, int64_t rows) {
-        return ProductLimits{0, t.D, t.causal_vecs(i, rows)};
+      rows, t.row(a.q, i0), a.q.ld, 1, kt, t.Tp,
+      [&](int64_t i, int64_t r) {
+        return ProductLimits{0, t.D, t.causal_vecs(i0 + i, r)};
       },
       [&](int64_t i, int64_t jv, VF s) {
-        const int64_t j = jv * t.N, at = t.T - 1 - i + j;
+        const int64_t j = jv * t.N, at = t.T - 1 - (i0 + i) + j;
         if (G) s = hn::Add(s, hn::LoadU(d, G + i * Gs + at));
         hn::StoreU(hn::MulAdd(s, scale, hn::LoadU(d, brow + at)), d, S + i * t.Tp + j);
       });
 }
 
-// X (T, Tp): row i of S's keys 0 .. i moved to columns T-1-i .. T-1 (the tables' order), zeros elsewhere.
-void ShiftRows(const AttnTask& t, const float* S, float* X) {
-  for (int64_t i = 0; i < t.T; ++i) {
+// X (rows, Tp): row i of S (query i0 + i: keys 0 .. i0 + i) moved to columns T-1-(i0+i) .. T-1 (the
+// tables' order), zeros elsewhere.
+void ShiftRows(const AttnTask& t, int64_t i0, int64_t rows, const float* S, float* X) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t q = i0 + i;
     float* x = X + i * t.Tp;
-    std::fill(x, x + t.T - 1 - i, 0.0f);
-    std::memcpy(x + t.T - 1 - i, S + i * t.Tp, static_cast<size_t>(i + 1) * sizeof(float));
+    std::fill(x, x + t.T - 1 - q, 0.0f);
+    std::memcpy(x + t.T - 1 - q, S + i * t.Tp, static_cast<size_t>(q + 1) * sizeof(float));
     std::fill(x + t.T, x + t.Tp, 0.0f);
   }
 }
@@ -220,11 +223,12 @@ struct AttnScratch {
   float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
   float *G, *X, *et, *ft, *er, *fr, *pr, *o2;  // relative vectors
 };
-AttnScratch TaskScratch(const AttnTask& t, bool backward, bool rel, bool rel_value) {
-  const size_t tt = static_cast<size_t>(t.T * t.Tp), dt = static_cast<size_t>(t.D * t.Tp),
+// `rows`: the query rows of S, G, X and o2 (the backward's T; a block of them in the forward).
+AttnScratch TaskScratch(const AttnTask& t, int64_t rows, bool backward, bool rel, bool rel_value) {
+  const size_t tt = static_cast<size_t>(rows * t.Tp), dt = static_cast<size_t>(t.D * t.Tp),
                td = static_cast<size_t>(t.T * t.Dp), row = static_cast<size_t>(t.T + t.Tp);
   size_t floats = (backward ? 2 * tt + 2 * dt + 4 * td + 2 * row : tt + dt + td + row) + 2 * t.Tp;
-  if (rel) floats += static_cast<size_t>(t.T) * row + tt + 2 * dt + 4 * td;
+  if (rel) floats += static_cast<size_t>(rows) * row + tt + 2 * dt + 4 * td;
   float* p = ThreadScratch(floats);
   AttnScratch s{};
   auto take = [&](size_t n) {
@@ -237,7 +241,7 @@ AttnScratch TaskScratch(const AttnTask& t, bool backward, bool rel, bool rel_val
   if (backward)
     s.dS = take(tt), s.vt = take(dt), s.kr = take(td), s.qr = take(td), s.dor = take(td), s.grow = take(row);
   if (rel) {
-    s.G = take(static_cast<size_t>(t.T) * row), s.X = take(tt), s.et = take(dt), s.er = take(td);
+    s.G = take(static_cast<size_t>(rows) * row), s.X = take(tt), s.et = take(dt), s.er = take(td);
     s.pr = take(td), s.o2 = take(td);
     if (rel_value) s.ft = take(dt), s.fr = take(td);
   }
@@ -277,55 +281,63 @@ void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const Co
   });
 }
 
+// Query rows per block of the forward: its logits (rows x Tp floats) within 256 KiB, so that they stay
+// in L2 between the product that writes them, the softmax and the product that reads them (one block up
+// to T 1024: 4 MiB of logits at T 1024 went out to L3 and back three times). Every element is the same
+// fixed-order sum whatever the block (AttnProduct), so the blocks do not change the results.
+constexpr int64_t kForwardBlockFloats = 65536;
+
 void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t Tp = (a.T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
+  const int64_t T = a.T, Tp = (T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
+  const int64_t block = std::min(T, std::max<int64_t>(64, kForwardBlockFloats / Tp));
   const bool rel = a.rel_key != nullptr, rel_value = rel && a.rel_value != nullptr;
   const ConstRows inputs[] = {a.q, a.k, a.v, a.p};
   ForEachHead(a, Tp, Dp, N, inputs, rel ? 4 : 3, [&](const AttnTask& t) {
-    const AttnScratch s = TaskScratch(t, false, rel, rel_value);
+    const AttnScratch s = TaskScratch(t, block, false, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackRows(t, a.v, s.vr);
     BiasRow(t, a.bias, s.brow);
-    if (rel) {  // G = p E^T
-      PackTransposed(t, a.rel_key + t.h * a.rel_head_stride, a.D, s.et);
-      TableProduct(t, t.row(a.p, 0), a.p.ld, s.et, s.G);
-    }
-    AttnLogits(t, a, s.kt, s.brow, rel ? s.G : nullptr, s.S);
-    // softmax rows, unnormalized: P = exp(S - max); out = (P V [+ X F]) / sum P
-    float* lse_row = lse + (t.b * a.H + t.h) * a.T;
-    float *m_row = s.per_row, *inv_l = s.per_row + Tp;
-    for (int64_t i = 0; i < a.T; ++i) {
-      float* row = s.S + i * Tp;
-      m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i + 1, -std::numeric_limits<float>::infinity());
-      inv_l[i] = ExpRow(t, row, i + 1, m_row[i]);  // the sum, inverted below
-    }
-    for (int64_t i = 0; i < a.T; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
-      const auto count = static_cast<size_t>(std::min(N, a.T - i));
-      const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
-      StorePart(hn::Add(m, hn::Log(d, l)), d, lse_row + i, count);
-      hn::StoreU(hn::Div(hn::Set(d, 1.0f), l), d, inv_l + i);
-    }
-    if (rel_value) {  // o2 = X F: the probabilities in the table's order times its rows
-      PackRows(t, a.rel_value + t.h * a.rel_head_stride, a.D, s.fr);
-      ShiftRows(t, s.S, s.X);
+    if (rel) PackTransposed(t, a.rel_key + t.h * a.rel_head_stride, a.D, s.et);
+    if (rel_value) PackRows(t, a.rel_value + t.h * a.rel_head_stride, a.D, s.fr);
+    float* lse_row = lse + (t.b * a.H + t.h) * T;
+    for (int64_t i0 = 0; i0 < T; i0 += block) {
+      const int64_t rows = std::min(block, T - i0);
+      if (rel) TableProduct(t, rows, t.row(a.p, i0), a.p.ld, s.et, s.G);  // G = p E^T
+      AttnLogits(t, a, i0, rows, s.kt, s.brow, rel ? s.G : nullptr, s.S);
+      // softmax rows, unnormalized: P = exp(S - max); out = (P V [+ X F]) / sum P
+      float *m_row = s.per_row, *inv_l = s.per_row + Tp;
+      for (int64_t i = 0; i < rows; ++i) {
+        float* row = s.S + i * Tp;
+        m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i0 + i + 1, -std::numeric_limits<float>::infinity());
+        inv_l[i] = ExpRow(t, row, i0 + i + 1, m_row[i]);  // the sum, inverted below
+      }
+      for (int64_t i = 0; i < rows; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
+        const auto count = static_cast<size_t>(std::min(N, rows - i));
+        const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
+        StorePart(hn::Add(m, hn::Log(d, l)), d, lse_row + i0 + i, count);
+        hn::StoreU(hn::Div(hn::Set(d, 1.0f), l), d, inv_l + i);
+      }
+      if (rel_value) {  // o2 = X F: the probabilities in the table's order times its rows
+        ShiftRows(t, i0, rows, s.S, s.X);
+        AttnProduct(
+            rows, s.X, Tp, 1, s.fr, Dp,
+            [&](int64_t i, int64_t r) { return ShiftedLimits(t, i0 + i, r, Dp / N); },
+            [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
+      }
       AttnProduct(
-          a.T, s.X, Tp, 1, s.fr, Dp,
-          [&](int64_t i, int64_t rows) { return ShiftedLimits(t, i, rows, Dp / N); },
-          [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
+          rows, s.S, Tp, 1, s.vr, Dp,
+          [&](int64_t i, int64_t r) {
+            return ProductLimits{0, std::min(T, i0 + i + r), Dp / N};
+          },
+          [&](int64_t i, int64_t jv, VF o) {
+            const int64_t c = jv * N;
+            if (rel_value) o = hn::Add(o, hn::LoadU(d, s.o2 + i * Dp + c));
+            StorePart(hn::Mul(o, hn::Set(d, inv_l[i])), d, t.row(out, i0 + i) + c,
+                      static_cast<size_t>(std::min(N, a.D - c)));
+          });
     }
-    AttnProduct(
-        a.T, s.S, Tp, 1, s.vr, Dp,
-        [&](int64_t i, int64_t rows) {
-          return ProductLimits{0, std::min(a.T, i + rows), Dp / N};
-        },
-        [&](int64_t i, int64_t jv, VF o) {
-          const int64_t c = jv * N;
-          if (rel_value) o = hn::Add(o, hn::LoadU(d, s.o2 + i * Dp + c));
-          StorePart(hn::Mul(o, hn::Set(d, inv_l[i])), d, t.row(out, i) + c,
-                    static_cast<size_t>(std::min(N, a.D - c)));
-        });
   });
 }
 
@@ -352,7 +364,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       part_value(rel_value && rg.rel_value ? table_part : 0);
   const ConstRows inputs[] = {a.q, a.k, a.v, out, dout, a.p};
   ForEachHead(a, Tp, Dp, N, inputs, rel ? 6 : 5, [&](const AttnTask& t) {
-    const AttnScratch s = TaskScratch(t, true, rel, rel_value);
+    const AttnScratch s = TaskScratch(t, T, true, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackTransposed(t, a.v, s.vt);
     PackRows(t, a.k, s.kr);
@@ -364,10 +376,10 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       PackTransposed(t, table_key, D, s.et);
       PackRows(t, table_key, D, s.er);
       PackRows(t, a.p, s.pr);
-      TableProduct(t, t.row(a.p, 0), a.p.ld, s.et, s.G);
+      TableProduct(t, T, t.row(a.p, 0), a.p.ld, s.et, s.G);
     }
     // 1. P = exp(S - lse), the forward's logits recomputed by the same code
-    AttnLogits(t, a, s.kt, s.brow, rel ? s.G : nullptr, s.S);
+    AttnLogits(t, a, 0, T, s.kt, s.brow, rel ? s.G : nullptr, s.S);
     const float* lse_row = lse + (t.b * a.H + t.h) * T;
     float* dl = s.per_row;  // delta
     for (int64_t i = 0; i < T; ++i) {
@@ -384,7 +396,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     if (rel_value) {  // G = dout F^T: the value table's part of dP, read shifted
       const float* table_value = a.rel_value + t.h * a.rel_head_stride;
       PackTransposed(t, table_value, D, s.ft);
-      TableProduct(t, t.row(dout, 0), dout.ld, s.ft, s.G);
+      TableProduct(t, T, t.row(dout, 0), dout.ld, s.ft, s.G);
     }
     // 2. dP = dout V^T (+ G shifted), then dS = P (dP - delta), zeros past the diagonal
     AttnProduct(
@@ -444,7 +456,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     // 6. relative vectors: with X = dS in the tables' order, dp = scale X E and dE = scale X^T p; with
     // X = P, dF = X^T dout
     if (rel) {
-      ShiftRows(t, s.dS, s.X);
+      ShiftRows(t, 0, T, s.dS, s.X);
       const auto shifted = [&](int64_t i, int64_t rows) { return ShiftedLimits(t, i, rows, Dp / N); };
       AttnProduct(T, s.X, Tp, 1, s.er, Dp, shifted, [&](int64_t i, int64_t jv, VF g) {
         const int64_t c = jv * N;
@@ -458,7 +470,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
         });
       }
       if (!part_value.empty()) {
-        ShiftRows(t, s.S, s.X);
+        ShiftRows(t, 0, T, s.S, s.X);
         float* const value_part = part_value.data() + (t.b * a.H + t.h) * T * D;
         AttnProduct(T, s.X, 1, Tp, s.dor, Dp, shifted, [&](int64_t m, int64_t jv, VF g) {
           const int64_t c = jv * N;

@@ -512,8 +512,8 @@ struct AttentionCase {
   bool shared = false;
 };
 struct AttentionData {
-  int64_t B, T, H, D, ld;
-  float scale;
+  int64_t B = 0, T = 0, H = 0, D = 0, ld = 0;
+  float scale = 0;
   std::vector<float> qkv, bias, dout;
   int rel = 0;
   int64_t table_heads = 0, ldp = 0;
@@ -527,8 +527,9 @@ struct AttentionData {
   }
 };
 AttentionData attention_data(const AttentionCase& c) {
-  AttentionData x{c.B, c.T, c.H, c.D, 3 * c.H * c.D + 1, static_cast<float>(1 / std::sqrt(double(c.D))),
-                  {},  {},  {}};
+  AttentionData x;
+  x.B = c.B, x.T = c.T, x.H = c.H, x.D = c.D, x.ld = 3 * c.H * c.D + 1;
+  x.scale = static_cast<float>(1 / std::sqrt(double(c.D)));
   x.qkv = random_floats(static_cast<size_t>(c.B * c.T * x.ld), 41, -2, 2);
   if (c.bias) x.bias = random_floats(static_cast<size_t>(c.H * c.T), 42, -3, 1);
   x.dout = random_floats(static_cast<size_t>(c.B * c.T * c.H * c.D), 43);
@@ -699,6 +700,24 @@ TEST(LabKernels, AttentionMatchesDoubleAndFiniteDifferences) {
       if (c.rel == 2) {
         EXPECT_TRUE(all_close(table_gradient(x, r.dfv), g_fv, tol));
       }
+    });
+  }
+}
+
+// Long windows, whose forward runs in blocks of query rows (T 300: two blocks on every target; T 1024:
+// sixteen), with a bias and shared key and value tables, and with a key table per head.
+TEST(LabKernels, AttentionForwardInBlocksMatchesDouble) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 300, 2, 16, true, 2, true}, AttentionCase{1, 1024, 1, 16, false, 1},
+        AttentionCase{2, 300, 1, 16, false}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << c.B << " T " << c.T << " rel " << c.rel);
+    const AttentionData x = attention_data(c);
+    Vec lse_want;
+    const Vec out_want = ref_attention(x, inputs_of(x), &lse_want);
+    for_each_target([&](int64_t) {
+      const AttentionResult r = run_attention(x);
+      EXPECT_TRUE(all_close(r.out, out_want, test::kF32Reduction));
+      EXPECT_TRUE(all_close(r.lse, lse_want, test::kF32Reduction));
     });
   }
 }
