@@ -1,12 +1,14 @@
 // lab/attention.h: the causal attention of the lab's model, on the layer's fused qkv buffer.
 //
 // A configuration whose positional part is RoPE's rotation of q and k and/or a bias of the distance
-// (ALiBi, relative / T5 tables), over windows of up to kMaxKernelWindow tokens, runs on the lab's
-// kernels (kernels.h: one task per sequence and head, its T x T logits in cache; RoPE applied here by
-// posenc::Rope, the bias's row made by posenc::alibi_bias / relative_bias and its table's gradient by
-// relative_bias_backward). Everything else (Shaw, Transformer-XL, longer evaluation windows) runs on
-// posenc's fused attention (posenc/attention.h). Both compute the same function; they sum in
-// different orders, so their figures agree to fp32 rounding, not bit for bit.
+// (ALiBi, relative / T5 tables), or Shaw's or Transformer-XL's relative vectors (with a bias, without
+// RoPE), over windows of up to kMaxKernelWindow tokens, runs on the lab's kernels (kernels.h: one task
+// per sequence and head, its T x T logits in cache; RoPE applied here by posenc::Rope, the bias's row
+// made by posenc::alibi_bias / relative_bias and its table's gradient by relative_bias_backward; Shaw's
+// tables laid out by distance here, Transformer-XL's W_R R and its W_R gradient by posenc's CPU loops,
+// in double as posenc's attention does). Everything else (longer evaluation windows, RoPE with Shaw or
+// Transformer-XL) runs on posenc's fused attention (posenc/attention.h). Both compute the same
+// function; they sum in different orders, so their figures agree to fp32 rounding, not bit for bit.
 //
 // Shapes: qkv (B, T, 3C) = q | k | v per token, heads of D = C / H within each; out (B, T, C) =
 // (B, T, H, D); lse (B, H, T); positions (T) int64, 0 .. T-1 (every window starts at position 0).
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels.h"
 #include "posenc/attention.h"
 #include "posenc/tensor.h"
 
@@ -27,8 +30,8 @@ inline constexpr int64_t kMaxKernelWindow = 1024;
 // Whether `config` at window T and head size D runs on the lab's kernels.
 bool on_lab_kernels(const AttentionConfig& config, int64_t T, int64_t D);
 
-// The buffers the lab's path reuses from call to call (rotated q and k, the bias row and its
-// gradient), so that a training step allocates nothing.
+// The buffers the lab's path reuses from call to call (rotated or shifted q and k, the bias row, the
+// relative tables and their gradients), so that a training step allocates nothing.
 class LabAttention {
  public:
   void forward(const AttentionConfig& config, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t D,
@@ -40,9 +43,24 @@ class LabAttention {
                 const AttentionGrads& param_grads);
 
  private:
-  std::vector<float> qk_rot_;  // (B, T, 2C): q | k rotated by RoPE
+  // The kernels' view of one call: RoPE's rotated q and k, the bias row, the relative tables.
+  kernels::Attention prepare(const AttentionConfig& config, const float* qkv, int64_t B, int64_t T, int64_t H,
+                             int64_t D, ConstTensorView positions);
+  void shaw_backward(const AttentionShaw& shaw, const AttentionGrads& grads, int64_t B, int64_t T, int64_t H,
+                     int64_t D, float* dqkv) const;
+  void transformer_xl_backward(const AttentionTransformerXL& xl, const AttentionGrads& grads, int64_t B,
+                               int64_t T, int64_t H, int64_t D, float* dqkv);
+
+  std::vector<float> qk_rot_;               // (B, T, 2C): q | k rotated by RoPE
+  std::vector<float> rope_cos_, rope_sin_;  // (T, rotary_dim / 2): its tables
+  std::vector<float> shifted_;              // (2, B, T, C): Transformer-XL's q + u_h, then q + v_h
   std::vector<float> bias_, dbias_;
-  std::vector<int64_t> last_;  // {T - 1}: the query the bias row is seen from
+  std::vector<int64_t> last_;                     // {T - 1}: the query the bias row is seen from
+  std::vector<float> table_key_, table_value_;    // kernels.h's relative tables: (T, D) Shaw, (H, T, D) XL
+  std::vector<float> dtable_key_, dtable_value_;  // (H, T, D)
+  std::vector<float> dp_;                         // (B, T, C): the position queries' gradient
+  std::vector<int64_t> deltas_;                   // Transformer-XL: 0 .. T-1
+  std::vector<double> sinusoids_;                 //   its R (T, d_model) for those distances
 };
 
 }  // namespace posenc::lab

@@ -163,8 +163,19 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
   work.train = [&](Model& model, const TrainConfig& tc, const auto& on_step) {
     return train(model, corpus.train, tc, on_step);
   };
+  // The plain rotation's results of the model last evaluated plain (run_workload evaluates plain first):
+  // a scaled mode at a length where it is the plain rotation takes them instead of computing them again.
+  std::vector<EvalResult> plain;
   work.evaluate = [&](Model& model, RopeEval mode, RunResult& r) {
-    for (int64_t L : config.eval.lengths) {
+    if (mode == RopeEval::plain) plain.clear();
+    for (size_t at = 0; at < config.eval.lengths.size(); ++at) {
+      const int64_t L = config.eval.lengths[at];
+      if (mode != RopeEval::plain && rope_eval_is_plain(mode, model.config().train_len, L) &&
+          at < plain.size()) {
+        r.eval.push_back(plain[at]);
+        r.eval.back().seconds = 0;  // not evaluated again
+        continue;
+      }
       model.set_rope_eval(mode, L);
       EvalConfig one = config.eval;
       one.lengths = {L};
@@ -173,6 +184,7 @@ std::vector<RunResult> run_experiment(const Corpus& corpus, const ExperimentConf
           std::min<int64_t>(config.eval.max_tokens, static_cast<int64_t>(corpus.test.size()) - 1) / longest *
           longest;
       r.eval.push_back(evaluate(model, corpus.test, one).front());
+      if (mode == RopeEval::plain) plain.push_back(r.eval.back());
     }
   };
   return run_workload(config, work, callbacks);
@@ -205,6 +217,7 @@ WallTimePrediction predict_wall_time(const Corpus& corpus, const ExperimentConfi
     WallTimePrediction::Encoding e;
     e.label = encoding.name();
     e.ms_per_step = train(model, corpus.train, tc).ms_per_step;
+    double scaled = 0;  // the lengths the RoPE scalings evaluate again (past the training length)
     for (int64_t L : config.eval.lengths) {
       EvalConfig one = config.eval;
       one.lengths = {L};
@@ -212,10 +225,12 @@ WallTimePrediction predict_wall_time(const Corpus& corpus, const ExperimentConfi
       if (one.max_tokens > usable) one.max_tokens = usable / L * L;
       const auto te = std::chrono::steady_clock::now();
       const EvalResult r = evaluate(model, corpus.test, one).front();
-      e.eval_seconds += since(te) * scored / static_cast<double>(std::max<int64_t>(1, r.tokens));
+      const double seconds = since(te) * scored / static_cast<double>(std::max<int64_t>(1, r.tokens));
+      e.eval_seconds += seconds;
+      if (!rope_eval_is_plain(RopeEval::linear, mc.train_len, L)) scaled += seconds;
     }
     if (encoding.has(EncodingKind::rope))
-      e.eval_seconds *= 1.0 + static_cast<double>(config.rope_evals.size());
+      e.eval_seconds += scaled * static_cast<double>(config.rope_evals.size());
     per_seed += static_cast<double>(config.train.steps) * e.ms_per_step * 1e-3 + e.eval_seconds;
     p.encodings.push_back(e);
   }

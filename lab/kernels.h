@@ -82,20 +82,51 @@ struct Rows {
   float* data = nullptr;
   int64_t ld = 0;
 };
+//
+// Relative vectors (Shaw's a^K and a^V, Transformer-XL's W_R R), optional: per head h a key table
+// E_h and a value table F_h of T rows of D each, in the bias row's order (row m holds the vector of
+// distance T-1-m: row T-1-(i-j) is the pair (i, j)'s), and rows p of position queries:
+//   S_ij = scale (q_i . k_j + p_i . E_h[T-1-(i-j)]) + bias[h, T-1-(i-j)]
+//   out_i = sum_j P_ij (v_j + F_h[T-1-(i-j)])
+// (Shaw: p = q, E and F its tables read by the clipped distance; Transformer-XL: q = q + u_h,
+// p = q + v_h, E_h = W_R,h R, no F.) Table h starts at rel_key + h * rel_head_stride (0: one table for
+// every head); rel_value null: no value term.
 struct Attention {
   int64_t B = 0, T = 0, H = 0, D = 0;
   float scale = 0;
   ConstRows q, k, v;
   const float* bias = nullptr;  // (H, T), or null
+  ConstRows p;                  // with rel_key
+  const float* rel_key = nullptr;
+  const float* rel_value = nullptr;
+  int64_t rel_head_stride = 0;
 };
 // out: rows (B, T, H) of D; lse (B, H, T).
 void attention_forward(const Attention& a, Rows out, float* lse);
+// The gradients of the relative vectors: dp rows (B, T, H) of D, stored; d rel_key and d rel_value
+// (H, T, D), per head whatever rel_head_stride, accumulated (the sum over the sequences, in order), or
+// null (none).
+struct RelativeGrads {
+  Rows dp;
+  float* rel_key = nullptr;
+  float* rel_value = nullptr;
+};
 // The backward from the forward's out and lse (the probabilities recomputed from lse):
-//   dP = dout V^T,  dS_ij = P_ij (dP_ij - dout_i . out_i),  dq = scale dS K,  dk = scale dS^T Q,
-//   dv = P^T dout,  dbias[h, T-1 - d] += the sum of dS_ij over the pairs at distance d, every sequence.
+//   dP = dout V^T (+ dout_i . F_h[T-1-(i-j)]),  dS_ij = P_ij (dP_ij - dout_i . out_i),  dq = scale dS K,
+//   dk = scale dS^T Q,  dv = P^T dout,  dbias[h, T-1 - d] += the sum of dS_ij over the pairs at distance d,
+//   every sequence; with relative vectors, dp_i = scale sum_j dS_ij E_h[T-1-(i-j)],
+//   dE_h[T-1-d] += scale sum of dS_ij p_i and dF_h[T-1-d] += sum of P_ij dout_i over the pairs at distance d.
 // dq, dk, dv rows are stored (overwritten); dbias (H, T) is accumulated, or null (no bias gradient).
 void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
-                        Rows dv, float* dbias);
+                        Rows dv, float* dbias, const RelativeGrads& rel = {});
+
+// RoPE's rotation in the half layout (pair j = (x_j, x_{P+j}), P = pairs), of rows (B, T, H) of D >= 2P
+// from `in` into `out` (the same rows: in place; else dims past 2P are copied):
+//   out_j = x_j cos_tj - x_{P+j} sin_tj,  out_{P+j} = x_{P+j} cos_tj + x_j sin_tj
+// cos and sin (T, P) are token t's tables (posenc::Rope::cos_sin), applied with the arithmetic of
+// posenc's rotation, so that the rows are its bits; its gradient is the same with sin negated.
+void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                 int64_t T, int64_t H, int64_t D);
 
 // AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
 // m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).

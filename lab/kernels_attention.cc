@@ -31,6 +31,11 @@ namespace HWY_NAMESPACE {
 //   kr, vr, qr, dor (T, Dp)  rows of keys, values, queries, dout: the B of the products along the keys
 //   brow, grow (T + Tp)  the head's bias row and its gradient, room for a whole vector past column T-1
 //   per_row (2 Tp)       the forward's row maxima and 1 / sum P, the backward's dout_i . out_i
+// and with relative vectors (kernels.h; E, F the head's key and value tables, T rows in the bias's order):
+//   G   (T, T + Tp)  p E^T (the backward's dout F^T after it), read shifted like the bias row
+//   X   (T, Tp)      P or dS shifted to the tables' order: row i's keys 0 .. i at columns T-1-i .. T-1
+//   et, ft (D, Tp)   E, F transposed;  er, fr, pr (T, Dp)  rows of E, F and p
+//   o2  (T, Dp)      the forward's value term X F
 //
 // The products C (m, n) = A (m, k) B (k, n) are tiles of kRows x V vectors as in kernels.cc's matrix
 // product, with causal limits per block of rows [i, i + rows): Limits(i, rows) -> the range [l0, l1) of k
@@ -110,43 +115,83 @@ struct AttnTask {
   int64_t causal_vecs(int64_t i, int64_t rows) const { return (std::min(T, i + rows) + N - 1) / N; }
 };
 
-// dst (D, Tp) = rows^T, zeros past T.
-void PackTransposed(const AttnTask& t, const ConstRows& x, float* dst) {
+// dst (D, Tp) = the T rows from `first` (row j at first + j ld) transposed, zeros past T.
+void PackTransposed(const AttnTask& t, const float* first, int64_t ld, float* dst) {
   for (int64_t d = 0; d < t.D; ++d) std::fill(dst + d * t.Tp + t.T, dst + (d + 1) * t.Tp, 0.0f);
   for (int64_t j = 0; j < t.T; ++j) {
-    const float* src = t.row(x, j);
+    const float* src = first + j * ld;
     for (int64_t d = 0; d < t.D; ++d) dst[d * t.Tp + j] = src[d];
   }
 }
-// dst (T, Dp) = rows, zeros past D.
-void PackRows(const AttnTask& t, const ConstRows& x, float* dst) {
+void PackTransposed(const AttnTask& t, const ConstRows& x, float* dst) {
+  PackTransposed(t, t.row(x, 0), x.ld, dst);
+}
+// dst (T, Dp) = the T rows from `first`, zeros past D.
+void PackRows(const AttnTask& t, const float* first, int64_t ld, float* dst) {
   const DF d;
   for (int64_t j = 0; j < t.T; ++j) {
-    const float* src = t.row(x, j);
+    const float* src = first + j * ld;
     for (int64_t c = 0; c < t.Dp; c += t.N)
       hn::StoreU(LoadPart(d, src + c, static_cast<size_t>(std::clamp<int64_t>(t.D - c, 0, t.N))), d,
                  dst + j * t.Dp + c);
   }
 }
+void PackRows(const AttnTask& t, const ConstRows& x, float* dst) { PackRows(t, t.row(x, 0), x.ld, dst); }
 // The head's bias row, zeros past it (bias null: zeros).
 void BiasRow(const AttnTask& t, const float* bias, float* brow) {
   std::fill(brow, brow + t.T + t.Tp, 0.0f);
   if (bias) std::memcpy(brow, bias + t.h * t.T, static_cast<size_t>(t.T) * sizeof(float));
 }
 
-// S (T, Tp) = scale q k^T + bias, the vectors of each row that reach its diagonal (past it: unused).
-void AttnLogits(const AttnTask& t, const Attention& a, const float* kt, const float* brow, float* S) {
+// G (rows, T + Tp) = `rows` rows x times the table transposed `tt` (D, Tp), over all T columns; zeros past
+// Tp.
+void TableProduct(const AttnTask& t, int64_t rows, const float* x, int64_t ld, const float* tt, float* G) {
+  const DF d;
+  const int64_t Gs = t.T + t.Tp;
+  AttnProduct(
+      rows, x, ld, 1, tt, t.Tp,
+      [&](int64_t, int64_t) {
+        return ProductLimits{0, t.D, t.Tp / t.N};
+      },
+      [&](int64_t i, int64_t jv, VF s) { hn::StoreU(s, d, G + i * Gs + jv * t.N); });
+  for (int64_t i = 0; i < rows; ++i) std::fill(G + i * Gs + t.Tp, G + (i + 1) * Gs, 0.0f);
+}
+
+// S (rows, Tp) = scale (q k^T + G shifted) + bias for the queries i0 .. i0 + rows - 1, the vectors of each
+// row that reach its diagonal (past it: unused). G (rows, T + Tp): p E^T (relative vectors), or null.
+void AttnLogits(const AttnTask& t, const Attention& a, int64_t i0, int64_t rows, const float* kt,
+                const float* brow, const float* G, float* S) {
   const DF d;
   const VF scale = hn::Set(d, a.scale);
+  const int64_t Gs = t.T + t.Tp;
   AttnProduct(
-      t.T, t.row(a.q, 0), a.q.ld, 1, kt, t.Tp,
-      [&](int64_t i, int64_t rows) {
-        return ProductLimits{0, t.D, t.causal_vecs(i, rows)};
+      rows, t.row(a.q, i0), a.q.ld, 1, kt, t.Tp,
+      [&](int64_t i, int64_t r) {
+        return ProductLimits{0, t.D, t.causal_vecs(i0 + i, r)};
       },
       [&](int64_t i, int64_t jv, VF s) {
-        const int64_t j = jv * t.N;
-        hn::StoreU(hn::MulAdd(s, scale, hn::LoadU(d, brow + t.T - 1 - i + j)), d, S + i * t.Tp + j);
+        const int64_t j = jv * t.N, at = t.T - 1 - (i0 + i) + j;
+        if (G) s = hn::Add(s, hn::LoadU(d, G + i * Gs + at));
+        hn::StoreU(hn::MulAdd(s, scale, hn::LoadU(d, brow + at)), d, S + i * t.Tp + j);
       });
+}
+
+// X (rows, Tp): row i of S (query i0 + i: keys 0 .. i0 + i) moved to columns T-1-(i0+i) .. T-1 (the
+// tables' order), zeros elsewhere.
+void ShiftRows(const AttnTask& t, int64_t i0, int64_t rows, const float* S, float* X) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t q = i0 + i;
+    float* x = X + i * t.Tp;
+    std::fill(x, x + t.T - 1 - q, 0.0f);
+    std::memcpy(x + t.T - 1 - q, S + i * t.Tp, static_cast<size_t>(q + 1) * sizeof(float));
+    std::fill(x + t.T, x + t.Tp, 0.0f);
+  }
+}
+// Limits of a product over X's columns as the sum index (rows i, any columns of the tables' rows):
+// row i reaches columns T-1-i .. T-1.
+// The same limits serve X^T's rows (the tables' rows m: queries i >= T-1-m).
+HWY_INLINE ProductLimits ShiftedLimits(const AttnTask& t, int64_t i, int64_t rows, int64_t nv) {
+  return ProductLimits{std::max<int64_t>(0, t.T - i - rows), t.T, nv};
 }
 
 // Row i of S (keys 0 .. i visible, n = i + 1) becomes exp(S - shift), zeros from n to Tp; returns the
@@ -176,11 +221,14 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
 // The scratch of a task: offsets of its arrays (the layout at the top of this section).
 struct AttnScratch {
   float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
+  float *G, *X, *et, *ft, *er, *fr, *pr, *o2;  // relative vectors
 };
-AttnScratch TaskScratch(const AttnTask& t, bool backward) {
-  const size_t tt = static_cast<size_t>(t.T * t.Tp), dt = static_cast<size_t>(t.D * t.Tp),
+// `rows`: the query rows of S, G, X and o2 (the backward's T; a block of them in the forward).
+AttnScratch TaskScratch(const AttnTask& t, int64_t rows, bool backward, bool rel, bool rel_value) {
+  const size_t tt = static_cast<size_t>(rows * t.Tp), dt = static_cast<size_t>(t.D * t.Tp),
                td = static_cast<size_t>(t.T * t.Dp), row = static_cast<size_t>(t.T + t.Tp);
-  const size_t floats = (backward ? 2 * tt + 2 * dt + 4 * td + 2 * row : tt + dt + td + row) + 2 * t.Tp;
+  size_t floats = (backward ? 2 * tt + 2 * dt + 4 * td + 2 * row : tt + dt + td + row) + 2 * t.Tp;
+  if (rel) floats += static_cast<size_t>(rows) * row + tt + 2 * dt + 4 * td;
   float* p = ThreadScratch(floats);
   AttnScratch s{};
   auto take = [&](size_t n) {
@@ -192,6 +240,11 @@ AttnScratch TaskScratch(const AttnTask& t, bool backward) {
   s.per_row = take(2 * static_cast<size_t>(t.Tp));
   if (backward)
     s.dS = take(tt), s.vt = take(dt), s.kr = take(td), s.qr = take(td), s.dor = take(td), s.grow = take(row);
+  if (rel) {
+    s.G = take(static_cast<size_t>(rows) * row), s.X = take(tt), s.et = take(dt), s.er = take(td);
+    s.pr = take(td), s.o2 = take(td);
+    if (rel_value) s.ft = take(dt), s.fr = take(td);
+  }
   return s;
 }
 
@@ -211,79 +264,123 @@ void PrefetchHead(const AttnTask& t, const ConstRows& x, int64_t h) {
 // there are two sequences per thread, else one): a task requests its next head's rows of `inputs`
 // while it works on one, so that they arrive from memory in the meantime. Each (sequence, head)
 // computes alone, so the split does not change its results.
-template <size_t kInputs, class Fn>
-void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows (&inputs)[kInputs],
-                 const Fn& fn) {
+template <class Fn>
+void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows* inputs,
+                 size_t num_inputs, const Fn& fn) {
   const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1;
   posenc::parallel_for(a.B * a.H / per, [&](int64_t task) {
     const int64_t b = task * per / a.H, h0 = task * per % a.H;
     AttnTask t{a.T, a.D, Tp, Dp, N, b, h0};
-    for (const ConstRows& x : inputs) PrefetchHead(t, x, h0);
+    for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h0);
     for (int64_t h = h0; h < h0 + per; ++h) {
       if (h + 1 < h0 + per)
-        for (const ConstRows& x : inputs) PrefetchHead(t, x, h + 1);
+        for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h + 1);
       t.h = h;
       fn(t);
     }
   });
 }
 
+// Query rows per block of the forward: its logits (rows x Tp floats) within 256 KiB, so that they stay
+// in L2 between the product that writes them, the softmax and the product that reads them (a whole head
+// at T 1024 is 4 MiB, past L2). Measured on a Zen 4 shared with other work, the evaluation at T 1024 took
+// 1.15-1.17 s per 131,072 characters against 1.19 s unblocked: L3 served the whole head nearly as well.
+// Every element is the same fixed-order sum whatever the block (AttnProduct): the results are unchanged.
+constexpr int64_t kForwardBlockFloats = 65536;
+
 void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t Tp = (a.T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
-  const ConstRows inputs[] = {a.q, a.k, a.v};
-  ForEachHead(a, Tp, Dp, N, inputs, [&](const AttnTask& t) {
-    const AttnScratch s = TaskScratch(t, false);
+  const int64_t T = a.T, Tp = (T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
+  const int64_t block = std::min(T, std::max<int64_t>(64, kForwardBlockFloats / Tp));
+  const bool rel = a.rel_key != nullptr, rel_value = rel && a.rel_value != nullptr;
+  const ConstRows inputs[] = {a.q, a.k, a.v, a.p};
+  ForEachHead(a, Tp, Dp, N, inputs, rel ? 4 : 3, [&](const AttnTask& t) {
+    const AttnScratch s = TaskScratch(t, block, false, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackRows(t, a.v, s.vr);
     BiasRow(t, a.bias, s.brow);
-    AttnLogits(t, a, s.kt, s.brow, s.S);
-    // softmax rows, unnormalized: P = exp(S - max); out = (P V) / sum P
-    float* lse_row = lse + (t.b * a.H + t.h) * a.T;
-    float *m_row = s.per_row, *inv_l = s.per_row + Tp;
-    for (int64_t i = 0; i < a.T; ++i) {
-      float* row = s.S + i * Tp;
-      m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i + 1, -std::numeric_limits<float>::infinity());
-      inv_l[i] = ExpRow(t, row, i + 1, m_row[i]);  // the sum, inverted below
+    if (rel) PackTransposed(t, a.rel_key + t.h * a.rel_head_stride, a.D, s.et);
+    if (rel_value) PackRows(t, a.rel_value + t.h * a.rel_head_stride, a.D, s.fr);
+    float* lse_row = lse + (t.b * a.H + t.h) * T;
+    for (int64_t i0 = 0; i0 < T; i0 += block) {
+      const int64_t rows = std::min(block, T - i0);
+      if (rel) TableProduct(t, rows, t.row(a.p, i0), a.p.ld, s.et, s.G);  // G = p E^T
+      AttnLogits(t, a, i0, rows, s.kt, s.brow, rel ? s.G : nullptr, s.S);
+      // softmax rows, unnormalized: P = exp(S - max); out = (P V [+ X F]) / sum P
+      float *m_row = s.per_row, *inv_l = s.per_row + Tp;
+      for (int64_t i = 0; i < rows; ++i) {
+        float* row = s.S + i * Tp;
+        m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i0 + i + 1, -std::numeric_limits<float>::infinity());
+        inv_l[i] = ExpRow(t, row, i0 + i + 1, m_row[i]);  // the sum, inverted below
+      }
+      for (int64_t i = 0; i < rows; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
+        const auto count = static_cast<size_t>(std::min(N, rows - i));
+        const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
+        StorePart(hn::Add(m, hn::Log(d, l)), d, lse_row + i0 + i, count);
+        hn::StoreU(hn::Div(hn::Set(d, 1.0f), l), d, inv_l + i);
+      }
+      if (rel_value) {  // o2 = X F: the probabilities in the table's order times its rows
+        ShiftRows(t, i0, rows, s.S, s.X);
+        AttnProduct(
+            rows, s.X, Tp, 1, s.fr, Dp,
+            [&](int64_t i, int64_t r) { return ShiftedLimits(t, i0 + i, r, Dp / N); },
+            [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
+      }
+      AttnProduct(
+          rows, s.S, Tp, 1, s.vr, Dp,
+          [&](int64_t i, int64_t r) {
+            return ProductLimits{0, std::min(T, i0 + i + r), Dp / N};
+          },
+          [&](int64_t i, int64_t jv, VF o) {
+            const int64_t c = jv * N;
+            if (rel_value) o = hn::Add(o, hn::LoadU(d, s.o2 + i * Dp + c));
+            StorePart(hn::Mul(o, hn::Set(d, inv_l[i])), d, t.row(out, i0 + i) + c,
+                      static_cast<size_t>(std::min(N, a.D - c)));
+          });
     }
-    for (int64_t i = 0; i < a.T; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
-      const auto count = static_cast<size_t>(std::min(N, a.T - i));
-      const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
-      StorePart(hn::Add(m, hn::Log(d, l)), d, lse_row + i, count);
-      hn::StoreU(hn::Div(hn::Set(d, 1.0f), l), d, inv_l + i);
-    }
-    AttnProduct(
-        a.T, s.S, Tp, 1, s.vr, Dp,
-        [&](int64_t i, int64_t rows) {
-          return ProductLimits{0, std::min(a.T, i + rows), Dp / N};
-        },
-        [&](int64_t i, int64_t jv, VF o) {
-          const int64_t c = jv * N;
-          StorePart(hn::Mul(o, hn::Set(d, inv_l[i])), d, t.row(out, i) + c,
-                    static_cast<size_t>(std::min(N, a.D - c)));
-        });
   });
 }
 
+// Each task's (T, D) table gradient into part + (b H + h) T D, summed over the sequences in order.
+void SumTableParts(const Attention& a, const std::vector<float>& part, float* grad) {
+  const int64_t TD = a.T * a.D;
+  for (int64_t h = 0; h < a.H; ++h)
+    for (int64_t b = 0; b < a.B; ++b) {
+      const float* p = part.data() + (b * a.H + h) * TD;
+      for (int64_t x = 0; x < TD; ++x) grad[h * TD + x] += p[x];
+    }
+}
+
 void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq,
-                           Rows dk, Rows dv, float* dbias) {
+                           Rows dk, Rows dv, float* dbias, const RelativeGrads& rg) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t T = a.T, D = a.D, Tp = (T + N - 1) / N * N, Dp = (D + N - 1) / N * N;
-  // Each task's bias gradient, summed over the sequences in order afterwards.
+  const int64_t T = a.T, D = a.D, Tp = (T + N - 1) / N * N, Dp = (D + N - 1) / N * N, Gs = T + Tp;
+  const bool rel = a.rel_key != nullptr, rel_value = rel && a.rel_value != nullptr;
+  // Each task's bias and table gradients, summed over the sequences in order afterwards.
   std::vector<float> partial(dbias ? static_cast<size_t>(a.B * a.H * T) : 0);
-  const ConstRows inputs[] = {a.q, a.k, a.v, out, dout};
-  ForEachHead(a, Tp, Dp, N, inputs, [&](const AttnTask& t) {
-    const AttnScratch s = TaskScratch(t, true);
+  const auto table_part = static_cast<size_t>(a.B * a.H * T * D);
+  std::vector<float> part_key(rel && rg.rel_key ? table_part : 0),
+      part_value(rel_value && rg.rel_value ? table_part : 0);
+  const ConstRows inputs[] = {a.q, a.k, a.v, out, dout, a.p};
+  ForEachHead(a, Tp, Dp, N, inputs, rel ? 6 : 5, [&](const AttnTask& t) {
+    const AttnScratch s = TaskScratch(t, T, true, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackTransposed(t, a.v, s.vt);
     PackRows(t, a.k, s.kr);
     PackRows(t, a.q, s.qr);
     PackRows(t, dout, s.dor);
     BiasRow(t, a.bias, s.brow);
+    const float* table_key = rel ? a.rel_key + t.h * a.rel_head_stride : nullptr;
+    if (rel) {  // G = p E^T, as the forward
+      PackTransposed(t, table_key, D, s.et);
+      PackRows(t, table_key, D, s.er);
+      PackRows(t, a.p, s.pr);
+      TableProduct(t, T, t.row(a.p, 0), a.p.ld, s.et, s.G);
+    }
     // 1. P = exp(S - lse), the forward's logits recomputed by the same code
-    AttnLogits(t, a, s.kt, s.brow, s.S);
+    AttnLogits(t, a, 0, T, s.kt, s.brow, rel ? s.G : nullptr, s.S);
     const float* lse_row = lse + (t.b * a.H + t.h) * T;
     float* dl = s.per_row;  // delta
     for (int64_t i = 0; i < T; ++i) {
@@ -297,7 +394,12 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       }
       dl[i] = hn::GetLane(hn::SumOfLanes(d, sum));
     }
-    // 2. dP = dout V^T, then dS = P (dP - delta), zeros past the diagonal
+    if (rel_value) {  // G = dout F^T: the value table's part of dP, read shifted
+      const float* table_value = a.rel_value + t.h * a.rel_head_stride;
+      PackTransposed(t, table_value, D, s.ft);
+      TableProduct(t, T, t.row(dout, 0), dout.ld, s.ft, s.G);
+    }
+    // 2. dP = dout V^T (+ G shifted), then dS = P (dP - delta), zeros past the diagonal
     AttnProduct(
         T, t.row(dout, 0), dout.ld, 1, s.vt, Tp,
         [&](int64_t i, int64_t rows) {
@@ -305,6 +407,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
         },
         [&](int64_t i, int64_t jv, VF g) {
           const int64_t j = jv * N;
+          if (rel_value) g = hn::Add(g, hn::LoadU(d, s.G + i * Gs + T - 1 - i + j));
           const VF p = hn::LoadU(d, s.S + i * Tp + j);
           hn::StoreU(hn::Mul(p, hn::Sub(g, hn::Set(d, dl[i]))), d, s.dS + i * Tp + j);
         });
@@ -351,6 +454,31 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       }
       std::memcpy(partial.data() + (t.b * a.H + t.h) * T, s.grow, static_cast<size_t>(T) * sizeof(float));
     }
+    // 6. relative vectors: with X = dS in the tables' order, dp = scale X E and dE = scale X^T p; with
+    // X = P, dF = X^T dout
+    if (rel) {
+      ShiftRows(t, 0, T, s.dS, s.X);
+      const auto shifted = [&](int64_t i, int64_t rows) { return ShiftedLimits(t, i, rows, Dp / N); };
+      AttnProduct(T, s.X, Tp, 1, s.er, Dp, shifted, [&](int64_t i, int64_t jv, VF g) {
+        const int64_t c = jv * N;
+        StorePart(hn::Mul(g, scale), d, t.row(rg.dp, i) + c, static_cast<size_t>(std::min(N, D - c)));
+      });
+      if (!part_key.empty()) {
+        float* const key_part = part_key.data() + (t.b * a.H + t.h) * T * D;
+        AttnProduct(T, s.X, 1, Tp, s.pr, Dp, shifted, [&](int64_t m, int64_t jv, VF g) {
+          const int64_t c = jv * N;
+          StorePart(hn::Mul(g, scale), d, key_part + m * D + c, static_cast<size_t>(std::min(N, D - c)));
+        });
+      }
+      if (!part_value.empty()) {
+        ShiftRows(t, 0, T, s.S, s.X);
+        float* const value_part = part_value.data() + (t.b * a.H + t.h) * T * D;
+        AttnProduct(T, s.X, 1, Tp, s.dor, Dp, shifted, [&](int64_t m, int64_t jv, VF g) {
+          const int64_t c = jv * N;
+          StorePart(g, d, value_part + m * D + c, static_cast<size_t>(std::min(N, D - c)));
+        });
+      }
+    }
   });
   if (dbias)
     for (int64_t h = 0; h < a.H; ++h)
@@ -358,6 +486,38 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
         const float* p = partial.data() + (b * a.H + h) * T;
         for (int64_t j = 0; j < T; ++j) dbias[h * T + j] += p[j];
       }
+  if (!part_key.empty()) SumTableParts(a, part_key, rg.rel_key);
+  if (!part_value.empty()) SumTableParts(a, part_value, rg.rel_value);
+}
+
+// RoPE (kernels.h): the loop of posenc's RotateHalf (src/cpu/rope.cc), whole vectors of pairs and then
+// a scalar tail, on the tables of each row's token.
+void RopeRotateImpl(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                    int64_t T, int64_t H, int64_t D) {
+  posenc::parallel_for(B * T, [&](int64_t bt) {
+    const DF d;
+    const int64_t n = static_cast<int64_t>(hn::Lanes(d)), t = bt % T;
+    const float* cs = cos + t * pairs;
+    const float* sn = sin + t * pairs;
+    for (int64_t h = 0; h < H; ++h) {
+      const float* x = in.data + bt * in.ld + h * D;
+      float* o = out.data + bt * out.ld + h * D;
+      int64_t j = 0;
+      for (; j + n <= pairs; j += n) {
+        const VF x1 = hn::LoadU(d, x + j), x2 = hn::LoadU(d, x + pairs + j);
+        const VF c = hn::LoadU(d, cs + j), s = hn::LoadU(d, sn + j);
+        hn::StoreU(hn::NegMulAdd(x2, s, hn::Mul(x1, c)), d, o + j);
+        hn::StoreU(hn::MulAdd(x1, s, hn::Mul(x2, c)), d, o + pairs + j);
+      }
+      for (; j < pairs; ++j) {
+        const float x1 = x[j], x2 = x[pairs + j];
+        o[j] = x1 * cs[j] - x2 * sn[j];
+        o[pairs + j] = x2 * cs[j] + x1 * sn[j];
+      }
+      if (o != x && D > 2 * pairs)
+        std::memcpy(o + 2 * pairs, x + 2 * pairs, static_cast<size_t>(D - 2 * pairs) * sizeof(float));
+    }
+  });
 }
 
 }  // namespace HWY_NAMESPACE
@@ -368,15 +528,22 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::lab::kernels {
 HWY_EXPORT(AttentionForwardImpl);
 HWY_EXPORT(AttentionBackwardImpl);
+HWY_EXPORT(RopeRotateImpl);
+
+void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
+                 int64_t T, int64_t H, int64_t D) {
+  if (B <= 0 || T <= 0 || H <= 0 || pairs <= 0) return;
+  HWY_DYNAMIC_DISPATCH(RopeRotateImpl)(cos, sin, pairs, in, out, B, T, H, D);
+}
 
 void attention_forward(const Attention& a, Rows out, float* lse) {
   if (a.B <= 0 || a.T <= 0 || a.H <= 0 || a.D <= 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionForwardImpl)(a, out, lse);
 }
 void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
-                        Rows dv, float* dbias) {
+                        Rows dv, float* dbias, const RelativeGrads& rel) {
   if (a.B <= 0 || a.T <= 0 || a.H <= 0 || a.D <= 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionBackwardImpl)(a, out, lse, dout, dq, dk, dv, dbias);
+  HWY_DYNAMIC_DISPATCH(AttentionBackwardImpl)(a, out, lse, dout, dq, dk, dv, dbias, rel);
 }
 }  // namespace posenc::lab::kernels
 #endif  // HWY_ONCE

@@ -104,6 +104,10 @@ RopeEval parse_rope_eval(std::string_view text) {
               "' is invalid: expected plain, linear, ntk or yarn");
 }
 
+bool rope_eval_is_plain(RopeEval mode, int64_t train_len, int64_t eval_len) {
+  return mode == RopeEval::plain || eval_len <= train_len;
+}
+
 RopeConfig lab_rope_config(const EncodingOptions& options, int64_t head_dim, int64_t train_len, RopeEval mode,
                            int64_t eval_len) {
   RopeConfig c;
@@ -111,7 +115,7 @@ RopeConfig lab_rope_config(const EncodingOptions& options, int64_t head_dim, int
   c.base = options.rope_base;
   c.layout = RopeLayout::half;
   c.max_position_embeddings = train_len;
-  if (mode == RopeEval::plain || eval_len <= train_len) return c;
+  if (rope_eval_is_plain(mode, train_len, eval_len)) return c;
   const double factor = static_cast<double>(eval_len) / static_cast<double>(train_len);
   switch (mode) {
     case RopeEval::linear:

@@ -50,6 +50,10 @@ enum class RopeEval : uint8_t {
 const char* rope_eval_name(RopeEval mode);  // "plain", "linear", "ntk", "yarn"
 RopeEval parse_rope_eval(std::string_view text);
 
+// Whether `mode` at `eval_len` is the trained rotation itself: the scalings apply only past train_len
+// (factor 1 at it), so up to it every mode is plain and gives plain's figures.
+bool rope_eval_is_plain(RopeEval mode, int64_t train_len, int64_t eval_len);
+
 // The rotary configuration of a model with `head_dim`, trained at `train_len`, evaluated with
 // `mode` at `eval_len`.
 RopeConfig lab_rope_config(const EncodingOptions& options, int64_t head_dim, int64_t train_len, RopeEval mode,

@@ -63,7 +63,7 @@ struct EvalResult {
   double bits_per_char = 0;           // over every position of every window
   std::vector<BucketResult> buckets;  // [0, L0), [L0, 2 L0), [2 L0, 4 L0), ... with L0 = train_len
   int64_t windows = 0, tokens = 0;
-  double seconds = 0;
+  double seconds = 0;  // 0 where the figures are another evaluation's (a RoPE scaling where it is plain)
 };
 
 // Non-overlapping windows of each length over the first tokens of `data` (a multiple of the

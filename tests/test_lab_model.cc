@@ -214,6 +214,9 @@ TEST(LabModel, RopeScalingOnlyActsPastTheTrainingLength) {
     EXPECT_EQ(evaluate(model, corpus.test, at8).front().bits_per_char, plain8);
     model.set_rope_eval(mode, 32);
     EXPECT_NE(evaluate(model, corpus.test, at32).front().bits_per_char, plain32);
+    // what run_experiment relies on to take plain's figures instead of evaluating again
+    EXPECT_TRUE(rope_eval_is_plain(mode, config.train_len, 8));
+    EXPECT_FALSE(rope_eval_is_plain(mode, config.train_len, 32));
   }
 }
 

@@ -502,30 +502,60 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
 // ---- The causal attention of short windows (kernels::attention_forward / attention_backward).
 
 // q, k, v in one fused buffer of rows (B * T) x ld, as the lab's (N, 3C) qkv (ld padded by one float
-// here, so that no row starts on a vector boundary); out, dout (B T, H D).
+// here, so that no row starts on a vector boundary); out, dout (B T, H D). Relative vectors (rel 1: a
+// key table, 2: key and value tables; shared: one table for every head, as Shaw's): position queries
+// p (B T) x (C + 1), tables (heads, T, D) in the kernels' order (row m: distance T-1-m).
 struct AttentionCase {
   int64_t B, T, H, D;
   bool bias;
+  int rel = 0;
+  bool shared = false;
 };
 struct AttentionData {
-  int64_t B, T, H, D, ld;
-  float scale;
+  int64_t B = 0, T = 0, H = 0, D = 0, ld = 0;
+  float scale = 0;
   std::vector<float> qkv, bias, dout;
+  int rel = 0;
+  int64_t table_heads = 0, ldp = 0;
+  std::vector<float> p, ek, fv;
   int64_t at(int64_t which, int64_t b, int64_t t, int64_t h, int64_t d) const {
     return (b * T + t) * ld + which * H * D + h * D + d;
   }
+  int64_t p_at(int64_t b, int64_t t, int64_t h, int64_t d) const { return (b * T + t) * ldp + h * D + d; }
+  int64_t table_at(int64_t h, int64_t m, int64_t d) const {
+    return ((table_heads == 1 ? 0 : h) * T + m) * D + d;
+  }
 };
 AttentionData attention_data(const AttentionCase& c) {
-  AttentionData x{c.B, c.T, c.H, c.D, 3 * c.H * c.D + 1, static_cast<float>(1 / std::sqrt(double(c.D))),
-                  {},  {},  {}};
+  AttentionData x;
+  x.B = c.B, x.T = c.T, x.H = c.H, x.D = c.D, x.ld = 3 * c.H * c.D + 1;
+  x.scale = static_cast<float>(1 / std::sqrt(double(c.D)));
   x.qkv = random_floats(static_cast<size_t>(c.B * c.T * x.ld), 41, -2, 2);
   if (c.bias) x.bias = random_floats(static_cast<size_t>(c.H * c.T), 42, -3, 1);
   x.dout = random_floats(static_cast<size_t>(c.B * c.T * c.H * c.D), 43);
+  x.rel = c.rel;
+  if (c.rel) {
+    x.table_heads = c.shared ? 1 : c.H;
+    x.ldp = c.H * c.D + 1;
+    x.p = random_floats(static_cast<size_t>(c.B * c.T * x.ldp), 44, -2, 2);
+    x.ek = random_floats(static_cast<size_t>(x.table_heads * c.T * c.D), 45, -1, 1);
+    if (c.rel == 2) x.fv = random_floats(static_cast<size_t>(x.table_heads * c.T * c.D), 46, -1, 1);
+  }
   return x;
 }
 
-// The definition in double: out (B T, H D) = softmax(scale q k^T + bias, causal) v, and lse (B, H, T).
-Vec ref_attention(const AttentionData& x, const Vec& qkv, const Vec& bias, Vec* lse = nullptr) {
+// The inputs of the reference as doubles (each differentiated by central differences).
+struct AttentionInputsD {
+  Vec qkv, bias, p, ek, fv;
+};
+AttentionInputsD inputs_of(const AttentionData& x) {
+  return {test::to_double(x.qkv), test::to_double(x.bias), test::to_double(x.p), test::to_double(x.ek),
+          test::to_double(x.fv)};
+}
+
+// The definition in double: out (B T, H D) = softmax(scale (q k^T + p E^T shifted) + bias, causal)
+// (v + F shifted), and lse (B, H, T).
+Vec ref_attention(const AttentionData& x, const AttentionInputsD& in, Vec* lse = nullptr) {
   const int64_t T = x.T, H = x.H, D = x.D;
   Vec out(static_cast<size_t>(x.B * T * H * D), 0.0);
   if (lse) lse->assign(static_cast<size_t>(x.B * H * T), 0.0);
@@ -535,27 +565,34 @@ Vec ref_attention(const AttentionData& x, const Vec& qkv, const Vec& bias, Vec* 
         Vec s(static_cast<size_t>(i + 1));
         double mx = -INFINITY;
         for (int64_t j = 0; j <= i; ++j) {
+          const int64_t m = T - 1 - (i - j);  // the tables' and the bias's row of the pair
           double dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot +=
-                qkv[static_cast<size_t>(x.at(0, b, i, h, d))] * qkv[static_cast<size_t>(x.at(1, b, j, h, d))];
+          for (int64_t d = 0; d < D; ++d) {
+            dot += in.qkv[static_cast<size_t>(x.at(0, b, i, h, d))] *
+                   in.qkv[static_cast<size_t>(x.at(1, b, j, h, d))];
+            if (x.rel)
+              dot += in.p[static_cast<size_t>(x.p_at(b, i, h, d))] *
+                     in.ek[static_cast<size_t>(x.table_at(h, m, d))];
+          }
           s[static_cast<size_t>(j)] =
-              x.scale * dot + (bias.empty() ? 0.0 : bias[static_cast<size_t>(h * T + T - 1 - (i - j))]);
+              x.scale * dot + (in.bias.empty() ? 0.0 : in.bias[static_cast<size_t>(h * T + m)]);
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
         double l = 0;
         for (double& e : s) l += (e = std::exp(e - mx));
         for (int64_t j = 0; j <= i; ++j)
-          for (int64_t d = 0; d < D; ++d)
-            out[static_cast<size_t>(((b * T + i) * H + h) * D + d)] +=
-                s[static_cast<size_t>(j)] / l * qkv[static_cast<size_t>(x.at(2, b, j, h, d))];
+          for (int64_t d = 0; d < D; ++d) {
+            double value = in.qkv[static_cast<size_t>(x.at(2, b, j, h, d))];
+            if (x.rel == 2) value += in.fv[static_cast<size_t>(x.table_at(h, T - 1 - (i - j), d))];
+            out[static_cast<size_t>(((b * T + i) * H + h) * D + d)] += s[static_cast<size_t>(j)] / l * value;
+          }
         if (lse) (*lse)[static_cast<size_t>((b * H + h) * T + i)] = mx + std::log(l);
       }
   return out;
 }
 
 struct AttentionResult {
-  std::vector<float> out, lse, dqkv, dbias;
+  std::vector<float> out, lse, dqkv, dbias, dp, dek, dfv;  // dek, dfv: per head (H, T, D)
 };
 AttentionResult run_attention(const AttentionData& x) {
   const int64_t C = x.H * x.D;
@@ -568,36 +605,82 @@ AttentionResult run_attention(const AttentionData& x) {
   a.B = x.B, a.T = x.T, a.H = x.H, a.D = x.D, a.scale = x.scale;
   a.q = {x.qkv.data(), x.ld}, a.k = {x.qkv.data() + C, x.ld}, a.v = {x.qkv.data() + 2 * C, x.ld};
   a.bias = x.bias.empty() ? nullptr : x.bias.data();
+  kernels::RelativeGrads rel;
+  if (x.rel) {
+    a.p = {x.p.data(), x.ldp}, a.rel_key = x.ek.data(),
+    a.rel_head_stride = x.table_heads == 1 ? 0 : x.T * x.D;
+    if (x.rel == 2) a.rel_value = x.fv.data();
+    r.dp.assign(x.p.size(), 7.0f);  // stored over, as dqkv
+    r.dek.assign(static_cast<size_t>(x.H * x.T * x.D), 0.5f);
+    rel.dp = {r.dp.data(), x.ldp}, rel.rel_key = r.dek.data();
+    if (x.rel == 2) r.dfv.assign(r.dek.size(), 0.5f), rel.rel_value = r.dfv.data();
+  }
   kernels::attention_forward(a, {r.out.data(), C}, r.lse.data());
   kernels::attention_backward(a, {r.out.data(), C}, r.lse.data(), {x.dout.data(), C}, {r.dqkv.data(), x.ld},
                               {r.dqkv.data() + C, x.ld}, {r.dqkv.data() + 2 * C, x.ld},
-                              x.bias.empty() ? nullptr : r.dbias.data());
+                              x.bias.empty() ? nullptr : r.dbias.data(), rel);
   return r;
 }
 
+// A per-head table gradient (H, T, D) as the gradient of the tables given (heads 1: their sum), less
+// the 0.5 each element started from.
+std::vector<float> table_gradient(const AttentionData& x, const std::vector<float>& per_head) {
+  std::vector<float> g(static_cast<size_t>(x.table_heads * x.T * x.D), 0.0f);
+  const int64_t TD = x.T * x.D;
+  for (int64_t h = 0; h < x.H; ++h)
+    for (int64_t e = 0; e < TD; ++e)
+      g[static_cast<size_t>((x.table_heads == 1 ? 0 : h) * TD + e)] +=
+          per_head[static_cast<size_t>(h * TD + e)] - 0.5f;
+  return g;
+}
+
 // Odd sizes, one token, one dimension, one sequence, head dims of 16 (the lab's) and 17, windows past
-// 64 keys (two AVX-512 strips of four vectors plus a partial one), with and without a bias.
+// 64 keys (two AVX-512 strips of four vectors plus a partial one), with and without a bias, with a key
+// table per head (Transformer-XL's shape) and shared key and value tables (Shaw's).
 TEST(LabKernels, AttentionMatchesDoubleAndFiniteDifferences) {
-  for (const AttentionCase& c : {AttentionCase{1, 1, 1, 1, false}, AttentionCase{1, 1, 2, 3, true},
-                                 AttentionCase{2, 5, 3, 7, true}, AttentionCase{1, 17, 2, 16, false},
-                                 AttentionCase{3, 33, 2, 8, true}, AttentionCase{1, 70, 1, 17, true}}) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 1, 1, 1, false}, AttentionCase{1, 1, 2, 3, true}, AttentionCase{2, 5, 3, 7, true},
+        AttentionCase{1, 17, 2, 16, false}, AttentionCase{3, 33, 2, 8, true},
+        AttentionCase{1, 70, 1, 17, true}, AttentionCase{1, 1, 1, 1, false, 2, true},
+        AttentionCase{2, 5, 3, 7, true, 1}, AttentionCase{2, 13, 2, 16, false, 2, true},
+        AttentionCase{1, 37, 2, 5, true, 1}, AttentionCase{1, 70, 1, 17, false, 2, true}}) {
     SCOPED_TRACE(::testing::Message()
-                 << "B " << c.B << " T " << c.T << " H " << c.H << " D " << c.D << (c.bias ? " bias" : ""));
+                 << "B " << c.B << " T " << c.T << " H " << c.H << " D " << c.D << (c.bias ? " bias" : "")
+                 << " rel " << c.rel << (c.shared ? " shared" : ""));
     const AttentionData x = attention_data(c);
-    const Vec qkv = to_double(x.qkv), bias = to_double(x.bias), weights = to_double(x.dout);
+    const AttentionInputsD in = inputs_of(x);
+    const Vec weights = test::to_double(x.dout);
     Vec lse_want;
-    const Vec out_want = ref_attention(x, qkv, bias, &lse_want);
-    // d sum(out * dout) by central differences of the double definition, at sampled q, k, v elements
-    // (the padding float of each row excluded) and at every bias element.
-    std::vector<size_t> at_qkv;
-    for (size_t i : test::sample_coords(x.qkv.size(), 96))
-      if (static_cast<int64_t>(i) % x.ld != x.ld - 1) at_qkv.push_back(i);
-    Vec g_qkv = fd_grad([&](const Vec& y) { return ref_attention(x, y, bias); }, qkv, weights, &at_qkv, 1e-5);
-    Vec g_bias;
+    const Vec out_want = ref_attention(x, in, &lse_want);
+    // d sum(out * dout) by central differences of the double definition, at sampled q, k, v, p and table
+    // elements (the padding float of each row excluded) and at every bias element.
+    auto fd = [&](Vec AttentionInputsD::*field, const std::vector<size_t>* coords) {
+      AttentionInputsD y = in;
+      return fd_grad(
+          [&](const Vec& v) {
+            y.*field = v;
+            return ref_attention(x, y);
+          },
+          in.*field, weights, coords, 1e-5);
+    };
+    auto sample = [](size_t n, int64_t ld) {
+      std::vector<size_t> at;
+      for (size_t i : test::sample_coords(n, 96))
+        if (static_cast<int64_t>(i) % ld != ld - 1) at.push_back(i);
+      return at;
+    };
+    const std::vector<size_t> at_qkv = sample(x.qkv.size(), x.ld),
+                              at_p = c.rel ? sample(x.p.size(), x.ldp) : std::vector<size_t>{};
+    const Vec g_qkv = fd(&AttentionInputsD::qkv, &at_qkv);
+    Vec g_bias, g_p, g_ek, g_fv;
     if (c.bias) {
-      g_bias = fd_grad([&](const Vec& y) { return ref_attention(x, qkv, y); }, bias, weights, nullptr, 1e-5);
+      g_bias = fd(&AttentionInputsD::bias, nullptr);
       for (double& g : g_bias) g += 0.5;
     }
+    // sampled as q, k, v: every element of a 70 x 17 table would take about a second
+    const std::vector<size_t> at_table = c.rel ? test::sample_coords(x.ek.size(), 96) : std::vector<size_t>{};
+    if (c.rel) g_p = fd(&AttentionInputsD::p, &at_p), g_ek = fd(&AttentionInputsD::ek, &at_table);
+    if (c.rel == 2) g_fv = fd(&AttentionInputsD::fv, &at_table);
     for_each_target([&](int64_t) {
       const AttentionResult r = run_attention(x);
       EXPECT_TRUE(all_close(r.out, out_want, test::kF32Reduction));
@@ -609,22 +692,55 @@ TEST(LabKernels, AttentionMatchesDoubleAndFiniteDifferences) {
       }
       for (int64_t row = 0; row < x.B * x.T; ++row)
         EXPECT_EQ(r.dqkv[static_cast<size_t>(row * x.ld + x.ld - 1)], 7.0f) << "row " << row << "'s padding";
+      if (c.rel) {
+        EXPECT_TRUE(all_close(test::gather(r.dp, at_p), g_p, tol));
+        EXPECT_TRUE(all_close(test::gather(table_gradient(x, r.dek), at_table), g_ek, tol));
+        for (int64_t row = 0; row < x.B * x.T; ++row)
+          EXPECT_EQ(r.dp[static_cast<size_t>(row * x.ldp + x.ldp - 1)], 7.0f)
+              << "dp row " << row << "'s padding";
+      }
+      if (c.rel == 2) {
+        EXPECT_TRUE(all_close(test::gather(table_gradient(x, r.dfv), at_table), g_fv, tol));
+      }
+    });
+  }
+}
+
+// Long windows, whose forward runs in blocks of query rows (T 300: two blocks on every target; T 1024:
+// sixteen), with a bias and shared key and value tables, and with a key table per head.
+TEST(LabKernels, AttentionForwardInBlocksMatchesDouble) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 300, 2, 16, true, 2, true}, AttentionCase{1, 1024, 1, 16, false, 1},
+        AttentionCase{2, 300, 1, 16, false}}) {
+    SCOPED_TRACE(::testing::Message() << "B " << c.B << " T " << c.T << " rel " << c.rel);
+    const AttentionData x = attention_data(c);
+    Vec lse_want;
+    const Vec out_want = ref_attention(x, inputs_of(x), &lse_want);
+    for_each_target([&](int64_t) {
+      const AttentionResult r = run_attention(x);
+      EXPECT_TRUE(all_close(r.out, out_want, test::kF32Reduction));
+      EXPECT_TRUE(all_close(r.lse, lse_want, test::kF32Reduction));
     });
   }
 }
 
 TEST(LabKernels, AttentionThreadCountDoesNotChangeBits) {
-  const AttentionData x = attention_data({5, 64, 4, 16, true});
-  auto run = [&](int threads) {
-    set_threads(threads);
-    AttentionResult r = run_attention(x);
-    for (const auto* v : {&r.lse, &r.dqkv, &r.dbias}) r.out.insert(r.out.end(), v->begin(), v->end());
-    return r.out;
-  };
-  const std::vector<float> one = run(1), two = run(2), three = run(3);
-  set_threads(2);
-  EXPECT_EQ(one, two);
-  EXPECT_EQ(one, three);
+  for (const AttentionCase& c :
+       {AttentionCase{5, 64, 4, 16, true}, AttentionCase{5, 64, 4, 16, true, 2, true},
+        AttentionCase{5, 64, 4, 16, false, 1}}) {
+    const AttentionData x = attention_data(c);
+    auto run = [&](int threads) {
+      set_threads(threads);
+      AttentionResult r = run_attention(x);
+      for (const auto* v : {&r.lse, &r.dqkv, &r.dbias, &r.dp, &r.dek, &r.dfv})
+        r.out.insert(r.out.end(), v->begin(), v->end());
+      return r.out;
+    };
+    const std::vector<float> one = run(1), two = run(2), three = run(3);
+    set_threads(2);
+    EXPECT_EQ(one, two) << "rel " << c.rel;
+    EXPECT_EQ(one, three) << "rel " << c.rel;
+  }
 }
 
 // ---- lab/attention.h: the lab's kernels against posenc's attention, through RoPE and each bias kind.
@@ -634,56 +750,97 @@ TEST(LabAttention, KernelsMatchPosencAttention) {
   const auto qkv = random_floats(static_cast<size_t>(B * T * 3 * C), 51, -2, 2),
              dout = random_floats(static_cast<size_t>(B * T * C), 52);
   const auto table = random_floats(8 * H, 53);  // T5 buckets, causal: 8 rows
+  // Shaw clipped at 8 (T 37 reaches past it); Transformer-XL with R of width 12
+  const ShawConfig shaw_config{8, D};
+  const int64_t shaw_rows = shaw_config.num_rows(), xl_width = 12;
+  const auto a_k = random_floats(static_cast<size_t>(shaw_rows * D), 54, -1, 1),
+             a_v = random_floats(static_cast<size_t>(shaw_rows * D), 55, -1, 1),
+             u = random_floats(static_cast<size_t>(H * D), 56, -1, 1),
+             v = random_floats(static_cast<size_t>(H * D), 57, -1, 1),
+             w_r = random_floats(static_cast<size_t>(C * xl_width), 58, -0.5, 0.5);
   std::vector<int64_t> positions(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions[static_cast<size_t>(t)] = t;
   const auto pos = view(positions.data(), {T});
   RopeConfig rc;
   rc.head_dim = D;
   const Rope rope(rc);
-  for (int variant = 0; variant < 5; ++variant) {
+  const char* names[] = {
+      "none", "rope", "alibi", "t5", "rope+t5", "shaw", "shaw+alibi", "transformer_xl", "transformer_xl+t5"};
+  for (int variant = 0; variant < 9; ++variant) {
     AttentionConfig cfg;
     cfg.causal = true;
-    const char* names[] = {"none", "rope", "alibi", "t5", "rope+t5"};
-    SCOPED_TRACE(names[variant]);
-    if (variant == 1 || variant == 4) cfg.rope = &rope;
-    if (variant == 2) cfg.bias.kind = AttentionBias::Kind::alibi, cfg.bias.alibi = AlibiConfig{H};
-    if (variant >= 3) {
+    const std::string name = names[variant];
+    SCOPED_TRACE(name);
+    auto with = [&](const char* part) { return name.find(part) != std::string::npos; };
+    if (with("rope")) cfg.rope = &rope;
+    if (with("alibi")) cfg.bias.kind = AttentionBias::Kind::alibi, cfg.bias.alibi = AlibiConfig{H};
+    const bool relative = with("t5");
+    if (relative) {
       cfg.bias.kind = AttentionBias::Kind::relative;
       cfg.bias.relative = RelativeBiasConfig::t5(H, 8, 16, false);
       cfg.bias.relative_table = view(table.data(), {8, H});
     }
+    if (with("shaw"))
+      cfg.shaw =
+          AttentionShaw{shaw_config, view(a_k.data(), {shaw_rows, D}), view(a_v.data(), {shaw_rows, D})};
+    if (with("transformer_xl"))
+      cfg.transformer_xl =
+          AttentionTransformerXL{TransformerXLConfig{xl_width, H, D, 10000.0}, view(u.data(), {H, D}),
+                                 view(v.data(), {H, D}), view(w_r.data(), {C, xl_width})};
     ASSERT_TRUE(on_lab_kernels(cfg, T, D));
-    const bool relative = variant >= 3;
+    // The parameter gradients: the relative table, Shaw's a^K and a^V, Transformer-XL's u, v and W_R,
+    // each accumulated onto 0.25.
+    struct ParamGrads {
+      std::vector<float> table, a_k, a_v, u, v, w_r;
+    };
+    auto param_grads = [&](ParamGrads& g) {
+      AttentionGrads grads;
+      g.table.assign(table.size(), 0.25f), g.a_k.assign(a_k.size(), 0.25f), g.a_v.assign(a_v.size(), 0.25f);
+      g.u.assign(u.size(), 0.25f), g.v.assign(v.size(), 0.25f), g.w_r.assign(w_r.size(), 0.25f);
+      if (relative) grads.relative_table = view(g.table.data(), {8, H});
+      if (cfg.shaw)
+        grads.shaw_a_k = view(g.a_k.data(), {shaw_rows, D}),
+        grads.shaw_a_v = view(g.a_v.data(), {shaw_rows, D});
+      if (cfg.transformer_xl) {
+        grads.transformer_xl_u = view(g.u.data(), {H, D}), grads.transformer_xl_v = view(g.v.data(), {H, D});
+        grads.transformer_xl_w_r = view(g.w_r.data(), {C, xl_width});
+      }
+      return grads;
+    };
     // posenc's attention
     std::vector<float> out(static_cast<size_t>(B * T * C)), lse(static_cast<size_t>(B * H * T)),
-        dqkv(qkv.size(), 0.0f), dtable(table.size(), 0.25f);
+        dqkv(qkv.size(), 0.0f);
     auto part = [&](auto* x, int64_t which) {
       return strided_view(x + which * C, {B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
     };
     const float* in = qkv.data();
     attention_forward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)), view(out.data(), {B, T, H, D}),
                       view(lse.data(), {B, H, T}));
-    AttentionGrads grads;
+    ParamGrads want;
+    AttentionGrads grads = param_grads(want);
     grads.q = part(dqkv.data(), 0), grads.k = part(dqkv.data(), 1), grads.v = part(dqkv.data(), 2);
-    if (relative) grads.relative_table = view(dtable.data(), {8, H});
     attention_backward(cfg, posenc::qkv(part(in, 0), part(in, 1), part(in, 2)),
                        view(static_cast<const float*>(out.data()), {B, T, H, D}),
                        view(static_cast<const float*>(lse.data()), {B, H, T}),
                        view(dout.data(), {B, T, H, D}), grads);
-    // the lab's: dqkv stored over whatever is there, the table's gradient accumulated
+    // the lab's: dqkv stored over whatever is there, the parameters' gradients accumulated
     LabAttention lab;
-    std::vector<float> lab_out(out.size()), lab_lse(lse.size()), lab_dqkv(qkv.size(), 9.0f),
-        lab_dtable(table.size(), 0.25f);
+    std::vector<float> lab_out(out.size()), lab_lse(lse.size()), lab_dqkv(qkv.size(), 9.0f);
     lab.forward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data());
-    AttentionGrads params;
-    if (relative) params.relative_table = view(lab_dtable.data(), {8, H});
+    ParamGrads got;
     lab.backward(cfg, qkv.data(), B, T, H, D, pos, lab_out.data(), lab_lse.data(), dout.data(),
-                 lab_dqkv.data(), params);
+                 lab_dqkv.data(), param_grads(got));
     const test::Tolerance tol{1e-5, 1e-5};  // two fp32 orders of the same sums
     EXPECT_TRUE(all_close(lab_out, to_double(out), tol));
     EXPECT_TRUE(all_close(lab_lse, to_double(lse), tol));
     EXPECT_TRUE(all_close(lab_dqkv, to_double(dqkv), tol));
-    EXPECT_TRUE(all_close(lab_dtable, to_double(dtable), {1e-4, 1e-5}));  // sums over ~2000 pairs
+    const test::Tolerance sums{1e-4, 1e-5};  // sums over ~2000 pairs
+    EXPECT_TRUE(all_close(got.table, to_double(want.table), sums));
+    EXPECT_TRUE(all_close(got.a_k, to_double(want.a_k), sums));
+    EXPECT_TRUE(all_close(got.a_v, to_double(want.a_v), sums));
+    EXPECT_TRUE(all_close(got.u, to_double(want.u), sums));
+    EXPECT_TRUE(all_close(got.v, to_double(want.v), sums));
+    EXPECT_TRUE(all_close(got.w_r, to_double(want.w_r), sums));
   }
 }
 
@@ -697,9 +854,21 @@ TEST(LabAttention, OtherConfigurationsRunOnPosencAttention) {
   AttentionConfig window = cfg;
   window.window = 8;
   EXPECT_FALSE(on_lab_kernels(window, 64, 16));
-  AttentionConfig shaw = cfg;
-  shaw.shaw.emplace();
+  AttentionConfig shaw = cfg;  // Shaw and Transformer-XL run on the kernels, not with RoPE
+  const std::vector<float> a_k(33 * 16);
+  shaw.shaw = AttentionShaw{ShawConfig{16, 16}, view(a_k.data(), {33, 16}), {}};
+  EXPECT_TRUE(on_lab_kernels(shaw, 64, 16));
+  EXPECT_FALSE(on_lab_kernels(shaw, 64, 8));  // the table's width is not the head's
+  AttentionConfig xl = cfg;
+  xl.transformer_xl.emplace();
+  xl.transformer_xl->config.head_dim = 16;
+  EXPECT_TRUE(on_lab_kernels(xl, 64, 16));
+  RopeConfig rc16;
+  rc16.head_dim = 16;
+  const Rope rope16(rc16);
+  shaw.rope = &rope16, xl.rope = &rope16;
   EXPECT_FALSE(on_lab_kernels(shaw, 64, 16));
+  EXPECT_FALSE(on_lab_kernels(xl, 64, 16));
   RopeConfig rc;
   rc.head_dim = 8;
   const Rope rope(rc);
