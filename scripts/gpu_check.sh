@@ -117,10 +117,12 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
   sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
-  # Shaw's sums by distance are shared memory written by groups of lanes: racecheck on a small case with
-  # tiles wholly beyond max_distance and tiles near the diagonal.
+  # Shaw's sums by distance: shared memory written by groups of lanes (a small case with tiles wholly
+  # beyond max_distance and tiles near the diagonal).
   sanitize racecheck shaw test_attention_shaw_backward_cuda \
     'AttentionShawBackwardCuda.PartialGradientsInWaves'
+  # Transformer-XL's band in shared memory: staged 16-bit rows, then fp32 products, half copied on reuse.
+  sanitize racecheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
 fi
 
 if [ -n "$python_build_pid" ]; then

@@ -6,8 +6,9 @@
 //   delta_ij = q_pos_i - k_pos_j,  rproj_h(delta) = W_R[h D : (h + 1) D, :] R_delta,
 //   R_delta = [sin(delta w_e) | cos(delta w_e)] (d_model values),  w_e = base^(-2 e / d_model)
 // Positions are the default ones (keys 0 .. K-1, queries aligned to the end, restarting in each packed
-// sequence), so every delta a visible pair can have lies in xl_delta_range, known on the host without
-// reading positions back. Before the attention, over those n deltas:
+// sequence), so every delta a visible pair can have lies in xl_delta_range of the longest sequence's
+// lengths, known on the host without reading positions back (packed sequences' offsets are read back
+// once). Before the attention, over those n deltas:
 //   1. R (n, d_model): each angle delta w_e formed and reduced in double, sin and cos rounded once to fp32
 //      (src/angle.h sin_cos_of_angle, as the RoPE kernels), then split in two bf16 parts; W_R likewise;
 //   2. rproj (H, n, D) f32 = W_R,h R_delta on the tensor cores from the parts, accumulated in fp32: each
@@ -23,6 +24,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "posenc/device.h"
 #include "src/angle.h"
@@ -148,8 +151,8 @@ __global__ void __launch_bounds__(AttentionTiles<Bf16, 64, 64>::kThreads)
   }
 }
 
-// Per row (h, m) of rproj (H n rows of dim), one warp: the row rounded to the storage type, and
-// vr[h n + m] = v_h . rproj_h[m] in fp32 (the lanes' sums in a fixed tree).
+// Per row (h, m) of rproj (H n rows of dim), one warp: the row rounded to the storage type (NaN past its
+// range), and vr[h n + m] = v_h . rproj_h[m] in fp32 (the lanes' sums in a fixed tree).
 template <class Element>
 __global__ void xl_finish_kernel(const float* rproj, int64_t rows, int64_t n, int dim, const float* v,
                                  int64_t v_s0, int64_t v_s1, Element* rproj16, float* vr) {
@@ -161,7 +164,10 @@ __global__ void xl_finish_kernel(const float* rproj, int64_t rows, int64_t n, in
     float sum = 0;
     for (int d = lane; d < dim; d += 32) {
       const float x = rproj[row * dim + d];
-      rproj16[row * dim + d] = Element(x);
+      // Past fp16's range a row would round to +-inf, and a pair's logit to -inf (a probability of 0, finite
+      // and wrong): NaN instead, so that the rows it meets come out NaN, as for the positions refused.
+      const Element rounded(x);
+      rproj16[row * dim + d] = isinf(static_cast<float>(rounded)) ? Element(NAN) : rounded;
       sum = fmaf(v[h * v_s0 + d * v_s1], x, sum);
     }
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -169,20 +175,47 @@ __global__ void xl_finish_kernel(const float* rproj, int64_t rows, int64_t n, in
   }
 }
 
+// The most queries and keys of one sequence: Q and K for batch rows; for packed sequences the longest ones,
+// read back from cu_seqlens once (the tables' size is the host's to know), since a visible pair never spans
+// two sequences. Offsets that are not a valid packing (whose whole output the kernel makes NaN) give Q and K.
+std::pair<int64_t, int64_t> longest_sequences(const AttentionLaunch& l) {
+  if (l.cu_seqlens_q == nullptr) return {l.Q, l.K};
+  const size_t count = static_cast<size_t>(l.sequences) + 1;
+  std::vector<int64_t> cu_q(count), cu_k(count);
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  cudaError_t e = cudaMemcpyAsync(cu_q.data(), l.cu_seqlens_q, count * 8, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(cu_k.data(), l.cu_seqlens_k, count * 8, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    detail::fail(
+        kOp, "reading cu_seqlens_q / cu_seqlens_k back for transformer_xl failed: ", cudaGetErrorString(e));
+  }
+  int64_t nq = 0, nk = 0;
+  for (size_t i = 0; i + 1 < count; ++i) {
+    const int64_t lq = cu_q[i + 1] - cu_q[i], lk = cu_k[i + 1] - cu_k[i];
+    if (lq < 0 || lk < 0 || lq > l.Q || lk > l.K) return {l.Q, l.K};
+    nq = std::max(nq, lq), nk = std::max(nk, lk);
+  }
+  return {nq, nk};
+}
+
 template <class Element>
 void run(const AttentionLaunch& l, Params& p, const AttentionTileDims& tiles, int64_t q_blocks,
          int64_t problems) {
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
-  const DeltaRange range = xl_delta_range(l.Q, l.K, l.mask.causal, l.mask.window);
+  const auto [nq, nk] = longest_sequences(l);
+  const DeltaRange range = xl_delta_range(nq, nk, l.mask.causal, l.mask.window);
   const int64_t n = range.n, dim = l.D, w_rows = l.H * l.D;
   const int64_t stride = (l.xl_d_model + 63) / 64 * 64;  // d_model in whole 64-column steps
-  DeviceScratch sinusoids(kOp, "the Transformer-XL sinusoids", static_cast<size_t>(n * stride) * 4);
-  DeviceScratch w_parts(kOp, "the Transformer-XL w_r in two bf16 parts",
-                        static_cast<size_t>(w_rows * stride) * 4);
-  DeviceScratch rproj(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 4);
   DeviceScratch rproj16(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 2);
   DeviceScratch vr(kOp, "the Transformer-XL v . rproj", static_cast<size_t>(l.H * n) * 4);
-  if (n > 0) {
+  if (n > 0) {  // the tables' intermediates, freed (stream-ordered) before the attention
+    DeviceScratch sinusoids(kOp, "the Transformer-XL sinusoids", static_cast<size_t>(n * stride) * 4);
+    DeviceScratch w_parts(kOp, "the Transformer-XL w_r in two bf16 parts",
+                          static_cast<size_t>(w_rows * stride) * 4);
+    DeviceScratch rproj(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 4);
     sinusoids.zero(), w_parts.zero();  // the columns past d_model
     Bf16* r_hi = sinusoids.as<Bf16>();
     Bf16* w_hi = w_parts.as<Bf16>();

@@ -210,6 +210,10 @@ TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
       {1, 130, 70, 2, 2, 40, false},  // more queries than keys, a head dim below the tile's
       {1, 100, 40, 2, 1, 24, true},   // causal with more queries than keys: the first rows see nothing
       {3, 65, 129, 3, 3, 72, true},   // odd lengths past whole tiles, head dim 72 in the (128, 128) tiles
+      // A window on (64, 64) tiles: the last row block skips key tile 0, forms tile 1's whole band and
+      // reuses half of it for tile 2; then a window both ways (the table's upper cut at window - 1).
+      {1, 130, 130, 2, 2, 64, true, 50},
+      {1, 130, 130, 2, 2, 64, false, 20},
       capped,
       window,
       packed,
