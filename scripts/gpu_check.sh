@@ -137,6 +137,10 @@ if [ -n "$python_build_pid" ]; then
       tail -3 "$out/pytest_cuda.log"
       [ $status -eq 0 ] || { echo "pytest on CUDA FAILED (exit $status)"; failed=1; }
     fi
+    if wanted bench && fits 20; then  # posenc.torch.rope beside the C++ call's figure
+      LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH" PYTHONPATH="$site" \
+        timeout "$(limit 60)" python3 scripts/gpu_torch_rope.py | tee -a "$out/bench_torch.jsonl"
+    fi
   else
     status=$?
     tail -20 "$out/python_build.log"

@@ -29,17 +29,20 @@ def main(out):
     anchors = {(r["op"], r.get("impl"), r["shape"]): r for r in torch_rows if "op" in r}
     print(f"device: {device}")
     print()
-    print("| op | shape | dtype | posenc TB/s | of copy | torch eager | torch.compile | posenc / compile |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| op | shape | dtype | posenc TB/s | of copy | torch eager | torch.compile | posenc / compile "
+          "| posenc.torch / C++ |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in posenc_rows:
         if "tb_per_s" not in r or r["op"] == "attention_decode":
             continue
-        eager = anchors.get((r["op"], "torch_eager", r["shape"])) if r["dtype"] == "bf16" else None
-        comp = anchors.get((r["op"], "torch_compile", r["shape"])) if r["dtype"] == "bf16" else None
+        bf16 = r["dtype"] == "bf16"
+        eager, comp, from_python = (anchors.get((r["op"], impl, r["shape"])) if bf16 else None
+                                    for impl in ("torch_eager", "torch_compile", "posenc_torch"))
         fmt = lambda a: f"{a['tb_per_s']:.2f}" if a else "-"  # noqa: E731
         ratio = f"{r['tb_per_s'] / comp['tb_per_s']:.2f}" if comp else "-"
+        python_ratio = f"{from_python['tb_per_s'] / r['tb_per_s']:.2f}" if from_python else "-"
         print(f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['tb_per_s']:.2f} | {r['vs_copy']:.2f} | "
-              f"{fmt(eager)} | {fmt(comp)} | {ratio} |")
+              f"{fmt(eager)} | {fmt(comp)} | {ratio} | {python_ratio} |")
     attention_table(posenc_rows, torch_rows)
     forward_backward_table(posenc_rows, torch_rows)
     return 0
