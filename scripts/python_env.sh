@@ -8,13 +8,9 @@
 # pytest, hypothesis, the build backend). A stamp file holds the hash of the requirements, so a
 # second run skips pip when the pinned set is already installed.
 # PIP_FLAGS (environment) is passed on to that install, e.g. PIP_FLAGS="--find-links DIR".
-# --requirements: the venv and its pinned packages only (scripts/test.sh installs them while C++ compiles;
-# its caller has run scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-requirements_only=0
-[ "${1:-}" = --requirements ] && requirements_only=1
-[ "$requirements_only" = 1 ] || ./scripts/setup.sh
+./scripts/setup.sh
 if [ ! -x .venv/bin/python ] || grep -q "include-system-site-packages = true" .venv/pyvenv.cfg 2>/dev/null; then
   # A venv from before (with Debian's site-packages) is rebuilt from scratch.
   rm -rf .venv
@@ -29,7 +25,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
   echo "python_env: installed python/requirements.txt in $((SECONDS - start)) s"
 fi
-[ "$requirements_only" = 1 ] && exit 0
 # Built by CMake through scikit-build-core in build/python (kept, so a second install is quick), with
 # the compiler the release preset finds (c++), so that ccache serves the library's objects it compiled.
 CXX="${CXX:-/usr/bin/c++}" .venv/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation .

@@ -27,11 +27,6 @@ done
 if [ "$has_all" = 1 ]; then
   sanitizer_targets+=(-DPOSENC_BASELINE_FLAGS="-mavx2 -mfma -mbmi2 -mf16c -maes -mpclmul")
 fi
-# The Python packages (torch and the rest, from pip's cache or PyPI: mostly unpacking) install in the
-# background while the C++ builds; the Python phase waits for them (and retries a failed install itself).
-mkdir -p build
-./scripts/python_env.sh --requirements >build/python_requirements.log 2>&1 &
-requirements_pid=$!
 for preset in release sanitize-clang; do
   phase "$preset: configure, build, test"
   extra=()
@@ -43,8 +38,6 @@ for preset in release sanitize-clang; do
   ctest --preset "$preset" -j 2
 done
 phase "python: pip install . into .venv, pytest"
-wait "$requirements_pid" || echo "test: the background install of the Python packages failed; retrying"
-cat build/python_requirements.log
 ./scripts/python_env.sh
 # The release CLI writes the lab checkpoints that python/tests/test_lab_checkpoint.py reads.
 # HF_HUB_OFFLINE: transformers builds its modules from configs here and must never reach the hub.
