@@ -96,6 +96,22 @@ def decode_anchors():
                           "tb_per_s": 2 * kc.numel() * 2 / (ms * 1e-3) / 1e12}))
 
 
+ATTENTION_SHAPE = "B4 H32 S4096 D128 causal"
+
+
+def emit_attention(op, impl, variant, fn, flops):
+    """One attention anchor's line: its median time and TFLOP/s, or the error of one that does not run here
+    (reported, not fatal)."""
+    try:
+        ms = median_ms(fn, repeats=10)
+    except Exception as e:
+        print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": ATTENTION_SHAPE,
+                          "error": str(e)[:200]}))
+        return
+    print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": ATTENTION_SHAPE, "dtype": "bf16",
+                      "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+
+
 def attention_anchors():
     """The attention anchors of bench/cuda/bench_attention_cuda.cc's shape: SDPA's FlashAttention-2 and
     cuDNN backends, FlexAttention without a bias and with ALiBi, T5 buckets and a softcap as score_mod, and a
@@ -103,19 +119,11 @@ def attention_anchors():
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
     b, h, s, d = 4, 32, 4096, 128
-    shape = f"B{b} H{h} S{s} D{d} causal"
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     causal_flops = 4 * b * h * d * s * (s + 1) / 2
 
     def emit(impl, variant, fn, flops=causal_flops):
-        try:
-            ms = median_ms(fn, repeats=10)
-        except Exception as e:  # an anchor that does not run here is reported, not fatal
-            print(json.dumps({"op": "attention_forward", "impl": impl, "variant": variant, "shape": shape,
-                              "error": str(e)[:200]}))
-            return
-        print(json.dumps({"op": "attention_forward", "impl": impl, "variant": variant, "shape": shape,
-                          "dtype": "bf16", "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+        emit_attention("attention_forward", impl, variant, fn, flops)
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))
@@ -153,23 +161,14 @@ def attention_backward_anchors():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     b, h, s, d = 4, 32, 4096, 128
-    shape = f"B{b} H{h} S{s} D{d} causal"
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     grad_out = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
     flops = 14 * b * h * d * s * (s + 1) / 2
 
     def emit(impl, variant, forward):
-        def step():
-            forward().backward(grad_out)
-        try:
-            ms = median_ms(step, repeats=10)
-        except Exception as e:  # an anchor that does not run here is reported, not fatal
-            print(json.dumps({"op": "attention_forward_backward", "impl": impl, "variant": variant,
-                              "shape": shape, "error": str(e)[:200]}))
-            return
-        print(json.dumps({"op": "attention_forward_backward", "impl": impl, "variant": variant,
-                          "shape": shape, "dtype": "bf16", "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+        step = lambda: forward().backward(grad_out)  # noqa: E731
+        emit_attention("attention_forward_backward", impl, variant, step, flops)
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))

@@ -10,22 +10,7 @@ import json
 import sys
 
 import torch
-
-SHAPES = [("B1 T32768 H32/8 D128", 1, 32768, 32, 8, 128), ("B8 T4096 H32/8 D128", 8, 4096, 32, 8, 128)]
-
-
-def median_ms(fn, repeats=30):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop))
-    return sorted(times)[len(times) // 2]
+from gpu_anchors import SHAPES, median_ms  # the C++ benchmark's shapes, timed the same way
 
 
 def main():
