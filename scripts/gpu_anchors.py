@@ -71,7 +71,7 @@ def main():
         del q, k, src, dst
     matmul_anchor()
     attention_anchors()
-    attention_backward_anchors()
+    attention_anchors(backward=True)
     decode_anchors()
     return 0
 
@@ -112,63 +112,26 @@ def emit_attention(op, impl, variant, fn, flops):
                       "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
 
 
-def attention_anchors():
+def attention_anchors(backward=False):
     """The attention anchors of bench/cuda/bench_attention_cuda.cc's shape: SDPA's FlashAttention-2 and
-    cuDNN backends, FlexAttention without a bias and with ALiBi, T5 buckets and a softcap as score_mod, and a
-    sliding window as a block mask. TFLOP/s of the FLOPs done, as posenc counts.
-    """
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    b, h, s, d = 4, 32, 4096, 128
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    causal_flops = 4 * b * h * d * s * (s + 1) / 2
-
-    def emit(impl, variant, fn, flops=causal_flops):
-        emit_attention("attention_forward", impl, variant, fn, flops)
-
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))
-    for impl, backend in backends:
-        def run(backend=backend):
-            with sdpa_kernel(backend):
-                return sdpa(q, k, v, is_causal=True)
-        emit(impl, "none", run)
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    flex = torch.compile(flex_attention, fullgraph=True)
-    causal = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s)
-    slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda")
-    t5_table = torch.zeros(32, h, device="cuda")
-
-    mods = {
-        "none": None,
-        "alibi": lambda score, b_, h_, qi, ki: score + slopes[h_] * (ki - qi),
-        "t5": lambda score, b_, h_, qi, ki: score + t5_table[t5_bucket(ki - qi), h_],
-        "softcap": lambda score, b_, h_, qi, ki: 50 * torch.tanh(score / 50),
-    }
-    for variant, mod in mods.items():
-        emit("flex", variant, lambda mod=mod: flex(q, k, v, score_mod=mod, block_mask=causal))
-    window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
-    window_flops = 4 * b * h * d * sum(min(1024, i + 1) for i in range(s))
-    emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window_flops)
-
-
-def attention_backward_anchors():
-    """A training step's attention, forward and backward, on the same shape: SDPA's FlashAttention-2 and
-    cuDNN backends, FlexAttention without a bias, with ALiBi and with T5 buckets whose table takes a gradient
-    (Flex accumulates it with atomics). FLOPs as bench_attention_cuda counts them: 14 B H D per visible pair
-    (the forward's 4, FlashAttention-2's 10 for the backward).
+    cuDNN backends, FlexAttention without a bias and with ALiBi and T5 buckets as score_mod; the forward also
+    with a softcap and a sliding window as a block mask. With backward, a training step's forward and
+    backward, T5's table taking a gradient (Flex accumulates it with atomics). TFLOP/s of the FLOPs done, as
+    posenc counts: 4 B H D per visible pair forward, 10 more for the backward (FlashAttention-2's count).
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     b, h, s, d = 4, 32, 4096, 128
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=backward)
                for _ in range(3))
     grad_out = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
-    flops = 14 * b * h * d * s * (s + 1) / 2
+    per_pair = 14 if backward else 4
+    op = "attention_forward_backward" if backward else "attention_forward"
 
-    def emit(impl, variant, forward):
-        step = lambda: forward().backward(grad_out)  # noqa: E731
-        emit_attention("attention_forward_backward", impl, variant, step, flops)
+    def emit(impl, variant, forward, window=s):
+        flops = per_pair * b * h * d * sum(min(window, i + 1) for i in range(s))
+        step = (lambda: forward().backward(grad_out)) if backward else forward
+        emit_attention(op, impl, variant, step, flops)
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION))
@@ -180,15 +143,19 @@ def attention_backward_anchors():
     flex = torch.compile(flex_attention, fullgraph=True)
     causal = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s)
     slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)], device="cuda")
-    t5_table = torch.zeros(32, h, device="cuda", requires_grad=True)
-
+    t5_table = torch.zeros(32, h, device="cuda", requires_grad=backward)
     mods = {
         "none": None,
         "alibi": lambda score, b_, h_, qi, ki: score + slopes[h_] * (ki - qi),
         "t5": lambda score, b_, h_, qi, ki: score + t5_table[t5_bucket(ki - qi), h_],
     }
+    if not backward:
+        mods["softcap"] = lambda score, b_, h_, qi, ki: 50 * torch.tanh(score / 50)
     for variant, mod in mods.items():
         emit("flex", variant, lambda mod=mod: flex(q, k, v, score_mod=mod, block_mask=causal))
+    if not backward:
+        window = create_block_mask(lambda b_, h_, qi, ki: (qi >= ki) & (qi - ki < 1024), None, None, s, s)
+        emit("flex", "window1024", lambda: flex(q, k, v, block_mask=window), window=1024)
 
 
 if __name__ == "__main__":
