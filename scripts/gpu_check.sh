@@ -63,7 +63,8 @@ carried=/tmp/posenc-carry
 mkdir -p "$carried" && tar -C "$carried" -xJf "$carry/bin.tar.xz"
 bin="$carried/bin"
 tests=(test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda
-  test_attention_cuda test_attention_xl_cuda test_attention_shaw_backward_cuda test_kv_cache_cuda)
+  test_attention_cuda test_attention_xl_cuda test_attention_shaw_backward_cuda test_attention_xl_backward_cuda
+  test_kv_cache_cuda)
 benches=(bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda)
 if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
   phase "the carried binaries do not run here: building from the carried packages"
@@ -117,12 +118,15 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
   sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
+  sanitize memcheck attention_xl_backward test_attention_xl_backward_cuda 'AttentionXLBackwardCuda.SmallShapes*'
   # Shaw's sums by distance: shared memory written by groups of lanes (a small case with tiles wholly
   # beyond max_distance and tiles near the diagonal).
   sanitize racecheck shaw test_attention_shaw_backward_cuda \
     'AttentionShawBackwardCuda.PartialGradientsInWaves'
   # Transformer-XL's band in shared memory: staged 16-bit rows, then fp32 products, half copied on reuse.
   sanitize racecheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
+  # Its backward: the bands, the sums of dS per key and per delta, dS skewed into band columns.
+  sanitize racecheck attention_xl_backward test_attention_xl_backward_cuda 'AttentionXLBackwardCuda.SmallShapes*'
 fi
 
 if [ -n "$python_build_pid" ]; then

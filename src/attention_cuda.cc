@@ -180,6 +180,20 @@ void check_shaw_backward(const AttentionShaw& s, int64_t D, int64_t Dv) {
                  "head_dim " + std::to_string(D) + ", more than this device's " + std::to_string(available));
 }
 
+// Transformer-XL's backward, beside the forward's limits (set_transformer_xl, which refuses the rest by
+// name): value heads up to kMaxTransformerXLHeadDim too, and its passes' shared memory.
+void check_transformer_xl_backward(int64_t D, int64_t Dv) {
+  if (Dv > cuda::kMaxTransformerXLHeadDim)
+    fail(kOp, "v has head_dim ", Dv, ": transformer_xl's backward on cuda takes value heads up to ",
+         cuda::kMaxTransformerXLHeadDim);
+  if (D > cuda::kMaxTransformerXLHeadDim) return;  // set_transformer_xl names it
+  const int64_t needed = cuda::attention_backward_xl_shared_bytes(D, Dv),
+                available = cuda::max_shared_bytes_per_block();
+  if (needed > available)
+    fail(kOp, "transformer_xl's backward with head_dim ", D, " needs ", needed,
+         " bytes of shared memory per block, more than this device's ", available);
+}
+
 // Transformer-XL's parameters for the forward (as the CPU's attention plan checks them), within the GPU's
 // limits: heads up to kMaxTransformerXLHeadDim, no query temperature (as on the CPU), default positions (the
 // deltas the tiles read are then known from the shapes, without reading positions back).
@@ -224,9 +238,10 @@ void set_transformer_xl(const AttentionConfig& config, const AttentionInputs& in
 struct BackwardArgs {
   ConstTensorView grad_out;
   const AttentionGrads* grads;
-  ConstTensorView sinks;      // the config's
-  const AttentionBias* bias;  // the config's
-  const AttentionShaw* shaw;  // the config's, or null
+  ConstTensorView sinks;                         // the config's
+  const AttentionBias* bias;                     // the config's
+  const AttentionShaw* shaw;                     // the config's, or null
+  const AttentionTransformerXL* transformer_xl;  // the config's, or null
 };
 
 void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, int64_t K, int64_t H,
@@ -234,13 +249,19 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
   check_activation("grad_out", bw.grad_out, bw.grad_out.data, dtype, {B, Q, H, Dv});
   memory.add("grad_out", bw.grad_out, bw.grad_out.data);
   const AttentionGrads& g = *bw.grads;
-  const std::pair<const char*, const TensorView*> params[] = {
+  const std::pair<const char*, const TensorView*> xl_params[] = {
       {"grads.transformer_xl_u", &g.transformer_xl_u},
       {"grads.transformer_xl_v", &g.transformer_xl_v},
       {"grads.transformer_xl_w_r", &g.transformer_xl_w_r}};
-  for (const auto& [name, view] : params)
-    if (view->data != nullptr)
-      fail(kOp, name, " is given: it is not available on cuda yet (the CPU backend has it)");
+  for (const auto& [name, view] : xl_params) {
+    if (view->data == nullptr) continue;
+    if (bw.transformer_xl == nullptr) fail(kOp, name, " is given but attention has no such encoding");
+    validate(bw.transformer_xl->config);  // its fields named before d_model is used as a shape
+    const bool w_r = view == &g.transformer_xl_w_r;
+    check_view(kOp, name, *view, DType::f32, {w_r ? H * D : H, w_r ? bw.transformer_xl->config.d_model : D},
+               view->data, Device::cuda);
+    memory.add(name, *view, view->data);
+  }
   for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"grads.shaw_a_k", &g.shaw_a_k},
                                    {"grads.shaw_a_v", &g.shaw_a_v}}) {
     if (view->data == nullptr) continue;
@@ -311,10 +332,8 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   } else if (bw != nullptr) {
     fail(kOp, "lse is required by the backward (the forward's lse)");
   }
-  if (bw != nullptr && config.transformer_xl)  // before the gradients' checks, which would name its own
-    fail(kOp,
-         "transformer_xl's backward is not available on cuda yet (its forward is; the CPU backend has both)");
   if (bw != nullptr) check_backward(*bw, dtype, B, Q, K, H, Hkv, D, Dv, memory);
+  if (bw != nullptr && config.transformer_xl) check_transformer_xl_backward(D, Dv);
   if (H > 65535 || B > 65535)
     fail(kOp, "q has shape ", in.q.shape_string(), ": on cuda B and H must be <= 65535");
 
@@ -463,7 +482,10 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   }
   for (auto [view, grad, strides] :
        {std::tuple{&bw->grads->shaw_a_k, &bl.grad_shaw_a_k, bl.grad_shaw_a_k_strides},
-        std::tuple{&bw->grads->shaw_a_v, &bl.grad_shaw_a_v, bl.grad_shaw_a_v_strides}})
+        std::tuple{&bw->grads->shaw_a_v, &bl.grad_shaw_a_v, bl.grad_shaw_a_v_strides},
+        std::tuple{&bw->grads->transformer_xl_u, &bl.grad_xl_u, bl.grad_xl_u_strides},
+        std::tuple{&bw->grads->transformer_xl_v, &bl.grad_xl_v, bl.grad_xl_v_strides},
+        std::tuple{&bw->grads->transformer_xl_w_r, &bl.grad_xl_w_r, bl.grad_xl_w_r_strides}})
     if (view->data != nullptr)
       *grad = view->ptr<float>(), strides[0] = view->strides[0], strides[1] = view->strides[1];
   if (bw->grads->sinks.data != nullptr)
@@ -497,7 +519,12 @@ void attention_forward_cuda(const AttentionConfig& config, const AttentionInputs
 
 void attention_backward_cuda(const AttentionConfig& config, const AttentionInputs& in, ConstTensorView out,
                              ConstTensorView lse, ConstTensorView grad_out, const AttentionGrads& grads) {
-  const BackwardArgs bw{grad_out, &grads, config.sinks, &config.bias, config.shaw ? &*config.shaw : nullptr};
+  const BackwardArgs bw{grad_out,
+                        &grads,
+                        config.sinks,
+                        &config.bias,
+                        config.shaw ? &*config.shaw : nullptr,
+                        config.transformer_xl ? &*config.transformer_xl : nullptr};
   run(config, in, out, out.data, lse, lse.data, &bw);
 }
 

@@ -2,11 +2,12 @@
 // and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
 // sliding window 1024, Shaw (max_distance 128), Transformer-XL (d_model = H D, its tables built in each
 // call); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA); the forward and backward together at D 128
-// with no bias, ALiBi, T5 (its table's gradient) and Shaw (its tables' gradients), every gradient
-// deterministic. TFLOP/s count the FLOPs done (4 B H D per visible pair: q.k and P V; the backward 10 B H D
-// more: the recomputed q.k, dP, dV, dQ and dK, FlashAttention-2's count), as the anchors of
-// scripts/gpu_anchors.py count theirs (the same run times a large bf16 matmul as the limit). One JSON line
-// per figure on stdout; run by scripts/gpu_check.sh.   usage: bench_attention_cuda [repeats]
+// with no bias, ALiBi, T5 (its table's gradient), Shaw (its tables' gradients) and Transformer-XL (u, v and
+// W_R's gradients, d_model = H D), every gradient deterministic. TFLOP/s count the FLOPs done (4 B H D per
+// visible pair: q.k and P V; the backward 10 B H D more: the recomputed q.k, dP, dV, dQ and dK,
+// FlashAttention-2's count), as the anchors of scripts/gpu_anchors.py count theirs (the same run times a
+// large bf16 matmul as the limit). One JSON line per figure on stdout; run by scripts/gpu_check.sh.
+//   usage: bench_attention_cuda [repeats]
 #include <algorithm>
 #include <string>
 
@@ -72,8 +73,26 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
   AttentionGrads shaw_grads = grads;
   shaw_grads.shaw_a_k = view(shaw_tables + 2 * rows * D, {rows, D}, Device::cuda);
   shaw_grads.shaw_a_v = view(shaw_tables + 3 * rows * D, {rows, D}, Device::cuda);
-  const Variant variants[] = {
-      {"none", none, grads}, {"alibi", alibi, grads}, {"t5", t5, t5_grads}, {"shaw128", shaw, shaw_grads}};
+  // Transformer-XL, d_model = H D: u, v, W_R and their gradients, zero (the work does not depend on them).
+  const int64_t d_model = H * D;
+  const size_t xl_floats = static_cast<size_t>(2 * (2 * H * D + H * D * d_model));
+  float* xl;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&xl), 4 * xl_floats), "cudaMalloc");
+  cuda_ok(cudaMemset(xl, 0, 4 * xl_floats), "memset");
+  float* xl_grads = xl + xl_floats / 2;
+  AttentionConfig transformer_xl = none;
+  transformer_xl.transformer_xl = AttentionTransformerXL{
+      TransformerXLConfig{d_model, H, D, 10000.0}, view(xl, {H, D}, Device::cuda),
+      view(xl + H * D, {H, D}, Device::cuda), view(xl + 2 * H * D, {H * D, d_model}, Device::cuda)};
+  AttentionGrads xl_param_grads = grads;
+  xl_param_grads.transformer_xl_u = view(xl_grads, {H, D}, Device::cuda);
+  xl_param_grads.transformer_xl_v = view(xl_grads + H * D, {H, D}, Device::cuda);
+  xl_param_grads.transformer_xl_w_r = view(xl_grads + 2 * H * D, {H * D, d_model}, Device::cuda);
+  const Variant variants[] = {{"none", none, grads},
+                              {"alibi", alibi, grads},
+                              {"t5", t5, t5_grads},
+                              {"shaw128", shaw, shaw_grads},
+                              {"transformer_xl", transformer_xl, xl_param_grads}};
   const std::string shape =
       "B" + std::to_string(B) + " H" + std::to_string(H) + " S" + std::to_string(S) + " D128 causal";
   for (const Variant& var : variants) {
@@ -88,7 +107,7 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
         var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   }
-  cudaFree(lse), cudaFree(tables);
+  cudaFree(lse), cudaFree(tables), cudaFree(xl);
   for (const auto* set : {&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) cudaFree((*set)[0]);
 }
 }  // namespace

@@ -343,8 +343,8 @@ def _(q, k, v, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer
 def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v,
       transformer_xl_w_r, sinks, q_positions, k_positions, cu_seqlens_q, cu_seqlens_k, causal, scale,
       encoding, window, softcap, chunk, settings):
-    """The gradients of q, k, v and of the relative table, Shaw's tables and sinks on CUDA tensors
-    (Transformer-XL's backward is refused there by name)."""
+    """The gradients of q, k, v and of the relative table, Shaw's tables, Transformer-XL's u, v and W_R and
+    sinks on CUDA tensors."""
     tables = (relative_table, shaw_a_k, shaw_a_v, transformer_xl_u, transformer_xl_v, transformer_xl_w_r,
               sinks)
     device_tables = {name: _on_cuda(name, q, t).contiguous() for name, t in zip(_ATTENTION_TABLES, tables)

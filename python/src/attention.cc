@@ -171,7 +171,7 @@ void bind_attention(nb::module_& m) {
       .def(
           "backward_cuda",
           // The gradients (CUDA tensors, added into) of the forward on the same tensors: grads holds q, k, v
-          // and the tables' (relative_table, sinks) by name.
+          // and the tables' (relative_table, Shaw's, Transformer-XL's, sinks) by name.
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const CudaSpec& grad_out, const nb::dict& positions, const nb::dict& tables,
              const nb::dict& grads, uintptr_t stream) {
@@ -183,6 +183,9 @@ void bind_attention(nb::module_& m) {
             g.sinks = optional_cuda_view(grads, "sinks");
             g.shaw_a_k = optional_cuda_view(grads, "shaw_a_k"),
             g.shaw_a_v = optional_cuda_view(grads, "shaw_a_v");
+            g.transformer_xl_u = optional_cuda_view(grads, "transformer_xl_u");
+            g.transformer_xl_v = optional_cuda_view(grads, "transformer_xl_v");
+            g.transformer_xl_w_r = optional_cuda_view(grads, "transformer_xl_w_r");
             const ConstTensorView o = cuda_view(out, "out"), l = cuda_view(lse, "lse"),
                                   go = cuda_view(grad_out, "grad_out");
             nb::gil_scoped_release release;

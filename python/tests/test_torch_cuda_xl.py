@@ -1,6 +1,7 @@
 """posenc.torch's attention with Transformer-XL's terms on CUDA tensors (u, v and W_R on the device) against
-the CPU backend on the same inputs; its backward and explicit positions refused by name. Skipped where there
-is no CUDA device or posenc was built without its CUDA backend."""
+the CPU backend on the same inputs, forward and backward (every gradient: q, k, v, u, v, W_R); explicit
+positions refused by name. Skipped where there is no CUDA device or posenc was built without its CUDA
+backend."""
 import math
 
 import pytest
@@ -61,16 +62,38 @@ def test_attention_cuda_transformer_xl_forward_matches_cpu(dtype, B, Q, K, H, Hk
     assert torch.equal(again, out_gpu), "the forward differs between two calls"
 
 
-def test_attention_cuda_transformer_xl_refuses_its_backward_and_explicit_positions():
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_attention_cuda_transformer_xl_gradients_match_cpu(dtype):
+    """Every gradient (q, k, v and the terms' u, v, W_R) against the CPU's on the same 16-bit inputs, with
+    grouped heads and a causal mask; the same bits on a second GPU run. The GPU rounds P, dS and rproj to the
+    storage type for its tensor cores: within 2^-6 of each gradient's largest, as the other GPU gradients."""
+    torch.manual_seed(14)
+    B, Q, K, H, Hkv, D, d_model = 2, 90, 90, 4, 2, 64, 48
+    q = torch.randn(B, Q, H, D, dtype=dtype)
+    k, v = torch.randn(B, K, Hkv, D, dtype=dtype), torch.randn(B, K, Hkv, D, dtype=dtype)
+    u_b, v_b = torch.randn(H, D) * 0.5, torch.randn(H, D) * 0.5
+    w_r = torch.randn(H * D, d_model) * 0.1
+    kwargs = dict(causal=True, encoding="transformer_xl")
+    results = []
+    for device in ("cpu", "cuda", "cuda"):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v, u_b, v_b, w_r)]
+        out = pt.attention(*leaves[:3], transformer_xl_u=leaves[3], transformer_xl_v=leaves[4],
+                           transformer_xl_w_r=leaves[5], **kwargs)
+        out.float().pow(2).sum().backward()
+        results.append([t.grad.cpu().float() for t in leaves])
+    for cpu, gpu, again in zip(*results):
+        assert torch.equal(gpu, again), "a gradient differs between two runs"
+        assert cpu.abs().max().item() > 1e-3, "nothing to compare"
+        torch.testing.assert_close(gpu, cpu, atol=2 ** -6 * cpu.abs().max().item(), rtol=2 ** -6)
+
+
+def test_attention_cuda_transformer_xl_refuses_explicit_positions():
     torch.manual_seed(13)
     H, D = 2, 64
     q, k, v = (torch.randn(1, 20, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
     tables = dict(transformer_xl_u=torch.randn(H, D, device="cuda"),
                   transformer_xl_v=torch.randn(H, D, device="cuda"),
                   transformer_xl_w_r=torch.randn(H * D, 32, device="cuda"))
-    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    with pytest.raises(ValueError, match="transformer_xl's backward is not available on cuda"):
-        pt.attention(*leaves, causal=True, encoding="transformer_xl", **tables).float().sum().backward()
     with pytest.raises(ValueError, match="q_positions is given: transformer_xl on cuda"):
         pt.attention(q, k, v, causal=True, encoding="transformer_xl",
                      q_positions=torch.arange(20, device="cuda"), **tables)

@@ -74,6 +74,19 @@ POSENC_HD inline int64_t xl_band_first_delta(int64_t qp0, int64_t kp0, int block
 }
 POSENC_HD inline int xl_band_column(int r, int c, int block_n) { return r - c + block_n - 1; }
 
+// The band's products are kept in shared memory by band column, (band columns, kXLBandRows) floats: a row
+// stride of 4 mod 32 banks, so that the accumulators' stores (a quad's lanes 2 band columns apart, 8 rows)
+// and the skewed reads (band column r - c + 63 at row r) each meet 32 banks.
+inline constexpr int kXLBandRows = 68;
+
+// The backward's deltas pass: a block owns 64 deltas [d0, d0 + 64) of one head. The pairs of 64 rows at
+// consecutive positions qp0 .. qp0 + 63 whose deltas it owns have keys at positions
+// [qp0 - d0 - 63, qp0 - d0 + 63] (default positions: a key's position is its index in its sequence), two
+// tiles of 64 keys from xl_chunk_first_key: in the first, the pairs (r, c) with c >= r, in the second those
+// with c < r, each at delta column xl_chunk_column(r, c, tile) (delta - d0).
+POSENC_HD inline int64_t xl_chunk_first_key(int64_t qp0, int64_t d0) { return qp0 - d0 - 63; }
+POSENC_HD inline int xl_chunk_column(int r, int c, int tile) { return r - c + 63 - 64 * tile; }
+
 // The deltas rproj is tabulated over, [lo, lo + n): with default positions every sequence's lie in
 // [1 - Q, K - 1] (nq <= Q queries, nk <= K keys), visible ones >= 0 when causal and within (-window, window)
 // with a window (n = 0: no pair is visible). Other deltas a tile's band meets belong to masked pairs or to

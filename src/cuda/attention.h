@@ -80,7 +80,7 @@ struct AttentionLaunch {
   const float* shaw_a_k = nullptr;
   const float* shaw_a_v = nullptr;
   int64_t shaw_a_k_strides[2] = {}, shaw_a_v_strides[2] = {};
-  // Transformer-XL's terms (forward only, default positions), or null: u and v (H, D) and w_r (H D, d_model)
+  // Transformer-XL's terms (default positions), or null: u and v (H, D) and w_r (H D, d_model)
   // f32 in device memory at their strides; D <= kMaxTransformerXLHeadDim.
   const float* xl_u = nullptr;
   const float* xl_v = nullptr;
@@ -121,6 +121,12 @@ struct AttentionBackwardLaunch {
   float* grad_shaw_a_k = nullptr;
   float* grad_shaw_a_v = nullptr;
   int64_t grad_shaw_a_k_strides[2] = {}, grad_shaw_a_v_strides[2] = {};
+  // Transformer-XL's parameters (forward.xl_u non-null): u and v (H, D), w_r (H D, d_model), f32 at their
+  // strides, added into; null: not wanted.
+  float* grad_xl_u = nullptr;
+  float* grad_xl_v = nullptr;
+  float* grad_xl_w_r = nullptr;
+  int64_t grad_xl_u_strides[2] = {}, grad_xl_v_strides[2] = {}, grad_xl_w_r_strides[2] = {};
 };
 void attention_backward(const AttentionBackwardLaunch& launch);
 // Shaw's backward (src/cuda/attention_backward_shaw.cu): the shared memory its queries pass takes per block
@@ -128,6 +134,9 @@ void attention_backward(const AttentionBackwardLaunch& launch);
 // beside the tiles), and the device memory it takes besides the gradients: the rows' products with a^K and
 // a^V, (B, H, Q, 2 L + 1) fp32 each, and at most attention_table_partial_bytes of partial sums at a time.
 int64_t attention_backward_shaw_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows);
+// Transformer-XL's backward (src/cuda/attention_backward_xl.cu): the most shared memory one of its passes
+// takes per block for these head dims (its keys pass: the band's rows and products beside the tiles).
+int64_t attention_backward_xl_shared_bytes(int64_t D, int64_t Dv);
 // The learned table's gradient: its per-block partial sums take at most this many bytes at a time (the keys
 // pass runs in waves of key tiles beyond). A variable so that the GPU tests can run several waves on small
 // shapes.
@@ -138,6 +147,20 @@ void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t 
                          int64_t T, int64_t H, int64_t D);
 
 class DeviceScratch;
+
+// Transformer-XL's tables (src/cuda/attention_xl.cu) over the deltas [lo, lo + n) a visible pair of the
+// launch can have (its longest sequences'): rproj (H, n, D) rows of the storage type and v_h . rproj_h
+// (H, n) f32, in stream-ordered device memory.
+struct XLTables {
+  std::unique_ptr<DeviceScratch> rproj, vr;
+  int64_t lo = 0, n = 0;
+};
+XLTables transformer_xl_tables(const AttentionLaunch& launch);
+// d w_r (H D, d_model) f32, contiguous, = sum over the deltas m in [lo, lo + n) of d rproj[h][m][d] R_m[e]
+// from d rproj (H, n, D) f32 (on the tensor cores, both operands in two bf16 parts: within about 2^-15 of
+// sum_m |d rproj| |R|).
+void transformer_xl_weight_gradient(const AttentionLaunch& launch, const float* d_rproj, int64_t lo,
+                                    int64_t n, float* out);
 // The launch's scalar bias for a kernel: terms' kind (and symmetry, limit), ALiBi's slopes
 // (kMaxAttentionHeads, zero past H), or the per-head lookup of a learned bias, (H, 2 limit + 1) f32 built in
 // stream-ordered device memory (returned; *lookup points into it).

@@ -1,8 +1,8 @@
 // src/cuda/attention_backward-inl.cuh: the attention backward's kernels (FlashAttention-2's recomputation on
-// CuTe's SM80 atoms, src/cuda/attention_tiles.cuh AttentionBackwardTiles), shared by its two translation
-// units: src/cuda/attention_backward.cu instantiates them without Shaw's terms, and
-// src/cuda/attention_backward_shaw.cu with them (kShaw), so that the two compile in parallel. Included by
-// those two files only.
+// CuTe's SM80 atoms, src/cuda/attention_tiles.cuh AttentionBackwardTiles), shared by its three translation
+// units: src/cuda/attention_backward.cu instantiates them without positional terms of their own,
+// src/cuda/attention_backward_shaw.cu with Shaw's (kShaw) and src/cuda/attention_backward_xl.cu with
+// Transformer-XL's (kXL), so that the three compile in parallel. Included by those files only.
 //   keys:    a block per (64 keys, kv head, batch row or sequence) walks the query heads of its group and
 //            their row blocks: S = Q K^T, P = exp(logit - lse) (the forward's logits: attention-inl.cuh),
 //            dP = dO V^T, dlogit = P (dP - D_i), dS = dlogit d(logit)/d(dot) (the row's scale, times
@@ -15,6 +15,11 @@
 // read from (B, H, Q, 2 L + 1) fp32 tables made before the passes (shaw_row_products_kernel). The queries
 // pass also sums dS and P per row over r (its bins, in shared memory), then dQ += bins_dS a^K on the tensor
 // cores and, per block, the partial gradients bins_dS^T Q (of a^K) and bins_P^T dO (of a^V).
+// Transformer-XL (kXL): the pair's dot product is q_i . k_j + u_h . k_j + q_i . rproj_h(delta) +
+// v_h . rproj_h(delta) (src/cuda/attention_xl.cu), the last two read from a band of 127 deltas per tile
+// formed on the tensor cores (as the forward's); the keys pass adds u_h sum_i dS_ij to dK_j and writes its
+// block's partial gradient of u, the queries pass adds sum_j dS_ij rproj_h(delta_ij) to dQ_i
+// (src/cuda/attention_backward_xl.cu has the rest).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -79,6 +84,20 @@ struct BackwardParams {
   float* shaw_doa;
   float* shaw_partials_k;
   float* shaw_partials_v;
+  // Transformer-XL (kXL kernels, default positions): rproj (H, n, D) rows of the storage type and
+  // v_h . rproj_h (H, n) f32 over the deltas [xl_lo, xl_lo + n); u and v (H, D) f32 at their strides; the
+  // keys pass's partial gradients of u, (problems, key tiles, H, D) or null; the deltas pass's gradient of
+  // rproj (H, n, D) and partial gradients of v (chunks of 64 deltas, H, D); the problems it walks.
+  const void* xl_rproj;
+  const float* xl_vr;
+  int64_t xl_lo, xl_n;
+  const float* xl_u;
+  const float* xl_v;
+  int64_t xl_u_strides[2], xl_v_strides[2];
+  float* xl_du_partials;
+  float* xl_drproj;
+  float* xl_dv_partials;
+  int64_t xl_problems;
   float slopes[kMaxAttentionHeads];
 };
 
@@ -104,6 +123,93 @@ struct alignas(128) BackwardShared {
 };
 // The widest tiles (256 columns) with a learned table's lookup and per-warp sums still fit an SM90's 227 KB.
 static_assert(sizeof(BackwardShared<cutlass::bfloat16_t, 256>) <= 227 * 1024);
+
+// Transformer-XL's shared memory (kXL): the band's 128 rproj rows (two (64, kHeadDim) tiles in the rows'
+// swizzled layout), the band's q_i . rproj + v . rproj by band column ((128, kXLBandRows) floats), v . rproj
+// of the staged rows, u . k_j of the tile's keys, u; the keys pass's sums of dS per key; last, the queries
+// pass's dS skewed into band columns (two (64, 64) operand tiles). The keys pass keeps it after the whole
+// BackwardShared (its per-warp sums of a learned table's gradient may be in use), up to `g`: 227,620 bytes at
+// head dims of 128, within an H100's or H200's 227 KB; the queries pass from BackwardShared's per-warp sums
+// on.
+template <class Element, int kHeadDim>
+struct alignas(128) XLBackwardShared {
+  Element r[2][64 * kHeadDim];
+  float band[128 * kXLBandRows];
+  float vr[128];
+  float uk[64];
+  float u[kHeadDim];
+  float column_sums[64];
+  Element g[2][64 * 64];
+};
+template <class Element, int kHeadDim>
+constexpr int64_t xl_keys_shared_bytes() {
+  using XL = XLBackwardShared<Element, kHeadDim>;
+  return static_cast<int64_t>(sizeof(BackwardShared<Element, kHeadDim>) + offsetof(XL, g));
+}
+template <class Element, int kHeadDim>
+constexpr int64_t xl_queries_shared_bytes() {
+  using Shared = BackwardShared<Element, kHeadDim>;
+  return static_cast<int64_t>(offsetof(Shared, bias_grad) + sizeof(XLBackwardShared<Element, kHeadDim>));
+}
+static_assert(xl_keys_shared_bytes<cutlass::bfloat16_t, 128>() <= 227 * 1024);
+
+// Transformer-XL's terms of a (64, 64) tile for probabilities_and_score_gradients: u . k_j by key column;
+// q_i . rproj + v . rproj by band column, band[column * kXLBandRows + row]; the queries pass's dS by band
+// column (XLBackwardShared::g), or null.
+struct XLTileTerms {
+  const float* uk;
+  const float* band;
+  void* g;
+};
+
+// Rows first .. first + 63 of `n` rows of 16-bit elements (row i at rows + i stride, columns < dim) into a
+// (64, kHeadDim) tile in SmemLayout by cp.async (the caller's group); rows outside [0, n) and the columns
+// past dim zeroed. No address outside the rows is formed.
+template <class Element, int kHeadDim, class SmemLayout>
+__device__ __forceinline__ void stage_rows_from(const Element* rows, int64_t stride, int64_t first, int64_t n,
+                                                int dim, Element* to) {
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+#pragma unroll 1
+  for (int i = threadIdx.x; i < 64 * kChunks; i += blockDim.x) {
+    const int idx = i / kChunks, col = i % kChunks * 8;
+    Element* dst = to + SmemLayout{}(idx, col);  // 8 contiguous elements (the swizzle moves 16-byte chunks)
+    const int64_t m = first + idx;
+    if (m >= 0 && m < n && col < dim)
+      SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>::copy(*reinterpret_cast<const uint128_t*>(rows + m * stride + col),
+                                                 *reinterpret_cast<uint128_t*>(dst));
+    else
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// u . k_j of a (64, kHeadDim) key tile in fp32 (zero columns past D add nothing): four threads per key, each
+// a quarter of the columns in order, then two shuffles (a fixed tree).
+template <int kHeadDim, class SK>
+__device__ __forceinline__ void xl_key_terms(const SK& sK, const float* u, float* uk) {
+  const int key = threadIdx.x / 4, part = threadIdx.x % 4;
+  float sum = 0;
+  for (int d = part * (kHeadDim / 4); d < (part + 1) * (kHeadDim / 4); ++d)
+    sum += u[d] * static_cast<float>(sK(key, d));
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (part == 0) uk[key] = sum;
+}
+
+// The band's rproj rows (table rows first .. first + 127, zero outside the table) into xl->r and their
+// v . rproj into xl->vr, by cp.async (the caller's group).
+template <class Element, int kHeadDim>
+__device__ __forceinline__ void stage_xl_band(const BackwardParams& p, int64_t h, int64_t first,
+                                              XLBackwardShared<Element, kHeadDim>* xl) {
+  using T = AttentionBackwardTiles<Element, kHeadDim>;
+  const Element* rows = static_cast<const Element*>(p.xl_rproj) + h * p.xl_n * p.D;
+  for (int half = 0; half < 2; ++half)
+    stage_rows_from<Element, kHeadDim, typename T::SmemRows>(rows, p.D, first + 64 * half, p.xl_n, p.D,
+                                                             xl->r[half]);
+  for (int i = threadIdx.x; i < 128; i += blockDim.x) {
+    const int64_t m = first + i;
+    xl->vr[i] = m >= 0 && m < p.xl_n ? p.xl_vr[h * p.xl_n + m] : 0.0f;
+  }
+}
 
 // Shaw's queries pass: the shared tiles up to the per-warp sums, then its bins of dS and of P per row.
 template <class Element, int kHeadDim>
@@ -161,15 +267,19 @@ __device__ __forceinline__ void stage_rows(const BackwardParams& p, const Proble
 // element from its (row, col): pair_gradient (attention-inl.cuh), P and dS = its grad, both 0 past the rows
 // or keys and for a row with nothing visible. kScoreGradients false: P alone (the values-only keys pass; dp
 // is not read). kShaw: the rows' products at the pair's distance added to the dot product and to dP, read
-// from shaw_qa and shaw_doa (the tables' rows of this block's first row on).
-template <bool kScoreGradients = true, bool kShaw = false, class Shared, class Acc, class Coords>
+// from shaw_qa and shaw_doa (the tables' rows of this block's first row on). kXL: u . k_j and the band's
+// entry added to the dot product (as the forward adds them), and with xl->g, dS also stored by band column.
+template <bool kScoreGradients = true, bool kShaw = false, bool kXL = false, class Shared, class Acc,
+          class Coords>
 __device__ __forceinline__ void probabilities_and_score_gradients(
     const BackwardParams& p, const ScoreTerms& terms, Shared& sh, const Acc& s, const Acc& dp,
     const Coords& coords, int rows, int cols, bool bias_gradient, const float* shaw_qa = nullptr,
-    const float* shaw_doa = nullptr) {
+    const float* shaw_doa = nullptr, const XLTileTerms* xl = nullptr) {
   using Element = std::remove_reference_t<decltype(sh.p[0])>;
-  auto sP = make_tensor(make_smem_ptr(sh.p), typename AttentionBackwardTiles<Element, 64>::SmemP{});
-  auto sdS = make_tensor(make_smem_ptr(sh.ds), typename AttentionBackwardTiles<Element, 64>::SmemP{});
+  using SmemP = typename AttentionBackwardTiles<Element, 64>::SmemP;
+  auto sP = make_tensor(make_smem_ptr(sh.p), SmemP{});
+  auto sdS = make_tensor(make_smem_ptr(sh.ds), SmemP{});
+  [[maybe_unused]] Element* xl_g = kXL ? static_cast<Element*>(xl->g) : nullptr;
   CUTE_UNROLL
   for (int i = 0; i < size(s); ++i) {
     const int row = get<0>(coords(i)), col = get<1>(coords(i));
@@ -185,6 +295,7 @@ __device__ __forceinline__ void probabilities_and_score_gradients(
         dot += shaw_qa[r];
         if (shaw_doa != nullptr) dpi += shaw_doa[r];
       }
+      if constexpr (kXL) dot += xl->uk[col] + xl->band[xl_band_column(row, col, 64) * kXLBandRows + row];
       const PairGradient g = pair_gradient(terms, p.mask, sh.row_scale[row], dot, dpi, qp, kp, sh.lookup,
                                            lse2, sh.row_term[row]);
       prob = g.prob, dlogit = g.dlogit, grad = g.grad;
@@ -199,6 +310,12 @@ __device__ __forceinline__ void probabilities_and_score_gradients(
     sP(row, col) = Element(prob);
     if constexpr (!kScoreGradients) continue;
     sdS(row, col) = Element(grad);
+    if constexpr (kXL) {
+      if (xl_g != nullptr) {  // band column b of row `row`: tile b / 64, column b % 64
+        const int b = xl_band_column(row, col, 64);
+        make_tensor(make_smem_ptr(xl_g + (b / 64) * 64 * 64), SmemP{})(row, b % 64) = Element(grad);
+      }
+    }
     if (bias_gradient) add_bias_gradient(sh, idx, dlogit);  // uniform across the block
   }
 }
@@ -240,15 +357,39 @@ __device__ __forceinline__ void smem_gemm(const Mma& mma, Acc& acc, const SA& sa
   tile_gemm(mma, acc, ra, rb, sa_part, ra_view, sb_part, rb_view, copy_a, copy_b);
 }
 
+// The band of a (64 rows, 64 keys) tile: xl->band[column * kXLBandRows + row] = q_row . rproj + v . rproj of
+// band column `column` (0 .. 127), from the rows staged in xl->r and xl->vr: two (64, 64) products on the
+// tensor cores, Q times each staged tile.
+template <class Element, int kHeadDim, class Mma, class SQ, class Coords, class CopyA, class CopyB>
+__device__ __forceinline__ void xl_band_products(const Mma& mma, const SQ& sQ,
+                                                 XLBackwardShared<Element, kHeadDim>* xl, const Coords& cS,
+                                                 const CopyA& copy_a, const CopyB& copy_b) {
+  using T = AttentionBackwardTiles<Element, kHeadDim>;
+  for (int half = 0; half < 2; ++half) {
+    Tensor sR = make_tensor(make_smem_ptr(xl->r[half]), typename T::SmemRows{});
+    Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});
+    clear(acc);
+    smem_gemm(mma, acc, sQ, sR, sQ, sR, copy_a, copy_b);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); ++i) {
+      const int row = get<0>(cS(i)), column = 64 * half + get<1>(cS(i));
+      xl->band[column * kXLBandRows + row] = acc(i) + xl->vr[column];
+    }
+  }
+}
+
 // Which gradients a keys pass makes: both, or (tiles wider than 128 columns, whose dK and dV accumulators
 // together would spill) dV in one pass and dK, with the table's, in another, each recomputing S.
 enum KeysPass { kKeysAndValues, kValuesOnly, kKeysOnly };
 
 // The keys pass: dK, dV of 64 keys of kv head hk, over the query heads of its group and all their rows.
-template <class Element, int kHeadDim, KeysPass kPass, bool kShaw>
+// kXL: with Transformer-XL's terms; per head, dK_j += u_h sum_i dS_ij and the block's partial gradient of
+// u_h, sum_j (sum_i dS_ij) k_j.
+template <class Element, int kHeadDim, KeysPass kPass, bool kShaw, bool kXL = false>
 __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kThreads)
     keys_kernel(const __grid_constant__ BackwardParams p) {
   constexpr bool kValues = kPass != kKeysOnly, kKeys = kPass != kValuesOnly;
+  static_assert(!kXL || (kPass == kKeysAndValues && !kShaw), "XL: tiles up to 128 columns, not with Shaw");
   using T = AttentionBackwardTiles<Element, kHeadDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
@@ -300,6 +441,12 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const auto copy_t_b = make_tiled_copy_B(typename T::SmemCopyT{}, mma);
   Tensor sPtPlain = make_tensor(make_smem_ptr(sh.p), typename T::SmemPTPlain{});
   Tensor sRowsTPlain = make_tensor(make_smem_ptr(sh.b), typename T::SmemRowsTPlain{});
+  Tensor cO = thr.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
+  [[maybe_unused]] XLBackwardShared<Element, kHeadDim>* xl = nullptr;
+  [[maybe_unused]] Tensor sdS = make_tensor(make_smem_ptr(sh.ds), typename T::SmemP{});
+  if constexpr (kXL)
+    xl = reinterpret_cast<XLBackwardShared<Element, kHeadDim>*>(shared_bytes +
+                                                                sizeof(BackwardShared<Element, kHeadDim>));
 
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = hk * group + g;
@@ -313,6 +460,14 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     if (table_gradient)
       for (int i = tid; i < T::kWarps * lookup_size; i += T::kThreads)
         sh.bias_grad[i / lookup_size][i % lookup_size] = 0;
+    if constexpr (kXL) {  // u_h, u_h . k_j (K landed), and the head's sums of dS per key zeroed
+      for (int i = tid; i < kHeadDim; i += T::kThreads)
+        xl->u[i] = i < p.D ? p.xl_u[h * p.xl_u_strides[0] + i * p.xl_u_strides[1]] : 0.0f;
+      if (tid < BN) xl->column_sums[tid] = 0;
+      cp_async_wait<0>();
+      __syncthreads();
+      xl_key_terms<kHeadDim>(sK, xl->u, xl->uk);
+    }
     for (int64_t row0 = 0; row0 < pr.nq; row0 += BM) {
       const int rows = static_cast<int>(min<int64_t>(BM, pr.nq - row0));
       __syncthreads();  // every warp is done with the previous rows' tiles
@@ -331,9 +486,15 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
                 gthr.partition_S(
                     make_tensor(make_gmem_ptr(do_ptr), tile, make_stride(p.grad_out_strides[1], _1{}))),
                 gthr.partition_D(sdO), gthr.partition_S(cRows), rows, p.Dv);
+      if constexpr (kXL)  // the band's rproj rows: its first delta's table row on
+        stage_xl_band(p, h, xl_band_first_delta(sh.q_pos[0], sh.k_pos[0], BN) - p.xl_lo, xl);
       cp_async_fence();
       cp_async_wait<0>();
       __syncthreads();
+      if constexpr (kXL) {
+        xl_band_products(mma, sQ, xl, cS, copy_n_a, copy_n_b);
+        __syncthreads();  // the band is complete
+      }
 
       Tensor s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
       Tensor dp = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
@@ -341,10 +502,18 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);                            // S = Q K^T
       if constexpr (kKeys) smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);    // dP = dO V^T
       const int64_t shaw_row0 = ((pr.b * p.H + h) * p.Q + pr.q0 + row0) * p.shaw_rows;  // kShaw: rows' tables
-      probabilities_and_score_gradients<kKeys, kShaw>(
+      [[maybe_unused]] const XLTileTerms xl_terms{kXL ? xl->uk : nullptr, kXL ? xl->band : nullptr, nullptr};
+      probabilities_and_score_gradients<kKeys, kShaw, kXL>(
           p, terms, sh, s, dp, cS, rows, cols, table_gradient, kShaw ? p.shaw_qa + shaw_row0 : nullptr,
-          kShaw && p.shaw_doa != nullptr ? p.shaw_doa + shaw_row0 : nullptr);
+          kShaw && p.shaw_doa != nullptr ? p.shaw_doa + shaw_row0 : nullptr, &xl_terms);
       __syncthreads();
+      if constexpr (kXL) {  // the head's sums of dS per key, rows in order (read before the next barrier)
+        if (tid < BN) {
+          float sum = xl->column_sums[tid];
+          for (int r = 0; r < BM; ++r) sum += static_cast<float>(sdS(r, tid));
+          xl->column_sums[tid] = sum;
+        }
+      }
       if constexpr (kValues)
         smem_gemm(mma, acc_dv, sPt, sdOt, sPtPlain, sRowsTPlain, copy_t_a, copy_t_b);  // dV += P^T dO
       if constexpr (kKeys)
@@ -360,11 +529,25 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
         out[i] = sum;
       }
     }
+    if constexpr (kXL) {
+      __syncthreads();  // the head's sums of dS per key are complete
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_dk); ++i)
+        acc_dk(i) += xl->u[get<1>(cO(i))] * xl->column_sums[get<0>(cO(i))];
+      if (p.xl_du_partials != nullptr) {
+        const int64_t tile = p.first_key_tile + blockIdx.x, key_tiles = (p.K + BN - 1) / BN;
+        float* out = p.xl_du_partials + ((blockIdx.z * key_tiles + tile) * p.H + h) * p.D;
+        for (int d = tid; d < p.D; d += T::kThreads) {
+          float sum = 0;
+          for (int j = 0; j < cols; ++j) sum += xl->column_sums[j] * static_cast<float>(sK(j, d));
+          out[d] = sum;
+        }
+      }
+    }
   }
   cp_async_wait<0>();
   // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
   // columns are not stored.
-  Tensor cO = thr.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
   const int64_t key0 = (pr.b * p.K + pr.k0 + col0) * p.Hkv + hk;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); ++i) {
@@ -422,9 +605,12 @@ __device__ __forceinline__ void stage_bins(const float* bins, int shaw_rows, int
 
 // The queries pass: dQ of 64 rows of head h over every key tile the mask shows. kShaw: the rows' bins of dS
 // and P over Shaw's distances, then dQ += bins_dS a^K and the block's partial gradients of a_k and a_v.
-template <class Element, int kHeadDim, bool kShaw>
+// kXL: with Transformer-XL's terms, and dQ_i += sum_j dS_ij rproj_h(delta_ij), dS skewed into the band's
+// columns times the band's rproj rows on the tensor cores.
+template <class Element, int kHeadDim, bool kShaw, bool kXL = false>
 __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kThreads)
     queries_kernel(const __grid_constant__ BackwardParams p) {
+  static_assert(!kXL || !kShaw, "shaw and transformer_xl are alternatives");
   using T = AttentionBackwardTiles<Element, kHeadDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ __align__(128) unsigned char shared_bytes[];
@@ -449,6 +635,16 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const int64_t shaw_row0 = ((pr.b * p.H + h) * p.Q + pr.q0 + row0) * p.shaw_rows;
   if constexpr (kShaw)
     for (int i = tid; i < 2 * BM * p.shaw_rows; i += T::kThreads) bins_ds[i] = 0;
+  // XL: after the tiles (from the per-warp sums on); u, and the skewed dS zeroed once (each tile writes the
+  // same entries, the 64 band columns of each row its keys meet).
+  [[maybe_unused]] XLBackwardShared<Element, kHeadDim>* xl = nullptr;
+  if constexpr (kXL) {
+    using Shared = BackwardShared<Element, kHeadDim>;
+    xl = reinterpret_cast<XLBackwardShared<Element, kHeadDim>*>(shared_bytes + offsetof(Shared, bias_grad));
+    for (int i = tid; i < kHeadDim; i += T::kThreads)
+      xl->u[i] = i < p.D ? p.xl_u[h * p.xl_u_strides[0] + i * p.xl_u_strides[1]] : 0.0f;
+    for (int i = tid; i < 2 * 64 * 64; i += T::kThreads) xl->g[i / (64 * 64)][i % (64 * 64)] = Element(0);
+  }
   KeyRange qr;
   bool rows_bad;
   stage_rows(p, pr, h, row0, rows, sh, &qr, &rows_bad);
@@ -503,19 +699,35 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
     load_rows(gmem_copy,
               gthr.partition_S(make_tensor(make_gmem_ptr(v_ptr), tile, make_stride(p.v_strides[1], _1{}))),
               gthr.partition_D(sV), gthr.partition_S(cRows), cols, p.Dv);
+    if constexpr (kXL)  // the band's rproj rows: its first delta's table row on
+      stage_xl_band(p, h, xl_band_first_delta(sh.q_pos[0], k_pos[col0], BN) - p.xl_lo, xl);
     cp_async_fence();
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (kXL) {
+      xl_key_terms<kHeadDim>(sK, xl->u, xl->uk);
+      xl_band_products(mma, sQ, xl, cS, copy_n_a, copy_n_b);
+      __syncthreads();  // the band and u . k are complete
+    }
     Tensor s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
     Tensor dp = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
     clear(s), clear(dp);
     smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);     // S = Q K^T
     smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
-    probabilities_and_score_gradients<true, kShaw>(
+    [[maybe_unused]] const XLTileTerms xl_terms{kXL ? xl->uk : nullptr, kXL ? xl->band : nullptr,
+                                                kXL ? &xl->g[0][0] : nullptr};
+    probabilities_and_score_gradients<true, kShaw, kXL>(
         p, terms, sh, s, dp, cS, rows, cols, false, kShaw ? p.shaw_qa + shaw_row0 : nullptr,
-        kShaw && p.shaw_doa != nullptr ? p.shaw_doa + shaw_row0 : nullptr);
+        kShaw && p.shaw_doa != nullptr ? p.shaw_doa + shaw_row0 : nullptr, &xl_terms);
     __syncthreads();
     smem_gemm(mma, acc_dq, sdS, sKt, sdS, sKtPlain, copy_n_a, copy_t_b);  // dQ += dS K
+    if constexpr (kXL)  // dQ += dS by band column times the band's rproj rows
+      for (int half = 0; half < 2; ++half) {
+        Tensor sG = make_tensor(make_smem_ptr(xl->g[half]), typename T::SmemP{});
+        Tensor sRt = make_tensor(make_smem_ptr(xl->r[half]), typename T::SmemRowsT{});
+        Tensor sRtPlain = make_tensor(make_smem_ptr(xl->r[half]), typename T::SmemRowsTPlain{});
+        smem_gemm(mma, acc_dq, sG, sRt, sG, sRtPlain, copy_n_a, copy_t_b);
+      }
     if constexpr (kShaw) {  // the bins: warp w sums rows 8 w .. 8 w + 7, a quad per row, in column order
       const int row = tid / 32 * 8 + tid % 32 / 4;
       // A tile whose pairs all lie L or more before (r = 0) or after (r = 2 L) the diagonal: row sums, each
@@ -637,8 +849,8 @@ struct KeyWaves {
   int64_t n = 0;
 };
 
-// The keys pass, in waves (kShaw: with Shaw's terms).
-template <class Element, int kHeadDim, bool kShaw>
+// The keys pass, in waves (kShaw: with Shaw's terms; kXL: with Transformer-XL's, and its shared memory).
+template <class Element, int kHeadDim, bool kShaw, bool kXL = false>
 void launch_keys_pass(BackwardParams p, int64_t problems, const KeyWaves& waves) {
   const unsigned z = static_cast<unsigned>(problems);
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
@@ -650,10 +862,12 @@ void launch_keys_pass(BackwardParams p, int64_t problems, const KeyWaves& waves)
     if (waves.partials != nullptr)
       cudaMemsetAsync(waves.partials, 0, static_cast<size_t>(problems * width * p.H * waves.n) * 4, stream);
     if constexpr (kHeadDim <= 128) {
-      launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysAndValues, kShaw>, p, keys_grid,
-                                     "the keys pass (dK, dV)");
+      launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysAndValues, kShaw, kXL>, p, keys_grid,
+                                     "the keys pass (dK, dV)",
+                                     kXL ? static_cast<int>(xl_keys_shared_bytes<Element, kHeadDim>())
+                                         : static_cast<int>(sizeof(BackwardShared<Element, kHeadDim>)));
     } else {
-      static_assert(!kShaw, "Shaw's backward: tiles up to 128 columns");
+      static_assert(!kShaw && !kXL, "Shaw's and Transformer-XL's backward: tiles up to 128 columns");
       launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kValuesOnly, false>, p, keys_grid,
                                      "the keys pass (dV)");
       launch_pass<Element, kHeadDim>(keys_kernel<Element, kHeadDim, kKeysOnly, false>, p, keys_grid,
@@ -667,10 +881,53 @@ void launch_keys_pass(BackwardParams p, int64_t problems, const KeyWaves& waves)
   }
 }
 
+// sums (n) += the partials (blocks, n) of one wave of a pass, in block order: a thread per element.
+static __global__ void sum_block_partials_kernel(const float* partials, int64_t blocks, int64_t n,
+                                                 float* sums) {
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float sum = sums[i];
+    for (int64_t b = 0; b < blocks; ++b) sum += partials[b * n + i];
+    sums[i] = sum;
+  }
+}
+
+// grad (rows, D) at strides (s0, s1) += sums (rows, D) contiguous; NaN everywhere instead when packed
+// sequences' offsets are invalid (cq non-null: the check of attention_backward.cu's poison kernel).
+static __global__ void add_table_gradient_kernel(const float* sums, int64_t rows, int64_t D, float* grad,
+                                                 int64_t s0, int64_t s1, const int64_t* cq, const int64_t* ck,
+                                                 int64_t sequences, int64_t Q, int64_t K) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; cq != nullptr && s <= sequences; s += blockDim.x) {
+    const bool ends =
+        (s == 0 && (cq[0] != 0 || ck[0] != 0)) || (s == sequences && (cq[s] != Q || ck[s] != K));
+    if (ends || (s > 0 && (cq[s] < cq[s - 1] || ck[s] < ck[s - 1]))) bad = 1;
+  }
+  __syncthreads();
+  const float nan = __int_as_float(0x7fc00000);
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < rows * D;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float& g = grad[(i / D) * s0 + (i % D) * s1];
+    g = bad ? nan : g + sums[i];
+  }
+}
+
+// Blocks for a grid-stride loop over `total` elements.
+inline unsigned grid_blocks(int64_t total, int threads) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
+}
+
 // The passes with Shaw's terms (src/cuda/attention_backward_shaw.cu): the rows' products, the keys pass, the
 // queries pass in waves of row blocks, and the gradients of a_k and a_v added into the launch's views. p is
 // the launch's parameters without Shaw's.
 void attention_backward_shaw(const AttentionBackwardLaunch& launch, const BackwardParams& p, int64_t problems,
                              const KeyWaves& waves);
+// The passes with Transformer-XL's terms (src/cuda/attention_backward_xl.cu): its tables, the keys and
+// queries passes, the deltas pass, and the gradients of u, v and w_r added into the caller's views.
+void attention_backward_xl(const AttentionBackwardLaunch& launch, const BackwardParams& p, int64_t problems,
+                           const KeyWaves& waves);
 
 }  // namespace posenc::cuda::backward

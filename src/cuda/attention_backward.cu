@@ -1,7 +1,7 @@
 // src/cuda/attention_backward.cu: the attention backward on the GPU, FlashAttention-2's (Dao 2023)
 // recomputation (its kernels: src/cuda/attention_backward-inl.cuh; with Shaw's terms:
-// src/cuda/attention_backward_shaw.cu), deterministic: no float atomics, every sum in an order fixed by the
-// shapes.
+// src/cuda/attention_backward_shaw.cu, with Transformer-XL's: src/cuda/attention_backward_xl.cu),
+// deterministic: no float atomics, every sum in an order fixed by the shapes.
 //   rows:    D_i = sum_d dO_id O_id per query row (the softmax's backward term).
 //   keys:    dK, dV (and the learned table's partial sums), a block per (64 keys, kv head, problem).
 //   queries: dQ, a block per (64 rows, head, problem).
@@ -239,6 +239,8 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   }
   if (problems > 0 && l.H > 0 && l.shaw_a_k != nullptr) {
     attention_backward_shaw(bl, p, problems, waves);
+  } else if (problems > 0 && l.H > 0 && l.xl_u != nullptr) {
+    attention_backward_xl(bl, p, problems, waves);
   } else if (problems > 0 && l.H > 0) {
     const int64_t tile_dim = attention_backward_tile_dim(l.D, l.Dv);
     if (tile_dim == 64)

@@ -95,43 +95,6 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   }
 }
 
-// sums (n) += the partials (blocks, n) of one wave of the queries pass, in block order: a thread per element.
-__global__ void sum_block_partials_kernel(const float* partials, int64_t blocks, int64_t n, float* sums) {
-  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float sum = sums[i];
-    for (int64_t b = 0; b < blocks; ++b) sum += partials[b * n + i];
-    sums[i] = sum;
-  }
-}
-
-// grad (rows, D) at strides (s0, s1) += sums (rows, D) contiguous; NaN everywhere instead when packed
-// sequences' offsets are invalid (cq non-null: the check of attention_backward.cu's poison kernel).
-__global__ void add_table_gradient_kernel(const float* sums, int64_t rows, int64_t D, float* grad, int64_t s0,
-                                          int64_t s1, const int64_t* cq, const int64_t* ck, int64_t sequences,
-                                          int64_t Q, int64_t K) {
-  __shared__ int bad;
-  if (threadIdx.x == 0) bad = 0;
-  __syncthreads();
-  for (int64_t s = threadIdx.x; cq != nullptr && s <= sequences; s += blockDim.x) {
-    const bool ends =
-        (s == 0 && (cq[0] != 0 || ck[0] != 0)) || (s == sequences && (cq[s] != Q || ck[s] != K));
-    if (ends || (s > 0 && (cq[s] < cq[s - 1] || ck[s] < ck[s - 1]))) bad = 1;
-  }
-  __syncthreads();
-  const float nan = __int_as_float(0x7fc00000);
-  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < rows * D;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float& g = grad[(i / D) * s0 + (i % D) * s1];
-    g = bad ? nan : g + sums[i];
-  }
-}
-
-unsigned blocks_for(int64_t total, int threads) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
-}
-
 // The queries pass's waves: `width` row blocks at a time, each block's partials (2 L + 1, D) of a_k and of
 // a_v (null: not wanted) summed into sums_k and sums_v after the wave.
 struct RowWaves {
@@ -173,8 +136,8 @@ void launch_shaw(BackwardParams p, int64_t batch, int64_t problems, const KeyWav
     for (const auto& [partials, sums] :
          {std::pair{waves.partials_k, waves.sums_k}, std::pair{waves.partials_v, waves.sums_v}}) {
       if (partials == nullptr) continue;
-      sum_block_partials_kernel<<<blocks_for(waves.n, 256), 256, 0, stream>>>(partials, blocks, waves.n,
-                                                                              sums);
+      sum_block_partials_kernel<<<grid_blocks(waves.n, 256), 256, 0, stream>>>(partials, blocks, waves.n,
+                                                                               sums);
       check_launch("attention_backward", "shaw's sum kernel");
     }
   }
@@ -239,7 +202,7 @@ void attention_backward_shaw(const AttentionBackwardLaunch& bl, const BackwardPa
               {waves.sums_v, bl.grad_shaw_a_v, bl.grad_shaw_a_v_strides}};
   for (const auto& a : adds) {
     if (a.sums == nullptr) continue;
-    add_table_gradient_kernel<<<blocks_for(R * l.D, 256), 256, 0, stream>>>(
+    add_table_gradient_kernel<<<grid_blocks(R * l.D, 256), 256, 0, stream>>>(
         a.sums, R, l.D, a.grad, a.strides[0], a.strides[1], l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q,
         l.K);
     check_launch("attention_backward", "shaw's gradient kernel");

@@ -97,9 +97,8 @@ static_assert(sizeof(SharedTiles<cutlass::bfloat16_t, 256, 128>) <= 227 * 1024);
 // band column, (2 kBlockN, kXLBandRows) floats (its first half also holds the rows of its second half's
 // deltas while those are formed); v . rproj of the staged rows; u . k_j of the tile's keys; u. The band's row
 // stride is 4 mod 32 banks: the accumulators' stores (a quad's lanes 2 band columns apart, 8 rows) and the
-// skewed reads (band column r - c + 63 at row r) each meet 32 banks. With the K and V tiles: 109 KiB at head
-// dims of 128, two blocks per multiprocessor.
-inline constexpr int kXLBandRows = 68;
+// skewed reads (band column r - c + 63 at row r) each meet 32 banks (kXLBandRows). With the K and V tiles:
+// 109 KiB at head dims of 128, two blocks per multiprocessor.
 template <class Element, int kQKDim>
 struct alignas(128) XLTiles {
   Element r[64 * kQKDim];

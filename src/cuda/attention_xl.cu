@@ -54,9 +54,9 @@ __device__ __forceinline__ void split_bf16(float x, Bf16* hi, Bf16* lo) {
 }
 
 // R (n, d_model) as two bf16 parts, rows of `stride` (zeroed past d_model beforehand): row m = R_{lo + m},
-// [sin | cos] halves.
+// [sin | cos] halves. transposed: R^T (d_model, n) instead, rows of `stride` (zeroed past n).
 __global__ void xl_sinusoid_kernel(int64_t lo, int64_t n, int64_t d_model, int64_t stride, double base,
-                                   Bf16* r_hi, Bf16* r_lo) {
+                                   bool transposed, Bf16* r_hi, Bf16* r_lo) {
   const int64_t half = d_model / 2;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n * half;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -64,8 +64,10 @@ __global__ void xl_sinusoid_kernel(int64_t lo, int64_t n, int64_t d_model, int64
     const double w = pow(base, -2.0 * static_cast<double>(e) / static_cast<double>(d_model));
     float s, c;
     detail::sin_cos_of_angle(static_cast<double>(lo + m) * w, &s, &c);
-    split_bf16(s, r_hi + m * stride + e, r_lo + m * stride + e);
-    split_bf16(c, r_hi + m * stride + half + e, r_lo + m * stride + half + e);
+    const int64_t at_sin = transposed ? e * stride + m : m * stride + e,
+                  at_cos = transposed ? (half + e) * stride + m : m * stride + half + e;
+    split_bf16(s, r_hi + at_sin, r_lo + at_sin);
+    split_bf16(c, r_hi + at_cos, r_lo + at_cos);
   }
 }
 
@@ -80,15 +82,31 @@ __global__ void xl_split_kernel(const float* w, int64_t w_s0, int64_t w_s1, int6
   }
 }
 
-// out (H, n, D) f32, out[h][m][d] = sum_e W_R[h D + d][e] R[m][e]: C (n, H D) = R W_R^T on the tensor cores
-// (the attention's (64, 64) tiles and mma.sync atoms), a block per (64, 64) tile of C (blockIdx.x = row tile
-// * col_tiles + col tile), e in steps of 64. Both operands in two bf16 parts, R W^T = Rh Wh^T + Rh Wl^T +
-// Rl Wh^T (the Rl Wl^T left out is below 2^-17 of each product): each product within about 2^-15 of its
-// value, accumulated in fp32, where the storage type's rounding of the rows that follows is 2^-9 (bf16) or
-// 2^-12 (fp16).
+// d rproj (H, n, D) f32 as two bf16 parts of its (H D, n) transpose, rows of `stride` (zeroed past n
+// beforehand): row h D + d holds d rproj[h][m][d] for m < n.
+__global__ void xl_split_transposed_kernel(const float* d_rproj, int64_t H, int64_t n, int64_t dim,
+                                           int64_t stride, Bf16* hi, Bf16* lo) {
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < H * n * dim;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t d = t % dim, m = (t / dim) % n, h = t / (dim * n);
+    const int64_t at = (h * dim + d) * stride + m;
+    split_bf16(d_rproj[t], hi + at, lo + at);
+  }
+}
+
+// C (rows_a, rows_b) = A B^T from two bf16 parts of each operand (rows of `stride`, the contraction,
+// zero-padded to whole steps of 64): the forward's table, out (H, n, D) f32 with out[h][m][d] =
+// sum_e W_R[h D + d][e] R[m][e] (A = R, B = W_R, dim = D), or (dim = 0) out (rows_a, rows_b) row-major, the
+// backward's d W_R = d rproj^T R (A = d rproj^T, B = R^T).
+// On the tensor cores (the attention's (64, 64) tiles and mma.sync atoms), a block per (64, 64) tile of C
+// (blockIdx.x = row tile * col_tiles + col tile), the contraction in steps of 64. Both operands in two bf16
+// parts, A B^T = Ah Bh^T + Ah Bl^T + Al Bh^T (the Al Bl^T left out is below 2^-17 of each product): each
+// product within about 2^-15 of its value, accumulated in fp32, where the storage type's rounding of the rows
+// that follows in the forward is 2^-9 (bf16) or 2^-12 (fp16).
 __global__ void __launch_bounds__(AttentionTiles<Bf16, 64, 64>::kThreads)
     xl_project_kernel(const Bf16* r_hi, const Bf16* r_lo, const Bf16* w_hi, const Bf16* w_lo, int64_t n,
                       int w_rows, int64_t stride, int dim, unsigned col_tiles, float* out) {
+  // Here A = r (n rows) and B = w (w_rows rows).
   using T = AttentionTiles<Bf16, 64, 64>;
   __shared__ alignas(128) Bf16 parts[4][64 * 64];  // Rh, Rl, Wh, Wl
   const int tid = threadIdx.x;
@@ -146,8 +164,14 @@ __global__ void __launch_bounds__(AttentionTiles<Bf16, 64, 64>::kThreads)
   for (int r = 0; r < size<0>(a); ++r) CUTE_UNROLL
   for (int c = 0; c < size<1>(a); ++c) {
     const int64_t m = m0 + get<0>(coords(r, c));
-    const int col = c0 + get<1>(coords(r, c)), h = col / dim;
-    if (m < n && col < w_rows) out[(h * n + m) * dim + (col - h * dim)] = a(r, c);
+    const int col = c0 + get<1>(coords(r, c));
+    if (m >= n || col >= w_rows) continue;
+    if (dim == 0) {
+      out[m * w_rows + col] = a(r, c);
+    } else {
+      const int h = col / dim;
+      out[(h * n + m) * dim + (col - h * dim)] = a(r, c);
+    }
   }
 }
 
@@ -201,62 +225,110 @@ std::pair<int64_t, int64_t> longest_sequences(const AttentionLaunch& l) {
   return {nq, nk};
 }
 
+// The tables over the deltas of the longest sequences (see the file's comment), each of the storage type.
 template <class Element>
-void run(const AttentionLaunch& l, Params& p, const AttentionTileDims& tiles, int64_t q_blocks,
-         int64_t problems) {
+void make_tables(const AttentionLaunch& l, int64_t n, int64_t lo, DeviceScratch& rproj16, DeviceScratch& vr) {
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
-  const auto [nq, nk] = longest_sequences(l);
-  const DeltaRange range = xl_delta_range(nq, nk, l.mask.causal, l.mask.window);
-  const int64_t n = range.n, dim = l.D, w_rows = l.H * l.D;
+  const int64_t dim = l.D, w_rows = l.H * l.D;
   const int64_t stride = (l.xl_d_model + 63) / 64 * 64;  // d_model in whole 64-column steps
-  DeviceScratch rproj16(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 2);
-  DeviceScratch vr(kOp, "the Transformer-XL v . rproj", static_cast<size_t>(l.H * n) * 4);
-  if (n > 0) {  // the tables' intermediates, freed (stream-ordered) before the attention
-    DeviceScratch sinusoids(kOp, "the Transformer-XL sinusoids", static_cast<size_t>(n * stride) * 4);
-    DeviceScratch w_parts(kOp, "the Transformer-XL w_r in two bf16 parts",
-                          static_cast<size_t>(w_rows * stride) * 4);
-    DeviceScratch rproj(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 4);
-    sinusoids.zero(), w_parts.zero();  // the columns past d_model
-    Bf16* r_hi = sinusoids.as<Bf16>();
-    Bf16* w_hi = w_parts.as<Bf16>();
-    xl_sinusoid_kernel<<<blocks_for(n * (l.xl_d_model / 2), 256), 256, 0, stream>>>(
-        range.lo, n, l.xl_d_model, stride, l.xl_base, r_hi, r_hi + n * stride);
-    check_launch(kOp, "the Transformer-XL sinusoid kernel");
-    xl_split_kernel<<<blocks_for(w_rows * l.xl_d_model, 256), 256, 0, stream>>>(
-        l.xl_w_r, l.xl_w_r_strides[0], l.xl_w_r_strides[1], w_rows, l.xl_d_model, stride, w_hi,
-        w_hi + w_rows * stride);
-    check_launch(kOp, "the Transformer-XL w_r split kernel");
-    const int64_t row_tiles = (n + 63) / 64, col_tiles = (w_rows + 63) / 64;
-    if (row_tiles * col_tiles > (int64_t{1} << 31) - 1)
-      detail::fail(kOp, "transformer_xl's projections of ", n, " distances by ", w_rows,
-                   " rows of w_r take more than 2^31 - 1 blocks");
-    xl_project_kernel<<<static_cast<unsigned>(row_tiles * col_tiles), AttentionTiles<Bf16, 64, 64>::kThreads,
-                        0, stream>>>(r_hi, r_hi + n * stride, w_hi, w_hi + w_rows * stride, n,
-                                     static_cast<int>(w_rows), stride, static_cast<int>(dim),
-                                     static_cast<unsigned>(col_tiles), rproj.as<float>());
-    check_launch(kOp, "the Transformer-XL projection kernel");
-    xl_finish_kernel<Element><<<blocks_for(l.H * n * 32, 256), 256, 0, stream>>>(
-        rproj.as<float>(), l.H * n, n, static_cast<int>(dim), l.xl_v, l.xl_v_strides[0], l.xl_v_strides[1],
-        rproj16.as<Element>(), vr.as<float>());
-    check_launch(kOp, "the Transformer-XL rounding kernel");
-  }
-  p.xl_rproj = rproj16.data(), p.xl_vr = vr.as<float>(), p.xl_lo = range.lo, p.xl_n = n;
-  p.xl_u = l.xl_u, p.xl_u_strides[0] = l.xl_u_strides[0], p.xl_u_strides[1] = l.xl_u_strides[1];
-  if (tiles.qk == 64)
-    launch<Element, 64, 64, false, true>(p, q_blocks, l.H, problems, l.B);
-  else
-    launch<Element, 128, 128, false, true>(p, q_blocks, l.H, problems, l.B);
+  // The intermediates, freed (stream-ordered) before the attention.
+  DeviceScratch sinusoids(kOp, "the Transformer-XL sinusoids", static_cast<size_t>(n * stride) * 4);
+  DeviceScratch w_parts(kOp, "the Transformer-XL w_r in two bf16 parts",
+                        static_cast<size_t>(w_rows * stride) * 4);
+  DeviceScratch rproj(kOp, "the Transformer-XL projections", static_cast<size_t>(l.H * n * dim) * 4);
+  sinusoids.zero(), w_parts.zero();  // the columns past d_model
+  Bf16* r_hi = sinusoids.as<Bf16>();
+  Bf16* w_hi = w_parts.as<Bf16>();
+  xl_sinusoid_kernel<<<blocks_for(n * (l.xl_d_model / 2), 256), 256, 0, stream>>>(
+      lo, n, l.xl_d_model, stride, l.xl_base, false, r_hi, r_hi + n * stride);
+  check_launch(kOp, "the Transformer-XL sinusoid kernel");
+  xl_split_kernel<<<blocks_for(w_rows * l.xl_d_model, 256), 256, 0, stream>>>(
+      l.xl_w_r, l.xl_w_r_strides[0], l.xl_w_r_strides[1], w_rows, l.xl_d_model, stride, w_hi,
+      w_hi + w_rows * stride);
+  check_launch(kOp, "the Transformer-XL w_r split kernel");
+  const int64_t row_tiles = (n + 63) / 64, col_tiles = (w_rows + 63) / 64;
+  if (row_tiles * col_tiles > (int64_t{1} << 31) - 1)
+    detail::fail(kOp, "transformer_xl's projections of ", n, " distances by ", w_rows,
+                 " rows of w_r take more than 2^31 - 1 blocks");
+  xl_project_kernel<<<static_cast<unsigned>(row_tiles * col_tiles), AttentionTiles<Bf16, 64, 64>::kThreads, 0,
+                      stream>>>(r_hi, r_hi + n * stride, w_hi, w_hi + w_rows * stride, n,
+                                static_cast<int>(w_rows), stride, static_cast<int>(dim),
+                                static_cast<unsigned>(col_tiles), rproj.as<float>());
+  check_launch(kOp, "the Transformer-XL projection kernel");
+  xl_finish_kernel<Element><<<blocks_for(l.H * n * 32, 256), 256, 0, stream>>>(
+      rproj.as<float>(), l.H * n, n, static_cast<int>(dim), l.xl_v, l.xl_v_strides[0], l.xl_v_strides[1],
+      rproj16.as<Element>(), vr.as<float>());
+  check_launch(kOp, "the Transformer-XL rounding kernel");
 }
 
 }  // namespace
 
 void launch_transformer_xl(const AttentionLaunch& l, Params& p, const AttentionTileDims& tiles,
                            int64_t q_blocks, int64_t problems) {
-  if (l.dtype == DType::bf16)
-    run<cutlass::bfloat16_t>(l, p, tiles, q_blocks, problems);
+  const XLTables t = transformer_xl_tables(l);
+  p.xl_rproj = t.rproj->data(), p.xl_vr = t.vr->as<float>(), p.xl_lo = t.lo, p.xl_n = t.n;
+  p.xl_u = l.xl_u, p.xl_u_strides[0] = l.xl_u_strides[0], p.xl_u_strides[1] = l.xl_u_strides[1];
+  const bool bf16 = l.dtype == DType::bf16;
+  if (tiles.qk == 64)
+    bf16 ? launch<cutlass::bfloat16_t, 64, 64, false, true>(p, q_blocks, l.H, problems, l.B)
+         : launch<cutlass::half_t, 64, 64, false, true>(p, q_blocks, l.H, problems, l.B);
   else
-    run<cutlass::half_t>(l, p, tiles, q_blocks, problems);
+    bf16 ? launch<cutlass::bfloat16_t, 128, 128, false, true>(p, q_blocks, l.H, problems, l.B)
+         : launch<cutlass::half_t, 128, 128, false, true>(p, q_blocks, l.H, problems, l.B);
 }
 
 }  // namespace forward
+
+XLTables transformer_xl_tables(const AttentionLaunch& l) {
+  const auto [nq, nk] = forward::longest_sequences(l);
+  const DeltaRange range = xl_delta_range(nq, nk, l.mask.causal, l.mask.window);
+  XLTables t;
+  t.lo = range.lo, t.n = range.n;
+  t.rproj = std::make_unique<DeviceScratch>(forward::kOp, "the Transformer-XL projections",
+                                            static_cast<size_t>(l.H * t.n * l.D) * 2);
+  t.vr = std::make_unique<DeviceScratch>(forward::kOp, "the Transformer-XL v . rproj",
+                                         static_cast<size_t>(l.H * t.n) * 4);
+  if (t.n > 0)
+    l.dtype == DType::bf16 ? forward::make_tables<cutlass::bfloat16_t>(l, t.n, t.lo, *t.rproj, *t.vr)
+                           : forward::make_tables<cutlass::half_t>(l, t.n, t.lo, *t.rproj, *t.vr);
+  return t;
+}
+
+void transformer_xl_weight_gradient(const AttentionLaunch& l, const float* d_rproj, int64_t lo, int64_t n,
+                                    float* out) {
+  using forward::blocks_for;
+  constexpr const char* kBackward = "attention_backward";
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  const int64_t w_rows = l.H * l.D, d_model = l.xl_d_model;
+  if (n == 0) {
+    cudaMemsetAsync(out, 0, static_cast<size_t>(w_rows * d_model) * 4, stream);
+    check_launch(kBackward, "zeroing the w_r gradient");
+    return;
+  }
+  const int64_t stride = (n + 63) / 64 * 64;  // the deltas in whole 64-column steps
+  DeviceScratch d_parts(kBackward, "the Transformer-XL d rproj in two bf16 parts",
+                        static_cast<size_t>(w_rows * stride) * 4);
+  DeviceScratch r_parts(kBackward, "the Transformer-XL sinusoids in two bf16 parts",
+                        static_cast<size_t>(d_model * stride) * 4);
+  d_parts.zero(), r_parts.zero();  // the columns past n
+  using forward::Bf16;
+  Bf16* d_hi = d_parts.as<Bf16>();
+  Bf16* r_hi = r_parts.as<Bf16>();
+  forward::xl_split_transposed_kernel<<<blocks_for(w_rows * n, 256), 256, 0, stream>>>(
+      d_rproj, l.H, n, l.D, stride, d_hi, d_hi + w_rows * stride);
+  check_launch(kBackward, "the Transformer-XL d rproj split kernel");
+  forward::xl_sinusoid_kernel<<<blocks_for(n * (d_model / 2), 256), 256, 0, stream>>>(
+      lo, n, d_model, stride, l.xl_base, true, r_hi, r_hi + d_model * stride);
+  check_launch(kBackward, "the Transformer-XL sinusoid kernel");
+  const int64_t row_tiles = (w_rows + 63) / 64, col_tiles = (d_model + 63) / 64;
+  if (row_tiles * col_tiles > (int64_t{1} << 31) - 1)
+    detail::fail(kBackward, "transformer_xl's w_r gradient of ", w_rows, " rows by ", d_model,
+                 " columns takes more than 2^31 - 1 blocks");
+  forward::xl_project_kernel<<<static_cast<unsigned>(row_tiles * col_tiles),
+                               AttentionTiles<Bf16, 64, 64>::kThreads, 0, stream>>>(
+      d_hi, d_hi + w_rows * stride, r_hi, r_hi + d_model * stride, w_rows, static_cast<int>(d_model), stride,
+      0, static_cast<unsigned>(col_tiles), out);
+  check_launch(kBackward, "the Transformer-XL w_r gradient kernel");
+}
+
 }  // namespace posenc::cuda

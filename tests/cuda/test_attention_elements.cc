@@ -420,6 +420,30 @@ TEST(AttentionElements, TransformerXLBandAndSkewForDefaultPositions) {
   EXPECT_EQ(cuda::xl_delta_range(100, 100, false, 20).n, 39);
 }
 
+// The backward's deltas pass: for 64 rows at consecutive positions and a block's 64 deltas, every pair at
+// one of those deltas whose key exists (0 <= key < nk) is met exactly once, in the tile and at the delta
+// column xl_chunk_first_key and xl_chunk_column give, and no pair of the two tiles at another delta is given
+// a column in [0, 64).
+TEST(AttentionElements, TransformerXLDeltasPassMeetsEveryPairOnce) {
+  for (const int64_t qp0 : {int64_t{-130}, int64_t{0}, int64_t{5}, int64_t{64}, int64_t{1000}})
+    for (const int64_t d0 :
+         {int64_t{-200}, int64_t{-64}, int64_t{-1}, int64_t{0}, int64_t{37}, int64_t{128}}) {
+      const int64_t first = cuda::xl_chunk_first_key(qp0, d0);
+      std::vector<int> met(64 * 64, 0);  // (row, delta column)
+      for (int t = 0; t < 2; ++t)
+        for (int r = 0; r < 64; ++r)
+          for (int c = 0; c < 64; ++c) {
+            const int64_t key = first + 64 * t + c, delta = qp0 + r - key;
+            const int column = cuda::xl_chunk_column(r, c, t);
+            ASSERT_EQ(column, delta - d0) << "qp0 " << qp0 << " d0 " << d0 << " t " << t;
+            if (column >= 0 && column < 64) ++met[r * 64 + column];
+          }
+      for (int r = 0; r < 64; ++r)
+        for (int column = 0; column < 64; ++column)
+          ASSERT_EQ(met[r * 64 + column], 1) << "qp0 " << qp0 << " d0 " << d0 << " r " << r;
+    }
+}
+
 // The sinusoids R_delta the device tabulates (angle delta w_e formed in double, sin and cos rounded once,
 // src/angle.h) within one fp32 ulp of the CPU's double ones, at small and large distances.
 TEST(AttentionElements, TransformerXLSinusoidsAsTheCpu) {

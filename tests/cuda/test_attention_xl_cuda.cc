@@ -328,7 +328,6 @@ TEST(AttentionXLCuda, RefusalsNameTheArgument) {
   };
   AttentionConfig cfg;
   cfg.transformer_xl = xl_terms(64);
-  const TensorView lse = dev(DType::f32, {1, 2, 4});
   // Explicit positions: the distances are tabulated from the shapes.
   std::vector<int64_t> host_positions(4);
   TensorView positions = view(reinterpret_cast<float*>(fake), {4}, Device::cuda);
@@ -370,16 +369,6 @@ TEST(AttentionXLCuda, RefusalsNameTheArgument) {
     both.shaw = shaw;
     refused([&] { attention_forward(both, qkv(q, k, k), q, {}); },
             "shaw and transformer_xl are alternatives");
-  }
-  // The backward, before any gradient is checked (its u, v and W_R gradients are not there either).
-  {
-    AttentionGrads g;
-    g.q = q, g.k = k, g.v = k;
-    refused([&] { attention_backward(cfg, qkv(q, k, k), q, lse, q, g); },
-            "transformer_xl's backward is not available on cuda");
-    g.transformer_xl_u = dev(DType::f32, {2, 64});
-    refused([&] { attention_backward(cfg, qkv(q, k, k), q, lse, q, g); },
-            "transformer_xl's backward is not available on cuda");
   }
 }
 
