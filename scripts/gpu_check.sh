@@ -5,19 +5,19 @@
 # timeout (a hang must not eat the machine's time), times every CUDA op against the card's copy bandwidth,
 # a large matmul and the PyTorch anchors of the same shapes in the same run, runs compute-sanitizer (memcheck,
 # and racecheck where shared memory is shared by groups of lanes) on small cases, then posenc.torch's tests
-# on CUDA tensors. Writes logs, JSON lines and a table to OUT (default results/gpu); the table is printed
-# last.
+# on CUDA tensors, and the command line's `posenc attention --device cuda` with each encoding. Writes logs,
+# JSON lines and a table to OUT (default results/gpu); the table is printed last.
 #
 # The whole run stays within GPU_CHECK_SECONDS (default 560: one command of a short GPU window). The Python
 # package compiles on the CPUs in the background while the GPU runs the tests and benchmarks; a phase that
 # no longer fits is skipped and says so. GPU_CHECK_PHASES picks phases for a second run (default all of
-# "tests bench memcheck python"), e.g. GPU_CHECK_PHASES="tests" after a fix.
+# "tests bench memcheck python cli"), e.g. GPU_CHECK_PHASES="tests" after a fix.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out="${1:-${OUT:-results/gpu}}"
 mkdir -p "$out"
 deadline=${GPU_CHECK_SECONDS:-560}
-phases=" ${GPU_CHECK_PHASES:-tests bench memcheck python} "
+phases=" ${GPU_CHECK_PHASES:-tests bench memcheck python cli} "
 carry=build/gpu-carry
 export LD_LIBRARY_PATH="$PWD/$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 phase() { echo "== [${SECONDS}s] $*"; }
@@ -102,6 +102,20 @@ if wanted bench && phase "benchmarks (posenc, then the PyTorch anchors)" && fits
   fits 60 && timeout "$(limit 240)" python3 scripts/gpu_anchors.py | tee "$out/bench_torch.jsonl"
 fi
 
+# The command line on the device: forward and backward of each encoding, the output against the double
+# reference (--check prints the largest difference; bf16 outputs are within a few 2^-8 of |out| <= 4).
+if wanted cli && [ -x "$bin/posenc" ] && phase "posenc attention --device cuda" && fits 30; then
+  for e in none alibi t5 relative shaw transformer_xl rope+alibi rope+t5; do
+    timeout "$(limit 30)" "$bin/posenc" attention --device cuda --dtype bf16 -e "$e" --seq 200 --heads 4 \
+      --kv-heads 2 --dim 64 --causal --backward --check --repeat 3 >"$out/cli_$e.log" 2>&1
+    status=$?
+    echo "$e: $(grep -E 'backward|reference' "$out/cli_$e.log" | tr -s ' ' | paste -sd ';')"
+    if [ $status -ne 0 ]; then
+      echo "posenc attention -e $e FAILED (exit $status)" && tail -3 "$out/cli_$e.log" && failed=1
+    fi
+  done
+fi
+
 # The sanitizers run kernels 10-100x slower: small cases only, after the figures.
 sanitize() {  # sanitize TOOL NAME BINARY FILTER
   fits 40 || return 0
@@ -118,7 +132,8 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
   sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
-  sanitize memcheck attention_xl_backward test_attention_xl_backward_cuda 'AttentionXLBackwardCuda.SmallShapes*'
+  sanitize memcheck attention_xl_backward test_attention_xl_backward_cuda \
+    'AttentionXLBackwardCuda.SmallShapes*'
   # Shaw's sums by distance: shared memory written by groups of lanes (a small case with tiles wholly
   # beyond max_distance and tiles near the diagonal).
   sanitize racecheck shaw test_attention_shaw_backward_cuda \
@@ -126,7 +141,8 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
   # Transformer-XL's band in shared memory: staged 16-bit rows, then fp32 products, half copied on reuse.
   sanitize racecheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
   # Its backward: the bands, the sums of dS per key and per delta, dS skewed into band columns.
-  sanitize racecheck attention_xl_backward test_attention_xl_backward_cuda 'AttentionXLBackwardCuda.SmallShapes*'
+  sanitize racecheck attention_xl_backward test_attention_xl_backward_cuda \
+    'AttentionXLBackwardCuda.SmallShapes*'
 fi
 
 if [ -n "$python_build_pid" ]; then

@@ -256,10 +256,15 @@ void check_backward(const BackwardArgs& bw, DType dtype, int64_t B, int64_t Q, i
   for (const auto& [name, view] : xl_params) {
     if (view->data == nullptr) continue;
     if (bw.transformer_xl == nullptr) fail(kOp, name, " is given but attention has no such encoding");
-    validate(bw.transformer_xl->config);  // its fields named before d_model is used as a shape
+    const TransformerXLConfig& xc = bw.transformer_xl->config;
+    validate(xc);  // its fields named before they are used as a shape, as set_transformer_xl names them
+    if (xc.heads != H)
+      fail(kOp, "transformer_xl.config.heads = ", xc.heads, " differs from the ", H, " heads of q");
+    if (xc.head_dim != D)
+      fail(kOp, "transformer_xl.config.head_dim = ", xc.head_dim, " differs from the head_dim of q, ", D);
     const bool w_r = view == &g.transformer_xl_w_r;
-    check_view(kOp, name, *view, DType::f32, {w_r ? H * D : H, w_r ? bw.transformer_xl->config.d_model : D},
-               view->data, Device::cuda);
+    check_view(kOp, name, *view, DType::f32, {w_r ? H * D : H, w_r ? xc.d_model : D}, view->data,
+               Device::cuda);
     memory.add(name, *view, view->data);
   }
   for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"grads.shaw_a_k", &g.shaw_a_k},

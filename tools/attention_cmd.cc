@@ -383,8 +383,6 @@ void run_attention(const AttentionOptions& o) {
   if (o.backward) {
     // grad_out and the gradients of q, k, v in the same storage as the inputs (16-bit: the backward
     // widens once and rounds each gradient once).
-    if (o.device == "cuda")
-      throw Error("--backward: the attention backward runs on the CPU only (--device cpu)");
     std::vector<float> grad_out(out.size(), 1.0f / static_cast<float>(out.size())), gq(p.q.size()),
         gk(p.k.size()), gv(p.v.size());
     std::vector<uint16_t> grad_out16, gq16, gk16, gv16;
@@ -399,8 +397,11 @@ void run_attention(const AttentionOptions& o) {
       g.q = view16(gq16, dtype, {p.B, p.Q, p.H, p.D}), g.k = view16(gk16, dtype, {p.B, p.K, p.Hkv, p.D}),
       g.v = view16(gv16, dtype, {p.B, p.K, p.Hkv, p.Dv});
     }
-    const double bwd = best_seconds(
-        o.repeat, [&] { attention_backward(p.config, in, out_view, lse_view, grad_out_view, g); });
+    const double bwd =
+        o.device == "cuda"
+            ? attention_backward_on_cuda(p.config, in, out_view, lse_view, grad_out_view, g, o.repeat)
+            : best_seconds(o.repeat,
+                           [&] { attention_backward(p.config, in, out_view, lse_view, grad_out_view, g); });
     j["backward_ms"] = bwd * 1e3;
     j["backward_gflops"] = 2.5 * flops / bwd * 1e-9;  // dV, dP, dS, dK, dQ: 5 products vs the forward's 2
   }
@@ -467,8 +468,7 @@ void add_attention_command(CLI::App& app) {
   cmd->add_option("--query-temperature", o->temperature,
                   "none, or rule:scale:floor_scale (llama4:0.1:8192, ministral3:0.1:16384, qwen_logn:0:8192)")
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "cpu or cuda (the forward; bf16 or fp16 on cuda)")
-      ->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda (bf16 or fp16 on cuda)")->capture_default_str();
   cmd->add_flag("--backward", o->backward, "Also time the backward");
   cmd->add_flag("--check", o->check, "Compare the output with the naive double-precision reference");
   cmd->add_option("--repeat", o->repeat, "Runs per timing (the best is reported)")->capture_default_str();

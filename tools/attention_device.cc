@@ -63,6 +63,7 @@ class DeviceCopy {
   void to_host(void* host) const {
     cuda_ok(cudaMemcpy(host, data_, bytes_, cudaMemcpyDeviceToHost), "copy back");
   }
+  void zero() const { cuda_ok(cudaMemset(data_, 0, bytes_), "cudaMemset"); }
 
  private:
   ViewShape view_;
@@ -70,23 +71,39 @@ class DeviceCopy {
   size_t bytes_ = 0;
 };
 
-}  // namespace
-
-double attention_forward_on_cuda(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
-                                 TensorView lse, int64_t repeat) {
-  if (cuda_device_count() == 0) throw Error("--device cuda: no CUDA device here");
-  for (const ViewShape* v : {&static_cast<const ViewShape&>(in.q), &static_cast<const ViewShape&>(in.k),
-                             &static_cast<const ViewShape&>(in.v), &static_cast<const ViewShape&>(out)})
-    if (!v->is_contiguous()) throw Error("--device cuda: the inputs must be contiguous");
-  const DeviceCopy q(in.q, in.q.data), k(in.k, in.k.data), v(in.v, in.v.data), o(out, nullptr),
-      l(lse, nullptr);
+// The config with every table it holds (the relative table, sinks, Shaw's a_k and a_v, Transformer-XL's u, v
+// and W_R) copied to the device; the copies live in `tables`.
+AttentionConfig device_config(const AttentionConfig& config,
+                              std::vector<std::unique_ptr<DeviceCopy>>& tables) {
   AttentionConfig c = config;
-  std::vector<std::unique_ptr<DeviceCopy>> tables;
-  for (ConstTensorView* t : {&c.bias.relative_table, &c.sinks})
+  std::vector<ConstTensorView*> views = {&c.bias.relative_table, &c.sinks};
+  if (c.shaw) views.push_back(&c.shaw->a_k), views.push_back(&c.shaw->a_v);
+  if (c.transformer_xl)
+    views.push_back(&c.transformer_xl->u), views.push_back(&c.transformer_xl->v),
+        views.push_back(&c.transformer_xl->w_r);
+  for (ConstTensorView* t : views)
     if (t->data != nullptr) {
       tables.push_back(std::make_unique<DeviceCopy>(*t, t->data));
       *t = tables.back()->in();
     }
+  return c;
+}
+
+void check_contiguous(std::initializer_list<const ViewShape*> views) {
+  if (cuda_device_count() == 0) throw Error("--device cuda: no CUDA device here");
+  for (const ViewShape* v : views)
+    if (!v->is_contiguous()) throw Error("--device cuda: the inputs must be contiguous");
+}
+
+}  // namespace
+
+double attention_forward_on_cuda(const AttentionConfig& config, const AttentionInputs& in, TensorView out,
+                                 TensorView lse, int64_t repeat) {
+  check_contiguous({&in.q, &in.k, &in.v, &out});
+  const DeviceCopy q(in.q, in.q.data), k(in.k, in.k.data), v(in.v, in.v.data), o(out, nullptr),
+      l(lse, nullptr);
+  std::vector<std::unique_ptr<DeviceCopy>> tables;
+  const AttentionConfig c = device_config(config, tables);
   const AttentionInputs device_in = qkv(q.in(), k.in(), v.in());
   double best = INFINITY;
   for (int64_t r = 0; r < repeat; ++r) {
@@ -100,10 +117,39 @@ double attention_forward_on_cuda(const AttentionConfig& config, const AttentionI
   return best;
 }
 
+double attention_backward_on_cuda(const AttentionConfig& config, const AttentionInputs& in,
+                                  ConstTensorView out, ConstTensorView lse, ConstTensorView grad_out,
+                                  const AttentionGrads& grads, int64_t repeat) {
+  check_contiguous({&in.q, &in.k, &in.v, &out, &lse, &grad_out, &grads.q, &grads.k, &grads.v});
+  const DeviceCopy q(in.q, in.q.data), k(in.k, in.k.data), v(in.v, in.v.data), o(out, out.data),
+      l(lse, lse.data), go(grad_out, grad_out.data), dq(grads.q, nullptr), dk(grads.k, nullptr),
+      dv(grads.v, nullptr);
+  std::vector<std::unique_ptr<DeviceCopy>> tables;
+  const AttentionConfig c = device_config(config, tables);
+  const AttentionInputs device_in = qkv(q.in(), k.in(), v.in());
+  AttentionGrads g;
+  g.q = dq.out(), g.k = dk.out(), g.v = dv.out();
+  double best = INFINITY;
+  for (int64_t r = 0; r < repeat; ++r) {
+    for (const DeviceCopy* d : {&dq, &dk, &dv}) d->zero();  // the gradients are added into: from 0 each run
+    cuda_ok(cudaDeviceSynchronize(), "zeroing the gradients");
+    const auto t0 = std::chrono::steady_clock::now();
+    attention_backward(c, device_in, o.in(), l.in(), go.in(), g);
+    cuda_ok(cudaDeviceSynchronize(), "the attention backward's kernels");
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  dq.to_host(grads.q.data), dk.to_host(grads.k.data), dv.to_host(grads.v.data);
+  return best;
+}
+
 #else
 
 double attention_forward_on_cuda(const AttentionConfig&, const AttentionInputs&, TensorView, TensorView,
                                  int64_t) {
+  throw Error("--device cuda: this build of posenc has no CUDA backend (build it where nvcc is found)");
+}
+double attention_backward_on_cuda(const AttentionConfig&, const AttentionInputs&, ConstTensorView,
+                                  ConstTensorView, ConstTensorView, const AttentionGrads&, int64_t) {
   throw Error("--device cuda: this build of posenc has no CUDA backend (build it where nvcc is found)");
 }
 

@@ -208,6 +208,27 @@ void attention_forward(const AttentionLaunch& l) {
 
   const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
 
+  if (attention_decode_fits(l)) {  // decoding rows: a group's heads in one block, each key read once
+    p.splits = attention_decode_splits(l);
+    std::unique_ptr<DeviceScratch> partial;
+    if (p.splits > 1) {
+      const size_t rows = static_cast<size_t>(l.B * l.H * l.Q * p.splits);
+      partial = std::make_unique<DeviceScratch>("attention", "the split-K partial rows",
+                                                rows * (static_cast<size_t>(l.Dv) * 4 + 8));
+      p.partial_max_sum = partial->as<MaxSum>();
+      p.partial_out = reinterpret_cast<float*>(p.partial_max_sum + rows);
+    }
+    attention_decode(l, p.terms, p.slopes, p.lookup, p.splits, p.partial_out, p.partial_max_sum);
+    if (p.splits > 1) {
+      const dim3 rows(static_cast<unsigned>(l.Q), static_cast<unsigned>(l.H), static_cast<unsigned>(l.B));
+      const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+      l.dtype == DType::bf16
+          ? merge_kernel<cutlass::bfloat16_t><<<rows, static_cast<unsigned>(l.Dv), 0, stream>>>(p, l.Dv)
+          : merge_kernel<cutlass::half_t><<<rows, static_cast<unsigned>(l.Dv), 0, stream>>>(p, l.Dv);
+      check_launch("attention", "the split-K merge kernel");
+    }
+    return;
+  }
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
   p.shaw_limit = static_cast<int32_t>(l.shaw_max_distance), p.shaw_rows = 0;
   if (l.shaw_a_k != nullptr) {

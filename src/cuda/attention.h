@@ -90,6 +90,18 @@ struct AttentionLaunch {
   double xl_base = 10000.0;
 };
 void attention_forward(const AttentionLaunch& launch);
+
+// Decoding rows (src/cuda/attention_decode.cu): the forward of launches with at most kMaxDecodeRows query
+// rows per kv head (Q x H / Hkv), batch rows (not packed), without Shaw's or Transformer-XL's terms, on the
+// CUDA cores, the heads of a group in one block. Splits of the keys (attention_decode_splits: two blocks per
+// multiprocessor) write partial rows ((B, H, Q, splits) of Dv floats and MaxSum) for the tiled kernel's
+// merge; one split writes out and lse. terms, slopes (kMaxAttentionHeads) and lookup as set_score_bias gives
+// them.
+inline constexpr int64_t kMaxDecodeRows = 16;
+bool attention_decode_fits(const AttentionLaunch& launch);
+int64_t attention_decode_splits(const AttentionLaunch& launch);
+void attention_decode(const AttentionLaunch& launch, const ScoreTerms& terms, const float* slopes,
+                      const float* lookup, int64_t splits, float* partial_out, MaxSum* partial_max_sum);
 // The forward's shared memory per block for these head dims (with Shaw's tables of shaw_rows distances, or
 // 0; with Transformer-XL's band), and the most a block may have on the current device (0 where it cannot be
 // read).
@@ -132,7 +144,8 @@ void attention_backward(const AttentionBackwardLaunch& launch);
 // Shaw's backward (src/cuda/attention_backward_shaw.cu): the shared memory its queries pass takes per block
 // for these head dims and shaw_rows = 2 L + 1 distances (its bins of dS and P, (64, 2 L + 1) floats each,
 // beside the tiles), and the device memory it takes besides the gradients: the rows' products with a^K and
-// a^V, (B, H, Q, 2 L + 1) fp32 each, and at most attention_table_partial_bytes of partial sums at a time.
+// a^V, (B, heads, Q, 2 L + 1) fp32 each for a wave of heads within attention_shaw_table_bytes, and at most
+// attention_table_partial_bytes of partial sums at a time.
 int64_t attention_backward_shaw_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows);
 // Transformer-XL's backward (src/cuda/attention_backward_xl.cu): the most shared memory one of its passes
 // takes per block for these head dims (its keys pass: the band's rows and products beside the tiles).
@@ -141,6 +154,9 @@ int64_t attention_backward_xl_shared_bytes(int64_t D, int64_t Dv);
 // pass runs in waves of key tiles beyond). A variable so that the GPU tests can run several waves on small
 // shapes.
 inline int64_t attention_table_partial_bytes = int64_t{64} << 20;
+// Shaw's backward: its rows' products take at most this many bytes at a time (or one kv head's, with its
+// query heads, where that alone is more): the passes run in waves of kv heads beyond. A variable, as above.
+inline int64_t attention_shaw_table_bytes = int64_t{256} << 20;
 
 // grad (B, T, H, D) f32, bf16 or fp16 at `strides` (unit stride on D) += g (contiguous fp32), rounded once.
 void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t strides[3], int64_t B,
@@ -149,11 +165,11 @@ void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t 
 class DeviceScratch;
 
 // Transformer-XL's tables (src/cuda/attention_xl.cu) over the deltas [lo, lo + n) a visible pair of the
-// launch can have (its longest sequences'): rproj (H, n, D) rows of the storage type and v_h . rproj_h
-// (H, n) f32, in stream-ordered device memory.
+// launch can have (its longest sequences', of longest_q queries and longest_k keys): rproj (H, n, D) rows of
+// the storage type and v_h . rproj_h (H, n) f32, in stream-ordered device memory.
 struct XLTables {
   std::unique_ptr<DeviceScratch> rproj, vr;
-  int64_t lo = 0, n = 0;
+  int64_t lo = 0, n = 0, longest_q = 0, longest_k = 0;
 };
 XLTables transformer_xl_tables(const AttentionLaunch& launch);
 // d w_r (H D, d_model) f32, contiguous, = sum over the deltas m in [lo, lo + n) of d rproj[h][m][d] R_m[e]

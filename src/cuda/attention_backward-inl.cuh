@@ -71,12 +71,17 @@ struct BackwardParams {
   float* bias_partials;
   int64_t first_key_tile;   // the keys pass's blocks cover key tiles first_key_tile + blockIdx.x (a wave)
   int64_t first_row_block;  // the queries pass's blocks cover row blocks first_row_block + blockIdx.x
+  // The keys pass's blocks cover kv heads first_kv_head + blockIdx.y, the queries pass's query heads
+  // first_kv_head (H / Hkv) + blockIdx.y (Shaw's waves of heads; 0 otherwise).
+  int64_t first_kv_head;
   // Shaw (kShaw kernels): L, 2 L + 1, the tables a_k (2 L + 1, D) and a_v (2 L + 1, Dv) or null (f32 at
-  // their strides), the rows' products q_i . a^K_r and dO_i . a^V_r, (B, H, Q, 2 L + 1) fp32 (shaw_doa null
-  // without a_v), and the queries pass's partial gradients of a_k and a_v, (blocks of a wave, 2 L + 1, D)
-  // each, or null where not wanted.
+  // their strides), the rows' products q_i . a^K_r and dO_i . a^V_r of the wave's shaw_heads heads from
+  // first_kv_head (H / Hkv) on, (B, shaw_heads, Q, 2 L + 1) fp32 (shaw_doa null without a_v), and the
+  // queries pass's partial gradients of a_k and a_v, (blocks of a wave, 2 L + 1, D) each, or null where not
+  // wanted.
   int32_t shaw_limit;
   int shaw_rows;
+  int64_t shaw_heads;
   const float* shaw_a_k;
   const float* shaw_a_v;
   int64_t shaw_a_k_strides[2], shaw_a_v_strides[2];
@@ -87,7 +92,8 @@ struct BackwardParams {
   // Transformer-XL (kXL kernels, default positions): rproj (H, n, D) rows of the storage type and
   // v_h . rproj_h (H, n) f32 over the deltas [xl_lo, xl_lo + n); u and v (H, D) f32 at their strides; the
   // keys pass's partial gradients of u, (problems, key tiles, H, D) or null; the deltas pass's gradient of
-  // rproj (H, n, D) and partial gradients of v (chunks of 64 deltas, H, D); the problems it walks.
+  // rproj (H, n, D) and partial gradients of v (chunks of 64 deltas, H, D); the problems it walks; the key
+  // tiles of the longest sequence (the partials of u are (problems, xl_key_tiles, H, D)).
   const void* xl_rproj;
   const float* xl_vr;
   int64_t xl_lo, xl_n;
@@ -97,7 +103,7 @@ struct BackwardParams {
   float* xl_du_partials;
   float* xl_drproj;
   float* xl_dv_partials;
-  int64_t xl_problems;
+  int64_t xl_problems, xl_key_tiles;
   float slopes[kMaxAttentionHeads];
 };
 
@@ -118,8 +124,9 @@ struct alignas(128) BackwardShared {
   float lookup[kMaxDeviceRowTable];
   float lane_values[AttentionBackwardTiles<Element, kHeadDim>::kWarps][32];
   // Last: the keys pass's per-warp sums of the learned table's gradient; the queries pass with Shaw's terms
-  // keeps its bins here instead, (2, 64, 2 L + 1) floats (shaw_queries_shared_bytes).
-  float bias_grad[AttentionBackwardTiles<Element, kHeadDim>::kWarps][kMaxDeviceRowTable];  // per warp
+  // keeps its bins here instead, (2, 64, 2 L + 1) floats (shaw_queries_shared_bytes), and the queries and
+  // deltas passes with Transformer-XL's their tiles (aligned for 16-byte copies and the 128-byte swizzle).
+  alignas(128) float bias_grad[AttentionBackwardTiles<Element, kHeadDim>::kWarps][kMaxDeviceRowTable];
 };
 // The widest tiles (256 columns) with a learned table's lookup and per-warp sums still fit an SM90's 227 KB.
 static_assert(sizeof(BackwardShared<cutlass::bfloat16_t, 256>) <= 227 * 1024);
@@ -128,7 +135,7 @@ static_assert(sizeof(BackwardShared<cutlass::bfloat16_t, 256>) <= 227 * 1024);
 // swizzled layout), the band's q_i . rproj + v . rproj by band column ((128, kXLBandRows) floats), v . rproj
 // of the staged rows, u . k_j of the tile's keys, u; the keys pass's sums of dS per key; last, the queries
 // pass's dS skewed into band columns (two (64, 64) operand tiles). The keys pass keeps it after the whole
-// BackwardShared (its per-warp sums of a learned table's gradient may be in use), up to `g`: 227,620 bytes at
+// BackwardShared (its per-warp sums of a learned table's gradient may be in use), up to `g`: 227,840 bytes at
 // head dims of 128, within an H100's or H200's 227 KB; the queries pass from BackwardShared's per-warp sums
 // on.
 template <class Element, int kHeadDim>
@@ -152,6 +159,11 @@ constexpr int64_t xl_queries_shared_bytes() {
   return static_cast<int64_t>(offsetof(Shared, bias_grad) + sizeof(XLBackwardShared<Element, kHeadDim>));
 }
 static_assert(xl_keys_shared_bytes<cutlass::bfloat16_t, 128>() <= 227 * 1024);
+using BackwardShared64 = BackwardShared<cutlass::bfloat16_t, 64>;
+using BackwardShared128 = BackwardShared<cutlass::bfloat16_t, 128>;
+static_assert(offsetof(BackwardShared64, bias_grad) % 128 == 0 &&
+                  offsetof(BackwardShared128, bias_grad) % 128 == 0 && sizeof(BackwardShared128) % 128 == 0,
+              "XL's tiles start 128-byte aligned");
 
 // Transformer-XL's terms of a (64, 64) tile for probabilities_and_score_gradients: u . k_j by key column;
 // q_i . rproj + v . rproj by band column, band[column * kXLBandRows + row]; the queries pass's dS by band
@@ -400,7 +412,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const int64_t col0 = (p.first_key_tile + blockIdx.x) * BN;
   if (col0 >= pr.nk) return;
   const int cols = static_cast<int>(min<int64_t>(BN, pr.nk - col0));
-  const int64_t hk = blockIdx.y, group = p.H / p.Hkv;
+  const int64_t hk = p.first_kv_head + blockIdx.y, group = p.H / p.Hkv;
   const int64_t* k_pos = p.k_pos + pr.b * p.k_pos_stride + pr.k0 + col0;
   if (tid < BN) sh.k_pos[tid] = tid < cols ? k_pos[tid] : 0;
   const KeyRange keys = key_range(k_pos, cols);
@@ -499,9 +511,10 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       Tensor s = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
       Tensor dp = partition_fragment_C(mma, Shape<Int<BM>, Int<BN>>{});
       clear(s), clear(dp);
-      smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);                            // S = Q K^T
-      if constexpr (kKeys) smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);    // dP = dO V^T
-      const int64_t shaw_row0 = ((pr.b * p.H + h) * p.Q + pr.q0 + row0) * p.shaw_rows;  // kShaw: rows' tables
+      smem_gemm(mma, s, sQ, sK, sQ, sK, copy_n_a, copy_n_b);                          // S = Q K^T
+      if constexpr (kKeys) smem_gemm(mma, dp, sdO, sV, sdO, sV, copy_n_a, copy_n_b);  // dP = dO V^T
+      const int64_t shaw_row0 =  // kShaw: the rows' products (the wave's heads)
+          ((pr.b * p.shaw_heads + h - p.first_kv_head * group) * p.Q + pr.q0 + row0) * p.shaw_rows;
       [[maybe_unused]] const XLTileTerms xl_terms{kXL ? xl->uk : nullptr, kXL ? xl->band : nullptr, nullptr};
       probabilities_and_score_gradients<kKeys, kShaw, kXL>(
           p, terms, sh, s, dp, cS, rows, cols, table_gradient, kShaw ? p.shaw_qa + shaw_row0 : nullptr,
@@ -535,8 +548,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
       for (int i = 0; i < size(acc_dk); ++i)
         acc_dk(i) += xl->u[get<1>(cO(i))] * xl->column_sums[get<0>(cO(i))];
       if (p.xl_du_partials != nullptr) {
-        const int64_t tile = p.first_key_tile + blockIdx.x, key_tiles = (p.K + BN - 1) / BN;
-        float* out = p.xl_du_partials + ((blockIdx.z * key_tiles + tile) * p.H + h) * p.D;
+        const int64_t tile = p.first_key_tile + blockIdx.x;  // < xl_key_tiles: col0 < nk here
+        float* out = p.xl_du_partials + ((blockIdx.z * p.xl_key_tiles + tile) * p.H + h) * p.D;
         for (int d = tid; d < p.D; d += T::kThreads) {
           float sum = 0;
           for (int j = 0; j < cols; ++j) sum += xl->column_sums[j] * static_cast<float>(sK(j, d));
@@ -621,7 +634,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const int64_t row0 = (p.first_row_block + static_cast<int64_t>(blockIdx.x)) * BM;
   if (row0 >= pr.nq) return;
   const int rows = static_cast<int>(min<int64_t>(BM, pr.nq - row0));
-  const int64_t h = blockIdx.y, hk = h / (p.H / p.Hkv);
+  const int64_t h = p.first_kv_head * (p.H / p.Hkv) + blockIdx.y, hk = h / (p.H / p.Hkv);
   ScoreTerms terms = p.terms;
   terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
   if (terms.bias == ScoreBias::lookup)
@@ -632,7 +645,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   [[maybe_unused]] float* bins_ds = &sh.bias_grad[0][0];
   [[maybe_unused]] float* bins_p = bins_ds + BM * p.shaw_rows;
   [[maybe_unused]] const bool values = kShaw && p.shaw_partials_v != nullptr;  // bins of P (a_v's gradient)
-  const int64_t shaw_row0 = ((pr.b * p.H + h) * p.Q + pr.q0 + row0) * p.shaw_rows;
+  const int64_t shaw_row0 =
+      ((pr.b * p.shaw_heads + blockIdx.y) * p.Q + pr.q0 + row0) * p.shaw_rows;  // the wave's heads
   if constexpr (kShaw)
     for (int i = tid; i < 2 * BM * p.shaw_rows; i += T::kThreads) bins_ds[i] = 0;
   // XL: after the tiles (from the per-warp sums on); u, and the skewed dS zeroed once (each tile writes the
@@ -832,6 +846,7 @@ template <class Element, int kHeadDim, class Kernel>
 void launch_pass(Kernel kernel, const BackwardParams& params, dim3 grid, const char* what,
                  int bytes = sizeof(BackwardShared<Element, kHeadDim>)) {
   using T = AttentionBackwardTiles<Element, kHeadDim>;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // no rows (Q = 0) or keys: nothing to launch
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check_launch("attention_backward", "cudaFuncSetAttribute");
   kernel<<<grid, T::kThreads, bytes, static_cast<cudaStream_t>(cuda_stream())>>>(params);
@@ -851,14 +866,15 @@ struct KeyWaves {
 
 // The keys pass, in waves (kShaw: with Shaw's terms; kXL: with Transformer-XL's, and its shared memory).
 template <class Element, int kHeadDim, bool kShaw, bool kXL = false>
-void launch_keys_pass(BackwardParams p, int64_t problems, const KeyWaves& waves) {
+void launch_keys_pass(BackwardParams p, int64_t problems, const KeyWaves& waves, int64_t kv_heads = -1) {
   const unsigned z = static_cast<unsigned>(problems);
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
   const int64_t key_tiles = (p.K + 63) / 64;
   for (int64_t first = 0; first < key_tiles; first += waves.width) {
     const int64_t width = std::min(waves.width, key_tiles - first);
     p.first_key_tile = first;
-    const dim3 keys_grid(static_cast<unsigned>(width), static_cast<unsigned>(p.Hkv), z);
+    const dim3 keys_grid(static_cast<unsigned>(width), static_cast<unsigned>(kv_heads < 0 ? p.Hkv : kv_heads),
+                         z);
     if (waves.partials != nullptr)
       cudaMemsetAsync(waves.partials, 0, static_cast<size_t>(problems * width * p.H * waves.n) * 4, stream);
     if constexpr (kHeadDim <= 128) {

@@ -5,15 +5,16 @@
 // (pair_gradient: P (dP - D_i) times d s / d dot) and dP_ij = dO_i . (v_j + a^V_r):
 //   dQ_i += sum_r G_ir a^K_r,   d a^K_r = sum_i G_ir q_i,   d a^V_r = sum_i W_ir dO_i,
 //   G_ir = sum over the keys j at r of dS_ij,   W_ir = sum over the keys j at r of P_ij,
-// besides the usual dQ, dK, dV (attention_backward-inl.cuh). Passes, after D_i (attention_backward.cu):
-//   1. the rows' products q_i . a^K_r and dO_i . a^V_r, (B, H, Q, 2 L + 1) fp32, a block per 64 rows and
-//      head on the tensor cores (a^K, a^V rounded to the storage type, as the forward's);
+// besides the usual dQ, dK, dV (attention_backward-inl.cuh). Passes, after D_i (attention_backward.cu), in
+// waves of kv heads (with their query heads) whose rows' products take at most attention_shaw_table_bytes:
+//   1. the rows' products q_i . a^K_r and dO_i . a^V_r, (B, heads of the wave, Q, 2 L + 1) fp32, a block per
+//      64 rows and head on the tensor cores (a^K, a^V rounded to the storage type, as the forward's);
 //   2. the keys pass (dK, dV) with them added to each pair's dot product and dP;
 //   3. the queries pass (dQ) likewise, summing G and W per row (its bins, in shared memory; the lanes of a
 //      distance grouped and summed in lane order), then dQ += G a^K on the tensor cores and the block's
 //      partials G^T Q and W^T dO, (2 L + 1, D) each; in waves of row blocks whose partials take at most
 //      attention_table_partial_bytes, each wave's added in block order into the sums;
-//   4. the sums added into the caller's gradients of a_k and a_v.
+//   4. after the last wave, the sums added into the caller's gradients of a_k and a_v.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,8 +31,9 @@ namespace posenc::cuda {
 namespace backward {
 namespace {
 
-// Pass 1: the rows' products of 64 rows of head h (batch row z; packed sequences: the tokens of B = 1),
-// q . a^K_r (and dO . a^V_r with a_v) for every r, 64 distances at a time: Q (64, D) times the a^K rows.
+// Pass 1: the rows' products of 64 rows of the wave's head blockIdx.y (batch row z; packed sequences: the
+// tokens of B = 1), q . a^K_r (and dO . a^V_r with a_v) for every r, 64 distances at a time: Q (64, D) times
+// the a^K rows.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kThreads)
     shaw_row_products_kernel(const __grid_constant__ BackwardParams p) {
@@ -40,7 +42,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   extern __shared__ __align__(128) unsigned char shared_bytes[];
   auto& sh = *reinterpret_cast<BackwardShared<Element, kHeadDim>*>(shared_bytes);
   const int tid = threadIdx.x;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * BM, h = blockIdx.y, b = blockIdx.z;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * BM, b = blockIdx.z;
+  const int64_t h = p.first_kv_head * (p.H / p.Hkv) + blockIdx.y;
   const int rows = static_cast<int>(min<int64_t>(BM, p.Q - row0));
   const bool values = p.shaw_doa != nullptr;
 
@@ -71,7 +74,7 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   Tensor cS = thr.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
   const auto copy_n_a = make_tiled_copy_A(typename T::SmemCopyN{}, mma);
   const auto copy_n_b = make_tiled_copy_B(typename T::SmemCopyN{}, mma);
-  const int64_t out0 = ((b * p.H + h) * p.Q + row0) * p.shaw_rows;
+  const int64_t out0 = ((b * p.shaw_heads + blockIdx.y) * p.Q + row0) * p.shaw_rows;
   for (int c0 = 0; c0 < p.shaw_rows; c0 += BN) {
     __syncthreads();  // every warp is done with the previous chunk of the tables
     stage_table<Element>(p.shaw_a_k, p.shaw_a_k_strides, c0, p.shaw_rows, p.D, sAK);
@@ -105,17 +108,19 @@ struct RowWaves {
   float* sums_v = nullptr;
 };
 
+// One wave of heads: the kv heads [p.first_kv_head, + kv_heads) and their query heads.
 template <class Element, int kHeadDim>
-void launch_shaw(BackwardParams p, int64_t batch, int64_t problems, const KeyWaves& key_waves,
-                 const RowWaves& waves) {
+void launch_shaw(BackwardParams p, int64_t batch, int64_t problems, int64_t kv_heads,
+                 const KeyWaves& key_waves, const RowWaves& waves) {
   const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
-  const int64_t row_blocks = (p.Q + 63) / 64;
+  const int64_t row_blocks = (p.Q + 63) / 64, heads = kv_heads * (p.H / p.Hkv);
+  p.shaw_heads = heads;
   if (row_blocks > 0)
     launch_pass<Element, kHeadDim>(
         shaw_row_products_kernel<Element, kHeadDim>, p,
-        dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(batch)),
+        dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(heads), static_cast<unsigned>(batch)),
         "shaw's row products");
-  launch_keys_pass<Element, kHeadDim, true>(p, problems, key_waves);
+  launch_keys_pass<Element, kHeadDim, true>(p, problems, key_waves, kv_heads);
   // Its shared memory depends on L: the attribute is the most any call may ask (the front end checked this
   // call's against the device), so that calls with different distances never race on it.
   auto queries = queries_kernel<Element, kHeadDim, true>;
@@ -124,13 +129,14 @@ void launch_shaw(BackwardParams p, int64_t batch, int64_t problems, const KeyWav
   check_launch("attention_backward", "cudaFuncSetAttribute");
   const int bytes = static_cast<int>(shaw_queries_shared_bytes<Element, kHeadDim>(p.shaw_rows));
   for (int64_t first = 0; first < row_blocks; first += waves.width) {
-    const int64_t width = std::min(waves.width, row_blocks - first), blocks = width * p.H * problems;
+    const int64_t width = std::min(waves.width, row_blocks - first), blocks = width * heads * problems;
     p.first_row_block = first;
     p.shaw_partials_k = waves.partials_k, p.shaw_partials_v = waves.partials_v;
     for (float* partials : {waves.partials_k, waves.partials_v})  // blocks past a sequence's rows write none
       if (partials != nullptr)
         cudaMemsetAsync(partials, 0, static_cast<size_t>(blocks * waves.n) * 4, stream);
-    queries<<<dim3(static_cast<unsigned>(width), static_cast<unsigned>(p.H), static_cast<unsigned>(problems)),
+    queries<<<dim3(static_cast<unsigned>(width), static_cast<unsigned>(heads),
+                   static_cast<unsigned>(problems)),
               AttentionBackwardTiles<Element, kHeadDim>::kThreads, bytes, stream>>>(p);
     check_launch("attention_backward", "the queries pass (dQ, shaw)");
     for (const auto& [partials, sums] :
@@ -157,7 +163,11 @@ void attention_backward_shaw(const AttentionBackwardLaunch& bl, const BackwardPa
   for (int i = 0; i < 2; ++i)
     p.shaw_a_k_strides[i] = l.shaw_a_k_strides[i], p.shaw_a_v_strides[i] = l.shaw_a_v_strides[i];
   const bool values = l.shaw_a_v != nullptr;
-  const size_t products = static_cast<size_t>(l.B * l.H * l.Q * R);
+  // The rows' products, in waves of kv heads (with their query heads) within attention_shaw_table_bytes.
+  const int64_t group = l.H / l.Hkv, per_kv_head = l.B * group * l.Q * R * 4 * (values ? 2 : 1);
+  const int64_t kv_per_wave =
+      per_kv_head > 0 ? std::clamp<int64_t>(attention_shaw_table_bytes / per_kv_head, 1, l.Hkv) : l.Hkv;
+  const size_t products = static_cast<size_t>(l.B * kv_per_wave * group * l.Q * R);
   DeviceScratch row_products("attention_backward", "shaw's row products",
                              products * (values ? 2 : 1) * sizeof(float));
   p.shaw_qa = row_products.as<float>();
@@ -186,13 +196,17 @@ void attention_backward_shaw(const AttentionBackwardLaunch& bl, const BackwardPa
   }
   if (want_v) waves.partials_v = next_partials, waves.sums_v = next_sums;
 
-  const bool bf16 = l.dtype == DType::bf16;
-  if (attention_backward_tile_dim(l.D, l.Dv) == 64)
-    bf16 ? launch_shaw<cutlass::bfloat16_t, 64>(p, l.B, problems, key_waves, waves)
-         : launch_shaw<cutlass::half_t, 64>(p, l.B, problems, key_waves, waves);
-  else
-    bf16 ? launch_shaw<cutlass::bfloat16_t, 128>(p, l.B, problems, key_waves, waves)
-         : launch_shaw<cutlass::half_t, 128>(p, l.B, problems, key_waves, waves);
+  const bool bf16 = l.dtype == DType::bf16, narrow = attention_backward_tile_dim(l.D, l.Dv) == 64;
+  for (int64_t first = 0; first < l.Hkv; first += kv_per_wave) {  // waves of heads, in order
+    const int64_t kv_heads = std::min(kv_per_wave, l.Hkv - first);
+    p.first_kv_head = first;
+    if (narrow)
+      bf16 ? launch_shaw<cutlass::bfloat16_t, 64>(p, l.B, problems, kv_heads, key_waves, waves)
+           : launch_shaw<cutlass::half_t, 64>(p, l.B, problems, kv_heads, key_waves, waves);
+    else
+      bf16 ? launch_shaw<cutlass::bfloat16_t, 128>(p, l.B, problems, kv_heads, key_waves, waves)
+           : launch_shaw<cutlass::half_t, 128>(p, l.B, problems, kv_heads, key_waves, waves);
+  }
 
   const struct {
     float* sums;

@@ -14,10 +14,12 @@
 //      give dK's u_h term and the block's partial gradient of u_h;
 //   3. the queries pass (dQ; kXL) likewise, with dQ += (dS skewed into the band's columns) times the band's
 //      rows on the tensor cores;
-//   4. the deltas pass (here): a block owns 64 deltas of a head and walks every problem's row tiles and the
-//      two key tiles whose pairs lie at its deltas, recomputing their dS, so that d rproj of its deltas,
-//      (dS by delta)^T Q plus v_h times the sums of dS per delta, is each block's own: no partial sums of it;
-//      its partial gradient of v_h, the sums of dS per delta times the rows of rproj;
+//   4. the deltas pass (here): a block owns 64 deltas of a head and walks a group of problems' row tiles and
+//      the two key tiles whose pairs lie at its deltas, recomputing their dS, so that d rproj of its deltas,
+//      (dS by delta)^T Q plus v_h times the sums of dS per delta, is each block's own within its group: one
+//      group, or where the deltas and heads alone do not fill the GPU (short sequences, many of them)
+//      several, their partials added in group order; its partial gradient of v_h, the sums of dS per delta
+//      times the rows of rproj;
 //   5. d W_R from d rproj on the tensor cores (attention_xl.cu), and the partials of u and v added in block
 //      order; all three added into the caller's views.
 // dS is rounded to the storage type for the tensor cores (as everywhere in the backward), rproj is its
@@ -61,7 +63,8 @@ constexpr int64_t xl_deltas_shared_bytes() {
 }
 
 // Pass 4: d rproj_h of the 64 deltas [lo + 64 blockIdx.x, ...) of head blockIdx.y and the block's partial
-// gradient of v_h, over every problem's pairs at those deltas.
+// gradient of v_h, over the pairs at those deltas of group blockIdx.z of the problems (gridDim.z groups of
+// consecutive problems): into group blockIdx.z's (H, n, D) of xl_drproj and its (chunks, H, D) partials of v.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kThreads)
     xl_deltas_kernel(const __grid_constant__ BackwardParams p) {
@@ -116,7 +119,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   const auto copy_t_a = make_tiled_copy_A(typename T::SmemCopyT{}, mma);
   const auto copy_t_b = make_tiled_copy_B(typename T::SmemCopyT{}, mma);
 
-  for (int64_t z = 0; z < p.xl_problems; ++z) {
+  const int64_t per_group = (p.xl_problems + gridDim.z - 1) / gridDim.z, z0 = blockIdx.z * per_group;
+  for (int64_t z = z0; z < min<int64_t>(z0 + per_group, p.xl_problems); ++z) {
     Problem pr;
     if (!problem_of(p, z, &pr)) continue;  // the poison kernels make every gradient NaN
     const int64_t* k_pos = p.k_pos + pr.b * p.k_pos_stride + pr.k0;
@@ -212,14 +216,15 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   cp_async_wait<0>();  // the rproj rows (when no row tile was visible)
   __syncthreads();     // the sums are complete
   Tensor cO = thr.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
+  float* d_rproj = p.xl_drproj + blockIdx.z * p.H * p.xl_n * p.D;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dr); ++i) {
     const int delta = get<0>(cO(i)), d = get<1>(cO(i));
     if (m0 + delta < p.xl_n && d < p.D)
-      p.xl_drproj[(h * p.xl_n + m0 + delta) * p.D + d] = acc_dr(i) + xd->v[d] * xd->sums[delta];
+      d_rproj[(h * p.xl_n + m0 + delta) * p.D + d] = acc_dr(i) + xd->v[d] * xd->sums[delta];
   }
   if (p.xl_dv_partials == nullptr) return;
-  float* out = p.xl_dv_partials + (static_cast<int64_t>(blockIdx.x) * p.H + h) * p.D;
+  float* out = p.xl_dv_partials + ((blockIdx.z * gridDim.x + blockIdx.x) * p.H + h) * p.D;
   for (int d = tid; d < p.D; d += T::kThreads) {
     float sum = 0;
     for (int delta = 0; delta < 64; ++delta) sum += xd->sums[delta] * static_cast<float>(sR(delta, d));
@@ -228,7 +233,8 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
 }
 
 template <class Element, int kHeadDim>
-void launch_xl(const BackwardParams& p, int64_t problems, const KeyWaves& key_waves, bool deltas) {
+void launch_xl(const BackwardParams& p, int64_t problems, const KeyWaves& key_waves, bool deltas,
+               int64_t groups) {
   launch_keys_pass<Element, kHeadDim, false, true>(p, problems, key_waves);
   launch_pass<Element, kHeadDim>(queries_kernel<Element, kHeadDim, false, true>, p,
                                  dim3(static_cast<unsigned>((p.Q + 63) / 64), static_cast<unsigned>(p.H),
@@ -237,9 +243,26 @@ void launch_xl(const BackwardParams& p, int64_t problems, const KeyWaves& key_wa
                                  static_cast<int>(xl_queries_shared_bytes<Element, kHeadDim>()));
   if (!deltas || p.xl_n == 0) return;
   launch_pass<Element, kHeadDim>(xl_deltas_kernel<Element, kHeadDim>, p,
-                                 dim3(static_cast<unsigned>((p.xl_n + 63) / 64), static_cast<unsigned>(p.H)),
+                                 dim3(static_cast<unsigned>((p.xl_n + 63) / 64), static_cast<unsigned>(p.H),
+                                      static_cast<unsigned>(groups)),
                                  "the deltas pass (transformer_xl)",
                                  static_cast<int>(xl_deltas_shared_bytes<Element, kHeadDim>()));
+}
+
+// Groups of problems for the deltas pass: enough blocks for two per multiprocessor where the deltas and
+// heads alone do not give them, within attention_table_partial_bytes of partials of d rproj (one group
+// at least).
+int64_t problem_groups(int64_t problems, int64_t chunks, int64_t H, int64_t n, int64_t D) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  const int64_t blocks = std::max<int64_t>(chunks * H, 1), per_group = std::max<int64_t>(H * n * D * 4, 1);
+  const int64_t wanted = (2 * sms + blocks - 1) / blocks;
+  return std::clamp<int64_t>(std::min(wanted, attention_table_partial_bytes / per_group), 1,
+                             std::max<int64_t>(std::min<int64_t>(problems, 65535), 1));
 }
 
 }  // namespace
@@ -253,31 +276,44 @@ void attention_backward_xl(const AttentionBackwardLaunch& bl, const BackwardPara
   const XLTables tables = transformer_xl_tables(l);
   p.xl_rproj = tables.rproj->data(), p.xl_vr = tables.vr->as<float>(), p.xl_lo = tables.lo, p.xl_n = tables.n;
   p.xl_u = l.xl_u, p.xl_v = l.xl_v, p.xl_problems = problems;
+  // u's partials: per problem and key tile of the longest sequence (not of the packed total, whose tiles
+  // times the sequences would grow with their square).
+  p.xl_key_tiles = (tables.longest_k + 63) / 64;
   for (int i = 0; i < 2; ++i) p.xl_u_strides[i] = l.xl_u_strides[i], p.xl_v_strides[i] = l.xl_v_strides[i];
-  const int64_t H = l.H, D = l.D, n = tables.n, key_tiles = (l.K + 63) / 64, chunks = (n + 63) / 64;
+  const int64_t H = l.H, D = l.D, n = tables.n, key_tiles = p.xl_key_tiles, chunks = (n + 63) / 64;
   const bool want_u = bl.grad_xl_u != nullptr, want_v = bl.grad_xl_v != nullptr,
              want_w_r = bl.grad_xl_w_r != nullptr;
   // Partial sums of u's gradient per keys-pass block (blocks past a sequence's keys write none: zeroed), of
   // v's per deltas-pass block, the gradient of rproj, and the sums.
   DeviceScratch du_partials(kOp, "the Transformer-XL u gradient's partial sums",
                             static_cast<size_t>(want_u ? problems * key_tiles * H * D : 0) * 4);
+  const bool deltas = want_v || want_w_r;
+  const int64_t groups = deltas ? problem_groups(problems, chunks, H, n, D) : 1;
   DeviceScratch dv_partials(kOp, "the Transformer-XL v gradient's partial sums",
-                            static_cast<size_t>(want_v ? chunks * H * D : 0) * 4);
+                            static_cast<size_t>(want_v ? groups * chunks * H * D : 0) * 4);
   DeviceScratch d_rproj(kOp, "the Transformer-XL rproj gradient",
-                        static_cast<size_t>(want_v || want_w_r ? H * n * D : 0) * 4);
+                        static_cast<size_t>(deltas ? H * n * D : 0) * 4);
+  DeviceScratch d_rproj_partials(kOp, "the Transformer-XL rproj gradient's partial sums",
+                                 static_cast<size_t>(groups > 1 ? groups * H * n * D : 0) * 4);
   DeviceScratch sums(kOp, "the Transformer-XL u and v gradients' sums", static_cast<size_t>(2 * H * D) * 4);
   sums.zero();
   if (want_u) du_partials.zero(), p.xl_du_partials = du_partials.as<float>();
   if (want_v) p.xl_dv_partials = dv_partials.as<float>();
-  p.xl_drproj = d_rproj.as<float>();
+  p.xl_drproj = groups > 1 ? d_rproj_partials.as<float>() : d_rproj.as<float>();
 
-  const bool bf16 = l.dtype == DType::bf16, deltas = want_v || want_w_r;
+  const bool bf16 = l.dtype == DType::bf16;
   if (attention_backward_tile_dim(l.D, l.Dv) == 64)
-    bf16 ? launch_xl<cutlass::bfloat16_t, 64>(p, problems, key_waves, deltas)
-         : launch_xl<cutlass::half_t, 64>(p, problems, key_waves, deltas);
+    bf16 ? launch_xl<cutlass::bfloat16_t, 64>(p, problems, key_waves, deltas, groups)
+         : launch_xl<cutlass::half_t, 64>(p, problems, key_waves, deltas, groups);
   else
-    bf16 ? launch_xl<cutlass::bfloat16_t, 128>(p, problems, key_waves, deltas)
-         : launch_xl<cutlass::half_t, 128>(p, problems, key_waves, deltas);
+    bf16 ? launch_xl<cutlass::bfloat16_t, 128>(p, problems, key_waves, deltas, groups)
+         : launch_xl<cutlass::half_t, 128>(p, problems, key_waves, deltas, groups);
+  if (groups > 1 && n > 0) {  // the groups' d rproj added in group order
+    d_rproj.zero();
+    sum_block_partials_kernel<<<grid_blocks(H * n * D, 256), 256, 0, stream>>>(
+        d_rproj_partials.as<float>(), groups, H * n * D, d_rproj.as<float>());
+    check_launch(kOp, "the Transformer-XL rproj gradient's sum kernel");
+  }
 
   float* du = sums.as<float>();
   float* dv = du + H * D;
@@ -287,8 +323,8 @@ void attention_backward_xl(const AttentionBackwardLaunch& bl, const BackwardPara
     check_launch(kOp, "the Transformer-XL u gradient's sum kernel");
   }
   if (want_v && n > 0) {
-    sum_block_partials_kernel<<<grid_blocks(H * D, 256), 256, 0, stream>>>(dv_partials.as<float>(), chunks,
-                                                                           H * D, dv);
+    sum_block_partials_kernel<<<grid_blocks(H * D, 256), 256, 0, stream>>>(dv_partials.as<float>(),
+                                                                           groups * chunks, H * D, dv);
     check_launch(kOp, "the Transformer-XL v gradient's sum kernel");
   }
   DeviceScratch dw(kOp, "the Transformer-XL w_r gradient",

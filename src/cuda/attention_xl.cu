@@ -283,7 +283,7 @@ XLTables transformer_xl_tables(const AttentionLaunch& l) {
   const auto [nq, nk] = forward::longest_sequences(l);
   const DeltaRange range = xl_delta_range(nq, nk, l.mask.causal, l.mask.window);
   XLTables t;
-  t.lo = range.lo, t.n = range.n;
+  t.lo = range.lo, t.n = range.n, t.longest_q = nq, t.longest_k = nk;
   t.rproj = std::make_unique<DeviceScratch>(forward::kOp, "the Transformer-XL projections",
                                             static_cast<size_t>(l.H * t.n * l.D) * 2);
   t.vr = std::make_unique<DeviceScratch>(forward::kOp, "the Transformer-XL v . rproj",

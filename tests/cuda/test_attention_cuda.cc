@@ -169,7 +169,11 @@ TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
 }
 
 // Few row blocks against many key tiles: the keys split across blocks and merged (split-K decoding), with
-// every bias, windows and sinks; packed sequences of unequal lengths split too.
+// every bias, windows and sinks. Up to 16 rows per kv head (Q x H / Hkv) run on the decoding kernel (the
+// group's heads in one block; src/cuda/attention_decode.cu): one query row with 4 heads a group and with
+// none, two rows with a window (its tiles outside skipped), 16 rows (8 heads a group, 2 queries), query
+// temperature, fp16 (the KV cache's tests give it explicit positions); packed sequences of unequal lengths
+// and 18 rows a group on the tiled kernel's splits.
 TEST(AttentionCuda, SplitKeysForDecoding) {
   POSENC_SKIP_WITHOUT_GPU();
   Case sinks{1, 1, 3000, 8, 2, 128, true};
@@ -177,9 +181,12 @@ TEST(AttentionCuda, SplitKeysForDecoding) {
   Case window{2, 2, 1500, 4, 4, 64, true, 700};
   Case packed{1, 5, 2000, 4, 1, 64, true};
   packed.cu_q = {0, 1, 5}, packed.cu_k = {0, 1700, 2000};
-  for (const Case& c :
-       {Case{1, 1, 3000, 8, 2, 128, true}, Case{2, 1, 1500, 4, 4, 64, false}, sinks, window, packed})
+  Case temperature{1, 2, 900, 8, 1, 64, true};
+  temperature.temperature = 1;
+  for (const Case& c : {Case{1, 1, 3000, 8, 2, 128, true}, Case{2, 1, 1500, 4, 4, 64, false}, sinks, window,
+                        packed, Case{1, 2, 1000, 16, 2, 64, false}, Case{1, 2, 1000, 18, 2, 64, false}})
     for (Enc e : gpu_encodings()) check(c, e, kBf16);
+  for (Enc e : gpu_encodings()) check(temperature, e, kF16);
 }
 
 TEST(AttentionCuda, QueryTemperatureAndBidirectionalWindows) {

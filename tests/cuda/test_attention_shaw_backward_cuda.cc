@@ -195,6 +195,25 @@ TEST(AttentionShawBackwardCuda, PartialGradientsInWaves) {
   }
 }
 
+// The passes in waves of kv heads (with their query heads: two per kv head here) whose rows' products take
+// at most the budget: one kv head per wave, then three and one; the last with the row blocks' partials in
+// waves of one block too.
+TEST(AttentionShawBackwardCuda, WavesOfHeads) {
+  POSENC_SKIP_WITHOUT_GPU();
+  struct Budgets {  // restored however the checks end
+    const int64_t tables = cuda::attention_shaw_table_bytes, partials = cuda::attention_table_partial_bytes;
+    ~Budgets() { cuda::attention_shaw_table_bytes = tables, cuda::attention_table_partial_bytes = partials; }
+  } budgets;
+  const Case c{2, 130, 130, 8, 4, 64, true};
+  const int64_t per_kv_head = c.B * (c.H / c.Hkv) * c.Q * (2 * c.shaw_max_distance + 1) * 4 * 2;
+  cuda::attention_shaw_table_bytes = 1;
+  check_shaw_backward(c, Enc::shaw, kBf16, false);
+  cuda::attention_shaw_table_bytes = 3 * per_kv_head;
+  check_shaw_backward(c, Enc::shaw_keys, kF16, false);
+  cuda::attention_table_partial_bytes = 1;
+  check_shaw_backward(c, Enc::shaw, kBf16, false);
+}
+
 // The double reference's gradients of Shaw's tables (and of q, k, v through them) against central finite
 // differences: the oracle of the CPU backend the GPU is compared with.
 TEST(AttentionShawBackwardCuda, ReferenceGradientsMatchFiniteDifferences) {

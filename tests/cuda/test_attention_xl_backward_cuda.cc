@@ -217,6 +217,35 @@ TEST(AttentionXLBackwardCuda, KeysPassInWaves) {
   check_xl_backward({2, 200, 200, 4, 2, 64, false}, Enc::transformer_xl_t5, kBf16, false);
 }
 
+// No query rows: nothing to launch for the rows' passes; every gradient gets zero added (the views keep 0.5).
+TEST(AttentionXLBackwardCuda, NoQueryRows) {
+  POSENC_SKIP_WITHOUT_GPU();
+  const int64_t H = 2, D = 64, K = 70, d_model = 16;
+  std::vector<uint16_t> bits;
+  rounded_random(kBf16, K * H * D, 3, bits);
+  DeviceBuffer<uint16_t> kv(bits), none(std::vector<uint16_t>(8, 0));
+  DeviceBuffer<float> terms(std::vector<float>(2 * H * D + H * D * d_model, 0.25f)),
+      grads(std::vector<float>(2 * H * D + H * D * d_model, 0.5f)), lse(std::vector<float>(1, 0.0f)),
+      dkv(std::vector<float>(2 * K * H * D, 0.5f));
+  AttentionConfig cfg;
+  AttentionTransformerXL x;
+  x.config = {d_model, H, D, 10000.0};
+  x.u = view(terms.get(), {H, D}, Device::cuda), x.v = view(terms.get() + H * D, {H, D}, Device::cuda);
+  x.w_r = view(terms.get() + 2 * H * D, {H * D, d_model}, Device::cuda);
+  cfg.transformer_xl = x;
+  const TensorView q = device16(none, DType::bf16, {1, 0, H, D}), k = device16(kv, DType::bf16, {1, K, H, D});
+  AttentionGrads g;
+  g.q = view(grads.get(), {1, 0, H, D}, Device::cuda);
+  g.k = view(dkv.get(), {1, K, H, D}, Device::cuda),
+  g.v = view(dkv.get() + K * H * D, {1, K, H, D}, Device::cuda);
+  g.transformer_xl_u = view(grads.get(), {H, D}, Device::cuda);
+  g.transformer_xl_v = view(grads.get() + H * D, {H, D}, Device::cuda);
+  g.transformer_xl_w_r = view(grads.get() + 2 * H * D, {H * D, d_model}, Device::cuda);
+  attention_backward(cfg, qkv(q, k, k), q, view(lse.get(), {1, H, 0}, Device::cuda), q, g);
+  for (float y : grads.to_host()) ASSERT_EQ(y, 0.5f);
+  for (float y : dkv.to_host()) ASSERT_EQ(y, 0.5f);
+}
+
 // The double reference's gradients of Transformer-XL's parameters (and of q, k, v through them) against
 // central finite differences: the oracle of the CPU backend the GPU is compared with.
 TEST(AttentionXLBackwardCuda, ReferenceGradientsMatchFiniteDifferences) {
