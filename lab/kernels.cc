@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "posenc/threads.h"
@@ -461,28 +462,60 @@ void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, con
 }
 
 // ---- Softmax and cross-entropy: exponentials in fp32 vectors, their sum and the loss in double.
+// Rows go in groups of kSumRows: each row's sum runs over its elements in order, as one chain of double
+// adds, and the group's chains interleave (a lone chain waits out every add's latency).
+constexpr int64_t kSumRows = 8;
+// The largest of z[0, n) (where one is NaN, any of them: the row's sum is NaN then whatever its shift).
+HWY_INLINE float RowMaximum(const float* z, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF lowest = hn::Set(d, -std::numeric_limits<float>::infinity());
+  VF m = lowest;
+  int64_t v = 0;
+  for (; v + L <= n; v += L) m = hn::Max(m, hn::LoadU(d, z + v));
+  if (v < n) {
+    const auto count = static_cast<size_t>(n - v);
+    m = hn::Max(m, hn::IfThenElse(hn::FirstN(d, count), LoadPart(d, z + v, count), lowest));
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
 void CrossEntropyForwardImpl(float* probs, float* losses, const float* logits, const int32_t* targets,
                              int32_t ignore, int64_t N, int64_t V) {
   posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
     const DF d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* z = logits + n * V;
-      float* p = probs + n * V;
-      const float zmax = *std::max_element(z, z + V);
-      const bool counted = targets[n] != ignore;
-      const float zt = counted ? z[targets[n]] : 0.0f;  // before p may overwrite z
-      for (int64_t v = 0; v < V; v += L) {
-        const auto count = static_cast<size_t>(std::min(L, V - v));
-        StorePart(hn::Exp(d, hn::Sub(LoadPart(d, z + v, count), hn::Set(d, zmax))), d, p + v, count);
+    for (int64_t g0 = n0; g0 < n1; g0 += kSumRows) {
+      const int64_t rows = std::min(kSumRows, n1 - g0);
+      float zmax[kSumRows], zt[kSumRows];
+      double sum[kSumRows] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = g0 + r;
+        const float* z = logits + n * V;
+        float* p = probs + n * V;
+        zmax[r] = RowMaximum(z, V);
+        zt[r] = targets[n] != ignore ? z[targets[n]] : 0.0f;  // before p may overwrite z
+        for (int64_t v = 0; v < V; v += L) {
+          const auto count = static_cast<size_t>(std::min(L, V - v));
+          StorePart(hn::Exp(d, hn::Sub(LoadPart(d, z + v, count), hn::Set(d, zmax[r]))), d, p + v, count);
+        }
       }
-      double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += p[v];
-      losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - zt) : 0.0f;
-      const auto inv = hn::Set(d, static_cast<float>(1.0 / sum));
-      for (int64_t v = 0; v < V; v += L) {
-        const auto count = static_cast<size_t>(std::min(L, V - v));
-        StorePart(hn::Mul(LoadPart(d, p + v, count), inv), d, p + v, count);
+      const float* p0 = probs + g0 * V;
+      if (rows == kSumRows) {
+        for (int64_t v = 0; v < V; ++v)
+          for (int64_t r = 0; r < kSumRows; ++r) sum[r] += p0[r * V + v];
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t v = 0; v < V; ++v) sum[r] += p0[r * V + v];
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = g0 + r;
+        float* p = probs + n * V;
+        losses[n] = targets[n] != ignore ? static_cast<float>(std::log(sum[r]) + zmax[r] - zt[r]) : 0.0f;
+        const auto inv = hn::Set(d, static_cast<float>(1.0 / sum[r]));
+        for (int64_t v = 0; v < V; v += L) {
+          const auto count = static_cast<size_t>(std::min(L, V - v));
+          StorePart(hn::Mul(LoadPart(d, p + v, count), inv), d, p + v, count);
+        }
       }
     }
   });
