@@ -29,6 +29,7 @@ namespace HWY_NAMESPACE {
 //   dS  (T, Tp)  backward: dP, then dS (zero past the diagonal)
 //   kt, vt (D, Tp)   keys / values transposed: the B of q k^T and dout v^T, one vector per key run
 //   kr, vr, qr, dor (T, Dp)  rows of keys, values, queries, dout: the B of the products along the keys
+//                            (used only where D is not whole vectors: else B reads the rows in place)
 //   brow, grow (T + Tp)  the head's bias row and its gradient, room for a whole vector past column T-1
 //   per_row (2 Tp)       the forward's row maxima and 1 / sum P, the backward's dout_i . out_i
 // and with relative vectors (kernels.h; E, F the head's key and value tables, T rows in the bias's order):
@@ -170,6 +171,16 @@ void PackRows(const AttnTask& t, const float* first, int64_t ld, float* dst) {
   }
 }
 void PackRows(const AttnTask& t, const ConstRows& x, float* dst) { PackRows(t, t.row(x, 0), x.ld, dst); }
+// The T rows of x as a product's B: in place where they are whole vectors (D = Dp), else packed into dst.
+struct RowsB {
+  const float* b;
+  int64_t ld;
+};
+RowsB RowsAsB(const AttnTask& t, const ConstRows& x, float* dst) {
+  if (t.D == t.Dp) return {t.row(x, 0), x.ld};
+  PackRows(t, x, dst);
+  return {dst, t.Dp};
+}
 // The head's bias row, zeros past it (bias null: zeros).
 void BiasRow(const AttnTask& t, const float* bias, float* brow) {
   std::fill(brow, brow + t.T + t.Tp, 0.0f);
@@ -331,7 +342,7 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
   ForEachHead(a, Tp, Dp, N, inputs, rel ? 4 : 3, [&](const AttnTask& t) {
     const AttnScratch s = TaskScratch(t, block, false, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
-    PackRows(t, a.v, s.vr);
+    const RowsB vr = RowsAsB(t, a.v, s.vr);
     BiasRow(t, a.bias, s.brow);
     if (rel) PackTransposed(t, a.rel_key + t.h * a.rel_head_stride, a.D, s.et);
     if (rel_value) PackRows(t, a.rel_value + t.h * a.rel_head_stride, a.D, s.fr);
@@ -361,7 +372,7 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
             [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
       }
       AttnProduct(
-          rows, s.S, Tp, 1, s.vr, Dp,
+          rows, s.S, Tp, 1, vr.b, vr.ld,
           [&](int64_t i, int64_t r) {
             return ProductLimits{0, std::min(T, i0 + i + r), Dp / N};
           },
@@ -401,9 +412,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     const AttnScratch s = TaskScratch(t, T, true, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackTransposed(t, a.v, s.vt);
-    PackRows(t, a.k, s.kr);
-    PackRows(t, a.q, s.qr);
-    PackRows(t, dout, s.dor);
+    const RowsB kr = RowsAsB(t, a.k, s.kr), qr = RowsAsB(t, a.q, s.qr), dor = RowsAsB(t, dout, s.dor);
     BiasRow(t, a.bias, s.brow);
     const float* table_key = rel ? a.rel_key + t.h * a.rel_head_stride : nullptr;
     if (rel) {  // G = p E^T, as the forward
@@ -449,7 +458,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     // 3. dq = scale dS K
     const VF scale = hn::Set(d, a.scale);
     AttnProduct(
-        T, s.dS, Tp, 1, s.kr, Dp,
+        T, s.dS, Tp, 1, kr.b, kr.ld,
         [&](int64_t i, int64_t rows) {
           return ProductLimits{0, std::min(T, i + rows), Dp / N};
         },
@@ -459,7 +468,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
         });
     // 4. dk = scale dS^T Q and dv = P^T dout: rows are keys j, sums over the queries i >= j
     AttnProduct(
-        T, s.dS, 1, Tp, s.qr, Dp,
+        T, s.dS, 1, Tp, qr.b, qr.ld,
         [&](int64_t j, int64_t) {
           return ProductLimits{j, T, Dp / N};
         },
@@ -468,7 +477,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
           StorePart(hn::Mul(g, scale), d, t.row(dk, j) + c, static_cast<size_t>(std::min(N, D - c)));
         });
     AttnProduct(
-        T, s.S, 1, Tp, s.dor, Dp,
+        T, s.S, 1, Tp, dor.b, dor.ld,
         [&](int64_t j, int64_t) {
           return ProductLimits{j, T, Dp / N};
         },
@@ -506,7 +515,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       if (!part_value.empty()) {
         ShiftRows(t, 0, T, s.S, s.X);
         float* const value_part = part_value.data() + (t.b * a.H + t.h) * T * D;
-        AttnProduct(T, s.X, 1, Tp, s.dor, Dp, shifted, [&](int64_t m, int64_t jv, VF g) {
+        AttnProduct(T, s.X, 1, Tp, dor.b, dor.ld, shifted, [&](int64_t m, int64_t jv, VF g) {
           const int64_t c = jv * N;
           StorePart(g, d, value_part + m * D + c, static_cast<size_t>(std::min(N, D - c)));
         });
