@@ -324,14 +324,15 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
 }
 
 // ---- Sums over rows, one column per lane: each column's sum runs over the rows in order.
-// fn(r, j, count) -> the vector of the terms of row r, columns [j, j + count); out[j] += the sums.
+// kOut sums at once: term(r, j, count, t) sets t[0 .. kOut) to the vectors of the terms of row r, columns
+// [j, j + count); out[o][j] += the sums of t[o].
 // A task takes a group of up to kSumVecs vectors of columns and passes over the rows once, its running
 // sums in an array on the stack (in L1): the rows' columns are read in order, which the memory
 // prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
 // The groups change no column's order of adds.
 constexpr int64_t kSumVecs = 32;
-template <class Term>
-HWY_INLINE void ColumnSums(float* out, int64_t rows, int64_t cols, const Term& term) {
+template <int kOut, class Term>
+HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols, const Term& term) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t vecs = (cols + N - 1) / N;
@@ -339,28 +340,35 @@ HWY_INLINE void ColumnSums(float* out, int64_t rows, int64_t cols, const Term& t
   const int64_t groups = std::max((vecs + kSumVecs - 1) / kSumVecs,
                                   small ? int64_t{1} : std::min<int64_t>(posenc::num_threads(), vecs));
   const int64_t per_group = (vecs + groups - 1) / groups;
-  posenc::parallel_for(groups, [&](int64_t t) {
-    const int64_t v0 = t * per_group, v1 = std::min(vecs, v0 + per_group);
-    VF acc[kSumVecs];
-    for (int64_t v = v0; v < v1; ++v) acc[v - v0] = hn::Zero(d);
+  posenc::parallel_for(groups, [&](int64_t task) {
+    const int64_t v0 = task * per_group, v1 = std::min(vecs, v0 + per_group);
+    VF acc[kOut][kSumVecs];
+    for (int o = 0; o < kOut; ++o)
+      for (int64_t v = v0; v < v1; ++v) acc[o][v - v0] = hn::Zero(d);
+    auto add = [&](int64_t r, int64_t v, size_t count) {
+      VF t[kOut];
+      term(r, v * N, count, t);
+      for (int o = 0; o < kOut; ++o) acc[o][v - v0] = hn::Add(acc[o][v - v0], t[o]);
+    };
     const int64_t whole = std::min(v1, cols / N);  // vectors before a partial one
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t v = v0; v < whole; ++v) acc[v - v0] = hn::Add(acc[v - v0], term(r, v * N, static_cast<size_t>(N)));
-      if (whole < v1) acc[whole - v0] =
-            hn::Add(acc[whole - v0], term(r, whole * N, static_cast<size_t>(cols - whole * N)));
+      for (int64_t v = v0; v < whole; ++v) add(r, v, static_cast<size_t>(N));
+      if (whole < v1) add(r, whole, static_cast<size_t>(cols - whole * N));
     }
-    for (int64_t v = v0; v < v1; ++v) {
-      float* o = out + v * N;
-      const auto count = static_cast<size_t>(std::min(N, cols - v * N));
-      StorePart(hn::Add(LoadPart(d, o, count), acc[v - v0]), d, o, count);
-    }
+    for (int o = 0; o < kOut; ++o)
+      for (int64_t v = v0; v < v1; ++v) {
+        float* at = out[o] + v * N;
+        const auto count = static_cast<size_t>(std::min(N, cols - v * N));
+        StorePart(hn::Add(LoadPart(d, at, count), acc[o][v - v0]), d, at, count);
+      }
   });
 }
 
 void ColumnSumsImpl(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld) {
   const DF d;
-  ColumnSums(out, rows, cols,
-             [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, x + r * ld + j, count); });
+  ColumnSums<1>({out}, rows, cols, [&](int64_t r, int64_t j, size_t count, VF* t) {
+    t[0] = LoadPart(d, x + r * ld + j, count);
+  });
 }
 
 // ---- Sums along a row in one order on every target: element i joins running sum i % 16 (as many
@@ -459,15 +467,21 @@ void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, con
       }
     }
   });
+  // dw += the rows' dout * xhat, db += the rows' dout: one pass over dout and x
   const DF d;
-  ColumnSums(dweight, N, C, [&](int64_t r, int64_t j, size_t count) {
+  auto xhat_term = [&](int64_t r, int64_t j, size_t count) {
     const auto xh =
         hn::Mul(hn::Sub(LoadPart(d, inp + r * C + j, count), hn::Set(d, mean[r])), hn::Set(d, rstd[r]));
     return hn::Mul(LoadPart(d, dout + r * C + j, count), xh);
-  });
+  };
   if (layer)
-    ColumnSums(dbias, N, C,
-               [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, dout + r * C + j, count); });
+    ColumnSums<2>({dweight, dbias}, N, C, [&](int64_t r, int64_t j, size_t count, VF* t) {
+      t[0] = xhat_term(r, j, count);
+      t[1] = LoadPart(d, dout + r * C + j, count);
+    });
+  else
+    ColumnSums<1>({dweight}, N, C,
+                  [&](int64_t r, int64_t j, size_t count, VF* t) { t[0] = xhat_term(r, j, count); });
 }
 
 // ---- Softmax and cross-entropy: exponentials in fp32 vectors, their sum and the loss in double.
