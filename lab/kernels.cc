@@ -158,6 +158,26 @@ HWY_NOINLINE void FinishPartialTile(const Gemm& g, int64_t i, int64_t j, int row
   if (last && g.gelu_out) GeluEpilogue(g, i, rows, j, std::min<int64_t>(vecs * N, g.n - j));
 }
 
+// Requests the cache lines of rows [i, i + rows), columns [j, j + cols) of an array with C's row stride,
+// for reading (kWrite false) or for writing.
+template <bool kWrite>
+HWY_INLINE void PrefetchRows(const float* p, int64_t ldc, int64_t i, int rows, int64_t j, int64_t cols) {
+  for (int r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(p + (i + r) * ldc + j);
+    const int64_t bytes = cols * static_cast<int64_t>(sizeof(float));
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, kWrite ? 1 : 0, 3);
+    __builtin_prefetch(row + bytes - 1, kWrite ? 1 : 0, 3);  // the last line, where the row straddles one
+  }
+}
+
+// The lines of the epilogue's operands and outputs over a tile: rows [i, i + rows), columns [j, j + cols).
+HWY_NOINLINE void PrefetchEpilogue(const Gemm& g, int64_t i, int rows, int64_t j, int64_t cols, bool fresh) {
+  if (g.factor) PrefetchRows<false>(g.factor, g.ldc, i, rows, j, cols);
+  if (g.residual) PrefetchRows<false>(g.residual, g.ldc, i, rows, j, cols);
+  if (g.gelu_out) PrefetchRows<true>(g.gelu_out, g.ldc, i, rows, j, cols);
+  if (fresh) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);
+}
+
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
 // accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
@@ -165,6 +185,9 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const bool full = j + kVecs * N <= g.n, fresh = l0 == 0 && !g.accumulate, last = l1 == g.k;
+  // What the epilogue reads and writes arrives while the tile computes (from L3: a step's activations
+  // pass L2), rather than after it.
+  if (last) PrefetchEpilogue(g, i, kRows, j, std::min(kVecs * N, g.n - j), fresh);
   HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
   if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];
