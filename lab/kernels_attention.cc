@@ -149,7 +149,8 @@ void PackTransposed(const AttnTask& t, const float* first, int64_t ld, float* ds
   if (t.N > 1) {
     whole_j = t.T / t.N * t.N, whole_d = t.D / t.N * t.N;
     for (int64_t j = 0; j < whole_j; j += t.N)
-      for (int64_t d = 0; d < whole_d; d += t.N) TransposeBlock(first + j * ld + d, ld, dst + d * t.Tp + j, t.Tp);
+      for (int64_t d = 0; d < whole_d; d += t.N)
+        TransposeBlock(first + j * ld + d, ld, dst + d * t.Tp + j, t.Tp);
   }
 #endif
   for (int64_t j = 0; j < t.T; ++j) {
@@ -305,20 +306,24 @@ void PrefetchHead(const AttnTask& t, const ConstRows& x, int64_t h) {
 }
 
 // fn(t) for every sequence and head, in tasks of one sequence and several heads (all of them where
-// there are two sequences per thread, else one): a task requests its next head's rows of `inputs`
-// while it works on one, so that they arrive from memory in the meantime. Each (sequence, head)
-// computes alone, so the split does not change its results.
+// there are two sequences per thread, else one): a task requests its next head's rows of `rows` (the
+// inputs, then the outputs) while it works on one, and on its last head the first head of the next task,
+// so that they arrive from memory in the meantime. Each (sequence, head) computes alone, so the split
+// does not change its results.
 template <class Fn>
-void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows* inputs,
-                 size_t num_inputs, const Fn& fn) {
-  const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1;
-  posenc::parallel_for(a.B * a.H / per, [&](int64_t task) {
+void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows* rows,
+                 size_t num_rows, const Fn& fn) {
+  const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1, tasks = a.B * a.H / per;
+  posenc::parallel_for(tasks, [&](int64_t task) {
     const int64_t b = task * per / a.H, h0 = task * per % a.H;
     AttnTask t{a.T, a.D, Tp, Dp, N, b, h0};
-    for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h0);
+    auto prefetch = [&](int64_t next) {  // the head of index b H + h = next
+      const AttnTask n{a.T, a.D, Tp, Dp, N, next / a.H, next % a.H};
+      for (size_t x = 0; x < num_rows; ++x) PrefetchHead(n, rows[x], n.h);
+    };
+    prefetch(b * a.H + h0);  // at once where the previous task ran on another thread
     for (int64_t h = h0; h < h0 + per; ++h) {
-      if (h + 1 < h0 + per)
-        for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h + 1);
+      if (b * a.H + h + 1 < a.B * a.H) prefetch(b * a.H + h + 1);
       t.h = h;
       fn(t);
     }
@@ -338,8 +343,8 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
   const int64_t T = a.T, Tp = (T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
   const int64_t block = std::min(T, std::max<int64_t>(64, kForwardBlockFloats / Tp));
   const bool rel = a.rel_key != nullptr, rel_value = rel && a.rel_value != nullptr;
-  const ConstRows inputs[] = {a.q, a.k, a.v, a.p};
-  ForEachHead(a, Tp, Dp, N, inputs, rel ? 4 : 3, [&](const AttnTask& t) {
+  const ConstRows rows[] = {a.q, a.k, a.v, {out.data, out.ld}, a.p};
+  ForEachHead(a, Tp, Dp, N, rows, rel ? 5 : 4, [&](const AttnTask& t) {
     const AttnScratch s = TaskScratch(t, block, false, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     const RowsB vr = RowsAsB(t, a.v, s.vr);
@@ -407,8 +412,9 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
   const auto table_part = static_cast<size_t>(a.B * a.H * T * D);
   std::vector<float> part_key(rel && rg.rel_key ? table_part : 0),
       part_value(rel_value && rg.rel_value ? table_part : 0);
-  const ConstRows inputs[] = {a.q, a.k, a.v, out, dout, a.p};
-  ForEachHead(a, Tp, Dp, N, inputs, rel ? 6 : 5, [&](const AttnTask& t) {
+  const ConstRows rows[] = {a.q, a.k, a.v, out, dout, {dq.data, dq.ld}, {dk.data, dk.ld}, {dv.data, dv.ld},
+                            a.p};
+  ForEachHead(a, Tp, Dp, N, rows, rel ? 9 : 8, [&](const AttnTask& t) {
     const AttnScratch s = TaskScratch(t, T, true, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackTransposed(t, a.v, s.vt);
