@@ -398,6 +398,17 @@ void ColumnSumsImpl(float* out, const float* x, int64_t rows, int64_t cols, int6
 // vectors of a 16-lane capped tag as make 16 lanes), the 16 sums are added pairwise, then the
 // n % 16 last elements in order. Only adds and multiplies, no FMA: the same bits on every target.
 using D16 = hn::CappedTag<float, 16>;
+// The sum of v's lanes as RowSum adds them: the upper half onto the lower, until one lane is left.
+template <class D>
+HWY_INLINE float SumOfHalves(D, hn::Vec<D> v) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(D()) > 1) {
+    const hn::Half<D> dh;
+    return SumOfHalves(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+  return hn::GetLane(v);
+}
 // term(i) -> the vector of elements [i, i + Lanes(D16)); tail(i) -> element i.
 template <class Term, class Tail>
 HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
@@ -409,11 +420,10 @@ HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
   const int64_t whole = n / kLanes * kLanes;
   for (int64_t i = 0; i < whole; i += kLanes)
     for (int64_t v = 0; v < per; ++v) acc[v] = hn::Add(acc[v], term(i + v * N));
-  HWY_ALIGN float lanes[kLanes];
-  for (int64_t v = 0; v < per; ++v) hn::Store(acc[v], d, lanes + v * N);
-  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
-    for (int64_t k = 0; k < w; ++k) lanes[k] = lanes[k] + lanes[k + w];
-  float s = lanes[0];
+  // The pairwise adds: lane k + w onto lane k for w = 8, 4, 2, 1 (vectors onto vectors, then halves)
+  for (int64_t w = per / 2; w >= 1; w /= 2)
+    for (int64_t v = 0; v < w; ++v) acc[v] = hn::Add(acc[v], acc[v + w]);
+  float s = SumOfHalves(d, acc[0]);
   for (int64_t i = whole; i < n; ++i) s += tail(i);
   return s;
 }
