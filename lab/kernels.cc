@@ -400,7 +400,7 @@ void ColumnSumsImpl(float* out, const float* x, int64_t rows, int64_t cols, int6
 using D16 = hn::CappedTag<float, 16>;
 // The sum of v's lanes as RowSum adds them: the upper half onto the lower, until one lane is left.
 template <class D>
-HWY_INLINE float SumOfHalves(D, hn::Vec<D> v) {
+HWY_INLINE hn::TFromD<D> SumOfHalves(D, hn::Vec<D> v) {
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (hn::MaxLanes(D()) > 1) {
     const hn::Half<D> dh;
@@ -425,6 +425,29 @@ HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
     for (int64_t v = 0; v < w; ++v) acc[v] = hn::Add(acc[v], acc[v + w]);
   float s = SumOfHalves(d, acc[0]);
   for (int64_t i = whole; i < n; ++i) s += tail(i);
+  return s;
+}
+
+// ---- The sum of the squares of n floats in double (a gradient's norm), in RowSum's order: element i's
+// square (exact in double) joins running sum i % 16, the 16 sums are added pairwise, then the n % 16 last
+// squares in order. The same bits on every target.
+double SumOfSquaresImpl(const float* x, int64_t n) {
+  const hn::CappedTag<double, 8> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  constexpr int64_t kLanes = 16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(dd)), per = kLanes / N;
+  hn::Vec<decltype(dd)> acc[kLanes];
+  for (int64_t v = 0; v < per; ++v) acc[v] = hn::Zero(dd);
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t v = 0; v < per; ++v) {
+      const auto y = hn::PromoteTo(dd, hn::LoadU(df, x + i + v * N));
+      acc[v] = hn::Add(acc[v], hn::Mul(y, y));
+    }
+  for (int64_t w = per / 2; w >= 1; w /= 2)
+    for (int64_t v = 0; v < w; ++v) acc[v] = hn::Add(acc[v], acc[v + w]);
+  double s = SumOfHalves(dd, acc[0]);
+  for (int64_t i = whole; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
 }
 
@@ -613,6 +636,7 @@ HWY_EXPORT(NormForwardImpl);
 HWY_EXPORT(NormBackwardImpl);
 HWY_EXPORT(CrossEntropyForwardImpl);
 HWY_EXPORT(AdamWImpl);
+HWY_EXPORT(SumOfSquaresImpl);
 
 void gemm(const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
@@ -637,6 +661,7 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
                           int32_t ignore, int64_t N, int64_t V) {
   HWY_DYNAMIC_DISPATCH(CrossEntropyForwardImpl)(probs, losses, logits, targets, ignore, N, V);
 }
+double sum_of_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquaresImpl)(x, n); }
 void adamw(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AdamWImpl)(s, params, grads, m, v, n);
 }

@@ -128,6 +128,10 @@ void attention_backward(const Attention& a, ConstRows out, const float* lse, Con
 void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
                  int64_t T, int64_t H, int64_t D);
 
+// sum over i of x_i^2 (n floats) in double: the squares are exact, their sum in a fixed order of 16
+// running sums (the same bits on every target), to within n ulp of double of the exact sum.
+double sum_of_squares(const float* x, int64_t n);
+
 // AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
 // m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).
 struct AdamWStep {
