@@ -346,9 +346,10 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
   });
 }
 
-// ---- Sums over rows, one column per lane: each column's sum runs over the rows in order.
+// ---- Sums over rows, one column per lane: each column's sum is one chain of adds from out's value over
+// the rows in order, so that a sum over rows [0, n) equals the sums over [0, m) and then [m, n).
 // kOut sums at once: term(r, j, count, t) sets t[0 .. kOut) to the vectors of the terms of row r, columns
-// [j, j + count); out[o][j] += the sums of t[o].
+// [j, j + count); out[o][j] += the terms of t[o].
 // A task takes a group of up to kSumVecs vectors of columns and passes over the rows once, its running
 // sums in an array on the stack (in L1): the rows' columns are read in order, which the memory
 // prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
@@ -367,7 +368,8 @@ HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols
     const int64_t v0 = task * per_group, v1 = std::min(vecs, v0 + per_group);
     VF acc[kOut][kSumVecs];
     for (int o = 0; o < kOut; ++o)
-      for (int64_t v = v0; v < v1; ++v) acc[o][v - v0] = hn::Zero(d);
+      for (int64_t v = v0; v < v1; ++v)
+        acc[o][v - v0] = LoadPart(d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
     auto add = [&](int64_t r, int64_t v, size_t count) {
       VF t[kOut];
       term(r, v * N, count, t);
@@ -380,9 +382,7 @@ HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols
     }
     for (int o = 0; o < kOut; ++o)
       for (int64_t v = v0; v < v1; ++v) {
-        float* at = out[o] + v * N;
-        const auto count = static_cast<size_t>(std::min(N, cols - v * N));
-        StorePart(hn::Add(LoadPart(d, at, count), acc[o][v - v0]), d, at, count);
+        StorePart(acc[o][v - v0], d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
       }
   });
 }

@@ -45,7 +45,8 @@ void gemm(const Gemm& g);
 void gelu_forward(float* out, const float* x, int64_t n);
 void gelu_backward(float* dx, const float* x, const float* dout, int64_t n);
 
-// out (cols) += sum over rows r (in order) of x[r * ld + j]: the gradient of a bias.
+// out (cols) += x[r * ld + j] for the rows r in order (one chain of adds from out's value, so that rows
+// summed in consecutive parts give the same bits as in one call): the gradient of a bias.
 void column_sums(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld);
 
 // LayerNorm (layer true) or RMSNorm rows, as ops::norm_forward / ops::norm_backward (ops.h).
