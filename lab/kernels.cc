@@ -600,6 +600,26 @@ void CrossEntropyForwardImpl(float* probs, float* losses, const float* logits, c
   });
 }
 
+// dlogits = probs * dloss, minus dloss at the target; rows of ignored targets 0.
+void CrossEntropyBackwardImpl(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                              float dloss, int64_t N, int64_t V) {
+  posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
+    const DF d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    const VF scale = hn::Set(d, dloss);
+    for (int64_t n = n0; n < n1; ++n) {
+      float* g = dlogits + n * V;
+      const bool counted = targets[n] != ignore;
+      for (int64_t v = 0; v < V; v += L) {
+        const auto count = static_cast<size_t>(std::min(L, V - v));
+        const VF x = counted ? hn::Mul(LoadPart(d, probs + n * V + v, count), scale) : hn::Zero(d);
+        StorePart(x, d, g + v, count);
+      }
+      if (counted) g[targets[n]] -= dloss;
+    }
+  });
+}
+
 // ---- AdamW: the scalar update's operations in its order (no FMA), so the same bits on every target.
 void AdamWImpl(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {
   const DF d;
@@ -635,6 +655,7 @@ HWY_EXPORT(ColumnSumsImpl);
 HWY_EXPORT(NormForwardImpl);
 HWY_EXPORT(NormBackwardImpl);
 HWY_EXPORT(CrossEntropyForwardImpl);
+HWY_EXPORT(CrossEntropyBackwardImpl);
 HWY_EXPORT(AdamWImpl);
 HWY_EXPORT(SumOfSquaresImpl);
 
@@ -660,6 +681,10 @@ void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const 
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
                           int32_t ignore, int64_t N, int64_t V) {
   HWY_DYNAMIC_DISPATCH(CrossEntropyForwardImpl)(probs, losses, logits, targets, ignore, N, V);
+}
+void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                           float dloss, int64_t N, int64_t V) {
+  HWY_DYNAMIC_DISPATCH(CrossEntropyBackwardImpl)(dlogits, probs, targets, ignore, dloss, N, V);
 }
 double sum_of_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquaresImpl)(x, n); }
 void adamw(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {

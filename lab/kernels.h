@@ -55,9 +55,12 @@ void norm_forward(bool layer, float* out, float* mean, float* rstd, const float*
 void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
 
-// Softmax rows and their cross-entropy losses, as ops::crossentropy_forward (ops.h).
+// Softmax rows and their cross-entropy losses, and their gradient, as ops::crossentropy_forward and
+// ops::crossentropy_backward (ops.h).
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
                           int32_t ignore, int64_t N, int64_t V);
+void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                           float dloss, int64_t N, int64_t V);
 
 // ---- Causal attention over short windows: each sequence of the batch is one window of T tokens at
 // positions 0 .. T-1, as in the lab's model. Per sequence b and head h, for queries i and keys j <= i:

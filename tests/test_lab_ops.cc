@@ -482,6 +482,16 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
         probs_want[static_cast<size_t>(n * C + c)] = std::exp(double(x[static_cast<size_t>(n * C + c)])) / z;
     }
     EXPECT_TRUE(all_close(probs, probs_want, test::kF32Elementwise));
+    // its gradient: (probs - onehot(target)) * dloss, zero rows where the target is ignored
+    std::vector<float> dlogits(probs.size());
+    kernels::crossentropy_backward(dlogits.data(), probs.data(), targets.data(), -1, 0.03f, N, C);
+    Vec dlogits_want(probs.size(), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C && targets[static_cast<size_t>(n)] >= 0; ++c)
+        dlogits_want[static_cast<size_t>(n * C + c)] =
+            (probs[static_cast<size_t>(n * C + c)] - (c == targets[static_cast<size_t>(n)] ? 1.0 : 0.0)) *
+            double(0.03f);
+    EXPECT_TRUE(all_close(dlogits, dlogits_want, test::kF32Elementwise));
     // the sum of squares (a gradient's norm): against a double loop, and the same bits on every target
     std::vector<double> squares;
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, N * C}) {
