@@ -19,21 +19,30 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// The last, partial vector of a row goes through a buffer on the stack: Highway 1.0.3's masked
-// loads and stores touch the whole vector on SSE4 / AVX2, past the row's end.
+// The last, partial vector of a row (zeros past `count` when loaded): AVX-512's masked loads and stores
+// touch only the lanes they keep; Highway 1.0.3's touch the whole vector on SSE4 / AVX2, past the row's
+// end, so there it goes through a buffer on the stack.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadPart(D d, const float* p, size_t count) {
   if (count == hn::Lanes(d)) return hn::LoadU(d, p);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return hn::MaskedLoad(hn::FirstN(d, count), d, p);
+#else
   HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
   std::memcpy(buf, p, count * sizeof(float));
   return hn::Load(d, buf);
+#endif
 }
 template <class D>
 HWY_INLINE void StorePart(hn::Vec<D> v, D d, float* p, size_t count) {
   if (count == hn::Lanes(d)) return hn::StoreU(v, d, p);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  hn::BlendedStore(v, hn::FirstN(d, count), d, p);
+#else
   HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
   hn::Store(v, d, buf);
   std::memcpy(p, buf, count * sizeof(float));
+#endif
 }
 
 // Register tiles: kRows rows of A times kVecs vectors of B's columns, kRows x kVecs accumulators

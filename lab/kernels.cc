@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "posenc/threads.h"
@@ -157,6 +158,26 @@ HWY_NOINLINE void FinishPartialTile(const Gemm& g, int64_t i, int64_t j, int row
   if (last && g.gelu_out) GeluEpilogue(g, i, rows, j, std::min<int64_t>(vecs * N, g.n - j));
 }
 
+// Requests the cache lines of rows [i, i + rows), columns [j, j + cols) of an array with C's row stride,
+// for reading (kWrite false) or for writing.
+template <bool kWrite>
+HWY_INLINE void PrefetchRows(const float* p, int64_t ldc, int64_t i, int rows, int64_t j, int64_t cols) {
+  for (int r = 0; r < rows; ++r) {
+    const char* row = reinterpret_cast<const char*>(p + (i + r) * ldc + j);
+    const int64_t bytes = cols * static_cast<int64_t>(sizeof(float));
+    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, kWrite ? 1 : 0, 3);
+    __builtin_prefetch(row + bytes - 1, kWrite ? 1 : 0, 3);  // the last line, where the row straddles one
+  }
+}
+
+// The lines of the epilogue's operands and outputs over a tile: rows [i, i + rows), columns [j, j + cols).
+HWY_NOINLINE void PrefetchEpilogue(const Gemm& g, int64_t i, int rows, int64_t j, int64_t cols, bool fresh) {
+  if (g.factor) PrefetchRows<false>(g.factor, g.ldc, i, rows, j, cols);
+  if (g.residual) PrefetchRows<false>(g.residual, g.ldc, i, rows, j, cols);
+  if (g.gelu_out) PrefetchRows<true>(g.gelu_out, g.ldc, i, rows, j, cols);
+  if (fresh) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);
+}
+
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
 // accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
@@ -164,6 +185,9 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const bool full = j + kVecs * N <= g.n, fresh = l0 == 0 && !g.accumulate, last = l1 == g.k;
+  // What the epilogue reads and writes arrives while the tile computes (from L3: a step's activations
+  // pass L2), rather than after it.
+  if (last) PrefetchEpilogue(g, i, kRows, j, std::min(kVecs * N, g.n - j), fresh);
   HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
   if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];
@@ -322,41 +346,69 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
   });
 }
 
-// ---- Sums over rows, one column per lane: each column's sum runs over the rows in order.
-// fn(r, j, count) -> the vector of the terms of row r, columns [j, j + count); out[j] += the sums.
-template <class Term>
-HWY_INLINE void ColumnSums(float* out, int64_t rows, int64_t cols, const Term& term) {
+// ---- Sums over rows, one column per lane: each column's sum is one chain of adds from out's value over
+// the rows in order, so that a sum over rows [0, n) equals the sums over [0, m) and then [m, n).
+// kOut sums at once: term(r, j, count, t) sets t[0 .. kOut) to the vectors of the terms of row r, columns
+// [j, j + count); out[o][j] += the terms of t[o].
+// A task takes a group of up to kSumVecs vectors of columns and passes over the rows once, its running
+// sums in an array on the stack (in L1): the rows' columns are read in order, which the memory
+// prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
+// The groups change no column's order of adds.
+constexpr int64_t kSumVecs = 32;
+template <int kOut, class Term>
+HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols, const Term& term) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  // Groups of 4 vectors: 4 independent chains of adds along the rows, a task each.
-  const int64_t group = 4 * N, groups = (cols + group - 1) / group;
+  const int64_t vecs = (cols + N - 1) / N;
   const bool small = rows * cols < (int64_t{1} << 16);
-  posenc::parallel_for(small ? 1 : groups, [&](int64_t t) {
-    for (int64_t gi = small ? 0 : t; gi < (small ? groups : t + 1); ++gi) {
-      const int64_t j0 = gi * group, vecs = std::min<int64_t>(4, (cols - j0 + N - 1) / N);
-      VF acc[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
-      size_t count[4];
-      for (int64_t v = 0; v < vecs; ++v) count[v] = static_cast<size_t>(std::min(N, cols - (j0 + v * N)));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t v = 0; v < vecs; ++v) acc[v] = hn::Add(acc[v], term(r, j0 + v * N, count[v]));
-      for (int64_t v = 0; v < vecs; ++v) {
-        float* o = out + j0 + v * N;
-        StorePart(hn::Add(LoadPart(d, o, count[v]), acc[v]), d, o, count[v]);
-      }
+  const int64_t groups = std::max((vecs + kSumVecs - 1) / kSumVecs,
+                                  small ? int64_t{1} : std::min<int64_t>(posenc::num_threads(), vecs));
+  const int64_t per_group = (vecs + groups - 1) / groups;
+  posenc::parallel_for(groups, [&](int64_t task) {
+    const int64_t v0 = task * per_group, v1 = std::min(vecs, v0 + per_group);
+    VF acc[kOut][kSumVecs];
+    for (int o = 0; o < kOut; ++o)
+      for (int64_t v = v0; v < v1; ++v)
+        acc[o][v - v0] = LoadPart(d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
+    auto add = [&](int64_t r, int64_t v, size_t count) {
+      VF t[kOut];
+      term(r, v * N, count, t);
+      for (int o = 0; o < kOut; ++o) acc[o][v - v0] = hn::Add(acc[o][v - v0], t[o]);
+    };
+    const int64_t whole = std::min(v1, cols / N);  // vectors before a partial one
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t v = v0; v < whole; ++v) add(r, v, static_cast<size_t>(N));
+      if (whole < v1) add(r, whole, static_cast<size_t>(cols - whole * N));
     }
+    for (int o = 0; o < kOut; ++o)
+      for (int64_t v = v0; v < v1; ++v) {
+        StorePart(acc[o][v - v0], d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
+      }
   });
 }
 
 void ColumnSumsImpl(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld) {
   const DF d;
-  ColumnSums(out, rows, cols,
-             [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, x + r * ld + j, count); });
+  ColumnSums<1>({out}, rows, cols, [&](int64_t r, int64_t j, size_t count, VF* t) {
+    t[0] = LoadPart(d, x + r * ld + j, count);
+  });
 }
 
 // ---- Sums along a row in one order on every target: element i joins running sum i % 16 (as many
 // vectors of a 16-lane capped tag as make 16 lanes), the 16 sums are added pairwise, then the
 // n % 16 last elements in order. Only adds and multiplies, no FMA: the same bits on every target.
 using D16 = hn::CappedTag<float, 16>;
+// The sum of v's lanes as RowSum adds them: the upper half onto the lower, until one lane is left.
+template <class D>
+HWY_INLINE hn::TFromD<D> SumOfHalves(D, hn::Vec<D> v) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(D()) > 1) {
+    const hn::Half<D> dh;
+    return SumOfHalves(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+  return hn::GetLane(v);
+}
 // term(i) -> the vector of elements [i, i + Lanes(D16)); tail(i) -> element i.
 template <class Term, class Tail>
 HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
@@ -368,12 +420,34 @@ HWY_INLINE float RowSum(int64_t n, const Term& term, const Tail& tail) {
   const int64_t whole = n / kLanes * kLanes;
   for (int64_t i = 0; i < whole; i += kLanes)
     for (int64_t v = 0; v < per; ++v) acc[v] = hn::Add(acc[v], term(i + v * N));
-  HWY_ALIGN float lanes[kLanes];
-  for (int64_t v = 0; v < per; ++v) hn::Store(acc[v], d, lanes + v * N);
-  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
-    for (int64_t k = 0; k < w; ++k) lanes[k] = lanes[k] + lanes[k + w];
-  float s = lanes[0];
+  // The pairwise adds: lane k + w onto lane k for w = 8, 4, 2, 1 (vectors onto vectors, then halves)
+  for (int64_t w = per / 2; w >= 1; w /= 2)
+    for (int64_t v = 0; v < w; ++v) acc[v] = hn::Add(acc[v], acc[v + w]);
+  float s = SumOfHalves(d, acc[0]);
   for (int64_t i = whole; i < n; ++i) s += tail(i);
+  return s;
+}
+
+// ---- The sum of the squares of n floats in double (a gradient's norm), in RowSum's order: element i's
+// square (exact in double) joins running sum i % 16, the 16 sums are added pairwise, then the n % 16 last
+// squares in order. The same bits on every target.
+double SumOfSquaresImpl(const float* x, int64_t n) {
+  const hn::CappedTag<double, 8> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  constexpr int64_t kLanes = 16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(dd)), per = kLanes / N;
+  hn::Vec<decltype(dd)> acc[kLanes];
+  for (int64_t v = 0; v < per; ++v) acc[v] = hn::Zero(dd);
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes)
+    for (int64_t v = 0; v < per; ++v) {
+      const auto y = hn::PromoteTo(dd, hn::LoadU(df, x + i + v * N));
+      acc[v] = hn::Add(acc[v], hn::Mul(y, y));
+    }
+  for (int64_t w = per / 2; w >= 1; w /= 2)
+    for (int64_t v = 0; v < w; ++v) acc[v] = hn::Add(acc[v], acc[v + w]);
+  double s = SumOfHalves(dd, acc[0]);
+  for (int64_t i = whole; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
 }
 
@@ -449,41 +523,99 @@ void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, con
       }
     }
   });
+  // dw += the rows' dout * xhat, db += the rows' dout: one pass over dout and x
   const DF d;
-  ColumnSums(dweight, N, C, [&](int64_t r, int64_t j, size_t count) {
+  auto xhat_term = [&](int64_t r, int64_t j, size_t count) {
     const auto xh =
         hn::Mul(hn::Sub(LoadPart(d, inp + r * C + j, count), hn::Set(d, mean[r])), hn::Set(d, rstd[r]));
     return hn::Mul(LoadPart(d, dout + r * C + j, count), xh);
-  });
+  };
   if (layer)
-    ColumnSums(dbias, N, C,
-               [&](int64_t r, int64_t j, size_t count) { return LoadPart(d, dout + r * C + j, count); });
+    ColumnSums<2>({dweight, dbias}, N, C, [&](int64_t r, int64_t j, size_t count, VF* t) {
+      t[0] = xhat_term(r, j, count);
+      t[1] = LoadPart(d, dout + r * C + j, count);
+    });
+  else
+    ColumnSums<1>({dweight}, N, C,
+                  [&](int64_t r, int64_t j, size_t count, VF* t) { t[0] = xhat_term(r, j, count); });
 }
 
 // ---- Softmax and cross-entropy: exponentials in fp32 vectors, their sum and the loss in double.
+// Rows go in groups of kSumRows: each row's sum runs over its elements in order, as one chain of double
+// adds, and the group's chains interleave (a lone chain waits out every add's latency).
+constexpr int64_t kSumRows = 8;
+// The largest of z[0, n) (where one is NaN, any of them: the row's sum is NaN then whatever its shift).
+HWY_INLINE float RowMaximum(const float* z, int64_t n) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF lowest = hn::Set(d, -std::numeric_limits<float>::infinity());
+  VF m = lowest;
+  int64_t v = 0;
+  for (; v + L <= n; v += L) m = hn::Max(m, hn::LoadU(d, z + v));
+  if (v < n) {
+    const auto count = static_cast<size_t>(n - v);
+    m = hn::Max(m, hn::IfThenElse(hn::FirstN(d, count), LoadPart(d, z + v, count), lowest));
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
 void CrossEntropyForwardImpl(float* probs, float* losses, const float* logits, const int32_t* targets,
                              int32_t ignore, int64_t N, int64_t V) {
   posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
     const DF d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t g0 = n0; g0 < n1; g0 += kSumRows) {
+      const int64_t rows = std::min(kSumRows, n1 - g0);
+      float zmax[kSumRows], zt[kSumRows];
+      double sum[kSumRows] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = g0 + r;
+        const float* z = logits + n * V;
+        float* p = probs + n * V;
+        zmax[r] = RowMaximum(z, V);
+        zt[r] = targets[n] != ignore ? z[targets[n]] : 0.0f;  // before p may overwrite z
+        for (int64_t v = 0; v < V; v += L) {
+          const auto count = static_cast<size_t>(std::min(L, V - v));
+          StorePart(hn::Exp(d, hn::Sub(LoadPart(d, z + v, count), hn::Set(d, zmax[r]))), d, p + v, count);
+        }
+      }
+      const float* p0 = probs + g0 * V;
+      if (rows == kSumRows) {
+        for (int64_t v = 0; v < V; ++v)
+          for (int64_t r = 0; r < kSumRows; ++r) sum[r] += p0[r * V + v];
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t v = 0; v < V; ++v) sum[r] += p0[r * V + v];
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = g0 + r;
+        float* p = probs + n * V;
+        losses[n] = targets[n] != ignore ? static_cast<float>(std::log(sum[r]) + zmax[r] - zt[r]) : 0.0f;
+        const auto inv = hn::Set(d, static_cast<float>(1.0 / sum[r]));
+        for (int64_t v = 0; v < V; v += L) {
+          const auto count = static_cast<size_t>(std::min(L, V - v));
+          StorePart(hn::Mul(LoadPart(d, p + v, count), inv), d, p + v, count);
+        }
+      }
+    }
+  });
+}
+
+// dlogits = probs * dloss, minus dloss at the target; rows of ignored targets 0.
+void CrossEntropyBackwardImpl(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                              float dloss, int64_t N, int64_t V) {
+  posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
+    const DF d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    const VF scale = hn::Set(d, dloss);
     for (int64_t n = n0; n < n1; ++n) {
-      const float* z = logits + n * V;
-      float* p = probs + n * V;
-      const float zmax = *std::max_element(z, z + V);
+      float* g = dlogits + n * V;
       const bool counted = targets[n] != ignore;
-      const float zt = counted ? z[targets[n]] : 0.0f;  // before p may overwrite z
       for (int64_t v = 0; v < V; v += L) {
         const auto count = static_cast<size_t>(std::min(L, V - v));
-        StorePart(hn::Exp(d, hn::Sub(LoadPart(d, z + v, count), hn::Set(d, zmax))), d, p + v, count);
+        const VF x = counted ? hn::Mul(LoadPart(d, probs + n * V + v, count), scale) : hn::Zero(d);
+        StorePart(x, d, g + v, count);
       }
-      double sum = 0.0;
-      for (int64_t v = 0; v < V; ++v) sum += p[v];
-      losses[n] = counted ? static_cast<float>(std::log(sum) + zmax - zt) : 0.0f;
-      const auto inv = hn::Set(d, static_cast<float>(1.0 / sum));
-      for (int64_t v = 0; v < V; v += L) {
-        const auto count = static_cast<size_t>(std::min(L, V - v));
-        StorePart(hn::Mul(LoadPart(d, p + v, count), inv), d, p + v, count);
-      }
+      if (counted) g[targets[n]] -= dloss;
     }
   });
 }
@@ -523,7 +655,9 @@ HWY_EXPORT(ColumnSumsImpl);
 HWY_EXPORT(NormForwardImpl);
 HWY_EXPORT(NormBackwardImpl);
 HWY_EXPORT(CrossEntropyForwardImpl);
+HWY_EXPORT(CrossEntropyBackwardImpl);
 HWY_EXPORT(AdamWImpl);
+HWY_EXPORT(SumOfSquaresImpl);
 
 void gemm(const Gemm& g) {
   if (g.m <= 0 || g.n <= 0) return;
@@ -548,6 +682,11 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
                           int32_t ignore, int64_t N, int64_t V) {
   HWY_DYNAMIC_DISPATCH(CrossEntropyForwardImpl)(probs, losses, logits, targets, ignore, N, V);
 }
+void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                           float dloss, int64_t N, int64_t V) {
+  HWY_DYNAMIC_DISPATCH(CrossEntropyBackwardImpl)(dlogits, probs, targets, ignore, dloss, N, V);
+}
+double sum_of_squares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquaresImpl)(x, n); }
 void adamw(const AdamWStep& s, float* params, const float* grads, float* m, float* v, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AdamWImpl)(s, params, grads, m, v, n);
 }

@@ -45,7 +45,8 @@ void gemm(const Gemm& g);
 void gelu_forward(float* out, const float* x, int64_t n);
 void gelu_backward(float* dx, const float* x, const float* dout, int64_t n);
 
-// out (cols) += sum over rows r (in order) of x[r * ld + j]: the gradient of a bias.
+// out (cols) += x[r * ld + j] for the rows r in order (one chain of adds from out's value, so that rows
+// summed in consecutive parts give the same bits as in one call): the gradient of a bias.
 void column_sums(float* out, const float* x, int64_t rows, int64_t cols, int64_t ld);
 
 // LayerNorm (layer true) or RMSNorm rows, as ops::norm_forward / ops::norm_backward (ops.h).
@@ -54,9 +55,12 @@ void norm_forward(bool layer, float* out, float* mean, float* rstd, const float*
 void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
 
-// Softmax rows and their cross-entropy losses, as ops::crossentropy_forward (ops.h).
+// Softmax rows and their cross-entropy losses, and their gradient, as ops::crossentropy_forward and
+// ops::crossentropy_backward (ops.h).
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
                           int32_t ignore, int64_t N, int64_t V);
+void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, int32_t ignore,
+                           float dloss, int64_t N, int64_t V);
 
 // ---- Causal attention over short windows: each sequence of the batch is one window of T tokens at
 // positions 0 .. T-1, as in the lab's model. Per sequence b and head h, for queries i and keys j <= i:
@@ -127,6 +131,10 @@ void attention_backward(const Attention& a, ConstRows out, const float* lse, Con
 // posenc's rotation, so that the rows are its bits; its gradient is the same with sin negated.
 void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
                  int64_t T, int64_t H, int64_t D);
+
+// sum over i of x_i^2 (n floats) in double: the squares are exact, their sum in a fixed order of 16
+// running sums (the same bits on every target), to within n ulp of double of the exact sum.
+double sum_of_squares(const float* x, int64_t n);
 
 // AdamW on params[begin, end), as AdamW::step (optimizer.h): g = grad * clip_scale,
 // m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr (m / c1 / (sqrt(v / c2) + eps) + decay p).

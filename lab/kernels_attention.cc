@@ -29,6 +29,7 @@ namespace HWY_NAMESPACE {
 //   dS  (T, Tp)  backward: dP, then dS (zero past the diagonal)
 //   kt, vt (D, Tp)   keys / values transposed: the B of q k^T and dout v^T, one vector per key run
 //   kr, vr, qr, dor (T, Dp)  rows of keys, values, queries, dout: the B of the products along the keys
+//                            (used only where D is not whole vectors: else B reads the rows in place)
 //   brow, grow (T + Tp)  the head's bias row and its gradient, room for a whole vector past column T-1
 //   per_row (2 Tp)       the forward's row maxima and 1 / sum P, the backward's dout_i . out_i
 // and with relative vectors (kernels.h; E, F the head's key and value tables, T rows in the bias's order):
@@ -115,12 +116,46 @@ struct AttnTask {
   int64_t causal_vecs(int64_t i, int64_t rows) const { return (std::min(T, i + rows) + N - 1) / N; }
 };
 
-// dst (D, Tp) = the T rows from `first` (row j at first + j ld) transposed, zeros past T.
+// dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
+// round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
+// moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).
+#if HWY_TARGET != HWY_SCALAR
+HWY_INLINE void TransposeBlock(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  const DF d;
+  constexpr size_t kN = hn::MaxLanes(DF());
+  VF r[kN], x[kN];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) r[i] = hn::LoadU(d, src + static_cast<int64_t>(i) * ld);
+  for (size_t round = 1; round < kN; round *= 2) {
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN / 2; ++i) {
+      x[i] = hn::ConcatEven(d, r[2 * i + 1], r[2 * i]);
+      x[kN / 2 + i] = hn::ConcatOdd(d, r[2 * i + 1], r[2 * i]);
+    }
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN; ++i) r[i] = x[i];
+  }
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) hn::StoreU(r[i], d, dst + static_cast<int64_t>(i) * ldd);
+}
+#endif
+
+// dst (D, Tp) = the T rows from `first` (row j at first + j ld) transposed, zeros past T: whole N x N
+// blocks in registers (TransposeBlock), the rest element by element.
 void PackTransposed(const AttnTask& t, const float* first, int64_t ld, float* dst) {
   for (int64_t d = 0; d < t.D; ++d) std::fill(dst + d * t.Tp + t.T, dst + (d + 1) * t.Tp, 0.0f);
+  int64_t whole_j = 0, whole_d = 0;
+#if HWY_TARGET != HWY_SCALAR
+  if (t.N > 1) {
+    whole_j = t.T / t.N * t.N, whole_d = t.D / t.N * t.N;
+    for (int64_t j = 0; j < whole_j; j += t.N)
+      for (int64_t d = 0; d < whole_d; d += t.N)
+        TransposeBlock(first + j * ld + d, ld, dst + d * t.Tp + j, t.Tp);
+  }
+#endif
   for (int64_t j = 0; j < t.T; ++j) {
     const float* src = first + j * ld;
-    for (int64_t d = 0; d < t.D; ++d) dst[d * t.Tp + j] = src[d];
+    for (int64_t d = j < whole_j ? whole_d : 0; d < t.D; ++d) dst[d * t.Tp + j] = src[d];
   }
 }
 void PackTransposed(const AttnTask& t, const ConstRows& x, float* dst) {
@@ -137,6 +172,16 @@ void PackRows(const AttnTask& t, const float* first, int64_t ld, float* dst) {
   }
 }
 void PackRows(const AttnTask& t, const ConstRows& x, float* dst) { PackRows(t, t.row(x, 0), x.ld, dst); }
+// The T rows of x as a product's B: in place where they are whole vectors (D = Dp), else packed into dst.
+struct RowsB {
+  const float* b;
+  int64_t ld;
+};
+RowsB RowsAsB(const AttnTask& t, const ConstRows& x, float* dst) {
+  if (t.D == t.Dp) return {t.row(x, 0), x.ld};
+  PackRows(t, x, dst);
+  return {dst, t.Dp};
+}
 // The head's bias row, zeros past it (bias null: zeros).
 void BiasRow(const AttnTask& t, const float* bias, float* brow) {
   std::fill(brow, brow + t.T + t.Tp, 0.0f);
@@ -261,20 +306,24 @@ void PrefetchHead(const AttnTask& t, const ConstRows& x, int64_t h) {
 }
 
 // fn(t) for every sequence and head, in tasks of one sequence and several heads (all of them where
-// there are two sequences per thread, else one): a task requests its next head's rows of `inputs`
-// while it works on one, so that they arrive from memory in the meantime. Each (sequence, head)
-// computes alone, so the split does not change its results.
+// there are two sequences per thread, else one): a task requests its next head's rows of `rows` (the
+// inputs, then the outputs) while it works on one, and on its last head the first head of the next task,
+// so that they arrive from memory in the meantime. Each (sequence, head) computes alone, so the split
+// does not change its results.
 template <class Fn>
-void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows* inputs,
-                 size_t num_inputs, const Fn& fn) {
-  const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1;
-  posenc::parallel_for(a.B * a.H / per, [&](int64_t task) {
+void ForEachHead(const Attention& a, int64_t Tp, int64_t Dp, int64_t N, const ConstRows* rows,
+                 size_t num_rows, const Fn& fn) {
+  const int64_t per = a.B >= 2 * posenc::num_threads() ? a.H : 1, tasks = a.B * a.H / per;
+  posenc::parallel_for(tasks, [&](int64_t task) {
     const int64_t b = task * per / a.H, h0 = task * per % a.H;
     AttnTask t{a.T, a.D, Tp, Dp, N, b, h0};
-    for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h0);
+    auto prefetch = [&](int64_t next) {  // the head of index b H + h = next
+      const AttnTask n{a.T, a.D, Tp, Dp, N, next / a.H, next % a.H};
+      for (size_t x = 0; x < num_rows; ++x) PrefetchHead(n, rows[x], n.h);
+    };
+    prefetch(b * a.H + h0);  // at once where the previous task ran on another thread
     for (int64_t h = h0; h < h0 + per; ++h) {
-      if (h + 1 < h0 + per)
-        for (size_t x = 0; x < num_inputs; ++x) PrefetchHead(t, inputs[x], h + 1);
+      if (b * a.H + h + 1 < a.B * a.H) prefetch(b * a.H + h + 1);
       t.h = h;
       fn(t);
     }
@@ -294,11 +343,11 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
   const int64_t T = a.T, Tp = (T + N - 1) / N * N, Dp = (a.D + N - 1) / N * N;
   const int64_t block = std::min(T, std::max<int64_t>(64, kForwardBlockFloats / Tp));
   const bool rel = a.rel_key != nullptr, rel_value = rel && a.rel_value != nullptr;
-  const ConstRows inputs[] = {a.q, a.k, a.v, a.p};
-  ForEachHead(a, Tp, Dp, N, inputs, rel ? 4 : 3, [&](const AttnTask& t) {
+  const ConstRows rows[] = {a.q, a.k, a.v, {out.data, out.ld}, a.p};
+  ForEachHead(a, Tp, Dp, N, rows, rel ? 5 : 4, [&](const AttnTask& t) {
     const AttnScratch s = TaskScratch(t, block, false, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
-    PackRows(t, a.v, s.vr);
+    const RowsB vr = RowsAsB(t, a.v, s.vr);
     BiasRow(t, a.bias, s.brow);
     if (rel) PackTransposed(t, a.rel_key + t.h * a.rel_head_stride, a.D, s.et);
     if (rel_value) PackRows(t, a.rel_value + t.h * a.rel_head_stride, a.D, s.fr);
@@ -328,7 +377,7 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
             [&](int64_t i, int64_t jv, VF o) { hn::StoreU(o, d, s.o2 + i * Dp + jv * N); });
       }
       AttnProduct(
-          rows, s.S, Tp, 1, s.vr, Dp,
+          rows, s.S, Tp, 1, vr.b, vr.ld,
           [&](int64_t i, int64_t r) {
             return ProductLimits{0, std::min(T, i0 + i + r), Dp / N};
           },
@@ -363,14 +412,13 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
   const auto table_part = static_cast<size_t>(a.B * a.H * T * D);
   std::vector<float> part_key(rel && rg.rel_key ? table_part : 0),
       part_value(rel_value && rg.rel_value ? table_part : 0);
-  const ConstRows inputs[] = {a.q, a.k, a.v, out, dout, a.p};
-  ForEachHead(a, Tp, Dp, N, inputs, rel ? 6 : 5, [&](const AttnTask& t) {
+  const ConstRows rows[] = {a.q, a.k, a.v, out, dout, {dq.data, dq.ld}, {dk.data, dk.ld}, {dv.data, dv.ld},
+                            a.p};
+  ForEachHead(a, Tp, Dp, N, rows, rel ? 9 : 8, [&](const AttnTask& t) {
     const AttnScratch s = TaskScratch(t, T, true, rel, rel_value);
     PackTransposed(t, a.k, s.kt);
     PackTransposed(t, a.v, s.vt);
-    PackRows(t, a.k, s.kr);
-    PackRows(t, a.q, s.qr);
-    PackRows(t, dout, s.dor);
+    const RowsB kr = RowsAsB(t, a.k, s.kr), qr = RowsAsB(t, a.q, s.qr), dor = RowsAsB(t, dout, s.dor);
     BiasRow(t, a.bias, s.brow);
     const float* table_key = rel ? a.rel_key + t.h * a.rel_head_stride : nullptr;
     if (rel) {  // G = p E^T, as the forward
@@ -416,7 +464,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     // 3. dq = scale dS K
     const VF scale = hn::Set(d, a.scale);
     AttnProduct(
-        T, s.dS, Tp, 1, s.kr, Dp,
+        T, s.dS, Tp, 1, kr.b, kr.ld,
         [&](int64_t i, int64_t rows) {
           return ProductLimits{0, std::min(T, i + rows), Dp / N};
         },
@@ -426,7 +474,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
         });
     // 4. dk = scale dS^T Q and dv = P^T dout: rows are keys j, sums over the queries i >= j
     AttnProduct(
-        T, s.dS, 1, Tp, s.qr, Dp,
+        T, s.dS, 1, Tp, qr.b, qr.ld,
         [&](int64_t j, int64_t) {
           return ProductLimits{j, T, Dp / N};
         },
@@ -435,7 +483,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
           StorePart(hn::Mul(g, scale), d, t.row(dk, j) + c, static_cast<size_t>(std::min(N, D - c)));
         });
     AttnProduct(
-        T, s.S, 1, Tp, s.dor, Dp,
+        T, s.S, 1, Tp, dor.b, dor.ld,
         [&](int64_t j, int64_t) {
           return ProductLimits{j, T, Dp / N};
         },
@@ -473,7 +521,7 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
       if (!part_value.empty()) {
         ShiftRows(t, 0, T, s.S, s.X);
         float* const value_part = part_value.data() + (t.b * a.H + t.h) * T * D;
-        AttnProduct(T, s.X, 1, Tp, s.dor, Dp, shifted, [&](int64_t m, int64_t jv, VF g) {
+        AttnProduct(T, s.X, 1, Tp, dor.b, dor.ld, shifted, [&](int64_t m, int64_t jv, VF g) {
           const int64_t c = jv * N;
           StorePart(g, d, value_part + m * D + c, static_cast<size_t>(std::min(N, D - c)));
         });

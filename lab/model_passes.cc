@@ -31,6 +31,9 @@ struct LayerActs {                                   // saved by the forward for
   std::vector<float> res3;                 // (N, C) = the layer's output
 };
 
+// Rows per chunk of the MLP's backward: its d fc (kMlpRows x mlp floats: 256 KiB at mlp 512) within L2.
+constexpr int64_t kMlpRows = 128;
+
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
   for (const ParamSlice& s : layout)
     if (s.name == name) return s.offset;
@@ -54,7 +57,7 @@ struct Model::Impl {
   std::vector<float> x0;           // (N, C) embeddings (+ absolute code)
   std::vector<LayerActs> acts;
   std::vector<float> normf, normf_mean, normf_rstd, probs, losses;  // (N, C), (N), (N), (N, V), (N)
-  // Backward scratch.
+  // Backward scratch; dfch holds the MLP's d fc for kMlpRows rows at a time.
   std::vector<float> dres, dnorm, dqkv, datty, dfch, dlogits;
 
   void resize(const ModelConfig& c, int64_t b, int64_t t) {
@@ -84,7 +87,7 @@ struct Model::Impl {
     dnorm.assign(N * C, 0.0f);
     dqkv.assign(N * 3 * C, 0.0f);
     datty.assign(N * C, 0.0f);
-    dfch.assign(N * F, 0.0f);
+    dfch.assign(std::min(N, static_cast<size_t>(kMlpRows)) * F, 0.0f);
     dlogits.assign(N * V, 0.0f);
   }
 };
@@ -262,11 +265,17 @@ void Model::backward() {
     LayerActs& a = m.acts[static_cast<size_t>(l)];
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
-    // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc))
-    ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data(), a.fch_gelu.data(),
-                         P + o.fcproj_w, N, F, C, ops::Dinp::times, a.fch_dgelu.data());
-    ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), a.norm2.data(), P + o.fc_w, N,
-                         C, F, ops::Dinp::store);
+    // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc)).
+    // In chunks of rows, so that d fc stays in cache between the product that writes it and the three
+    // that read it (the weights' and biases' gradients add the chunks' rows in order: the same bits)
+    for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
+      const int64_t rows = std::min(kMlpRows, N - r0);
+      ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data() + r0 * C,
+                           a.fch_gelu.data() + r0 * F, P + o.fcproj_w, rows, F, C, ops::Dinp::times,
+                           a.fch_dgelu.data() + r0 * F);
+      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.fc_w, G + o.fc_b, m.dfch.data(),
+                           a.norm2.data() + r0 * C, P + o.fc_w, rows, C, F, ops::Dinp::store);
+    }
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
                        m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
                        N, C);

@@ -84,13 +84,7 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
 
 void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
                            int64_t V) {
-  posenc::parallel_chunks(N, V, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const bool counted = targets[n] != kIgnoreTarget;
-      for (int64_t v = 0; v < V; ++v) dlogits[n * V + v] = counted ? probs[n * V + v] * dloss : 0.0f;
-      if (counted) dlogits[n * V + targets[n]] -= dloss;
-    }
-  });
+  kernels::crossentropy_backward(dlogits, probs, targets, kIgnoreTarget, dloss, N, V);
 }
 
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N,

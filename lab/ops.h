@@ -30,7 +30,9 @@ enum class Dinp : uint8_t {
           // gradient at GELU's input of a layer whose input was gelu(x) (the MLP's projection)
 };
 // dinp (N, C) (+)= dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
-// (dinp or dbias may be null; factor (N, C) with Dinp::times only).
+// (dinp or dbias may be null; factor (N, C) with Dinp::times only). dweight's and dbias's elements add
+// the rows one after another onto their values, so that the rows passed in consecutive parts give the
+// same bits as in one call.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode = Dinp::add,
                      const float* factor = nullptr);

@@ -41,9 +41,7 @@ double AdamW::step(Model& model, double lr) {
     m_.assign(p.size(), 0.0f);
     v_.assign(p.size(), 0.0f);
   }
-  double norm2 = 0.0;
-  for (float x : g) norm2 += static_cast<double>(x) * x;
-  const double norm = std::sqrt(norm2);
+  const double norm = std::sqrt(kernels::sum_of_squares(g.data(), static_cast<int64_t>(g.size())));
   if (!std::isfinite(norm))
     throw Error("lab optimizer: the gradient norm is not finite (training diverged; lower --lr)");
   const float clip_scale =

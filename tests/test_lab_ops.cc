@@ -418,6 +418,7 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
       sums_bound[static_cast<size_t>(j)] += (N + 1) * kUnitRoundoff;  // |terms| and |0.25| <= 1
     }
   std::vector<float> first_norms, first_adamw;
+  std::vector<double> first_squares;
   for_each_target([&](int64_t) {
     std::vector<float> y(x.size()), dx(x.size(), 0.5f), sums(static_cast<size_t>(C), 0.25f);
     kernels::gelu_forward(y.data(), x.data(), N * C);
@@ -481,6 +482,27 @@ TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
         probs_want[static_cast<size_t>(n * C + c)] = std::exp(double(x[static_cast<size_t>(n * C + c)])) / z;
     }
     EXPECT_TRUE(all_close(probs, probs_want, test::kF32Elementwise));
+    // its gradient: (probs - onehot(target)) * dloss, zero rows where the target is ignored
+    std::vector<float> dlogits(probs.size());
+    kernels::crossentropy_backward(dlogits.data(), probs.data(), targets.data(), -1, 0.03f, N, C);
+    Vec dlogits_want(probs.size(), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C && targets[static_cast<size_t>(n)] >= 0; ++c)
+        dlogits_want[static_cast<size_t>(n * C + c)] =
+            (probs[static_cast<size_t>(n * C + c)] - (c == targets[static_cast<size_t>(n)] ? 1.0 : 0.0)) *
+            double(0.03f);
+    EXPECT_TRUE(all_close(dlogits, dlogits_want, test::kF32Elementwise));
+    // the sum of squares (a gradient's norm): against a double loop, and the same bits on every target
+    std::vector<double> squares;
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, N * C}) {
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double(x[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+      squares.push_back(kernels::sum_of_squares(x.data(), n));
+      // each square exact in double; n adds of a running sum <= want, each off by <= 2^-53 of it
+      EXPECT_NEAR(squares.back(), want, 2.0 * static_cast<double>(n) * 0x1p-53 * want) << "n " << n;
+    }
+    if (first_squares.empty()) first_squares = squares;
+    EXPECT_EQ(squares, first_squares) << "the sum of squares' bits on every target";
     // AdamW: the scalar update's operations in its order, so its exact bits
     std::vector<float> p = w, m(w.size(), 0.1f), v(w.size(), 0.2f);
     const kernels::AdamWStep step{0.9f, 0.95f, 0.19f, 0.0975f, 3e-3f, 1e-8f, 0.1f, 0.5f};
