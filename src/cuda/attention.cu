@@ -120,13 +120,8 @@ void check_packing(const AttentionLaunch& l) {
 // Blocks of key tiles per row block: 1 when the row blocks fill the GPU; else enough splits for two blocks
 // per multiprocessor (decoding: one query row against a long cache), each split at least 2 tiles, at most 64.
 int64_t key_splits(int64_t row_blocks, int64_t key_tiles) {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  if (row_blocks >= sms || key_tiles < 4) return 1;
+  const int64_t sms = multiprocessor_count();
+  if (sms == 0 || row_blocks >= sms || key_tiles < 4) return 1;
   return std::min<int64_t>({(2 * sms + row_blocks - 1) / row_blocks, key_tiles / 2, 64});
 }
 
@@ -153,6 +148,16 @@ int64_t max_shared_bytes_per_block() {
     return 0;
   }
   return bytes;
+}
+
+int64_t multiprocessor_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
 }
 
 std::unique_ptr<DeviceScratch> set_score_bias(const AttentionLaunch& l, ScoreTerms* terms, float* slopes,

@@ -108,6 +108,8 @@ void attention_decode(const AttentionLaunch& launch, const ScoreTerms& terms, co
 int64_t attention_forward_shared_bytes(int64_t D, int64_t Dv, int64_t shaw_rows, bool shaw_values,
                                        bool transformer_xl = false);
 int64_t max_shared_bytes_per_block();
+// The current device's multiprocessors (0 where they cannot be read): how many blocks fill it.
+int64_t multiprocessor_count();
 
 // The backward (src/cuda/attention_backward.cu) of the forward described by `forward` (its q and k RoPE's
 // rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk (B, K, Hkv, D) and dv (B, K, Hkv, Dv),

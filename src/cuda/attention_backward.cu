@@ -164,11 +164,6 @@ void launch_backward(const BackwardParams& p, int64_t problems, const KeyWaves& 
                                  "the queries pass (dQ)");
 }
 
-unsigned blocks_for(int64_t total, int threads) {
-  return static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
-}
-
 }  // namespace
 
 void attention_backward(const AttentionBackwardLaunch& bl) {
@@ -270,7 +265,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   if (l.cu_seqlens_q != nullptr) {
     const int64_t n =
         l.B * ((l.Q * l.H + l.K * l.Hkv) * l.D + l.K * l.Hkv * l.Dv);  // dq, dk, dv: one scratch
-    poison_on_bad_packing_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(
+    poison_on_bad_packing_kernel<<<grid_blocks(n, 256), 256, 0, stream>>>(
         l.cu_seqlens_q, l.cu_seqlens_k, l.sequences, l.Q, l.K, bl.dq, n, bl.grad_sinks, l.H,
         bl.grad_sinks_stride, bl.grad_table, bl.table_rows, l.H, bl.grad_table_strides[0],
         bl.grad_table_strides[1]);
@@ -282,7 +277,7 @@ void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t 
                          int64_t T, int64_t H, int64_t D) {
   const int64_t total = B * T * H * D;
   if (total == 0) return;
-  accumulate_kernel<<<blocks_for(total, 256), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
+  accumulate_kernel<<<grid_blocks(total, 256), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
       g, grad, dtype, strides[0], strides[1], strides[2], T, H, D, total);
   check_launch("attention_backward", "the gradient accumulation kernel");
 }

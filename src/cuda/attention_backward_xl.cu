@@ -253,12 +253,8 @@ void launch_xl(const BackwardParams& p, int64_t problems, const KeyWaves& key_wa
 // heads alone do not give them, within attention_table_partial_bytes of partials of d rproj (one group
 // at least).
 int64_t problem_groups(int64_t problems, int64_t chunks, int64_t H, int64_t n, int64_t D) {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
+  const int64_t sms = multiprocessor_count();
+  if (sms == 0) return 1;
   const int64_t blocks = std::max<int64_t>(chunks * H, 1), per_group = std::max<int64_t>(H * n * D * 4, 1);
   const int64_t wanted = (2 * sms + blocks - 1) / blocks;
   return std::clamp<int64_t>(std::min(wanted, attention_table_partial_bytes / per_group), 1,

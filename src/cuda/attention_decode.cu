@@ -241,12 +241,8 @@ bool attention_decode_fits(const AttentionLaunch& l) {
 }
 
 int64_t attention_decode_splits(const AttentionLaunch& l) {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
+  const int64_t sms = multiprocessor_count();
+  if (sms == 0) return 1;
   const int64_t blocks = std::max<int64_t>(l.Hkv * l.B, 1), tiles = (l.K + kTileKeys - 1) / kTileKeys;
   return std::clamp<int64_t>(std::min<int64_t>((2 * sms + blocks - 1) / blocks, tiles / 2), 1, 64);
 }
