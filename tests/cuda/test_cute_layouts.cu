@@ -14,6 +14,7 @@
 #include <set>
 #include <utility>
 
+#include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/attention_tiles.cuh"
 
 namespace {
@@ -166,5 +167,99 @@ TEST(CuteLayouts, AttentionTilesWideQueryKeyHeads) {
   check_attention_tiles<cutlass::bfloat16_t, 192, 128>();
   check_attention_tiles<cutlass::half_t, 256, 128>();
 }
+
+// The Hopper forward's tiles (src/cuda/attention_sm90_tiles.cuh): the two consumer warpgroups' accumulators
+// of S cover the (128, 128) tile once, with row r of a thread's S and of its O the same query row (the row's
+// softmax state is shared by both); S's accumulators reshaped as the A operand of P V hold exactly the
+// operand's (row, key) elements; V^T is V read by columns; the shared-memory descriptors of each k16 step
+// start at that step's first element, in the 128-byte swizzle.
+template <class Element, int kHeadDim>
+void check_sm90_tiles() {
+  using T = posenc::cuda::AttentionSm90Tiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN, D = kHeadDim;
+  typename T::MmaS mma_s;
+  typename T::MmaO mma_o;
+  const auto scores = make_identity_tensor(make_shape(Int<BM>{}, Int<BN>{}));
+  const auto outputs = make_identity_tensor(make_shape(Int<BM>{}, Int<D>{}));
+  std::set<std::pair<int, int>> seen_s, seen_o;
+  for (int t = 0; t < 128 * T::kConsumers; ++t) {
+    const int g = t / 128, w = t % 128 / 32, l = t % 32;
+    const auto c = mma_s.get_slice(t).partition_C(scores);
+    const auto o = mma_o.get_slice(t).partition_C(outputs);
+    const auto rc = make_tensor(c.data(), posenc::cuda::gmma_accumulator_rows_cols(c.layout()));
+    const auto orc = make_tensor(o.data(), posenc::cuda::gmma_accumulator_rows_cols(o.layout()));
+    ASSERT_EQ(int(size<0>(rc)), 2);
+    ASSERT_EQ(int(size<0>(orc)), 2);
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < size<1>(rc); ++k) {
+        ASSERT_EQ(int(get<0>(rc(r, k))), 64 * g + 16 * w + l / 4 + 8 * r) << "thread " << t;
+        seen_s.insert({int(get<0>(rc(r, k))), int(get<1>(rc(r, k)))});
+      }
+      for (int k = 0; k < size<1>(orc); ++k) {
+        ASSERT_EQ(int(get<0>(orc(r, k))), int(get<0>(rc(r, 0)))) << "thread " << t;
+        seen_o.insert({int(get<0>(orc(r, k))), int(get<1>(orc(r, k)))});
+      }
+    }
+    const auto as_a = make_tensor(c.data(), posenc::cuda::gmma_accumulator_as_operand_a(c.layout()));
+    const auto a = mma_o.get_slice(t).partition_A(scores);
+    ASSERT_EQ(int(size(as_a)), int(size(a)));
+    ASSERT_EQ(int(size<2>(as_a)), int(size<2>(a)));
+    for (int k = 0; k < size<2>(a); ++k)
+      for (int i = 0; i < size<0>(a); ++i) {
+        ASSERT_EQ(int(get<0>(as_a(i, 0, k))), int(get<0>(a(i, 0, k)))) << "thread " << t << " k " << k;
+        ASSERT_EQ(int(get<1>(as_a(i, 0, k))), int(get<1>(a(i, 0, k)))) << "thread " << t << " k " << k;
+      }
+  }
+  EXPECT_EQ(seen_s.size(), size_t(BM * BN));
+  EXPECT_EQ(seen_o.size(), size_t(BM * D));
+  const typename T::SmemKV kv;
+  const typename T::SmemVt vt;
+  std::set<int> offsets;
+  for (int s = 0; s < T::kStages; ++s)
+    for (int n = 0; n < BN; ++n)
+      for (int d = 0; d < D; ++d) {
+        ASSERT_EQ(int(vt(d, n, s)), int(kv(n, d, s)));
+        offsets.insert(int(kv(n, d, s)));
+      }
+  EXPECT_EQ(offsets.size(), size_t(T::kStages * BN * D));
+  // The shared-memory descriptors: bits [62, 64) the layout type (1: the 128-byte swizzle); bits [0, 14) the
+  // start address in 16-byte units, of which the host sees only each k16 step's offset from the first (CuTe
+  // reads the tile's own address on the device alone): that step's first element.
+  Element* base = nullptr;
+  const auto sQ = make_tensor(make_smem_ptr(base), typename T::SmemQ{});
+  const auto sK = make_tensor(make_smem_ptr(base), typename T::SmemKV{});
+  const auto sVt = make_tensor(make_smem_ptr(base), typename T::SmemVt{});
+  const auto thr_s = mma_s.get_slice(128);  // the second consumer warpgroup: rows 64 .. 127
+  const auto thr_o = mma_o.get_slice(0);
+  const auto q_desc = thr_s.partition_fragment_A(sQ);
+  const auto k_desc = thr_s.partition_fragment_B(sK);
+  const auto v_desc = thr_o.partition_fragment_B(sVt);
+  const auto start = [](const GmmaDescriptor& d) { return int(d.bitfield.start_address_); };
+  const auto type = [](const GmmaDescriptor& d) { return int(d.bitfield.layout_type_); };
+  const typename T::SmemQ q_layout;
+  const int units = 16 / int(sizeof(Element));  // elements per 16 bytes
+  ASSERT_EQ(int(size<2>(q_desc)), D / 16);
+  ASSERT_EQ(int(size<2>(k_desc)), D / 16);
+  ASSERT_EQ(int(size<2>(v_desc)), BN / 16);
+  for (int kb = 0; kb < D / 16; ++kb) {
+    ASSERT_EQ(start(q_desc(0, 0, kb)) - start(q_desc(0, 0, 0)),
+              (int(q_layout(64, 16 * kb)) - int(q_layout(64, 0))) / units)
+        << "k step " << kb;
+    ASSERT_EQ(start(k_desc(0, 0, kb, 1)) - start(k_desc(0, 0, 0, 1)),
+              (int(kv(0, 16 * kb, 1)) - int(kv(0, 0, 1))) / units)
+        << "k step " << kb;
+    ASSERT_EQ(type(q_desc(0, 0, kb)), 1);
+    ASSERT_EQ(type(k_desc(0, 0, kb, 1)), 1);
+  }
+  for (int kb = 0; kb < BN / 16; ++kb) {
+    ASSERT_EQ(start(v_desc(0, 0, kb, 1)) - start(v_desc(0, 0, 0, 1)),
+              (int(vt(0, 16 * kb, 1)) - int(vt(0, 0, 1))) / units)
+        << "k step " << kb;
+    ASSERT_EQ(type(v_desc(0, 0, kb, 1)), 1);
+  }
+}
+
+TEST(CuteLayouts, AttentionSm90TilesBf16HeadDim128) { check_sm90_tiles<cutlass::bfloat16_t, 128>(); }
+TEST(CuteLayouts, AttentionSm90TilesFp16HeadDim64) { check_sm90_tiles<cutlass::half_t, 64>(); }
 
 }  // namespace

@@ -1,0 +1,72 @@
+// src/cuda/attention_sm90_tiles.cuh: the tiles of the Hopper attention forward (src/cuda/attention_sm90.cu)
+// on CuTe's SM90 atoms, and the layout algebra that turns its accumulators into rows and operands.
+// Host-evaluable: tests/cuda/test_cute_layouts.cu checks these maps without a GPU.
+//   wgmma m64nNk16 (bf16 or fp16 in, f32 accumulators), issued by a warpgroup (4 warps, 128 threads); two
+//   consumer warpgroups stacked along M: a block's 128 query rows, 64 each;
+//   S = Q K^T: both operands in shared memory (K-major: the head dim contiguous), a (128, 128) tile of keys;
+//   O += P V: P from registers (the accumulators of S rounded to the storage type), V in shared memory read
+//   as (head dim, keys), MN-major (its rows, the keys, are the reduction; the head dim is contiguous);
+//   Q, K and V in 128-byte-swizzled atoms of 8 rows x 64 columns (GMMA's canonical K-major layout), which
+//   the tensor-memory accelerator (TMA) writes and wgmma reads in the same swizzle; K and V in kStages
+//   buffers.
+#pragma once
+#include <cute/atom/mma_atom.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+namespace posenc::cuda {
+
+// kHeadDim: the q / k and v heads' columns (64 or 128; head dims below are zero-padded by the TMA).
+template <class Element, int kHeadDim>
+struct AttentionSm90Tiles {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head tiles of 64 or 128 columns");
+  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2;
+  static constexpr int kConsumers = 2;                     // warpgroups of 64 rows each
+  static constexpr int kThreads = 128 * (kConsumers + 1);  // and one producer warpgroup
+  using MmaS = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kBlockN>, cute::Int<kHeadDim>>>(),
+      cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
+  using MmaO = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kHeadDim>, cute::Int<kBlockN>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
+  using Atom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemQ = decltype(cute::tile_to_shape(Atom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
+  // K and V: (keys, head dim, stage).
+  using SmemKV = decltype(cute::tile_to_shape(
+      Atom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  // V as (head dim, keys, stage): the B operand of P V.
+  using SmemVt = decltype(cute::composition(
+      SmemKV{},
+      cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
+                        cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
+  // Bytes the TMA writes per K and V stage (a whole box, rows and columns past the tensor zero-filled).
+  static constexpr int kStageBytes = 2 * kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
+  static constexpr int kQBytes = kBlockM * kHeadDim * static_cast<int>(sizeof(Element));
+};
+
+// A wgmma accumulator fragment ((2, 2, N / 8), M, N) as (rows, cols) = ((2, M), ((2, N / 8), N)): values
+// c[v] of thread t = 32 w + l at row 16 w + l / 4 + 8 ((v / 2) % 2) and column 8 (v / 4) + 2 (l % 4) + v % 2.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto gmma_accumulator_rows_cols(Layout layout) {
+  using namespace cute;
+  static_assert(decltype(rank<0>(layout))::value == 3 && decltype(rank(layout))::value == 3);
+  return make_layout(make_layout(get<0, 1>(layout), get<1>(layout)),
+                     make_layout(make_layout(get<0, 0>(layout), get<0, 2>(layout)), get<2>(layout)));
+}
+
+// The accumulators of S (M x N) as the A operand of P V in registers (M x K, K = N): the k16 operand tile's
+// ((2, 2, 2), M, K / 16) values are two n8 column groups of the accumulators, ((2, 2, N / 8), M, N) ->
+// ((2, 2, 2), M, (N / 16, N)).
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto gmma_accumulator_as_operand_a(Layout layout) {
+  using namespace cute;
+  static_assert(decltype(rank<0>(layout))::value == 3 && decltype(rank(layout))::value == 3);
+  const auto groups = logical_divide(get<0, 2>(layout), Shape<_2>{});  // ((2, N / 16))
+  return make_layout(make_layout(get<0, 0>(layout), get<0, 1>(layout), get<0, 0>(groups)), get<1>(layout),
+                     make_layout(get<0, 1>(groups), get<2>(layout)));
+}
+
+}  // namespace posenc::cuda
