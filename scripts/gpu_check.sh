@@ -92,6 +92,15 @@ if wanted tests; then
     tail -3 "$out/$t.log"
     [ $status -eq 0 ] || { echo "$t FAILED (exit $status; 124: past its time limit)"; failed=1; }
   done
+  # The forward's tests once more with the sm_90a kernel wherever it fits (the shapes above mostly take the
+  # tiled kernel: their row blocks do not fill the GPU).
+  if fits 20; then
+    POSENC_TEST_FORWARD_KERNEL=sm90 timeout "$(limit 120)" "$bin/test_attention_cuda" \
+      --gtest_output="json:$out/test_attention_cuda_sm90.json" >"$out/test_attention_cuda_sm90.log" 2>&1
+    status=$?
+    tail -3 "$out/test_attention_cuda_sm90.log"
+    [ $status -eq 0 ] || { echo "test_attention_cuda on sm90 FAILED (exit $status)"; failed=1; }
+  fi
 fi
 
 if wanted bench && phase "benchmarks (posenc, then the PyTorch anchors)" && fits 150; then
@@ -130,6 +139,9 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
     'RopeCuda.StridedAndMisalignedViews:RopeCuda.PositionsPast*:RopeCuda.CosSinTable'
   sanitize memcheck attention test_attention_cuda \
     'AttentionCuda.SlicesOfAFusedQkvBuffer:AttentionCuda.ExplicitPositions*'
+  # The sm_90a kernel's barriers and TMA writes: memcheck and racecheck on its own test's shapes.
+  sanitize memcheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
+  sanitize racecheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
   sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
   sanitize memcheck attention_xl_backward test_attention_xl_backward_cuda \

@@ -6,7 +6,9 @@
 // W_R's gradients, d_model = H D), every gradient deterministic. TFLOP/s count the FLOPs done (4 B H D per
 // visible pair: q.k and P V; the backward 10 B H D more: the recomputed q.k, dP, dV, dQ and dK,
 // FlashAttention-2's count), as the anchors of scripts/gpu_anchors.py count theirs (the same run times a
-// large bf16 matmul as the limit). One JSON line per figure on stdout; run by scripts/gpu_check.sh.
+// large bf16 matmul as the limit). On a Hopper GPU the forward's rows without Shaw's or Transformer-XL's
+// terms run on the sm_90a kernel; the rows marked "tiled" run the same calls on the tiled kernel, which
+// every GPU runs. One JSON line per figure on stdout; run by scripts/gpu_check.sh.
 //   usage: bench_attention_cuda [repeats]
 #include <algorithm>
 #include <string>
@@ -14,6 +16,7 @@
 #include "cuda_timing.h"
 #include "posenc/attention.h"
 #include "posenc/device.h"
+#include "src/cuda/attention.h"
 
 namespace {
 using namespace posenc;
@@ -179,14 +182,20 @@ int main(int argc, char** argv) {
         view(xl + H * D, {H, D}, Device::cuda), view(xl + 2 * H * D, {H * D, d_model}, Device::cuda)};
     variants.push_back({"transformer_xl", transformer_xl, 0});
     const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " causal";
-    for (const Variant& var : variants) {
+    const auto row = [&](const Variant& var, const char* suffix) {
       const double ms = median_ms(repeats, 1, [&](int) { attention_forward(var.config, in, o, {}); });
       const double flops = 4.0 * B * H * D * visible_pairs(S, var.window);
       std::printf(
-          "{\"op\": \"attention_forward\", \"variant\": \"%s\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
+          "{\"op\": \"attention_forward\", \"variant\": \"%s%s\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
           "\"ms\": %.4f, \"tflops\": %.1f}\n",
-          var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+          var.name, suffix, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
       std::fflush(stdout);
+    };
+    for (const Variant& var : variants) row(var, "");
+    if (cuda::attention_sm90_available()) {  // the scalar terms once more on the tiled kernel
+      cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
+      for (size_t i = 0; i < 5; ++i) row(variants[i], " tiled");  // none, alibi, t5, clipped, softcap
+      cuda::attention_forward_choice = cuda::AttentionKernel::automatic;
     }
     cudaFree(table), cudaFree(shaw_tables), cudaFree(xl);
     for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);

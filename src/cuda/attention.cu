@@ -234,6 +234,12 @@ void attention_forward(const AttentionLaunch& l) {
     }
     return;
   }
+  if (attention_forward_choice != AttentionKernel::tiled &&
+      attention_sm90_fits(l, attention_forward_choice == AttentionKernel::automatic)) {
+    p.splits = 1;
+    launch_sm90(l, p);
+    return;
+  }
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens
   p.shaw_limit = static_cast<int32_t>(l.shaw_max_distance), p.shaw_rows = 0;
   if (l.shaw_a_k != nullptr) {

@@ -90,6 +90,16 @@ struct AttentionLaunch {
   double xl_base = 10000.0;
 };
 void attention_forward(const AttentionLaunch& launch);
+// Which kernel runs a forward both can take: on a Hopper GPU, the sm_90a kernel (src/cuda/attention_sm90.cu:
+// wgmma, TMA, warp-specialized) where it fits and its row blocks fill the GPU (automatic); or always the
+// tiled kernel (src/cuda/attention_forward.cuh), or the sm_90a kernel wherever it fits, even on a few
+// row blocks: the GPU tests run both on their small shapes.
+enum class AttentionKernel { automatic, tiled, sm90 };
+inline AttentionKernel attention_forward_choice = AttentionKernel::automatic;
+// Whether the current device runs the sm_90a kernel (a compute capability 9.0 GPU, and this build has its
+// code), and how many launches it has had: the GPU tests check that their shapes ran on it.
+bool attention_sm90_available();
+inline int64_t attention_sm90_launches = 0;
 
 // Decoding rows (src/cuda/attention_decode.cu): the forward of launches with at most kMaxDecodeRows query
 // rows per kv head (Q x H / Hkv), batch rows (not packed), without Shaw's or Transformer-XL's terms, on the

@@ -11,6 +11,7 @@
 // every element must be written. The refusals run without a GPU; everything else skips without one.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -149,6 +150,25 @@ const std::vector<Enc>& gpu_encodings() {
   return e;
 }
 
+// Which forward kernel runs the calls of a scope (restored at its end, also when an assertion returns).
+struct ForwardKernel {
+  explicit ForwardKernel(cuda::AttentionKernel k) : saved(cuda::attention_forward_choice) {
+    cuda::attention_forward_choice = k;
+  }
+  ~ForwardKernel() { cuda::attention_forward_choice = saved; }
+  cuda::AttentionKernel saved;
+};
+
+// POSENC_TEST_FORWARD_KERNEL=sm90 (or tiled) runs every test here with that forward kernel wherever it fits
+// (scripts/gpu_check.sh runs the file once more on the sm_90a kernel).
+[[maybe_unused]] const bool kKernelFromEnvironment = [] {
+  const char* k = std::getenv("POSENC_TEST_FORWARD_KERNEL");
+  if (k != nullptr && std::string(k) == "sm90") cuda::attention_forward_choice = cuda::AttentionKernel::sm90;
+  if (k != nullptr && std::string(k) == "tiled")
+    cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
+  return k != nullptr;
+}();
+
 TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
   POSENC_SKIP_WITHOUT_GPU();
   Case capped{1, 70, 70, 4, 2, 64, true};
@@ -166,6 +186,44 @@ TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
   for (const Storage* s : {&kBf16, &kF16})
     for (const Case& c : shapes)
       for (Enc e : gpu_encodings()) check(c, e, *s);
+}
+
+// The sm_90a kernel (src/cuda/attention_sm90.cu: wgmma, TMA, warp-specialized), forced onto the shapes it
+// takes even where their row blocks would not fill the GPU: several row blocks of 128 and more key tiles than
+// its ring of 2 buffers (its mbarriers' phases wrap), partial row blocks and key tiles, tiles a causal mask,
+// a window or a chunk skips or leaves whole, head dims below its 64 and 128 tiles (zero columns from the
+// TMA), multi-query and grouped heads, every scalar encoding, softcap with sinks, query temperature.
+TEST(AttentionCuda, Sm90KernelAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ForwardKernel forced(cuda::AttentionKernel::sm90);
+  Case capped{1, 200, 200, 4, 2, 64, true};
+  capped.softcap = 2.0, capped.sinks = true, capped.chunk = 48;
+  Case temperature{1, 260, 260, 2, 1, 96, true};
+  temperature.temperature = 1;
+  const std::vector<Case> shapes = {
+      {2, 70, 70, 4, 2, 64, true},       // one partial row block and key tile, grouped heads
+      {1, 300, 650, 4, 4, 128, true},    // 3 row blocks, 6 key tiles
+      {1, 129, 1000, 2, 1, 128, false},  // a row past the first block, bidirectional, multi-query
+      {2, 24, 500, 8, 2, 32, false},     // a head dim of 32 on the 64 tile
+      {2, 300, 700, 2, 2, 128, true, 150}, capped, temperature};
+  const int64_t launches = cuda::attention_sm90_launches;
+  for (const Storage* s : {&kBf16, &kF16})
+    for (const Case& c : shapes)
+      for (Enc e : gpu_encodings()) check(c, e, *s);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches,
+            static_cast<int64_t>(2 * shapes.size() * gpu_encodings().size()));
+}
+
+// A small case of the sm_90a kernel for the GPU check's sanitizers: two row blocks, four key tiles through
+// its two buffers, a learned lookup.
+TEST(AttentionCuda, Sm90KernelSmallCase) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ForwardKernel forced(cuda::AttentionKernel::sm90);
+  const int64_t launches = cuda::attention_sm90_launches;
+  check({1, 130, 400, 2, 1, 64, true}, Enc::t5, kBf16);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches, 1);
 }
 
 // Few row blocks against many key tiles: the keys split across blocks and merged (split-K decoding), with

@@ -1,0 +1,458 @@
+// src/cuda/attention_sm90.cu: the fused attention forward on Hopper (sm_90a), for the launches it takes
+// (attention_sm90_fits): batch rows, head dims up to 128, every scalar positional term (none, ALiBi, the
+// learned lookups of T5 and the clipped bias), softcap, sinks, windows, chunks, query temperature, GQA,
+// explicit positions. Shaw's and Transformer-XL's terms, packed sequences, larger heads and launches too
+// small to fill the GPU run on the tiled kernel (src/cuda/attention_forward.cuh), which also runs on Ampere.
+// FlashAttention-3's structure (Shah et al. 2024, arXiv 2407.08608), warp-specialized:
+//   a block of 3 warpgroups owns 128 query rows of one head; a producer warp (the first warpgroup, its
+//   registers given up with setmaxnreg) decides which key tiles of 128 the mask leaves visible
+//   (src/attention_mask.h any_visible on the tile's position range, as the tiled kernel) and loads each
+//   visible tile's K and V with the tensor-memory accelerator (TMA) into a ring of kStages buffers, with the
+//   tile's key positions, each buffer's arrival on an mbarrier ("full") and its release by the consumers on
+//   another ("empty"); after the last tile, a buffer with tile -1 tells the consumers to stop;
+//   two consumer warpgroups, 64 rows each: S = Q K^T by wgmma from shared memory, the logit of
+//   src/cuda/attention-inl.cuh per accumulator element from its (row, col) (the same functions and order as
+//   the tiled kernel), the online softmax in base 2, P rounded to the storage type in registers and
+//   O += P V by wgmma with P from registers; out and lse from registers at the end.
+// Q, K and V rows and head columns past the tensors are zero-filled by the TMA (a partial tile's keys are
+// masked, a zero column adds nothing), so nothing past them is read.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+
+#include "posenc/device.h"
+#include "src/cuda/attention.h"
+#include "src/cuda/attention_forward.cuh"
+#include "src/cuda/attention_sm90_tiles.cuh"
+#include "src/cuda/device.h"
+
+namespace posenc::cuda {
+namespace forward {
+namespace {
+using namespace cute;
+using cutlass::arch::ClusterBarrier;
+using cutlass::arch::ClusterTransactionBarrier;
+
+// q, k, v in global memory as (rows, head dim, heads, batch rows) for the TMA.
+using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <class Element, int kHeadDim>
+struct Sm90 {
+  using T = AttentionSm90Tiles<Element, kHeadDim>;
+  static auto gmem(const void* data, GmemShape shape, GmemStride stride) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), shape, stride);
+  }
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+                                      typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+                                       take<0, 2>(typename T::SmemKV{}),
+                                       Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
+  struct Shared {
+    alignas(1024) Element q[T::kBlockM * kHeadDim];  // the 128-byte swizzle repeats every 1024 bytes
+    alignas(1024) Element k[T::kStages * T::kBlockN * kHeadDim];
+    alignas(1024) Element v[T::kStages * T::kBlockN * kHeadDim];
+    int64_t k_pos[T::kStages][T::kBlockN];
+    int64_t tile[T::kStages];  // the key tile in each buffer; -1: the keys are done
+    int whole[T::kStages];     // the mask leaves the tile whole (all_visible): no mask test per pair
+    float lookup[kMaxLookup];
+    int64_t rows_range[3];  // the producer's: the rows' least and greatest positions, whether any is inexact
+    uint64_t q_full;
+    uint64_t full[T::kStages];
+    uint64_t empty[T::kStages];
+  };
+  // The dynamic shared memory: the struct and room to align it to 1024 bytes.
+  static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
+};
+
+// The producer warp's part: the rows' position range, then every key tile the mask leaves visible into the
+// ring of buffers, then the end marker.
+template <class Element, int kHeadDim>
+__device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, kHeadDim>::Shared& sh,
+                                        const typename Sm90<Element, kHeadDim>::TmaQ& tma_q,
+                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_k,
+                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_v, int b, int h,
+                                        int row_block, int rows) {
+  using T = AttentionSm90Tiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  const int lane = threadIdx.x % 32;
+  const int hk = h / static_cast<int>(p.H / p.Hkv);
+  const int64_t row0 = static_cast<int64_t>(row_block) * BM;
+  const int batch = static_cast<int>(gridDim.z);
+  Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
+  Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
+  Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
+  Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BM>, Int<kHeadDim>>{}, make_coord(row_block, 0));
+  Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (BN, D, t)
+  Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
+  auto [tQg, tQs] =
+      tma_partition(tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+  auto [tKg, tKs] =
+      tma_partition(tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+  auto [tVg, tVs] =
+      tma_partition(tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+  if (lane == 0) {
+    prefetch_tma_descriptor(tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(tma_v.get_tma_descriptor());
+    ClusterTransactionBarrier::arrive_and_expect_tx(&sh.q_full, T::kQBytes);
+    copy(tma_q.with(sh.q_full), tQg, tQs);
+  }
+
+  // The rows' position range (rows past Q excluded) and whether any is out of the exact range.
+  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + row0;
+  int64_t qmin = INT64_MAX, qmax = INT64_MIN;
+  bool rows_bad = false;
+  for (int i = lane; i < rows; i += 32) {
+    const int64_t qp = q_pos[i];
+    qmin = min(qmin, qp), qmax = max(qmax, qp);
+    rows_bad |= !position_in_range(qp, 0);
+  }
+  CUTE_UNROLL
+  for (int o = 16; o > 0; o /= 2) {
+    qmin = min(qmin, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(qmin), o)));
+    qmax = max(qmax, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(qmax), o)));
+  }
+  rows_bad = __any_sync(0xffffffffu, rows_bad) != 0;
+  // Kept in shared memory and read back per tile (volatile: not held in registers across the loop): the
+  // producer's registers are few (setmaxnreg), and these are read once per tile.
+  volatile int64_t* rows_range = sh.rows_range;
+  if (lane == 0) rows_range[0] = qmin, rows_range[1] = qmax, rows_range[2] = rows_bad;
+  __syncwarp();
+
+  const int64_t* k_pos = p.k_pos + b * p.k_pos_stride;
+  const int n_tiles = static_cast<int>((p.K + BN - 1) / BN);  // K < 2^31 (attention_sm90_fits)
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int t = 0; t < n_tiles; ++t) {
+    const int col0 = t * BN;
+    const int cols = min(BN, static_cast<int>(p.K) - col0);
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    bool bad = false;
+    for (int j = lane; j < cols; j += 32) {
+      const int64_t kp = k_pos[col0 + j];
+      lo = min(lo, kp), hi = max(hi, kp), bad |= !position_in_range(kp, 0);
+    }
+    CUTE_UNROLL
+    for (int o = 16; o > 0; o /= 2) {
+      lo = min(lo, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(lo), o)));
+      hi = max(hi, static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(hi), o)));
+    }
+    bad = __any_sync(0xffffffffu, bad) != 0;
+    // Skipped only when every position is exact (no distance in the test wraps) and the mask hides every
+    // pair.
+    const int64_t rows_lo = rows_range[0], rows_hi = rows_range[1];
+    const bool exact = !bad && rows_range[2] == 0;
+    if (exact && !p.mask.any_visible(rows_lo, rows_hi, lo, hi)) continue;
+    const bool whole = exact && cols == BN && p.mask.all_visible(rows_lo, rows_hi, lo, hi);
+    ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);  // the consumers are done with the buffer
+    for (int j = lane; j < BN; j += 32) sh.k_pos[stage][j] = j < cols ? k_pos[col0 + j] : 0;  // from L1
+    // Each lane's arrival releases its own stores of the positions; lane 0's also expects the TMA's bytes.
+    if (lane == 0) {
+      sh.tile[stage] = t, sh.whole[stage] = whole;
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full[stage], T::kStageBytes);
+      copy(tma_k.with(sh.full[stage]), tKg(_, t), tKs(_, stage));
+      copy(tma_v.with(sh.full[stage]), tVg(_, t), tVs(_, stage));
+    } else {
+      ClusterBarrier::arrive(&sh.full[stage]);
+    }
+    if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+  ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);
+  if (lane == 0) sh.tile[stage] = -1;
+  ClusterBarrier::arrive(&sh.full[stage]);
+}
+
+// A warpgroup's wgmma over the k16 steps of its operands: acc = A B (zero_init) or acc += A B.
+template <class Mma, class A, class B, class Acc>
+__device__ __forceinline__ void warpgroup_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    gemm(mma, a(_, _, k), b(_, _, k), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc);
+}
+
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThreads, 1)
+    attention_sm90_kernel(const __grid_constant__ Params p,
+                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaQ tma_q,
+                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaKV tma_k,
+                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaKV tma_v) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = AttentionSm90Tiles<Element, kHeadDim>;
+  using Shared = typename Sm90<Element, kHeadDim>::Shared;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  extern __shared__ unsigned char shared_bytes[];
+  Shared& sh =
+      *reinterpret_cast<Shared*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) & ~uintptr_t{1023});
+  const int tid = threadIdx.x;
+  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
+  const int row_block = static_cast<int>((p.Q + BM - 1) / BM - 1 - blockIdx.x);  // the most keys first
+  const int64_t row0 = static_cast<int64_t>(row_block) * BM;
+  const int rows = static_cast<int>(min<int64_t>(BM, p.Q - row0));
+
+  if (p.terms.bias == ScoreBias::lookup)
+    for (int i = tid; i < 2 * p.terms.limit + 1; i += T::kThreads)
+      sh.lookup[i] = p.lookup[h * (2 * p.terms.limit + 1) + i];
+  if (tid == 0) {
+    ClusterTransactionBarrier::init(&sh.q_full, 1);
+    for (int s = 0; s < T::kStages; ++s) {
+      ClusterTransactionBarrier::init(&sh.full[s], 32);         // the producer warp's lanes
+      ClusterBarrier::init(&sh.empty[s], 128 * T::kConsumers);  // every consumer thread
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();  // the barriers and the lookup
+
+  if (tid < 128) {  // the producer warpgroup: one warp loads, the others leave
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (tid < 32) produce<Element, kHeadDim>(p, sh, tma_q, tma_k, tma_v, b, h, row_block, rows);
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  const int ctid = tid - 128;
+  Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});
+  typename T::MmaS mma_s;
+  typename T::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(ctid);
+  auto thr_o = mma_o.get_thread_slice(ctid);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);  // shared-memory descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);
+  Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<BM>, Int<kHeadDim>>{});
+  clear(acc_o);
+  // Each thread's accumulator elements as (row, col) of the tile: 2 rows, the same in S and O.
+  Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
+  Tensor tScS = make_tensor(cS.data(), gmma_accumulator_rows_cols(cS.layout()));
+  Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{}));
+  Tensor tOcO = make_tensor(cO.data(), gmma_accumulator_rows_cols(cO.layout()));
+  Tensor o = make_tensor(acc_o.data(), gmma_accumulator_rows_cols(acc_o.layout()));
+  constexpr int kRows = decltype(size<0>(o))::value;
+  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + row0;
+  float row_max[kRows], row_sum[kRows], scale_of[kRows];
+  int64_t qpos_of[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(tOcO(r, 0));
+    qpos_of[r] = row < rows ? q_pos[row] : 0;
+    const double f =
+        detail::query_temperature_factor(p.temperature, p.temperature_scale, p.temperature_floor, qpos_of[r]);
+    scale_of[r] = p.scale * static_cast<float>(f);
+    row_max[r] = -INFINITY, row_sum[r] = 0;
+  }
+  ScoreTerms terms = p.terms;
+  terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
+
+  ClusterTransactionBarrier::wait(&sh.q_full, 0);
+  int stage = 0;
+  uint32_t phase = 0;
+  for (;;) {
+    ClusterTransactionBarrier::wait(&sh.full[stage], phase);
+    const int64_t t = sh.tile[stage];
+    if (t < 0) break;
+    const bool whole = sh.whole[stage] != 0;
+    const int cols = static_cast<int>(min<int64_t>(BN, p.K - t * BN));
+    const int64_t* k_pos = sh.k_pos[stage];
+    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+    warpgroup_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
+
+    // Logits (times log2 e) and the online softmax, row by row (src/cuda/attention_forward.cuh's order).
+    Tensor s = make_tensor(acc_s.data(), gmma_accumulator_rows_cols(acc_s.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float mx = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        const int col = get<1>(tScS(r, c));
+        float x;
+        if (whole) {
+          x = capped_logit(scale_of[r] * s(r, c), terms.softcap);
+          if (terms.bias != ScoreBias::none) x += position_bias(terms, k_pos[col] - qpos_of[r], sh.lookup);
+        } else {
+          x = col < cols
+                  ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], k_pos[col], sh.lookup)
+                  : -INFINITY;
+        }
+        s(r, c) = x * kLog2e;
+        mx = fmaxf(mx, s(r, c));
+      }
+      mx = quad_max(mx);
+      const float base = mx == -INFINITY ? 0.0f : mx;  // nothing visible yet: every term is 0 and stays 0
+      const float correction = exp2f(row_max[r] - base);
+      row_max[r] = mx;
+      float sum = 0;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = exp2f(s(r, c) - base);
+        sum += s(r, c);
+      }
+      row_sum[r] = row_sum[r] * correction + sum;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction;
+    }
+
+    // P rounded to the storage type in registers, as P V's A operand.
+    Tensor probs = make_tensor_like<Element>(acc_s);
+    using Convert = cutlass::NumericArrayConverter<Element, float, decltype(size(acc_s))::value>;
+    *reinterpret_cast<typename Convert::result_type*>(probs.data()) =
+        Convert{}(*reinterpret_cast<const typename Convert::source_type*>(acc_s.data()));
+    Tensor tOrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
+    warpgroup_fence_operand(tOrP);
+    warpgroup_gemm(mma_o, tOrP, tOrV(_, _, _, stage), acc_o, false);
+    ClusterBarrier::arrive(&sh.empty[stage]);  // this thread is done with the buffer
+    if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+
+  // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
+  const bool has_sink = p.sinks != nullptr;
+  const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
+  const int lane = tid % 32;
+  Element* out =
+      static_cast<Element*>(p.out) + b * p.out_strides[0] + row0 * p.out_strides[1] + h * p.out_strides[2];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(tOcO(r, 0));
+    RowEnd end = finish_row(row_max[r], quad_sum(row_sum[r]), has_sink, sink);
+    if (!position_in_range(qpos_of[r], 0)) end = {quiet_nan(), quiet_nan()};
+    if (row >= rows) continue;
+    Element* out_row = out + row * p.out_strides[1];
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
+      const int col = get<1>(tOcO(r, c));
+      if (col >= p.Dv) continue;  // a padded column (Dv is even: col + 1 is inside with col)
+      const uint32_t lo = Element(o(r, c) * end.out_factor).raw(),
+                     hi = Element(o(r, c + 1) * end.out_factor).raw();
+      *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
+    }
+    if (p.lse != nullptr && lane % 4 == 0)
+      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (row0 + row) * p.lse_strides[2]] = end.lse;
+  }
+#else
+  __trap();  // compiled for a device without sm_90a's wgmma: attention_sm90_fits never selects it
+#endif
+}
+
+// The TMA's view of q, k or v: (rows, head dim, heads, batch rows) at the launch's strides. A dimension of
+// extent 1 takes a stride of 16 bytes (any multiple of 16 describes it; the caller's may be anything).
+GmemStride gmem_stride(const int64_t strides[3], int64_t T, int64_t H, int64_t B) {
+  return GmemStride{T > 1 ? strides[1] : 8, _1{}, H > 1 ? strides[2] : 8, B > 1 ? strides[0] : 8};
+}
+
+template <class Element, int kHeadDim>
+void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
+  using K = Sm90<Element, kHeadDim>;
+  using T = typename K::T;
+  const int B = static_cast<int>(l.B);
+  const auto q =
+      K::gmem(l.q, GmemShape{static_cast<int>(l.Q), static_cast<int>(l.D), static_cast<int>(l.H), B},
+              gmem_stride(l.q_strides, l.Q, l.H, l.B));
+  const auto k =
+      K::gmem(l.k, GmemShape{static_cast<int>(l.K), static_cast<int>(l.D), static_cast<int>(l.Hkv), B},
+              gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
+  const auto v =
+      K::gmem(l.v, GmemShape{static_cast<int>(l.K), static_cast<int>(l.Dv), static_cast<int>(l.Hkv), B},
+              gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
+  const typename K::TmaQ tma_q =
+      make_tma_copy(SM90_TMA_LOAD{}, q, typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
+  const typename K::TmaKV tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename T::SmemKV{}),
+                                                Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  const typename K::TmaKV tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, take<0, 2>(typename T::SmemKV{}),
+                                                Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  auto kernel = attention_sm90_kernel<Element, kHeadDim>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSharedBytes);
+  check_launch("attention", "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>((l.Q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(l.H),
+                  static_cast<unsigned>(l.B));
+  kernel<<<grid, T::kThreads, K::kSharedBytes, static_cast<cudaStream_t>(cuda_stream())>>>(p, tma_q, tma_k,
+                                                                                           tma_v);
+  check_launch("attention", "the sm_90a attention kernel");
+}
+
+template <class Element>
+const void* sm90_kernel_for(int64_t tile) {
+  return tile == 64 ? reinterpret_cast<const void*>(attention_sm90_kernel<Element, 64>)
+                    : reinterpret_cast<const void*>(attention_sm90_kernel<Element, 128>);
+}
+
+// Whether the device is a Hopper (compute capability 9.0) and this build has the kernel's sm_90a code.
+bool sm90_device(DType dtype, int64_t tile) {
+  int device = 0, major = 0, minor = 0;
+  cudaFuncAttributes attributes{};
+  const bool ok =
+      cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+      major == 9 && minor == 0 &&
+      cudaFuncGetAttributes(&attributes, dtype == DType::bf16
+                                             ? sm90_kernel_for<cutlass::bfloat16_t>(tile)
+                                             : sm90_kernel_for<cutlass::half_t>(tile)) == cudaSuccess &&
+      attributes.binaryVersion == 90;
+  if (!ok) cudaGetLastError();  // a failed query leaves no error behind for the next launch
+  return ok;
+}
+
+}  // namespace
+
+int64_t attention_sm90_tile(const AttentionLaunch& l) {
+  if (l.D > 128 || l.Dv > 128) return 0;
+  return l.D <= 64 && l.Dv <= 64 ? 64 : 128;
+}
+
+bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
+  const int64_t tile = attention_sm90_tile(l);
+  if (tile == 0 || l.shaw_a_k != nullptr || l.xl_w_r != nullptr || l.cu_seqlens_q != nullptr) return false;
+  if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
+  // The grid, and the TMA's (int32 extents, strides multiples of 16 bytes below 2^40 bytes, 16-byte aligned
+  // addresses).
+  const int64_t row_blocks = (l.Q + 127) / 128;
+  if (row_blocks > INT32_MAX || l.H > 65535 || l.B > 65535 || l.K > INT32_MAX) return false;
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v)) return false;
+  const auto strides_ok = [](const int64_t s[3], int64_t T, int64_t H, int64_t B) {
+    const int64_t extents[3] = {B, T, H};
+    for (int i = 0; i < 3; ++i)
+      if (extents[i] > 1 && (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= (int64_t{1} << 38))) return false;
+    return true;
+  };
+  if (!strides_ok(l.q_strides, l.Q, l.H, l.B) || !strides_ok(l.k_strides, l.K, l.Hkv, l.B) ||
+      !strides_ok(l.v_strides, l.K, l.Hkv, l.B))
+    return false;
+  if (fill_required && row_blocks * l.H * l.B < multiprocessor_count()) return false;  // split-K serves it
+  const int64_t shared =
+      tile == 64 ? Sm90<cutlass::bfloat16_t, 64>::kSharedBytes : Sm90<cutlass::bfloat16_t, 128>::kSharedBytes;
+  return shared <= max_shared_bytes_per_block() && sm90_device(l.dtype, tile);
+}
+
+void launch_sm90(const AttentionLaunch& l, const Params& p) {
+  const int64_t tile = attention_sm90_tile(l);
+  ++attention_sm90_launches;
+  if (l.dtype == DType::bf16)
+    tile == 64 ? launch_sm90_tiles<cutlass::bfloat16_t, 64>(l, p)
+               : launch_sm90_tiles<cutlass::bfloat16_t, 128>(l, p);
+  else
+    tile == 64 ? launch_sm90_tiles<cutlass::half_t, 64>(l, p) : launch_sm90_tiles<cutlass::half_t, 128>(l, p);
+}
+
+}  // namespace forward
+
+bool attention_sm90_available() { return forward::sm90_device(DType::bf16, 128); }
+
+}  // namespace posenc::cuda
