@@ -238,6 +238,7 @@ void attention_forward(const AttentionLaunch& l) {
       attention_sm90_fits(l, attention_forward_choice == AttentionKernel::automatic)) {
     p.splits = 1;
     launch_sm90(l, p);
+    check_packing(l);
     return;
   }
   const int64_t q_blocks = (l.Q + 63) / 64;  // packed: the longest sequence is at most Q tokens

@@ -1,7 +1,7 @@
 // src/cuda/attention_sm90.cu: the fused attention forward on Hopper (sm_90a), for the launches it takes
-// (attention_sm90_fits): batch rows, head dims up to 128, every scalar positional term (none, ALiBi, the
-// learned lookups of T5 and the clipped bias), softcap, sinks, windows, chunks, query temperature, GQA,
-// explicit positions. Shaw's and Transformer-XL's terms, packed sequences, larger heads and launches too
+// (attention_sm90_fits): batch rows or packed sequences, head dims up to 128, every scalar positional term
+// (none, ALiBi, the learned lookups of T5 and the clipped bias), softcap, sinks, windows, chunks, query
+// temperature, GQA, explicit positions. Shaw's and Transformer-XL's terms, larger heads and launches too
 // small to fill the GPU run on the tiled kernel (src/cuda/attention_forward.cuh), which also runs on Ampere.
 // FlashAttention-3's structure (Shah et al. 2024, arXiv 2407.08608), warp-specialized:
 //   a block of 3 warpgroups owns 128 query rows of one head; a producer warp (the first warpgroup, its
@@ -15,7 +15,8 @@
 //   the tiled kernel), the online softmax in base 2, P rounded to the storage type in registers and
 //   O += P V by wgmma with P from registers; out and lse from registers at the end.
 // Q, K and V rows and head columns past the tensors are zero-filled by the TMA (a partial tile's keys are
-// masked, a zero column adds nothing), so nothing past them is read.
+// masked, a zero column adds nothing), so nothing past them is read; a packed sequence's partial last key
+// tile holds the next sequence's keys, masked, and its V rows are zeroed before P V.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -62,6 +63,7 @@ struct Sm90 {
     int64_t tile[T::kStages];  // the key tile in each buffer; -1: the keys are done
     int whole[T::kStages];     // the mask leaves the tile whole (all_visible): no mask test per pair
     float lookup[kMaxLookup];
+    ScoreTerms terms;       // the head's (its ALiBi slope)
     int64_t rows_range[3];  // the producer's: the rows' least and greatest positions, whether any is inexact
     uint64_t q_full;
     uint64_t full[T::kStages];
@@ -71,29 +73,39 @@ struct Sm90 {
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
 };
 
+// A block's problem: a batch row (b), or a packed sequence (b = 0) at offsets q0 and k0 of the tokens; its
+// nq rows and nk keys. Extents below 2^31 (attention_sm90_fits).
+struct Problem {
+  int b, q0, nq, k0, nk;
+};
+
 // The producer warp's part: the rows' position range, then every key tile the mask leaves visible into the
 // ring of buffers, then the end marker.
 template <class Element, int kHeadDim>
 __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, kHeadDim>::Shared& sh,
                                         const typename Sm90<Element, kHeadDim>::TmaQ& tma_q,
                                         const typename Sm90<Element, kHeadDim>::TmaKV& tma_k,
-                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_v, int b, int h,
-                                        int row_block, int rows) {
+                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_v,
+                                        const Problem& pr, int h, int row_block, int rows) {
   using T = AttentionSm90Tiles<Element, kHeadDim>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   const int lane = threadIdx.x % 32;
   const int hk = h / static_cast<int>(p.H / p.Hkv);
   const int64_t row0 = static_cast<int64_t>(row_block) * BM;
-  const int batch = static_cast<int>(gridDim.z);
+  const int b = pr.b, batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
   Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
   Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
   Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
   Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
-  Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<BM>, Int<kHeadDim>>{}, make_coord(row_block, 0));
-  Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));  // (BN, D, t)
-  Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
+  // The problem's rows and keys (a packed sequence's from its offsets), in tiles; (BN, D, tiles) for K and V.
+  Tensor gQ = local_tile(domain_offset(make_coord(pr.q0, 0), mQ(_, _, h, b)), Shape<Int<BM>, Int<kHeadDim>>{},
+                         make_coord(row_block, 0));
+  Tensor gK = local_tile(domain_offset(make_coord(pr.k0, 0), mK(_, _, hk, b)),
+                         Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
+  Tensor gV = local_tile(domain_offset(make_coord(pr.k0, 0), mV(_, _, hk, b)),
+                         Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
   auto [tQg, tQs] =
       tma_partition(tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
   auto [tKg, tKs] =
@@ -109,7 +121,7 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   }
 
   // The rows' position range (rows past Q excluded) and whether any is out of the exact range.
-  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + row0;
+  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + pr.q0 + row0;
   int64_t qmin = INT64_MAX, qmax = INT64_MIN;
   bool rows_bad = false;
   for (int i = lane; i < rows; i += 32) {
@@ -129,13 +141,13 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   if (lane == 0) rows_range[0] = qmin, rows_range[1] = qmax, rows_range[2] = rows_bad;
   __syncwarp();
 
-  const int64_t* k_pos = p.k_pos + b * p.k_pos_stride;
-  const int n_tiles = static_cast<int>((p.K + BN - 1) / BN);  // K < 2^31 (attention_sm90_fits)
+  const int64_t* k_pos = p.k_pos + b * p.k_pos_stride + pr.k0;
+  const int n_tiles = (pr.nk + BN - 1) / BN;
   int stage = 0;
   uint32_t phase = 0;
   for (int t = 0; t < n_tiles; ++t) {
     const int col0 = t * BN;
-    const int cols = min(BN, static_cast<int>(p.K) - col0);
+    const int cols = min(BN, pr.nk - col0);
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     bool bad = false;
     for (int j = lane; j < cols; j += 32) {
@@ -202,15 +214,28 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   Shared& sh =
       *reinterpret_cast<Shared*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) & ~uintptr_t{1023});
   const int tid = threadIdx.x;
-  const int b = static_cast<int>(blockIdx.z), h = static_cast<int>(blockIdx.y);
-  const int row_block = static_cast<int>((p.Q + BM - 1) / BM - 1 - blockIdx.x);  // the most keys first
+  const int h = static_cast<int>(blockIdx.y);
+  Problem pr{static_cast<int>(blockIdx.z), 0, static_cast<int>(p.Q), 0, static_cast<int>(p.K)};
+  if (p.cu_seqlens_q != nullptr) {
+    const int64_t q0 = p.cu_seqlens_q[blockIdx.z], nq = p.cu_seqlens_q[blockIdx.z + 1] - q0;
+    const int64_t k0 = p.cu_seqlens_k[blockIdx.z], nk = p.cu_seqlens_k[blockIdx.z + 1] - k0;
+    // Offsets outside the packed tokens: nothing is read (the packing check writes NaN over out).
+    if (q0 < 0 || nq < 0 || q0 + nq > p.Q || k0 < 0 || nk < 0 || k0 + nk > p.K) return;
+    pr = Problem{0, static_cast<int>(q0), static_cast<int>(nq), static_cast<int>(k0), static_cast<int>(nk)};
+  }
+  const int row_blocks = (pr.nq + BM - 1) / BM;
+  if (static_cast<int>(blockIdx.x) >= row_blocks) return;  // a shorter sequence than the grid's longest
+  const int row_block = row_blocks - 1 - static_cast<int>(blockIdx.x);  // the rows with the most keys first
   const int64_t row0 = static_cast<int64_t>(row_block) * BM;
-  const int rows = static_cast<int>(min<int64_t>(BM, p.Q - row0));
+  const int rows = min(BM, pr.nq - static_cast<int>(row0));
+  const int b = pr.b;
 
   if (p.terms.bias == ScoreBias::lookup)
     for (int i = tid; i < 2 * p.terms.limit + 1; i += T::kThreads)
       sh.lookup[i] = p.lookup[h * (2 * p.terms.limit + 1) + i];
   if (tid == 0) {
+    sh.terms = p.terms;
+    sh.terms.slope = p.slopes[p.terms.bias == ScoreBias::alibi ? h : 0];
     ClusterTransactionBarrier::init(&sh.q_full, 1);
     for (int s = 0; s < T::kStages; ++s) {
       ClusterTransactionBarrier::init(&sh.full[s], 32);         // the producer warp's lanes
@@ -218,17 +243,18 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     }
     cutlass::arch::fence_barrier_init();
   }
-  __syncthreads();  // the barriers and the lookup
+  __syncthreads();  // the barriers, the terms and the lookup
 
   if (tid < 128) {  // the producer warpgroup: one warp loads, the others leave
     cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (tid < 32) produce<Element, kHeadDim>(p, sh, tma_q, tma_k, tma_v, b, h, row_block, rows);
+    if (tid < 32) produce<Element, kHeadDim>(p, sh, tma_q, tma_k, tma_v, pr, h, row_block, rows);
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<232>();
   const int ctid = tid - 128;
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
   Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});
   typename T::MmaS mma_s;
   typename T::MmaO mma_o;
@@ -246,7 +272,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   Tensor tOcO = make_tensor(cO.data(), gmma_accumulator_rows_cols(cO.layout()));
   Tensor o = make_tensor(acc_o.data(), gmma_accumulator_rows_cols(acc_o.layout()));
   constexpr int kRows = decltype(size<0>(o))::value;
-  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + row0;
+  const int64_t* q_pos = p.q_pos + b * p.q_pos_stride + pr.q0 + row0;
   float row_max[kRows], row_sum[kRows], scale_of[kRows];
   int64_t qpos_of[kRows];
   CUTE_UNROLL
@@ -258,8 +284,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     scale_of[r] = p.scale * static_cast<float>(f);
     row_max[r] = -INFINITY, row_sum[r] = 0;
   }
-  ScoreTerms terms = p.terms;
-  terms.slope = p.slopes[terms.bias == ScoreBias::alibi ? h : 0];
+  const ScoreTerms& terms = sh.terms;  // read where used: the consumers' registers are few
 
   ClusterTransactionBarrier::wait(&sh.q_full, 0);
   int stage = 0;
@@ -269,8 +294,19 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     const int64_t t = sh.tile[stage];
     if (t < 0) break;
     const bool whole = sh.whole[stage] != 0;
-    const int cols = static_cast<int>(min<int64_t>(BN, p.K - t * BN));
+    const int cols = min(BN, pr.nk - static_cast<int>(t) * BN);
     const int64_t* k_pos = sh.k_pos[stage];
+    if (p.cu_seqlens_q != nullptr && cols < BN) {
+      // A packed sequence's last key tile: its V rows past the sequence are the next one's (the TMA
+      // zero-fills only past the tokens). Their probabilities are 0, but 0 times an infinite value is NaN:
+      // both consumer warpgroups, before either reads this V, zero those rows (the writes ordered before the
+      // tensor cores' reads by the async-proxy fence and the second barrier).
+      cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
+      for (int i = ctid; i < (BN - cols) * kHeadDim; i += 128 * T::kConsumers)
+        sV(cols + i / kHeadDim, i % kHeadDim, stage) = Element(0.0f);
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
+    }
     Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
     warpgroup_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
 
@@ -325,8 +361,8 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   const bool has_sink = p.sinks != nullptr;
   const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
   const int lane = tid % 32;
-  Element* out =
-      static_cast<Element*>(p.out) + b * p.out_strides[0] + row0 * p.out_strides[1] + h * p.out_strides[2];
+  Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + (pr.q0 + row0) * p.out_strides[1] +
+                 h * p.out_strides[2];
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     const int row = get<0>(tOcO(r, 0));
@@ -343,7 +379,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
     }
     if (p.lse != nullptr && lane % 4 == 0)
-      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (row0 + row) * p.lse_strides[2]] = end.lse;
+      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (pr.q0 + row0 + row) * p.lse_strides[2]] = end.lse;
   }
 #else
   __trap();  // compiled for a device without sm_90a's wgmma: attention_sm90_fits never selects it
@@ -380,7 +416,7 @@ void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSharedBytes);
   check_launch("attention", "cudaFuncSetAttribute");
   const dim3 grid(static_cast<unsigned>((l.Q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(l.H),
-                  static_cast<unsigned>(l.B));
+                  static_cast<unsigned>(l.cu_seqlens_q != nullptr ? l.sequences : l.B));
   kernel<<<grid, T::kThreads, K::kSharedBytes, static_cast<cudaStream_t>(cuda_stream())>>>(p, tma_q, tma_k,
                                                                                            tma_v);
   check_launch("attention", "the sm_90a attention kernel");
@@ -418,12 +454,12 @@ int64_t attention_sm90_tile(const AttentionLaunch& l) {
 
 bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
   const int64_t tile = attention_sm90_tile(l);
-  if (tile == 0 || l.shaw_a_k != nullptr || l.xl_w_r != nullptr || l.cu_seqlens_q != nullptr) return false;
+  if (tile == 0 || l.shaw_a_k != nullptr || l.xl_w_r != nullptr) return false;
   if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
   // The grid, and the TMA's (int32 extents, strides multiples of 16 bytes below 2^40 bytes, 16-byte aligned
   // addresses).
   const int64_t row_blocks = (l.Q + 127) / 128;
-  if (row_blocks > INT32_MAX || l.H > 65535 || l.B > 65535 || l.K > INT32_MAX) return false;
+  if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.B > 65535) return false;
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v)) return false;
   const auto strides_ok = [](const int64_t s[3], int64_t T, int64_t H, int64_t B) {
@@ -435,7 +471,11 @@ bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
   if (!strides_ok(l.q_strides, l.Q, l.H, l.B) || !strides_ok(l.k_strides, l.K, l.Hkv, l.B) ||
       !strides_ok(l.v_strides, l.K, l.Hkv, l.B))
     return false;
-  if (fill_required && row_blocks * l.H * l.B < multiprocessor_count()) return false;  // split-K serves it
+  // Packed: the longest sequence's row blocks are at most the tokens' (the grid's); the others exit at once.
+  const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
+  if (problems < 1 || problems > 65535) return false;
+  if (fill_required && row_blocks * l.H * (l.cu_seqlens_q != nullptr ? 1 : l.B) < multiprocessor_count())
+    return false;  // the tiled kernel's split-K serves it better
   const int64_t shared =
       tile == 64 ? Sm90<cutlass::bfloat16_t, 64>::kSharedBytes : Sm90<cutlass::bfloat16_t, 128>::kSharedBytes;
   return shared <= max_shared_bytes_per_block() && sm90_device(l.dtype, tile);

@@ -192,7 +192,8 @@ TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {
 // takes even where their row blocks would not fill the GPU: several row blocks of 128 and more key tiles than
 // its ring of 2 buffers (its mbarriers' phases wrap), partial row blocks and key tiles, tiles a causal mask,
 // a window or a chunk skips or leaves whole, head dims below its 64 and 128 tiles (zero columns from the
-// TMA), multi-query and grouped heads, every scalar encoding, softcap with sinks, query temperature.
+// TMA), multi-query and grouped heads, packed sequences (one empty), every scalar encoding, softcap with
+// sinks, query temperature.
 TEST(AttentionCuda, Sm90KernelAgainstTheReference) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
@@ -201,6 +202,8 @@ TEST(AttentionCuda, Sm90KernelAgainstTheReference) {
   capped.softcap = 2.0, capped.sinks = true, capped.chunk = 48;
   Case temperature{1, 260, 260, 2, 1, 96, true};
   temperature.temperature = 1;
+  Case packed{1, 420, 690, 4, 2, 64, true};  // partial last tiles whose next rows are another sequence's
+  packed.cu_q = {0, 150, 150, 420}, packed.cu_k = {0, 200, 390, 690};
   const std::vector<Case> shapes = {
       {2, 70, 70, 4, 2, 64, true},       // one partial row block and key tile, grouped heads
       {1, 300, 650, 4, 4, 128, true},    // 3 row blocks, 6 key tiles
