@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -211,8 +212,10 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   using Shared = typename Sm90<Element, kHeadDim>::Shared;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ unsigned char shared_bytes[];
-  Shared& sh =
-      *reinterpret_cast<Shared*>((reinterpret_cast<uintptr_t>(shared_bytes) + 1023) & ~uintptr_t{1023});
+  // Aligned to 1024 bytes by an offset from the array itself (not through an integer address), so that the
+  // compiler still knows every access is to shared memory.
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared_bytes));
+  Shared& sh = *reinterpret_cast<Shared*>(shared_bytes + (1024u - base % 1024u) % 1024u);
   const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.y);
   Problem pr{static_cast<int>(blockIdx.z), 0, static_cast<int>(p.Q), 0, static_cast<int>(p.K)};
@@ -353,6 +356,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     Tensor tOrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
     warpgroup_fence_operand(tOrP);
     warpgroup_gemm(mma_o, tOrP, tOrV(_, _, _, stage), acc_o, false);
+    warpgroup_fence_operand(tOrP);  // P's registers are not reused before the tensor cores have read them
     ClusterBarrier::arrive(&sh.empty[stage]);  // this thread is done with the buffer
     if (++stage == T::kStages) stage = 0, phase ^= 1;
   }
@@ -422,26 +426,32 @@ void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
   check_launch("attention", "the sm_90a attention kernel");
 }
 
-template <class Element>
-const void* sm90_kernel_for(int64_t tile) {
-  return tile == 64 ? reinterpret_cast<const void*>(attention_sm90_kernel<Element, 64>)
-                    : reinterpret_cast<const void*>(attention_sm90_kernel<Element, 128>);
-}
+// 1 in the sm_90a code of this unit, 0 in code for any other target (where the kernel is only a trap): read
+// from the module the device loads, so that a build for plain sm_90 never selects the kernel.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ int sm90a_code = 1;
+#else
+__device__ int sm90a_code = 0;
+#endif
 
-// Whether the device is a Hopper (compute capability 9.0) and this build has the kernel's sm_90a code.
-bool sm90_device(DType dtype, int64_t tile) {
-  int device = 0, major = 0, minor = 0;
-  cudaFuncAttributes attributes{};
-  const bool ok =
-      cudaGetDevice(&device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-      major == 9 && minor == 0 &&
-      cudaFuncGetAttributes(&attributes, dtype == DType::bf16
-                                             ? sm90_kernel_for<cutlass::bfloat16_t>(tile)
-                                             : sm90_kernel_for<cutlass::half_t>(tile)) == cudaSuccess &&
-      attributes.binaryVersion == 90;
+// Whether the current device is a Hopper (compute capability 9.0) running this unit's sm_90a code, found
+// once per device.
+bool sm90_device() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0: not asked yet, 1: no, 2: yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
+    cudaGetLastError();
+    return false;
+  }
+  if (const int k = known[device].load(std::memory_order_relaxed); k != 0) return k == 2;
+  int major = 0, minor = 0, code = 0;
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                  major == 9 && minor == 0 &&
+                  cudaMemcpyFromSymbol(&code, sm90a_code, sizeof(int)) == cudaSuccess && code == 1;
   if (!ok) cudaGetLastError();  // a failed query leaves no error behind for the next launch
+  known[device].store(ok ? 2 : 1, std::memory_order_relaxed);
   return ok;
 }
 
@@ -478,7 +488,7 @@ bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
     return false;  // the tiled kernel's split-K serves it better
   const int64_t shared =
       tile == 64 ? Sm90<cutlass::bfloat16_t, 64>::kSharedBytes : Sm90<cutlass::bfloat16_t, 128>::kSharedBytes;
-  return shared <= max_shared_bytes_per_block() && sm90_device(l.dtype, tile);
+  return shared <= max_shared_bytes_per_block() && sm90_device();
 }
 
 void launch_sm90(const AttentionLaunch& l, const Params& p) {
@@ -493,6 +503,6 @@ void launch_sm90(const AttentionLaunch& l, const Params& p) {
 
 }  // namespace forward
 
-bool attention_sm90_available() { return forward::sm90_device(DType::bf16, 128); }
+bool attention_sm90_available() { return forward::sm90_device(); }
 
 }  // namespace posenc::cuda
