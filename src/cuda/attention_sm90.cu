@@ -8,8 +8,9 @@
 //   registers given up with setmaxnreg) decides which key tiles of 128 the mask leaves visible
 //   (src/attention_mask.h any_visible on the tile's position range, as the tiled kernel) and loads each
 //   visible tile's K and V with the tensor-memory accelerator (TMA) into a ring of kStages buffers, with the
-//   tile's key positions, each buffer's arrival on an mbarrier ("full") and its release by the consumers on
-//   another ("empty"); after the last tile, a buffer with tile -1 tells the consumers to stop;
+//   tile's key positions; each buffer's K and V arrivals on mbarriers of their own (so that S = Q K^T need
+//   not wait for V), its release by the consumers on another ("empty"); after the last tile, a buffer
+//   with tile -1 tells the consumers to stop;
 //   two consumer warpgroups, 64 rows each: S = Q K^T by wgmma from shared memory, the logit of
 //   src/cuda/attention-inl.cuh per accumulator element from its (row, col) (the same functions and order as
 //   the tiled kernel), the online softmax in base 2, P rounded to the storage type in registers and
@@ -67,7 +68,8 @@ struct Sm90 {
     ScoreTerms terms;       // the head's (its ALiBi slope)
     int64_t rows_range[3];  // the producer's: the rows' least and greatest positions, whether any is inexact
     uint64_t q_full;
-    uint64_t full[T::kStages];
+    uint64_t full_k[T::kStages];  // K has landed (and the tile's positions are written)
+    uint64_t full_v[T::kStages];  // V has landed
     uint64_t empty[T::kStages];
   };
   // The dynamic shared memory: the struct and room to align it to 1024 bytes.
@@ -172,17 +174,18 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
     // Each lane's arrival releases its own stores of the positions; lane 0's also expects the TMA's bytes.
     if (lane == 0) {
       sh.tile[stage] = t, sh.whole[stage] = whole;
-      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full[stage], T::kStageBytes);
-      copy(tma_k.with(sh.full[stage]), tKg(_, t), tKs(_, stage));
-      copy(tma_v.with(sh.full[stage]), tVg(_, t), tVs(_, stage));
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_k[stage], T::kTileBytes);
+      copy(tma_k.with(sh.full_k[stage]), tKg(_, t), tKs(_, stage));
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kTileBytes);
+      copy(tma_v.with(sh.full_v[stage]), tVg(_, t), tVs(_, stage));
     } else {
-      ClusterBarrier::arrive(&sh.full[stage]);
+      ClusterBarrier::arrive(&sh.full_k[stage]);
     }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
   }
   ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);
   if (lane == 0) sh.tile[stage] = -1;
-  ClusterBarrier::arrive(&sh.full[stage]);
+  ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
 }
 
 // A warpgroup's wgmma over the k16 steps of its operands: acc = A B (zero_init) or acc += A B.
@@ -241,7 +244,8 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     sh.terms.slope = p.slopes[p.terms.bias == ScoreBias::alibi ? h : 0];
     ClusterTransactionBarrier::init(&sh.q_full, 1);
     for (int s = 0; s < T::kStages; ++s) {
-      ClusterTransactionBarrier::init(&sh.full[s], 32);         // the producer warp's lanes
+      ClusterTransactionBarrier::init(&sh.full_k[s], 32);       // the producer warp's lanes
+      ClusterTransactionBarrier::init(&sh.full_v[s], 1);        // its lane 0
       ClusterBarrier::init(&sh.empty[s], 128 * T::kConsumers);  // every consumer thread
     }
     cutlass::arch::fence_barrier_init();
@@ -293,7 +297,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   int stage = 0;
   uint32_t phase = 0;
   for (;;) {
-    ClusterTransactionBarrier::wait(&sh.full[stage], phase);
+    ClusterTransactionBarrier::wait(&sh.full_k[stage], phase);
     const int64_t t = sh.tile[stage];
     if (t < 0) break;
     const bool whole = sh.whole[stage] != 0;
@@ -304,6 +308,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       // zero-fills only past the tokens). Their probabilities are 0, but 0 times an infinite value is NaN:
       // both consumer warpgroups, before either reads this V, zero those rows (the writes ordered before the
       // tensor cores' reads by the async-proxy fence and the second barrier).
+      ClusterTransactionBarrier::wait(&sh.full_v[stage], phase);
       cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
       for (int i = ctid; i < (BN - cols) * kHeadDim; i += 128 * T::kConsumers)
         sV(cols + i / kHeadDim, i % kHeadDim, stage) = Element(0.0f);
@@ -355,6 +360,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
         Convert{}(*reinterpret_cast<const typename Convert::source_type*>(acc_s.data()));
     Tensor tOrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
     warpgroup_fence_operand(tOrP);
+    ClusterTransactionBarrier::wait(&sh.full_v[stage], phase);
     warpgroup_gemm(mma_o, tOrP, tOrV(_, _, _, stage), acc_o, false);
     warpgroup_fence_operand(tOrP);  // P's registers are not reused before the tensor cores have read them
     ClusterBarrier::arrive(&sh.empty[stage]);  // this thread is done with the buffer

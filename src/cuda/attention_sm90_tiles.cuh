@@ -42,8 +42,8 @@ struct AttentionSm90Tiles {
       SmemKV{},
       cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
                         cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
-  // Bytes the TMA writes per K and V stage (a whole box, rows and columns past the tensor zero-filled).
-  static constexpr int kStageBytes = 2 * kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
+  // Bytes the TMA writes per K or V tile (a whole box, rows and columns past the tensor zero-filled).
+  static constexpr int kTileBytes = kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
   static constexpr int kQBytes = kBlockM * kHeadDim * static_cast<int>(sizeof(Element));
 };
 
