@@ -83,18 +83,40 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
 fi
 
 failed=0
+# The sm_90a attention kernel first, on one small case under a short timeout: a kernel that hangs (an mbarrier
+# never completing) must not take the other tests' and the benchmarks' time. If it fails, everything after
+# runs on the tiled kernel (POSENC_TEST_FORWARD_KERNEL, read by the attention tests and benchmark) and its
+# own tests are left out.
+export POSENC_TEST_FORWARD_KERNEL=automatic
+sm90_filter=()
+if wanted tests || wanted bench; then
+  phase "sm_90a attention: one small case"
+  timeout 30 "$bin/test_attention_cuda" --gtest_filter=AttentionCuda.Sm90KernelSmallCase \
+    >"$out/sm90_smoke.log" 2>&1
+  status=$?
+  tail -3 "$out/sm90_smoke.log"
+  if [ $status -ne 0 ]; then
+    echo "sm_90a attention FAILED (exit $status; 124: a hang): the rest runs on the tiled kernel"
+    failed=1
+    export POSENC_TEST_FORWARD_KERNEL=tiled
+    sm90_filter=(--gtest_filter=-AttentionCuda.Sm90*)
+  fi
+fi
 if wanted tests; then
   phase "tests"
   for t in "${tests[@]}"; do
     fits 20 || break
-    timeout "$(limit 120)" "$bin/$t" --gtest_output="json:$out/$t.json" >"$out/$t.log" 2>&1
+    filter=()
+    [ "$t" = test_attention_cuda ] && filter=(${sm90_filter[@]+"${sm90_filter[@]}"})
+    timeout "$(limit 120)" "$bin/$t" ${filter[@]+"${filter[@]}"} --gtest_output="json:$out/$t.json" \
+      >"$out/$t.log" 2>&1
     status=$?
     tail -3 "$out/$t.log"
     [ $status -eq 0 ] || { echo "$t FAILED (exit $status; 124: past its time limit)"; failed=1; }
   done
   # The forward's tests once more with the sm_90a kernel wherever it fits (the shapes above mostly take the
   # tiled kernel: their row blocks do not fill the GPU).
-  if fits 20; then
+  if fits 20 && [ "$POSENC_TEST_FORWARD_KERNEL" = automatic ]; then
     POSENC_TEST_FORWARD_KERNEL=sm90 timeout "$(limit 120)" "$bin/test_attention_cuda" \
       --gtest_output="json:$out/test_attention_cuda_sm90.json" >"$out/test_attention_cuda_sm90.log" 2>&1
     status=$?

@@ -11,6 +11,7 @@
 // every GPU runs. One JSON line per figure on stdout; run by scripts/gpu_check.sh.
 //   usage: bench_attention_cuda [repeats]
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "cuda_timing.h"
@@ -121,6 +122,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_attention_cuda: no CUDA device\n");
     return 2;
   }
+  // POSENC_TEST_FORWARD_KERNEL=tiled: every row on the tiled kernel (scripts/gpu_check.sh sets it when the
+  // sm_90a kernel failed its first test).
+  const char* kernel = std::getenv("POSENC_TEST_FORWARD_KERNEL");
+  const bool tiled_only = kernel != nullptr && std::string(kernel) == "tiled";
+  if (tiled_only) cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
   const int64_t B = 4, H = 32, S = 4096;
   for (int64_t D : {128, 64}) {
     const size_t bytes = static_cast<size_t>(B * S * H * D) * 2;
@@ -192,7 +198,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     };
     for (const Variant& var : variants) row(var, "");
-    if (cuda::attention_sm90_available()) {  // the scalar terms once more on the tiled kernel
+    if (cuda::attention_sm90_available() && !tiled_only) {  // the scalar terms once more, tiled
       cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
       for (size_t i = 0; i < 5; ++i) row(variants[i], " tiled");  // none, alibi, t5, clipped, softcap
       cuda::attention_forward_choice = cuda::AttentionKernel::automatic;

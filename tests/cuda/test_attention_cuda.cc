@@ -160,7 +160,7 @@ struct ForwardKernel {
 };
 
 // POSENC_TEST_FORWARD_KERNEL=sm90 (or tiled) runs every test here with that forward kernel wherever it fits
-// (scripts/gpu_check.sh runs the file once more on the sm_90a kernel).
+// (scripts/gpu_check.sh runs the file once more on the sm_90a kernel; automatic: the library's choice).
 [[maybe_unused]] const bool kKernelFromEnvironment = [] {
   const char* k = std::getenv("POSENC_TEST_FORWARD_KERNEL");
   if (k != nullptr && std::string(k) == "sm90") cuda::attention_forward_choice = cuda::AttentionKernel::sm90;
