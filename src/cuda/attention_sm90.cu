@@ -188,9 +188,10 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
 }
 
-// A warpgroup's wgmma over the k16 steps of its operands: acc = A B (zero_init) or acc += A B.
+// A warpgroup's wgmma over the k16 steps of its operands, issued and committed as one group (the caller
+// waits for it): acc = A B (zero_init) or acc += A B.
 template <class Mma, class A, class B, class Acc>
-__device__ __forceinline__ void warpgroup_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
+__device__ __forceinline__ void issue_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
   warpgroup_fence_operand(acc);
   warpgroup_arrive();
   mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
@@ -200,8 +201,6 @@ __device__ __forceinline__ void warpgroup_gemm(Mma& mma, const A& a, const B& b,
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(acc);
 }
 
 template <class Element, int kHeadDim>
@@ -293,9 +292,24 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   }
   const ScoreTerms& terms = sh.terms;  // read where used: the consumers' registers are few
 
+  // The consumer warpgroups take turns issuing their products (FlashAttention-3's ping-pong), and each issues
+  // S = Q K^T of a tile with P V of the tile before (its intra-warpgroup overlap): while one computes its
+  // softmax on the CUDA cores, the other's products run on the tensor cores. Named barriers 1 and 2 are the
+  // turns (each a warpgroup's own 128 threads plus the other's 128 arrivals; the first warpgroup's first turn
+  // is its own arrival, so one arrival is left over at the end), 0 the packed sequences' zeroing below.
+  const int group = ctid / 128;
+  const auto my_turn = [&] { cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 1 + group); };
+  const auto next_turn = [&] { cutlass::arch::NamedBarrier::arrive(128 * T::kConsumers, 2 - group); };
+  if (group == 0) cutlass::arch::NamedBarrier::arrive(128 * T::kConsumers, 1);
+
   ClusterTransactionBarrier::wait(&sh.q_full, 0);
-  int stage = 0;
-  uint32_t phase = 0;
+  Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
+  Tensor s = make_tensor(acc_s.data(), gmma_accumulator_rows_cols(acc_s.layout()));
+  Tensor probs = make_tensor_like<Element>(acc_s);  // the pending tile's P, rounded to the storage type
+  Tensor tOrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
+  using Convert = cutlass::NumericArrayConverter<Element, float, decltype(size(acc_s))::value>;
+  int stage = 0, pending = -1;  // pending: the buffer whose P V is still to be issued
+  uint32_t phase = 0, pending_phase = 0;
   for (;;) {
     ClusterTransactionBarrier::wait(&sh.full_k[stage], phase);
     const int64_t t = sh.tile[stage];
@@ -315,11 +329,26 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
     }
-    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
-    warpgroup_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
+    // O's rescaling and P's rounding stay before the products' issue (ptxas serializes wgmma whose input
+    // registers are written after the first of a group is issued).
+    warpgroup_fence_operand(acc_o);
+    warpgroup_fence_operand(tOrP);
+    my_turn();
+    issue_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
+    if (pending >= 0) {
+      ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
+      issue_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
+    } else {  // an empty group: the waits below are the same on every path
+      warpgroup_arrive();
+      warpgroup_commit_batch();
+    }
+    next_turn();
+    warpgroup_wait<1>();  // S is done; P V may still run
+    warpgroup_fence_operand(acc_s);
 
-    // Logits (times log2 e) and the online softmax, row by row (src/cuda/attention_forward.cuh's order).
-    Tensor s = make_tensor(acc_s.data(), gmma_accumulator_rows_cols(acc_s.layout()));
+    // Logits (times log2 e) and the online softmax, row by row (src/cuda/attention_forward.cuh's order);
+    // O's rescaling waits for the pending P V.
+    float correction[kRows];
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       float mx = row_max[r];
@@ -340,7 +369,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       }
       mx = quad_max(mx);
       const float base = mx == -INFINITY ? 0.0f : mx;  // nothing visible yet: every term is 0 and stays 0
-      const float correction = exp2f(row_max[r] - base);
+      correction[r] = exp2f(row_max[r] - base);
       row_max[r] = mx;
       float sum = 0;
       CUTE_UNROLL
@@ -348,23 +377,29 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
         s(r, c) = exp2f(s(r, c) - base);
         sum += s(r, c);
       }
-      row_sum[r] = row_sum[r] * correction + sum;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction;
+      row_sum[r] = row_sum[r] * correction[r] + sum;
     }
-
-    // P rounded to the storage type in registers, as P V's A operand.
-    Tensor probs = make_tensor_like<Element>(acc_s);
-    using Convert = cutlass::NumericArrayConverter<Element, float, decltype(size(acc_s))::value>;
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
+    warpgroup_fence_operand(tOrP);                                 // the pending P's registers have been read
+    if (pending >= 0) ClusterBarrier::arrive(&sh.empty[pending]);  // this thread is done with that buffer
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) CUTE_UNROLL
+    for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
     *reinterpret_cast<typename Convert::result_type*>(probs.data()) =
         Convert{}(*reinterpret_cast<const typename Convert::source_type*>(acc_s.data()));
-    Tensor tOrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
     warpgroup_fence_operand(tOrP);
-    ClusterTransactionBarrier::wait(&sh.full_v[stage], phase);
-    warpgroup_gemm(mma_o, tOrP, tOrV(_, _, _, stage), acc_o, false);
-    warpgroup_fence_operand(tOrP);  // P's registers are not reused before the tensor cores have read them
-    ClusterBarrier::arrive(&sh.empty[stage]);  // this thread is done with the buffer
+    pending = stage, pending_phase = phase;
     if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+  if (pending >= 0) {  // the last tile's P V
+    my_turn();
+    ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
+    issue_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
+    next_turn();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
+    warpgroup_fence_operand(tOrP);
   }
 
   // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.

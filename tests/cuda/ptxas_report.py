@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""tests/cuda/ptxas_report.py BUILD_DIR: fails when a CUDA kernel spills registers or has a stack frame.
+"""tests/cuda/ptxas_report.py BUILD_DIR: fails when a CUDA kernel spills registers or has a stack frame, or
+when ptxas changed a wgmma pipeline as written (messages C75xx: wgmma serialized, or a warpgroup wait or
+arrive injected, which mean the tensor cores' products do not overlap as the code intends).
 
 cmake/nvcc_report.sh keeps ptxas's -v report of every CUDA object as <object>.ptxas. A kernel that spills,
 or keeps an array in local memory (a stack frame: an index the compiler could not resolve), reads and
@@ -12,6 +14,7 @@ import sys
 
 FUNCTION = re.compile(r"Function properties for (\S+)")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+WGMMA = re.compile(r"\((C75\d\d)\) (.*?) in (the )?function '(\S+)'")
 
 
 def main(build_dir: str) -> int:
@@ -23,7 +26,9 @@ def main(build_dir: str) -> int:
     for report in reports:
         function = None
         for line in report.read_text().splitlines():
-            if m := FUNCTION.search(line):
+            if m := WGMMA.search(line):
+                bad.append(f"{report.name}: {m.group(4)}: {m.group(1)} {m.group(2)}")
+            elif m := FUNCTION.search(line):
                 function = m.group(1)
             elif (m := FRAME.search(line)) and function:
                 kernels += 1
