@@ -101,6 +101,21 @@ POSENC_HD inline DeltaRange xl_delta_range(int64_t Q, int64_t K, bool causal, in
   return {lo, hi >= lo ? hi - lo + 1 : 0};
 }
 
+// What a kernel does per score of a tile (src/cuda/attention_sm90.cu): the mask test and the bias per pair
+// (a partial tile); no mask and the bias per pair (ALiBi, or a lookup whose pairs' distances differ); no mask
+// and one bias for every pair, the lookup's first or last entry (T5's and the clipped table's distances
+// clamp at -L and L, so a tile wholly beyond them sees one value: most tiles of a long causal attention);
+// no mask and no bias.
+enum TileKind : int { kPartialTile, kWholeTile, kWholeTileFirstEntry, kWholeTileLastEntry, kWholeTileNoBias };
+
+// The kind of a tile the mask leaves whole, from the range [d_lo, d_hi] of its pairs' k_pos - q_pos.
+POSENC_HD inline int whole_tile_kind(const ScoreTerms& t, int64_t d_lo, int64_t d_hi) {
+  if (t.bias == ScoreBias::none) return kWholeTileNoBias;
+  if (t.bias == ScoreBias::lookup && d_hi <= -t.limit) return kWholeTileFirstEntry;
+  if (t.bias == ScoreBias::lookup && d_lo >= t.limit) return kWholeTileLastEntry;
+  return kWholeTile;
+}
+
 // The logit of a pair (natural units); -inf where masked; NaN for positions the CPU refuses (|p| > 2^53: no
 // exact distance to mask or bias by), so that the row's output is NaN, never a silently wrong number.
 POSENC_HD inline float attention_logit(const ScoreTerms& t, const detail::AttentionMask& mask, float scale,

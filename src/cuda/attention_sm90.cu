@@ -9,8 +9,9 @@
 //   (src/attention_mask.h any_visible on the tile's position range, as the tiled kernel) and loads each
 //   visible tile's K and V with the tensor-memory accelerator (TMA) into a ring of kStages buffers, with the
 //   tile's key positions; each buffer's K and V arrivals on mbarriers of their own (so that S = Q K^T need
-//   not wait for V), its release by the consumers on another ("empty"); after the last tile, a buffer
-//   with tile -1 tells the consumers to stop;
+//   not wait for V), and their releases by the consumers on two more ("empty": K and the positions after
+//   the tile's softmax, V after its P V, a tile later, so that each next load starts as early as it may);
+//   after the last tile, a buffer with tile -1 tells the consumers to stop;
 //   two consumer warpgroups, 64 rows each: S = Q K^T by wgmma from shared memory, the logit of
 //   src/cuda/attention-inl.cuh per accumulator element from its (row, col) (the same functions and order as
 //   the tiled kernel), the online softmax in base 2, P rounded to the storage type in registers and
@@ -63,14 +64,15 @@ struct Sm90 {
     alignas(1024) Element v[T::kStages * T::kBlockN * kHeadDim];
     int64_t k_pos[T::kStages][T::kBlockN];
     int64_t tile[T::kStages];  // the key tile in each buffer; -1: the keys are done
-    int whole[T::kStages];     // the mask leaves the tile whole (all_visible): no mask test per pair
+    int whole[T::kStages];     // a TileKind: whether the mask leaves the tile whole, and its bias
     float lookup[kMaxLookup];
     ScoreTerms terms;       // the head's (its ALiBi slope)
     int64_t rows_range[3];  // the producer's: the rows' least and greatest positions, whether any is inexact
     uint64_t q_full;
-    uint64_t full_k[T::kStages];  // K has landed (and the tile's positions are written)
-    uint64_t full_v[T::kStages];  // V has landed
-    uint64_t empty[T::kStages];
+    uint64_t full_k[T::kStages];   // K has landed (and the tile's positions are written)
+    uint64_t full_v[T::kStages];   // V has landed
+    uint64_t empty_k[T::kStages];  // the consumers are done with K and the tile's positions
+    uint64_t empty_v[T::kStages];  // and with V
   };
   // The dynamic shared memory: the struct and room to align it to 1024 bytes.
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
@@ -168,22 +170,27 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
     const int64_t rows_lo = rows_range[0], rows_hi = rows_range[1];
     const bool exact = !bad && rows_range[2] == 0;
     if (exact && !p.mask.any_visible(rows_lo, rows_hi, lo, hi)) continue;
-    const bool whole = exact && cols == BN && p.mask.all_visible(rows_lo, rows_hi, lo, hi);
-    ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);  // the consumers are done with the buffer
+    const int whole = exact && cols == BN && p.mask.all_visible(rows_lo, rows_hi, lo, hi)
+                          ? whole_tile_kind(p.terms, lo - rows_hi, hi - rows_lo)
+                          : kPartialTile;
+    ClusterBarrier::wait(&sh.empty_k[stage], phase ^ 1);  // the consumers are done with K and positions
     for (int j = lane; j < BN; j += 32) sh.k_pos[stage][j] = j < cols ? k_pos[col0 + j] : 0;  // from L1
     // Each lane's arrival releases its own stores of the positions; lane 0's also expects the TMA's bytes.
     if (lane == 0) {
       sh.tile[stage] = t, sh.whole[stage] = whole;
       ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_k[stage], T::kTileBytes);
       copy(tma_k.with(sh.full_k[stage]), tKg(_, t), tKs(_, stage));
-      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kTileBytes);
-      copy(tma_v.with(sh.full_v[stage]), tVg(_, t), tVs(_, stage));
     } else {
       ClusterBarrier::arrive(&sh.full_k[stage]);
     }
+    ClusterBarrier::wait(&sh.empty_v[stage], phase ^ 1);  // and with V (a tile later than K)
+    if (lane == 0) {
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kTileBytes);
+      copy(tma_v.with(sh.full_v[stage]), tVg(_, t), tVs(_, stage));
+    }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
   }
-  ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);
+  ClusterBarrier::wait(&sh.empty_k[stage], phase ^ 1);
   if (lane == 0) sh.tile[stage] = -1;
   ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
 }
@@ -243,9 +250,10 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     sh.terms.slope = p.slopes[p.terms.bias == ScoreBias::alibi ? h : 0];
     ClusterTransactionBarrier::init(&sh.q_full, 1);
     for (int s = 0; s < T::kStages; ++s) {
-      ClusterTransactionBarrier::init(&sh.full_k[s], 32);       // the producer warp's lanes
-      ClusterTransactionBarrier::init(&sh.full_v[s], 1);        // its lane 0
-      ClusterBarrier::init(&sh.empty[s], 128 * T::kConsumers);  // every consumer thread
+      ClusterTransactionBarrier::init(&sh.full_k[s], 32);         // the producer warp's lanes
+      ClusterTransactionBarrier::init(&sh.full_v[s], 1);          // its lane 0
+      ClusterBarrier::init(&sh.empty_k[s], 128 * T::kConsumers);  // every consumer thread
+      ClusterBarrier::init(&sh.empty_v[s], 128 * T::kConsumers);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -296,7 +304,8 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   // S = Q K^T of a tile with P V of the tile before (its intra-warpgroup overlap): while one computes its
   // softmax on the CUDA cores, the other's products run on the tensor cores. Named barriers 1 and 2 are the
   // turns (each a warpgroup's own 128 threads plus the other's 128 arrivals; the first warpgroup's first turn
-  // is its own arrival, so one arrival is left over at the end), 0 the packed sequences' zeroing below.
+  // is its own arrival; the one left over is taken before the epilogue), 0 the packed sequences' zeroing
+  // below.
   const int group = ctid / 128;
   const auto my_turn = [&] { cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 1 + group); };
   const auto next_turn = [&] { cutlass::arch::NamedBarrier::arrive(128 * T::kConsumers, 2 - group); };
@@ -314,7 +323,13 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     ClusterTransactionBarrier::wait(&sh.full_k[stage], phase);
     const int64_t t = sh.tile[stage];
     if (t < 0) break;
-    const bool whole = sh.whole[stage] != 0;
+    const int kind = sh.whole[stage];
+    const bool whole = kind != kPartialTile, pair_bias = kind == kWholeTile;
+    const bool tile_constant = kind == kWholeTileFirstEntry || kind == kWholeTileLastEntry;
+    // A learned bias the same for every pair of the tile: its clamped distance's entry, added per score.
+    const float tile_bias = kind == kWholeTileFirstEntry  ? sh.lookup[0]
+                            : kind == kWholeTileLastEntry ? sh.lookup[2 * terms.limit]
+                                                          : 0.0f;
     const int cols = min(BN, pr.nk - static_cast<int>(t) * BN);
     const int64_t* k_pos = sh.k_pos[stage];
     if (p.cu_seqlens_q != nullptr && cols < BN) {
@@ -338,7 +353,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     if (pending >= 0) {
       ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
       issue_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
-    } else {  // an empty group: the waits below are the same on every path
+    } else {  // an empty group, so that wait<1> below leaves S complete on the first tile too
       warpgroup_arrive();
       warpgroup_commit_batch();
     }
@@ -358,7 +373,10 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
         float x;
         if (whole) {
           x = capped_logit(scale_of[r] * s(r, c), terms.softcap);
-          if (terms.bias != ScoreBias::none) x += position_bias(terms, k_pos[col] - qpos_of[r], sh.lookup);
+          if (pair_bias)
+            x += position_bias(terms, k_pos[col] - qpos_of[r], sh.lookup);
+          else if (tile_constant)
+            x += tile_bias;
         } else {
           x = col < cols
                   ? attention_logit(terms, p.mask, scale_of[r], s(r, c), qpos_of[r], k_pos[col], sh.lookup)
@@ -379,10 +397,11 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       }
       row_sum[r] = row_sum[r] * correction[r] + sum;
     }
+    ClusterBarrier::arrive(&sh.empty_k[stage]);  // this thread is done with K and the tile's positions
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
-    warpgroup_fence_operand(tOrP);                                 // the pending P's registers have been read
-    if (pending >= 0) ClusterBarrier::arrive(&sh.empty[pending]);  // this thread is done with that buffer
+    warpgroup_fence_operand(tOrP);  // the pending P's registers have been read
+    if (pending >= 0) ClusterBarrier::arrive(&sh.empty_v[pending]);  // and with the pending tile's V
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) CUTE_UNROLL
     for (int c = 0; c < size<1>(o); ++c) o(r, c) *= correction[r];
@@ -401,6 +420,8 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     warpgroup_fence_operand(acc_o);
     warpgroup_fence_operand(tOrP);
   }
+
+  if (group == 0) my_turn();  // the turns' left-over arrival, so that every barrier ends complete
 
   // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
   const bool has_sink = p.sinks != nullptr;

@@ -184,6 +184,35 @@ void expect_row_end(const std::vector<double>& logits, bool has_sink, double sin
   EXPECT_NEAR(end.lse, static_cast<double>(lse), 4e-6 * (1 + std::fabs(static_cast<double>(lse))));
 }
 
+// A tile the sm_90a kernel gives one bias (whole_tile_kind: the lookup's first or last entry) has that bias
+// at every pair of it, for tiles on either side of the clamped distances and straddling them; ALiBi's and no
+// bias's tiles are never given one.
+TEST(AttentionElements, WholeTileBiasIsEveryPairsBias) {
+  std::vector<float> lookup(2 * 20 + 1);
+  for (size_t i = 0; i < lookup.size(); ++i) lookup[i] = 0.25f * static_cast<float>(i) - 3.0f;
+  ScoreTerms t;
+  t.bias = ScoreBias::lookup, t.limit = 20;
+  int constant = 0;
+  for (int64_t q0 = -300; q0 <= 300; q0 += 37)
+    for (int64_t k0 = -300; k0 <= 300; k0 += 41) {
+      const int64_t q1 = q0 + 16, k1 = k0 + 24;  // the tile's query and key position ranges
+      const int kind = cuda::whole_tile_kind(t, k0 - q1, k1 - q0);
+      if (kind != cuda::kWholeTileFirstEntry && kind != cuda::kWholeTileLastEntry) {
+        ASSERT_EQ(kind, cuda::kWholeTile);
+        continue;
+      }
+      ++constant;
+      const float value = lookup[kind == cuda::kWholeTileFirstEntry ? 0 : 2 * t.limit];
+      for (int64_t q = q0; q <= q1; ++q)
+        for (int64_t k = k0; k <= k1; ++k) ASSERT_EQ(cuda::position_bias(t, k - q, lookup.data()), value);
+    }
+  EXPECT_GT(constant, 100);
+  ScoreTerms alibi;
+  alibi.bias = ScoreBias::alibi, alibi.slope = 0.5f, alibi.limit = 20;
+  EXPECT_EQ(cuda::whole_tile_kind(alibi, -1000, -900), cuda::kWholeTile);
+  EXPECT_EQ(cuda::whole_tile_kind(ScoreTerms{}, -1000, -900), cuda::kWholeTileNoBias);
+}
+
 TEST(AttentionElements, RowEndWithAndWithoutSinks) {
   const std::vector<double> logits = {0.5, -3, 2.25, 1};
   expect_row_end(logits, false, 0);
