@@ -178,6 +178,18 @@ HWY_NOINLINE void PrefetchEpilogue(const Gemm& g, int64_t i, int rows, int64_t j
   if (fresh) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);
 }
 
+// The tile of rows [i, i + rows) and columns from j requests its share of g.ahead: the region is cut into
+// m x strips pieces, piece (s, r) for row r of strip s, whatever the tiles and threads.
+HWY_NOINLINE void PrefetchAhead(const Gemm& g, int64_t i, int rows, int64_t j) {
+  const DF d;
+  const int64_t W = kMaxVecs * static_cast<int64_t>(hn::Lanes(d)), strips = (g.n + W - 1) / W;
+  const int64_t bytes = g.ahead_floats * static_cast<int64_t>(sizeof(float));
+  const int64_t per = (bytes + g.m * strips - 1) / (g.m * strips), first = (j / W * g.m + i) * per;
+  const char* p = reinterpret_cast<const char*>(g.ahead);
+  for (int64_t at = first; at < std::min(bytes, first + rows * per); at += 64)
+    __builtin_prefetch(p + at, 0, 2);
+}
+
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
 // accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
@@ -188,6 +200,7 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
   // What the epilogue reads and writes arrives while the tile computes (from L3: a step's activations
   // pass L2), rather than after it.
   if (last) PrefetchEpilogue(g, i, kRows, j, std::min(kVecs * N, g.n - j), fresh);
+  if (last && g.ahead) PrefetchAhead(g, i, kRows, j);
   HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
   if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];

@@ -236,6 +236,29 @@ TEST(LabOps, MatmulRefusesAnOutputThatAliasesAnInput) {
       "gelu_grad is true without gelu_out");
 }
 
+// Requesting the caller's next operands (Ahead) during the products changes no bit of their results,
+// whatever the region's size against the products' tiles (larger, smaller, none).
+TEST(LabOps, MatmulBackwardAheadChangesNoBit) {
+  const int64_t N = 131, C = 70, OC = 45;
+  const auto inp = random_floats(static_cast<size_t>(N * C), 1),
+             w = random_floats(static_cast<size_t>(OC * C), 2);
+  const auto dout = random_floats(static_cast<size_t>(N * OC), 3), factor = random_floats(inp.size(), 4);
+  const auto next = random_floats(5000, 5);
+  auto run = [&](const Ahead& ahead) {
+    std::vector<float> dinp(inp.size()), dw(w.size(), 0.5f), db(static_cast<size_t>(OC), 0.5f);
+    matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC,
+                    Dinp::times, factor.data(), ahead);
+    dinp.insert(dinp.end(), dw.begin(), dw.end());
+    dinp.insert(dinp.end(), db.begin(), db.end());
+    return dinp;
+  };
+  const std::vector<float> none = run({});
+  for (int64_t floats : {int64_t{1}, int64_t{37}, int64_t{2500}}) {
+    SCOPED_TRACE(floats);
+    EXPECT_EQ(run({next.data(), next.data() + 2500, floats}), none);
+  }
+}
+
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
   const int64_t N = 517, C = 40, OC = 300;
   const auto inp = random_floats(static_cast<size_t>(N * C), 1),
