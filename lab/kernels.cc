@@ -465,12 +465,62 @@ double SumOfSquaresImpl(const float* x, int64_t n) {
 }
 
 // ---- Norms.
+// Rows [n, n + 16) of NormForwardImpl, with C a multiple of 16 (RowSum's 16 running sums are then one
+// vector per row, with no scalar tail): each row's sums as RowSum adds them, their lanes reduced 16 rows at a
+// time (SumsOfLanes16, the same tree), the divisions and square roots in vectors (the same roundings).
+#if POSENC_LAB_LANE_SUMS16
+HWY_INLINE void NormForwardRows16(bool layer, float* out, float* mean, float* rstd, const float* inp,
+                                  const float* weight, const float* bias, float eps, int64_t n, int64_t C) {
+  {
+    const DF d;
+    const VF count = hn::Set(d, static_cast<float>(C));
+    VF acc[16];
+    if (layer) {
+      for (int r = 0; r < 16; ++r) {
+        const float* x = inp + (n + r) * C;
+        acc[r] = hn::Zero(d);
+        for (int64_t i = 0; i < C; i += 16) acc[r] = hn::Add(acc[r], hn::LoadU(d, x + i));
+      }
+      hn::StoreU(hn::Div(SumsOfLanes16(acc), count), d, mean + n);
+    } else {
+      hn::StoreU(hn::Zero(d), d, mean + n);
+    }
+    for (int r = 0; r < 16; ++r) {
+      const float* x = inp + (n + r) * C;
+      const VF vm = hn::Set(d, mean[n + r]);
+      acc[r] = hn::Zero(d);
+      for (int64_t i = 0; i < C; i += 16) {
+        const VF c = hn::Sub(hn::LoadU(d, x + i), vm);
+        acc[r] = hn::Add(acc[r], hn::Mul(c, c));
+      }
+    }
+    const VF var = hn::Div(SumsOfLanes16(acc), count);
+    hn::StoreU(hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(var, hn::Set(d, eps)))), d, rstd + n);
+    for (int r = 0; r < 16; ++r) {
+      const float* x = inp + (n + r) * C;
+      float* o = out + (n + r) * C;
+      const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+      for (int64_t i = 0; i < C; i += 16) {  // out = (x - m) * s * w (+ b)
+        VF y = hn::Mul(hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs), hn::LoadU(d, weight + i));
+        if (layer) y = hn::Add(y, hn::LoadU(d, bias + i));
+        hn::StoreU(y, d, o + i);
+      }
+    }
+  }
+}
+#endif
+
 void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const float* inp, const float* weight,
                      const float* bias, float eps, int64_t N, int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
     const D16 d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
+    int64_t n = n0;
+#if POSENC_LAB_LANE_SUMS16
+    if (C % 16 == 0)
+      for (; n + 16 <= n1; n += 16) NormForwardRows16(layer, out, mean, rstd, inp, weight, bias, eps, n, C);
+#endif
+    for (; n < n1; ++n) {
       const float* x = inp + n * C;
       float m = 0.0f;
       if (layer) {
@@ -506,13 +556,57 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
 //   layer: dx = s * (g - mean(g) - xhat * mean(g * xhat))
 //   rms:   dx = s * (g - xhat * mean(g * xhat))
 //   dw += sum over rows of dout * xhat,  db += sum over rows of dout
+// Rows [n, n + 16) of NormBackwardImpl's dx, with C a multiple of 16, as NormForwardRows16: each row's two
+// sums as RowSum adds them, their lanes reduced 16 rows at a time.
+#if POSENC_LAB_LANE_SUMS16
+HWY_INLINE void NormBackwardRows16(bool layer, float* dinp, const float* dout, const float* inp,
+                                   const float* weight, const float* mean, const float* rstd, int64_t n,
+                                   int64_t C) {
+  const DF d;
+  const VF count = hn::Set(d, static_cast<float>(C));
+  VF acc_g[16], acc_gx[16];
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const float* dy = dout + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    acc_g[r] = hn::Zero(d), acc_gx[r] = hn::Zero(d);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF g = hn::Mul(hn::LoadU(d, dy + i), hn::LoadU(d, weight + i));
+      acc_g[r] = hn::Add(acc_g[r], g);
+      acc_gx[r] = hn::Add(acc_gx[r], hn::Mul(g, hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs)));
+    }
+  }
+  HWY_ALIGN float g_mean[16], gx_mean[16];
+  hn::Store(layer ? hn::Div(SumsOfLanes16(acc_g), count) : hn::Zero(d), d, g_mean);
+  hn::Store(hn::Div(SumsOfLanes16(acc_gx), count), d, gx_mean);
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const float* dy = dout + (n + r) * C;
+    float* dx = dinp + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    const VF vg = hn::Set(d, g_mean[r]), vgx = hn::Set(d, gx_mean[r]);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF xh = hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs);
+      const VF gi = hn::Mul(hn::LoadU(d, dy + i), hn::LoadU(d, weight + i));
+      const VF t = hn::Mul(vs, hn::Sub(hn::Sub(gi, vg), hn::Mul(xh, vgx)));
+      hn::StoreU(hn::Add(hn::LoadU(d, dx + i), t), d, dx + i);
+    }
+  }
+}
+#endif
+
 void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
                       int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
     const D16 d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
+    int64_t n = n0;
+#if POSENC_LAB_LANE_SUMS16
+    if (C % 16 == 0)
+      for (; n + 16 <= n1; n += 16) NormBackwardRows16(layer, dinp, dout, inp, weight, mean, rstd, n, C);
+#endif
+    for (; n < n1; ++n) {
       const float* x = inp + n * C;
       const float* dy = dout + n * C;
       const float m = mean[n], s = rstd[n];

@@ -451,17 +451,31 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     // 1. P = exp(S - lse), the forward's logits recomputed by the same code
     AttnLogits(t, a, 0, T, s.kt, s.brow, rel ? s.G : nullptr, s.S);
     const float* lse_row = lse + (t.b * a.H + t.h) * T;
-    float* dl = s.per_row;  // delta
-    for (int64_t i = 0; i < T; ++i) {
-      ExpRow(t, s.S + i * Tp, i + 1, lse_row[i]);
+    float* dl = s.per_row;               // delta
+    auto delta_lanes = [&](int64_t i) {  // delta_i = dout_i . out_i (= sum_j P_ij dP_ij), in lanes
       const float* o = t.row(out, i);
       const float* g = t.row(dout, i);
-      VF sum = hn::Zero(d);  // delta_i = dout_i . out_i (= sum_j P_ij dP_ij)
+      VF sum = hn::Zero(d);
       for (int64_t c = 0; c < D; c += N) {
         const auto count = static_cast<size_t>(std::min(N, D - c));
         sum = hn::MulAdd(LoadPart(d, o + c, count), LoadPart(d, g + c, count), sum);
       }
-      dl[i] = hn::GetLane(hn::SumOfLanes(d, sum));
+      return sum;
+    };
+    int64_t first = 0;
+#if POSENC_LAB_LANE_SUMS16
+    for (; first + 16 <= T; first += 16) {  // the lanes of 16 rows reduced at once (the same bits)
+      VF lanes[16];
+      for (int r = 0; r < 16; ++r) {
+        ExpRow(t, s.S + (first + r) * Tp, first + r + 1, lse_row[first + r]);
+        lanes[r] = delta_lanes(first + r);
+      }
+      hn::StoreU(SumsOfLanes16(lanes), d, dl + first);
+    }
+#endif
+    for (int64_t i = first; i < T; ++i) {
+      ExpRow(t, s.S + i * Tp, i + 1, lse_row[i]);
+      dl[i] = hn::GetLane(hn::SumOfLanes(d, delta_lanes(i)));
     }
     if (rel_value) {  // G = dout F^T: the value table's part of dP, read shifted
       const float* table_value = a.rel_value + t.h * a.rel_head_stride;
