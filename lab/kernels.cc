@@ -471,40 +471,38 @@ double SumOfSquaresImpl(const float* x, int64_t n) {
 #if POSENC_LAB_LANE_SUMS16
 HWY_INLINE void NormForwardRows16(bool layer, float* out, float* mean, float* rstd, const float* inp,
                                   const float* weight, const float* bias, float eps, int64_t n, int64_t C) {
-  {
-    const DF d;
-    const VF count = hn::Set(d, static_cast<float>(C));
-    VF acc[16];
-    if (layer) {
-      for (int r = 0; r < 16; ++r) {
-        const float* x = inp + (n + r) * C;
-        acc[r] = hn::Zero(d);
-        for (int64_t i = 0; i < C; i += 16) acc[r] = hn::Add(acc[r], hn::LoadU(d, x + i));
-      }
-      hn::StoreU(hn::Div(SumsOfLanes16(acc), count), d, mean + n);
-    } else {
-      hn::StoreU(hn::Zero(d), d, mean + n);
-    }
+  const DF d;
+  const VF count = hn::Set(d, static_cast<float>(C));
+  VF acc[16];
+  if (layer) {
     for (int r = 0; r < 16; ++r) {
       const float* x = inp + (n + r) * C;
-      const VF vm = hn::Set(d, mean[n + r]);
       acc[r] = hn::Zero(d);
-      for (int64_t i = 0; i < C; i += 16) {
-        const VF c = hn::Sub(hn::LoadU(d, x + i), vm);
-        acc[r] = hn::Add(acc[r], hn::Mul(c, c));
-      }
+      for (int64_t i = 0; i < C; i += 16) acc[r] = hn::Add(acc[r], hn::LoadU(d, x + i));
     }
-    const VF var = hn::Div(SumsOfLanes16(acc), count);
-    hn::StoreU(hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(var, hn::Set(d, eps)))), d, rstd + n);
-    for (int r = 0; r < 16; ++r) {
-      const float* x = inp + (n + r) * C;
-      float* o = out + (n + r) * C;
-      const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
-      for (int64_t i = 0; i < C; i += 16) {  // out = (x - m) * s * w (+ b)
-        VF y = hn::Mul(hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs), hn::LoadU(d, weight + i));
-        if (layer) y = hn::Add(y, hn::LoadU(d, bias + i));
-        hn::StoreU(y, d, o + i);
-      }
+    hn::StoreU(hn::Div(SumsOfLanes16(acc), count), d, mean + n);
+  } else {
+    hn::StoreU(hn::Zero(d), d, mean + n);
+  }
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]);
+    acc[r] = hn::Zero(d);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF c = hn::Sub(hn::LoadU(d, x + i), vm);
+      acc[r] = hn::Add(acc[r], hn::Mul(c, c));
+    }
+  }
+  const VF var = hn::Div(SumsOfLanes16(acc), count);
+  hn::StoreU(hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(var, hn::Set(d, eps)))), d, rstd + n);
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    float* o = out + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    for (int64_t i = 0; i < C; i += 16) {  // out = (x - m) * s * w (+ b)
+      VF y = hn::Mul(hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs), hn::LoadU(d, weight + i));
+      if (layer) y = hn::Add(y, hn::LoadU(d, bias + i));
+      hn::StoreU(y, d, o + i);
     }
   }
 }
@@ -552,10 +550,6 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
   });
 }
 
-// forward: xhat = (x - m) * s,  out = xhat * w (+ b).  With g = dout * w:
-//   layer: dx = s * (g - mean(g) - xhat * mean(g * xhat))
-//   rms:   dx = s * (g - xhat * mean(g * xhat))
-//   dw += sum over rows of dout * xhat,  db += sum over rows of dout
 // Rows [n, n + 16) of NormBackwardImpl's dx, with C a multiple of 16, as NormForwardRows16: each row's two
 // sums as RowSum adds them, their lanes reduced 16 rows at a time.
 #if POSENC_LAB_LANE_SUMS16
@@ -595,6 +589,10 @@ HWY_INLINE void NormBackwardRows16(bool layer, float* dinp, const float* dout, c
 }
 #endif
 
+// forward: xhat = (x - m) * s,  out = xhat * w (+ b).  With g = dout * w:
+//   layer: dx = s * (g - mean(g) - xhat * mean(g * xhat))
+//   rms:   dx = s * (g - xhat * mean(g * xhat))
+//   dw += sum over rows of dout * xhat,  db += sum over rows of dout
 void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, const float* dout,
                       const float* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
                       int64_t C) {
