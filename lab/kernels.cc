@@ -178,6 +178,18 @@ HWY_NOINLINE void PrefetchEpilogue(const Gemm& g, int64_t i, int rows, int64_t j
   if (fresh) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);
 }
 
+// The tile of rows [i, i + rows) and columns from j requests its share of g.ahead: the region is cut into
+// m x strips pieces, piece (s, r) for row r of strip s, whatever the tiles and threads.
+HWY_NOINLINE void PrefetchAhead(const Gemm& g, int64_t i, int rows, int64_t j) {
+  const DF d;
+  const int64_t W = kMaxVecs * static_cast<int64_t>(hn::Lanes(d)), strips = (g.n + W - 1) / W;
+  const int64_t bytes = g.ahead_floats * static_cast<int64_t>(sizeof(float));
+  const int64_t per = (bytes + g.m * strips - 1) / (g.m * strips), first = (j / W * g.m + i) * per;
+  const char* p = reinterpret_cast<const char*>(g.ahead);
+  for (int64_t at = first; at < std::min(bytes, first + rows * per); at += 64)
+    __builtin_prefetch(p + at, 0, 2);
+}
+
 // Rows [i, i + kRows) x columns [j, j + kVecs N) of C over l in [l0, l1). Every loop over the
 // accumulators is unrolled, so that they stay in registers.
 template <int kRows, int kVecs>
@@ -188,6 +200,7 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
   // What the epilogue reads and writes arrives while the tile computes (from L3: a step's activations
   // pass L2), rather than after it.
   if (last) PrefetchEpilogue(g, i, kRows, j, std::min(kVecs * N, g.n - j), fresh);
+  if (last && g.ahead) PrefetchAhead(g, i, kRows, j);
   HWY_ALIGN float part[kRows * kVecs * HWY_MAX_BYTES / sizeof(float)];
   if (!full && !fresh) LoadPartialTile(g, i, j, kRows, kVecs, part);
   VF acc[kRows][kVecs];
@@ -452,12 +465,60 @@ double SumOfSquaresImpl(const float* x, int64_t n) {
 }
 
 // ---- Norms.
+// Rows [n, n + 16) of NormForwardImpl, with C a multiple of 16 (RowSum's 16 running sums are then one
+// vector per row, with no scalar tail): each row's sums as RowSum adds them, their lanes reduced 16 rows at a
+// time (SumsOfLanes16, the same tree), the divisions and square roots in vectors (the same roundings).
+#if POSENC_LAB_LANE_SUMS16
+HWY_INLINE void NormForwardRows16(bool layer, float* out, float* mean, float* rstd, const float* inp,
+                                  const float* weight, const float* bias, float eps, int64_t n, int64_t C) {
+  const DF d;
+  const VF count = hn::Set(d, static_cast<float>(C));
+  VF acc[16];
+  if (layer) {
+    for (int r = 0; r < 16; ++r) {
+      const float* x = inp + (n + r) * C;
+      acc[r] = hn::Zero(d);
+      for (int64_t i = 0; i < C; i += 16) acc[r] = hn::Add(acc[r], hn::LoadU(d, x + i));
+    }
+    hn::StoreU(hn::Div(SumsOfLanes16(acc), count), d, mean + n);
+  } else {
+    hn::StoreU(hn::Zero(d), d, mean + n);
+  }
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]);
+    acc[r] = hn::Zero(d);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF c = hn::Sub(hn::LoadU(d, x + i), vm);
+      acc[r] = hn::Add(acc[r], hn::Mul(c, c));
+    }
+  }
+  const VF var = hn::Div(SumsOfLanes16(acc), count);
+  hn::StoreU(hn::Div(hn::Set(d, 1.0f), hn::Sqrt(hn::Add(var, hn::Set(d, eps)))), d, rstd + n);
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    float* o = out + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    for (int64_t i = 0; i < C; i += 16) {  // out = (x - m) * s * w (+ b)
+      VF y = hn::Mul(hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs), hn::LoadU(d, weight + i));
+      if (layer) y = hn::Add(y, hn::LoadU(d, bias + i));
+      hn::StoreU(y, d, o + i);
+    }
+  }
+}
+#endif
+
 void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const float* inp, const float* weight,
                      const float* bias, float eps, int64_t N, int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
     const D16 d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
+    int64_t n = n0;
+#if POSENC_LAB_LANE_SUMS16
+    if (C % 16 == 0)
+      for (; n + 16 <= n1; n += 16) NormForwardRows16(layer, out, mean, rstd, inp, weight, bias, eps, n, C);
+#endif
+    for (; n < n1; ++n) {
       const float* x = inp + n * C;
       float m = 0.0f;
       if (layer) {
@@ -489,6 +550,45 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
   });
 }
 
+// Rows [n, n + 16) of NormBackwardImpl's dx, with C a multiple of 16, as NormForwardRows16: each row's two
+// sums as RowSum adds them, their lanes reduced 16 rows at a time.
+#if POSENC_LAB_LANE_SUMS16
+HWY_INLINE void NormBackwardRows16(bool layer, float* dinp, const float* dout, const float* inp,
+                                   const float* weight, const float* mean, const float* rstd, int64_t n,
+                                   int64_t C) {
+  const DF d;
+  const VF count = hn::Set(d, static_cast<float>(C));
+  VF acc_g[16], acc_gx[16];
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const float* dy = dout + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    acc_g[r] = hn::Zero(d), acc_gx[r] = hn::Zero(d);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF g = hn::Mul(hn::LoadU(d, dy + i), hn::LoadU(d, weight + i));
+      acc_g[r] = hn::Add(acc_g[r], g);
+      acc_gx[r] = hn::Add(acc_gx[r], hn::Mul(g, hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs)));
+    }
+  }
+  HWY_ALIGN float g_mean[16], gx_mean[16];
+  hn::Store(layer ? hn::Div(SumsOfLanes16(acc_g), count) : hn::Zero(d), d, g_mean);
+  hn::Store(hn::Div(SumsOfLanes16(acc_gx), count), d, gx_mean);
+  for (int r = 0; r < 16; ++r) {
+    const float* x = inp + (n + r) * C;
+    const float* dy = dout + (n + r) * C;
+    float* dx = dinp + (n + r) * C;
+    const VF vm = hn::Set(d, mean[n + r]), vs = hn::Set(d, rstd[n + r]);
+    const VF vg = hn::Set(d, g_mean[r]), vgx = hn::Set(d, gx_mean[r]);
+    for (int64_t i = 0; i < C; i += 16) {
+      const VF xh = hn::Mul(hn::Sub(hn::LoadU(d, x + i), vm), vs);
+      const VF gi = hn::Mul(hn::LoadU(d, dy + i), hn::LoadU(d, weight + i));
+      const VF t = hn::Mul(vs, hn::Sub(hn::Sub(gi, vg), hn::Mul(xh, vgx)));
+      hn::StoreU(hn::Add(hn::LoadU(d, dx + i), t), d, dx + i);
+    }
+  }
+}
+#endif
+
 // forward: xhat = (x - m) * s,  out = xhat * w (+ b).  With g = dout * w:
 //   layer: dx = s * (g - mean(g) - xhat * mean(g * xhat))
 //   rms:   dx = s * (g - xhat * mean(g * xhat))
@@ -499,7 +599,12 @@ void NormBackwardImpl(bool layer, float* dinp, float* dweight, float* dbias, con
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
     const D16 d;
     const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
+    int64_t n = n0;
+#if POSENC_LAB_LANE_SUMS16
+    if (C % 16 == 0)
+      for (; n + 16 <= n1; n += 16) NormBackwardRows16(layer, dinp, dout, inp, weight, mean, rstd, n, C);
+#endif
+    for (; n < n1; ++n) {
       const float* x = inp + n * C;
       const float* dy = dout + n * C;
       const float m = mean[n], s = rstd[n];

@@ -38,6 +38,10 @@ struct Gemm {
   float* gelu_out = nullptr;
   bool gelu_grad = false;
   const float* factor = nullptr;
+  // Optional: floats [ahead, ahead + ahead_floats) that the caller reads next, requested into L2 a piece
+  // per output tile while the product computes (no effect on any result).
+  const float* ahead = nullptr;
+  int64_t ahead_floats = 0;
 };
 void gemm(const Gemm& g);
 

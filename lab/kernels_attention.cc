@@ -8,7 +8,6 @@
 #include "hwy/contrib/math/math-inl.h"  // Exp, Log
 #include "lab/kernels-inl.h"
 #include "lab/kernels.h"
-#include "src/cpu/softmax-inl.h"  // RowMax
 
 #include <algorithm>
 #include <cmath>
@@ -263,6 +262,29 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+// max(s[0, n)) for 1 <= n <= Tp, exact in any order; NaN if any of them is NaN (cpu::RowMax's result): the
+// row's last partial vector is read whole (the rows of S have Tp columns) with the lanes past n masked.
+HWY_INLINE float CausalRowMax(const float* s, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF lowest = hn::Set(d, -std::numeric_limits<float>::infinity());
+  VF vmax = lowest;
+  auto nan = hn::FirstN(d, 0);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF x = hn::LoadU(d, s + j);
+    vmax = hn::Max(vmax, x);
+    nan = hn::Or(nan, hn::IsNaN(x));
+  }
+  if (j < n) {
+    const VF x = hn::IfThenElse(hn::FirstN(d, static_cast<size_t>(n - j)), hn::LoadU(d, s + j), lowest);
+    vmax = hn::Max(vmax, x);
+    nan = hn::Or(nan, hn::IsNaN(x));
+  }
+  return hn::AllFalse(d, nan) ? hn::GetLane(hn::MaxOfLanes(d, vmax))
+                              : std::numeric_limits<float>::quiet_NaN();
+}
+
 // The scratch of a task: offsets of its arrays (the layout at the top of this section).
 struct AttnScratch {
   float *S, *dS, *kt, *vt, *kr, *vr, *qr, *dor, *brow, *grow, *per_row;
@@ -356,13 +378,12 @@ void AttentionForwardImpl(const Attention& a, Rows out, float* lse) {
       const int64_t rows = std::min(block, T - i0);
       if (rel) TableProduct(t, rows, t.row(a.p, i0), a.p.ld, s.et, s.G);  // G = p E^T
       AttnLogits(t, a, i0, rows, s.kt, s.brow, rel ? s.G : nullptr, s.S);
-      // softmax rows, unnormalized: P = exp(S - max); out = (P V [+ X F]) / sum P
+      // softmax rows, unnormalized: P = exp(S - max); out = (P V [+ X F]) / sum P. Every row's maximum
+      // before the exponentials: a row's exponentials wait on its maximum, another row's maximum does not
       float *m_row = s.per_row, *inv_l = s.per_row + Tp;
-      for (int64_t i = 0; i < rows; ++i) {
-        float* row = s.S + i * Tp;
-        m_row[i] = cpu::HWY_NAMESPACE::RowMax(row, i0 + i + 1, -std::numeric_limits<float>::infinity());
-        inv_l[i] = ExpRow(t, row, i0 + i + 1, m_row[i]);  // the sum, inverted below
-      }
+      for (int64_t i = 0; i < rows; ++i) m_row[i] = CausalRowMax(s.S + i * Tp, i0 + i + 1);
+      for (int64_t i = 0; i < rows; ++i)
+        inv_l[i] = ExpRow(t, s.S + i * Tp, i0 + i + 1, m_row[i]);  // the sum, inverted below
       for (int64_t i = 0; i < rows; i += N) {  // lse = m + log l; a NaN row (m NaN, l 0) stays NaN
         const auto count = static_cast<size_t>(std::min(N, rows - i));
         const VF m = hn::LoadU(d, m_row + i), l = hn::LoadU(d, inv_l + i);
@@ -430,17 +451,31 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
     // 1. P = exp(S - lse), the forward's logits recomputed by the same code
     AttnLogits(t, a, 0, T, s.kt, s.brow, rel ? s.G : nullptr, s.S);
     const float* lse_row = lse + (t.b * a.H + t.h) * T;
-    float* dl = s.per_row;  // delta
-    for (int64_t i = 0; i < T; ++i) {
-      ExpRow(t, s.S + i * Tp, i + 1, lse_row[i]);
+    float* dl = s.per_row;               // delta
+    auto delta_lanes = [&](int64_t i) {  // delta_i = dout_i . out_i (= sum_j P_ij dP_ij), in lanes
       const float* o = t.row(out, i);
       const float* g = t.row(dout, i);
-      VF sum = hn::Zero(d);  // delta_i = dout_i . out_i (= sum_j P_ij dP_ij)
+      VF sum = hn::Zero(d);
       for (int64_t c = 0; c < D; c += N) {
         const auto count = static_cast<size_t>(std::min(N, D - c));
         sum = hn::MulAdd(LoadPart(d, o + c, count), LoadPart(d, g + c, count), sum);
       }
-      dl[i] = hn::GetLane(hn::SumOfLanes(d, sum));
+      return sum;
+    };
+    int64_t first = 0;
+#if POSENC_LAB_LANE_SUMS16
+    for (; first + 16 <= T; first += 16) {  // the lanes of 16 rows reduced at once (the same bits)
+      VF lanes[16];
+      for (int r = 0; r < 16; ++r) {
+        ExpRow(t, s.S + (first + r) * Tp, first + r + 1, lse_row[first + r]);
+        lanes[r] = delta_lanes(first + r);
+      }
+      hn::StoreU(SumsOfLanes16(lanes), d, dl + first);
+    }
+#endif
+    for (int64_t i = first; i < T; ++i) {
+      ExpRow(t, s.S + i * Tp, i + 1, lse_row[i]);
+      dl[i] = hn::GetLane(hn::SumOfLanes(d, delta_lanes(i)));
     }
     if (rel_value) {  // G = dout F^T: the value table's part of dP, read shifted
       const float* table_value = a.rel_value + t.h * a.rel_head_stride;

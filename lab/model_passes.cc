@@ -267,12 +267,15 @@ void Model::backward() {
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
     // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc)).
     // In chunks of rows, so that d fc stays in cache between the product that writes it and the three
-    // that read it (the weights' and biases' gradients add the chunks' rows in order: the same bits)
+    // that read it (the weights' and biases' gradients add the chunks' rows in order: the same bits); each
+    // chunk requests the next one's gelu' and gelu rows (written by the forward long before: L3 or memory)
     for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
-      const int64_t rows = std::min(kMlpRows, N - r0);
+      const int64_t rows = std::min(kMlpRows, N - r0), next = std::min(kMlpRows, N - r0 - rows);
+      const ops::Ahead ahead{a.fch_dgelu.data() + (r0 + rows) * F, a.fch_gelu.data() + (r0 + rows) * F,
+                             next * F};
       ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data() + r0 * C,
                            a.fch_gelu.data() + r0 * F, P + o.fcproj_w, rows, F, C, ops::Dinp::times,
-                           a.fch_dgelu.data() + r0 * F);
+                           a.fch_dgelu.data() + r0 * F, next > 0 ? ahead : ops::Ahead{});
       ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.fc_w, G + o.fc_b, m.dfch.data(),
                            a.norm2.data() + r0 * C, P + o.fc_w, rows, C, F, ops::Dinp::store);
     }

@@ -34,7 +34,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode, const float* factor) {
+                     const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode, const float* factor,
+                     const Ahead& ahead) {
   if ((mode == Dinp::times) != (factor != nullptr))
     throw Error(std::string("lab ops: matmul_backward's factor is ") + (factor ? "set" : "null") +
                 " with mode " + (mode == Dinp::times ? "times" : "add or store") +
@@ -48,6 +49,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     g.c = dinp, g.ldc = C;
     g.accumulate = mode == Dinp::add;
     g.factor = factor;
+    g.ahead = ahead.during_dinp, g.ahead_floats = ahead.during_dinp ? ahead.floats : 0;
     kernels::gemm(g);
   }
   // dweight (OC, C) += dout^T (OC, N) @ inp (N, C): each element's sum runs over the N rows in order
@@ -57,6 +59,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   g.b = {inp, C, 1};
   g.c = dweight, g.ldc = C;
   g.accumulate = true;
+  g.ahead = ahead.during_dweight, g.ahead_floats = ahead.during_dweight ? ahead.floats : 0;
   kernels::gemm(g);
   if (dbias != nullptr) kernels::column_sums(dbias, dout, N, OC, OC);
 }

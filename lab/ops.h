@@ -29,13 +29,22 @@ enum class Dinp : uint8_t {
   times,  // dinp = factor * it, elementwise: with factor = gelu'(x) (matmul_forward's gelu_grad), the
           // gradient at GELU's input of a layer whose input was gelu(x) (the MLP's projection)
 };
+// What the caller reads next, requested into L2 a piece at a time while matmul_backward's products compute
+// (from L3 or memory, it would otherwise arrive when first read): `floats` from during_dinp during the input
+// gradient's product and `floats` from during_dweight during the weights'. Null: nothing. No effect on any
+// result.
+struct Ahead {
+  const float* during_dinp = nullptr;
+  const float* during_dweight = nullptr;
+  int64_t floats = 0;
+};
 // dinp (N, C) (+)= dout @ weight;  dweight (OC, C) += dout^T @ inp;  dbias (OC) += sum_n dout[n]
 // (dinp or dbias may be null; factor (N, C) with Dinp::times only). dweight's and dbias's elements add
 // the rows one after another onto their values, so that the rows passed in consecutive parts give the
 // same bits as in one call.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t N, int64_t C, int64_t OC, Dinp mode = Dinp::add,
-                     const float* factor = nullptr);
+                     const float* factor = nullptr, const Ahead& ahead = {});
 
 enum class Norm : uint8_t {
   layer,  // LayerNorm (Ba et al. 2016): (x - mean) * rstd * weight + bias, eps 1e-5

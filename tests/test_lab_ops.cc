@@ -236,6 +236,29 @@ TEST(LabOps, MatmulRefusesAnOutputThatAliasesAnInput) {
       "gelu_grad is true without gelu_out");
 }
 
+// Requesting the caller's next operands (Ahead) during the products changes no bit of their results,
+// whatever the region's size against the products' tiles (larger, smaller, none).
+TEST(LabOps, MatmulBackwardAheadChangesNoBit) {
+  const int64_t N = 131, C = 70, OC = 45;
+  const auto inp = random_floats(static_cast<size_t>(N * C), 1),
+             w = random_floats(static_cast<size_t>(OC * C), 2);
+  const auto dout = random_floats(static_cast<size_t>(N * OC), 3), factor = random_floats(inp.size(), 4);
+  const auto next = random_floats(5000, 5);
+  auto run = [&](const Ahead& ahead) {
+    std::vector<float> dinp(inp.size()), dw(w.size(), 0.5f), db(static_cast<size_t>(OC), 0.5f);
+    matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC,
+                    Dinp::times, factor.data(), ahead);
+    dinp.insert(dinp.end(), dw.begin(), dw.end());
+    dinp.insert(dinp.end(), db.begin(), db.end());
+    return dinp;
+  };
+  const std::vector<float> none = run({});
+  for (int64_t floats : {int64_t{1}, int64_t{37}, int64_t{2500}}) {
+    SCOPED_TRACE(floats);
+    EXPECT_EQ(run({next.data(), next.data() + 2500, floats}), none);
+  }
+}
+
 TEST(LabOps, ThreadCountDoesNotChangeBits) {
   const int64_t N = 517, C = 40, OC = 300;
   const auto inp = random_floats(static_cast<size_t>(N * C), 1),
@@ -400,6 +423,51 @@ TEST(LabKernels, GemmMatchesDoubleInEveryLayoutAndEpilogue) {
 
 // GELU, the column sums, the norms, the softmax and AdamW against double loops (AdamW and the norms
 // with the same bits on every target, as kernels.cc promises).
+// The norms take 16 rows at a time where C is a multiple of 16 on AVX-512 (their row sums' lanes reduced
+// together, in RowSum's order): the same bits as one row at a time (N = 1) and as every other target, for
+// whole groups of 16 rows and the rest (37 = 2 x 16 + 5), against double for scale.
+TEST(LabKernels, NormsInGroupsOfRowsGiveEachRowsBits) {
+  const int64_t N = 37;
+  for (int64_t C : {int64_t{16}, int64_t{64}}) {
+    SCOPED_TRACE(C);
+    const auto x = random_floats(static_cast<size_t>(N * C), 41, -3, 3), dy = random_floats(x.size(), 42);
+    const auto w = random_floats(static_cast<size_t>(C), 43), b = random_floats(static_cast<size_t>(C), 44);
+    std::vector<float> first;
+    for_each_target([&](int64_t) {
+      std::vector<float> bits;
+      for (Norm norm : {Norm::layer, Norm::rms}) {
+        const bool layer = norm == Norm::layer;
+        std::vector<float> out(x.size()), mean(static_cast<size_t>(N)), rstd(mean.size()),
+            dinp(x.size(), 0.5f), dw(w.size(), 0.5f), db(b.size(), 0.5f);
+        kernels::norm_forward(layer, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                              kNormEps, N, C);
+        EXPECT_TRUE(all_close(out, ref_norm(norm, to_double(x), to_double(w), to_double(b), N, C),
+                              test::kF32Reduction));
+        kernels::norm_backward(layer, dinp.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                               mean.data(), rstd.data(), N, C);
+        for (int64_t n = 0; n < N; ++n) {  // row by row: each row's output, mean, rstd and d x
+          const auto at = static_cast<size_t>(n * C);
+          std::vector<float> row_out(static_cast<size_t>(C)), row_dinp(row_out.size(), 0.5f), dw1(w.size()),
+              db1(b.size());
+          float m = 0, r = 0;
+          kernels::norm_forward(layer, row_out.data(), &m, &r, x.data() + at, w.data(), b.data(), kNormEps, 1,
+                                C);
+          kernels::norm_backward(layer, row_dinp.data(), dw1.data(), db1.data(), dy.data() + at,
+                                 x.data() + at, w.data(), &m, &r, 1, C);
+          ASSERT_EQ(std::vector<float>(out.begin() + at, out.begin() + at + C), row_out) << "row " << n;
+          ASSERT_EQ(m, mean[static_cast<size_t>(n)]) << "row " << n;
+          ASSERT_EQ(r, rstd[static_cast<size_t>(n)]) << "row " << n;
+          ASSERT_EQ(std::vector<float>(dinp.begin() + at, dinp.begin() + at + C), row_dinp) << "row " << n;
+        }
+        for (const auto* v : {&out, &mean, &rstd, &dinp, &dw, &db})
+          bits.insert(bits.end(), v->begin(), v->end());
+      }
+      if (first.empty()) first = bits;
+      EXPECT_EQ(bits, first) << "the norms' bits on every target";
+    });
+  }
+}
+
 TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
   const int64_t N = 37, C = 53;  // 53 = 3 x 16 + 5: a partial vector and a tail past the 16-lane sums
   const auto x = random_floats(static_cast<size_t>(N * C), 31, -4, 4), dy = random_floats(x.size(), 32);
