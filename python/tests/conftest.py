@@ -3,6 +3,12 @@ tree, so they test what users get."""
 import os
 import sys
 
+# PyTorch's OpenMP workers spin for a while after each parallel region before they sleep. pytest runs on
+# both cores (-n 2), each worker with its own OpenMP threads, so the spinning took the cores the other
+# worker needed: a third of the CPU time of the tests that run torch at its default thread count. Read
+# when torch loads libgomp, after this file; posenc's own pool has no OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import pytest
 

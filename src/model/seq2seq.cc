@@ -62,7 +62,7 @@ const Seq2Seq* find(const std::string& type) {
   return nullptr;
 }
 
-int64_t positive(Obj& j, const char* key, int64_t fallback) {
+int64_t positive_size(Obj& j, const char* key, int64_t fallback) {
   const int64_t v = j.int_or(key, fallback);
   if (v <= 0 || v > kMaxModelLayers * 64)
     fail(kOp, j.where, key, " = ", v, " is invalid: must be in [1, ", kMaxModelLayers * 64, "]");
@@ -85,11 +85,11 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
   const char* heads_key = j.has("num_attention_heads") ? "num_attention_heads" : "encoder_attention_heads";
   j.read.insert({"hidden_size", "d_model", "num_hidden_layers", "encoder_layers", "num_attention_heads",
                  "encoder_attention_heads"});
-  const int64_t d = positive(j, d_key, f.d_model);
+  const int64_t d = positive_size(j, d_key, f.d_model);
   const int64_t enc_layers = j.int_or(layers_key, f.encoder_layers);
   const int64_t dec_layers = j.int_or("decoder_layers", f.decoder_layers);
-  const int64_t enc_heads = positive(j, heads_key, f.encoder_heads);
-  const int64_t dec_heads = positive(j, "decoder_attention_heads", f.decoder_heads);
+  const int64_t enc_heads = positive_size(j, heads_key, f.encoder_heads);
+  const int64_t dec_heads = positive_size(j, "decoder_attention_heads", f.decoder_heads);
   // BartForCausalLM & co. save is_encoder_decoder false: the decoder alone (modeling_bart.py).
   const bool encoder = j.bool_or("is_encoder_decoder", true);
   j.read.insert("is_decoder");
@@ -102,10 +102,10 @@ ModelPositions seq2seq_positions(Obj& j, const std::string& type) {
 
   const bool whisper = f.table == Table::whisper;
   if (whisper) {
-    out.max_position_embeddings = positive(j, "max_target_positions", f.max_pos);
-    out.encoder_max_position_embeddings = positive(j, "max_source_positions", 1500);
+    out.max_position_embeddings = positive_size(j, "max_target_positions", f.max_pos);
+    out.encoder_max_position_embeddings = positive_size(j, "max_source_positions", 1500);
   } else {
-    out.max_position_embeddings = positive(j, "max_position_embeddings", f.max_pos);
+    out.max_position_embeddings = positive_size(j, "max_position_embeddings", f.max_pos);
     out.encoder_max_position_embeddings = out.max_position_embeddings;
   }
   if (!encoder) out.encoder_max_position_embeddings = 0;

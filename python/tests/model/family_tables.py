@@ -90,7 +90,12 @@ FAMILY_KWARGS = {
     "zamba2": dict(layers_block_type=["mamba", "hybrid", "mamba", "mamba", "hybrid", "mamba"],
                    n_mamba_heads=8, mamba_d_state=16, chunk_size=16, use_mem_rope=True),
     "mamba2": dict(num_heads=8, head_dim=64, n_groups=1, state_size=16, chunk_size=8),  # 8 * 64 = 2 * 256
+    # linear-attention layers (no positions; their class sizes, e.g. 64 heads of 128, made the chunked CPU
+    # fallback most of a family's test time): 4 heads of 16; Gated DeltaNet's: 2 key and 4 value heads of 16
     "kimi_linear": dict(linear_head_dim=16, linear_num_heads=4),
+    "glm5_next_text": dict(linear_head_dim=16, linear_num_heads=4),
+    **{t: dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+               linear_value_head_dim=16) for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
     # encoder-decoders: the shrunk d_model must split into the decoder's heads too; Whisper's encoder
     # takes exactly 2 max_source_positions input frames
@@ -123,7 +128,7 @@ FAMILY_KWARGS = {
     "dbrx": dict(d_model=HEADS * 128, attn_config={"kv_n_heads": 2, "rope_theta": 1e4, "clip_qkv": 8.0},
                  ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
     "bailing_hybrid": dict(layer_group_size=3, num_experts=4, num_experts_per_tok=2, num_expert_group=1,
-                           topk_group=1),
+                           topk_group=1, linear_head_dim=16, linear_num_heads=4),
     # a dense prefix of 2 layers: full attention with RoPE (force_rope), then S S S F
     "cohere2_moe": dict(first_k_dense_replace=2, prefix_dense_intermediate_size=32),
     # recurrent models without attention heads (the shrinker keys its sizes on them)
@@ -166,6 +171,7 @@ FAMILY_KWARGS["cohere_compass_text"] = dict(
 # checkpoint's rotation (a quarter of the 256-dim head, base 1e7: its rotated dims must fit the index head).
 FAMILY_KWARGS["qwen4_exp_text"] = dict(
     indexer_n_heads=4, indexer_kv_heads=1, indexer_head_dim=128, indexer_budget=16, indexer_compress_ratio=4,
+    **FAMILY_KWARGS["qwen3_next"],
     rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
                      "mrope_section": [11, 11, 10]})
 
