@@ -439,6 +439,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     if (!given_q) l.q_pos = d.q_pos, l.q_pos_stride = Q;
     if (!given_k) l.k_pos = d.k_pos, l.k_pos_stride = K;
   }
+  l.default_positions = !given_q && !given_k;
   const size_t q_bytes = static_cast<size_t>(B * Q * H * D) * 2,
                k_bytes = static_cast<size_t>(B * K * Hkv * D) * 2;
   cuda::DeviceScratch rotated(kOp, "rotated q and k", rope != nullptr ? q_bytes + k_bytes : 0);

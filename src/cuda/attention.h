@@ -60,6 +60,9 @@ struct AttentionLaunch {
   const int64_t* q_pos = nullptr;
   const int64_t* k_pos = nullptr;
   int64_t q_pos_stride = 0, k_pos_stride = 0;  // per batch row (0: shared by the rows)
+  // Whether q_pos and k_pos are the default ones (attention_default_positions), which kernels may compute
+  // instead of reading.
+  bool default_positions = false;
   // Packed sequences (B = 1): offsets of N sequences in q and in k / v; null for batch rows.
   const int64_t* cu_seqlens_q = nullptr;
   const int64_t* cu_seqlens_k = nullptr;
@@ -100,6 +103,10 @@ inline AttentionKernel attention_forward_choice = AttentionKernel::automatic;
 // code), and how many launches it has had: the GPU tests check that their shapes ran on it.
 bool attention_sm90_available();
 inline int64_t attention_sm90_launches = 0;
+// The same for the backward (src/cuda/attention_backward_sm90.cu against the tiled passes): automatic, on a
+// Hopper GPU where it fits and its key tiles fill the GPU; tiled; or sm90 wherever it fits.
+inline AttentionKernel attention_backward_choice = AttentionKernel::automatic;
+inline int64_t attention_sm90_backward_launches = 0;
 
 // Decoding rows (src/cuda/attention_decode.cu): the forward of launches with at most kMaxDecodeRows query
 // rows per kv head (Q x H / Hkv), batch rows (not packed), without Shaw's or Transformer-XL's terms, on the

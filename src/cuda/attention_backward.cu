@@ -236,6 +236,9 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     attention_backward_shaw(bl, p, problems, waves);
   } else if (problems > 0 && l.H > 0 && l.xl_u != nullptr) {
     attention_backward_xl(bl, p, problems, waves);
+  } else if (problems > 0 && l.H > 0 && attention_backward_choice != AttentionKernel::tiled &&
+             attention_backward_sm90_fits(bl, attention_backward_choice == AttentionKernel::automatic)) {
+    attention_backward_sm90(bl, p, problems);
   } else if (problems > 0 && l.H > 0) {
     const int64_t tile_dim = attention_backward_tile_dim(l.D, l.Dv);
     if (tile_dim == 64)

@@ -70,3 +70,57 @@ CUTE_HOST_DEVICE constexpr auto gmma_accumulator_as_operand_a(Layout layout) {
 }
 
 }  // namespace posenc::cuda
+
+namespace posenc::cuda {
+
+// The tiles of the Hopper attention backward (src/cuda/attention_backward_sm90.cu): a block owns 128 keys of
+// a kv head (two consumer warpgroups of 64 keys each, stacked along M) and walks row tiles of 64 queries:
+//   S^T = K Q^T and dP^T = V dO^T: (keys, rows), both operands K-major in shared memory;
+//   dV += P^T dO and dK += dS^T Q: (keys, head dim), A from registers (S^T's and dP^T's accumulators turned
+//   into P^T and dS^T, rounded to the storage type), B = dO or Q read as (head dim, rows), MN-major;
+//   dQ = dS K: (rows, head dim), A = dS in shared memory with the rows contiguous (MN-major: dS^T's
+//   accumulators stored as they are), B = K read as (head dim, keys), MN-major; kHeadDim / 64 warpgroups side
+//   by side along the head dim, 64 columns each.
+template <class Element, int kHeadDim>
+struct AttentionBackwardSm90Tiles {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head tiles of 64 or 128 columns");
+  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2;
+  static constexpr int kConsumers = 2;                     // warpgroups of 64 keys each
+  static constexpr int kThreads = 128 * (kConsumers + 1);  // and one producer warpgroup
+  static constexpr int kDQGroups = kHeadDim / 64;          // the warpgroups computing dQ
+  using MmaSdP = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kBlockM>, cute::Int<kHeadDim>>>(),
+      cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
+  using MmaKV = decltype(cute::make_tiled_mma(
+      cute::GMMA::rs_op_selector<Element, Element, float,
+                                 cute::Shape<cute::_64, cute::Int<kHeadDim>, cute::Int<kBlockM>>,
+                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
+  using MmaDQ = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<Element, Element, float,
+                                 cute::Shape<cute::Int<kBlockM>, cute::_64, cute::Int<kBlockN>>,
+                                 cute::GMMA::Major::MN, cute::GMMA::Major::MN>(),
+      cute::Layout<cute::Shape<cute::_1, cute::Int<kDQGroups>, cute::_1>>{}));
+  using Atom = cute::GMMA::Layout_K_SW128_Atom<Element>;
+  // K and V: (keys, head dim); K as (head dim, keys): the B operand of dS K.
+  using SmemKV =
+      decltype(cute::tile_to_shape(Atom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>>{}));
+  using SmemKt = decltype(cute::composition(
+      SmemKV{}, cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>>{},
+                                  cute::Stride<cute::Int<kBlockN>, cute::_1>{})));
+  // Q and dO: (rows, head dim, stage); as (head dim, rows, stage): the B operands of dS^T Q and P^T dO.
+  using SmemRows = decltype(cute::tile_to_shape(
+      Atom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  using SmemRowsT = decltype(cute::composition(
+      SmemRows{},
+      cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockM>, cute::Int<kStages>>{},
+                        cute::Stride<cute::Int<kBlockM>, cute::_1, cute::Int<kBlockM * kHeadDim>>{})));
+  // dS: (rows, keys), the rows contiguous in 128-byte-swizzled atoms of 64 rows x 8 keys.
+  using SmemDS = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              cute::Shape<cute::Int<kBlockM>, cute::Int<kBlockN>>{}));
+  static constexpr int kKeyBytes = kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
+  static constexpr int kRowBytes = kBlockM * kHeadDim * static_cast<int>(sizeof(Element));
+};
+
+}  // namespace posenc::cuda

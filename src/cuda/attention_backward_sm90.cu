@@ -1,0 +1,748 @@
+// src/cuda/attention_backward_sm90.cu: the attention backward on Hopper (sm_90a) for the launches it takes
+// (attention_backward_sm90_fits): default positions, batch rows or packed sequences, head dims up to 128,
+// every scalar positional term (none, ALiBi, T5 and the clipped table without their table's gradient),
+// softcap, sinks, windows, chunks, query temperature, GQA. Everything else runs on the tiled passes
+// (src/cuda/attention_backward.cu), which also run on Ampere.
+// FlashAttention-3's backward (Shah et al. 2024, arXiv 2407.08608), warp-specialized, deterministic:
+//   a block of 3 warpgroups owns 128 keys of a kv head; a producer warp loads K and V once by TMA, then,
+//   for each query head of the group and each row tile of 64 the mask leaves visible, the tile's Q and dO
+//   (TMA) with its rows' lse, D_i, scale and positions into a ring of kStages buffers;
+//   two consumer warpgroups, 64 keys each: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory,
+//   P^T and dS^T per accumulator element (the tiled passes' arithmetic: attention-inl.cuh pair_gradient),
+//   dV += P^T dO and dK += dS^T Q by wgmma with P^T and dS^T from registers (dV and dK stay in registers),
+//   dS^T to shared memory and dQ = dS K by wgmma, staged in shared memory as fp32;
+//   a second producer warp adds each tile's dQ into the fp32 gradient (red.global.add), the blocks of a
+//   kv head in a fixed order per row tile: a counter per (head, row tile) says how many of the blocks before
+//   this one (in block order) that see the tile have added theirs, and the warp waits for its turn. Every
+//   element of dQ is thus the same sum in the same order run to run, as FlashAttention-3's deterministic
+//   mode does; with a causal mask the blocks run their key tiles from the last, so that the block that meets
+//   a row tile first (the diagonal's) adds first and turns seldom wait.
+// The order of the blocks is a function of the tiles' positions that every block computes the same way:
+// default positions only (explicit ones run on the tiled passes).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
+#include "posenc/device.h"
+#include "src/cuda/attention.h"
+#include "src/cuda/attention_backward-inl.cuh"
+#include "src/cuda/attention_sm90_tiles.cuh"
+#include "src/cuda/device.h"
+
+namespace posenc::cuda {
+namespace backward {
+namespace {
+using cutlass::arch::ClusterBarrier;
+using cutlass::arch::ClusterTransactionBarrier;
+using cutlass::arch::NamedBarrier;
+
+// q, k, v and dO in global memory as (rows, head dim, heads, batch rows) for the TMA.
+using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+// Named barriers (0 is __syncthreads): the consumers' dS tile, their zeroing of rows past a packed
+// sequence, a row tile's terms, and the staged dQ tile between the warpgroups computing it and the warp
+// adding it.
+enum : int { kDSBarrier = 1, kZeroBarrier = 2, kTermsBarrier = 3, kDQFull = 4, kDQEmpty = 5 };
+
+// The lookup's entries a tile of 64 rows and 128 keys at default positions meets: its pairs' distances
+// k_pos - q_pos are (key0 - row_pos0) + key - row, 191 consecutive values.
+constexpr int kBand = 64 + 128 - 1;
+
+// The row tiles a block sees, found once by all its threads before the warps take their roles (the roles'
+// registers are few): steps[m] = -1 where the mask hides every pair of row tile m from the block's keys,
+// else the block's turn on it (turn_of) plus kWholeStep where the mask leaves every pair visible.
+constexpr int kMaxRowTiles = 2048;  // rows per problem up to 2048 x 64 (attention_backward_sm90_fits)
+constexpr int kWholeStep = 1 << 30;
+
+template <class Element, int kHeadDim>
+struct Sm90Backward {
+  using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
+  static auto gmem(const void* data, GmemShape shape, GmemStride stride) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), shape, stride);
+  }
+  using TmaRows = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+                                         take<0, 2>(typename T::SmemRows{}),
+                                         Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{}));
+  using TmaKeys =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}), typename T::SmemKV{},
+                             Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
+  static constexpr int kDQStride = kHeadDim + 4;  // floats per row of the staged dQ (16-byte rows, banks)
+  // A row tile's terms: its number, head and kind, written by the producer warp with its Q and dO; the rows'
+  // terms, written by the consumers.
+  struct Rows {
+    float lse2[T::kBlockM];   // lse log2 e (-inf: a row with nothing visible or past the rows)
+    float term[T::kBlockM];   // D_i
+    float scale[T::kBlockM];  // the softmax scale times the row's query temperature
+    float band[kBand];        // a lookup's entries at the tile's distances
+    float slope;              // the head's ALiBi slope
+    int tile;                 // the row tile; -1: the walk is done
+    int head;
+    int whole;  // the mask leaves every pair of the tile visible
+  };
+  struct Shared {
+    alignas(1024) Element k[T::kBlockN * kHeadDim];  // the 128-byte swizzle repeats every 1024 bytes
+    alignas(1024) Element v[T::kBlockN * kHeadDim];
+    alignas(1024) Element q[T::kStages * T::kBlockM * kHeadDim];
+    alignas(1024) Element dout[T::kStages * T::kBlockM * kHeadDim];
+    alignas(1024) Element ds[T::kBlockM * T::kBlockN];
+    alignas(16) float dq[T::kBlockM * kDQStride];  // a tile's dQ, each dQ warpgroup's 64 columns
+    Rows rows[T::kStages];
+    // The block's problem, key tile and the problem's key tiles: read where used, not held in the
+    // consumers' registers.
+    Problem problem;
+    int64_t key_tile, key_tiles;
+    int steps[kMaxRowTiles];
+    int group, row_tiles;
+    uint64_t kv_full;
+    uint64_t q_full[T::kStages];   // Q has landed (and the tile's number is written)
+    uint64_t do_full[T::kStages];  // dO has landed
+    uint64_t empty[T::kStages];    // the consumers are done with the buffer
+  };
+  static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
+};
+
+// How the blocks of a kv head take turns adding dQ: the counters, zeroed, one per (query head, row tile of a
+// problem) at lock_stride per head; a causal mask's key tiles walked from the last (reverse). With a query
+// temperature, each query token's softmax scale (row_scales, made before the kernel; null without one).
+struct Turns {
+  int* counters;
+  int64_t lock_stride, row_tiles;
+  bool reverse;
+  const float* row_scales;
+};
+
+// The mask's tests (src/attention_mask.h) with a 32-bit division for the chunks: default positions lie in
+// (-2^31, 2^31 - 1) (attention_backward_sm90_fits), where a chunk of 2^31 or more groups positions as
+// 2^31 - 1 does; a 64-bit division is a subroutine call, whose saved registers the producer warps cannot
+// afford.
+struct Mask32 {
+  bool causal;
+  int64_t window;
+  int32_t chunk;
+  __device__ explicit Mask32(const detail::AttentionMask& m)
+      : causal(m.causal), window(m.window), chunk(static_cast<int32_t>(min<int64_t>(m.chunk, INT32_MAX))) {}
+  __device__ int32_t chunk_of(int64_t position) const {
+    const int32_t p = static_cast<int32_t>(position);
+    return p >= 0 ? p / chunk : -1 - (-(p + 1)) / chunk;
+  }
+  __device__ bool masked(int64_t q, int64_t k) const {
+    return (causal && k > q) || (window > 0 && (q - k >= window || k - q >= window)) ||
+           (chunk > 0 && chunk_of(q) != chunk_of(k));
+  }
+  __device__ bool any_visible(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax) const {
+    if (causal && kmin > qmax) return false;
+    if (window > 0 && (qmin - kmax >= window || kmin - qmax >= window)) return false;
+    if (chunk > 0 && (chunk_of(kmin) > chunk_of(qmax) || chunk_of(kmax) < chunk_of(qmin))) return false;
+    return true;
+  }
+  __device__ bool all_visible(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax) const {
+    return !(causal && kmax > qmin) && !(window > 0 && (qmax - kmin >= window || kmax - qmin >= window)) &&
+           !(chunk > 0 && (chunk_of(qmin) != chunk_of(qmax) || chunk_of(kmin) != chunk_of(kmax) ||
+                           chunk_of(kmin) != chunk_of(qmin)));
+  }
+};
+
+// The counter of row tile m of problem z: batch rows, z row_tiles apart; packed sequences, at
+// floor(q0 / 64) + z + m, distinct for every sequence's tiles (a sequence of n rows from q0 has ceil(n / 64)
+// tiles, and floor(q0 / 64) + ceil(n / 64) <= floor((q0 + n) / 64) + 1).
+__device__ __forceinline__ int64_t turn_index(const BackwardParams& p, const Turns& turns, const Problem& pr,
+                                              int64_t z, int64_t m) {
+  return p.cu_seqlens_q != nullptr ? pr.q0 / 64 + z + m : z * turns.row_tiles + m;
+}
+
+// Whether the mask leaves some pair of row tile m and key tile n visible (default positions: row i of the
+// problem at nk - nq + i, key j at j), and whether it leaves every pair visible on whole tiles.
+struct TileView {
+  bool any, all;
+};
+__device__ __forceinline__ TileView tile_view(const BackwardParams& p, const Problem& pr, int64_t m,
+                                              int64_t n) {
+  const int64_t row0 = m * 64, key0 = n * 128;
+  const int64_t rows = min<int64_t>(64, pr.nq - row0), cols = min<int64_t>(128, pr.nk - key0);
+  const int64_t q_lo = pr.nk - pr.nq + row0, q_hi = q_lo + rows - 1, k_hi = key0 + cols - 1;
+  const Mask32 mask(p.mask);
+  return {mask.any_visible(q_lo, q_hi, key0, k_hi),
+          rows == 64 && cols == 128 && mask.all_visible(q_lo, q_hi, key0, k_hi)};
+}
+
+// The key tile of block x among a problem's key_tiles.
+__device__ __forceinline__ int64_t key_tile_of(const Turns& turns, int64_t x, int64_t key_tiles) {
+  return turns.reverse ? key_tiles - 1 - x : x;
+}
+
+// How many blocks before block x (in block order) see row tile m. With default positions the key tiles a
+// row tile sees are consecutive (each of the mask's tests bounds them on one side), and so are the blocks,
+// x among them: the first is found by bisection.
+__device__ __forceinline__ int turn_of(const BackwardParams& p, const Turns& turns, const Problem& pr,
+                                       int64_t m, int64_t x, int64_t key_tiles) {
+  int64_t lo = 0, hi = x;
+#pragma unroll 1
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (tile_view(p, pr, m, key_tile_of(turns, mid, key_tiles)).any)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return static_cast<int>(x - lo);
+}
+
+// The next (head of the group, row tile) after (g, m) that the block sees; false past the last. Start from
+// (0, -1).
+__device__ __forceinline__ bool next_step(const int* steps, int group, int row_tiles, int* g, int* m) {
+  for (;;) {
+    if (++*m == row_tiles) *m = 0, ++*g;
+    if (*g >= group) return false;
+    if (steps[*m] >= 0) return true;
+  }
+}
+
+// ptr + 0 where the compiler cannot see the 0: what is computed from it is computed where it is used.
+template <class E>
+__device__ __forceinline__ E* unhoisted(E* ptr) {
+  int zero = 0;
+  asm volatile("" : "+r"(zero));
+  return ptr + zero;
+}
+
+// The first producer warp: K and V, then every visible row tile's Q, dO and terms into the ring, then the
+// end marker.
+template <class Element, int kHeadDim>
+__device__ __forceinline__ void load_tiles(const BackwardParams& p,
+                                           typename Sm90Backward<Element, kHeadDim>::Shared& sh,
+                                           const typename Sm90Backward<Element, kHeadDim>::TmaRows& tma_q,
+                                           const typename Sm90Backward<Element, kHeadDim>::TmaRows& tma_do,
+                                           const typename Sm90Backward<Element, kHeadDim>::TmaKeys& tma_k,
+                                           const typename Sm90Backward<Element, kHeadDim>::TmaKeys& tma_v) {
+  using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+#define pr (*unhoisted(&sh.problem))  // as in add_dq
+  const int64_t hk = blockIdx.y, n = sh.key_tile;
+  const int lane = threadIdx.x % 32;
+  const int b = static_cast<int>(pr.b), batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemRows{});
+  Tensor sdO = make_tensor(make_smem_ptr(sh.dout), typename T::SmemRows{});
+  Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
+  Tensor mdO = tma_do.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.Dv, static_cast<int>(p.H), batch));
+  Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
+  Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
+  const int q0 = static_cast<int>(pr.q0), k0 = static_cast<int>(pr.k0), h_kv = static_cast<int>(hk);
+  Tensor gK = local_tile(domain_offset(make_coord(k0, 0), mK(_, _, h_kv, b)), Shape<Int<BN>, Int<kHeadDim>>{},
+                         make_coord(static_cast<int>(n), 0));
+  Tensor gV = local_tile(domain_offset(make_coord(k0, 0), mV(_, _, h_kv, b)), Shape<Int<BN>, Int<kHeadDim>>{},
+                         make_coord(static_cast<int>(n), 0));
+  if (lane == 0) {
+    prefetch_tma_descriptor(tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(tma_do.get_tma_descriptor());
+    prefetch_tma_descriptor(tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(tma_v.get_tma_descriptor());
+    auto [tKg, tKs] =
+        tma_partition(tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVg, tVs] =
+        tma_partition(tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+    ClusterTransactionBarrier::arrive_and_expect_tx(&sh.kv_full, 2 * T::kKeyBytes);
+    copy(tma_k.with(sh.kv_full), tKg, tKs);
+    copy(tma_v.with(sh.kv_full), tVg, tVs);
+  }
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int g = 0, m = -1;
+  while (next_step(sh.steps, sh.group, sh.row_tiles, &g, &m)) {
+    ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);  // the consumers are done with this buffer
+    if (lane == 0) {
+      const int h = static_cast<int>(hk) * sh.group + g;
+      sh.rows[stage].tile = static_cast<int>(m);
+      sh.rows[stage].head = h;
+      sh.rows[stage].whole = (sh.steps[m] & kWholeStep) != 0;
+      Tensor gQ = local_tile(domain_offset(make_coord(q0, 0), mQ(_, _, h, b)),
+                             Shape<Int<BM>, Int<kHeadDim>>{}, make_coord(static_cast<int>(m), 0));
+      Tensor gdO = local_tile(domain_offset(make_coord(q0, 0), mdO(_, _, h, b)),
+                              Shape<Int<BM>, Int<kHeadDim>>{}, make_coord(static_cast<int>(m), 0));
+      auto [tQg, tQs] = tma_partition(tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ(_, _, stage)),
+                                      group_modes<0, 2>(gQ));
+      auto [tdOg, tdOs] = tma_partition(tma_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO(_, _, stage)),
+                                        group_modes<0, 2>(gdO));
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.q_full[stage], T::kRowBytes);
+      copy(tma_q.with(sh.q_full[stage]), tQg, tQs);
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.do_full[stage], T::kRowBytes);
+      copy(tma_do.with(sh.do_full[stage]), tdOg, tdOs);
+    }
+    if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+  ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);
+  if (lane == 0) {
+    sh.rows[stage].tile = -1;
+    ClusterTransactionBarrier::arrive(&sh.q_full[stage]);
+  }
+}
+#undef pr
+
+// A row tile's terms (lse, D_i, scale, the lookup's band at its distances, the head's slope) into r, by the
+// consumers' 256 threads (ctid), before a barrier.
+__device__ __forceinline__ void write_terms(const BackwardParams& p, const Turns& turns, const Problem& pr,
+                                            int64_t h, int64_t m, int64_t n, int ctid, float* lse2,
+                                            float* term, float* scale, float* band, float* slope) {
+  constexpr int BM = 64;
+  const int64_t row0 = m * BM, row_pos0 = pr.nk - pr.nq;  // default positions
+  if (ctid < BM) {
+    const int64_t t = pr.q0 + row0 + ctid;
+    const bool in = row0 + ctid < pr.nq;
+    scale[ctid] = turns.row_scales == nullptr ? p.scale : turns.row_scales[in ? t : 0];
+    // Past the rows: -inf, which makes P and dS 0.
+    lse2[ctid] = in ? p.lse[pr.b * p.lse_strides[0] + h * p.lse_strides[1] + t * p.lse_strides[2]] * kLog2e
+                    : -INFINITY;
+    term[ctid] = in ? p.row_terms[(pr.b * p.H + h) * p.Q + t] : 0.0f;
+  } else if (ctid == BM) {
+    *slope = p.slopes[p.terms.bias == ScoreBias::alibi ? h : 0];
+  }
+  if (p.terms.bias == ScoreBias::lookup && ctid < kBand) {
+    const int32_t limit = p.terms.limit;
+    const int64_t d = n * 128 - (row_pos0 + row0) - (BM - 1) + ctid;  // the band's first distance on
+    band[ctid] = p.lookup[h * (2 * limit + 1) + (d < -limit ? -limit : d > limit ? limit : d) + limit];
+  }
+}
+
+// The second producer warp: each visible row tile's dQ, staged in shared memory by the dQ warpgroups, added
+// into the fp32 gradient in the blocks' turn (Turns: the blocks before this one that see the row
+// tile add theirs first: turn_of), then the tile's counter advanced.
+template <class Element, int kHeadDim>
+__device__ __forceinline__ void add_dq(const BackwardParams& p, const Turns& turns,
+                                       typename Sm90Backward<Element, kHeadDim>::Shared& sh) {
+  using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
+  // The problem read from shared memory where used (a reference made anew each time: not held in the
+  // producer's few registers).
+#define pr (*unhoisted(&sh.problem))
+  constexpr int kThreads = 128 * T::kDQGroups + 32, kStride = Sm90Backward<Element, kHeadDim>::kDQStride;
+  const int lane = threadIdx.x % 32;
+  int g = 0, m = -1;
+  bool more = next_step(sh.steps, sh.group, sh.row_tiles, &g, &m);
+  if (more) NamedBarrier::arrive(kThreads, kDQEmpty);  // the staged tile is free
+  while (more) {
+    const int64_t h = static_cast<int64_t>(blockIdx.y) * sh.group + g, row0 = int64_t{m} * T::kBlockM;
+    const int rows = static_cast<int>(min<int64_t>(T::kBlockM, pr.nq - row0));
+    int* counter = turns.counters + h * turns.lock_stride + turn_index(p, turns, pr, blockIdx.z, m);
+    NamedBarrier::sync(kThreads, kDQFull);  // the tile's dQ is staged
+    if (lane == 0) {
+      const int turn = sh.steps[m] & (kWholeStep - 1);
+      int seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+      } while (seen != turn);
+    }
+    __syncwarp();
+    // Each staged row added into dQ's row by the TMA's bulk reduction (fp32 adds, each element once), the
+    // lanes two rows each; complete (wait_group 0) before the counter moves.
+    float* out = p.dq + ((pr.b * p.Q + pr.q0 + row0) * p.H + h) * p.D;
+    const int64_t stride = p.H * p.D;
+#pragma unroll 1
+    for (int row = lane; row < rows; row += 32) {
+      const uint32_t from = static_cast<uint32_t>(__cvta_generic_to_shared(sh.dq + row * kStride));
+      asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                       out + row * stride),
+                   "r"(from), "r"(static_cast<uint32_t>(p.D * 4))
+                   : "memory");
+    }
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    __threadfence();  // the adds before the counter, for the next block's acquire
+    __syncwarp();
+    if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
+    more = next_step(sh.steps, sh.group, sh.row_tiles, &g, &m);
+    if (more) NamedBarrier::arrive(kThreads, kDQEmpty);
+  }
+}
+#undef pr
+
+// A warpgroup's wgmma over the k16 steps of its operands, issued and committed as one group (the caller
+// waits for it): acc = A B (zero_init) or acc += A B.
+template <class Mma, class A, class B, class Acc>
+__device__ __forceinline__ void issue_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    gemm(mma, a(_, _, k), b(_, _, k), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
+
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>::kThreads, 1)
+    attention_backward_sm90_kernel(
+        const __grid_constant__ BackwardParams p, const __grid_constant__ Turns turns,
+        const __grid_constant__ typename Sm90Backward<Element, kHeadDim>::TmaRows tma_q,
+        const __grid_constant__ typename Sm90Backward<Element, kHeadDim>::TmaRows tma_do,
+        const __grid_constant__ typename Sm90Backward<Element, kHeadDim>::TmaKeys tma_k,
+        const __grid_constant__ typename Sm90Backward<Element, kHeadDim>::TmaKeys tma_v) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
+  using Shared = typename Sm90Backward<Element, kHeadDim>::Shared;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN;
+  extern __shared__ unsigned char shared_bytes[];
+  // Aligned to 1024 bytes by an offset from the array itself, so that every access stays a shared one.
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared_bytes));
+  Shared& sh = *reinterpret_cast<Shared*>(shared_bytes + (1024u - base % 1024u) % 1024u);
+  const int tid = threadIdx.x;
+  Problem pr;
+  if (!problem_of(p, blockIdx.z, &pr)) return;  // invalid offsets: the packing check writes NaN
+  const int64_t key_tiles = (pr.nk + BN - 1) / BN, x = blockIdx.x;
+  if (x >= key_tiles) return;  // a shorter sequence than the grid's longest
+  const int64_t n = key_tile_of(turns, x, key_tiles), hk = blockIdx.y, key0 = n * BN;
+  const int cols = static_cast<int>(min<int64_t>(BN, pr.nk - key0));
+  // The row tiles the block sees and its turn on each, by every thread (steps, kMaxRowTiles).
+  const int64_t row_tiles = (pr.nq + BM - 1) / BM;
+  for (int64_t m = tid; m < row_tiles; m += T::kThreads) {
+    const TileView view = tile_view(p, pr, m, n);
+    sh.steps[m] = view.any ? turn_of(p, turns, pr, m, x, key_tiles) + (view.all ? kWholeStep : 0) : -1;
+  }
+  if (tid == 0) {
+    sh.problem = pr, sh.key_tile = n, sh.key_tiles = key_tiles;
+    sh.group = static_cast<int>(p.H / p.Hkv), sh.row_tiles = static_cast<int>(row_tiles);
+    ClusterTransactionBarrier::init(&sh.kv_full, 1);
+    for (int s = 0; s < T::kStages; ++s) {
+      ClusterTransactionBarrier::init(&sh.q_full[s], 1);
+      ClusterTransactionBarrier::init(&sh.do_full[s], 1);
+      ClusterBarrier::init(&sh.empty[s], 128 * T::kConsumers);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid < 128) {  // the producer warpgroup: one warp loads, one adds dQ, the others leave
+    cutlass::arch::warpgroup_reg_dealloc<32>();
+    if (tid < 32)
+      load_tiles<Element, kHeadDim>(p, sh, tma_q, tma_do, tma_k, tma_v);
+    else if (tid < 64)
+      add_dq<Element, kHeadDim>(p, turns, sh);
+    return;
+  }
+  cutlass::arch::warpgroup_reg_alloc<240>();
+  const int ctid = tid - 128, group = ctid / 128;
+  const bool packed = p.cu_seqlens_q != nullptr;
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  [[maybe_unused]] Tensor sKt = make_tensor(make_smem_ptr(sh.k), typename T::SmemKt{});
+  Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemRows{});
+  Tensor sdO = make_tensor(make_smem_ptr(sh.dout), typename T::SmemRows{});
+  [[maybe_unused]] Tensor sQt = make_tensor(make_smem_ptr(sh.q), typename T::SmemRowsT{});
+  [[maybe_unused]] Tensor sdOt = make_tensor(make_smem_ptr(sh.dout), typename T::SmemRowsT{});
+  Tensor sdS = make_tensor(make_smem_ptr(sh.ds), typename T::SmemDS{});
+  typename T::MmaSdP mma_sdp;
+  typename T::MmaKV mma_kv;
+  typename T::MmaDQ mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(ctid);
+  auto thr_kv = mma_kv.get_thread_slice(ctid);
+  auto thr_dq = mma_dq.get_thread_slice(ctid % (128 * T::kDQGroups));
+  // The products' shared-memory descriptors, made where each is issued from addresses the compiler cannot
+  // hoist (unhoisted): kept through the loop they would take registers the score elements need.
+  const auto smem = [](Element* data, auto layout) {
+    return make_tensor(make_smem_ptr(unhoisted(data)), layout);
+  };
+  Tensor acc_dv = partition_fragment_C(mma_kv, Shape<Int<BN>, Int<kHeadDim>>{});
+  Tensor acc_dk = partition_fragment_C(mma_kv, Shape<Int<BN>, Int<kHeadDim>>{});
+  clear(acc_dv), clear(acc_dk);
+  // Each thread's elements of S^T as (key, row) of the tile, and of dQ as (row, column).
+  Tensor cS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<BN>, Int<BM>>{}));
+  Tensor tScS = make_tensor(cS.data(), gmma_accumulator_rows_cols(cS.layout()));
+  Tensor cDQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{}));
+  Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
+  Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<BN>, Int<BM>>{});
+  Tensor s = make_tensor(acc_s.data(), gmma_accumulator_rows_cols(acc_s.layout()));
+  Tensor dp = make_tensor(acc_dp.data(), gmma_accumulator_rows_cols(acc_dp.layout()));
+  Tensor probs = make_tensor_like<Element>(acc_s);  // P^T, rounded to the storage type
+  Tensor grads = make_tensor_like<Element>(acc_s);  // dS^T
+  Tensor tVrP = make_tensor(probs.data(), gmma_accumulator_as_operand_a(probs.layout()));
+  Tensor tKrdS = make_tensor(grads.data(), gmma_accumulator_as_operand_a(grads.layout()));
+  Tensor p_rc = make_tensor(probs.data(), gmma_accumulator_rows_cols(probs.layout()));
+  Tensor ds_rc = make_tensor(grads.data(), gmma_accumulator_rows_cols(grads.layout()));
+
+  ClusterTransactionBarrier::wait(&sh.kv_full, 0);
+  if (packed && cols < BN) {
+    // A packed sequence's last key tile: its rows past the sequence are the next one's keys (the TMA
+    // zero-fills only past the tokens). Their probabilities and score gradients are 0, but 0 times an
+    // infinite element is NaN: zeroed before any product reads them.
+    NamedBarrier::sync(128 * T::kConsumers, kZeroBarrier);
+    for (int i = ctid; i < (BN - cols) * kHeadDim; i += 128 * T::kConsumers)
+      sK(cols + i / kHeadDim, i % kHeadDim) = Element(0.0f),
+                                  sV(cols + i / kHeadDim, i % kHeadDim) = Element(0.0f);
+    cutlass::arch::fence_view_async_shared();
+    NamedBarrier::sync(128 * T::kConsumers, kZeroBarrier);
+  }
+
+  int stage = 0;
+  uint32_t phase = 0;
+  for (;;) {
+    ClusterTransactionBarrier::wait(&sh.q_full[stage], phase);
+    auto& r = sh.rows[stage];
+    const int m = r.tile;
+    if (m < 0) break;
+    const Problem& pr = *unhoisted(&sh.problem);
+    const int64_t n = sh.key_tile, key0 = n * BN;
+    const int rows = static_cast<int>(min<int64_t>(BM, pr.nq - static_cast<int64_t>(m) * BM));
+    const bool whole = r.whole != 0;
+    // 0, opaque to the compiler: the elements' shared-memory offsets below are computed from it in each
+    // step, not hoisted out of the loop into registers (one per element: more than the registers there are).
+    int opaque = 0;
+    asm volatile("" : "+r"(opaque));
+    if (packed && rows < BM) {  // the rows past the sequence: the next one's, zeroed as the keys above
+      ClusterTransactionBarrier::wait(&sh.do_full[stage], phase);
+      NamedBarrier::sync(128 * T::kConsumers, kZeroBarrier);
+      for (int i = ctid; i < (BM - rows) * kHeadDim; i += 128 * T::kConsumers) {
+        sQ(rows + i / kHeadDim, i % kHeadDim, stage) = Element(0.0f);
+        sdO(rows + i / kHeadDim, i % kHeadDim, stage) = Element(0.0f);
+      }
+      cutlass::arch::fence_view_async_shared();
+      NamedBarrier::sync(128 * T::kConsumers, kZeroBarrier);
+    }
+    issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.k, typename T::SmemKV{})),
+               thr_sdp.partition_fragment_B(smem(sh.q, typename T::SmemRows{}))(_, _, _, stage), acc_s,
+               true);  // S^T = K Q^T
+    // The rows' terms while the products run (the buffer's readers two tiles back are past this tile's
+    // barrier below).
+    write_terms(p, turns, pr, r.head, m, n, ctid, r.lse2, r.term, r.scale, r.band, &r.slope);
+    ClusterTransactionBarrier::wait(&sh.do_full[stage], phase);
+    issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.v, typename T::SmemKV{})),
+               thr_sdp.partition_fragment_B(smem(sh.dout, typename T::SmemRows{}))(_, _, _, stage), acc_dp,
+               true);                                        // dP^T = V dO^T
+    NamedBarrier::sync(128 * T::kConsumers, kTermsBarrier);  // the terms are written
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_s);
+    warpgroup_fence_operand(acc_dp);
+
+    // P and dS per element (attention-inl.cuh pair_gradient's arithmetic, the bias from the band of the
+    // tile's distances); 0 where masked and for a row with nothing visible or past the rows (lse -inf). Keys
+    // past the sequence need no test: their K and V rows are zero (the TMA's fill past the tensor, or zeroed
+    // above), so that they add nothing to dQ, and their dK and dV rows are not stored. Each thread's
+    // elements: 2 keys (its accumulator rows) by 16 rows of the tile (its columns).
+    const int32_t q_first = static_cast<int32_t>(pr.nk - pr.nq + static_cast<int64_t>(m) * BM);  // default
+    const int32_t key_first = static_cast<int32_t>(key0);
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(s); ++c) {
+      const int row = get<1>(tScS(0, c)) + opaque;
+      const float lse2 = r.lse2[row], term = r.term[row], scale = r.scale[row];
+      CUTE_UNROLL
+      for (int k = 0; k < size<0>(s); ++k) {
+        const int key = get<0>(tScS(k, 0)) + opaque;
+        const int32_t qp = q_first + row, kp = key_first + key;  // positions below 2^31
+        float prob = 0, grad = 0;
+        if ((whole || !Mask32(p.mask).masked(qp, kp)) && lse2 != -INFINITY) {
+          const float dot = s(k, c);
+          float bias = 0;  // position_bias, the lookup's entry read from the band
+          if (p.terms.bias == ScoreBias::lookup) {
+            bias = r.band[key - row + BM - 1];
+          } else if (p.terms.bias == ScoreBias::alibi) {
+            const int64_t d = int64_t{kp} - qp;
+            const float a = static_cast<float>(d < 0 && p.terms.symmetric ? -d : d);
+            bias = p.terms.symmetric ? -r.slope * a : r.slope * a;
+          }
+          const float logit = capped_logit(scale * dot, p.terms.softcap) + bias;
+          prob = exp2f(logit * kLog2e - lse2);
+          float slope = scale;
+          if (p.terms.softcap > 0) {
+            const float th = tanhf(scale * dot / p.terms.softcap);
+            slope *= 1.0f - th * th;
+          }
+          grad = prob * (dp(k, c) - term) * slope;
+        }
+        // Rounded to the storage type at once, so that S's and dP's registers are free as the loop goes.
+        p_rc(k, c) = Element(prob), ds_rc(k, c) = Element(grad);
+      }
+    }
+    warpgroup_fence_operand(tVrP);
+    warpgroup_fence_operand(tKrdS);
+
+    // dS^T into shared memory as dS (rows, keys), once both warpgroups' previous dQ products have read it.
+    NamedBarrier::sync(128 * T::kConsumers, kDSBarrier);
+    CUTE_UNROLL
+    for (int i = 0; i < size(grads); ++i) sdS(get<1>(cS(i)) + opaque, get<0>(cS(i))) = grads(i);
+    cutlass::arch::fence_view_async_shared();
+    issue_gemm(mma_kv, tVrP,
+               thr_kv.partition_fragment_B(smem(sh.dout, typename T::SmemRowsT{}))(_, _, _, stage), acc_dv,
+               false);  // dV += P^T dO
+    issue_gemm(mma_kv, tKrdS,
+               thr_kv.partition_fragment_B(smem(sh.q, typename T::SmemRowsT{}))(_, _, _, stage), acc_dk,
+               false);                                    // dK += dS^T Q
+    NamedBarrier::sync(128 * T::kConsumers, kDSBarrier);  // dS is whole
+    // dV and dK complete before dQ's accumulators are live (registers: P^T and dS^T are no longer read).
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_dv);
+    warpgroup_fence_operand(acc_dk);
+    warpgroup_fence_operand(tVrP);
+    warpgroup_fence_operand(tKrdS);
+    ClusterBarrier::arrive(&sh.empty[stage]);  // done with Q, dO and the rows' terms
+    if (group < T::kDQGroups) {
+      Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<BM>, Int<kHeadDim>>{});
+      issue_gemm(mma_dq, thr_dq.partition_fragment_A(smem(sh.ds, typename T::SmemDS{})),
+                 thr_dq.partition_fragment_B(smem(sh.k, typename T::SmemKt{})), acc_dq, true);  // dQ = dS K
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_dq);
+      NamedBarrier::sync(128 * T::kDQGroups + 32, kDQEmpty);  // the adding warp is done with the last tile
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_dq); i += 2) {  // adjacent columns: one 8-byte store
+        const int row = get<0>(cDQ(i)), col = get<1>(cDQ(i));
+        *reinterpret_cast<float2*>(&sh.dq[row * Sm90Backward<Element, kHeadDim>::kDQStride + col]) =
+            make_float2(acc_dq(i), acc_dq(i + 1));
+      }
+      NamedBarrier::arrive(128 * T::kDQGroups + 32, kDQFull);
+    }
+    if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+
+  // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
+  // columns are not stored.
+  Tensor cKV = thr_kv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
+  const int64_t first = (sh.problem.b * p.K + sh.problem.k0 + sh.key_tile * BN) * p.Hkv + blockIdx.y;
+  const int64_t keys = min<int64_t>(BN, sh.problem.nk - sh.key_tile * BN);
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_dk); ++i) {
+    const int key = get<0>(cKV(i)), d = get<1>(cKV(i));
+    if (key >= keys) continue;
+    const int64_t row = first + key * p.Hkv;
+    if (d < p.D) p.dk[row * p.D + d] = acc_dk(i);
+    if (d < p.Dv) p.dv[row * p.Dv + d] = acc_dv(i);
+  }
+#else
+  __trap();  // compiled for a device without sm_90a's wgmma: attention_backward_sm90_fits never selects it
+#endif
+}
+
+// With a query temperature: each query token's softmax scale, as the tiled passes' stage_rows computes it
+// (default positions: row i of a problem at nk - nq + i; batch rows share them), a block per problem.
+__global__ void row_scales_kernel(const __grid_constant__ BackwardParams p, float* out) {
+  Problem pr;
+  if (!problem_of(p, blockIdx.x, &pr)) return;
+  for (int64_t i = threadIdx.x; i < pr.nq; i += blockDim.x) {
+    const double f = detail::query_temperature_factor(p.temperature, p.temperature_scale, p.temperature_floor,
+                                                      pr.nk - pr.nq + i);
+    out[pr.q0 + i] = p.scale * static_cast<float>(f);
+  }
+}
+
+// The TMA's view of rows: (rows, head dim, heads, batch rows) at the launch's strides. A dimension of extent
+// 1 takes a stride of 16 bytes (any multiple of 16 describes it).
+GmemStride gmem_stride(const int64_t strides[3], int64_t T, int64_t H, int64_t B) {
+  return GmemStride{T > 1 ? strides[1] : 8, _1{}, H > 1 ? strides[2] : 8, B > 1 ? strides[0] : 8};
+}
+
+template <class Element, int kHeadDim>
+void launch_tiles(const AttentionBackwardLaunch& bl, const BackwardParams& p, const Turns& turns,
+                  int64_t problems) {
+  using K = Sm90Backward<Element, kHeadDim>;
+  using T = typename K::T;
+  const AttentionLaunch& l = bl.forward;
+  const int B = static_cast<int>(l.B);
+  const auto shape = [&](int64_t rows, int64_t dim, int64_t heads) {
+    return GmemShape{static_cast<int>(rows), static_cast<int>(dim), static_cast<int>(heads), B};
+  };
+  const auto q = K::gmem(l.q, shape(l.Q, l.D, l.H), gmem_stride(l.q_strides, l.Q, l.H, l.B));
+  const auto dout =
+      K::gmem(bl.grad_out, shape(l.Q, l.Dv, l.H), gmem_stride(bl.grad_out_strides, l.Q, l.H, l.B));
+  const auto k = K::gmem(l.k, shape(l.K, l.D, l.Hkv), gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
+  const auto v = K::gmem(l.v, shape(l.K, l.Dv, l.Hkv), gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
+  const auto rows_box = Shape<Int<T::kBlockM>, Int<kHeadDim>>{};
+  const auto keys_box = Shape<Int<T::kBlockN>, Int<kHeadDim>>{};
+  const typename K::TmaRows tma_q =
+      make_tma_copy(SM90_TMA_LOAD{}, q, take<0, 2>(typename T::SmemRows{}), rows_box, _1{});
+  const typename K::TmaRows tma_do =
+      make_tma_copy(SM90_TMA_LOAD{}, dout, take<0, 2>(typename T::SmemRows{}), rows_box, _1{});
+  const typename K::TmaKeys tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, typename T::SmemKV{}, keys_box, _1{});
+  const typename K::TmaKeys tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, typename T::SmemKV{}, keys_box, _1{});
+  auto kernel = attention_backward_sm90_kernel<Element, kHeadDim>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSharedBytes);
+  check_launch("attention_backward", "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>((l.K + T::kBlockN - 1) / T::kBlockN), static_cast<unsigned>(l.Hkv),
+                  static_cast<unsigned>(problems));
+  kernel<<<grid, T::kThreads, K::kSharedBytes, static_cast<cudaStream_t>(cuda_stream())>>>(
+      p, turns, tma_q, tma_do, tma_k, tma_v);
+  check_launch("attention_backward", "the sm_90a backward kernel");
+}
+
+// The head tile of a launch: q / k and v zero-padded to 64 or 128 columns (0: wider heads).
+int64_t head_tile(const AttentionLaunch& l) {
+  if (l.D > 128 || l.Dv > 128) return 0;
+  return l.D <= 64 && l.Dv <= 64 ? 64 : 128;
+}
+
+int64_t block_shared_bytes(int64_t tile) {
+  return tile == 64 ? Sm90Backward<cutlass::bfloat16_t, 64>::kSharedBytes
+                    : Sm90Backward<cutlass::bfloat16_t, 128>::kSharedBytes;
+}
+
+}  // namespace
+
+bool attention_backward_sm90_fits(const AttentionBackwardLaunch& bl, bool fill_required) {
+  const AttentionLaunch& l = bl.forward;
+  const int64_t tile = head_tile(l);
+  if (tile == 0 || !l.default_positions || bl.grad_table != nullptr) return false;
+  if (l.shaw_a_k != nullptr || l.xl_u != nullptr || l.xl_w_r != nullptr) return false;
+  if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
+  if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.Hkv > 65535 || l.B > 65535) return false;
+  if ((l.Q + 63) / 64 > kMaxRowTiles) return false;  // the block's table of row tiles (steps)
+  // The TMA's operands: 16-byte aligned addresses, strides multiples of 16 bytes below 2^40 bytes.
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v) || !aligned(bl.grad_out)) return false;
+  const auto strides_ok = [](const int64_t s[3], int64_t T, int64_t H, int64_t B) {
+    const int64_t extents[3] = {B, T, H};
+    for (int i = 0; i < 3; ++i)
+      if (extents[i] > 1 && (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= (int64_t{1} << 38))) return false;
+    return true;
+  };
+  if (!strides_ok(l.q_strides, l.Q, l.H, l.B) || !strides_ok(l.k_strides, l.K, l.Hkv, l.B) ||
+      !strides_ok(l.v_strides, l.K, l.Hkv, l.B) || !strides_ok(bl.grad_out_strides, l.Q, l.H, l.B))
+    return false;
+  const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
+  if (problems < 1 || problems > 65535) return false;
+  const int64_t key_tiles = (l.K + 127) / 128;
+  if (fill_required && key_tiles * l.Hkv * (l.cu_seqlens_q != nullptr ? 1 : l.B) < multiprocessor_count())
+    return false;
+  return block_shared_bytes(tile) <= max_shared_bytes_per_block() && attention_sm90_available();
+}
+
+void attention_backward_sm90(const AttentionBackwardLaunch& bl, const BackwardParams& p, int64_t problems) {
+  const AttentionLaunch& l = bl.forward;
+  const int64_t tile = head_tile(l);
+  ++attention_sm90_backward_launches;
+  // The turns' counters, zeroed: per query head, one per row tile of each problem.
+  const int64_t row_tiles = (l.Q + 63) / 64;
+  const int64_t stride = l.cu_seqlens_q != nullptr ? row_tiles + problems + 1 : problems * row_tiles;
+  DeviceScratch counters("attention_backward", "the dQ turns' counters",
+                         static_cast<size_t>(l.H * stride) * 4);
+  counters.zero();
+  const bool temperature = p.temperature != QueryTemperature::Kind::none;
+  DeviceScratch scales("attention_backward", "the rows' scales",
+                       temperature ? static_cast<size_t>(l.Q) * 4 : 0);
+  if (temperature) {
+    row_scales_kernel<<<static_cast<unsigned>(l.cu_seqlens_q != nullptr ? problems : 1), 256, 0,
+                        static_cast<cudaStream_t>(cuda_stream())>>>(p, scales.as<float>());
+    check_launch("attention_backward", "the row scales kernel");
+  }
+  // A causal mask: the key tiles from the last, so that a row tile's first visitor is its diagonal's.
+  const Turns turns{counters.as<int>(), stride, row_tiles, l.mask.causal,
+                    temperature ? scales.as<float>() : nullptr};
+  const bool bf16 = l.dtype == DType::bf16;
+#ifdef POSENC_SM90_BACKWARD_ONE
+  (void)bf16, (void)tile;
+  launch_tiles<cutlass::bfloat16_t, POSENC_SM90_BACKWARD_ONE>(bl, p, turns, problems);
+#else
+  if (tile == 64)
+    bf16 ? launch_tiles<cutlass::bfloat16_t, 64>(bl, p, turns, problems)
+         : launch_tiles<cutlass::half_t, 64>(bl, p, turns, problems);
+  else
+    bf16 ? launch_tiles<cutlass::bfloat16_t, 128>(bl, p, turns, problems)
+         : launch_tiles<cutlass::half_t, 128>(bl, p, turns, problems);
+#endif
+}
+
+}  // namespace backward
+}  // namespace posenc::cuda
