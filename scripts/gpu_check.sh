@@ -83,23 +83,32 @@ if ! "$bin/test_cuda_elements" --gtest_list_tests >/dev/null 2>&1; then
 fi
 
 failed=0
-# The sm_90a attention kernel first, on one small case under a short timeout: a kernel that hangs (an mbarrier
-# never completing) must not take the other tests' and the benchmarks' time. If it fails, everything after
-# runs on the tiled kernel (POSENC_TEST_FORWARD_KERNEL, read by the attention tests and benchmark) and its
-# own tests are left out.
-export POSENC_TEST_FORWARD_KERNEL=automatic
+# The sm_90a attention kernels first, each on one small case under a short timeout: a kernel that hangs (an
+# mbarrier never completing, a turn never coming) must not take the other tests' and the benchmarks' time.
+# If one fails, everything after runs on the tiled kernels in its place (POSENC_TEST_FORWARD_KERNEL and
+# POSENC_TEST_BACKWARD_KERNEL, read by the attention tests and benchmark) and its own tests are left out.
+export POSENC_TEST_FORWARD_KERNEL=automatic POSENC_TEST_BACKWARD_KERNEL=automatic
 sm90_filter=()
 if wanted tests || wanted bench; then
-  phase "sm_90a attention: one small case"
-  timeout 30 "$bin/test_attention_cuda" --gtest_filter=AttentionCuda.Sm90KernelSmallCase \
-    >"$out/sm90_smoke.log" 2>&1
-  status=$?
-  tail -3 "$out/sm90_smoke.log"
-  if [ $status -ne 0 ]; then
-    echo "sm_90a attention FAILED (exit $status; 124: a hang): the rest runs on the tiled kernel"
-    failed=1
-    export POSENC_TEST_FORWARD_KERNEL=tiled
-    sm90_filter=(--gtest_filter=-AttentionCuda.Sm90*)
+  left_out=()
+  for pass in forward backward; do
+    case_name=Sm90KernelSmallCase tests_left=Sm90Kernel*
+    [ $pass = backward ] && case_name=Sm90BackwardSmallCase tests_left=Sm90Backward*
+    phase "sm_90a attention $pass: one small case"
+    timeout 30 "$bin/test_attention_cuda" --gtest_filter="AttentionCuda.$case_name" \
+      >"$out/sm90_${pass}_smoke.log" 2>&1
+    status=$?
+    tail -3 "$out/sm90_${pass}_smoke.log"
+    if [ $status -ne 0 ]; then
+      echo "sm_90a attention $pass FAILED (exit $status; 124: a hang): the rest runs on the tiled kernel"
+      failed=1
+      [ $pass = forward ] && export POSENC_TEST_FORWARD_KERNEL=tiled
+      [ $pass = backward ] && export POSENC_TEST_BACKWARD_KERNEL=tiled
+      left_out+=("AttentionCuda.$tests_left")
+    fi
+  done
+  if [ ${#left_out[@]} -gt 0 ]; then
+    sm90_filter=(--gtest_filter=-"$(IFS=:; echo "${left_out[*]}")")
   fi
 fi
 if wanted tests; then
@@ -115,14 +124,19 @@ if wanted tests; then
     tail -3 "$out/$t.log"
     [ $status -eq 0 ] || { echo "$t FAILED (exit $status; 124: past its time limit)"; failed=1; }
   done
-  # The forward's tests once more with the sm_90a kernel wherever it fits (the shapes above mostly take the
-  # tiled kernel: their row blocks do not fill the GPU).
-  if fits 20 && [ "$POSENC_TEST_FORWARD_KERNEL" = automatic ]; then
-    POSENC_TEST_FORWARD_KERNEL=sm90 timeout "$(limit 120)" "$bin/test_attention_cuda" \
+  # The attention tests once more with the sm_90a kernels wherever they fit (the shapes above mostly take
+  # the tiled kernels: their blocks do not fill the GPU); one that failed its small case stays tiled.
+  if fits 20 && [ "$POSENC_TEST_FORWARD_KERNEL$POSENC_TEST_BACKWARD_KERNEL" != tiledtiled ]; then
+    [ "$POSENC_TEST_FORWARD_KERNEL" = automatic ] && export POSENC_TEST_FORWARD_KERNEL=sm90
+    [ "$POSENC_TEST_BACKWARD_KERNEL" = automatic ] && export POSENC_TEST_BACKWARD_KERNEL=sm90
+    timeout "$(limit 240)" "$bin/test_attention_cuda" ${sm90_filter[@]+"${sm90_filter[@]}"} \
       --gtest_output="json:$out/test_attention_cuda_sm90.json" >"$out/test_attention_cuda_sm90.log" 2>&1
     status=$?
     tail -3 "$out/test_attention_cuda_sm90.log"
     [ $status -eq 0 ] || { echo "test_attention_cuda on sm90 FAILED (exit $status)"; failed=1; }
+    # The benchmarks below choose for themselves (automatic), unless a small case failed.
+    [ "$POSENC_TEST_FORWARD_KERNEL" = sm90 ] && export POSENC_TEST_FORWARD_KERNEL=automatic
+    [ "$POSENC_TEST_BACKWARD_KERNEL" = sm90 ] && export POSENC_TEST_BACKWARD_KERNEL=automatic
   fi
 fi
 
@@ -165,6 +179,9 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
   # The sm_90a kernel's barriers and TMA writes: memcheck and racecheck on its own test's shapes.
   sanitize memcheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
   sanitize racecheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
+  # The sm_90a backward: its barriers, TMA loads, bulk reductions of dQ and the blocks' turns.
+  sanitize memcheck attention_sm90_backward test_attention_cuda 'AttentionCuda.Sm90BackwardSmallCase'
+  sanitize racecheck attention_sm90_backward test_attention_cuda 'AttentionCuda.Sm90BackwardSmallCase'
   sanitize memcheck shaw test_attention_shaw_backward_cuda 'AttentionShawBackwardCuda.PartialGradientsInWaves'
   sanitize memcheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
   sanitize memcheck attention_xl_backward test_attention_xl_backward_cuda \

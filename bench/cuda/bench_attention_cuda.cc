@@ -92,24 +92,30 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
   xl_param_grads.transformer_xl_u = view(xl_grads, {H, D}, Device::cuda);
   xl_param_grads.transformer_xl_v = view(xl_grads + H * D, {H, D}, Device::cuda);
   xl_param_grads.transformer_xl_w_r = view(xl_grads + 2 * H * D, {H * D, d_model}, Device::cuda);
-  const Variant variants[] = {{"none", none, grads},
-                              {"alibi", alibi, grads},
-                              {"t5", t5, t5_grads},
-                              {"shaw128", shaw, shaw_grads},
-                              {"transformer_xl", transformer_xl, xl_param_grads}};
+  const Variant variants[] = {
+      {"none", none, grads},         {"alibi", alibi, grads},
+      {"t5", t5, t5_grads},          {"t5 table frozen", t5, grads},
+      {"shaw128", shaw, shaw_grads}, {"transformer_xl", transformer_xl, xl_param_grads}};
   const std::string shape =
       "B" + std::to_string(B) + " H" + std::to_string(H) + " S" + std::to_string(S) + " D128 causal";
-  for (const Variant& var : variants) {
+  const auto row = [&](const Variant& var, const char* suffix) {
     const double ms = median_ms(repeats, 1, [&](int) {
       attention_forward(var.config, in, o, l);
       attention_backward(var.config, in, o, l, bf16_view(grad_out[0], {B, S, H, D}), var.grads);
     });
     const double flops = 14.0 * B * H * D * visible_pairs(S, 0);
     std::printf(
-        "{\"op\": \"attention_forward_backward\", \"variant\": \"%s\", \"shape\": \"%s\", "
+        "{\"op\": \"attention_forward_backward\", \"variant\": \"%s%s\", \"shape\": \"%s\", "
         "\"dtype\": \"bf16\", \"ms\": %.4f, \"tflops\": %.1f}\n",
-        var.name, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+        var.name, suffix, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
+  };
+  for (const Variant& var : variants) row(var, "");
+  // The backward's sm_90a kernel takes none, ALiBi and a frozen table: those once more on the tiled passes.
+  if (cuda::attention_sm90_available() && cuda::attention_backward_choice != cuda::AttentionKernel::tiled) {
+    cuda::attention_backward_choice = cuda::AttentionKernel::tiled;
+    for (size_t i : {0, 1, 3}) row(variants[i], " tiled backward");
+    cuda::attention_backward_choice = cuda::AttentionKernel::automatic;
   }
   cudaFree(lse), cudaFree(tables), cudaFree(xl);
   for (const auto* set : {&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) cudaFree((*set)[0]);
@@ -127,6 +133,10 @@ int main(int argc, char** argv) {
   const char* kernel = std::getenv("POSENC_TEST_FORWARD_KERNEL");
   const bool tiled_only = kernel != nullptr && std::string(kernel) == "tiled";
   if (tiled_only) cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
+  // POSENC_TEST_BACKWARD_KERNEL=tiled: the same for the backward.
+  const char* backward_kernel = std::getenv("POSENC_TEST_BACKWARD_KERNEL");
+  if (backward_kernel != nullptr && std::string(backward_kernel) == "tiled")
+    cuda::attention_backward_choice = cuda::AttentionKernel::tiled;
   const int64_t B = 4, H = 32, S = 4096;
   for (int64_t D : {128, 64}) {
     const size_t bytes = static_cast<size_t>(B * S * H * D) * 2;

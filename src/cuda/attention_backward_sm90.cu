@@ -4,21 +4,25 @@
 // softcap, sinks, windows, chunks, query temperature, GQA. Everything else runs on the tiled passes
 // (src/cuda/attention_backward.cu), which also run on Ampere.
 // FlashAttention-3's backward (Shah et al. 2024, arXiv 2407.08608), warp-specialized, deterministic:
-//   a block of 3 warpgroups owns 128 keys of a kv head; a producer warp loads K and V once by TMA, then,
-//   for each query head of the group and each row tile of 64 the mask leaves visible, the tile's Q and dO
-//   (TMA) with its rows' lse, D_i, scale and positions into a ring of kStages buffers;
-//   two consumer warpgroups, 64 keys each: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory,
-//   P^T and dS^T per accumulator element (the tiled passes' arithmetic: attention-inl.cuh pair_gradient),
-//   dV += P^T dO and dK += dS^T Q by wgmma with P^T and dS^T from registers (dV and dK stay in registers),
-//   dS^T to shared memory and dQ = dS K by wgmma, staged in shared memory as fp32;
-//   a second producer warp adds each tile's dQ into the fp32 gradient (red.global.add), the blocks of a
-//   kv head in a fixed order per row tile: a counter per (head, row tile) says how many of the blocks before
-//   this one (in block order) that see the tile have added theirs, and the warp waits for its turn. Every
-//   element of dQ is thus the same sum in the same order run to run, as FlashAttention-3's deterministic
-//   mode does; with a causal mask the blocks run their key tiles from the last, so that the block that meets
-//   a row tile first (the diagonal's) adds first and turns seldom wait.
+//   a block of 3 warpgroups owns 128 keys of a kv head. First every thread finds the row tiles of 64 the mask
+//   leaves visible to them (a table, steps); then a producer warp (registers given back: setmaxnreg 24)
+//   loads K and V once by TMA and, for each query head of the group and each visible row tile, the tile's
+//   Q and dO into a ring of kStages buffers;
+//   two consumer warpgroups (setmaxnreg 240), 64 keys each: the rows' terms (lse, D_i, scale, the lookup's
+//   entries at the tile's distances) into the buffer, S^T = K Q^T and dP^T = V dO^T by wgmma from shared
+//   memory, P^T and dS^T per accumulator element (the tiled passes' arithmetic: attention-inl.cuh
+//   pair_gradient), dV += P^T dO and dK += dS^T Q by wgmma with P^T and dS^T from registers (dV and dK stay
+//   in registers), dS^T to shared memory and dQ = dS K by wgmma, staged in shared memory as fp32;
+//   a second producer warp adds each tile's dQ into the fp32 gradient by the TMA's bulk reduction, the blocks
+//   of a kv head in a fixed order per row tile: a counter per (head, row tile) says how many of the blocks
+//   before this one (in block order) that see the tile have added theirs, and the warp waits for its turn.
+//   Every element of dQ is thus the same sum in the same order run to run, as FlashAttention-3's
+//   deterministic mode does; with a causal mask the blocks run their key tiles from the last, so that the
+//   block that meets a row tile first (the diagonal's) adds first and turns seldom wait.
 // The order of the blocks is a function of the tiles' positions that every block computes the same way:
-// default positions only (explicit ones run on the tiled passes).
+// default positions only (explicit ones run on the tiled passes). The registers are the limit (dV, dK, S and
+// dP take 192 of a consumer's 240 at head dims of 128): what the warps need is read from shared memory where
+// used, and a few addresses are made opaque to the compiler (unhoisted) so that it does not keep them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -99,6 +103,13 @@ struct Sm90Backward {
     int64_t key_tile, key_tiles;
     int steps[kMaxRowTiles];
     int group, row_tiles;
+    // Each buffer's dQ job for the adding warp, written by the consumers as they take the buffer: dQ's
+    // first row, the rows, the turn's counter and the turn; rows -1: no more tiles.
+    struct {
+      float* out;
+      int* counter;
+      int rows, turn;
+    } dq_job[T::kStages];
     uint64_t kv_full;
     uint64_t q_full[T::kStages];   // Q has landed (and the tile's number is written)
     uint64_t do_full[T::kStages];  // dO has landed
@@ -196,6 +207,7 @@ __device__ __forceinline__ int turn_of(const BackwardParams& p, const Turns& tur
 // The next (head of the group, row tile) after (g, m) that the block sees; false past the last. Start from
 // (0, -1).
 __device__ __forceinline__ bool next_step(const int* steps, int group, int row_tiles, int* g, int* m) {
+  if (row_tiles == 0) return false;  // a packed sequence without queries
   for (;;) {
     if (++*m == row_tiles) *m = 0, ++*g;
     if (*g >= group) return false;
@@ -225,21 +237,19 @@ __device__ __forceinline__ void load_tiles(const BackwardParams& p,
 #define pr (*unhoisted(&sh.problem))  // as in add_dq
   const int64_t hk = blockIdx.y, n = sh.key_tile;
   const int lane = threadIdx.x % 32;
-  const int b = static_cast<int>(pr.b), batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
   Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemRows{});
   Tensor sdO = make_tensor(make_smem_ptr(sh.dout), typename T::SmemRows{});
-  Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
-  Tensor mdO = tma_do.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.Dv, static_cast<int>(p.H), batch));
-  Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
-  Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
-  const int q0 = static_cast<int>(pr.q0), k0 = static_cast<int>(pr.k0), h_kv = static_cast<int>(hk);
-  Tensor gK = local_tile(domain_offset(make_coord(k0, 0), mK(_, _, h_kv, b)), Shape<Int<BN>, Int<kHeadDim>>{},
-                         make_coord(static_cast<int>(n), 0));
-  Tensor gV = local_tile(domain_offset(make_coord(k0, 0), mV(_, _, h_kv, b)), Shape<Int<BN>, Int<kHeadDim>>{},
-                         make_coord(static_cast<int>(n), 0));
   if (lane == 0) {
+    const int b = static_cast<int>(pr.b), k0 = static_cast<int>(pr.k0), h_kv = static_cast<int>(hk);
+    const int batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
+    Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
+    Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
+    Tensor gK = local_tile(domain_offset(make_coord(k0, 0), mK(_, _, h_kv, b)),
+                           Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(static_cast<int>(n), 0));
+    Tensor gV = local_tile(domain_offset(make_coord(k0, 0), mV(_, _, h_kv, b)),
+                           Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(static_cast<int>(n), 0));
     prefetch_tma_descriptor(tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(tma_do.get_tma_descriptor());
     prefetch_tma_descriptor(tma_k.get_tma_descriptor());
@@ -258,8 +268,13 @@ __device__ __forceinline__ void load_tiles(const BackwardParams& p,
   int g = 0, m = -1;
   while (next_step(sh.steps, sh.group, sh.row_tiles, &g, &m)) {
     ClusterBarrier::wait(&sh.empty[stage], phase ^ 1);  // the consumers are done with this buffer
-    if (lane == 0) {
-      const int h = static_cast<int>(hk) * sh.group + g;
+    if (lane == 0) {  // the tensors made here: not held in the few registers through the loop
+      const int h = static_cast<int>(hk) * sh.group + g, q0 = static_cast<int>(pr.q0),
+                b = static_cast<int>(pr.b);
+      const int batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
+      Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
+      Tensor mdO =
+          tma_do.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.Dv, static_cast<int>(p.H), batch));
       sh.rows[stage].tile = static_cast<int>(m);
       sh.rows[stage].head = h;
       sh.rows[stage].whole = (sh.steps[m] & kWholeStep) != 0;
@@ -311,43 +326,38 @@ __device__ __forceinline__ void write_terms(const BackwardParams& p, const Turns
   }
 }
 
-// The second producer warp: each visible row tile's dQ, staged in shared memory by the dQ warpgroups, added
-// into the fp32 gradient in the blocks' turn (Turns: the blocks before this one that see the row
-// tile add theirs first: turn_of), then the tile's counter advanced.
+// The second producer warp: each row tile's dQ, staged in shared memory by the dQ warpgroups with its job
+// (dq_out, dq_rows, dq_counter, dq_turn), added into the fp32 gradient in the blocks' turn (Turns: the
+// dq_turn blocks before this one that see the row tile add theirs first; turn_of), then the tile's counter
+// advanced; until a job of no rows.
 template <class Element, int kHeadDim>
-__device__ __forceinline__ void add_dq(const BackwardParams& p, const Turns& turns,
+__device__ __forceinline__ void add_dq(const BackwardParams& p,
                                        typename Sm90Backward<Element, kHeadDim>::Shared& sh) {
   using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
-  // The problem read from shared memory where used (a reference made anew each time: not held in the
-  // producer's few registers).
-#define pr (*unhoisted(&sh.problem))
   constexpr int kThreads = 128 * T::kDQGroups + 32, kStride = Sm90Backward<Element, kHeadDim>::kDQStride;
   const int lane = threadIdx.x % 32;
-  int g = 0, m = -1;
-  bool more = next_step(sh.steps, sh.group, sh.row_tiles, &g, &m);
-  if (more) NamedBarrier::arrive(kThreads, kDQEmpty);  // the staged tile is free
-  while (more) {
-    const int64_t h = static_cast<int64_t>(blockIdx.y) * sh.group + g, row0 = int64_t{m} * T::kBlockM;
-    const int rows = static_cast<int>(min<int64_t>(T::kBlockM, pr.nq - row0));
-    int* counter = turns.counters + h * turns.lock_stride + turn_index(p, turns, pr, blockIdx.z, m);
-    NamedBarrier::sync(kThreads, kDQFull);  // the tile's dQ is staged
+  NamedBarrier::arrive(kThreads, kDQEmpty);  // the staged tile is free
+  for (int stage = 0;; stage = (stage + 1) % T::kStages) {
+    NamedBarrier::sync(kThreads, kDQFull);  // a tile's dQ is staged, or the end
+    const int rows = sh.dq_job[stage].rows;
+    if (rows < 0) break;
+    int* counter = sh.dq_job[stage].counter;
     if (lane == 0) {
-      const int turn = sh.steps[m] & (kWholeStep - 1);
+      const int turn = sh.dq_job[stage].turn;
       int seen;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-      } while (seen != turn);
+      } while (seen < turn);  // (past it only where invalid packed offsets overlap: NaN follows)
     }
     __syncwarp();
     // Each staged row added into dQ's row by the TMA's bulk reduction (fp32 adds, each element once), the
     // lanes two rows each; complete (wait_group 0) before the counter moves.
-    float* out = p.dq + ((pr.b * p.Q + pr.q0 + row0) * p.H + h) * p.D;
-    const int64_t stride = p.H * p.D;
+    float* out = sh.dq_job[stage].out;
 #pragma unroll 1
     for (int row = lane; row < rows; row += 32) {
       const uint32_t from = static_cast<uint32_t>(__cvta_generic_to_shared(sh.dq + row * kStride));
       asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
-                       out + row * stride),
+                       out + row * p.H * p.D),
                    "r"(from), "r"(static_cast<uint32_t>(p.D * 4))
                    : "memory");
     }
@@ -356,11 +366,9 @@ __device__ __forceinline__ void add_dq(const BackwardParams& p, const Turns& tur
     __threadfence();  // the adds before the counter, for the next block's acquire
     __syncwarp();
     if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(counter) : "memory");
-    more = next_step(sh.steps, sh.group, sh.row_tiles, &g, &m);
-    if (more) NamedBarrier::arrive(kThreads, kDQEmpty);
+    NamedBarrier::arrive(kThreads, kDQEmpty);
   }
 }
-#undef pr
 
 // A warpgroup's wgmma over the k16 steps of its operands, issued and committed as one group (the caller
 // waits for it): acc = A B (zero_init) or acc += A B.
@@ -392,43 +400,47 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
   extern __shared__ unsigned char shared_bytes[];
   // Aligned to 1024 bytes by an offset from the array itself, so that every access stays a shared one.
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared_bytes));
-  Shared& sh = *reinterpret_cast<Shared*>(shared_bytes + (1024u - base % 1024u) % 1024u);
+  Shared& block = *reinterpret_cast<Shared*>(shared_bytes + (1024u - base % 1024u) % 1024u);
   const int tid = threadIdx.x;
   Problem pr;
   if (!problem_of(p, blockIdx.z, &pr)) return;  // invalid offsets: the packing check writes NaN
   const int64_t key_tiles = (pr.nk + BN - 1) / BN, x = blockIdx.x;
   if (x >= key_tiles) return;  // a shorter sequence than the grid's longest
-  const int64_t n = key_tile_of(turns, x, key_tiles), hk = blockIdx.y, key0 = n * BN;
-  const int cols = static_cast<int>(min<int64_t>(BN, pr.nk - key0));
+  const int64_t n = key_tile_of(turns, x, key_tiles);
   // The row tiles the block sees and its turn on each, by every thread (steps, kMaxRowTiles).
   const int64_t row_tiles = (pr.nq + BM - 1) / BM;
   for (int64_t m = tid; m < row_tiles; m += T::kThreads) {
     const TileView view = tile_view(p, pr, m, n);
-    sh.steps[m] = view.any ? turn_of(p, turns, pr, m, x, key_tiles) + (view.all ? kWholeStep : 0) : -1;
+    block.steps[m] = view.any ? turn_of(p, turns, pr, m, x, key_tiles) + (view.all ? kWholeStep : 0) : -1;
   }
   if (tid == 0) {
-    sh.problem = pr, sh.key_tile = n, sh.key_tiles = key_tiles;
-    sh.group = static_cast<int>(p.H / p.Hkv), sh.row_tiles = static_cast<int>(row_tiles);
-    ClusterTransactionBarrier::init(&sh.kv_full, 1);
+    block.problem = pr, block.key_tile = n, block.key_tiles = key_tiles;
+    block.group = static_cast<int>(p.H / p.Hkv), block.row_tiles = static_cast<int>(row_tiles);
+    ClusterTransactionBarrier::init(&block.kv_full, 1);
     for (int s = 0; s < T::kStages; ++s) {
-      ClusterTransactionBarrier::init(&sh.q_full[s], 1);
-      ClusterTransactionBarrier::init(&sh.do_full[s], 1);
-      ClusterBarrier::init(&sh.empty[s], 128 * T::kConsumers);
+      ClusterTransactionBarrier::init(&block.q_full[s], 1);
+      ClusterTransactionBarrier::init(&block.do_full[s], 1);
+      ClusterBarrier::init(&block.empty[s], 128 * T::kConsumers);
     }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
 
   if (tid < 128) {  // the producer warpgroup: one warp loads, one adds dQ, the others leave
-    cutlass::arch::warpgroup_reg_dealloc<32>();
+    cutlass::arch::warpgroup_reg_dealloc<24>();
     if (tid < 32)
-      load_tiles<Element, kHeadDim>(p, sh, tma_q, tma_do, tma_k, tma_v);
+      load_tiles<Element, kHeadDim>(p, block, tma_q, tma_do, tma_k, tma_v);
     else if (tid < 64)
-      add_dq<Element, kHeadDim>(p, turns, sh);
+      add_dq<Element, kHeadDim>(p, block);
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<240>();
-  const int ctid = tid - 128, group = ctid / 128;
+  // The consumers' view of the block's shared memory and their index, opaque to the compiler: nothing they
+  // compute from them is hoisted above the branch, where the producer's few registers would have to hold it.
+  Shared& sh = *unhoisted(&block);
+  int ctid = tid - 128;
+  asm volatile("" : "+r"(ctid));
+  const int group = ctid / 128;
   const bool packed = p.cu_seqlens_q != nullptr;
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
   Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
@@ -468,7 +480,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
   Tensor ds_rc = make_tensor(grads.data(), gmma_accumulator_rows_cols(grads.layout()));
 
   ClusterTransactionBarrier::wait(&sh.kv_full, 0);
-  if (packed && cols < BN) {
+  if (const int cols = static_cast<int>(min<int64_t>(BN, sh.problem.nk - sh.key_tile * BN));
+      packed && cols < BN) {
     // A packed sequence's last key tile: its rows past the sequence are the next one's keys (the TMA
     // zero-fills only past the tokens). Their probabilities and score gradients are 0, but 0 times an
     // infinite element is NaN: zeroed before any product reads them.
@@ -487,9 +500,17 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     auto& r = sh.rows[stage];
     const int m = r.tile;
     if (m < 0) break;
+    const int head = r.head;
     const Problem& pr = *unhoisted(&sh.problem);
     const int64_t n = sh.key_tile, key0 = n * BN;
     const int rows = static_cast<int>(min<int64_t>(BM, pr.nq - static_cast<int64_t>(m) * BM));
+    if (ctid == 0) {  // the tile's dQ job (the adding warp is past this buffer's last one: kDQEmpty)
+      sh.dq_job[stage].out = p.dq + ((pr.b * p.Q + pr.q0 + int64_t{m} * BM) * p.H + head) * p.D;
+      sh.dq_job[stage].rows = rows;
+      sh.dq_job[stage].counter =
+          turns.counters + head * turns.lock_stride + turn_index(p, turns, pr, blockIdx.z, m);
+      sh.dq_job[stage].turn = sh.steps[m] & (kWholeStep - 1);
+    }
     const bool whole = r.whole != 0;
     // 0, opaque to the compiler: the elements' shared-memory offsets below are computed from it in each
     // step, not hoisted out of the loop into registers (one per element: more than the registers there are).
@@ -510,7 +531,7 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
                true);  // S^T = K Q^T
     // The rows' terms while the products run (the buffer's readers two tiles back are past this tile's
     // barrier below).
-    write_terms(p, turns, pr, r.head, m, n, ctid, r.lse2, r.term, r.scale, r.band, &r.slope);
+    write_terms(p, turns, pr, head, m, n, ctid, r.lse2, r.term, r.scale, r.band, &r.slope);
     ClusterTransactionBarrier::wait(&sh.do_full[stage], phase);
     issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.v, typename T::SmemKV{})),
                thr_sdp.partition_fragment_B(smem(sh.dout, typename T::SmemRows{}))(_, _, _, stage), acc_dp,
@@ -521,10 +542,9 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     warpgroup_fence_operand(acc_dp);
 
     // P and dS per element (attention-inl.cuh pair_gradient's arithmetic, the bias from the band of the
-    // tile's distances); 0 where masked and for a row with nothing visible or past the rows (lse -inf). Keys
-    // past the sequence need no test: their K and V rows are zero (the TMA's fill past the tensor, or zeroed
-    // above), so that they add nothing to dQ, and their dK and dV rows are not stored. Each thread's
-    // elements: 2 keys (its accumulator rows) by 16 rows of the tile (its columns).
+    // tile's distances); 0 where masked, past the keys, and for a row with nothing visible or past the rows
+    // (lse -inf). Each thread's elements: 2 keys (its accumulator rows) by 16 rows of the tile (its columns).
+    const int cols = static_cast<int>(min<int64_t>(BN, pr.nk - key0));
     const int32_t q_first = static_cast<int32_t>(pr.nk - pr.nq + static_cast<int64_t>(m) * BM);  // default
     const int32_t key_first = static_cast<int32_t>(key0);
     CUTE_UNROLL
@@ -536,7 +556,7 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
         const int key = get<0>(tScS(k, 0)) + opaque;
         const int32_t qp = q_first + row, kp = key_first + key;  // positions below 2^31
         float prob = 0, grad = 0;
-        if ((whole || !Mask32(p.mask).masked(qp, kp)) && lse2 != -INFINITY) {
+        if ((whole || (key < cols && !Mask32(p.mask).masked(qp, kp))) && lse2 != -INFINITY) {
           const float dot = s(k, c);
           float bias = 0;  // position_bias, the lookup's entry read from the band
           if (p.terms.bias == ScoreBias::lookup) {
@@ -594,9 +614,16 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
         *reinterpret_cast<float2*>(&sh.dq[row * Sm90Backward<Element, kHeadDim>::kDQStride + col]) =
             make_float2(acc_dq(i), acc_dq(i + 1));
       }
+      cutlass::arch::fence_view_async_shared();  // the stores seen by the bulk reduction (the async proxy)
       NamedBarrier::arrive(128 * T::kDQGroups + 32, kDQFull);
     }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
+  }
+
+  if (group < T::kDQGroups) {  // the adding warp's end
+    NamedBarrier::sync(128 * T::kDQGroups + 32, kDQEmpty);
+    if (ctid == 0) sh.dq_job[stage].rows = -1;
+    NamedBarrier::arrive(128 * T::kDQGroups + 32, kDQFull);
   }
 
   // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
@@ -689,6 +716,7 @@ bool attention_backward_sm90_fits(const AttentionBackwardLaunch& bl, bool fill_r
   if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
   if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.Hkv > 65535 || l.B > 65535) return false;
   if ((l.Q + 63) / 64 > kMaxRowTiles) return false;  // the block's table of row tiles (steps)
+  if (l.D % 4 != 0) return false;                    // dQ's rows added by 16-byte bulk reductions
   // The TMA's operands: 16-byte aligned addresses, strides multiples of 16 bytes below 2^40 bytes.
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v) || !aligned(bl.grad_out)) return false;

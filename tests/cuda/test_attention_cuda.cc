@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "attention_case.h"
@@ -159,6 +160,15 @@ struct ForwardKernel {
   cuda::AttentionKernel saved;
 };
 
+// Which backward kernel runs the calls of a scope, as ForwardKernel.
+struct BackwardKernel {
+  explicit BackwardKernel(cuda::AttentionKernel k) : saved(cuda::attention_backward_choice) {
+    cuda::attention_backward_choice = k;
+  }
+  ~BackwardKernel() { cuda::attention_backward_choice = saved; }
+  cuda::AttentionKernel saved;
+};
+
 // POSENC_TEST_FORWARD_KERNEL=sm90 (or tiled) runs every test here with that forward kernel wherever it fits
 // (scripts/gpu_check.sh runs the file once more on the sm_90a kernel; automatic: the library's choice).
 [[maybe_unused]] const bool kKernelFromEnvironment = [] {
@@ -166,6 +176,14 @@ struct ForwardKernel {
   if (k != nullptr && std::string(k) == "sm90") cuda::attention_forward_choice = cuda::AttentionKernel::sm90;
   if (k != nullptr && std::string(k) == "tiled")
     cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
+  return k != nullptr;
+}();
+// POSENC_TEST_BACKWARD_KERNEL the same for the backward.
+[[maybe_unused]] const bool kBackwardKernelFromEnvironment = [] {
+  const char* k = std::getenv("POSENC_TEST_BACKWARD_KERNEL");
+  if (k != nullptr && std::string(k) == "sm90") cuda::attention_backward_choice = cuda::AttentionKernel::sm90;
+  if (k != nullptr && std::string(k) == "tiled")
+    cuda::attention_backward_choice = cuda::AttentionKernel::tiled;
   return k != nullptr;
 }();
 
@@ -328,9 +346,10 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
 // added into fp32 and bf16 views. The GPU rounds P and dS to the storage type for its tensor cores (relative
 // 2^-8 each, bf16) and RoPE's copies too: each gradient element within 2^-6 of its tensor's largest plus 2^-7
 // of itself. Twice the same call: the same bits (deterministic).
-void check_backward(const Case& c, Enc e, bool bf16_grads) {
+void check_backward(const Case& c, Enc e, bool bf16_grads, bool table_gradient = true) {
   AttentionCase ac(c, e);
-  SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads"));
+  SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads") +
+               (table_gradient ? "" : " no table gradient"));
   const DeviceCase d = rounded_case(ac, kBf16);
   const AttentionConfig cpu_cfg = ac.config();
   std::vector<std::unique_ptr<DeviceBuffer<float>>> tables;
@@ -348,8 +367,9 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   g.q = view(gq.data(), {c.B, c.Q, c.H, c.D}), g.k = view(gk.data(), {c.B, c.K, c.Hkv, c.D});
   g.v = view(gv.data(), {c.B, c.K, c.Hkv, Dv});
   // The parameters' gradients where the case has them: the learned table and sinks.
-  const int64_t table_rows =
-      cpu_cfg.bias.kind == AttentionBias::Kind::relative ? cpu_cfg.bias.relative.num_rows() : 0;
+  const int64_t table_rows = cpu_cfg.bias.kind == AttentionBias::Kind::relative && table_gradient
+                                 ? cpu_cfg.bias.relative.num_rows()
+                                 : 0;
   std::vector<float> gtable(table_rows * c.H), gsinks(c.sinks ? c.H : 0);
   if (table_rows > 0) g.relative_table = view(gtable.data(), {table_rows, c.H});
   if (c.sinks) g.sinks = view(gsinks.data(), {c.H});
@@ -361,9 +381,15 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   for (int64_t i = 0; i < no; ++i) go16[i] = kBf16.round(grad_out[i]);
   DeviceBuffer<uint16_t> dgo(go16);
   DeviceBuffer<float> dlse(lse.size());
-  const AttentionInputs din =
+  DeviceBuffer<int64_t> cu_q(c.cu_q.empty() ? std::vector<int64_t>{0} : c.cu_q);
+  DeviceBuffer<int64_t> cu_k(c.cu_k.empty() ? std::vector<int64_t>{0} : c.cu_k);
+  AttentionInputs din =
       qkv(device16(dq, DType::bf16, {c.B, c.Q, c.H, c.D}), device16(dk, DType::bf16, {c.B, c.K, c.Hkv, c.D}),
           device16(dv, DType::bf16, {c.B, c.K, c.Hkv, Dv}));
+  if (!c.cu_q.empty()) {  // packed sequences, as the CPU's inputs
+    din.cu_seqlens_q = view(cu_q.get(), {static_cast<int64_t>(c.cu_q.size())}, Device::cuda);
+    din.cu_seqlens_k = view(cu_k.get(), {static_cast<int64_t>(c.cu_k.size())}, Device::cuda);
+  }
   attention_forward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, Dv}),
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
   std::vector<float> runs[2][5];
@@ -438,6 +464,48 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
   check_backward({2, 70, 700, 4, 2, 64, true}, Enc::t5, false);
   cuda::attention_table_partial_bytes = 2 * 2 * 4 * 11 * 4;  // the clipped table's 11 distances
   check_backward({2, 70, 700, 4, 2, 64, false}, Enc::clipped, false);
+}
+
+// The sm_90a backward (src/cuda/attention_backward_sm90.cu), forced onto the shapes it takes: several row
+// tiles of 64 and key tiles of 128 (the blocks of a kv head adding dQ in turn: causal from the last key
+// tile, bidirectional from the first), partial tiles, windows and chunks that skip row tiles, grouped and
+// multi-query heads, head dims below its 64 and 128 tiles, packed sequences (one empty; partial last tiles
+// whose next rows are another sequence's), softcap with sinks, query temperature, every scalar encoding
+// (the learned tables without their gradient: that runs on the tiled passes) and RoPE. Twice each: the
+// same bits (the fixed order of dQ's adds). Every call must have run on it.
+TEST(AttentionCuda, Sm90BackwardAgainstTheCpu) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  BackwardKernel forced(cuda::AttentionKernel::sm90);
+  Case capped{1, 200, 200, 4, 2, 64, true};
+  capped.softcap = 2.0, capped.sinks = true, capped.chunk = 48;
+  Case temperature{1, 260, 260, 2, 1, 96, true};
+  temperature.temperature = 1;
+  Case packed{1, 420, 690, 4, 2, 64, true};
+  packed.cu_q = {0, 150, 150, 420}, packed.cu_k = {0, 200, 390, 690};
+  const std::vector<Case> shapes = {
+      {2, 70, 70, 4, 2, 64, true},       // one partial row and key tile, grouped heads
+      {1, 300, 650, 4, 4, 128, true},    // 5 row tiles, 6 key tiles
+      {1, 129, 1000, 2, 1, 128, false},  // bidirectional, multi-query: 8 blocks add each row tile's dQ
+      {2, 24, 500, 8, 2, 32, false},     // a head dim of 32 on the 64 tile
+      {2, 300, 700, 2, 2, 128, true, 150}, capped, temperature, packed};
+  const Enc encodings[] = {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::clipped, Enc::rope_alibi};
+  const int64_t launches = cuda::attention_sm90_backward_launches;
+  for (const Case& c : shapes)
+    for (Enc e : encodings) check_backward(c, e, false, false);
+  EXPECT_EQ(cuda::attention_sm90_backward_launches - launches,
+            static_cast<int64_t>(2 * shapes.size() * std::size(encodings)));
+}
+
+// A small case of the sm_90a backward for the GPU check's sanitizers: two blocks of keys adding the dQ of
+// three row tiles in turn, ALiBi.
+TEST(AttentionCuda, Sm90BackwardSmallCase) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  BackwardKernel forced(cuda::AttentionKernel::sm90);
+  const int64_t launches = cuda::attention_sm90_backward_launches;
+  check_backward({1, 130, 200, 2, 1, 64, true}, Enc::alibi, false, false);
+  EXPECT_EQ(cuda::attention_sm90_backward_launches - launches, 2);
 }
 
 // Shaw's key and value terms on every mask the forward has (max distance 6: tiles far from the diagonal hold

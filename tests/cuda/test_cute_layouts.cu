@@ -259,6 +259,95 @@ void check_sm90_tiles() {
   }
 }
 
+// The Hopper backward's tiles (AttentionBackwardSm90Tiles): S^T's and dP^T's accumulators, (keys, rows), the
+// two consumer warpgroups 64 keys each, cover the (128, 64) tile once; reshaped as the A operand of
+// P^T dO and dS^T Q they hold exactly the operand's (key, row) elements; dV's and dK's accumulators cover
+// (128, D) once; dQ's, (64, D) once over the dQ warpgroups, a thread's values i and i + 1 adjacent columns
+// of a row (its 8-byte stores); Q^T, dO^T and K^T read Q, dO and K by columns; dS is one element per
+// (row, key); the descriptors of dS (MN-major) and K^T step by 16 keys.
+template <class Element, int kHeadDim>
+void check_sm90_backward_tiles() {
+  using T = posenc::cuda::AttentionBackwardSm90Tiles<Element, kHeadDim>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN, D = kHeadDim;
+  typename T::MmaSdP mma_sdp;
+  typename T::MmaKV mma_kv;
+  typename T::MmaDQ mma_dq;
+  const auto scores = make_identity_tensor(make_shape(Int<BN>{}, Int<BM>{}));
+  std::set<std::pair<int, int>> seen_s, seen_kv, seen_dq;
+  for (int t = 0; t < 128 * T::kConsumers; ++t) {
+    const int g = t / 128, w = t % 128 / 32, l = t % 32;
+    const auto c = mma_sdp.get_slice(t).partition_C(scores);
+    const auto rc = make_tensor(c.data(), posenc::cuda::gmma_accumulator_rows_cols(c.layout()));
+    ASSERT_EQ(int(size<0>(rc)), 2);
+    for (int r = 0; r < 2; ++r)
+      for (int k = 0; k < size<1>(rc); ++k) {
+        ASSERT_EQ(int(get<0>(rc(r, k))), 64 * g + 16 * w + l / 4 + 8 * r) << "thread " << t;
+        seen_s.insert({int(get<0>(rc(r, k))), int(get<1>(rc(r, k)))});
+      }
+    const auto as_a = make_tensor(c.data(), posenc::cuda::gmma_accumulator_as_operand_a(c.layout()));
+    const auto a = mma_kv.get_slice(t).partition_A(scores);
+    ASSERT_EQ(int(size(as_a)), int(size(a)));
+    for (int k = 0; k < size<2>(a); ++k)
+      for (int i = 0; i < size<0>(a); ++i) {
+        ASSERT_EQ(int(get<0>(as_a(i, 0, k))), int(get<0>(a(i, 0, k)))) << "thread " << t << " k " << k;
+        ASSERT_EQ(int(get<1>(as_a(i, 0, k))), int(get<1>(a(i, 0, k)))) << "thread " << t << " k " << k;
+      }
+    const auto kv = mma_kv.get_slice(t).partition_C(make_identity_tensor(make_shape(Int<BN>{}, Int<D>{})));
+    for (int i = 0; i < size(kv); ++i) seen_kv.insert({int(get<0>(kv(i))), int(get<1>(kv(i)))});
+    if (t < 128 * T::kDQGroups) {
+      const auto dq = mma_dq.get_slice(t).partition_C(make_identity_tensor(make_shape(Int<BM>{}, Int<D>{})));
+      for (int i = 0; i < size(dq); ++i) {
+        seen_dq.insert({int(get<0>(dq(i))), int(get<1>(dq(i)))});
+        if (i % 2 == 1) {
+          ASSERT_EQ(int(get<0>(dq(i))), int(get<0>(dq(i - 1))));
+          ASSERT_EQ(int(get<1>(dq(i))), int(get<1>(dq(i - 1))) + 1);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen_s.size(), size_t(BN * BM));
+  EXPECT_EQ(seen_kv.size(), size_t(BN * D));
+  EXPECT_EQ(seen_dq.size(), size_t(BM * D));
+  const typename T::SmemRows rows;
+  const typename T::SmemRowsT rows_t;
+  const typename T::SmemKV keys;
+  const typename T::SmemKt keys_t;
+  const typename T::SmemDS ds;
+  std::set<int> ds_offsets;
+  for (int d = 0; d < D; ++d) {
+    for (int s = 0; s < T::kStages; ++s)
+      for (int r = 0; r < BM; ++r) ASSERT_EQ(int(rows_t(d, r, s)), int(rows(r, d, s)));
+    for (int n = 0; n < BN; ++n) ASSERT_EQ(int(keys_t(d, n)), int(keys(n, d)));
+  }
+  for (int r = 0; r < BM; ++r)
+    for (int n = 0; n < BN; ++n) ds_offsets.insert(int(ds(r, n)));
+  EXPECT_EQ(ds_offsets.size(), size_t(BM * BN));
+  Element* base = nullptr;
+  const auto thr_dq = mma_dq.get_slice(0);
+  const auto ds_desc = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(base), typename T::SmemDS{}));
+  const auto kt_desc = thr_dq.partition_fragment_B(make_tensor(make_smem_ptr(base), typename T::SmemKt{}));
+  const auto start = [](const GmmaDescriptor& d) { return int(d.bitfield.start_address_); };
+  const int units = 16 / int(sizeof(Element));
+  ASSERT_EQ(int(size<2>(ds_desc)), BN / 16);
+  ASSERT_EQ(int(size<2>(kt_desc)), BN / 16);
+  for (int kb = 0; kb < BN / 16; ++kb) {
+    ASSERT_EQ(start(ds_desc(0, 0, kb)) - start(ds_desc(0, 0, 0)),
+              (int(ds(0, 16 * kb)) - int(ds(0, 0))) / units)
+        << "k step " << kb;
+    ASSERT_EQ(start(kt_desc(0, 0, kb)) - start(kt_desc(0, 0, 0)),
+              (int(keys_t(0, 16 * kb)) - int(keys_t(0, 0))) / units)
+        << "k step " << kb;
+    ASSERT_EQ(int(ds_desc(0, 0, kb).bitfield.layout_type_), 1);
+  }
+}
+
+TEST(CuteLayouts, AttentionSm90BackwardTilesBf16HeadDim128) {
+  check_sm90_backward_tiles<cutlass::bfloat16_t, 128>();
+}
+TEST(CuteLayouts, AttentionSm90BackwardTilesFp16HeadDim64) {
+  check_sm90_backward_tiles<cutlass::half_t, 64>();
+}
+
 TEST(CuteLayouts, AttentionSm90TilesBf16HeadDim128) { check_sm90_tiles<cutlass::bfloat16_t, 128>(); }
 TEST(CuteLayouts, AttentionSm90TilesFp16HeadDim64) { check_sm90_tiles<cutlass::half_t, 64>(); }
 
