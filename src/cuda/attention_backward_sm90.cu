@@ -49,9 +49,9 @@ using cutlass::arch::NamedBarrier;
 using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
 using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
 
-// Named barriers (0 is __syncthreads): the consumers' dS tile, their zeroing of rows past a packed
-// sequence, a row tile's terms, and the staged dQ tile between the warpgroups computing it and the warp
-// adding it.
+// Named barriers (CUTLASS's NamedBarrier numbers them past the ids it reserves): the consumers' dS tile,
+// their zeroing of rows past a packed sequence, a row tile's terms, and the staged dQ tile between the
+// warpgroups computing it and the warp adding it.
 enum : int { kDSBarrier = 1, kZeroBarrier = 2, kTermsBarrier = 3, kDQFull = 4, kDQEmpty = 5 };
 
 // The lookup's entries a tile of 64 rows and 128 keys at default positions meets: its pairs' distances
@@ -327,7 +327,7 @@ __device__ __forceinline__ void write_terms(const BackwardParams& p, const Turns
 }
 
 // The second producer warp: each row tile's dQ, staged in shared memory by the dQ warpgroups with its job
-// (dq_out, dq_rows, dq_counter, dq_turn), added into the fp32 gradient in the blocks' turn (Turns: the
+// (dq_job: out, rows, counter, turn), added into the fp32 gradient in the blocks' turn (Turns: the
 // dq_turn blocks before this one that see the row tile add theirs first; turn_of), then the tile's counter
 // advanced; until a job of no rows.
 template <class Element, int kHeadDim>
@@ -339,6 +339,7 @@ __device__ __forceinline__ void add_dq(const BackwardParams& p,
   NamedBarrier::arrive(kThreads, kDQEmpty);  // the staged tile is free
   for (int stage = 0;; stage = (stage + 1) % T::kStages) {
     NamedBarrier::sync(kThreads, kDQFull);  // a tile's dQ is staged, or the end
+    asm volatile("" ::: "memory");          // the job read after the barrier
     const int rows = sh.dq_job[stage].rows;
     if (rows < 0) break;
     int* counter = sh.dq_job[stage].counter;
@@ -350,6 +351,8 @@ __device__ __forceinline__ void add_dq(const BackwardParams& p,
       } while (seen < turn);  // (past it only where invalid packed offsets overlap: NaN follows)
     }
     __syncwarp();
+    // The earlier blocks' adds, seen by the acquire, ordered before this block's (the async proxy's).
+    asm volatile("fence.proxy.async.global;" ::: "memory");
     // Each staged row added into dQ's row by the TMA's bulk reduction (fp32 adds, each element once), the
     // lanes two rows each; complete (wait_group 0) before the counter moves.
     float* out = sh.dq_job[stage].out;
@@ -529,8 +532,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.k, typename T::SmemKV{})),
                thr_sdp.partition_fragment_B(smem(sh.q, typename T::SmemRows{}))(_, _, _, stage), acc_s,
                true);  // S^T = K Q^T
-    // The rows' terms while the products run (the buffer's readers two tiles back are past this tile's
-    // barrier below).
+    // The rows' terms while the products run (the buffer's readers two tiles back are past the last tile's
+    // terms barrier).
     write_terms(p, turns, pr, head, m, n, ctid, r.lse2, r.term, r.scale, r.band, &r.slope);
     ClusterTransactionBarrier::wait(&sh.do_full[stage], phase);
     issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.v, typename T::SmemKV{})),
