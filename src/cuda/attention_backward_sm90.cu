@@ -35,6 +35,7 @@
 #include "posenc/device.h"
 #include "src/cuda/attention.h"
 #include "src/cuda/attention_backward-inl.cuh"
+#include "src/cuda/attention_sm90-inl.cuh"
 #include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/device.h"
 
@@ -44,10 +45,6 @@ namespace {
 using cutlass::arch::ClusterBarrier;
 using cutlass::arch::ClusterTransactionBarrier;
 using cutlass::arch::NamedBarrier;
-
-// q, k, v and dO in global memory as (rows, head dim, heads, batch rows) for the TMA.
-using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
-using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
 
 // Named barriers (CUTLASS's NamedBarrier numbers them past the ids it reserves): the consumers' dS tile,
 // their zeroing of rows past a packed sequence, a row tile's terms, and the staged dQ tile between the
@@ -67,15 +64,15 @@ constexpr int kWholeStep = 1 << 30;
 template <class Element, int kHeadDim>
 struct Sm90Backward {
   using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
-  static auto gmem(const void* data, GmemShape shape, GmemStride stride) {
+  static auto gmem(const void* data, Sm90GmemShape shape, Sm90GmemStride stride) {
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), shape, stride);
   }
-  using TmaRows = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+  using TmaRows = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
                                          take<0, 2>(typename T::SmemRows{}),
                                          Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{}));
   using TmaKeys =
-      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}), typename T::SmemKV{},
-                             Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
+                             typename T::SmemKV{}, Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
   static constexpr int kDQStride = kHeadDim + 4;  // floats per row of the staged dQ (16-byte rows, banks)
   // A row tile's terms: its number, head and kind, written by the producer warp with its Q and dO; the rows'
   // terms, written by the consumers.
@@ -373,21 +370,6 @@ __device__ __forceinline__ void add_dq(const BackwardParams& p,
   }
 }
 
-// A warpgroup's wgmma over the k16 steps of its operands, issued and committed as one group (the caller
-// waits for it): acc = A B (zero_init) or acc += A B.
-template <class Mma, class A, class B, class Acc>
-__device__ __forceinline__ void issue_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
-  warpgroup_fence_operand(acc);
-  warpgroup_arrive();
-  mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    gemm(mma, a(_, _, k), b(_, _, k), acc);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-}
-
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>::kThreads, 1)
     attention_backward_sm90_kernel(
@@ -529,16 +511,16 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
       cutlass::arch::fence_view_async_shared();
       NamedBarrier::sync(128 * T::kConsumers, kZeroBarrier);
     }
-    issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.k, typename T::SmemKV{})),
-               thr_sdp.partition_fragment_B(smem(sh.q, typename T::SmemRows{}))(_, _, _, stage), acc_s,
-               true);  // S^T = K Q^T
+    sm90_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.k, typename T::SmemKV{})),
+              thr_sdp.partition_fragment_B(smem(sh.q, typename T::SmemRows{}))(_, _, _, stage), acc_s,
+              true);  // S^T = K Q^T
     // The rows' terms while the products run (the buffer's readers two tiles back are past the last tile's
     // terms barrier).
     write_terms(p, turns, pr, head, m, n, ctid, r.lse2, r.term, r.scale, r.band, &r.slope);
     ClusterTransactionBarrier::wait(&sh.do_full[stage], phase);
-    issue_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.v, typename T::SmemKV{})),
-               thr_sdp.partition_fragment_B(smem(sh.dout, typename T::SmemRows{}))(_, _, _, stage), acc_dp,
-               true);                                        // dP^T = V dO^T
+    sm90_gemm(mma_sdp, thr_sdp.partition_fragment_A(smem(sh.v, typename T::SmemKV{})),
+              thr_sdp.partition_fragment_B(smem(sh.dout, typename T::SmemRows{}))(_, _, _, stage), acc_dp,
+              true);                                         // dP^T = V dO^T
     NamedBarrier::sync(128 * T::kConsumers, kTermsBarrier);  // the terms are written
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_s);
@@ -590,12 +572,12 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     CUTE_UNROLL
     for (int i = 0; i < size(grads); ++i) sdS(get<1>(cS(i)) + opaque, get<0>(cS(i))) = grads(i);
     cutlass::arch::fence_view_async_shared();
-    issue_gemm(mma_kv, tVrP,
-               thr_kv.partition_fragment_B(smem(sh.dout, typename T::SmemRowsT{}))(_, _, _, stage), acc_dv,
-               false);  // dV += P^T dO
-    issue_gemm(mma_kv, tKrdS,
-               thr_kv.partition_fragment_B(smem(sh.q, typename T::SmemRowsT{}))(_, _, _, stage), acc_dk,
-               false);                                    // dK += dS^T Q
+    sm90_gemm(mma_kv, tVrP,
+              thr_kv.partition_fragment_B(smem(sh.dout, typename T::SmemRowsT{}))(_, _, _, stage), acc_dv,
+              false);  // dV += P^T dO
+    sm90_gemm(mma_kv, tKrdS, thr_kv.partition_fragment_B(smem(sh.q, typename T::SmemRowsT{}))(_, _, _, stage),
+              acc_dk,
+              false);                                     // dK += dS^T Q
     NamedBarrier::sync(128 * T::kConsumers, kDSBarrier);  // dS is whole
     // dV and dK complete before dQ's accumulators are live (registers: P^T and dS^T are no longer read).
     warpgroup_wait<0>();
@@ -606,8 +588,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     ClusterBarrier::arrive(&sh.empty[stage]);  // done with Q, dO and the rows' terms
     if (group < T::kDQGroups) {
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<BM>, Int<kHeadDim>>{});
-      issue_gemm(mma_dq, thr_dq.partition_fragment_A(smem(sh.ds, typename T::SmemDS{})),
-                 thr_dq.partition_fragment_B(smem(sh.k, typename T::SmemKt{})), acc_dq, true);  // dQ = dS K
+      sm90_gemm(mma_dq, thr_dq.partition_fragment_A(smem(sh.ds, typename T::SmemDS{})),
+                thr_dq.partition_fragment_B(smem(sh.k, typename T::SmemKt{})), acc_dq, true);  // dQ = dS K
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_dq);
       NamedBarrier::sync(128 * T::kDQGroups + 32, kDQEmpty);  // the adding warp is done with the last tile
@@ -659,12 +641,6 @@ __global__ void row_scales_kernel(const __grid_constant__ BackwardParams p, floa
   }
 }
 
-// The TMA's view of rows: (rows, head dim, heads, batch rows) at the launch's strides. A dimension of extent
-// 1 takes a stride of 16 bytes (any multiple of 16 describes it).
-GmemStride gmem_stride(const int64_t strides[3], int64_t T, int64_t H, int64_t B) {
-  return GmemStride{T > 1 ? strides[1] : 8, _1{}, H > 1 ? strides[2] : 8, B > 1 ? strides[0] : 8};
-}
-
 template <class Element, int kHeadDim>
 void launch_tiles(const AttentionBackwardLaunch& bl, const BackwardParams& p, const Turns& turns,
                   int64_t problems) {
@@ -673,13 +649,13 @@ void launch_tiles(const AttentionBackwardLaunch& bl, const BackwardParams& p, co
   const AttentionLaunch& l = bl.forward;
   const int B = static_cast<int>(l.B);
   const auto shape = [&](int64_t rows, int64_t dim, int64_t heads) {
-    return GmemShape{static_cast<int>(rows), static_cast<int>(dim), static_cast<int>(heads), B};
+    return Sm90GmemShape{static_cast<int>(rows), static_cast<int>(dim), static_cast<int>(heads), B};
   };
-  const auto q = K::gmem(l.q, shape(l.Q, l.D, l.H), gmem_stride(l.q_strides, l.Q, l.H, l.B));
+  const auto q = K::gmem(l.q, shape(l.Q, l.D, l.H), sm90_gmem_stride(l.q_strides, l.Q, l.H, l.B));
   const auto dout =
-      K::gmem(bl.grad_out, shape(l.Q, l.Dv, l.H), gmem_stride(bl.grad_out_strides, l.Q, l.H, l.B));
-  const auto k = K::gmem(l.k, shape(l.K, l.D, l.Hkv), gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
-  const auto v = K::gmem(l.v, shape(l.K, l.Dv, l.Hkv), gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
+      K::gmem(bl.grad_out, shape(l.Q, l.Dv, l.H), sm90_gmem_stride(bl.grad_out_strides, l.Q, l.H, l.B));
+  const auto k = K::gmem(l.k, shape(l.K, l.D, l.Hkv), sm90_gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
+  const auto v = K::gmem(l.v, shape(l.K, l.Dv, l.Hkv), sm90_gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
   const auto rows_box = Shape<Int<T::kBlockM>, Int<kHeadDim>>{};
   const auto keys_box = Shape<Int<T::kBlockN>, Int<kHeadDim>>{};
   const typename K::TmaRows tma_q =
@@ -720,17 +696,10 @@ bool attention_backward_sm90_fits(const AttentionBackwardLaunch& bl, bool fill_r
   if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.Hkv > 65535 || l.B > 65535) return false;
   if ((l.Q + 63) / 64 > kMaxRowTiles) return false;  // the block's table of row tiles (steps)
   if (l.D % 4 != 0) return false;                    // dQ's rows added by 16-byte bulk reductions
-  // The TMA's operands: 16-byte aligned addresses, strides multiples of 16 bytes below 2^40 bytes.
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v) || !aligned(bl.grad_out)) return false;
-  const auto strides_ok = [](const int64_t s[3], int64_t T, int64_t H, int64_t B) {
-    const int64_t extents[3] = {B, T, H};
-    for (int i = 0; i < 3; ++i)
-      if (extents[i] > 1 && (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= (int64_t{1} << 38))) return false;
-    return true;
-  };
-  if (!strides_ok(l.q_strides, l.Q, l.H, l.B) || !strides_ok(l.k_strides, l.K, l.Hkv, l.B) ||
-      !strides_ok(l.v_strides, l.K, l.Hkv, l.B) || !strides_ok(bl.grad_out_strides, l.Q, l.H, l.B))
+  // What the TMA can describe.
+  if (!sm90_tma_rows(l.q, l.q_strides, l.Q, l.H, l.B) || !sm90_tma_rows(l.k, l.k_strides, l.K, l.Hkv, l.B) ||
+      !sm90_tma_rows(l.v, l.v_strides, l.K, l.Hkv, l.B) ||
+      !sm90_tma_rows(bl.grad_out, bl.grad_out_strides, l.Q, l.H, l.B))
     return false;
   const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
   if (problems < 1 || problems > 65535) return false;

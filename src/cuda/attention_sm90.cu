@@ -33,6 +33,7 @@
 #include "posenc/device.h"
 #include "src/cuda/attention.h"
 #include "src/cuda/attention_forward.cuh"
+#include "src/cuda/attention_sm90-inl.cuh"
 #include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/device.h"
 
@@ -43,19 +44,15 @@ using namespace cute;
 using cutlass::arch::ClusterBarrier;
 using cutlass::arch::ClusterTransactionBarrier;
 
-// q, k, v in global memory as (rows, head dim, heads, batch rows) for the TMA.
-using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
-using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
-
 template <class Element, int kHeadDim>
 struct Sm90 {
   using T = AttentionSm90Tiles<Element, kHeadDim>;
-  static auto gmem(const void* data, GmemShape shape, GmemStride stride) {
+  static auto gmem(const void* data, Sm90GmemShape shape, Sm90GmemStride stride) {
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), shape, stride);
   }
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
                                       typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, GmemShape{}, GmemStride{}),
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
                                        take<0, 2>(typename T::SmemKV{}),
                                        Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
   struct Shared {
@@ -193,21 +190,6 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   ClusterBarrier::wait(&sh.empty_k[stage], phase ^ 1);
   if (lane == 0) sh.tile[stage] = -1;
   ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
-}
-
-// A warpgroup's wgmma over the k16 steps of its operands, issued and committed as one group (the caller
-// waits for it): acc = A B (zero_init) or acc += A B.
-template <class Mma, class A, class B, class Acc>
-__device__ __forceinline__ void issue_gemm(Mma& mma, const A& a, const B& b, Acc& acc, bool zero_init) {
-  warpgroup_fence_operand(acc);
-  warpgroup_arrive();
-  mma.accumulate_ = zero_init ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    gemm(mma, a(_, _, k), b(_, _, k), acc);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
 }
 
 template <class Element, int kHeadDim>
@@ -349,10 +331,10 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
     warpgroup_fence_operand(acc_o);
     warpgroup_fence_operand(tOrP);
     my_turn();
-    issue_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
+    sm90_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
     if (pending >= 0) {
       ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
-      issue_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
+      sm90_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
     } else {  // an empty group, so that wait<1> below leaves S complete on the first tile too
       warpgroup_arrive();
       warpgroup_commit_batch();
@@ -414,7 +396,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   if (pending >= 0) {  // the last tile's P V
     my_turn();
     ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
-    issue_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
+    sm90_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
     next_turn();
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
@@ -452,26 +434,20 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
 #endif
 }
 
-// The TMA's view of q, k or v: (rows, head dim, heads, batch rows) at the launch's strides. A dimension of
-// extent 1 takes a stride of 16 bytes (any multiple of 16 describes it; the caller's may be anything).
-GmemStride gmem_stride(const int64_t strides[3], int64_t T, int64_t H, int64_t B) {
-  return GmemStride{T > 1 ? strides[1] : 8, _1{}, H > 1 ? strides[2] : 8, B > 1 ? strides[0] : 8};
-}
-
 template <class Element, int kHeadDim>
 void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
   using K = Sm90<Element, kHeadDim>;
   using T = typename K::T;
   const int B = static_cast<int>(l.B);
   const auto q =
-      K::gmem(l.q, GmemShape{static_cast<int>(l.Q), static_cast<int>(l.D), static_cast<int>(l.H), B},
-              gmem_stride(l.q_strides, l.Q, l.H, l.B));
+      K::gmem(l.q, Sm90GmemShape{static_cast<int>(l.Q), static_cast<int>(l.D), static_cast<int>(l.H), B},
+              sm90_gmem_stride(l.q_strides, l.Q, l.H, l.B));
   const auto k =
-      K::gmem(l.k, GmemShape{static_cast<int>(l.K), static_cast<int>(l.D), static_cast<int>(l.Hkv), B},
-              gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
+      K::gmem(l.k, Sm90GmemShape{static_cast<int>(l.K), static_cast<int>(l.D), static_cast<int>(l.Hkv), B},
+              sm90_gmem_stride(l.k_strides, l.K, l.Hkv, l.B));
   const auto v =
-      K::gmem(l.v, GmemShape{static_cast<int>(l.K), static_cast<int>(l.Dv), static_cast<int>(l.Hkv), B},
-              gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
+      K::gmem(l.v, Sm90GmemShape{static_cast<int>(l.K), static_cast<int>(l.Dv), static_cast<int>(l.Hkv), B},
+              sm90_gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
   const typename K::TmaQ tma_q =
       make_tma_copy(SM90_TMA_LOAD{}, q, typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
   const typename K::TmaKV tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename T::SmemKV{}),
@@ -528,20 +504,11 @@ bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
   const int64_t tile = attention_sm90_tile(l);
   if (tile == 0 || l.shaw_a_k != nullptr || l.xl_w_r != nullptr) return false;
   if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
-  // The grid, and the TMA's (int32 extents, strides multiples of 16 bytes below 2^40 bytes, 16-byte aligned
-  // addresses).
+  // The grid, and what the TMA can describe (int32 extents; sm90_tma_rows).
   const int64_t row_blocks = (l.Q + 127) / 128;
   if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.B > 65535) return false;
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (!aligned(l.q) || !aligned(l.k) || !aligned(l.v)) return false;
-  const auto strides_ok = [](const int64_t s[3], int64_t T, int64_t H, int64_t B) {
-    const int64_t extents[3] = {B, T, H};
-    for (int i = 0; i < 3; ++i)
-      if (extents[i] > 1 && (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= (int64_t{1} << 38))) return false;
-    return true;
-  };
-  if (!strides_ok(l.q_strides, l.Q, l.H, l.B) || !strides_ok(l.k_strides, l.K, l.Hkv, l.B) ||
-      !strides_ok(l.v_strides, l.K, l.Hkv, l.B))
+  if (!sm90_tma_rows(l.q, l.q_strides, l.Q, l.H, l.B) || !sm90_tma_rows(l.k, l.k_strides, l.K, l.Hkv, l.B) ||
+      !sm90_tma_rows(l.v, l.v_strides, l.K, l.Hkv, l.B))
     return false;
   // Packed: the longest sequence's row blocks are at most the tokens' (the grid's); the others exit at once.
   const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
