@@ -94,10 +94,9 @@ struct Sm90Backward {
     alignas(1024) Element ds[T::kBlockM * T::kBlockN];
     alignas(16) float dq[T::kBlockM * kDQStride];  // a tile's dQ, each dQ warpgroup's 64 columns
     Rows rows[T::kStages];
-    // The block's problem, key tile and the problem's key tiles: read where used, not held in the
-    // consumers' registers.
+    // The block's problem and key tile: read where used, not held in the warps' registers.
     Problem problem;
-    int64_t key_tile, key_tiles;
+    int64_t key_tile;
     int steps[kMaxRowTiles];
     int group, row_tiles;
     // Each buffer's dQ job for the adding warp, written by the consumers as they take the buffer: dQ's
@@ -125,10 +124,10 @@ struct Turns {
   const float* row_scales;
 };
 
-// The mask's tests (src/attention_mask.h) with a 32-bit division for the chunks: default positions lie in
-// (-2^31, 2^31 - 1) (attention_backward_sm90_fits), where a chunk of 2^31 or more groups positions as
-// 2^31 - 1 does; a 64-bit division is a subroutine call, whose saved registers the producer warps cannot
-// afford.
+// The mask's tests (src/attention_mask.h's, term for term) with a 32-bit division for the chunks: default
+// positions lie in (-2^31, 2^31 - 1) (attention_backward_sm90_fits), where a chunk of 2^31 or more groups
+// positions as 2^31 - 1 does; a 64-bit division is a subroutine call, whose saved registers the consumers
+// cannot afford.
 struct Mask32 {
   bool causal;
   int64_t window;
@@ -399,7 +398,7 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
     block.steps[m] = view.any ? turn_of(p, turns, pr, m, x, key_tiles) + (view.all ? kWholeStep : 0) : -1;
   }
   if (tid == 0) {
-    block.problem = pr, block.key_tile = n, block.key_tiles = key_tiles;
+    block.problem = pr, block.key_tile = n;
     block.group = static_cast<int>(p.H / p.Hkv), block.row_tiles = static_cast<int>(row_tiles);
     ClusterTransactionBarrier::init(&block.kv_full, 1);
     for (int s = 0; s < T::kStages; ++s) {
