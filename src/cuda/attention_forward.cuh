@@ -202,6 +202,40 @@ __device__ __forceinline__ void add_to_bin(float* bins, float (*lane_values)[32]
 // this tile's first, copied over, so each tile forms only its first kBlockN columns, one (kBlockM, kQKDim) x
 // (kQKDim, kBlockN) product on the tensor cores like Q K^T, from kBlockN rproj rows staged with K (the first
 // tile of a row block, or one after skipped tiles, forms its last columns too).
+// The end of a block's rows (both forwards: the tiled kernel below and src/cuda/attention_sm90.cu): out = acc
+// / l (with a sink in the denominator) into columns [v0, v0 + the tile) of the rows from first_row, lse where
+// wanted (write_lse); rows whose position is out of range are NaN. o and tOcO: the output accumulators and
+// their (row, col) as (rows, cols) views, kRows rows per thread.
+template <class Element, int kRows, class Acc, class Coords>
+__device__ __forceinline__ void finish_rows(const Params& p, const Acc& o, const Coords& tOcO,
+                                            const float* row_max, const float* row_sum,
+                                            const int64_t* qpos_of, int rows, int64_t b, int64_t h,
+                                            int64_t first_row, int v0, bool write_lse) {
+  const bool has_sink = p.sinks != nullptr;
+  const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
+  const int lane = threadIdx.x % 32;
+  Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + first_row * p.out_strides[1] +
+                 h * p.out_strides[2] + v0;
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    const int row = get<0>(tOcO(r, 0));
+    RowEnd end = finish_row(row_max[r], quad_sum(row_sum[r]), has_sink, sink);
+    if (!position_in_range(qpos_of[r], 0)) end = {quiet_nan(), quiet_nan()};
+    if (row >= rows) continue;
+    Element* out_row = out + row * p.out_strides[1];
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
+      const int col = get<1>(tOcO(r, c));
+      if (v0 + col >= p.Dv) continue;  // a padded column (Dv is even: col + 1 is inside with col)
+      const uint32_t lo = Element(o(r, c) * end.out_factor).raw(),
+                     hi = Element(o(r, c + 1) * end.out_factor).raw();
+      *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
+    }
+    if (write_lse && p.lse != nullptr && lane % 4 == 0)
+      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (first_row + row) * p.lse_strides[2]] = end.lse;
+  }
+}
+
 template <class Element, int kQKDim, int kVDim, bool kShaw, bool kXL = false>
 __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThreads)
     attention_forward_kernel(const __grid_constant__ Params p) {
@@ -579,30 +613,7 @@ __global__ void __launch_bounds__(AttentionTiles<Element, kQKDim, kVDim>::kThrea
     return;
   }
 
-  // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
-  const bool has_sink = p.sinks != nullptr;
-  const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
-  const int lane = tid % 32;
-  Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + (q0 + row0) * p.out_strides[1] +
-                 h * p.out_strides[2] + v0;
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const int row = get<0>(tOcO(r, 0));
-    RowEnd end = finish_row(row_max[r], quad_sum(row_sum[r]), has_sink, sink);
-    if (!position_in_range(qpos_of[r], 0)) end = {quiet_nan(), quiet_nan()};
-    if (row >= rows) continue;
-    Element* out_row = out + row * p.out_strides[1];
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
-      const int col = get<1>(tOcO(r, c));
-      if (v0 + col >= p.Dv) continue;  // a padded column (Dv is even: col + 1 is inside with col)
-      const uint32_t lo = Element(o(r, c) * end.out_factor).raw(),
-                     hi = Element(o(r, c + 1) * end.out_factor).raw();
-      *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
-    }
-    if (p.lse != nullptr && lane % 4 == 0 && part == 0)
-      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (q0 + row0 + row) * p.lse_strides[2]] = end.lse;
-  }
+  finish_rows<Element, kRows>(p, o, tOcO, row_max, row_sum, qpos_of, rows, b, h, q0 + row0, v0, part == 0);
 }
 
 // The end of split-K rows: a block per (row, head, batch row), a thread per dim of Dv (partial rows at a

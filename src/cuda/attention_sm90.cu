@@ -405,30 +405,7 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
 
   if (group == 0) my_turn();  // the turns' left-over arrival, so that every barrier ends complete
 
-  // The end of each row: out = acc / l (with a sink in the denominator), lse; rows out of range are NaN.
-  const bool has_sink = p.sinks != nullptr;
-  const float sink = has_sink ? p.sinks[h * p.sinks_stride] : 0.0f;
-  const int lane = tid % 32;
-  Element* out = static_cast<Element*>(p.out) + b * p.out_strides[0] + (pr.q0 + row0) * p.out_strides[1] +
-                 h * p.out_strides[2];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const int row = get<0>(tOcO(r, 0));
-    RowEnd end = finish_row(row_max[r], quad_sum(row_sum[r]), has_sink, sink);
-    if (!position_in_range(qpos_of[r], 0)) end = {quiet_nan(), quiet_nan()};
-    if (row >= rows) continue;
-    Element* out_row = out + row * p.out_strides[1];
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o); c += 2) {  // adjacent columns: one 32-bit store
-      const int col = get<1>(tOcO(r, c));
-      if (col >= p.Dv) continue;  // a padded column (Dv is even: col + 1 is inside with col)
-      const uint32_t lo = Element(o(r, c) * end.out_factor).raw(),
-                     hi = Element(o(r, c + 1) * end.out_factor).raw();
-      *reinterpret_cast<uint32_t*>(out_row + col) = lo | hi << 16;
-    }
-    if (p.lse != nullptr && lane % 4 == 0)
-      p.lse[b * p.lse_strides[0] + h * p.lse_strides[1] + (pr.q0 + row0 + row) * p.lse_strides[2]] = end.lse;
-  }
+  finish_rows<Element, kRows>(p, o, tOcO, row_max, row_sum, qpos_of, rows, b, h, pr.q0 + row0, 0, true);
 #else
   __trap();  // compiled for a device without sm_90a's wgmma: attention_sm90_fits never selects it
 #endif
