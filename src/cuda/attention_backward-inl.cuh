@@ -937,11 +937,13 @@ inline unsigned grid_blocks(int64_t total, int threads) {
 }
 
 // The Hopper backward (src/cuda/attention_backward_sm90.cu): whether it takes the launch (default positions,
-// heads up to 128, no Shaw, Transformer-XL or table gradient; fill_required: only where its blocks of 128
-// keys fill the GPU), and its launch, which writes dq, dk and dv (dq added into: zeroed by the caller).
+// heads up to 128, no Shaw or Transformer-XL, a learned table's partial sums within
+// attention_table_partial_bytes; fill_required: only where its blocks of 128 keys fill the GPU), and its
+// launch, which writes dq, dk and dv (dq added into: zeroed by the caller) and adds the learned table's
+// gradient by lookup entry into table_sums (H, 2 limit + 1) where non-null.
 bool attention_backward_sm90_fits(const AttentionBackwardLaunch& launch, bool fill_required);
-void attention_backward_sm90(const AttentionBackwardLaunch& launch, const BackwardParams& p,
-                             int64_t problems);
+void attention_backward_sm90(const AttentionBackwardLaunch& launch, BackwardParams p, int64_t problems,
+                             float* table_sums);
 
 // The passes with Shaw's terms (src/cuda/attention_backward_shaw.cu): the rows' products, the keys pass, the
 // queries pass in waves of row blocks, and the gradients of a_k and a_v added into the launch's views. p is

@@ -214,31 +214,36 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     sinks_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(sa);
     check_launch("attention_backward", "the sinks gradient kernel");
   }
-  // The learned table's gradient: partial sums per keys-pass block, in waves of at most
-  // attention_table_partial_bytes.
+  const bool sm90 = problems > 0 && l.H > 0 && l.shaw_a_k == nullptr && l.xl_u == nullptr &&
+                    attention_backward_choice != AttentionKernel::tiled &&
+                    attention_backward_sm90_fits(bl, attention_backward_choice == AttentionKernel::automatic);
+  // The learned table's gradient: sums by lookup entry; on the tiled passes from partial sums per keys-pass
+  // block, in waves of at most attention_table_partial_bytes.
   const int64_t key_tiles = (l.K + 63) / 64;
   KeyWaves waves;
   waves.width = std::max<int64_t>(key_tiles, 1);
   std::unique_ptr<DeviceScratch> partials, sums;
   if (bl.grad_table != nullptr && problems > 0 && l.H > 0) {
     waves.n = 2 * l.bias.limit + 1;
+    sums = std::make_unique<DeviceScratch>("attention_backward", "the table gradient's sums",
+                                           static_cast<size_t>(l.H * waves.n) * 4);
+    sums->zero();
+    waves.sums = sums->as<float>();
+  }
+  if (sums != nullptr && !sm90) {
     const int64_t per_tile = problems * l.H * waves.n * 4;
     waves.width = std::clamp<int64_t>(attention_table_partial_bytes / per_tile, 1, waves.width);
     partials = std::make_unique<DeviceScratch>("attention_backward", "the table gradient's partial sums",
                                                static_cast<size_t>(waves.width * per_tile));
-    sums = std::make_unique<DeviceScratch>("attention_backward", "the table gradient's sums",
-                                           static_cast<size_t>(l.H * waves.n) * 4);
-    sums->zero();
-    waves.partials = partials->as<float>(), waves.sums = sums->as<float>();
+    waves.partials = partials->as<float>();
     p.bias_partials = waves.partials;
   }
   if (problems > 0 && l.H > 0 && l.shaw_a_k != nullptr) {
     attention_backward_shaw(bl, p, problems, waves);
   } else if (problems > 0 && l.H > 0 && l.xl_u != nullptr) {
     attention_backward_xl(bl, p, problems, waves);
-  } else if (problems > 0 && l.H > 0 && attention_backward_choice != AttentionKernel::tiled &&
-             attention_backward_sm90_fits(bl, attention_backward_choice == AttentionKernel::automatic)) {
-    attention_backward_sm90(bl, p, problems);
+  } else if (sm90) {
+    attention_backward_sm90(bl, p, problems, waves.sums);
   } else if (problems > 0 && l.H > 0) {
     const int64_t tile_dim = attention_backward_tile_dim(l.D, l.Dv);
     if (tile_dim == 64)

@@ -47,9 +47,16 @@ using cutlass::arch::ClusterTransactionBarrier;
 using cutlass::arch::NamedBarrier;
 
 // Named barriers (CUTLASS's NamedBarrier numbers them past the ids it reserves): the consumers' dS tile,
-// their zeroing of rows past a packed sequence, a row tile's terms, and the staged dQ tile between the
-// warpgroups computing it and the warp adding it.
-enum : int { kDSBarrier = 1, kZeroBarrier = 2, kTermsBarrier = 3, kDQFull = 4, kDQEmpty = 5 };
+// their zeroing of rows past a packed sequence, a row tile's terms, the staged dQ tile between the
+// warpgroups computing it and the warp adding it, and a tile's learned-table sums.
+enum : int {
+  kDSBarrier = 1,
+  kZeroBarrier = 2,
+  kTermsBarrier = 3,
+  kDQFull = 4,
+  kDQEmpty = 5,
+  kTableBarrier = 6
+};
 
 // The lookup's entries a tile of 64 rows and 128 keys at default positions meets: its pairs' distances
 // k_pos - q_pos are (key0 - row_pos0) + key - row, 191 consecutive values.
@@ -93,6 +100,11 @@ struct Sm90Backward {
     alignas(1024) Element dout[T::kStages * T::kBlockM * kHeadDim];
     alignas(1024) Element ds[T::kBlockM * T::kBlockN];
     alignas(16) float dq[T::kBlockM * kDQStride];  // a tile's dQ, each dQ warpgroup's 64 columns
+    // With the learned table's gradient: a tile's d logit by (row, key), and each consumer warp's sums of the
+    // tile's diagonals past the lookup's ends (table_gradient).
+    alignas(16) float logit_grads[T::kBlockM * T::kGradStride];
+    float table_diagonals[kBand];
+    float table_ends[8][2];
     Rows rows[T::kStages];
     // The block's problem and key tile: read where used, not held in the warps' registers.
     Problem problem;
@@ -112,6 +124,7 @@ struct Sm90Backward {
     uint64_t empty[T::kStages];    // the consumers are done with the buffer
   };
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
+  static_assert(kSharedBytes <= 227 * 1024, "an H100's or H200's shared memory per block");
 };
 
 // How the blocks of a kv head take turns adding dQ: the counters, zeroed, one per (query head, row tile of a
@@ -322,6 +335,73 @@ __device__ __forceinline__ void write_terms(const BackwardParams& p, const Turns
   }
 }
 
+// The slot of block x of problem z among the learned table's partial sums: batch rows, z key tiles apart;
+// packed sequences, at floor(k0 / 128) + z + x, distinct as turn_index's (table_slots of them in all).
+__device__ __forceinline__ int64_t table_slot(const BackwardParams& p, const Problem& pr, int64_t z,
+                                              int64_t x) {
+  return p.cu_seqlens_q != nullptr ? pr.k0 / 128 + z + x : z * gridDim.x + x;
+}
+
+// The learned table's gradient of the tile in buffer `stage`, by the consumers' 256 threads (ctid) once its
+// d logit is in sh.logit_grads: the sum of each of the tile's 191 diagonals (key - row + 63: thread ctid's,
+// rows in order, four chains), added into the block's partial sums of its head at the diagonal's distance;
+// the diagonals at or past the lookup's ends summed in order (8 threads of 24, then their 8 parts) and
+// added once each. Every partial sum is thus the same sum in the same order run to run, whatever the other
+// blocks do (the tiled passes' table gradient sums in another order: the two agree to rounding).
+// (A shuffle tree for the ends instead of shared memory made the consumers spill.)
+template <int kStride, class Shared>
+__device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shared& sh, int stage, int ctid) {
+  constexpr int BM = 64, BN = 128;
+  // The tile's problem and head, read from shared memory where used (kept through the score elements' loop
+  // or the barrier below, they would take registers there): the partial sums of the head, the distance of
+  // the first diagonal.
+  const int32_t limit = p.terms.limit;
+  const auto first = [&](int diagonal) {  // the distance of a diagonal's pairs
+    const Problem& pr = *unhoisted(&sh.problem);
+    return sh.key_tile * BN - (pr.nk - pr.nq + int64_t{sh.rows[stage].tile} * BM) - (BM - 1) + diagonal;
+  };
+  const auto partial = [&] {
+    const Problem& pr = *unhoisted(&sh.problem);
+    return p.bias_partials +
+           (table_slot(p, pr, blockIdx.z, blockIdx.x) * p.H + unhoisted(&sh.rows[stage])->head) *
+               (2 * limit + 1);
+  };
+  if (ctid < kBand) {
+    float chain[4] = {0, 0, 0, 0};
+#pragma unroll 1  // four loads at a time: the products' accumulators hold most registers
+    for (int row0 = 0; row0 < BM; row0 += 4) {
+      CUTE_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int row = row0 + i, key = row + ctid - (BM - 1);
+        if (key >= 0 && key < BN) chain[i] += sh.logit_grads[row * kStride + key];
+      }
+    }
+    const float sum = (chain[0] + chain[1]) + (chain[2] + chain[3]);
+    const int64_t d = first(ctid);
+    if (d > -limit && d < limit)
+      partial()[d + limit] += sum;  // this tile's only add at d
+    else
+      sh.table_diagonals[ctid] = sum;
+  }
+  NamedBarrier::sync(256, kTableBarrier);
+  if (ctid < 8) {  // the diagonals past the ends, 24 each, then the 8 parts in order
+    float low = 0, high = 0;
+    for (int e = ctid * 24; e < min(kBand, ctid * 24 + 24); ++e) {
+      const int64_t d = first(e);
+      if (d <= -limit) low += sh.table_diagonals[e];
+      if (d >= limit && d > -limit) high += sh.table_diagonals[e];
+    }
+    sh.table_ends[ctid][0] = low, sh.table_ends[ctid][1] = high;
+    __syncwarp(0xffu);
+    if (ctid == 0) {
+      for (int w = 1; w < 8; ++w) low += sh.table_ends[w][0], high += sh.table_ends[w][1];
+      float* sums = partial();
+      sums[0] += low;  // limit 0: both ends are entry 0, the low one added first
+      sums[2 * limit] += high;
+    }
+  }
+}
+
 // The second producer warp: each row tile's dQ, staged in shared memory by the dQ warpgroups with its job
 // (dq_job: out, rows, counter, turn), added into the fp32 gradient in the blocks' turn (Turns: the
 // dq_turn blocks before this one that see the row tile add theirs first; turn_of), then the tile's counter
@@ -379,7 +459,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
         const __grid_constant__ typename Sm90Backward<Element, kHeadDim>::TmaKeys tma_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = AttentionBackwardSm90Tiles<Element, kHeadDim>;
-  using Shared = typename Sm90Backward<Element, kHeadDim>::Shared;
+  using K = Sm90Backward<Element, kHeadDim>;
+  using Shared = typename K::Shared;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ unsigned char shared_bytes[];
   // Aligned to 1024 bytes by an offset from the array itself, so that every access stays a shared one.
@@ -539,7 +620,7 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
       for (int k = 0; k < size<0>(s); ++k) {
         const int key = get<0>(tScS(k, 0)) + opaque;
         const int32_t qp = q_first + row, kp = key_first + key;  // positions below 2^31
-        float prob = 0, grad = 0;
+        float prob = 0, grad = 0, dlogit = 0;
         if ((whole || (key < cols && !Mask32(p.mask).masked(qp, kp))) && lse2 != -INFINITY) {
           const float dot = s(k, c);
           float bias = 0;  // position_bias, the lookup's entry read from the band
@@ -557,10 +638,12 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
             const float th = tanhf(scale * dot / p.terms.softcap);
             slope *= 1.0f - th * th;
           }
-          grad = prob * (dp(k, c) - term) * slope;
+          dlogit = prob * (dp(k, c) - term);
+          grad = dlogit * slope;
         }
         // Rounded to the storage type at once, so that S's and dP's registers are free as the loop goes.
         p_rc(k, c) = Element(prob), ds_rc(k, c) = Element(grad);
+        if (p.bias_partials != nullptr) sh.logit_grads[row * T::kGradStride + key] = dlogit;
       }
     }
     warpgroup_fence_operand(tVrP);
@@ -578,6 +661,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
               acc_dk,
               false);                                     // dK += dS^T Q
     NamedBarrier::sync(128 * T::kConsumers, kDSBarrier);  // dS is whole
+    if (p.bias_partials != nullptr)  // while the products run (the tile's d logit is written: the barriers)
+      add_table_gradient<T::kGradStride>(p, sh, stage, ctid);
     // dV and dK complete before dQ's accumulators are live (registers: P^T and dS^T are no longer read).
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dv);
@@ -679,6 +764,12 @@ int64_t head_tile(const AttentionLaunch& l) {
   return l.D <= 64 && l.Dv <= 64 ? 64 : 128;
 }
 
+// The learned table's partial sums: slots per head (table_slot), batch rows or packed sequences.
+int64_t table_slots(const AttentionLaunch& l, int64_t problems) {
+  const int64_t key_tiles = (l.K + 127) / 128;
+  return l.cu_seqlens_q != nullptr ? key_tiles + problems : problems * key_tiles;
+}
+
 int64_t block_shared_bytes(int64_t tile) {
   return tile == 64 ? Sm90Backward<cutlass::bfloat16_t, 64>::kSharedBytes
                     : Sm90Backward<cutlass::bfloat16_t, 128>::kSharedBytes;
@@ -689,7 +780,7 @@ int64_t block_shared_bytes(int64_t tile) {
 bool attention_backward_sm90_fits(const AttentionBackwardLaunch& bl, bool fill_required) {
   const AttentionLaunch& l = bl.forward;
   const int64_t tile = head_tile(l);
-  if (tile == 0 || !l.default_positions || bl.grad_table != nullptr) return false;
+  if (tile == 0 || !l.default_positions) return false;
   if (l.shaw_a_k != nullptr || l.xl_u != nullptr || l.xl_w_r != nullptr) return false;
   if (l.Q < 1 || l.K < 1 || l.B < 1 || l.H < 1 || l.Hkv < 1 || l.H % l.Hkv != 0) return false;
   if (l.Q > INT32_MAX || l.K > INT32_MAX || l.H > 65535 || l.Hkv > 65535 || l.B > 65535) return false;
@@ -702,16 +793,30 @@ bool attention_backward_sm90_fits(const AttentionBackwardLaunch& bl, bool fill_r
     return false;
   const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
   if (problems < 1 || problems > 65535) return false;
+  // The learned table's gradient: partial sums per block of keys and head, all at once (the tiled passes
+  // take the launches that need more, in waves).
+  if (bl.grad_table != nullptr &&
+      table_slots(l, problems) * l.H * (2 * l.bias.limit + 1) * 4 > attention_table_partial_bytes)
+    return false;
   const int64_t key_tiles = (l.K + 127) / 128;
   if (fill_required && key_tiles * l.Hkv * (l.cu_seqlens_q != nullptr ? 1 : l.B) < multiprocessor_count())
     return false;
   return block_shared_bytes(tile) <= max_shared_bytes_per_block() && attention_sm90_available();
 }
 
-void attention_backward_sm90(const AttentionBackwardLaunch& bl, const BackwardParams& p, int64_t problems) {
+void attention_backward_sm90(const AttentionBackwardLaunch& bl, BackwardParams p, int64_t problems,
+                             float* table_sums) {
   const AttentionLaunch& l = bl.forward;
   const int64_t tile = head_tile(l);
   ++attention_sm90_backward_launches;
+  const cudaStream_t stream = static_cast<cudaStream_t>(cuda_stream());
+  // The learned table's gradient: each block's sums per head of its group, zeroed (blocks past a shorter
+  // sequence's keys add nothing), then added into table_sums in slot order.
+  const int64_t slots = table_slots(l, problems), entries = 2 * int64_t{p.terms.limit} + 1;
+  DeviceScratch partials("attention_backward", "the table gradient's partial sums",
+                         table_sums != nullptr ? static_cast<size_t>(slots * l.H * entries) * 4 : 0);
+  p.bias_partials = table_sums != nullptr ? partials.as<float>() : nullptr;
+  if (table_sums != nullptr) partials.zero();
   // The turns' counters, zeroed: per query head, one per row tile of each problem.
   const int64_t row_tiles = (l.Q + 63) / 64;
   const int64_t stride = l.cu_seqlens_q != nullptr ? row_tiles + problems + 1 : problems * row_tiles;
@@ -722,8 +827,8 @@ void attention_backward_sm90(const AttentionBackwardLaunch& bl, const BackwardPa
   DeviceScratch scales("attention_backward", "the rows' scales",
                        temperature ? static_cast<size_t>(l.Q) * 4 : 0);
   if (temperature) {
-    row_scales_kernel<<<static_cast<unsigned>(l.cu_seqlens_q != nullptr ? problems : 1), 256, 0,
-                        static_cast<cudaStream_t>(cuda_stream())>>>(p, scales.as<float>());
+    row_scales_kernel<<<static_cast<unsigned>(l.cu_seqlens_q != nullptr ? problems : 1), 256, 0, stream>>>(
+        p, scales.as<float>());
     check_launch("attention_backward", "the row scales kernel");
   }
   // A causal mask: the key tiles from the last, so that a row tile's first visitor is its diagonal's.
@@ -741,6 +846,11 @@ void attention_backward_sm90(const AttentionBackwardLaunch& bl, const BackwardPa
     bf16 ? launch_tiles<cutlass::bfloat16_t, 128>(bl, p, turns, problems)
          : launch_tiles<cutlass::half_t, 128>(bl, p, turns, problems);
 #endif
+  if (table_sums != nullptr) {
+    sum_partials_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(partials.as<float>(), slots, l.H,
+                                                                        entries, table_sums);
+    check_launch("attention_backward", "the table gradient's sum kernel");
+  }
 }
 
 }  // namespace backward

@@ -88,6 +88,10 @@ struct AttentionBackwardSm90Tiles {
   static constexpr int kConsumers = 2;                     // warpgroups of 64 keys each
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and one producer warpgroup
   static constexpr int kDQGroups = kHeadDim / 64;          // the warpgroups computing dQ
+  // Floats per row of a tile's d logit in shared memory, (rows, keys) for the learned table's gradient: the
+  // consumers' stores (rows 2 (lane % 4) + 8 j, keys lane / 4) and the diagonals' loads (consecutive keys)
+  // each meet 32 banks.
+  static constexpr int kGradStride = kBlockN + 4;
   using MmaSdP = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float,
                                  cute::Shape<cute::_64, cute::Int<kBlockM>, cute::Int<kHeadDim>>>(),

@@ -346,10 +346,9 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
 // added into fp32 and bf16 views. The GPU rounds P and dS to the storage type for its tensor cores (relative
 // 2^-8 each, bf16) and RoPE's copies too: each gradient element within 2^-6 of its tensor's largest plus 2^-7
 // of itself. Twice the same call: the same bits (deterministic).
-void check_backward(const Case& c, Enc e, bool bf16_grads, bool table_gradient = true) {
+void check_backward(const Case& c, Enc e, bool bf16_grads) {
   AttentionCase ac(c, e);
-  SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads") +
-               (table_gradient ? "" : " no table gradient"));
+  SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads"));
   const DeviceCase d = rounded_case(ac, kBf16);
   const AttentionConfig cpu_cfg = ac.config();
   std::vector<std::unique_ptr<DeviceBuffer<float>>> tables;
@@ -367,9 +366,8 @@ void check_backward(const Case& c, Enc e, bool bf16_grads, bool table_gradient =
   g.q = view(gq.data(), {c.B, c.Q, c.H, c.D}), g.k = view(gk.data(), {c.B, c.K, c.Hkv, c.D});
   g.v = view(gv.data(), {c.B, c.K, c.Hkv, Dv});
   // The parameters' gradients where the case has them: the learned table and sinks.
-  const int64_t table_rows = cpu_cfg.bias.kind == AttentionBias::Kind::relative && table_gradient
-                                 ? cpu_cfg.bias.relative.num_rows()
-                                 : 0;
+  const int64_t table_rows =
+      cpu_cfg.bias.kind == AttentionBias::Kind::relative ? cpu_cfg.bias.relative.num_rows() : 0;
   std::vector<float> gtable(table_rows * c.H), gsinks(c.sinks ? c.H : 0);
   if (table_rows > 0) g.relative_table = view(gtable.data(), {table_rows, c.H});
   if (c.sinks) g.sinks = view(gsinks.data(), {c.H});
@@ -471,8 +469,9 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
 // tile, bidirectional from the first), partial tiles, windows and chunks that skip row tiles, grouped and
 // multi-query heads, head dims below its 64 and 128 tiles, packed sequences (one empty; partial last tiles
 // whose next rows are another sequence's), softcap with sinks, query temperature, every scalar encoding
-// (the learned tables without their gradient: that runs on the tiled passes) and RoPE. Twice each: the
-// same bits (the fixed order of dQ's adds). Every call must have run on it.
+// and RoPE; the learned tables with their gradient (T5's 16 buckets to distance 40, the clipped table's 11
+// distances: tiles whose diagonals lie within, across and past both ends of the lookup). Twice each: the same bits (the
+// fixed order of dQ's adds and of the table's sums). Every call must have run on it.
 TEST(AttentionCuda, Sm90BackwardAgainstTheCpu) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
@@ -492,20 +491,21 @@ TEST(AttentionCuda, Sm90BackwardAgainstTheCpu) {
   const Enc encodings[] = {Enc::none, Enc::rope, Enc::alibi, Enc::t5, Enc::clipped, Enc::rope_alibi};
   const int64_t launches = cuda::attention_sm90_backward_launches;
   for (const Case& c : shapes)
-    for (Enc e : encodings) check_backward(c, e, false, false);
+    for (Enc e : encodings) check_backward(c, e, false);
   EXPECT_EQ(cuda::attention_sm90_backward_launches - launches,
             static_cast<int64_t>(2 * shapes.size() * std::size(encodings)));
 }
 
 // A small case of the sm_90a backward for the GPU check's sanitizers: two blocks of keys adding the dQ of
-// three row tiles in turn, ALiBi.
+// three row tiles in turn, ALiBi; and the clipped table's gradient.
 TEST(AttentionCuda, Sm90BackwardSmallCase) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
   BackwardKernel forced(cuda::AttentionKernel::sm90);
   const int64_t launches = cuda::attention_sm90_backward_launches;
-  check_backward({1, 130, 200, 2, 1, 64, true}, Enc::alibi, false, false);
-  EXPECT_EQ(cuda::attention_sm90_backward_launches - launches, 2);
+  check_backward({1, 130, 200, 2, 1, 64, true}, Enc::alibi, false);
+  check_backward({1, 130, 200, 2, 1, 64, false}, Enc::clipped, false);
+  EXPECT_EQ(cuda::attention_sm90_backward_launches - launches, 4);
 }
 
 // Shaw's key and value terms on every mask the forward has (max distance 6: tiles far from the diagonal hold

@@ -9,8 +9,10 @@
 //     row = 16 w + l / 4 + 8 ((v / 2) % 2),  col = 8 (v / 4) + 2 (l % 4) + v % 2
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/tensor.hpp>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -339,6 +341,46 @@ void check_sm90_backward_tiles() {
         << "k step " << kb;
     ASSERT_EQ(int(ds_desc(0, 0, kb).bitfield.layout_type_), 1);
   }
+}
+
+// The learned table's gradient on the sm_90a backward: each consumer thread stores its S^T elements' d logit
+// at row * kGradStride + key, and thread e < 191 then sums diagonal e (key - row = e - 63) over rows 0..63.
+// Every element of the (64 rows, 128 keys) tile is stored once and read once, on its own diagonal; each
+// warp's stores (one per accumulator element) and loads (one per row) meet 32 distinct banks.
+TEST(CuteLayouts, AttentionSm90BackwardTableDiagonals) {
+  using T = posenc::cuda::AttentionBackwardSm90Tiles<cutlass::bfloat16_t, 128>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN, kStride = T::kGradStride, kBand = BM + BN - 1;
+  typename T::MmaSdP mma_sdp;
+  const auto scores = make_identity_tensor(make_shape(Int<BN>{}, Int<BM>{}));
+  std::map<int, int> stored;                           // offset -> key - row
+  std::map<std::pair<int, int>, std::set<int>> banks;  // (warp, element) -> its lanes' banks
+  for (int t = 0; t < 128 * T::kConsumers; ++t) {
+    const auto c = mma_sdp.get_slice(t).partition_C(scores);
+    const auto rc = make_tensor(c.data(), posenc::cuda::gmma_accumulator_rows_cols(c.layout()));
+    for (int k = 0; k < size<0>(rc); ++k)
+      for (int j = 0; j < size<1>(rc); ++j) {
+        const int key = int(get<0>(rc(k, j))), row = int(get<1>(rc(k, j)));
+        const int offset = row * kStride + key;
+        ASSERT_TRUE(stored.emplace(offset, key - row).second) << "thread " << t << " offset " << offset;
+        std::set<int>& warp_banks = banks[std::make_pair(t / 32, k * int(size<1>(rc)) + j)];
+        ASSERT_TRUE(warp_banks.insert(offset % 32).second) << "thread " << t;
+      }
+  }
+  ASSERT_EQ(stored.size(), size_t(BM * BN));
+  std::set<int> read;
+  for (int row = 0; row < BM; ++row)
+    for (int w = 0; w * 32 < kBand; ++w) {
+      std::set<int> row_banks;
+      for (int e = 32 * w; e < std::min(kBand, 32 * w + 32); ++e) {
+        const int key = row + e - (BM - 1);
+        if (key < 0 || key >= BN) continue;
+        const int offset = row * kStride + key;
+        ASSERT_EQ(stored.at(offset), e - (BM - 1));
+        ASSERT_TRUE(read.insert(offset).second);
+        ASSERT_TRUE(row_banks.insert(offset % 32).second) << "row " << row << " diagonal " << e;
+      }
+    }
+  EXPECT_EQ(read.size(), size_t(BM * BN));
 }
 
 TEST(CuteLayouts, AttentionSm90BackwardTilesBf16HeadDim128) {
