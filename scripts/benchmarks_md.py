@@ -279,6 +279,11 @@ def render(machines, runs):
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+# The attention rows of a gpu_check run (TFLOP/s) and how their cases read.
+ATTENTION_OPS = {"attention_forward": "attention forward",
+                 "attention_forward_backward": "attention forward + backward"}
+
+
 def import_gpu(argv):
     """bench/results/ID.json from a scripts/gpu_check.sh output folder."""
     import argparse
@@ -307,15 +312,15 @@ def import_gpu(argv):
     results = []
     matmul = next((t for t in torch_rows if t.get("op") == "matmul"), None)
     for row in lines("bench_posenc.jsonl"):
-        if row.get("op") == "attention_forward":  # TFLOP/s beside the same run's matmul and anchors
-            case = f"attention forward {row['variant']}, {row['shape']}, {row['dtype']}"
+        if row.get("op") in ATTENTION_OPS:  # TFLOP/s beside the same run's matmul and anchors
+            case = f"{ATTENTION_OPS[row['op']]} {row['variant']}, {row['shape']}, {row['dtype']}"
             res = {"kernel": "gpu", "case": case, "value": round(row["tflops"], 1), "unit": "TFLOP/s"}
             if matmul:
                 res["limit"] = {"name": "bf16 matmul 8192^3", "value": round(matmul["tflops"], 1),
                                 "unit": "TFLOP/s"}
                 res["ratio"] = round(row["tflops"] / matmul["tflops"], 3)
             found = [(t["impl"], t) for t in torch_rows
-                     if t.get("op") == "attention_forward" and "tflops" in t
+                     if t.get("op") == row["op"] and "tflops" in t
                      and t["shape"] == row["shape"] and t["variant"] == row["variant"]]
             if found:
                 res["anchors"] = [{"name": name, "value": round(a["tflops"], 1), "unit": "TFLOP/s"}

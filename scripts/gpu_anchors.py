@@ -73,6 +73,7 @@ def main():
     attention_anchors()
     attention_anchors(backward=True)
     decode_anchors()
+    wide_head_anchors()  # last: Flex compiles once per head shape
     return 0
 
 
@@ -99,17 +100,48 @@ def decode_anchors():
 ATTENTION_SHAPE = "B4 H32 S4096 D128 causal"
 
 
-def emit_attention(op, impl, variant, fn, flops):
+def emit_attention(op, impl, variant, fn, flops, shape=ATTENTION_SHAPE):
     """One attention anchor's line: its median time and TFLOP/s, or the error of one that does not run here
     (reported, not fatal)."""
     try:
         ms = median_ms(fn, repeats=10)
     except Exception as e:
-        print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": ATTENTION_SHAPE,
-                          "error": str(e)[:200]}))
+        print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": shape, "error": str(e)[:200]}))
         return
-    print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": ATTENTION_SHAPE, "dtype": "bf16",
+    print(json.dumps({"op": op, "impl": impl, "variant": variant, "shape": shape, "dtype": "bf16",
                       "ms": ms, "tflops": flops / (ms * 1e-3) / 1e12}))
+
+
+def wide_head_anchors():
+    """Heads past 128, as bench_attention_cuda's last forward rows: Gemma's 256 (and its softcap 50) and
+    MLA's q / k of 192 with v of 128, causal, B 4, H 32, S 4096: the SDPA backends that take them, Flex."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    b, h, s = 4, 32, 4096
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    flex = torch.compile(flex_attention, fullgraph=True)
+    causal = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, s, s)
+    pairs = s * (s + 1) // 2
+    for d, dv in ((256, 256), (192, 128)):
+        shape = f"B4 H32 S4096 D{d} Dv{dv} causal"
+        q, k = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        v = torch.randn(b, h, s, dv, device="cuda", dtype=torch.bfloat16)
+        flops = 2 * b * h * (d + dv) * pairs
+        backends = (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                    ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION))
+        for impl, backend in backends:
+            def run(backend=backend, q=q, k=k, v=v):
+                with sdpa_kernel(backend):
+                    return sdpa(q, k, v, is_causal=True)
+            emit_attention("attention_forward", impl, "none", run, flops, shape)
+        mods = {"none": None}
+        if d == 256:
+            mods["softcap"] = lambda score, b_, h_, qi, ki: 50 * torch.tanh(score / 50)
+        for variant, mod in mods.items():
+            emit_attention("attention_forward", "flex", variant,
+                           lambda mod=mod, q=q, k=k, v=v: flex(q, k, v, score_mod=mod, block_mask=causal),
+                           flops, shape)
+        del q, k, v
 
 
 def attention_anchors(backward=False):

@@ -54,19 +54,22 @@ def attention_table(posenc_rows, torch_rows):
     if not rows:
         return
     matmul = next((r["tflops"] for r in torch_rows if r.get("op") == "matmul"), None)
-    flex = {r["variant"]: r for r in torch_rows if r.get("impl") == "flex" and "tflops" in r}
-    sdpa = {r["impl"]: r["tflops"] for r in torch_rows
-            if r.get("impl", "").startswith("sdpa") and "tflops" in r}
+    forward = [r for r in torch_rows if r.get("op") == "attention_forward" and "tflops" in r]
+    flex = {(r["variant"], r["shape"]): r for r in forward if r.get("impl") == "flex"}
     print()
     print(f"matmul bf16 8192^3: {matmul:.0f} TFLOP/s" if matmul else "matmul: -")
-    print(", ".join(f"{k}: {v:.0f} TFLOP/s" for k, v in sdpa.items()))
+    for shape in dict.fromkeys(r["shape"] for r in forward):
+        sdpa = [f"{r['impl']}: {r['tflops']:.0f}" for r in forward
+                if r["shape"] == shape and r["impl"].startswith("sdpa")]
+        if sdpa:
+            print(f"{shape}: " + ", ".join(sdpa) + " TFLOP/s")
     print()
     print("| attention forward | shape | posenc TFLOP/s | of matmul | of posenc none | Flex TFLOP/s "
           "| posenc / Flex |")
     print("|---|---|---|---|---|---|---|")
     none = {r["shape"]: r["tflops"] for r in rows if r["variant"] == "none"}
     for r in rows:
-        f = flex.get(r["variant"]) if r["shape"] == next(iter(flex.values()), {}).get("shape") else None
+        f = flex.get((r["variant"], r["shape"]))
         of_mm = f"{r['tflops'] / matmul:.2f}" if matmul else "-"
         of_none = f"{r['tflops'] / none[r['shape']]:.2f}" if r["shape"] in none else "-"
         flex_cell = f"{f['tflops']:.0f}" if f else "-"

@@ -1,7 +1,8 @@
 // bench/cuda/bench_attention_cuda.cc: the fused attention forward on the GPU, bf16, B 4, H 32, S 4096, D 128
 // and 64, causal: no bias, ALiBi, T5 (32 buckets, max_distance 128), clipped (max_distance 128), softcap 50,
 // sliding window 1024, Shaw (max_distance 128), Transformer-XL (d_model = H D, its tables built in each
-// call); no bias at D 256 (Gemma) and at q / k 192, v 128 (MLA); the forward and backward together at D 128
+// call); no bias at D 256 (Gemma, and its softcap 50) and at q / k 192, v 128 (MLA); the forward and backward
+// together at D 128
 // with no bias, ALiBi, T5 (its table's gradient), Shaw (its tables' gradients) and Transformer-XL (u, v and
 // W_R's gradients, d_model = H D), every gradient deterministic. TFLOP/s count the FLOPs done (4 B H D per
 // visible pair: q.k and P V; the backward 10 B H D more: the recomputed q.k, dP, dV, dQ and dK,
@@ -226,16 +227,28 @@ int main(int argc, char** argv) {
           qkv(bf16_view(q[0], {B, S, H, D}), bf16_view(k[0], {B, S, H, D}), bf16_view(v[0], {B, S, H, Dv}));
       AttentionConfig causal;
       causal.causal = true;
-      const double ms = median_ms(repeats, 1, [&](int) {
-        attention_forward(causal, in, bf16_view(out[0], {B, S, H, Dv}), {});
-      });
-      const double flops = 2.0 * B * H * (D + Dv) * visible_pairs(S, 0);
+      AttentionConfig softcap = causal;  // Gemma 2's
+      softcap.softcap = 50;
       const std::string shape = "B4 H32 S4096 D" + std::to_string(D) + " Dv" + std::to_string(Dv) + " causal";
-      std::printf(
-          "{\"op\": \"attention_forward\", \"variant\": \"none\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
-          "\"ms\": %.4f, \"tflops\": %.1f}\n",
-          shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
-      std::fflush(stdout);
+      const auto row = [&](const AttentionConfig& config, const char* variant) {
+        const double ms = median_ms(repeats, 1, [&](int) {
+          attention_forward(config, in, bf16_view(out[0], {B, S, H, Dv}), {});
+        });
+        const double flops = 2.0 * B * H * (D + Dv) * visible_pairs(S, 0);
+        std::printf(
+            "{\"op\": \"attention_forward\", \"variant\": \"%s\", \"shape\": \"%s\", \"dtype\": \"bf16\", "
+            "\"ms\": %.4f, \"tflops\": %.1f}\n",
+            variant, shape.c_str(), ms, flops / (ms * 1e-3) / 1e12);
+        std::fflush(stdout);
+      };
+      row(causal, "none");
+      if (D == 256) row(softcap, "softcap");
+      if (cuda::attention_sm90_available() && !tiled_only) {  // once more, tiled
+        cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
+        row(causal, "none tiled");
+        if (D == 256) row(softcap, "softcap tiled");
+        cuda::attention_forward_choice = cuda::AttentionKernel::automatic;
+      }
       for (const auto* set : {&q, &k, &v, &out}) cudaFree((*set)[0]);
     }
   }

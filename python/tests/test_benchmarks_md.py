@@ -85,10 +85,15 @@ def test_a_gpu_attention_run_is_recorded_with_the_matmul_limit_and_anchors(tmp_p
          "tflops": 300.0},
         {"op": "attention_decode", "variant": "none", "shape": "B1 K32768 H32/8 D128", "dtype": "bf16",
          "ms": 0.05, "tb_per_s": 3.1},
+        {"op": "attention_forward_backward", "variant": "t5", "shape": shape, "dtype": "bf16", "ms": 9.0,
+         "tflops": 250.0},
     )) + "\n")
     (out / "bench_torch.jsonl").write_text("\n".join(json.dumps(r) for r in (
         {"op": "matmul", "impl": "torch", "shape": "8192^3", "dtype": "bf16", "tflops": 700.0},
         {"op": "attention_forward", "impl": "flex", "variant": "t5", "shape": shape, "tflops": 63.0},
+        {"op": "attention_forward_backward", "impl": "flex", "variant": "t5", "shape": shape, "tflops": 67.0},
+        {"op": "attention_forward", "impl": "flex", "variant": "t5",
+         "shape": "B4 H32 S4096 D256 Dv256 causal", "error": "out of resource"},
         {"op": "attention_decode", "impl": "sdpa", "variant": "none", "shape": "B1 K32768 H32/8 D128",
          "tb_per_s": 2.7},
     )) + "\n")
@@ -97,7 +102,9 @@ def test_a_gpu_attention_run_is_recorded_with_the_matmul_limit_and_anchors(tmp_p
     text = gen.render(*gen.load(results))
     row = next(line for line in text.splitlines() if "attention forward t5" in line)
     assert "300.0 TFLOP/s" in row and "bf16 matmul 8192^3: 700.0 TFLOP/s" in row
-    assert "flex: 63.0 TFLOP/s" in row
+    assert "flex: 63.0 TFLOP/s" in row and "67.0" not in row
     assert "| 0.429 |" in row
+    step = next(line for line in text.splitlines() if "attention forward + backward t5" in line)
+    assert "250.0 TFLOP/s" in step and "flex: 67.0 TFLOP/s" in step and "63.0" not in step
     decode = next(line for line in text.splitlines() if "attention decode" in line)
     assert "3.1 TB/s" in decode and "SDPA: 2.7 TB/s" in decode

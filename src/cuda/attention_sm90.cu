@@ -1,8 +1,9 @@
 // src/cuda/attention_sm90.cu: the fused attention forward on Hopper (sm_90a), for the launches it takes
-// (attention_sm90_fits): batch rows or packed sequences, head dims up to 128, every scalar positional term
-// (none, ALiBi, the learned lookups of T5 and the clipped bias), softcap, sinks, windows, chunks, query
-// temperature, GQA, explicit positions. Shaw's and Transformer-XL's terms, larger heads and launches too
-// small to fill the GPU run on the tiled kernel (src/cuda/attention_forward.cuh), which also runs on Ampere.
+// (attention_sm90_fits): batch rows or packed sequences, head dims up to 128 (and in bf16 MLA's 192 / 128
+// and 256), every scalar positional term (none, ALiBi, the learned lookups of T5 and the clipped bias),
+// softcap, sinks, windows, chunks, query temperature, GQA, explicit positions. Shaw's and Transformer-XL's
+// terms, larger heads and launches too small to fill the GPU run on the tiled kernel
+// (src/cuda/attention_forward.cuh), which also runs on Ampere.
 // FlashAttention-3's structure (Shah et al. 2024, arXiv 2407.08608), warp-specialized:
 //   a block of 3 warpgroups owns 128 query rows of one head; a producer warp (the first warpgroup, its
 //   registers given up with setmaxnreg) decides which key tiles of 128 the mask leaves visible
@@ -44,21 +45,24 @@ using namespace cute;
 using cutlass::arch::ClusterBarrier;
 using cutlass::arch::ClusterTransactionBarrier;
 
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, int kHeadDimV>
 struct Sm90 {
-  using T = AttentionSm90Tiles<Element, kHeadDim>;
+  using T = AttentionSm90Tiles<Element, kHeadDim, kHeadDimV>;
   static auto gmem(const void* data, Sm90GmemShape shape, Sm90GmemStride stride) {
     return make_tensor(make_gmem_ptr(static_cast<const Element*>(data)), shape, stride);
   }
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
                                       typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
-                                       take<0, 2>(typename T::SmemKV{}),
-                                       Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
+  using TmaK =
+      decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
+                             take<0, 2>(typename T::SmemK{}), Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
+                                      take<0, 2>(typename T::SmemV{}),
+                                      Shape<Int<T::kBlockN>, Int<kHeadDimV>>{}, _1{}));
   struct Shared {
     alignas(1024) Element q[T::kBlockM * kHeadDim];  // the 128-byte swizzle repeats every 1024 bytes
     alignas(1024) Element k[T::kStages * T::kBlockN * kHeadDim];
-    alignas(1024) Element v[T::kStages * T::kBlockN * kHeadDim];
+    alignas(1024) Element v[T::kStages * T::kBlockN * kHeadDimV];
     int64_t k_pos[T::kStages][T::kBlockN];
     int64_t tile[T::kStages];  // the key tile in each buffer; -1: the keys are done
     int whole[T::kStages];     // a TileKind: whether the mask leaves the tile whole, and its bias
@@ -73,6 +77,7 @@ struct Sm90 {
   };
   // The dynamic shared memory: the struct and room to align it to 1024 bytes.
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
+  static_assert(kSharedBytes <= 227 * 1024, "an H100's or H200's shared memory per block");
 };
 
 // A block's problem: a batch row (b), or a packed sequence (b = 0) at offsets q0 and k0 of the tokens; its
@@ -83,21 +88,22 @@ struct Problem {
 
 // The producer warp's part: the rows' position range, then every key tile the mask leaves visible into the
 // ring of buffers, then the end marker.
-template <class Element, int kHeadDim>
-__device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, kHeadDim>::Shared& sh,
-                                        const typename Sm90<Element, kHeadDim>::TmaQ& tma_q,
-                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_k,
-                                        const typename Sm90<Element, kHeadDim>::TmaKV& tma_v,
+template <class Element, int kHeadDim, int kHeadDimV>
+__device__ __forceinline__ void produce(const Params& p,
+                                        typename Sm90<Element, kHeadDim, kHeadDimV>::Shared& sh,
+                                        const typename Sm90<Element, kHeadDim, kHeadDimV>::TmaQ& tma_q,
+                                        const typename Sm90<Element, kHeadDim, kHeadDimV>::TmaK& tma_k,
+                                        const typename Sm90<Element, kHeadDim, kHeadDimV>::TmaV& tma_v,
                                         const Problem& pr, int h, int row_block, int rows) {
-  using T = AttentionSm90Tiles<Element, kHeadDim>;
+  using T = AttentionSm90Tiles<Element, kHeadDim, kHeadDimV>;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   const int lane = threadIdx.x % 32;
   const int hk = h / static_cast<int>(p.H / p.Hkv);
   const int64_t row0 = static_cast<int64_t>(row_block) * BM;
   const int b = pr.b, batch = p.cu_seqlens_q != nullptr ? 1 : static_cast<int>(gridDim.z);
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
-  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
-  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemV{});
   Tensor mQ = tma_q.get_tma_tensor(make_shape(static_cast<int>(p.Q), p.D, static_cast<int>(p.H), batch));
   Tensor mK = tma_k.get_tma_tensor(make_shape(static_cast<int>(p.K), p.D, static_cast<int>(p.Hkv), batch));
   Tensor mV = tma_v.get_tma_tensor(make_shape(static_cast<int>(p.K), p.Dv, static_cast<int>(p.Hkv), batch));
@@ -107,7 +113,7 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   Tensor gK = local_tile(domain_offset(make_coord(pr.k0, 0), mK(_, _, hk, b)),
                          Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
   Tensor gV = local_tile(domain_offset(make_coord(pr.k0, 0), mV(_, _, hk, b)),
-                         Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(_, 0));
+                         Shape<Int<BN>, Int<kHeadDimV>>{}, make_coord(_, 0));
   auto [tQg, tQs] =
       tma_partition(tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
   auto [tKg, tKs] =
@@ -175,14 +181,14 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
     // Each lane's arrival releases its own stores of the positions; lane 0's also expects the TMA's bytes.
     if (lane == 0) {
       sh.tile[stage] = t, sh.whole[stage] = whole;
-      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_k[stage], T::kTileBytes);
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_k[stage], T::kKBytes);
       copy(tma_k.with(sh.full_k[stage]), tKg(_, t), tKs(_, stage));
     } else {
       ClusterBarrier::arrive(&sh.full_k[stage]);
     }
     ClusterBarrier::wait(&sh.empty_v[stage], phase ^ 1);  // and with V (a tile later than K)
     if (lane == 0) {
-      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kTileBytes);
+      ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kVBytes);
       copy(tma_v.with(sh.full_v[stage]), tVg(_, t), tVs(_, stage));
     }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
@@ -192,15 +198,15 @@ __device__ __forceinline__ void produce(const Params& p, typename Sm90<Element, 
   ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
 }
 
-template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThreads, 1)
+template <class Element, int kHeadDim, int kHeadDimV>
+__global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim, kHeadDimV>::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Params p,
-                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaQ tma_q,
-                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaKV tma_k,
-                          const __grid_constant__ typename Sm90<Element, kHeadDim>::TmaKV tma_v) {
+                          const __grid_constant__ typename Sm90<Element, kHeadDim, kHeadDimV>::TmaQ tma_q,
+                          const __grid_constant__ typename Sm90<Element, kHeadDim, kHeadDimV>::TmaK tma_k,
+                          const __grid_constant__ typename Sm90<Element, kHeadDim, kHeadDimV>::TmaV tma_v) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using T = AttentionSm90Tiles<Element, kHeadDim>;
-  using Shared = typename Sm90<Element, kHeadDim>::Shared;
+  using T = AttentionSm90Tiles<Element, kHeadDim, kHeadDimV>;
+  using Shared = typename Sm90<Element, kHeadDim, kHeadDimV>::Shared;
   constexpr int BM = T::kBlockM, BN = T::kBlockN;
   extern __shared__ unsigned char shared_bytes[];
   // Aligned to 1024 bytes by an offset from the array itself (not through an integer address), so that the
@@ -243,14 +249,14 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
 
   if (tid < 128) {  // the producer warpgroup: one warp loads, the others leave
     cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (tid < 32) produce<Element, kHeadDim>(p, sh, tma_q, tma_k, tma_v, pr, h, row_block, rows);
+    if (tid < 32) produce<Element, kHeadDim, kHeadDimV>(p, sh, tma_q, tma_k, tma_v, pr, h, row_block, rows);
     return;
   }
   cutlass::arch::warpgroup_reg_alloc<232>();
   const int ctid = tid - 128;
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
-  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemKV{});
-  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemKV{});
+  Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemV{});
   Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});
   typename T::MmaS mma_s;
   typename T::MmaO mma_o;
@@ -259,12 +265,12 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
   Tensor tSrQ = thr_s.partition_fragment_A(sQ);  // shared-memory descriptors
   Tensor tSrK = thr_s.partition_fragment_B(sK);
   Tensor tOrV = thr_o.partition_fragment_B(sVt);
-  Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<BM>, Int<kHeadDim>>{});
+  Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<BM>, Int<kHeadDimV>>{});
   clear(acc_o);
   // Each thread's accumulator elements as (row, col) of the tile: 2 rows, the same in S and O.
   Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<BM>, Int<BN>>{}));
   Tensor tScS = make_tensor(cS.data(), gmma_accumulator_rows_cols(cS.layout()));
-  Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<kHeadDim>>{}));
+  Tensor cO = thr_o.partition_C(make_identity_tensor(Shape<Int<BM>, Int<kHeadDimV>>{}));
   Tensor tOcO = make_tensor(cO.data(), gmma_accumulator_rows_cols(cO.layout()));
   Tensor o = make_tensor(acc_o.data(), gmma_accumulator_rows_cols(acc_o.layout()));
   constexpr int kRows = decltype(size<0>(o))::value;
@@ -321,8 +327,8 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
       // tensor cores' reads by the async-proxy fence and the second barrier).
       ClusterTransactionBarrier::wait(&sh.full_v[stage], phase);
       cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
-      for (int i = ctid; i < (BN - cols) * kHeadDim; i += 128 * T::kConsumers)
-        sV(cols + i / kHeadDim, i % kHeadDim, stage) = Element(0.0f);
+      for (int i = ctid; i < (BN - cols) * kHeadDimV; i += 128 * T::kConsumers)
+        sV(cols + i / kHeadDimV, i % kHeadDimV, stage) = Element(0.0f);
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(128 * T::kConsumers, 0);
     }
@@ -411,9 +417,9 @@ __global__ void __launch_bounds__(AttentionSm90Tiles<Element, kHeadDim>::kThread
 #endif
 }
 
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, int kHeadDimV = kHeadDim>
 void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
-  using K = Sm90<Element, kHeadDim>;
+  using K = Sm90<Element, kHeadDim, kHeadDimV>;
   using T = typename K::T;
   const int B = static_cast<int>(l.B);
   const auto q =
@@ -427,11 +433,11 @@ void launch_sm90_tiles(const AttentionLaunch& l, const Params& p) {
               sm90_gmem_stride(l.v_strides, l.K, l.Hkv, l.B));
   const typename K::TmaQ tma_q =
       make_tma_copy(SM90_TMA_LOAD{}, q, typename T::SmemQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
-  const typename K::TmaKV tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename T::SmemKV{}),
-                                                Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
-  const typename K::TmaKV tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, take<0, 2>(typename T::SmemKV{}),
-                                                Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
-  auto kernel = attention_sm90_kernel<Element, kHeadDim>;
+  const typename K::TmaK tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename T::SmemK{}),
+                                               Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  const typename K::TmaV tma_v = make_tma_copy(SM90_TMA_LOAD{}, v, take<0, 2>(typename T::SmemV{}),
+                                               Shape<Int<T::kBlockN>, Int<kHeadDimV>>{}, _1{});
+  auto kernel = attention_sm90_kernel<Element, kHeadDim, kHeadDimV>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSharedBytes);
   check_launch("attention", "cudaFuncSetAttribute");
   const dim3 grid(static_cast<unsigned>((l.Q + T::kBlockM - 1) / T::kBlockM), static_cast<unsigned>(l.H),
@@ -472,9 +478,28 @@ bool sm90_device() {
 
 }  // namespace
 
+// The head tile of a launch (AttentionSm90Tiles), its q / k heads' columns: 64 and 128 (v the same), 192 (v
+// up to 128) or 256 (v up to 256); 0: none. Heads past 128 in bf16 only (fp16 ones run on the tiled kernel).
 int64_t attention_sm90_tile(const AttentionLaunch& l) {
-  if (l.D > 128 || l.Dv > 128) return 0;
-  return l.D <= 64 && l.Dv <= 64 ? 64 : 128;
+  if (l.D <= 64 && l.Dv <= 64) return 64;
+  if (l.D <= 128 && l.Dv <= 128) return 128;
+  if (l.dtype != DType::bf16) return 0;
+  if (l.D <= 192 && l.Dv <= 128) return 192;
+  return l.D <= 256 && l.Dv <= 256 ? 256 : 0;
+}
+
+// Its shared memory per block.
+static int64_t sm90_shared_bytes(int64_t tile) {
+  switch (tile) {
+    case 64:
+      return Sm90<cutlass::bfloat16_t, 64, 64>::kSharedBytes;
+    case 128:
+      return Sm90<cutlass::bfloat16_t, 128, 128>::kSharedBytes;
+    case 192:
+      return Sm90<cutlass::bfloat16_t, 192, 128>::kSharedBytes;
+    default:
+      return Sm90<cutlass::bfloat16_t, 256, 256>::kSharedBytes;
+  }
 }
 
 bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
@@ -492,15 +517,17 @@ bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required) {
   if (problems < 1 || problems > 65535) return false;
   if (fill_required && row_blocks * l.H * (l.cu_seqlens_q != nullptr ? 1 : l.B) < multiprocessor_count())
     return false;  // the tiled kernel's split-K serves it better
-  const int64_t shared =
-      tile == 64 ? Sm90<cutlass::bfloat16_t, 64>::kSharedBytes : Sm90<cutlass::bfloat16_t, 128>::kSharedBytes;
-  return shared <= max_shared_bytes_per_block() && sm90_device();
+  return sm90_shared_bytes(tile) <= max_shared_bytes_per_block() && sm90_device();
 }
 
 void launch_sm90(const AttentionLaunch& l, const Params& p) {
   const int64_t tile = attention_sm90_tile(l);
   ++attention_sm90_launches;
-  if (l.dtype == DType::bf16)
+  if (tile == 192)
+    launch_sm90_tiles<cutlass::bfloat16_t, 192, 128>(l, p);
+  else if (tile == 256)
+    launch_sm90_tiles<cutlass::bfloat16_t, 256>(l, p);
+  else if (l.dtype == DType::bf16)
     tile == 64 ? launch_sm90_tiles<cutlass::bfloat16_t, 64>(l, p)
                : launch_sm90_tiles<cutlass::bfloat16_t, 128>(l, p);
   else

@@ -3,7 +3,8 @@
 // Host-evaluable: tests/cuda/test_cute_layouts.cu checks these maps without a GPU.
 //   wgmma m64nNk16 (bf16 or fp16 in, f32 accumulators), issued by a warpgroup (4 warps, 128 threads); two
 //   consumer warpgroups stacked along M: a block's 128 query rows, 64 each;
-//   S = Q K^T: both operands in shared memory (K-major: the head dim contiguous), a (128, 128) tile of keys;
+//   S = Q K^T: both operands in shared memory (K-major: the head dim contiguous), a (128, 128) tile of keys
+//   (128, 64) at heads of 256;
 //   O += P V: P from registers (the accumulators of S rounded to the storage type), V in shared memory read
 //   as (head dim, keys), MN-major (its rows, the keys, are the reduction; the head dim is contiguous);
 //   Q, K and V in 128-byte-swizzled atoms of 8 rows x 64 columns (GMMA's canonical K-major layout), which
@@ -16,11 +17,15 @@
 
 namespace posenc::cuda {
 
-// kHeadDim: the q / k and v heads' columns (64 or 128; head dims below are zero-padded by the TMA).
-template <class Element, int kHeadDim>
+// kHeadDim, kHeadDimV: the q / k and the v heads' columns (head dims below are zero-padded by the TMA): 64 /
+// 64, 128 / 128, MLA's 192 / 128 and 256 / 256; key tiles of 128, or 64 at 256 (two buffers of K and V within
+// the 227 KB of shared memory and the accumulators of O and S within a consumer's registers).
+template <class Element, int kHeadDim, int kHeadDimV = kHeadDim>
 struct AttentionSm90Tiles {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "head tiles of 64 or 128 columns");
-  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2;
+  static_assert((kHeadDim == 64 && kHeadDimV == 64) || (kHeadDim == 128 && kHeadDimV == 128) ||
+                    (kHeadDim == 192 && kHeadDimV == 128) || (kHeadDim == 256 && kHeadDimV == 256),
+                "head tiles of 64, 128, 192 / 128 or 256 columns");
+  static constexpr int kBlockM = 128, kBlockN = kHeadDim == 256 ? 64 : 128, kStages = 2;
   static constexpr int kConsumers = 2;                     // warpgroups of 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and one producer warpgroup
   using MmaS = decltype(cute::make_tiled_mma(
@@ -29,21 +34,24 @@ struct AttentionSm90Tiles {
       cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
   using MmaO = decltype(cute::make_tiled_mma(
       cute::GMMA::rs_op_selector<Element, Element, float,
-                                 cute::Shape<cute::_64, cute::Int<kHeadDim>, cute::Int<kBlockN>>,
+                                 cute::Shape<cute::_64, cute::Int<kHeadDimV>, cute::Int<kBlockN>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::MN>(),
       cute::Layout<cute::Shape<cute::Int<kConsumers>, cute::_1, cute::_1>>{}));
   using Atom = cute::GMMA::Layout_K_SW128_Atom<Element>;
   using SmemQ = decltype(cute::tile_to_shape(Atom{}, cute::Shape<cute::Int<kBlockM>, cute::Int<kHeadDim>>{}));
   // K and V: (keys, head dim, stage).
-  using SmemKV = decltype(cute::tile_to_shape(
+  using SmemK = decltype(cute::tile_to_shape(
       Atom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDim>, cute::Int<kStages>>{}));
+  using SmemV = decltype(cute::tile_to_shape(
+      Atom{}, cute::Shape<cute::Int<kBlockN>, cute::Int<kHeadDimV>, cute::Int<kStages>>{}));
   // V as (head dim, keys, stage): the B operand of P V.
   using SmemVt = decltype(cute::composition(
-      SmemKV{},
-      cute::make_layout(cute::Shape<cute::Int<kHeadDim>, cute::Int<kBlockN>, cute::Int<kStages>>{},
-                        cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
-  // Bytes the TMA writes per K or V tile (a whole box, rows and columns past the tensor zero-filled).
-  static constexpr int kTileBytes = kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
+      SmemV{},
+      cute::make_layout(cute::Shape<cute::Int<kHeadDimV>, cute::Int<kBlockN>, cute::Int<kStages>>{},
+                        cute::Stride<cute::Int<kBlockN>, cute::_1, cute::Int<kBlockN * kHeadDimV>>{})));
+  // Bytes the TMA writes per K, V or Q tile (a whole box, rows and columns past the tensor zero-filled).
+  static constexpr int kKBytes = kBlockN * kHeadDim * static_cast<int>(sizeof(Element));
+  static constexpr int kVBytes = kBlockN * kHeadDimV * static_cast<int>(sizeof(Element));
   static constexpr int kQBytes = kBlockM * kHeadDim * static_cast<int>(sizeof(Element));
 };
 

@@ -237,14 +237,45 @@ TEST(AttentionCuda, Sm90KernelAgainstTheReference) {
 }
 
 // A small case of the sm_90a kernel for the GPU check's sanitizers: two row blocks, four key tiles through
-// its two buffers, a learned lookup.
+// its two buffers, a learned lookup; and heads of 256 (key tiles of 64).
 TEST(AttentionCuda, Sm90KernelSmallCase) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
   ForwardKernel forced(cuda::AttentionKernel::sm90);
   const int64_t launches = cuda::attention_sm90_launches;
   check({1, 130, 400, 2, 1, 64, true}, Enc::t5, kBf16);
-  EXPECT_EQ(cuda::attention_sm90_launches - launches, 1);
+  check({1, 130, 200, 2, 1, 256, true}, Enc::alibi, kBf16);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches, 2);
+}
+
+// The sm_90a kernel's wider heads, bf16: MLA's q / k of 192 with values of 128 (DeepSeek-V2/V3), heads of 256
+// on key tiles of 64 (Gemma 2's softcap and window: more key tiles than its buffers), heads below them
+// zero-padded (160 / 96 on the 192 tile, 128 / 200 on the 256 one), packed sequences; fp16 heads past 128
+// run on the tiled kernel.
+TEST(AttentionCuda, Sm90KernelWideHeads) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ForwardKernel forced(cuda::AttentionKernel::sm90);
+  Case mla{1, 300, 650, 4, 4, 192, true};
+  mla.Dv = 128;
+  Case gemma{2, 200, 330, 4, 2, 256, true, 100};
+  gemma.softcap = 5, gemma.sinks = true;
+  Case padded{1, 129, 300, 2, 1, 160, false};
+  padded.Dv = 96;
+  Case wide_values{1, 70, 200, 2, 2, 128, true};
+  wide_values.Dv = 200;
+  Case packed{1, 420, 690, 4, 2, 256, true};
+  packed.cu_q = {0, 150, 150, 420}, packed.cu_k = {0, 200, 390, 690};
+  const std::vector<Case> shapes = {mla, gemma, padded, wide_values, packed};
+  const int64_t launches = cuda::attention_sm90_launches;
+  for (const Case& c : shapes)
+    for (Enc e : gpu_encodings()) check(c, e, kBf16);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches,
+            static_cast<int64_t>(shapes.size() * gpu_encodings().size()));
+  check(gemma, Enc::alibi, kF16);
+  check(mla, Enc::t5, kF16);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches,
+            static_cast<int64_t>(shapes.size() * gpu_encodings().size()));
 }
 
 // Few row blocks against many key tiles: the keys split across blocks and merged (split-K decoding), with
@@ -470,8 +501,8 @@ TEST(AttentionCuda, BackwardAgainstTheCpu) {
 // multi-query heads, head dims below its 64 and 128 tiles, packed sequences (one empty; partial last tiles
 // whose next rows are another sequence's), softcap with sinks, query temperature, every scalar encoding
 // and RoPE; the learned tables with their gradient (T5's 16 buckets to distance 40, the clipped table's 11
-// distances: tiles whose diagonals lie within, across and past both ends of the lookup). Twice each: the same bits (the
-// fixed order of dQ's adds and of the table's sums). Every call must have run on it.
+// distances: tiles whose diagonals lie within, across and past both ends of the lookup). Twice each: the same
+// bits (the fixed order of dQ's adds and of the table's sums). Every call must have run on it.
 TEST(AttentionCuda, Sm90BackwardAgainstTheCpu) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";

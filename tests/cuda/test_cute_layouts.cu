@@ -171,18 +171,18 @@ TEST(CuteLayouts, AttentionTilesWideQueryKeyHeads) {
 }
 
 // The Hopper forward's tiles (src/cuda/attention_sm90_tiles.cuh): the two consumer warpgroups' accumulators
-// of S cover the (128, 128) tile once, with row r of a thread's S and of its O the same query row (the row's
-// softmax state is shared by both); S's accumulators reshaped as the A operand of P V hold exactly the
+// of S cover the (128, key tile) tile once, with row r of a thread's S and of its O the same query row (the
+// row's softmax state is shared by both); S's accumulators reshaped as the A operand of P V hold exactly the
 // operand's (row, key) elements; V^T is V read by columns; the shared-memory descriptors of each k16 step
 // start at that step's first element, in the 128-byte swizzle.
-template <class Element, int kHeadDim>
+template <class Element, int kHeadDim, int kHeadDimV = kHeadDim>
 void check_sm90_tiles() {
-  using T = posenc::cuda::AttentionSm90Tiles<Element, kHeadDim>;
-  constexpr int BM = T::kBlockM, BN = T::kBlockN, D = kHeadDim;
+  using T = posenc::cuda::AttentionSm90Tiles<Element, kHeadDim, kHeadDimV>;
+  constexpr int BM = T::kBlockM, BN = T::kBlockN, D = kHeadDim, Dv = kHeadDimV;
   typename T::MmaS mma_s;
   typename T::MmaO mma_o;
   const auto scores = make_identity_tensor(make_shape(Int<BM>{}, Int<BN>{}));
-  const auto outputs = make_identity_tensor(make_shape(Int<BM>{}, Int<D>{}));
+  const auto outputs = make_identity_tensor(make_shape(Int<BM>{}, Int<Dv>{}));
   std::set<std::pair<int, int>> seen_s, seen_o;
   for (int t = 0; t < 128 * T::kConsumers; ++t) {
     const int g = t / 128, w = t % 128 / 32, l = t % 32;
@@ -213,23 +213,29 @@ void check_sm90_tiles() {
       }
   }
   EXPECT_EQ(seen_s.size(), size_t(BM * BN));
-  EXPECT_EQ(seen_o.size(), size_t(BM * D));
-  const typename T::SmemKV kv;
+  EXPECT_EQ(seen_o.size(), size_t(BM * Dv));
+  const typename T::SmemK kv;
+  const typename T::SmemV v;
   const typename T::SmemVt vt;
-  std::set<int> offsets;
+  std::set<int> offsets, v_offsets;
   for (int s = 0; s < T::kStages; ++s)
-    for (int n = 0; n < BN; ++n)
-      for (int d = 0; d < D; ++d) {
-        ASSERT_EQ(int(vt(d, n, s)), int(kv(n, d, s)));
-        offsets.insert(int(kv(n, d, s)));
+    for (int n = 0; n < BN; ++n) {
+      for (int d = 0; d < D; ++d) offsets.insert(int(kv(n, d, s)));
+      for (int d = 0; d < Dv; ++d) {
+        ASSERT_EQ(int(vt(d, n, s)), int(v(n, d, s)));
+        v_offsets.insert(int(v(n, d, s)));
       }
+    }
   EXPECT_EQ(offsets.size(), size_t(T::kStages * BN * D));
+  EXPECT_EQ(v_offsets.size(), size_t(T::kStages * BN * Dv));
+  EXPECT_EQ(*offsets.rbegin(), T::kStages * BN * D - 1);
+  EXPECT_EQ(*v_offsets.rbegin(), T::kStages * BN * Dv - 1);
   // The shared-memory descriptors: bits [62, 64) the layout type (1: the 128-byte swizzle); bits [0, 14) the
   // start address in 16-byte units, of which the host sees only each k16 step's offset from the first (CuTe
   // reads the tile's own address on the device alone): that step's first element.
   Element* base = nullptr;
   const auto sQ = make_tensor(make_smem_ptr(base), typename T::SmemQ{});
-  const auto sK = make_tensor(make_smem_ptr(base), typename T::SmemKV{});
+  const auto sK = make_tensor(make_smem_ptr(base), typename T::SmemK{});
   const auto sVt = make_tensor(make_smem_ptr(base), typename T::SmemVt{});
   const auto thr_s = mma_s.get_slice(128);  // the second consumer warpgroup: rows 64 .. 127
   const auto thr_o = mma_o.get_slice(0);
@@ -392,5 +398,13 @@ TEST(CuteLayouts, AttentionSm90BackwardTilesFp16HeadDim64) {
 
 TEST(CuteLayouts, AttentionSm90TilesBf16HeadDim128) { check_sm90_tiles<cutlass::bfloat16_t, 128>(); }
 TEST(CuteLayouts, AttentionSm90TilesFp16HeadDim64) { check_sm90_tiles<cutlass::half_t, 64>(); }
+TEST(CuteLayouts, AttentionSm90TilesBf16HeadDims192And128) {
+  check_sm90_tiles<cutlass::bfloat16_t, 192, 128>();
+}
+TEST(CuteLayouts, AttentionSm90TilesBf16HeadDim256) {
+  using T = posenc::cuda::AttentionSm90Tiles<cutlass::bfloat16_t, 256>;
+  static_assert(T::kBlockN == 64, "key tiles of 64 at heads of 256");
+  check_sm90_tiles<cutlass::bfloat16_t, 256>();
+}
 
 }  // namespace
