@@ -60,7 +60,7 @@ def attention_table(posenc_rows, torch_rows):
     print(f"matmul bf16 8192^3: {matmul:.0f} TFLOP/s" if matmul else "matmul: -")
     for shape in dict.fromkeys(r["shape"] for r in forward):
         sdpa = [f"{r['impl']}: {r['tflops']:.0f}" for r in forward
-                if r["shape"] == shape and r["impl"].startswith("sdpa")]
+                if r["shape"] == shape and r.get("impl", "").startswith("sdpa")]
         if sdpa:
             print(f"{shape}: " + ", ".join(sdpa) + " TFLOP/s")
     print()

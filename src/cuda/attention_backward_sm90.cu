@@ -1,6 +1,6 @@
 // src/cuda/attention_backward_sm90.cu: the attention backward on Hopper (sm_90a) for the launches it takes
 // (attention_backward_sm90_fits): default positions, batch rows or packed sequences, head dims up to 128,
-// every scalar positional term (none, ALiBi, T5 and the clipped table without their table's gradient),
+// every scalar positional term (none, ALiBi, T5 and the clipped table with their table's gradient),
 // softcap, sinks, windows, chunks, query temperature, GQA. Everything else runs on the tiled passes
 // (src/cuda/attention_backward.cu), which also run on Ampere.
 // FlashAttention-3's backward (Shah et al. 2024, arXiv 2407.08608), warp-specialized, deterministic:
@@ -57,6 +57,9 @@ enum : int {
   kDQEmpty = 5,
   kTableBarrier = 6
 };
+static_assert(kTableBarrier + static_cast<int>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier) < 16,
+              "16 hardware barriers, the first ones CUTLASS's");
+constexpr int kConsumerThreads = 256;  // the two consumer warpgroups
 
 // The lookup's entries a tile of 64 rows and 128 keys at default positions meets: its pairs' distances
 // k_pos - q_pos are (key0 - row_pos0) + key - row, 191 consecutive values.
@@ -100,8 +103,8 @@ struct Sm90Backward {
     alignas(1024) Element dout[T::kStages * T::kBlockM * kHeadDim];
     alignas(1024) Element ds[T::kBlockM * T::kBlockN];
     alignas(16) float dq[T::kBlockM * kDQStride];  // a tile's dQ, each dQ warpgroup's 64 columns
-    // With the learned table's gradient: a tile's d logit by (row, key), and each consumer warp's sums of the
-    // tile's diagonals past the lookup's ends (table_gradient).
+    // With the learned table's gradient (add_table_gradient): a tile's d logit by (row, key), the sums of its
+    // diagonals past the lookup's ends, and their 8 parts.
     alignas(16) float logit_grads[T::kBlockM * T::kGradStride];
     float table_diagonals[kBand];
     float table_ends[8][2];
@@ -125,6 +128,8 @@ struct Sm90Backward {
   };
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
   static_assert(kSharedBytes <= 227 * 1024, "an H100's or H200's shared memory per block");
+  static_assert(T::kBlockM == 64 && T::kBlockN == 128 && 128 * T::kConsumers == kConsumerThreads,
+                "tiles of 64 rows and 128 keys: the band, the table's diagonals and slots, turn_index");
 };
 
 // How the blocks of a kv head take turns adding dQ: the counters, zeroed, one per (query head, row tile of a
@@ -342,6 +347,14 @@ __device__ __forceinline__ int64_t table_slot(const BackwardParams& p, const Pro
   return p.cu_seqlens_q != nullptr ? pr.k0 / 128 + z + x : z * gridDim.x + x;
 }
 
+// *sum += value without waiting for the sum (a reduction the memory system performs: fp32, rounded to
+// nearest, subnormals flushed). The adds into one sum come from threads of the block ordered by its barriers,
+// so they are performed in that order (the PTX memory model orders causally ordered writes to a location):
+// the same sum run to run, and no thread waits for global memory.
+__device__ __forceinline__ void add_in_order(float* sum, float value) {
+  asm volatile("red.relaxed.gpu.global.add.f32 [%0], %1;" ::"l"(sum), "f"(value) : "memory");
+}
+
 // The learned table's gradient of the tile in buffer `stage`, by the consumers' 256 threads (ctid) once its
 // d logit is in sh.logit_grads: the sum of each of the tile's 191 diagonals (key - row + 63: thread ctid's,
 // rows in order, four chains), added into the block's partial sums of its head at the diagonal's distance;
@@ -379,11 +392,11 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
     const float sum = (chain[0] + chain[1]) + (chain[2] + chain[3]);
     const int64_t d = first(ctid);
     if (d > -limit && d < limit)
-      partial()[d + limit] += sum;  // this tile's only add at d
+      add_in_order(partial() + d + limit, sum);  // this tile's only add at d
     else
       sh.table_diagonals[ctid] = sum;
   }
-  NamedBarrier::sync(256, kTableBarrier);
+  NamedBarrier::sync(kConsumerThreads, kTableBarrier);
   if (ctid < 8) {  // the diagonals past the ends, 24 each, then the 8 parts in order
     float low = 0, high = 0;
     for (int e = ctid * 24; e < min(kBand, ctid * 24 + 24); ++e) {
@@ -396,8 +409,8 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
     if (ctid == 0) {
       for (int w = 1; w < 8; ++w) low += sh.table_ends[w][0], high += sh.table_ends[w][1];
       float* sums = partial();
-      sums[0] += low;  // limit 0: both ends are entry 0, the low one added first
-      sums[2 * limit] += high;
+      add_in_order(sums, low);  // limit 0: both ends are entry 0, the low one added first
+      add_in_order(sums + 2 * limit, high);
     }
   }
 }

@@ -669,9 +669,8 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
 
 // The Hopper kernel (src/cuda/attention_sm90.cu): whether it takes the launch on this device (head dims up
 // to 128, and in bf16 up to 256; no Shaw or Transformer-XL terms, strides the TMA can describe; with
-// fill_required,
-// enough row blocks of 128 to fill the GPU, else the tiled kernel's split-K serves it better), and its
-// launch with p's fields set (one pass: splits 1).
+// fill_required, enough row blocks of 128 to fill the GPU, else the tiled kernel's split-K serves it
+// better), and its launch with p's fields set (one pass: splits 1).
 bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required);
 void launch_sm90(const AttentionLaunch& l, const Params& p);
 

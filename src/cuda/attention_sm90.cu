@@ -6,9 +6,10 @@
 // (src/cuda/attention_forward.cuh), which also runs on Ampere.
 // FlashAttention-3's structure (Shah et al. 2024, arXiv 2407.08608), warp-specialized:
 //   a block of 3 warpgroups owns 128 query rows of one head; a producer warp (the first warpgroup, its
-//   registers given up with setmaxnreg) decides which key tiles of 128 the mask leaves visible
+//   registers given up with setmaxnreg) decides which key tiles the mask leaves visible
 //   (src/attention_mask.h any_visible on the tile's position range, as the tiled kernel) and loads each
-//   visible tile's K and V with the tensor-memory accelerator (TMA) into a ring of kStages buffers, with the
+//   visible tile's K and V (128 keys, 64 at heads of 256) with the tensor-memory accelerator (TMA) into a
+//   ring of kStages buffers, with the
 //   tile's key positions; each buffer's K and V arrivals on mbarriers of their own (so that S = Q K^T need
 //   not wait for V), and their releases by the consumers on two more ("empty": K and the positions after
 //   the tile's softmax, V after its P V, a tile later, so that each next load starts as early as it may);
@@ -479,11 +480,12 @@ bool sm90_device() {
 }  // namespace
 
 // The head tile of a launch (AttentionSm90Tiles), its q / k heads' columns: 64 and 128 (v the same), 192 (v
-// up to 128) or 256 (v up to 256); 0: none. Heads past 128 in bf16 only (fp16 ones run on the tiled kernel).
+// up to 128) or 256 (v up to 256); 0: none. Heads past 128 in bf16 only (fp16 ones run on the tiled kernel);
+// values wider than q / k heads of 128 or less too (the 256 tile would pad q and k to 256 columns).
 int64_t attention_sm90_tile(const AttentionLaunch& l) {
   if (l.D <= 64 && l.Dv <= 64) return 64;
   if (l.D <= 128 && l.Dv <= 128) return 128;
-  if (l.dtype != DType::bf16) return 0;
+  if (l.dtype != DType::bf16 || l.D <= 128) return 0;
   if (l.D <= 192 && l.Dv <= 128) return 192;
   return l.D <= 256 && l.Dv <= 256 ? 256 : 0;
 }

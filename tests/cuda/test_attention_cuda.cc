@@ -250,8 +250,8 @@ TEST(AttentionCuda, Sm90KernelSmallCase) {
 
 // The sm_90a kernel's wider heads, bf16: MLA's q / k of 192 with values of 128 (DeepSeek-V2/V3), heads of 256
 // on key tiles of 64 (Gemma 2's softcap and window: more key tiles than its buffers), heads below them
-// zero-padded (160 / 96 on the 192 tile, 128 / 200 on the 256 one), packed sequences; fp16 heads past 128
-// run on the tiled kernel.
+// zero-padded (160 / 96 on the 192 tile, 200 / 136 on the 256 one), packed sequences; fp16 heads past 128,
+// and values wider than q / k heads of 128 (128 / 200), run on the tiled kernel.
 TEST(AttentionCuda, Sm90KernelWideHeads) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
@@ -262,11 +262,13 @@ TEST(AttentionCuda, Sm90KernelWideHeads) {
   gemma.softcap = 5, gemma.sinks = true;
   Case padded{1, 129, 300, 2, 1, 160, false};
   padded.Dv = 96;
+  Case padded_256{1, 70, 200, 2, 2, 200, true};
+  padded_256.Dv = 136;
   Case wide_values{1, 70, 200, 2, 2, 128, true};
   wide_values.Dv = 200;
   Case packed{1, 420, 690, 4, 2, 256, true};
   packed.cu_q = {0, 150, 150, 420}, packed.cu_k = {0, 200, 390, 690};
-  const std::vector<Case> shapes = {mla, gemma, padded, wide_values, packed};
+  const std::vector<Case> shapes = {mla, gemma, padded, padded_256, packed};
   const int64_t launches = cuda::attention_sm90_launches;
   for (const Case& c : shapes)
     for (Enc e : gpu_encodings()) check(c, e, kBf16);
@@ -274,6 +276,7 @@ TEST(AttentionCuda, Sm90KernelWideHeads) {
             static_cast<int64_t>(shapes.size() * gpu_encodings().size()));
   check(gemma, Enc::alibi, kF16);
   check(mla, Enc::t5, kF16);
+  check(wide_values, Enc::t5, kBf16);
   EXPECT_EQ(cuda::attention_sm90_launches - launches,
             static_cast<int64_t>(shapes.size() * gpu_encodings().size()));
 }
