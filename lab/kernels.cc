@@ -281,7 +281,7 @@ void GemmImpl(const Gemm& g) {
   // B is read as whole vectors along its rows: a transposed B (the forward's weight^T), or rows that
   // do not end on a whole vector, are first copied into panels, one per strip, each a contiguous
   // block of k rows of W floats (zeros past column n).
-  thread_local std::vector<float> packed;
+  thread_local LineFloats packed;
   if (g.b.col != 1 || g.n % N != 0) {
     packed.assign(static_cast<size_t>(strips * g.k * W), 0.0f);
     for (int64_t st = 0; st < strips; ++st) {

@@ -8,9 +8,27 @@
 // k-blocks changes which core computes an element and when, never its arithmetic, so results do not
 // depend on the thread count (nor on the SIMD width, on targets with FMA: AVX2 and up).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <new>
+#include <vector>
 
 namespace posenc::lab::kernels {
+
+// Storage that starts on a 64-byte cache line (a large std::vector<float> starts 16 bytes past one with
+// glibc): rows of whole SIMD vectors are then whole lines, which no vector load or store straddles.
+template <typename T>
+struct LineAllocator {
+  using value_type = T;
+  LineAllocator() = default;
+  template <typename U>
+  LineAllocator(const LineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* ptr, size_t) { ::operator delete (ptr, std::align_val_t{64}); }
+  bool operator==(const LineAllocator&) const { return true; }
+  bool operator!=(const LineAllocator&) const { return false; }
+};
+using LineFloats = std::vector<float, LineAllocator<float>>;
 
 // A matrix operand: element (i, l) at data[i * row + l * col] (a transpose swaps row and col).
 struct Matrix {

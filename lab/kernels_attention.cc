@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -320,10 +321,10 @@ AttnScratch TaskScratch(const AttnTask& t, int64_t rows, bool backward, bool rel
 // evicted the current one's scratch: the backward's copies of q and dout rows took 8x longer).
 void PrefetchHead(const AttnTask& t, const ConstRows& x, int64_t h) {
   const int64_t bytes = t.D * static_cast<int64_t>(sizeof(float));
-  for (int64_t j = 0; j < t.T; ++j) {
-    const char* row = reinterpret_cast<const char*>(x.data + (t.b * t.T + j) * x.ld + h * t.D);
-    for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at, 0, 2);
-    __builtin_prefetch(row + bytes - 1, 0, 2);  // the row's last line, where it straddles one more
+  for (int64_t j = 0; j < t.T; ++j) {  // the lines from the row's first byte to its last
+    const auto row = reinterpret_cast<uintptr_t>(x.data + (t.b * t.T + j) * x.ld + h * t.D);
+    for (uintptr_t line = row & ~uintptr_t{63}; line < row + static_cast<uintptr_t>(bytes); line += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "attention.h"
+#include "kernels.h"
 #include "model.h"
 #include "ops.h"
 #include "posenc/attention.h"
@@ -21,14 +22,16 @@ struct LayerOffsets {  // into the flat parameter buffer; -1 where the model has
   std::string prefix;  // "layers.<l>.": the encodings' tensors are found by name under it
 };
 
-struct LayerActs {                                   // saved by the forward for the backward
-  std::vector<float> norm1, norm1_mean, norm1_rstd;  // (N, C), (N), (N)
-  std::vector<float> qkv;                            // (N, 3C): q | k | v per token
-  std::vector<float> atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
-  std::vector<float> res2;                           // (N, C) = x + attention
-  std::vector<float> norm2, norm2_mean, norm2_rstd;
-  std::vector<float> fch_dgelu, fch_gelu;  // (N, F): gelu'(fc(x)) and gelu(fc(x))
-  std::vector<float> res3;                 // (N, C) = the layer's output
+using Floats = kernels::LineFloats;  // activations from a cache line: rows of whole vectors are whole lines
+
+struct LayerActs {                       // saved by the forward for the backward
+  Floats norm1, norm1_mean, norm1_rstd;  // (N, C), (N), (N)
+  Floats qkv;                            // (N, 3C): q | k | v per token
+  Floats atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
+  Floats res2;                           // (N, C) = x + attention
+  Floats norm2, norm2_mean, norm2_rstd;
+  Floats fch_dgelu, fch_gelu;  // (N, F): gelu'(fc(x)) and gelu(fc(x))
+  Floats res3;                 // (N, C) = the layer's output
 };
 
 // Rows per chunk of the MLP's backward: its d fc (kMlpRows x mlp floats: 256 KiB at mlp 512) within L2.
@@ -54,11 +57,12 @@ struct Model::Impl {
   bool has_forward = false;
   std::vector<int32_t> tokens, targets;
   std::vector<int64_t> positions;  // (T): 0 .. T-1, every window starts at position 0
-  std::vector<float> x0;           // (N, C) embeddings (+ absolute code)
+  Floats x0;                       // (N, C) embeddings (+ absolute code)
   std::vector<LayerActs> acts;
-  std::vector<float> normf, normf_mean, normf_rstd, probs, losses;  // (N, C), (N), (N), (N, V), (N)
+  Floats normf, normf_mean, normf_rstd, probs;  // (N, C), (N), (N), (N, V)
+  std::vector<float> losses;                    // (N)
   // Backward scratch; dfch holds the MLP's d fc for kMlpRows rows at a time.
-  std::vector<float> dres, dnorm, dqkv, datty, dfch, dlogits;
+  Floats dres, dnorm, dqkv, datty, dfch, dlogits;
 
   void resize(const ModelConfig& c, int64_t b, int64_t t) {
     if (b == B && t == T) return;
@@ -248,7 +252,7 @@ void Model::backward() {
                 V = c.vocab_size;
   const float* P = params_.data();
   float* G = grads_.data();
-  auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
+  auto zero = [](Floats& v) { std::fill(v.begin(), v.end(), 0.0f); };
   const float* x_last = c.layers > 0 ? m.acts.back().res3.data() : m.x0.data();
 
   // 6. cross-entropy, tied output projection, final norm
