@@ -371,7 +371,7 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
   const int32_t limit = p.terms.limit;
   const auto first = [&](int diagonal) {  // the distance of a diagonal's pairs
     const Problem& pr = *unhoisted(&sh.problem);
-    return sh.key_tile * BN - (pr.nk - pr.nq + int64_t{sh.rows[stage].tile} * BM) - (BM - 1) + diagonal;
+    return sm90_table_distance(pr.nq, pr.nk, sh.rows[stage].tile, sh.key_tile, diagonal);
   };
   const auto partial = [&] {
     const Problem& pr = *unhoisted(&sh.problem);
@@ -391,7 +391,7 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
     }
     const float sum = (chain[0] + chain[1]) + (chain[2] + chain[3]);
     const int64_t d = first(ctid);
-    if (d > -limit && d < limit)
+    if (sm90_table_end(d, limit) == TableEnd::none)
       add_in_order(partial() + d + limit, sum);  // this tile's only add at d
     else
       sh.table_diagonals[ctid] = sum;
@@ -400,9 +400,9 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
   if (ctid < 8) {  // the diagonals past the ends, 24 each, then the 8 parts in order
     float low = 0, high = 0;
     for (int e = ctid * 24; e < min(kBand, ctid * 24 + 24); ++e) {
-      const int64_t d = first(e);
-      if (d <= -limit) low += sh.table_diagonals[e];
-      if (d >= limit && d > -limit) high += sh.table_diagonals[e];
+      const TableEnd end = sm90_table_end(first(e), limit);
+      if (end == TableEnd::low) low += sh.table_diagonals[e];
+      if (end == TableEnd::high) high += sh.table_diagonals[e];
     }
     sh.table_ends[ctid][0] = low, sh.table_ends[ctid][1] = high;
     __syncwarp(0xffu);

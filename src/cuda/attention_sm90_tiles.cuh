@@ -135,4 +135,18 @@ struct AttentionBackwardSm90Tiles {
   static constexpr int kRowBytes = kBlockM * kHeadDim * static_cast<int>(sizeof(Element));
 };
 
+// The learned table's gradient on the sm_90a backward: with default positions (row i of a problem of nq rows
+// and nk keys at position nk - nq + i, key j at j), the pairs of row tile m (64 rows) and key tile n (128
+// keys) on diagonal e = key - row + 63 (0 .. 190) lie at one distance, k_pos - q_pos:
+CUTE_HOST_DEVICE constexpr int64_t sm90_table_distance(int64_t nq, int64_t nk, int64_t m, int64_t n, int e) {
+  return n * 128 - (nk - nq + m * 64) - 63 + e;
+}
+// and their sum goes to the lookup's entry d + limit strictly inside (-limit, limit), else to an end (entry 0
+// at d <= -limit, entry 2 limit past it), where the tile's diagonals are summed first: the entry the tiled
+// passes' clamp(d, -limit, limit) + limit gives each pair.
+enum class TableEnd { none, low, high };
+CUTE_HOST_DEVICE constexpr TableEnd sm90_table_end(int64_t d, int64_t limit) {
+  return d <= -limit ? TableEnd::low : d >= limit ? TableEnd::high : TableEnd::none;
+}
+
 }  // namespace posenc::cuda

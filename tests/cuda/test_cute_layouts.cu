@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/attention_tiles.cuh"
@@ -387,6 +388,50 @@ TEST(CuteLayouts, AttentionSm90BackwardTableDiagonals) {
       }
     }
   EXPECT_EQ(read.size(), size_t(BM * BN));
+}
+
+// The same gradient's bookkeeping over whole problems: each (row tile, key tile)'s diagonals summed, at
+// their distance (sm90_table_distance) and entry or end (sm90_table_end), give every lookup entry the sum
+// the tiled passes' rule gives it: each pair (row i at nk - nq + i, key j at j) at clamp(j - q_i, -L, L) + L.
+// Decoding rows, more keys than rows and the reverse, limits 0 (both ends one entry), 1, 5, 40 and 400.
+TEST(CuteLayouts, AttentionSm90BackwardTableDistances) {
+  using posenc::cuda::TableEnd;
+  uint64_t state = 7;
+  const auto next = [&] {  // a fixed sequence in (-1, 1)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(static_cast<int64_t>(state >> 11)) / 4503599627370496.0 - 1.0;
+  };
+  for (const auto& [nq, nk] :
+       {std::pair<int64_t, int64_t>{70, 70}, {300, 650}, {129, 1000}, {2, 500}, {5, 3}})
+    for (const int64_t limit : {0, 1, 5, 40, 400}) {
+      std::vector<double> grad(static_cast<size_t>(nq * nk));
+      for (double& g : grad) g = next();
+      std::vector<double> want(2 * limit + 1), got(2 * limit + 1);
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t j = 0; j < nk; ++j) {
+          const int64_t d = j - (nk - nq + i);
+          want[std::clamp(d, -limit, limit) + limit] += grad[i * nk + j];
+        }
+      for (int64_t m = 0; m * 64 < nq; ++m)
+        for (int64_t n = 0; n * 128 < nk; ++n)
+          for (int e = 0; e < 191; ++e) {
+            double sum = 0;
+            for (int row = 0; row < 64; ++row) {
+              const int key = row + e - 63;
+              const int64_t i = m * 64 + row, j = n * 128 + key;
+              if (key >= 0 && key < 128 && i < nq && j < nk) {
+                ASSERT_EQ(j - (nk - nq + i), posenc::cuda::sm90_table_distance(nq, nk, m, n, e));
+                sum += grad[i * nk + j];
+              }
+            }
+            const int64_t d = posenc::cuda::sm90_table_distance(nq, nk, m, n, e);
+            const TableEnd end = posenc::cuda::sm90_table_end(d, limit);
+            got[end == TableEnd::low ? 0 : end == TableEnd::high ? 2 * limit : d + limit] += sum;
+          }
+      for (int64_t x = 0; x <= 2 * limit; ++x)
+        ASSERT_NEAR(got[x], want[x], 1e-9)
+            << "nq " << nq << " nk " << nk << " limit " << limit << " entry " << x;
+    }
 }
 
 TEST(CuteLayouts, AttentionSm90BackwardTilesBf16HeadDim128) {
