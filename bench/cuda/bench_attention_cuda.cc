@@ -112,10 +112,11 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
     std::fflush(stdout);
   };
   for (const Variant& var : variants) row(var, "");
-  // The backward's sm_90a kernel takes none, ALiBi and a frozen table: those once more on the tiled passes.
+  // The backward's sm_90a kernel takes none, ALiBi and T5 (its table's gradient or a frozen table): those
+  // once more on the tiled passes.
   if (cuda::attention_sm90_available() && cuda::attention_backward_choice != cuda::AttentionKernel::tiled) {
     cuda::attention_backward_choice = cuda::AttentionKernel::tiled;
-    for (size_t i : {0, 1, 3}) row(variants[i], " tiled backward");
+    for (size_t i : {0, 1, 2, 3}) row(variants[i], " tiled backward");
     cuda::attention_backward_choice = cuda::AttentionKernel::automatic;
   }
   cudaFree(lse), cudaFree(tables), cudaFree(xl);
