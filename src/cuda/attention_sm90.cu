@@ -9,10 +9,10 @@
 //   registers given up with setmaxnreg) decides which key tiles the mask leaves visible
 //   (src/attention_mask.h any_visible on the tile's position range, as the tiled kernel) and loads each
 //   visible tile's K and V (128 keys, 64 at heads of 256) with the tensor-memory accelerator (TMA) into a
-//   ring of kStages buffers, with the
-//   tile's key positions; each buffer's K and V arrivals on mbarriers of their own (so that S = Q K^T need
-//   not wait for V), and their releases by the consumers on two more ("empty": K and the positions after
-//   the tile's softmax, V after its P V, a tile later, so that each next load starts as early as it may);
+//   ring of kStages buffers, with the tile's key positions; each buffer's K and V arrivals on mbarriers of
+//   their own (so that S = Q K^T need not wait for V), and their releases by the consumers on two more
+//   ("empty": K and the positions after the tile's softmax, V after its P V, a tile later, so that each
+//   next load starts as early as it may);
 //   after the last tile, a buffer with tile -1 tells the consumers to stop;
 //   two consumer warpgroups, 64 rows each: S = Q K^T by wgmma from shared memory, the logit of
 //   src/cuda/attention-inl.cuh per accumulator element from its (row, col) (the same functions and order as
