@@ -35,6 +35,7 @@
 #include "posenc/device.h"
 #include "src/cuda/attention.h"
 #include "src/cuda/attention_backward-inl.cuh"
+#include "src/cuda/attention_backward_sm90_turns.h"
 #include "src/cuda/attention_sm90-inl.cuh"
 #include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/device.h"
@@ -67,7 +68,7 @@ constexpr int kBand = 64 + 128 - 1;
 
 // The row tiles a block sees, found once by all its threads before the warps take their roles (the roles'
 // registers are few): steps[m] = -1 where the mask hides every pair of row tile m from the block's keys,
-// else the block's turn on it (turn_of) plus kWholeStep where the mask leaves every pair visible.
+// else the block's turn on it (sm90_turn_of) plus kWholeStep where the mask leaves every pair visible.
 constexpr int kMaxRowTiles = 2048;  // rows per problem up to 2048 x 64 (attention_backward_sm90_fits)
 constexpr int kWholeStep = 1 << 30;
 
@@ -129,7 +130,7 @@ struct Sm90Backward {
   static constexpr int kSharedBytes = static_cast<int>(sizeof(Shared)) + 1024;
   static_assert(kSharedBytes <= 227 * 1024, "an H100's or H200's shared memory per block");
   static_assert(T::kBlockM == 64 && T::kBlockN == 128 && 128 * T::kConsumers == kConsumerThreads,
-                "tiles of 64 rows and 128 keys: the band, the table's diagonals and slots, turn_index");
+                "tiles of 64 rows and 128 keys: the band, the table's diagonals and slots, sm90_turn_index");
 };
 
 // How the blocks of a kv head take turns adding dQ: the counters, zeroed, one per (query head, row tile of a
@@ -141,82 +142,6 @@ struct Turns {
   bool reverse;
   const float* row_scales;
 };
-
-// The mask's tests (src/attention_mask.h's, term for term) with a 32-bit division for the chunks: default
-// positions lie in (-2^31, 2^31 - 1) (attention_backward_sm90_fits), where a chunk of 2^31 or more groups
-// positions as 2^31 - 1 does; a 64-bit division is a subroutine call, whose saved registers the consumers
-// cannot afford.
-struct Mask32 {
-  bool causal;
-  int64_t window;
-  int32_t chunk;
-  __device__ explicit Mask32(const detail::AttentionMask& m)
-      : causal(m.causal), window(m.window), chunk(static_cast<int32_t>(min<int64_t>(m.chunk, INT32_MAX))) {}
-  __device__ int32_t chunk_of(int64_t position) const {
-    const int32_t p = static_cast<int32_t>(position);
-    return p >= 0 ? p / chunk : -1 - (-(p + 1)) / chunk;
-  }
-  __device__ bool masked(int64_t q, int64_t k) const {
-    return (causal && k > q) || (window > 0 && (q - k >= window || k - q >= window)) ||
-           (chunk > 0 && chunk_of(q) != chunk_of(k));
-  }
-  __device__ bool any_visible(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax) const {
-    if (causal && kmin > qmax) return false;
-    if (window > 0 && (qmin - kmax >= window || kmin - qmax >= window)) return false;
-    if (chunk > 0 && (chunk_of(kmin) > chunk_of(qmax) || chunk_of(kmax) < chunk_of(qmin))) return false;
-    return true;
-  }
-  __device__ bool all_visible(int64_t qmin, int64_t qmax, int64_t kmin, int64_t kmax) const {
-    return !(causal && kmax > qmin) && !(window > 0 && (qmax - kmin >= window || kmax - qmin >= window)) &&
-           !(chunk > 0 && (chunk_of(qmin) != chunk_of(qmax) || chunk_of(kmin) != chunk_of(kmax) ||
-                           chunk_of(kmin) != chunk_of(qmin)));
-  }
-};
-
-// The counter of row tile m of problem z: batch rows, z row_tiles apart; packed sequences, at
-// floor(q0 / 64) + z + m, distinct for every sequence's tiles (a sequence of n rows from q0 has ceil(n / 64)
-// tiles, and floor(q0 / 64) + ceil(n / 64) <= floor((q0 + n) / 64) + 1).
-__device__ __forceinline__ int64_t turn_index(const BackwardParams& p, const Turns& turns, const Problem& pr,
-                                              int64_t z, int64_t m) {
-  return p.cu_seqlens_q != nullptr ? pr.q0 / 64 + z + m : z * turns.row_tiles + m;
-}
-
-// Whether the mask leaves some pair of row tile m and key tile n visible (default positions: row i of the
-// problem at nk - nq + i, key j at j), and whether it leaves every pair visible on whole tiles.
-struct TileView {
-  bool any, all;
-};
-__device__ __forceinline__ TileView tile_view(const BackwardParams& p, const Problem& pr, int64_t m,
-                                              int64_t n) {
-  const int64_t row0 = m * 64, key0 = n * 128;
-  const int64_t rows = min<int64_t>(64, pr.nq - row0), cols = min<int64_t>(128, pr.nk - key0);
-  const int64_t q_lo = pr.nk - pr.nq + row0, q_hi = q_lo + rows - 1, k_hi = key0 + cols - 1;
-  const Mask32 mask(p.mask);
-  return {mask.any_visible(q_lo, q_hi, key0, k_hi),
-          rows == 64 && cols == 128 && mask.all_visible(q_lo, q_hi, key0, k_hi)};
-}
-
-// The key tile of block x among a problem's key_tiles.
-__device__ __forceinline__ int64_t key_tile_of(const Turns& turns, int64_t x, int64_t key_tiles) {
-  return turns.reverse ? key_tiles - 1 - x : x;
-}
-
-// How many blocks before block x (in block order) see row tile m. With default positions the key tiles a
-// row tile sees are consecutive (each of the mask's tests bounds them on one side), and so are the blocks,
-// x among them: the first is found by bisection.
-__device__ __forceinline__ int turn_of(const BackwardParams& p, const Turns& turns, const Problem& pr,
-                                       int64_t m, int64_t x, int64_t key_tiles) {
-  int64_t lo = 0, hi = x;
-#pragma unroll 1
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (tile_view(p, pr, m, key_tile_of(turns, mid, key_tiles)).any)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return static_cast<int>(x - lo);
-}
 
 // The next (head of the group, row tile) after (g, m) that the block sees; false past the last. Start from
 // (0, -1).
@@ -340,13 +265,6 @@ __device__ __forceinline__ void write_terms(const BackwardParams& p, const Turns
   }
 }
 
-// The slot of block x of problem z among the learned table's partial sums: batch rows, z key tiles apart;
-// packed sequences, at floor(k0 / 128) + z + x, distinct as turn_index's (table_slots of them in all).
-__device__ __forceinline__ int64_t table_slot(const BackwardParams& p, const Problem& pr, int64_t z,
-                                              int64_t x) {
-  return p.cu_seqlens_q != nullptr ? pr.k0 / 128 + z + x : z * gridDim.x + x;
-}
-
 // *sum += value without waiting for the sum (a reduction the memory system performs: fp32, rounded to
 // nearest, subnormals flushed). The adds into one sum come from threads of the block ordered by its barriers,
 // so they are performed in that order (the PTX memory model orders causally ordered writes to a location):
@@ -376,7 +294,8 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
   const auto partial = [&] {
     const Problem& pr = *unhoisted(&sh.problem);
     return p.bias_partials +
-           (table_slot(p, pr, blockIdx.z, blockIdx.x) * p.H + unhoisted(&sh.rows[stage])->head) *
+           (sm90_table_slot(p.cu_seqlens_q != nullptr, pr.k0, blockIdx.z, blockIdx.x, gridDim.x) * p.H +
+            unhoisted(&sh.rows[stage])->head) *
                (2 * limit + 1);
   };
   if (ctid < kBand) {
@@ -417,8 +336,8 @@ __device__ __forceinline__ void add_table_gradient(const BackwardParams& p, Shar
 
 // The second producer warp: each row tile's dQ, staged in shared memory by the dQ warpgroups with its job
 // (dq_job: out, rows, counter, turn), added into the fp32 gradient in the blocks' turn (Turns: the
-// dq_turn blocks before this one that see the row tile add theirs first; turn_of), then the tile's counter
-// advanced; until a job of no rows.
+// dq_turn blocks before this one that see the row tile add theirs first; sm90_turn_of), then the tile's
+// counter advanced; until a job of no rows.
 template <class Element, int kHeadDim>
 __device__ __forceinline__ void add_dq(const BackwardParams& p,
                                        typename Sm90Backward<Element, kHeadDim>::Shared& sh) {
@@ -484,12 +403,14 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
   if (!problem_of(p, blockIdx.z, &pr)) return;  // invalid offsets: the packing check writes NaN
   const int64_t key_tiles = (pr.nk + BN - 1) / BN, x = blockIdx.x;
   if (x >= key_tiles) return;  // a shorter sequence than the grid's longest
-  const int64_t n = key_tile_of(turns, x, key_tiles);
+  const int64_t n = sm90_key_tile_of(turns.reverse, x, key_tiles);
   // The row tiles the block sees and its turn on each, by every thread (steps, kMaxRowTiles).
   const int64_t row_tiles = (pr.nq + BM - 1) / BM;
   for (int64_t m = tid; m < row_tiles; m += T::kThreads) {
-    const TileView view = tile_view(p, pr, m, n);
-    block.steps[m] = view.any ? turn_of(p, turns, pr, m, x, key_tiles) + (view.all ? kWholeStep : 0) : -1;
+    const TileView view = sm90_tile_view(Mask32(p.mask), pr.nq, pr.nk, m, n);
+    block.steps[m] = view.any ? sm90_turn_of(Mask32(p.mask), turns.reverse, pr.nq, pr.nk, m, x, key_tiles) +
+                                    (view.all ? kWholeStep : 0)
+                              : -1;
   }
   if (tid == 0) {
     block.problem = pr, block.key_tile = n;
@@ -586,7 +507,8 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
       sh.dq_job[stage].out = p.dq + ((pr.b * p.Q + pr.q0 + int64_t{m} * BM) * p.H + head) * p.D;
       sh.dq_job[stage].rows = rows;
       sh.dq_job[stage].counter =
-          turns.counters + head * turns.lock_stride + turn_index(p, turns, pr, blockIdx.z, m);
+          turns.counters + head * turns.lock_stride +
+          sm90_turn_index(p.cu_seqlens_q != nullptr, pr.q0, blockIdx.z, m, turns.row_tiles);
       sh.dq_job[stage].turn = sh.steps[m] & (kWholeStep - 1);
     }
     const bool whole = r.whole != 0;
@@ -777,7 +699,7 @@ int64_t head_tile(const AttentionLaunch& l) {
   return l.D <= 64 && l.Dv <= 64 ? 64 : 128;
 }
 
-// The learned table's partial sums: slots per head (table_slot), batch rows or packed sequences.
+// The learned table's partial sums: slots per head (sm90_table_slot), batch rows or packed sequences.
 int64_t table_slots(const AttentionLaunch& l, int64_t problems) {
   const int64_t key_tiles = (l.K + 127) / 128;
   return l.cu_seqlens_q != nullptr ? key_tiles + problems : problems * key_tiles;

@@ -12,6 +12,9 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_gradients.h"
@@ -19,6 +22,7 @@
 #include "reference/shaw.h"
 #include "src/bias_plan.h"
 #include "src/cuda/attention-inl.cuh"
+#include "src/cuda/attention_backward_sm90_turns.h"
 #include "src/angle.h"
 #include "src/cpu/transformer_xl.h"
 #include "src/cuda/bias-inl.cuh"
@@ -422,10 +426,12 @@ TEST(AttentionElements, TransformerXLBandAndSkewForDefaultPositions) {
             const int64_t first = cuda::xl_band_first_delta(q_pos[row0], k_pos[col0], BN);
             const int rows = static_cast<int>(std::min<int64_t>(BM, nq - row0)),
                       cols = static_cast<int>(std::min<int64_t>(BN, nk - col0));
-            if (rows == BM && cols == BN)  // the CPU's span of a full tile starts at qmin - kmax
+            if (rows == BM && cols == BN) {  // the CPU's span of a full tile starts at qmin - kmax
               ASSERT_EQ(index(q_pos[row0] - k_pos[col0 + BN - 1]), index(first));
-            if (col0 + BN < nk)  // the next tile's last BN band columns are this tile's first BN
+            }
+            if (col0 + BN < nk) {  // the next tile's last BN band columns are this tile's first BN
               ASSERT_EQ(cuda::xl_band_first_delta(q_pos[row0], k_pos[col0 + BN], BN) + BN, first);
+            }
             for (int r = 0; r < rows; ++r)
               for (int c = 0; c < cols; ++c) {
                 const int column = cuda::xl_band_column(r, c, BN);
@@ -493,6 +499,78 @@ TEST(AttentionElements, TransformerXLSinusoidsAsTheCpu) {
           ASSERT_LE(ulps(c, r[m * d_model + half + e]), 1.0) << "delta " << deltas[m] << " e " << e;
         }
     }
+}
+
+// The sm_90a backward's walk (src/cuda/attention_backward_sm90_turns.h) against every pair, for masks of
+// every kind (causal, bidirectional and causal windows, chunks, both) and shapes with partial tiles, decoding
+// rows and rows before the first key: a tile the view calls hidden has no visible pair and one it calls
+// whole no masked one (Mask32's 32-bit chunks as the 64-bit mask); a row tile's visible blocks are
+// consecutive in block order (the premise of sm90_turn_of's bisection), and its turn at each is the number
+// of blocks before it that see the tile. The turns' counters and the table's slots of packed sequences
+// (empty ones, partial tiles) are distinct and within their counts.
+TEST(AttentionElements, Sm90BackwardTurnsAgainstEveryPair) {
+  const auto mask = [](bool causal, int64_t window, int64_t chunk) {
+    detail::AttentionMask m;
+    m.causal = causal, m.window = window, m.chunk = chunk;
+    return m;
+  };
+  const detail::AttentionMask masks[] = {mask(false, 0, 0),   mask(true, 0, 0),  mask(true, 100, 0),
+                                         mask(false, 70, 0),  mask(true, 0, 48), mask(false, 0, 200),
+                                         mask(true, 300, 256)};
+  const std::pair<int64_t, int64_t> shapes[] = {{70, 70}, {300, 650}, {129, 1000}, {24, 500},
+                                                {1, 300}, {200, 50},  {640, 640},  {65, 129}};
+  for (const detail::AttentionMask& m64 : masks)
+    for (const auto& [nq, nk] : shapes) {
+      SCOPED_TRACE("causal " + std::to_string(m64.causal) + " window " + std::to_string(m64.window) +
+                   " chunk " + std::to_string(m64.chunk) + " nq " + std::to_string(nq) + " nk " +
+                   std::to_string(nk));
+      const cuda::Mask32 m32(m64);
+      const int64_t row_tiles = (nq + 63) / 64, key_tiles = (nk + 127) / 128;
+      for (int64_t m = 0; m < row_tiles; ++m) {
+        std::vector<bool> seen(static_cast<size_t>(key_tiles));
+        for (int64_t x = 0; x < key_tiles; ++x) {
+          const int64_t n = cuda::sm90_key_tile_of(m64.causal, x, key_tiles);
+          const cuda::TileView view = cuda::sm90_tile_view(m32, nq, nk, m, n);
+          bool any = false, all = true;
+          for (int64_t i = m * 64; i < std::min(nq, m * 64 + 64); ++i)
+            for (int64_t j = n * 128; j < std::min(nk, n * 128 + 128); ++j) {
+              const int64_t q = nk - nq + i;
+              ASSERT_EQ(m32.masked(q, j), m64.masked(q, j)) << "q " << q << " k " << j;
+              any |= !m64.masked(q, j), all &= !m64.masked(q, j);
+            }
+          ASSERT_TRUE(view.any || !any) << "row tile " << m << " key tile " << n << " skipped";
+          ASSERT_TRUE(!view.all || all) << "row tile " << m << " key tile " << n << " called whole";
+          seen[static_cast<size_t>(x)] = view.any;
+        }
+        int64_t before = 0;
+        for (int64_t x = 0; x < key_tiles; ++x) {
+          if (!seen[static_cast<size_t>(x)]) continue;
+          ASSERT_TRUE(before == 0 || seen[static_cast<size_t>(x - 1)]) << "row tile " << m << " block " << x;
+          ASSERT_EQ(cuda::sm90_turn_of(m32, m64.causal, nq, nk, m, x, key_tiles), before)
+              << "row tile " << m << " block " << x;
+          ++before;
+        }
+      }
+    }
+  const std::vector<int64_t> lengths = {0, 1, 63, 64, 65, 130, 0, 200, 127, 128, 129};
+  int64_t total = 0;
+  for (int64_t n : lengths) total += n;
+  const int64_t problems = static_cast<int64_t>(lengths.size());
+  std::set<int64_t> counters, slots;
+  int64_t offset = 0;
+  for (int64_t z = 0; z < problems; ++z) {
+    for (int64_t t = 0; t * 64 < lengths[z]; ++t) {
+      const int64_t c = cuda::sm90_turn_index(true, offset, z, t, (total + 63) / 64);
+      ASSERT_TRUE(counters.insert(c).second) << "sequence " << z << " row tile " << t;
+      ASSERT_LT(c, (total + 63) / 64 + problems + 1);
+    }
+    for (int64_t x = 0; x * 128 < lengths[z]; ++x) {
+      const int64_t slot = cuda::sm90_table_slot(true, offset, z, x, (total + 127) / 128);
+      ASSERT_TRUE(slots.insert(slot).second) << "sequence " << z << " key tile " << x;
+      ASSERT_LT(slot, (total + 127) / 128 + problems);
+    }
+    offset += lengths[z];
+  }
 }
 
 }  // namespace
