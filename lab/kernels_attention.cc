@@ -248,13 +248,13 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   VF sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift));
+    const VF e = ExpScalef(d, hn::Sub(hn::LoadU(d, s + j), vshift));
     hn::StoreU(e, d, s + j);
     sum = hn::Add(sum, e);
   }
   if (j < n) {
     const auto live = hn::FirstN(d, static_cast<size_t>(n - j));
-    const VF e = hn::IfThenElseZero(live, hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
+    const VF e = hn::IfThenElseZero(live, ExpScalef(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
     hn::StoreU(e, d, s + j);
     sum = hn::Add(sum, e);
     j += N;
@@ -574,6 +574,17 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
   if (!part_value.empty()) SumTableParts(a, part_value, rg.rel_value);
 }
 
+void AttentionExpImpl(const float* x, float* ours, float* highway, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < n; i += N) {
+    const auto count = static_cast<size_t>(std::min(N, n - i));
+    const VF v = LoadPart(d, x + i, count);
+    StorePart(ExpScalef(d, v), d, ours + i, count);
+    StorePart(hn::Exp(d, v), d, highway + i, count);
+  }
+}
+
 // RoPE (kernels.h): the loop of posenc's RotateHalf (src/cpu/rope.cc), whole vectors of pairs and then
 // a scalar tail, on the tables of each row's token.
 void RopeRotateImpl(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
@@ -613,6 +624,11 @@ namespace posenc::lab::kernels {
 HWY_EXPORT(AttentionForwardImpl);
 HWY_EXPORT(AttentionBackwardImpl);
 HWY_EXPORT(RopeRotateImpl);
+HWY_EXPORT(AttentionExpImpl);
+
+void attention_exp(const float* x, float* ours, float* highway, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionExpImpl)(x, ours, highway, n);
+}
 
 void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
                  int64_t T, int64_t H, int64_t D) {
