@@ -78,6 +78,30 @@ HWY_INLINE hn::Vec<D> ExpScalef(D d, hn::Vec<D> x) {
 #endif
 }
 
+// dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
+// round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
+// moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).
+#if HWY_TARGET != HWY_SCALAR
+HWY_INLINE void TransposeBlock(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  const DF d;
+  constexpr size_t kN = hn::MaxLanes(DF());
+  VF r[kN], x[kN];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) r[i] = hn::LoadU(d, src + static_cast<int64_t>(i) * ld);
+  for (size_t round = 1; round < kN; round *= 2) {
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN / 2; ++i) {
+      x[i] = hn::ConcatEven(d, r[2 * i + 1], r[2 * i]);
+      x[kN / 2 + i] = hn::ConcatOdd(d, r[2 * i + 1], r[2 * i]);
+    }
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN; ++i) r[i] = x[i];
+  }
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) hn::StoreU(r[i], d, dst + static_cast<int64_t>(i) * ldd);
+}
+#endif
+
 // Register tiles: kRows rows of A times kVecs vectors of B's columns, kRows x kVecs accumulators
 // beside the kVecs B vectors and one broadcast of A: 6 x 4 on AVX-512's 32 registers (6 x 64
 // columns), 6 x 2 on the 16 of AVX2 and SSE (BLIS's Haswell shape), 8 rows for narrower strips.

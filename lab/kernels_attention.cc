@@ -116,30 +116,6 @@ struct AttnTask {
   int64_t causal_vecs(int64_t i, int64_t rows) const { return (std::min(T, i + rows) + N - 1) / N; }
 };
 
-// dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
-// round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
-// moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).
-#if HWY_TARGET != HWY_SCALAR
-HWY_INLINE void TransposeBlock(const float* src, int64_t ld, float* dst, int64_t ldd) {
-  const DF d;
-  constexpr size_t kN = hn::MaxLanes(DF());
-  VF r[kN], x[kN];
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kN; ++i) r[i] = hn::LoadU(d, src + static_cast<int64_t>(i) * ld);
-  for (size_t round = 1; round < kN; round *= 2) {
-#pragma GCC unroll 16
-    for (size_t i = 0; i < kN / 2; ++i) {
-      x[i] = hn::ConcatEven(d, r[2 * i + 1], r[2 * i]);
-      x[kN / 2 + i] = hn::ConcatOdd(d, r[2 * i + 1], r[2 * i]);
-    }
-#pragma GCC unroll 16
-    for (size_t i = 0; i < kN; ++i) r[i] = x[i];
-  }
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kN; ++i) hn::StoreU(r[i], d, dst + static_cast<int64_t>(i) * ldd);
-}
-#endif
-
 // dst (D, Tp) = the T rows from `first` (row j at first + j ld) transposed, zeros past T: whole N x N
 // blocks in registers (TransposeBlock), the rest element by element.
 void PackTransposed(const AttnTask& t, const float* first, int64_t ld, float* dst) {
