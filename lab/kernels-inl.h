@@ -45,6 +45,63 @@ HWY_INLINE void StorePart(hn::Vec<D> v, D d, float* p, size_t count) {
 #endif
 }
 
+// Highway's Exp (hwy/contrib/math/math-inl.h, 1.0.3) for float, with the same bits wherever x <= 177 (every
+// float checked; past it Highway's overflows to NaN, this to +inf): on AVX-512 its last step, y 2^(q >> 1)
+// 2^(q - (q >> 1)) from the exponent's bits (two multiplies by powers of 2, each exact where its product is
+// normal, so that only the last rounds), is one VSCALEFPS: y 2^q rounded once. For x >= -104 (else both
+// give 0) q >= -150 and y is in [0.7, 1.5), so that the first product is normal and both give the same
+// correctly rounded y 2^q. Other targets: hn::Exp itself.
+template <class D>
+HWY_INLINE hn::Vec<D> ExpScalef(D d, hn::Vec<D> x) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  static_assert(hn::MaxLanes(D()) == 16, "the AVX-512 path is written for whole vectors");
+  const hn::Vec<D> half = hn::Set(d, 0.5f), lower = hn::Set(d, -104.0f), neg_zero = hn::Set(d, -0.0f);
+  const hn::Vec<D> one = hn::Set(d, 1.0f), one_over_log2 = hn::Set(d, 1.442695040888963407359924681f);
+  const hn::RebindToSigned<D> di;
+  // q = x / log(2) rounded half away from zero, truncated to int32, as Highway's
+  const auto q = hn::ConvertTo(di, hn::MulAdd(x, one_over_log2, hn::Or(half, hn::And(x, neg_zero))));
+  const hn::Vec<D> qf = hn::ConvertTo(d, q);
+  hn::Vec<D> r = hn::MulAdd(qf, hn::Set(d, -0.693145751953125f), x);  // ExpReduce
+  r = hn::MulAdd(qf, hn::Set(d, -1.428606765330187045e-6f), r);
+  const hn::Vec<D> x2 = hn::Mul(r, r), x4 = hn::Mul(x2, x2);  // ExpPoly: Estrin, then r + r^2 p(r)
+  const hn::Vec<D> p = hn::MulAdd(
+      x4,
+      hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r, hn::Set(d, 0.00139304355252534151077271f)),
+      hn::MulAdd(
+          x2,
+          hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r, hn::Set(d, 0.0416664853692054748535156f)),
+          hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r, hn::Set(d, 0.5f))));
+  const hn::Vec<D> y = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), one);
+  return hn::IfThenElseZero(hn::Ge(x, lower), hn::Vec<D>{_mm512_scalef_ps(y.raw, qf.raw)});
+#else
+  return hn::Exp(d, x);
+#endif
+}
+
+// dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
+// round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
+// moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).
+#if HWY_TARGET != HWY_SCALAR
+HWY_INLINE void TransposeBlock(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  const DF d;
+  constexpr size_t kN = hn::MaxLanes(DF());
+  VF r[kN], x[kN];
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) r[i] = hn::LoadU(d, src + static_cast<int64_t>(i) * ld);
+  for (size_t round = 1; round < kN; round *= 2) {
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN / 2; ++i) {
+      x[i] = hn::ConcatEven(d, r[2 * i + 1], r[2 * i]);
+      x[kN / 2 + i] = hn::ConcatOdd(d, r[2 * i + 1], r[2 * i]);
+    }
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kN; ++i) r[i] = x[i];
+  }
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kN; ++i) hn::StoreU(r[i], d, dst + static_cast<int64_t>(i) * ldd);
+}
+#endif
+
 // Register tiles: kRows rows of A times kVecs vectors of B's columns, kRows x kVecs accumulators
 // beside the kVecs B vectors and one broadcast of A: 6 x 4 on AVX-512's 32 registers (6 x 64
 // columns), 6 x 2 on the 16 of AVX2 and SSE (BLIS's Haswell shape), 8 rows for narrower strips.

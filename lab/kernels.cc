@@ -283,17 +283,31 @@ void GemmImpl(const Gemm& g) {
   // block of k rows of W floats (zeros past column n).
   thread_local LineFloats packed;
   if (g.b.col != 1 || g.n % N != 0) {
-    packed.assign(static_cast<size_t>(strips * g.k * W), 0.0f);
+    packed.resize(static_cast<size_t>(strips * g.k * W));
     for (int64_t st = 0; st < strips; ++st) {
       float* panel = packed.data() + st * g.k * W;
       const int64_t j0 = st * W, cols = std::min(W, g.n - j0);
+      if (cols < W)
+        for (int64_t l = 0; l < g.k; ++l) std::fill(panel + l * W + cols, panel + (l + 1) * W, 0.0f);
       if (g.b.col == 1) {
         for (int64_t l = 0; l < g.k; ++l)
           std::memcpy(panel + l * W, g.b.data + l * g.b.row + j0, static_cast<size_t>(cols) * sizeof(float));
-      } else {
-        for (int64_t j = 0; j < cols; ++j)  // reads along B's columns: a transposed matrix's rows
-          for (int64_t l = 0; l < g.k; ++l) panel[l * W + j] = g.b.data[l * g.b.row + (j0 + j) * g.b.col];
+        continue;
       }
+      // A transposed matrix's rows (B's columns, g.b.row 1: the forward's weight^T) in N x N blocks
+      // in registers, the rest element by element.
+      int64_t whole_j = 0, whole_l = 0;
+#if HWY_TARGET != HWY_SCALAR
+      if (g.b.row == 1 && N > 1) {
+        whole_j = cols / N * N, whole_l = g.k / N * N;
+        for (int64_t j = 0; j < whole_j; j += N)
+          for (int64_t l = 0; l < whole_l; l += N)
+            TransposeBlock(g.b.data + (j0 + j) * g.b.col + l, g.b.col, panel + l * W + j, W);
+      }
+#endif
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t l = j < whole_j ? whole_l : 0; l < g.k; ++l)
+          panel[l * W + j] = g.b.data[l * g.b.row + (j0 + j) * g.b.col];
     }
     p = {packed.data(), W, g.k * W};
   }

@@ -146,6 +146,10 @@ struct RelativeGrads {
 void attention_backward(const Attention& a, ConstRows out, const float* lse, ConstRows dout, Rows dq, Rows dk,
                         Rows dv, float* dbias, const RelativeGrads& rel = {});
 
+// The attention's exponential (e^x as Highway's Exp, on AVX-512 with one VSCALEFPS for its last step:
+// kernels-inl.h) into `ours` and Highway's Exp itself into `highway`, of n floats x: for the tests.
+void attention_exp(const float* x, float* ours, float* highway, int64_t n);
+
 // RoPE's rotation in the half layout (pair j = (x_j, x_{P+j}), P = pairs), of rows (B, T, H) of D >= 2P
 // from `in` into `out` (the same rows: in place; else dims past 2P are copied):
 //   out_j = x_j cos_tj - x_{P+j} sin_tj,  out_{P+j} = x_{P+j} cos_tj + x_j sin_tj

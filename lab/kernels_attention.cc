@@ -116,30 +116,6 @@ struct AttnTask {
   int64_t causal_vecs(int64_t i, int64_t rows) const { return (std::min(T, i + rows) + N - 1) / N; }
 };
 
-// dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
-// round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
-// moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).
-#if HWY_TARGET != HWY_SCALAR
-HWY_INLINE void TransposeBlock(const float* src, int64_t ld, float* dst, int64_t ldd) {
-  const DF d;
-  constexpr size_t kN = hn::MaxLanes(DF());
-  VF r[kN], x[kN];
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kN; ++i) r[i] = hn::LoadU(d, src + static_cast<int64_t>(i) * ld);
-  for (size_t round = 1; round < kN; round *= 2) {
-#pragma GCC unroll 16
-    for (size_t i = 0; i < kN / 2; ++i) {
-      x[i] = hn::ConcatEven(d, r[2 * i + 1], r[2 * i]);
-      x[kN / 2 + i] = hn::ConcatOdd(d, r[2 * i + 1], r[2 * i]);
-    }
-#pragma GCC unroll 16
-    for (size_t i = 0; i < kN; ++i) r[i] = x[i];
-  }
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kN; ++i) hn::StoreU(r[i], d, dst + static_cast<int64_t>(i) * ldd);
-}
-#endif
-
 // dst (D, Tp) = the T rows from `first` (row j at first + j ld) transposed, zeros past T: whole N x N
 // blocks in registers (TransposeBlock), the rest element by element.
 void PackTransposed(const AttnTask& t, const float* first, int64_t ld, float* dst) {
@@ -248,13 +224,13 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   VF sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift));
+    const VF e = ExpScalef(d, hn::Sub(hn::LoadU(d, s + j), vshift));
     hn::StoreU(e, d, s + j);
     sum = hn::Add(sum, e);
   }
   if (j < n) {
     const auto live = hn::FirstN(d, static_cast<size_t>(n - j));
-    const VF e = hn::IfThenElseZero(live, hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
+    const VF e = hn::IfThenElseZero(live, ExpScalef(d, hn::Sub(hn::LoadU(d, s + j), vshift)));
     hn::StoreU(e, d, s + j);
     sum = hn::Add(sum, e);
     j += N;
@@ -574,6 +550,17 @@ void AttentionBackwardImpl(const Attention& a, ConstRows out, const float* lse, 
   if (!part_value.empty()) SumTableParts(a, part_value, rg.rel_value);
 }
 
+void AttentionExpImpl(const float* x, float* ours, float* highway, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t i = 0; i < n; i += N) {
+    const auto count = static_cast<size_t>(std::min(N, n - i));
+    const VF v = LoadPart(d, x + i, count);
+    StorePart(ExpScalef(d, v), d, ours + i, count);
+    StorePart(hn::Exp(d, v), d, highway + i, count);
+  }
+}
+
 // RoPE (kernels.h): the loop of posenc's RotateHalf (src/cpu/rope.cc), whole vectors of pairs and then
 // a scalar tail, on the tables of each row's token.
 void RopeRotateImpl(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
@@ -613,6 +600,11 @@ namespace posenc::lab::kernels {
 HWY_EXPORT(AttentionForwardImpl);
 HWY_EXPORT(AttentionBackwardImpl);
 HWY_EXPORT(RopeRotateImpl);
+HWY_EXPORT(AttentionExpImpl);
+
+void attention_exp(const float* x, float* ours, float* highway, int64_t n) {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionExpImpl)(x, ours, highway, n);
+}
 
 void rope_rotate(const float* cos, const float* sin, int64_t pairs, ConstRows in, Rows out, int64_t B,
                  int64_t T, int64_t H, int64_t D) {

@@ -36,6 +36,9 @@ struct LayerActs {                       // saved by the forward for the backwar
 
 // Rows per chunk of the MLP's backward: its d fc (kMlpRows x mlp floats: 256 KiB at mlp 512) within L2.
 constexpr int64_t kMlpRows = 128;
+// Rows per chunk of the attention's backward and the products beside it (whole windows, at least one): its
+// dqkv (kQkvRows x 3 d_model floats: 192 KiB at d_model 64) within L2.
+constexpr int64_t kQkvRows = 256;
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
   for (const ParamSlice& s : layout)
@@ -286,23 +289,37 @@ void Model::backward() {
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
                        m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
                        N, C);
-    // 4. res2 = x + proj(atty): dres is now d res2
-    ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data(), a.atty.data(),
-                         P + o.proj_w, N, C, C, ops::Dinp::store);
-    // 3. attention (attention.h: through RoPE, into the encoding's tables); dqkv stored
     const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
     const AttentionConfig cfg =
         attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
     AttentionGrads grads;  // each table's gradient has the table's shape, at the same offset in G
     for (const registry::Entry* e : c.encoding.entries())
       if (e->lab.attention_grads) e->lab.attention_grads(shape, cfg, tensors_in(layout_, o.prefix, G), grads);
-    m.attention.backward(cfg, a.qkv.data(), B, T, H, D, view(m.positions.data(), {T}), a.atty.data(),
-                         a.lse.data(), m.datty.data(), m.dqkv.data(), grads);
-    // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
-    ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data(), P + o.qkv_w,
-                         N, C, 3 * C, ops::Dinp::store);
-    ops::norm_backward(c.norm, m.dres.data(), G + o.norm1_w, o.norm1_b >= 0 ? G + o.norm1_b : nullptr,
-                       m.dnorm.data(), x, P + o.norm1_w, a.norm1_mean.data(), a.norm1_rstd.data(), N, C);
+    // Steps 4 to 2 in chunks of whole windows, so that d atty and dqkv stay in cache between the products
+    // and the attention that write and read them (each window's attention computes alone; the weights',
+    // biases' and norm's gradients add the chunks' rows in order: the same bits). An attention with
+    // parameters of its own (relative tables, Shaw, Transformer-XL) sums their gradients over every
+    // window at once: one chunk.
+    const bool own_grads = grads.relative_table.data || grads.shaw_a_k.data || grads.shaw_a_v.data ||
+                           grads.transformer_xl_u.data || grads.transformer_xl_v.data ||
+                           grads.transformer_xl_w_r.data || grads.sinks.data;
+    const int64_t windows = own_grads ? B : std::clamp<int64_t>(kQkvRows / T, 1, B);
+    for (int64_t b0 = 0; b0 < B; b0 += windows) {
+      const int64_t nb = std::min(windows, B - b0), r0 = b0 * T, rows = nb * T;
+      // 4. res2 = x + proj(atty): dres is now d res2
+      ops::matmul_backward(m.datty.data() + r0 * C, G + o.proj_w, G + o.proj_b, m.dres.data() + r0 * C,
+                           a.atty.data() + r0 * C, P + o.proj_w, rows, C, C, ops::Dinp::store);
+      // 3. attention (attention.h: through RoPE, into the encoding's tables); dqkv stored
+      m.attention.backward(cfg, a.qkv.data() + r0 * 3 * C, nb, T, H, D, view(m.positions.data(), {T}),
+                           a.atty.data() + r0 * C, a.lse.data() + b0 * H * T, m.datty.data() + r0 * C,
+                           m.dqkv.data() + r0 * 3 * C, grads);
+      // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
+      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.qkv_w, G + o.qkv_b, m.dqkv.data() + r0 * 3 * C,
+                           a.norm1.data() + r0 * C, P + o.qkv_w, rows, C, 3 * C, ops::Dinp::store);
+      ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm1_w,
+                         o.norm1_b >= 0 ? G + o.norm1_b : nullptr, m.dnorm.data() + r0 * C, x + r0 * C,
+                         P + o.norm1_w, a.norm1_mean.data() + r0, a.norm1_rstd.data() + r0, rows, C);
+    }
   }
   // 1. embeddings: the encodings' tables (a learned one) and wte receive d x0
   const registry::LabModel shape = lab_model(c);

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "attention.h"
@@ -466,6 +468,47 @@ TEST(LabKernels, NormsInGroupsOfRowsGiveEachRowsBits) {
       EXPECT_EQ(bits, first) << "the norms' bits on every target";
     });
   }
+}
+
+// The attention's exponential: Highway's Exp's bits wherever x <= 177 (past it Highway's overflows to NaN),
+// NaN, infinities and subnormal results included, on every target; within 4 ulp of e^x in double.
+TEST(LabKernels, AttentionExpIsHighwaysExp) {
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          -87.3f,
+                          -88.0f,
+                          -100.0f,
+                          -103.97f,
+                          -104.0f,
+                          -104.01f,
+                          88.7f,
+                          88.73f,
+                          176.9f,
+                          -1e30f,
+                          std::numeric_limits<float>::denorm_min(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 65521) {  // bit patterns across every float
+    const auto bits = static_cast<uint32_t>(u);
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    x.push_back(f);
+  }
+  for (int i = 0; i <= 20000; ++i) x.push_back(-104.0f + 0.0052f * static_cast<float>(i));  // [-104, 0]
+  for_each_target([&](int64_t) {
+    std::vector<float> ours(x.size()), highway(x.size());
+    kernels::attention_exp(x.data(), ours.data(), highway.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!(x[i] <= 177.0f) && !std::isnan(x[i])) continue;
+      ASSERT_EQ(std::memcmp(&ours[i], &highway[i], sizeof(float)), 0)
+          << "x " << x[i] << ": " << ours[i] << " against Highway's " << highway[i];
+      if (x[i] < -87.0f || x[i] > 88.0f || std::isnan(x[i])) continue;  // subnormal or infinite
+      const double want = std::exp(static_cast<double>(x[i]));
+      ASSERT_LE(std::abs(ours[i] - want), 4 * 0x1p-23 * want) << "x " << x[i];
+    }
+  });
 }
 
 TEST(LabKernels, ElementwiseAndRowLoopsMatchDouble) {
