@@ -13,22 +13,11 @@
 #include <new>
 #include <vector>
 
+#include "src/line_floats.h"
+
 namespace posenc::lab::kernels {
 
-// Storage that starts on a 64-byte cache line (a large std::vector<float> starts 16 bytes past one with
-// glibc): rows of whole SIMD vectors are then whole lines, which no vector load or store straddles.
-template <typename T>
-struct LineAllocator {
-  using value_type = T;
-  LineAllocator() = default;
-  template <typename U>
-  LineAllocator(const LineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* ptr, size_t) { ::operator delete (ptr, std::align_val_t{64}); }
-  bool operator==(const LineAllocator&) const { return true; }
-  bool operator!=(const LineAllocator&) const { return false; }
-};
-using LineFloats = std::vector<float, LineAllocator<float>>;
+using posenc::LineFloats;  // src/line_floats.h
 
 // A matrix operand: element (i, l) at data[i * row + l * col] (a transpose swaps row and col).
 struct Matrix {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/attention_plan.h"
+#include "src/line_floats.h"
 #include "src/strided.h"
 
 namespace posenc::cpu {
@@ -29,20 +30,7 @@ constexpr int64_t padded_row_floats(int64_t width) {
 }
 constexpr int64_t kPackedTileStride = padded_row_floats(kAttentionBlockK);  // 80 floats for 64 keys
 
-// Storage that starts on a 64-byte line (a large std::vector<float> starts 16 bytes past one with
-// glibc), so that padded rows are whole lines: a vector load never straddles two of them.
-template <typename T>
-struct LineAllocator {
-  using value_type = T;
-  LineAllocator() = default;
-  template <typename U>
-  LineAllocator(const LineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* ptr, size_t) { ::operator delete (ptr, std::align_val_t{64}); }
-  bool operator==(const LineAllocator&) const { return true; }
-  bool operator!=(const LineAllocator&) const { return false; }
-};
-using LineFloats = std::vector<float, LineAllocator<float>>;
+using posenc::LineFloats;  // src/line_floats.h
 
 // A key or value tensor transposed per (problem, kv head), in tiles of kAttentionBlockK keys: tile t
 // of a head is `dim` rows of kPackedTileStride floats (row d: element d of keys [64 t, 64 t + 64), the
