@@ -214,8 +214,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
     sinks_gradient_kernel<<<static_cast<unsigned>(l.H), 256, 0, stream>>>(sa);
     check_launch("attention_backward", "the sinks gradient kernel");
   }
-  const bool sm90 = problems > 0 && l.H > 0 && l.shaw_a_k == nullptr && l.xl_u == nullptr &&
-                    attention_backward_choice != AttentionKernel::tiled &&
+  const bool sm90 = problems > 0 && l.H > 0 && attention_backward_choice != AttentionKernel::tiled &&
                     attention_backward_sm90_fits(bl, attention_backward_choice == AttentionKernel::automatic);
   // The learned table's gradient: sums by lookup entry; on the tiled passes from partial sums per keys-pass
   // block, in waves of at most attention_table_partial_bytes.
