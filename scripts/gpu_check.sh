@@ -92,13 +92,20 @@ sm90_filter=()
 if wanted tests || wanted bench; then
   left_out=()
   for pass in forward backward; do
-    case_name=Sm90KernelSmallCase tests_left=Sm90Kernel*
+    case_name=Sm90KernelSmallCase tests_left=Sm90Kernel*:AttentionXLCuda.Sm90Kernel*
     [ $pass = backward ] && case_name=Sm90BackwardSmallCase tests_left=Sm90Backward*
     phase "sm_90a attention $pass: one small case"
     timeout 30 "$bin/test_attention_cuda" --gtest_filter="AttentionCuda.$case_name" \
       >"$out/sm90_${pass}_smoke.log" 2>&1
     status=$?
     tail -3 "$out/sm90_${pass}_smoke.log"
+    # The forward with Transformer-XL's terms (its own instantiations of the kernel) the same way.
+    if [ $pass = forward ] && [ $status -eq 0 ]; then
+      timeout 30 "$bin/test_attention_xl_cuda" --gtest_filter="AttentionXLCuda.Sm90KernelSmallCase" \
+        >"$out/sm90_forward_xl_smoke.log" 2>&1
+      status=$?
+      tail -3 "$out/sm90_forward_xl_smoke.log"
+    fi
     if [ $status -ne 0 ]; then
       echo "sm_90a attention $pass FAILED (exit $status; 124: a hang): the rest runs on the tiled kernel"
       failed=1
@@ -118,6 +125,7 @@ if wanted tests; then
     filter=() seconds=120
     # The forward's file checks about 300 calls against the double reference (on the CPU): more time.
     [ "$t" = test_attention_cuda ] && filter=(${sm90_filter[@]+"${sm90_filter[@]}"}) seconds=240
+    [ "$t" = test_attention_xl_cuda ] && filter=(${sm90_filter[@]+"${sm90_filter[@]}"})
     timeout "$(limit "$seconds")" "$bin/$t" ${filter[@]+"${filter[@]}"} --gtest_output="json:$out/$t.json" \
       >"$out/$t.log" 2>&1
     status=$?
@@ -192,6 +200,9 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
     'AttentionShawBackwardCuda.PartialGradientsInWaves'
   # Transformer-XL's band in shared memory: staged 16-bit rows, then fp32 products, half copied on reuse.
   sanitize racecheck attention_xl test_attention_xl_cuda 'AttentionXLCuda.SmallShapes*'
+  # The sm_90a kernel's band: chunks stored by each warpgroup, read skewed after its barrier.
+  sanitize memcheck attention_sm90_xl test_attention_xl_cuda 'AttentionXLCuda.Sm90KernelSmallCase'
+  sanitize racecheck attention_sm90_xl test_attention_xl_cuda 'AttentionXLCuda.Sm90KernelSmallCase'
   # Its backward: the bands, the sums of dS per key and per delta, dS skewed into band columns.
   sanitize racecheck attention_xl_backward test_attention_xl_backward_cuda \
     'AttentionXLBackwardCuda.SmallShapes*'

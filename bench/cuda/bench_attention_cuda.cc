@@ -7,9 +7,9 @@
 // W_R's gradients, d_model = H D), every gradient deterministic. TFLOP/s count the FLOPs done (4 B H D per
 // visible pair: q.k and P V; the backward 10 B H D more: the recomputed q.k, dP, dV, dQ and dK,
 // FlashAttention-2's count), as the anchors of scripts/gpu_anchors.py count theirs (the same run times a
-// large bf16 matmul as the limit). On a Hopper GPU the forward's rows without Shaw's or Transformer-XL's
-// terms run on the sm_90a kernel; the rows marked "tiled" run the same calls on the tiled kernel, which
-// every GPU runs. One JSON line per figure on stdout; run by scripts/gpu_check.sh.
+// large bf16 matmul as the limit). On a Hopper GPU the forward's rows without Shaw's terms run on the sm_90a
+// kernel (Transformer-XL's on its key tiles of 64); the rows marked "tiled" run the same calls on the tiled
+// kernel, which every GPU runs. One JSON line per figure on stdout; run by scripts/gpu_check.sh.
 //   usage: bench_attention_cuda [repeats]
 #include <algorithm>
 #include <cstdlib>
@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
     if (cuda::attention_sm90_available() && !tiled_only) {  // the scalar terms once more, tiled
       cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
       for (size_t i = 0; i < 5; ++i) row(variants[i], " tiled");  // none, alibi, t5, clipped, softcap
+      row(variants.back(), " tiled");                             // transformer_xl
       cuda::attention_forward_choice = cuda::AttentionKernel::automatic;
     }
     cudaFree(table), cudaFree(shaw_tables), cudaFree(xl);

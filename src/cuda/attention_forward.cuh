@@ -75,6 +75,8 @@ struct Params {
   int64_t xl_lo, xl_n;
   const float* xl_u;
   int64_t xl_u_strides[2];
+  // The sm_90a kernel's (src/cuda/attention_sm90_xl.cu): u_h . k_j (B, H, K) f32, B = 1 for packed sequences.
+  const float* xl_uk;
   float slopes[kMaxAttentionHeads];
 };
 
@@ -673,6 +675,18 @@ void launch(const Params& params, int64_t q_blocks, int64_t heads, int64_t probl
 // better), and its launch with p's fields set (one pass: splits 1).
 bool attention_sm90_fits(const AttentionLaunch& l, bool fill_required);
 void launch_sm90(const AttentionLaunch& l, const Params& p);
+// What the plain and the Transformer-XL kernels both need of a launch, besides their shared memory: the
+// shapes, strides and grid the TMA and the kernel can take, a Hopper device running the sm_90a code, and
+// with fill_required enough row blocks.
+bool attention_sm90_launch_fits(const AttentionLaunch& l, bool fill_required);
+// The launch's head tile (AttentionSm90Tiles): 64, 128, 192 or 256 columns, or 0 where none takes it.
+int64_t attention_sm90_tile(const AttentionLaunch& l);
+// Transformer-XL's terms on the Hopper kernel (src/cuda/attention_sm90_xl.cu): whether it takes the launch
+// (head dims up to 128, its tables of n > 0 deltas), and its launch with p's XL fields set (xl_uk: u . k_j
+// as attention_sm90_xl_uk gives it, over the (B, H, K) rows of l, B = 1 for packed sequences).
+bool attention_sm90_xl_fits(const AttentionLaunch& l, int64_t n, bool fill_required);
+void attention_sm90_xl_uk(const AttentionLaunch& l, float* uk);
+void launch_sm90_xl(const AttentionLaunch& l, const Params& p);
 
 // Transformer-XL's forward (src/cuda/attention_xl.cu): its tables over the deltas the tiles may read, then
 // its kernels for these tiles ((64, 64) or (128, 128)) with p's other fields set, on one pass (splits 1).

@@ -18,14 +18,17 @@
 namespace posenc::cuda {
 
 // kHeadDim, kHeadDimV: the q / k and the v heads' columns (head dims below are zero-padded by the TMA): 64 /
-// 64, 128 / 128, MLA's 192 / 128 and 256 / 256; key tiles of 128, or 64 at 256 (two buffers of K and V within
-// the 227 KB of shared memory and the accumulators of O and S within a consumer's registers).
-template <class Element, int kHeadDim, int kHeadDimV = kHeadDim>
+// 64, 128 / 128, MLA's 192 / 128 and 256 / 256; kKeys: the key tile, 128, or 64 at 256 (two buffers of K and
+// V within the 227 KB of shared memory and the accumulators of O and S within a consumer's registers) and
+// with Transformer-XL's terms (its band of deltas beside them, src/cuda/attention_sm90_xl.h).
+template <class Element, int kHeadDim, int kHeadDimV = kHeadDim, int kKeys = kHeadDim == 256 ? 64 : 128>
 struct AttentionSm90Tiles {
   static_assert((kHeadDim == 64 && kHeadDimV == 64) || (kHeadDim == 128 && kHeadDimV == 128) ||
                     (kHeadDim == 192 && kHeadDimV == 128) || (kHeadDim == 256 && kHeadDimV == 256),
                 "head tiles of 64, 128, 192 / 128 or 256 columns");
-  static constexpr int kBlockM = 128, kBlockN = kHeadDim == 256 ? 64 : 128, kStages = 2;
+  static_assert(kKeys == 128 || kKeys == 64, "key tiles of 128 or 64");
+  static_assert(kKeys == 64 || kHeadDim != 256, "heads of 256: key tiles of 64");
+  static constexpr int kBlockM = 128, kBlockN = kKeys, kStages = 2;
   static constexpr int kConsumers = 2;                     // warpgroups of 64 rows each
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and one producer warpgroup
   using MmaS = decltype(cute::make_tiled_mma(

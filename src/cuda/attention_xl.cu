@@ -268,6 +268,15 @@ void launch_transformer_xl(const AttentionLaunch& l, Params& p, const AttentionT
   const XLTables t = transformer_xl_tables(l);
   p.xl_rproj = t.rproj->data(), p.xl_vr = t.vr->as<float>(), p.xl_lo = t.lo, p.xl_n = t.n;
   p.xl_u = l.xl_u, p.xl_u_strides[0] = l.xl_u_strides[0], p.xl_u_strides[1] = l.xl_u_strides[1];
+  if (attention_forward_choice != AttentionKernel::tiled &&
+      attention_sm90_xl_fits(l, t.n, attention_forward_choice == AttentionKernel::automatic)) {
+    // The Hopper kernel (src/cuda/attention_sm90_xl.cu), with u . k_j tabulated first.
+    DeviceScratch uk(kOp, "the Transformer-XL u . k", static_cast<size_t>(l.B * l.H * l.K) * 4);
+    attention_sm90_xl_uk(l, uk.as<float>());
+    p.xl_uk = uk.as<float>();
+    launch_sm90_xl(l, p);
+    return;
+  }
   const bool bf16 = l.dtype == DType::bf16;
   if (tiles.qk == 64)
     bf16 ? launch<cutlass::bfloat16_t, 64, 64, false, true>(p, q_blocks, l.H, problems, l.B)

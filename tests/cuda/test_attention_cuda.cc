@@ -19,6 +19,7 @@
 #include "attention_case.h"
 #include "device_buffer.h"
 #include "half_storage.h"
+#include "kernel_choice.h"
 #include "posenc/error.h"
 #include "src/cuda/attention.h"
 #include "rope_emulation.h"
@@ -151,40 +152,13 @@ const std::vector<Enc>& gpu_encodings() {
   return e;
 }
 
-// Which forward kernel runs the calls of a scope (restored at its end, also when an assertion returns).
-struct ForwardKernel {
-  explicit ForwardKernel(cuda::AttentionKernel k) : saved(cuda::attention_forward_choice) {
-    cuda::attention_forward_choice = k;
-  }
-  ~ForwardKernel() { cuda::attention_forward_choice = saved; }
-  cuda::AttentionKernel saved;
-};
-
-// Which backward kernel runs the calls of a scope, as ForwardKernel.
-struct BackwardKernel {
-  explicit BackwardKernel(cuda::AttentionKernel k) : saved(cuda::attention_backward_choice) {
-    cuda::attention_backward_choice = k;
-  }
-  ~BackwardKernel() { cuda::attention_backward_choice = saved; }
-  cuda::AttentionKernel saved;
-};
-
 // POSENC_TEST_FORWARD_KERNEL=sm90 (or tiled) runs every test here with that forward kernel wherever it fits
-// (scripts/gpu_check.sh runs the file once more on the sm_90a kernel; automatic: the library's choice).
-[[maybe_unused]] const bool kKernelFromEnvironment = [] {
-  const char* k = std::getenv("POSENC_TEST_FORWARD_KERNEL");
-  if (k != nullptr && std::string(k) == "sm90") cuda::attention_forward_choice = cuda::AttentionKernel::sm90;
-  if (k != nullptr && std::string(k) == "tiled")
-    cuda::attention_forward_choice = cuda::AttentionKernel::tiled;
-  return k != nullptr;
-}();
+// (scripts/gpu_check.sh runs the file once more on the sm_90a kernel; automatic: the library's choice);
 // POSENC_TEST_BACKWARD_KERNEL the same for the backward.
-[[maybe_unused]] const bool kBackwardKernelFromEnvironment = [] {
-  const char* k = std::getenv("POSENC_TEST_BACKWARD_KERNEL");
-  if (k != nullptr && std::string(k) == "sm90") cuda::attention_backward_choice = cuda::AttentionKernel::sm90;
-  if (k != nullptr && std::string(k) == "tiled")
-    cuda::attention_backward_choice = cuda::AttentionKernel::tiled;
-  return k != nullptr;
+[[maybe_unused]] const bool kKernelsFromEnvironment = [] {
+  choose_kernel_from("POSENC_TEST_FORWARD_KERNEL", &cuda::attention_forward_choice);
+  choose_kernel_from("POSENC_TEST_BACKWARD_KERNEL", &cuda::attention_backward_choice);
+  return true;
 }();
 
 TEST(AttentionCuda, EveryEncodingAndMaskAgainstTheReference) {

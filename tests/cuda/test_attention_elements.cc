@@ -23,6 +23,7 @@
 #include "src/bias_plan.h"
 #include "src/cuda/attention-inl.cuh"
 #include "src/cuda/attention_backward_sm90_turns.h"
+#include "src/cuda/attention_sm90_xl.h"
 #include "src/angle.h"
 #include "src/cpu/transformer_xl.h"
 #include "src/cuda/bias-inl.cuh"
@@ -571,6 +572,71 @@ TEST(AttentionElements, Sm90BackwardTurnsAgainstEveryPair) {
     }
     offset += lengths[z];
   }
+}
+
+// Transformer-XL's band on the sm_90a forward (src/cuda/attention_sm90_xl.h), step by step as its producer
+// and consumers walk it: runs of consecutive key tiles, after gaps too. At every key tile, each warpgroup's
+// band holds, at each pair's column, the table row of that pair's delta: warpgroup 0 forms its chunk from the
+// step's rows, warpgroup 1 from the step before's, and the two steps before a run bring the older chunks.
+// The chunks' stores and the pairs' reads each meet 32 banks per warp, in either half.
+TEST(AttentionElements, Sm90TransformerXLBandAgainstEveryPair) {
+  constexpr int kKeys = cuda::kSm90XLKeys;
+  struct Step {
+    int tile, chunk;
+  };
+  const std::vector<std::vector<int>> runs = {{0, 1, 2, 3, 4, 5}, {3, 4, 7, 8, 9}, {0}, {5}, {2, 3, 10, 12}};
+  for (const int64_t qp0 : {int64_t{0}, int64_t{63}, int64_t{200}, int64_t{1000}})
+    for (const std::vector<int>& tiles : runs) {
+      const int64_t lo = -500;  // the table's first delta
+      std::vector<Step> steps;
+      int last = -2;
+      for (const int t : tiles) {
+        const int first = static_cast<int>(cuda::xl_band_first_delta(qp0, int64_t{kKeys} * t, kKeys) - lo);
+        if (t != last + 1)
+          for (const int step : {cuda::kSm90XLChunkAhead2, cuda::kSm90XLChunkAhead1})
+            steps.push_back({step, cuda::sm90_xl_chunk_first(first, step)});
+        last = t;
+        steps.push_back({t, first});
+      }
+      for (int g = 0; g < 2; ++g) {
+        SCOPED_TRACE("warpgroup " + std::to_string(g) + ", first row at " + std::to_string(qp0));
+        std::vector<int64_t> band(2 * kKeys * cuda::kXLBandRows, INT64_MIN);
+        int new_half = 1;
+        for (size_t i = 0; i < steps.size(); ++i) {
+          if (cuda::sm90_xl_forms(steps[i].tile)) {
+            ASSERT_TRUE(g == 0 || i > 0) << "warpgroup 1 forms a chunk without a step before";
+            const Step& rows = steps[g == 0 ? i : i - 1];
+            new_half ^= 1;
+            for (int j = 0; j < kKeys; ++j)
+              for (int r = 0; r < 64; ++r) band[cuda::sm90_xl_chunk_at(j, r, new_half)] = rows.chunk + j;
+          }
+          if (steps[i].tile < 0) continue;
+          const int t = steps[i].tile;
+          for (int r = 0; r < 64; ++r)
+            for (int c = 0; c < kKeys; ++c) {
+              const int64_t delta = (qp0 + 64 * g + r) - (int64_t{kKeys} * t + c);
+              ASSERT_EQ(band[cuda::sm90_xl_band_at(cuda::xl_band_column(r, c, kKeys), r, new_half)],
+                        delta - lo)
+                  << "tile " << t << " pair (" << r << ", " << c << ")";
+            }
+        }
+      }
+    }
+  // Banks: a warp's lanes hold rows 16 w + l / 4 (+ 8) and columns 2 (l % 4) + 8 k (+ 1) of the accumulators.
+  for (int half = 0; half < 2; ++half)
+    for (int w = 0; w < 4; ++w)
+      for (int k = 0; k < kKeys / 8; ++k)
+        for (int v = 0; v < 4; ++v) {
+          std::set<int> stores, reads;
+          for (int l = 0; l < 32; ++l) {
+            const int r = 16 * w + l / 4 + 8 * (v / 2), c = 8 * k + 2 * (l % 4) + v % 2;
+            stores.insert(cuda::sm90_xl_chunk_at(c, r, half) % 32);
+            reads.insert(cuda::sm90_xl_band_at(cuda::xl_band_column(r, c, kKeys), r, half) % 32);
+          }
+          EXPECT_EQ(stores.size(), 32u)
+              << "stores, half " << half << " warp " << w << " k " << k << " v " << v;
+          EXPECT_EQ(reads.size(), 32u) << "reads, half " << half << " warp " << w << " k " << k << " v " << v;
+        }
 }
 
 }  // namespace

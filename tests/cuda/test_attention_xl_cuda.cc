@@ -19,10 +19,12 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "attention_case.h"
 #include "device_buffer.h"
 #include "half_storage.h"
+#include "kernel_choice.h"
 #include "posenc/error.h"
 #include "posenc/kv_cache.h"
 #include "reference/transformer_xl.h"
@@ -30,6 +32,13 @@
 
 namespace posenc::test {
 namespace {
+
+// POSENC_TEST_FORWARD_KERNEL=tiled keeps every call here on the tiled kernel (scripts/gpu_check.sh, after the
+// sm_90a kernel's small case failed); sm90 forces that kernel wherever it fits.
+[[maybe_unused]] const bool kKernelFromEnvironment = [] {
+  choose_kernel_from("POSENC_TEST_FORWARD_KERNEL", &cuda::attention_forward_choice);
+  return true;
+}();
 
 // E_i of the header per (b, h, i), as (B, H, Q): over the row's visible keys j, the largest
 //   sum_d |q_id| (u |rproj_d| + t A_d) + sum_d |v_hd| t A_d,  A_d = sum_e |W_R[h D + d][e] R_delta[e]|,
@@ -194,8 +203,9 @@ TEST(AttentionXLCuda, SmallShapesAgainstTheReference) {
   check({1, 3, 130, 2, 2, 128, false}, Enc::transformer_xl, kF16);
 }
 
-TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
-  POSENC_SKIP_WITHOUT_GPU();
+// Shapes, masks and storages: the tiled kernel's, and with the sm_90a kernel forced (the same shapes less the
+// values wider than the heads, and more row blocks and key tiles than its two buffers).
+std::vector<Case> xl_shapes(bool sm90) {
   Case capped{1, 70, 70, 4, 2, 64, true};
   capped.softcap = 2.0, capped.sinks = true, capped.chunk = 16;
   Case window{2, 130, 130, 2, 2, 128, true, 50};
@@ -203,7 +213,7 @@ TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
   packed.cu_q = {0, 50, 50, 120}, packed.cu_k = {0, 60, 70, 150};
   Case wide_values{1, 70, 70, 2, 2, 128, true};
   wide_values.Dv = 192;  // two 128-column parts of the output per row block
-  const std::vector<Case> shapes = {
+  std::vector<Case> shapes = {
       {2, 70, 70, 4, 2, 64, true},    // a prefill, two partial tiles, grouped heads
       {1, 3, 200, 8, 1, 128, false},  // decode rows against a long cache (queries at its end), multi-query
       {1, 1, 1, 1, 1, 64, false},     // length 1
@@ -216,11 +226,57 @@ TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
       {1, 130, 130, 2, 2, 64, false, 20},
       capped,
       window,
-      packed,
-      wide_values};
+      packed};
+  if (!sm90) {
+    shapes.push_back(wide_values);
+    return shapes;
+  }
+  Case long_packed{1, 420, 690, 4, 2, 64, true};  // partial last tiles whose next rows are another sequence's
+  long_packed.cu_q = {0, 150, 150, 420}, long_packed.cu_k = {0, 200, 390, 690};
+  shapes.push_back({1, 300, 650, 4, 4, 128, true});       // 3 row blocks, 11 key tiles through 2 buffers
+  shapes.push_back({1, 129, 700, 2, 1, 128, false});      // a row past the first block, multi-query
+  shapes.push_back({2, 300, 700, 2, 2, 128, true, 150});  // each row block's run starts past key tile 0
+  shapes.push_back(long_packed);
+  return shapes;
+}
+
+TEST(AttentionXLCuda, ShapesMasksAndStoragesAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  for (const Storage* s : {&kBf16, &kF16})
+    for (const Case& c : xl_shapes(false))
+      for (Enc e : {Enc::transformer_xl, Enc::transformer_xl_t5}) check(c, e, *s);
+}
+
+// The sm_90a kernel with Transformer-XL's terms (src/cuda/attention_sm90_xl.cu: key tiles of 64, each
+// consumer warpgroup's band formed a chunk per tile), forced onto the shapes it takes; values wider than the
+// q / k heads stay on the tiled kernel.
+TEST(AttentionXLCuda, Sm90KernelAgainstTheReference) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ForwardKernel forced(cuda::AttentionKernel::sm90);
+  const std::vector<Case> shapes = xl_shapes(true);
+  int64_t launches = cuda::attention_sm90_launches;
   for (const Storage* s : {&kBf16, &kF16})
     for (const Case& c : shapes)
       for (Enc e : {Enc::transformer_xl, Enc::transformer_xl_t5}) check(c, e, *s);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches, static_cast<int64_t>(2 * 2 * shapes.size()));
+  Case wide_values{1, 70, 70, 2, 2, 128, true};
+  wide_values.Dv = 192;
+  launches = cuda::attention_sm90_launches;
+  check(wide_values, Enc::transformer_xl, kBf16);
+  EXPECT_EQ(cuda::attention_sm90_launches, launches) << "values wider than the heads: the tiled kernel";
+}
+
+// A small case of it for the GPU check (first, under a short timeout, and its sanitizers): two row blocks,
+// seven key tiles through the two buffers, with T5's bias; and fp16 heads of 128 without a mask.
+TEST(AttentionXLCuda, Sm90KernelSmallCase) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ForwardKernel forced(cuda::AttentionKernel::sm90);
+  const int64_t launches = cuda::attention_sm90_launches;
+  check({1, 130, 400, 2, 1, 64, true}, Enc::transformer_xl_t5, kBf16);
+  check({1, 70, 200, 2, 2, 128, false}, Enc::transformer_xl, kF16);
+  EXPECT_EQ(cuda::attention_sm90_launches - launches, 2);
 }
 
 // The GPU against the CPU backend's fp32 forward (and the double reference) on the same rounded inputs, with
