@@ -486,7 +486,6 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
     warpgroup_wait<1>();  // S (and XL's chunk) is done; P V may still run
     warpgroup_fence_operand(acc_s);
     [[maybe_unused]] const float* uk = nullptr;
-    [[maybe_unused]] const float* band_at = nullptr;
     if constexpr (kXL) {
       warpgroup_fence_operand(acc_r);
       store_chunk(group == 0 ? stage : previous);
