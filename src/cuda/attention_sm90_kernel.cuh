@@ -179,6 +179,10 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
     ClusterBarrier::wait(&sh.empty_k[stage], phase ^ 1);  // the consumers are done with K and positions
     if constexpr (kXL) {
       ClusterBarrier::wait(&sh.xl.empty_r[stage], phase ^ 1);  // and both warpgroups with the rows
+      // A step without keys: the consumers arrive on empty_v as soon as they see full_k, so its wait for the
+      // buffer's previous phase comes first (after full_k, that phase's successor could complete before the
+      // wait, whose parity would then name a phase that never completes).
+      if (!keys) ClusterBarrier::wait(&sh.empty_v[stage], phase ^ 1);
       const float* uk = p.xl_uk + (static_cast<int64_t>(b) * p.H + h) * p.K + pr.k0 + col0;
       if (keys)
         for (int j = lane; j < BN; j += 32) sh.xl.uk[stage][j] = j < cols ? uk[j] : 0.0f;
@@ -208,7 +212,7 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
     } else {
       ClusterBarrier::arrive(&sh.full_k[stage]);
     }
-    ClusterBarrier::wait(&sh.empty_v[stage], phase ^ 1);  // and with V (a tile later than K)
+    if (keys) ClusterBarrier::wait(&sh.empty_v[stage], phase ^ 1);  // and with V (a tile later than K)
     if (lane == 0) {
       if (keys) {
         ClusterTransactionBarrier::arrive_and_expect_tx(&sh.full_v[stage], T::kVBytes);
