@@ -15,12 +15,12 @@
 //   src/cuda/attention-inl.cuh per accumulator element from its (row, col) (the same functions and order as
 //   the tiled kernel), the online softmax in base 2, P rounded to the storage type in registers and
 //   O += P V by wgmma with P from registers; out and lse from registers at the end.
-// Transformer-XL (kXL): each buffer also carries 64 rproj rows, by the TMA, with v . rproj of their deltas
-// and u . k of the tile's keys; each consumer warpgroup forms a chunk of its band of deltas per tile with
-// S (src/cuda/attention_sm90_xl.h says which), one more (64, D) x (D, 64) product, and adds
-// u . k_j + (q . rproj + v . rproj)(delta) to each pair's dot product as the tiled kernel does.
-// Q, K and V rows and head columns past the tensors are zero-filled by the TMA (a partial tile's keys are
-// masked, a zero column adds nothing), so nothing past them is read; a packed sequence's partial last key
+// Transformer-XL (kXL): each step also brings 64 rproj rows by the TMA into a ring of 3 slots of its own,
+// with v . rproj of their deltas, and u . k of the tile's keys; each consumer warpgroup forms a chunk of its
+// band of deltas per tile with S (src/cuda/attention_sm90_xl.h says which), one more (64, D) x (D, 64)
+// product, and adds u . k_j + (q . rproj + v . rproj)(delta) to each pair's dot product as the tiled kernel
+// does. Q, K and V rows and head columns past the tensors are zero-filled by the TMA (a partial tile's keys
+// are masked, a zero column adds nothing), so nothing past them is read; a packed sequence's partial last key
 // tile holds the next sequence's keys, masked, and its V rows are zeroed before P V.
 #pragma once
 #include <cuda_runtime.h>
@@ -67,15 +67,20 @@ struct Sm90 {
   using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, gmem(nullptr, Sm90GmemShape{}, Sm90GmemStride{}),
                                       take<0, 2>(typename T::SmemV{}),
                                       Shape<Int<T::kBlockN>, Int<kHeadDimV>>{}, _1{}));
-  // Transformer-XL's buffers: each step's rproj rows and v . rproj of their deltas, released by both
-  // warpgroups (warpgroup 1 reads a step's rows at the next step: empty_r); the tile's u . k_j (with its
-  // positions); each consumer warpgroup's band, two halves of 64 columns by band column (kXLBandRows).
+  // Transformer-XL's buffers: each step's rproj rows and v . rproj of their deltas in a ring of their own,
+  // of kRowSlots (steps mod kRowSlots), released by both warpgroups (warpgroup 1 reads a step's rows at the
+  // next step: empty_r), so that a slot's release comes two steps before the producer needs it again and
+  // never holds back K; the tile's u . k_j (with its positions); each consumer warpgroup's band, two halves
+  // of 64 columns by band column (kXLBandRows).
+  static constexpr int kRowSlots = 3;
+  using SmemR =
+      decltype(tile_to_shape(typename T::Atom{}, Shape<Int<T::kBlockN>, Int<kHeadDim>, Int<kRowSlots>>{}));
   struct XLShared {
-    alignas(1024) Element r[T::kStages * T::kBlockN * kHeadDim];
+    alignas(1024) Element r[kRowSlots * T::kBlockN * kHeadDim];
     float band[T::kConsumers][2 * kSm90XLKeys * kXLBandRows];
     float uk[T::kStages][T::kBlockN];
-    float vr[T::kStages][kSm90XLKeys];
-    uint64_t empty_r[T::kStages];
+    float vr[kRowSlots][kSm90XLKeys];
+    uint64_t empty_r[kRowSlots];
   };
   struct NoXL {};
   struct Shared {
@@ -172,13 +177,15 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
   const int64_t* k_pos = p.k_pos + b * p.k_pos_stride + pr.k0;
   int stage = 0;
   uint32_t phase = 0;
+  [[maybe_unused]] int r_slot = 0;  // XL: the rows' ring (K::kRowSlots)
+  [[maybe_unused]] uint32_t r_phase = 0;
   // One step into the next buffer: a key tile (step >= 0: its first key col0, its cols keys) or, XL, a step
   // without keys; XL: the 64 rproj rows from table row `chunk` (32-bit: attention_sm90_xl_fits).
   const auto load = [&](int step, int whole, int col0, int cols, int chunk) {
     const bool keys = step >= 0;
     ClusterBarrier::wait(&sh.empty_k[stage], phase ^ 1);  // the consumers are done with K and positions
     if constexpr (kXL) {
-      ClusterBarrier::wait(&sh.xl.empty_r[stage], phase ^ 1);  // and both warpgroups with the rows
+      ClusterBarrier::wait(&sh.xl.empty_r[r_slot], r_phase ^ 1);  // both warpgroups with the slot's rows
       // A step without keys: the consumers arrive on empty_v as soon as they see full_k, so its wait for the
       // buffer's previous phase comes first (after full_k, that phase's successor could complete before the
       // wait, whose parity would then name a phase that never completes).
@@ -188,7 +195,7 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
         for (int j = lane; j < BN; j += 32) sh.xl.uk[stage][j] = j < cols ? uk[j] : 0.0f;
       for (int j = lane; j < kSm90XLKeys; j += 32) {
         const int m = chunk + j;  // zero outside the table: those deltas belong to masked pairs
-        sh.xl.vr[stage][j] = m >= 0 && m < static_cast<int>(p.xl_n) ? p.xl_vr[h * p.xl_n + m] : 0.0f;
+        sh.xl.vr[r_slot][j] = m >= 0 && m < static_cast<int>(p.xl_n) ? p.xl_vr[h * p.xl_n + m] : 0.0f;
       }
     }
     if (keys)
@@ -200,14 +207,14 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
                                                       (keys ? T::kKBytes : 0) + (kXL ? T::kKBytes : 0));
       if (keys) copy(tma_k.with(sh.full_k[stage]), get<0>(tK)(_, step), get<1>(tK)(_, stage));
       if constexpr (kXL) {
-        Tensor sR = make_tensor(make_smem_ptr(sh.xl.r), typename T::SmemK{});
+        Tensor sR = make_tensor(make_smem_ptr(sh.xl.r), typename K::SmemR{});
         Tensor mR = tma_r.get_tma_tensor(make_shape(static_cast<int>(p.xl_n), p.D, static_cast<int>(p.H), 1));
         // Rows before 0 or past n are zero-filled by the TMA (its coordinates are signed).
         Tensor gR = local_tile(domain_offset(make_coord(chunk, 0), mR(_, _, h, 0)),
                                Shape<Int<BN>, Int<kHeadDim>>{}, make_coord(0, 0));
         auto [tRg, tRs] =
             tma_partition(tma_r, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sR), group_modes<0, 2>(gR));
-        copy(tma_r.with(sh.full_k[stage]), tRg, tRs(_, stage));
+        copy(tma_r.with(sh.full_k[stage]), tRg, tRs(_, r_slot));
       }
     } else {
       ClusterBarrier::arrive(&sh.full_k[stage]);
@@ -222,6 +229,8 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
       }
     }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
+    if constexpr (kXL)
+      if (++r_slot == K::kRowSlots) r_slot = 0, r_phase ^= 1;
   };
 
   const int n_tiles = (pr.nk + BN - 1) / BN;
@@ -311,7 +320,9 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
       ClusterTransactionBarrier::init(&sh.full_v[s], 1);          // its lane 0
       ClusterBarrier::init(&sh.empty_k[s], 128 * T::kConsumers);  // every consumer thread
       ClusterBarrier::init(&sh.empty_v[s], 128 * T::kConsumers);
-      if constexpr (kXL) ClusterBarrier::init(&sh.xl.empty_r[s], 128 * T::kConsumers);
+    }
+    if constexpr (kXL) {
+      for (int s = 0; s < K::kRowSlots; ++s) ClusterBarrier::init(&sh.xl.empty_r[s], 128 * T::kConsumers);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -380,29 +391,29 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
   uint32_t phase = 0, pending_phase = 0;
 
   // XL: the rproj rows' descriptors, the band's products (as S's), the thread's first band row (of its
-  // warpgroup's 64) and column offsets from the thread's first element; the half of the newest chunk and the
-  // buffer of the step before (src/cuda/attention_sm90_xl.h).
+  // warpgroup's 64) and column offsets from the thread's first element; the half of the newest chunk, the
+  // rows' slot of this step and of the step before (src/cuda/attention_sm90_xl.h).
   Element* const rows_smem = [&] {
     if constexpr (kXL) return sh.xl.r;
     return sh.k;  // (never read)
   }();
   [[maybe_unused]] Tensor tSrR =
-      thr_s.partition_fragment_B(make_tensor(make_smem_ptr(rows_smem), typename T::SmemK{}));
+      thr_s.partition_fragment_B(make_tensor(make_smem_ptr(rows_smem), typename K::SmemR{}));
   [[maybe_unused]] Tensor acc_r = partition_fragment_C(mma_s, Shape<Int<BM>, Int<BN>>{});
   [[maybe_unused]] float* const band = [&]() -> float* {
     if constexpr (kXL) return sh.xl.band[group];
     return nullptr;
   }();
   [[maybe_unused]] const int band_row = get<0>(tScS(0, 0)) - 64 * group, band_col = get<1>(tScS(0, 0));
-  [[maybe_unused]] int new_half = 1, previous = -1;
-  // XL: this warpgroup's chunk of the band at this step (warpgroup 0 from this buffer's rows, 1 from the
-  // buffer before), from its products in acc_r: q . rproj + v . rproj into the newest half, then the rows
+  [[maybe_unused]] int new_half = 1, r_slot = 0, previous_r = -1;
+  // XL: this warpgroup's chunk of the band at this step (warpgroup 0 from this step's rows, 1 from the step
+  // before's), from its products in acc_r: q . rproj + v . rproj into the newest half, then the rows' slot
   // released.
-  [[maybe_unused]] const auto store_chunk = [&](int rows_stage) {
+  [[maybe_unused]] const auto store_chunk = [&](int rows_slot) {
     if constexpr (kXL) {
       new_half ^= 1;
       Tensor a = make_tensor(acc_r.data(), gmma_accumulator_rows_cols(acc_r.layout()));
-      const float* vr = sh.xl.vr[rows_stage] + band_col;
+      const float* vr = sh.xl.vr[rows_slot] + band_col;
       float* at = band + sm90_xl_chunk_at(band_col, band_row, new_half);
       CUTE_UNROLL
       for (int r = 0; r < kRows; ++r) CUTE_UNROLL
@@ -410,7 +421,7 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
         const int dr = get<0>(tScS(r, c)) - get<0>(tScS(0, 0)), dc = get<1>(tScS(r, c)) - band_col;
         at[dc * kXLBandRows + dr] = a(r, c) + vr[dc];
       }
-      ClusterBarrier::arrive(&sh.xl.empty_r[rows_stage]);  // this thread is done with those rows
+      ClusterBarrier::arrive(&sh.xl.empty_r[rows_slot]);  // this thread is done with those rows
     }
   };
   // The pending tile's P V, alone (XL: before the steps that start a run, whose buffers may be its V's).
@@ -435,17 +446,18 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
         if (pending >= 0) finish_pending();
         ClusterBarrier::arrive(&sh.empty_k[stage]);
         ClusterBarrier::arrive(&sh.empty_v[stage]);
-        const int rows_stage = group == 0 ? stage : previous;
+        const int rows_slot = group == 0 ? r_slot : previous_r;
         if (sm90_xl_forms(t)) {
-          sm90_gemm(mma_s, tSrQ, tSrR(_, _, _, rows_stage), acc_r, true);
+          sm90_gemm(mma_s, tSrQ, tSrR(_, _, _, rows_slot), acc_r, true);
           band_sync();  // every thread of the warpgroup is done reading the band
           warpgroup_wait<0>();
           warpgroup_fence_operand(acc_r);
-          store_chunk(rows_stage);
-        } else if (group == 0 || previous >= 0) {
-          ClusterBarrier::arrive(&sh.xl.empty_r[rows_stage]);  // rows this warpgroup does not read
+          store_chunk(rows_slot);
+        } else if (group == 0 || previous_r >= 0) {
+          ClusterBarrier::arrive(&sh.xl.empty_r[rows_slot]);  // rows this warpgroup does not read
         }
-        previous = stage;
+        previous_r = r_slot;
+        if (++r_slot == K::kRowSlots) r_slot = 0;
         if (++stage == T::kStages) stage = 0, phase ^= 1;
         continue;
       }
@@ -478,7 +490,7 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
     // (XL: the turn's barrier also waits for every thread of this warpgroup, done reading the band.)
     my_turn();
     sm90_gemm(mma_s, tSrQ, tSrK(_, _, _, stage), acc_s, true);
-    if constexpr (kXL) sm90_gemm(mma_s, tSrQ, tSrR(_, _, _, group == 0 ? stage : previous), acc_r, true);
+    if constexpr (kXL) sm90_gemm(mma_s, tSrQ, tSrR(_, _, _, group == 0 ? r_slot : previous_r), acc_r, true);
     if (pending >= 0) {
       ClusterTransactionBarrier::wait(&sh.full_v[pending], pending_phase);
       sm90_gemm(mma_o, tOrP, tOrV(_, _, _, pending), acc_o, false);
@@ -492,7 +504,7 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
     [[maybe_unused]] const float* uk = nullptr;
     if constexpr (kXL) {
       warpgroup_fence_operand(acc_r);
-      store_chunk(group == 0 ? stage : previous);
+      store_chunk(group == 0 ? r_slot : previous_r);
       band_sync();  // the chunk is whole
       uk = sh.xl.uk[stage] + band_col;
     }
@@ -549,7 +561,10 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
         Convert{}(*reinterpret_cast<const typename Convert::source_type*>(acc_s.data()));
     warpgroup_fence_operand(tOrP);
     pending = stage, pending_phase = phase;
-    if constexpr (kXL) previous = stage;
+    if constexpr (kXL) {
+      previous_r = r_slot;
+      if (++r_slot == K::kRowSlots) r_slot = 0;
+    }
     if (++stage == T::kStages) stage = 0, phase ^= 1;
   }
   if (pending >= 0) finish_pending();  // the last tile's P V

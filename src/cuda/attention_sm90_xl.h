@@ -10,10 +10,11 @@
 // half `new_half` (columns m < 64) and the one before in the other (columns m >= 64): column m lives at
 // m ^ (new_half * 64), and the halves swap at each chunk formed. Warpgroup 1's new chunk at a tile is
 // warpgroup 0's of the tile before (its rows are 64 positions later), so the producer loads one chunk of
-// rproj rows per tile, with K: warpgroup 0 forms its chunk from the tile's buffer, warpgroup 1 from the
-// buffer before. A run of tiles (the first visible tile, or one after skipped tiles) starts with two steps
-// without keys, carrying the chunks at first + 128 (warpgroup 1's older one, formed at the next step from
-// the buffer before) and first + 64 (warpgroup 0's older one, and warpgroup 1's newer one at the tile).
+// rproj rows per tile, with K, into a ring of slots of its own: warpgroup 0 forms its chunk from the step's
+// slot, warpgroup 1 from the step before's. A run of tiles (the first visible tile, or one after skipped
+// tiles) starts with two steps without keys, carrying the chunks at first + 128 (warpgroup 1's older one,
+// formed at the next step from the slot before) and first + 64 (warpgroup 0's older one, and warpgroup 1's
+// newer one at the tile).
 #pragma once
 #include <cstdint>
 
