@@ -215,8 +215,8 @@ HWY_INLINE ProductLimits ShiftedLimits(const AttnTask& t, int64_t i, int64_t row
   return ProductLimits{std::max<int64_t>(0, t.T - i - rows), t.T, nv};
 }
 
-// The first K vectors of a row of n elements, n in ((K - 1) N, K N]: exp(s - shift), zeros past n, their
-// exponentials interleaved (ExpScalefK) and added to sum in order, as ExpRow's loop adds them; returns K N.
+// The first K vectors of a row of n > (K - 1) N elements: exp(s - shift), zeros past n, their exponentials
+// interleaved (ExpScalefK) and added to sum in order, as ExpRow's loop adds them; returns K N.
 template <int K>
 HWY_INLINE int64_t ExpVectors(float* s, int64_t n, VF vshift, VF& sum) {
   const DF d;
@@ -239,19 +239,20 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   const VF vshift = hn::Set(d, shift);
   VF sum = hn::Zero(d);
   int64_t j = 0;
-  // Rows of up to 4 vectors (T <= 64 on AVX-512): their exponentials interleaved, the sum in the same order
-  switch ((n + N - 1) / N) {
+  // Up to 4 vectors at a time, their exponentials interleaved, the sum in the same order
+  for (; n - j > 4 * N; j += 4 * N) ExpVectors<4>(s + j, n - j, vshift, sum);
+  switch ((n - j + N - 1) / N) {
     case 1:
-      j = ExpVectors<1>(s, n, vshift, sum);
+      j += ExpVectors<1>(s + j, n - j, vshift, sum);
       break;
     case 2:
-      j = ExpVectors<2>(s, n, vshift, sum);
+      j += ExpVectors<2>(s + j, n - j, vshift, sum);
       break;
     case 3:
-      j = ExpVectors<3>(s, n, vshift, sum);
+      j += ExpVectors<3>(s + j, n - j, vshift, sum);
       break;
     case 4:
-      j = ExpVectors<4>(s, n, vshift, sum);
+      j += ExpVectors<4>(s + j, n - j, vshift, sum);
       break;
     default:
       break;
