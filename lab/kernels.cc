@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "posenc/threads.h"
@@ -307,14 +308,46 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
       for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, g.c + (i + r) * g.ldc + j + v * N);
     return;
   }
+  // The epilogue's operands in locals: the stores (through Highway's may-alias vector type) would otherwise
+  // make the compiler reload each of g's fields and test it again for every vector.
+  const int64_t ldc = g.ldc, at = i * ldc + j;
+  float* const c = g.c + at;
+  const float* const factor = g.factor ? g.factor + at : nullptr;
+  const float* const residual = g.residual ? g.residual + at : nullptr;
   VF bias[kVecs];
 #pragma GCC unroll 4
   for (int v = 0; v < kVecs; ++v) bias[v] = g.bias ? hn::LoadU(d, g.bias + j + v * N) : hn::Zero(d);
+  auto finish = [&](auto with_factor, auto with_bias, auto with_residual) {  // as Epilogue, per vector
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v)
-      Epilogue<true>(g, (i + r) * g.ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t e = r * ldc + v * N;
+        VF x = acc[r][v];
+        if constexpr (decltype(with_factor)::value) x = hn::Mul(hn::LoadU(d, factor + e), x);
+        if constexpr (decltype(with_bias)::value) x = hn::Add(x, bias[v]);
+        if constexpr (decltype(with_residual)::value) x = hn::Add(x, hn::LoadU(d, residual + e));
+        hn::StoreU(x, d, c + e);
+      }
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (factor && (g.bias || residual)) {  // not a combination the lab's layers use (kernels.h)
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v)
+        Epilogue<true>(g, (i + r) * ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+  } else if (factor) {
+    finish(Yes{}, No{}, No{});
+  } else if (g.bias && residual)
+    finish(No{}, Yes{}, Yes{});
+  else if (g.bias)
+    finish(No{}, Yes{}, No{});
+  else if (residual)
+    finish(No{}, No{}, Yes{});
+  else
+    finish(No{}, No{}, No{});
   if (g.gelu_out) GeluEpilogue(g, i, kRows, j, kVecs * N);
 }
 
