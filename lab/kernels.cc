@@ -483,6 +483,34 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
 // prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
 // The groups change no column's order of adds.
 constexpr int64_t kSumVecs = 32;
+// Vectors [g0, g0 + G) of columns over every row.
+template <int kOut, int G, class Term>
+HWY_INLINE void ColumnSumsPass(float* const (&out)[kOut], int64_t rows, int64_t cols, int64_t g0,
+                               const Term& term) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  size_t count[G];
+  VF acc[kOut][G];
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k) {
+    count[k] = static_cast<size_t>(std::min(N, cols - (g0 + k) * N));
+#pragma GCC unroll 2
+    for (int o = 0; o < kOut; ++o) acc[o][k] = LoadPart(d, out[o] + (g0 + k) * N, count[k]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < G; ++k) {
+      VF t[kOut];
+      term(r, (g0 + k) * N, count[k], t);
+#pragma GCC unroll 2
+      for (int o = 0; o < kOut; ++o) acc[o][k] = hn::Add(acc[o][k], t[o]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k)
+#pragma GCC unroll 2
+    for (int o = 0; o < kOut; ++o) StorePart(acc[o][k], d, out[o] + (g0 + k) * N, count[k]);
+}
 template <int kOut, class Term>
 HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols, const Term& term) {
   const DF d;
@@ -494,24 +522,24 @@ HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols
   const int64_t per_group = (vecs + groups - 1) / groups;
   posenc::parallel_for(groups, [&](int64_t task) {
     const int64_t v0 = task * per_group, v1 = std::min(vecs, v0 + per_group);
-    VF acc[kOut][kSumVecs];
-    for (int o = 0; o < kOut; ++o)
-      for (int64_t v = v0; v < v1; ++v)
-        acc[o][v - v0] = LoadPart(d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
-    auto add = [&](int64_t r, int64_t v, size_t count) {
-      VF t[kOut];
-      term(r, v * N, count, t);
-      for (int o = 0; o < kOut; ++o) acc[o][v - v0] = hn::Add(acc[o][v - v0], t[o]);
-    };
-    const int64_t whole = std::min(v1, cols / N);  // vectors before a partial one
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t v = v0; v < whole; ++v) add(r, v, static_cast<size_t>(N));
-      if (whole < v1) add(r, whole, static_cast<size_t>(cols - whole * N));
-    }
-    for (int o = 0; o < kOut; ++o)
-      for (int64_t v = v0; v < v1; ++v) {
-        StorePart(acc[o][v - v0], d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
+    // Up to 4 vectors of columns per pass over the rows, their running sums in registers (an array indexed
+    // by a run-time vector kept them in memory: every add waited on a store and a load)
+    for (int64_t g0 = v0; g0 < v1; g0 += 4) {
+      switch (std::min<int64_t>(4, v1 - g0)) {
+        case 4:
+          ColumnSumsPass<kOut, 4>(out, rows, cols, g0, term);
+          break;
+        case 3:
+          ColumnSumsPass<kOut, 3>(out, rows, cols, g0, term);
+          break;
+        case 2:
+          ColumnSumsPass<kOut, 2>(out, rows, cols, g0, term);
+          break;
+        default:
+          ColumnSumsPass<kOut, 1>(out, rows, cols, g0, term);
+          break;
       }
+    }
   });
 }
 
