@@ -340,14 +340,15 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
         Epilogue<true>(g, (i + r) * ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
   } else if (factor) {
     finish(Yes{}, No{}, No{});
-  } else if (g.bias && residual)
+  } else if (g.bias && residual) {
     finish(No{}, Yes{}, Yes{});
-  else if (g.bias)
+  } else if (g.bias) {
     finish(No{}, Yes{}, No{});
-  else if (residual)
+  } else if (residual) {
     finish(No{}, No{}, Yes{});
-  else
+  } else {
     finish(No{}, No{}, No{});
+  }
   if (g.gelu_out) GeluEpilogue(g, i, kRows, j, kVecs * N);
 }
 
@@ -478,10 +479,10 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
 // the rows in order, so that a sum over rows [0, n) equals the sums over [0, m) and then [m, n).
 // kOut sums at once: term(r, j, count, t) sets t[0 .. kOut) to the vectors of the terms of row r, columns
 // [j, j + count); out[o][j] += the terms of t[o].
-// A task takes a group of up to kSumVecs vectors of columns and passes over the rows once, its running
-// sums in an array on the stack (in L1): the rows' columns are read in order, which the memory
-// prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
-// The groups change no column's order of adds.
+// A task takes a group of up to kSumVecs vectors of columns (several tasks where there are threads for
+// them) and passes over its rows once per 4 of them, their running sums in registers (ColumnSumsPass):
+// most of the step's column sums run over chunks of rows that its products have just read or written (L2).
+// The groups and passes change no column's order of adds.
 constexpr int64_t kSumVecs = 32;
 // Vectors [g0, g0 + G) of columns over every row.
 template <int kOut, int G, class Term>
