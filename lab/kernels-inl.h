@@ -78,6 +78,48 @@ HWY_INLINE hn::Vec<D> ExpScalef(D d, hn::Vec<D> x) {
 #endif
 }
 
+// ExpScalef of K vectors with each step interleaved across them (each step for every vector before the next
+// step), so that the core has K independent chains in flight: the same operations per element, the same
+// bits.
+template <int K, class D>
+HWY_INLINE void ExpScalefK(D d, hn::Vec<D> (&x)[K]) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  static_assert(hn::MaxLanes(D()) == 16, "the AVX-512 path is written for whole vectors");
+  using V = hn::Vec<D>;
+  const V half = hn::Set(d, 0.5f), lower = hn::Set(d, -104.0f), neg_zero = hn::Set(d, -0.0f);
+  const V one = hn::Set(d, 1.0f), one_over_log2 = hn::Set(d, 1.442695040888963407359924681f);
+  const hn::RebindToSigned<D> di;
+  V qf[K], r[K], x2[K], p[K];
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k)
+    qf[k] = hn::ConvertTo(
+        d, hn::ConvertTo(di, hn::MulAdd(x[k], one_over_log2, hn::Or(half, hn::And(x[k], neg_zero)))));
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) r[k] = hn::MulAdd(qf[k], hn::Set(d, -0.693145751953125f), x[k]);
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) r[k] = hn::MulAdd(qf[k], hn::Set(d, -1.428606765330187045e-6f), r[k]);
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) x2[k] = hn::Mul(r[k], r[k]);
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k)
+    p[k] =
+        hn::MulAdd(hn::Mul(x2[k], x2[k]),
+                   hn::MulAdd(hn::Set(d, 0.000198527617612853646278381f), r[k],
+                              hn::Set(d, 0.00139304355252534151077271f)),
+                   hn::MulAdd(x2[k],
+                              hn::MulAdd(hn::Set(d, 0.00833336077630519866943359f), r[k],
+                                         hn::Set(d, 0.0416664853692054748535156f)),
+                              hn::MulAdd(hn::Set(d, 0.166666671633720397949219f), r[k], hn::Set(d, 0.5f))));
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) p[k] = hn::Add(hn::MulAdd(p[k], hn::Mul(r[k], r[k]), r[k]), one);
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k)
+    x[k] = hn::IfThenElseZero(hn::Ge(x[k], lower), V{_mm512_scalef_ps(p[k].raw, qf[k].raw)});
+#else
+  for (int k = 0; k < K; ++k) x[k] = hn::Exp(d, x[k]);
+#endif
+}
+
 // dst (N, ldd) = the N x N block of rows from src (row i at src + i ld) transposed, in registers: each
 // round takes the even lanes of rows 2i and 2i + 1 into row i and their odd lanes into row N/2 + i, which
 // moves lane c of row r one bit along the index (r, c); after log2(N) rounds lane r of row c is (r, c).

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "posenc/threads.h"
@@ -66,6 +67,61 @@ HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x) {
   return GeluGradGivenTanh(d, x, GeluTanh(d, x));
 }
 
+// gelu(x[k]) into out[k] and gelu'(x[k]) into grad[k] for K vectors, their operations interleaved (each
+// step for every vector before the next step) so that the core has K independent chains in flight instead
+// of one chain of about 40 dependent operations at a time: the same operations, in the same order per
+// element, as Gelu and GeluGradGivenTanh (GeluTanh and RationalTanh above), so the same bits.
+template <int K, class D>
+HWY_INLINE void GeluAndGrad(D d, const hn::Vec<D> (&x)[K], hn::Vec<D> (&out)[K], hn::Vec<D> (&grad)[K]) {
+  using V = hn::Vec<D>;
+  const V one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f), scale = hn::Set(d, kGeluScale);
+  const V bound = hn::Set(d, 7.90531110763549805f), small = hn::Set(d, 4e-4f);
+  V xx[K], u[K], c[K], c2[K], p[K], q[K], t[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) xx[k] = hn::Mul(x[k], x[k]);
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) u[k] = hn::Mul(hn::Set(d, kGeluCubic), hn::Mul(xx[k], x[k]));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) u[k] = hn::Mul(scale, hn::Add(x[k], u[k]));  // tanh's argument
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) c[k] = hn::Min(hn::Max(u[k], hn::Neg(bound)), bound);
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) c2[k] = hn::Mul(c[k], c[k]);
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    p[k] = hn::MulAdd(c2[k], hn::Set(d, -2.76076847742355e-16f), hn::Set(d, 2.00018790482477e-13f));
+    q[k] = hn::MulAdd(c2[k], hn::Set(d, 1.19825839466702e-06f), hn::Set(d, 1.18534705686654e-04f));
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    p[k] = hn::MulAdd(c2[k], p[k], hn::Set(d, -8.60467152213735e-11f));
+    q[k] = hn::MulAdd(c2[k], q[k], hn::Set(d, 2.26843463243900e-03f));
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    p[k] = hn::MulAdd(c2[k], p[k], hn::Set(d, 5.12229709037114e-08f));
+    q[k] = hn::MulAdd(c2[k], q[k], hn::Set(d, 4.89352518554385e-03f));
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) p[k] = hn::MulAdd(c2[k], p[k], hn::Set(d, 1.48572235717979e-05f));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) p[k] = hn::MulAdd(c2[k], p[k], hn::Set(d, 6.37261928875436e-04f));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) p[k] = hn::MulAdd(c2[k], p[k], hn::Set(d, 4.89352455891786e-03f));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) p[k] = hn::Mul(c[k], p[k]);
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) t[k] = hn::IfThenElse(hn::Lt(hn::Abs(u[k]), small), u[k], hn::Div(p[k], q[k]));
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    const V hx = hn::Mul(half, x[k]), onet = hn::Add(one, t[k]);
+    out[k] = hn::Mul(hx, onet);
+    const V dt = hn::Mul(hn::Mul(hn::Sub(one, hn::Mul(t[k], t[k])), scale),
+                         hn::Add(one, hn::Mul(hn::Set(d, 3.0f * kGeluCubic), xx[k])));
+    grad[k] = hn::Add(hn::Mul(half, onet), hn::Mul(hx, dt));
+  }
+}
+
 // ---- The matrix product (register tiles: kernels-inl.h).
 // The k-block: B's rows [l0, l0 + kBlockK) of a strip (64 columns on AVX-512: 64 KiB) stay in L1 / L2
 // while every tile of the task's rows passes over them. Between blocks the running sums wait in C.
@@ -104,6 +160,19 @@ HWY_INLINE void Epilogue(const Gemm& g, int64_t at, size_t count, VF x, VF bias)
 HWY_INLINE void GeluEpilogue(const Gemm& g, int64_t i, int64_t rows, int64_t j, int64_t cols) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  if (cols == kMaxVecs * N && g.gelu_grad) {  // a whole tile's rows: kMaxVecs vectors at a time
+    for (int64_t r = i; r < i + rows; ++r) {
+      float* c = g.c + r * g.ldc + j;
+      float* go = g.gelu_out + r * g.ldc + j;
+      VF x[kMaxVecs], out[kMaxVecs], grad[kMaxVecs];
+#pragma GCC unroll 4
+      for (int v = 0; v < kMaxVecs; ++v) x[v] = hn::LoadU(d, c + v * N);
+      GeluAndGrad(d, x, out, grad);
+#pragma GCC unroll 4
+      for (int v = 0; v < kMaxVecs; ++v) hn::StoreU(out[v], d, go + v * N), hn::StoreU(grad[v], d, c + v * N);
+    }
+    return;
+  }
   for (int64_t r = i; r < i + rows; ++r)
     for (int64_t c = j; c < j + cols; c += N) {
       const auto count = static_cast<size_t>(std::min(N, j + cols - c));
@@ -239,14 +308,47 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
       for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, g.c + (i + r) * g.ldc + j + v * N);
     return;
   }
+  // The epilogue's operands in locals: the stores (through Highway's may-alias vector type) would otherwise
+  // make the compiler reload each of g's fields and test it again for every vector.
+  const int64_t ldc = g.ldc, at = i * ldc + j;
+  float* const c = g.c + at;
+  const float* const factor = g.factor ? g.factor + at : nullptr;
+  const float* const residual = g.residual ? g.residual + at : nullptr;
   VF bias[kVecs];
 #pragma GCC unroll 4
   for (int v = 0; v < kVecs; ++v) bias[v] = g.bias ? hn::LoadU(d, g.bias + j + v * N) : hn::Zero(d);
+  auto finish = [&](auto with_factor, auto with_bias, auto with_residual) {  // as Epilogue, per vector
 #pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v)
-      Epilogue<true>(g, (i + r) * g.ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t e = r * ldc + v * N;
+        VF x = acc[r][v];
+        if constexpr (decltype(with_factor)::value) x = hn::Mul(hn::LoadU(d, factor + e), x);
+        if constexpr (decltype(with_bias)::value) x = hn::Add(x, bias[v]);
+        if constexpr (decltype(with_residual)::value) x = hn::Add(x, hn::LoadU(d, residual + e));
+        hn::StoreU(x, d, c + e);
+      }
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (factor && (g.bias || residual)) {  // not a combination the lab's layers use (kernels.h)
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v)
+        Epilogue<true>(g, (i + r) * ldc + j + v * N, static_cast<size_t>(N), acc[r][v], bias[v]);
+  } else if (factor) {
+    finish(Yes{}, No{}, No{});
+  } else if (g.bias && residual) {
+    finish(No{}, Yes{}, Yes{});
+  } else if (g.bias) {
+    finish(No{}, Yes{}, No{});
+  } else if (residual) {
+    finish(No{}, No{}, Yes{});
+  } else {
+    finish(No{}, No{}, No{});
+  }
   if (g.gelu_out) GeluEpilogue(g, i, kRows, j, kVecs * N);
 }
 
@@ -377,11 +479,39 @@ void GeluBackwardImpl(float* dx, const float* x, const float* dout, int64_t n) {
 // the rows in order, so that a sum over rows [0, n) equals the sums over [0, m) and then [m, n).
 // kOut sums at once: term(r, j, count, t) sets t[0 .. kOut) to the vectors of the terms of row r, columns
 // [j, j + count); out[o][j] += the terms of t[o].
-// A task takes a group of up to kSumVecs vectors of columns and passes over the rows once, its running
-// sums in an array on the stack (in L1): the rows' columns are read in order, which the memory
-// prefetchers follow (a task per 4 vectors read each row in pieces a row's length apart, from L3).
-// The groups change no column's order of adds.
+// A task takes a group of up to kSumVecs vectors of columns (several tasks where there are threads for
+// them) and passes over its rows once per 4 of them, their running sums in registers (ColumnSumsPass):
+// most of the step's column sums run over chunks of rows that its products have just read or written (L2).
+// The groups and passes change no column's order of adds.
 constexpr int64_t kSumVecs = 32;
+// Vectors [g0, g0 + G) of columns over every row.
+template <int kOut, int G, class Term>
+HWY_INLINE void ColumnSumsPass(float* const (&out)[kOut], int64_t rows, int64_t cols, int64_t g0,
+                               const Term& term) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  size_t count[G];
+  VF acc[kOut][G];
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k) {
+    count[k] = static_cast<size_t>(std::min(N, cols - (g0 + k) * N));
+#pragma GCC unroll 2
+    for (int o = 0; o < kOut; ++o) acc[o][k] = LoadPart(d, out[o] + (g0 + k) * N, count[k]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+#pragma GCC unroll 4
+    for (int k = 0; k < G; ++k) {
+      VF t[kOut];
+      term(r, (g0 + k) * N, count[k], t);
+#pragma GCC unroll 2
+      for (int o = 0; o < kOut; ++o) acc[o][k] = hn::Add(acc[o][k], t[o]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < G; ++k)
+#pragma GCC unroll 2
+    for (int o = 0; o < kOut; ++o) StorePart(acc[o][k], d, out[o] + (g0 + k) * N, count[k]);
+}
 template <int kOut, class Term>
 HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols, const Term& term) {
   const DF d;
@@ -393,24 +523,24 @@ HWY_INLINE void ColumnSums(float* const (&out)[kOut], int64_t rows, int64_t cols
   const int64_t per_group = (vecs + groups - 1) / groups;
   posenc::parallel_for(groups, [&](int64_t task) {
     const int64_t v0 = task * per_group, v1 = std::min(vecs, v0 + per_group);
-    VF acc[kOut][kSumVecs];
-    for (int o = 0; o < kOut; ++o)
-      for (int64_t v = v0; v < v1; ++v)
-        acc[o][v - v0] = LoadPart(d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
-    auto add = [&](int64_t r, int64_t v, size_t count) {
-      VF t[kOut];
-      term(r, v * N, count, t);
-      for (int o = 0; o < kOut; ++o) acc[o][v - v0] = hn::Add(acc[o][v - v0], t[o]);
-    };
-    const int64_t whole = std::min(v1, cols / N);  // vectors before a partial one
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t v = v0; v < whole; ++v) add(r, v, static_cast<size_t>(N));
-      if (whole < v1) add(r, whole, static_cast<size_t>(cols - whole * N));
-    }
-    for (int o = 0; o < kOut; ++o)
-      for (int64_t v = v0; v < v1; ++v) {
-        StorePart(acc[o][v - v0], d, out[o] + v * N, static_cast<size_t>(std::min(N, cols - v * N)));
+    // Up to 4 vectors of columns per pass over the rows, their running sums in registers (an array indexed
+    // by a run-time vector kept them in memory: every add waited on a store and a load)
+    for (int64_t g0 = v0; g0 < v1; g0 += 4) {
+      switch (std::min<int64_t>(4, v1 - g0)) {
+        case 4:
+          ColumnSumsPass<kOut, 4>(out, rows, cols, g0, term);
+          break;
+        case 3:
+          ColumnSumsPass<kOut, 3>(out, rows, cols, g0, term);
+          break;
+        case 2:
+          ColumnSumsPass<kOut, 2>(out, rows, cols, g0, term);
+          break;
+        default:
+          ColumnSumsPass<kOut, 1>(out, rows, cols, g0, term);
+          break;
       }
+    }
   });
 }
 

@@ -215,6 +215,22 @@ HWY_INLINE ProductLimits ShiftedLimits(const AttnTask& t, int64_t i, int64_t row
   return ProductLimits{std::max<int64_t>(0, t.T - i - rows), t.T, nv};
 }
 
+// The first K vectors of a row of n > (K - 1) N elements: exp(s - shift), zeros past n, their exponentials
+// interleaved (ExpScalefK) and added to sum in order, as ExpRow's loop adds them; returns K N.
+template <int K>
+HWY_INLINE int64_t ExpVectors(float* s, int64_t n, VF vshift, VF& sum) {
+  const DF d;
+  constexpr int64_t N = static_cast<int64_t>(hn::MaxLanes(DF()));
+  VF e[K];
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) e[k] = hn::Sub(hn::LoadU(d, s + k * N), vshift);
+  ExpScalefK(d, e);
+  e[K - 1] = hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(n - (K - 1) * N)), e[K - 1]);
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) hn::StoreU(e[k], d, s + k * N), sum = hn::Add(sum, e[k]);
+  return K * N;
+}
+
 // Row i of S (keys 0 .. i visible, n = i + 1) becomes exp(S - shift), zeros from n to Tp; returns the
 // sum of the exponentials, in vector lanes and then ReduceSum (a fixed order).
 HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
@@ -223,6 +239,24 @@ HWY_INLINE float ExpRow(const AttnTask& t, float* s, int64_t n, float shift) {
   const VF vshift = hn::Set(d, shift);
   VF sum = hn::Zero(d);
   int64_t j = 0;
+  // Up to 4 vectors at a time, their exponentials interleaved, the sum in the same order
+  for (; n - j > 4 * N; j += 4 * N) ExpVectors<4>(s + j, n - j, vshift, sum);
+  switch ((n - j + N - 1) / N) {
+    case 1:
+      j += ExpVectors<1>(s + j, n - j, vshift, sum);
+      break;
+    case 2:
+      j += ExpVectors<2>(s + j, n - j, vshift, sum);
+      break;
+    case 3:
+      j += ExpVectors<3>(s + j, n - j, vshift, sum);
+      break;
+    case 4:
+      j += ExpVectors<4>(s + j, n - j, vshift, sum);
+      break;
+    default:
+      break;
+  }
   for (; j + N <= n; j += N) {
     const VF e = ExpScalef(d, hn::Sub(hn::LoadU(d, s + j), vshift));
     hn::StoreU(e, d, s + j);

@@ -303,22 +303,25 @@ void Model::backward() {
     const bool own_grads = grads.relative_table.data || grads.shaw_a_k.data || grads.shaw_a_v.data ||
                            grads.transformer_xl_u.data || grads.transformer_xl_v.data ||
                            grads.transformer_xl_w_r.data || grads.sinks.data;
+    // d atty, dqkv and d norm1 live within a chunk: every chunk writes and reads them from the start of
+    // their buffers, lines that stay in L2 from one chunk to the next (rows of their own would be lines
+    // not in cache, read from L3 or memory before each write).
     const int64_t windows = own_grads ? B : std::clamp<int64_t>(kQkvRows / T, 1, B);
     for (int64_t b0 = 0; b0 < B; b0 += windows) {
       const int64_t nb = std::min(windows, B - b0), r0 = b0 * T, rows = nb * T;
       // 4. res2 = x + proj(atty): dres is now d res2
-      ops::matmul_backward(m.datty.data() + r0 * C, G + o.proj_w, G + o.proj_b, m.dres.data() + r0 * C,
+      ops::matmul_backward(m.datty.data(), G + o.proj_w, G + o.proj_b, m.dres.data() + r0 * C,
                            a.atty.data() + r0 * C, P + o.proj_w, rows, C, C, ops::Dinp::store);
       // 3. attention (attention.h: through RoPE, into the encoding's tables); dqkv stored
       m.attention.backward(cfg, a.qkv.data() + r0 * 3 * C, nb, T, H, D, view(m.positions.data(), {T}),
-                           a.atty.data() + r0 * C, a.lse.data() + b0 * H * T, m.datty.data() + r0 * C,
-                           m.dqkv.data() + r0 * 3 * C, grads);
+                           a.atty.data() + r0 * C, a.lse.data() + b0 * H * T, m.datty.data(), m.dqkv.data(),
+                           grads);
       // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
-      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.qkv_w, G + o.qkv_b, m.dqkv.data() + r0 * 3 * C,
-                           a.norm1.data() + r0 * C, P + o.qkv_w, rows, C, 3 * C, ops::Dinp::store);
+      ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data() + r0 * C,
+                           P + o.qkv_w, rows, C, 3 * C, ops::Dinp::store);
       ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm1_w,
-                         o.norm1_b >= 0 ? G + o.norm1_b : nullptr, m.dnorm.data() + r0 * C, x + r0 * C,
-                         P + o.norm1_w, a.norm1_mean.data() + r0, a.norm1_rstd.data() + r0, rows, C);
+                         o.norm1_b >= 0 ? G + o.norm1_b : nullptr, m.dnorm.data(), x + r0 * C, P + o.norm1_w,
+                         a.norm1_mean.data() + r0, a.norm1_rstd.data() + r0, rows, C);
     }
   }
   // 1. embeddings: the encodings' tables (a learned one) and wte receive d x0
