@@ -694,6 +694,27 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
   });
 }
 
+// out = (x - mean) * rstd * weight (+ bias) from the kept statistics: NormForwardImpl's last pass, the same
+// operations per element (mean 0 for rms: x - 0 is x), so the same bits as its out.
+void NormApplyImpl(bool layer, float* out, const float* inp, const float* weight, const float* bias,
+                   const float* mean, const float* rstd, int64_t N, int64_t C) {
+  posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
+    const DF d;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* x = inp + n * C;
+      float* o = out + n * C;
+      const VF vm = hn::Set(d, mean[n]), vs = hn::Set(d, rstd[n]);
+      for (int64_t i = 0; i < C; i += L) {
+        const auto count = static_cast<size_t>(std::min(L, C - i));
+        VF y = hn::Mul(hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs), LoadPart(d, weight + i, count));
+        if (layer) y = hn::Add(y, LoadPart(d, bias + i, count));
+        StorePart(y, d, o + i, count);
+      }
+    }
+  });
+}
+
 // Rows [n, n + 16) of NormBackwardImpl's dx, with C a multiple of 16, as NormForwardRows16: each row's two
 // sums as RowSum adds them, their lanes reduced 16 rows at a time.
 #if POSENC_LAB_LANE_SUMS16
@@ -903,6 +924,7 @@ HWY_EXPORT(GeluBackwardImpl);
 HWY_EXPORT(ColumnSumsImpl);
 HWY_EXPORT(NormForwardImpl);
 HWY_EXPORT(NormBackwardImpl);
+HWY_EXPORT(NormApplyImpl);
 HWY_EXPORT(CrossEntropyForwardImpl);
 HWY_EXPORT(CrossEntropyBackwardImpl);
 HWY_EXPORT(AdamWImpl);
@@ -926,6 +948,10 @@ void norm_forward(bool layer, float* out, float* mean, float* rstd, const float*
 void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
   HWY_DYNAMIC_DISPATCH(NormBackwardImpl)(layer, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+void norm_apply(bool layer, float* out, const float* inp, const float* weight, const float* bias,
+                const float* mean, const float* rstd, int64_t N, int64_t C) {
+  HWY_DYNAMIC_DISPATCH(NormApplyImpl)(layer, out, inp, weight, bias, mean, rstd, N, C);
 }
 void crossentropy_forward(float* probs, float* losses, const float* logits, const int32_t* targets,
                           int32_t ignore, int64_t N, int64_t V) {

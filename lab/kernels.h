@@ -65,6 +65,10 @@ void norm_forward(bool layer, float* out, float* mean, float* rstd, const float*
                   const float* bias, float eps, int64_t N, int64_t C);
 void norm_backward(bool layer, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+// norm_forward's out again from its mean and rstd (the same bits): out = (x - mean) * rstd * weight
+// (+ bias, layer only).
+void norm_apply(bool layer, float* out, const float* inp, const float* weight, const float* bias,
+                const float* mean, const float* rstd, int64_t N, int64_t C);
 
 // Softmax rows and their cross-entropy losses, and their gradient, as ops::crossentropy_forward and
 // ops::crossentropy_backward (ops.h).

@@ -24,12 +24,14 @@ struct LayerOffsets {  // into the flat parameter buffer; -1 where the model has
 
 using Floats = kernels::LineFloats;  // activations from a cache line: rows of whole vectors are whole lines
 
-struct LayerActs {                       // saved by the forward for the backward
-  Floats norm1, norm1_mean, norm1_rstd;  // (N, C), (N), (N)
-  Floats qkv;                            // (N, 3C): q | k | v per token
-  Floats atty, lse;                      // (N, C) = (B, T, H, D); (B, H, T)
-  Floats res2;                           // (N, C) = x + attention
-  Floats norm2, norm2_mean, norm2_rstd;
+// The norms' outputs are not kept: the backward recomputes the rows it needs from their input and statistics
+// (ops::norm_apply, the same bits), in cache, instead of reading what the forward wrote to memory.
+struct LayerActs {                // saved by the forward for the backward
+  Floats norm1_mean, norm1_rstd;  // (N), (N)
+  Floats qkv;                     // (N, 3C): q | k | v per token
+  Floats atty, lse;               // (N, C) = (B, T, H, D); (B, H, T)
+  Floats res2;                    // (N, C) = x + attention
+  Floats norm2_mean, norm2_rstd;
   Floats fch_dgelu, fch_gelu;  // (N, F): gelu'(fc(x)) and gelu(fc(x))
   Floats res3;                 // (N, C) = the layer's output
 };
@@ -64,6 +66,9 @@ struct Model::Impl {
   std::vector<LayerActs> acts;
   Floats normf, normf_mean, normf_rstd, probs;  // (N, C), (N), (N), (N, V)
   std::vector<float> losses;                    // (N)
+  // (N, C): norm1's or norm2's out, written by the forward for the product that follows, and the rows of a
+  // chunk of the backward's
+  Floats normed;
   // Backward scratch; dfch holds the MLP's d fc for kMlpRows rows at a time.
   Floats dres, dnorm, dqkv, datty, dfch, dlogits;
 
@@ -78,7 +83,7 @@ struct Model::Impl {
     x0.resize(N * C);
     acts.resize(static_cast<size_t>(c.layers));
     for (LayerActs& a : acts) {
-      for (auto* v : {&a.norm1, &a.atty, &a.res2, &a.norm2, &a.res3}) v->resize(N * C);
+      for (auto* v : {&a.atty, &a.res2, &a.res3}) v->resize(N * C);
       for (auto* v : {&a.norm1_mean, &a.norm1_rstd, &a.norm2_mean, &a.norm2_rstd}) v->resize(N);
       a.qkv.resize(N * 3 * C);
       a.lse.resize(N * static_cast<size_t>(c.heads));
@@ -86,6 +91,7 @@ struct Model::Impl {
       a.fch_gelu.resize(N * F);
     }
     normf.resize(N * C);
+    normed.resize(N * C);
     normf_mean.resize(N);
     normf_rstd.resize(N);
     probs.resize(N * V);
@@ -217,9 +223,9 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     const LayerOffsets& o = m.layer[static_cast<size_t>(l)];
     LayerActs& a = m.acts[static_cast<size_t>(l)];
     // 2. norm1 -> qkv projection
-    ops::norm_forward(c.norm, a.norm1.data(), a.norm1_mean.data(), a.norm1_rstd.data(), x, P + o.norm1_w,
+    ops::norm_forward(c.norm, m.normed.data(), a.norm1_mean.data(), a.norm1_rstd.data(), x, P + o.norm1_w,
                       o.norm1_b >= 0 ? P + o.norm1_b : nullptr, N, C);
-    ops::matmul_forward(a.qkv.data(), a.norm1.data(), P + o.qkv_w, P + o.qkv_b, N, C, 3 * C);
+    ops::matmul_forward(a.qkv.data(), m.normed.data(), P + o.qkv_w, P + o.qkv_b, N, C, 3 * C);
     // 3. causal attention with the encoding (attention.h: the lab's kernels or posenc's)
     const auto params = tensors_in(layout_, o.prefix, params_.data());
     m.attention.forward(attention_config(c, params, m.rope ? &*m.rope : nullptr), a.qkv.data(), B, T, H, D,
@@ -227,9 +233,9 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     // 4. output projection plus the residual x
     ops::matmul_forward(a.res2.data(), a.atty.data(), P + o.proj_w, P + o.proj_b, N, C, C, x);
     // 5. norm2 -> MLP (fc with GELU, proj plus the residual res2)
-    ops::norm_forward(c.norm, a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
+    ops::norm_forward(c.norm, m.normed.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.res2.data(),
                       P + o.norm2_w, o.norm2_b >= 0 ? P + o.norm2_b : nullptr, N, C);
-    ops::matmul_forward(a.fch_dgelu.data(), a.norm2.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
+    ops::matmul_forward(a.fch_dgelu.data(), m.normed.data(), P + o.fc_w, P + o.fc_b, N, C, F, nullptr,
                         a.fch_gelu.data(), true);
     ops::matmul_forward(a.res3.data(), a.fch_gelu.data(), P + o.fcproj_w, P + o.fcproj_b, N, F, C,
                         a.res2.data());
@@ -283,8 +289,11 @@ void Model::backward() {
       ops::matmul_backward(m.dfch.data(), G + o.fcproj_w, G + o.fcproj_b, m.dres.data() + r0 * C,
                            a.fch_gelu.data() + r0 * F, P + o.fcproj_w, rows, F, C, ops::Dinp::times,
                            a.fch_dgelu.data() + r0 * F, next > 0 ? ahead : ops::Ahead{});
-      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.fc_w, G + o.fc_b, m.dfch.data(),
-                           a.norm2.data() + r0 * C, P + o.fc_w, rows, C, F, ops::Dinp::store);
+      ops::norm_apply(c.norm, m.normed.data(), a.res2.data() + r0 * C, P + o.norm2_w,
+                      o.norm2_b >= 0 ? P + o.norm2_b : nullptr, a.norm2_mean.data() + r0,
+                      a.norm2_rstd.data() + r0, rows, C);
+      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.fc_w, G + o.fc_b, m.dfch.data(), m.normed.data(),
+                           P + o.fc_w, rows, C, F, ops::Dinp::store);
     }
     ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
                        m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
@@ -317,7 +326,10 @@ void Model::backward() {
                            a.atty.data() + r0 * C, a.lse.data() + b0 * H * T, m.datty.data(), m.dqkv.data(),
                            grads);
       // 2. qkv = linear(norm1(x)), and x's residual path: dres becomes d x
-      ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), a.norm1.data() + r0 * C,
+      ops::norm_apply(c.norm, m.normed.data(), x + r0 * C, P + o.norm1_w,
+                      o.norm1_b >= 0 ? P + o.norm1_b : nullptr, a.norm1_mean.data() + r0,
+                      a.norm1_rstd.data() + r0, rows, C);
+      ops::matmul_backward(m.dnorm.data(), G + o.qkv_w, G + o.qkv_b, m.dqkv.data(), m.normed.data(),
                            P + o.qkv_w, rows, C, 3 * C, ops::Dinp::store);
       ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm1_w,
                          o.norm1_b >= 0 ? G + o.norm1_b : nullptr, m.dnorm.data(), x + r0 * C, P + o.norm1_w,

@@ -74,6 +74,11 @@ void norm_backward(Norm norm, float* dinp, float* dweight, float* dbias, const f
   kernels::norm_backward(norm == Norm::layer, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
+void norm_apply(Norm norm, float* out, const float* inp, const float* weight, const float* bias,
+                const float* mean, const float* rstd, int64_t N, int64_t C) {
+  kernels::norm_apply(norm == Norm::layer, out, inp, weight, bias, mean, rstd, N, C);
+}
+
 void gelu_forward(float* out, const float* inp, int64_t n) { kernels::gelu_forward(out, inp, n); }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {

@@ -57,6 +57,10 @@ void norm_forward(Norm norm, float* out, float* mean, float* rstd, const float* 
 // dinp (N, C) +=, dweight (C) +=, dbias (C) += (layer only)
 void norm_backward(Norm norm, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                    const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C);
+// norm_forward's out (N, C) again from inp and its mean and rstd, bit for bit: the backward recomputes it
+// where it needs it instead of keeping it.
+void norm_apply(Norm norm, float* out, const float* inp, const float* weight, const float* bias,
+                const float* mean, const float* rstd, int64_t N, int64_t C);
 
 // GELU, tanh approximation (Hendrycks & Gimpel 2016; GPT-2): 0.5 x (1 + tanh(s (x + 0.044715 x^3))),
 // s = sqrt(2 / pi). out, inp (n)
