@@ -196,11 +196,11 @@ double estimated_memory_bytes(const ModelConfig& c, double tokens) {
       V * C + encoding_floats(&registry::LabHooks::model_tensors) + 3 * C +
       L * (4 * C * C + 2 * C * F + 9 * C + F + encoding_floats(&registry::LabHooks::layer_tensors));
   // Per token: each layer's qkv, atty, res2, res3 (8 C), gelu' and gelu of fc (2 F), the statistics and lse
-  // (4 + H); then x0, normf, the norms' out (3 C: normed) and the probabilities (V); the backward's
-  // dres, dnorm, dqkv, datty (6 C), dfch (F: a bound; the backward holds 128 rows of it) and dlogits (V);
+  // (4 + H); then x0, the norms' out (2 C: normed), normf's statistics and the probabilities (V); the
+  // backward's dres, dnorm, dqkv, datty (6 C), dfch and dlogits (F + V: a bound; it holds chunks of rows);
   // with RoPE, the attention's rotated q and k (2 C, attention.h).
   const double rope = c.encoding.has(EncodingKind::rope) ? 2 * C : 0;
-  const double per_token = L * (8 * C + 2 * F + 4 + H) + 3 * C + V + 3 + 6 * C + F + V + rope;
+  const double per_token = L * (8 * C + 2 * F + 4 + H) + 2 * C + V + 3 + 6 * C + F + V + rope;
   return 4 * (4 * params + tokens * per_token);
 }
 

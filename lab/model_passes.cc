@@ -3,7 +3,15 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <optional>
+#include <utility>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "attention.h"
 #include "kernels.h"
@@ -22,7 +30,45 @@ struct LayerOffsets {  // into the flat parameter buffer; -1 where the model has
   std::string prefix;  // "layers.<l>.": the encodings' tensors are found by name under it
 };
 
-using Floats = kernels::LineFloats;  // activations from a cache line: rows of whole vectors are whole lines
+// An array of the step (an activation, a backward buffer): n floats of the Arena, from a cache line, so that
+// rows of whole vectors are whole lines.
+struct Floats {
+  float* p = nullptr;
+  size_t n = 0;
+  float* data() const { return p; }
+  float* begin() const { return p; }
+  float* end() const { return p + n; }
+};
+
+// The step's arrays in one block of memory, zeroed, aligned to 2 MiB and, on Linux, offered to the kernel's
+// transparent huge pages (madvise; a hint: where they are not enabled, 4 KiB pages as before): the step
+// passes over ~20 MiB, which at 4 KiB a page is more pages than the core's TLB holds (walks on every
+// pass); in 2 MiB pages a dozen entries. No effect on any result.
+class Arena {
+ public:
+  static constexpr size_t kAlign = size_t{2} << 20;
+  void carve(const std::vector<std::pair<Floats*, size_t>>& arrays) {
+    auto line = [](size_t n) { return (n + 15) / 16 * 16; };  // floats to a whole 64-byte line
+    size_t floats = 0;
+    for (const auto& [array, n] : arrays) floats += line(n);
+    const size_t bytes = std::max<size_t>((floats * sizeof(float) + kAlign - 1) / kAlign * kAlign, kAlign);
+    block_.reset();
+    block_.reset(static_cast<float*>(std::aligned_alloc(kAlign, bytes)));
+    if (!block_) throw Error("lab model: cannot allocate the step's " + std::to_string(bytes) + " bytes");
+#if defined(__linux__)
+    madvise(block_.get(), bytes, MADV_HUGEPAGE);  // a hint only: its failure leaves 4 KiB pages
+#endif
+    std::memset(block_.get(), 0, bytes);
+    float* at = block_.get();
+    for (const auto& [array, n] : arrays) *array = {at, n}, at += line(n);
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> block_;
+};
 
 // The norms' outputs are not kept: the backward recomputes the rows it needs from their input and statistics
 // (ops::norm_apply, the same bits), in cache, instead of reading what the forward wrote to memory.
@@ -41,6 +87,9 @@ constexpr int64_t kMlpRows = 128;
 // Rows per chunk of the attention's backward and the products beside it (whole windows, at least one): its
 // dqkv (kQkvRows x 3 d_model floats: 192 KiB at d_model 64) within L2.
 constexpr int64_t kQkvRows = 256;
+// Rows per chunk of the cross-entropy's, the output projection's and the final norm's backward: its d logits
+// (kHeadRows x vocabulary floats: 64 KiB at 63) within L2.
+constexpr int64_t kHeadRows = 256;
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
   for (const ParamSlice& s : layout)
@@ -64,13 +113,14 @@ struct Model::Impl {
   std::vector<int64_t> positions;  // (T): 0 .. T-1, every window starts at position 0
   Floats x0;                       // (N, C) embeddings (+ absolute code)
   std::vector<LayerActs> acts;
-  Floats normf, normf_mean, normf_rstd, probs;  // (N, C), (N), (N), (N, V)
-  std::vector<float> losses;                    // (N)
-  // (N, C): norm1's or norm2's out, written by the forward for the product that follows, and the rows of a
-  // chunk of the backward's
+  Floats normf_mean, normf_rstd, probs;  // (N), (N), (N, V): normf's out is recomputed by the backward
+  std::vector<float> losses;             // (N)
+  // (N, C): a norm's out (norm1, norm2, normf), written by the forward for the product that follows, and the
+  // rows of a chunk of the backward's
   Floats normed;
   // Backward scratch; dfch holds the MLP's d fc for kMlpRows rows at a time.
   Floats dres, dnorm, dqkv, datty, dfch, dlogits;
+  Arena arena;  // every Floats above and in acts
 
   void resize(const ModelConfig& c, int64_t b, int64_t t) {
     if (b == B && t == T) return;
@@ -80,28 +130,29 @@ struct Model::Impl {
     const auto V = static_cast<size_t>(c.vocab_size);
     positions.resize(static_cast<size_t>(t));
     for (int64_t i = 0; i < t; ++i) positions[static_cast<size_t>(i)] = i;
-    x0.resize(N * C);
-    acts.resize(static_cast<size_t>(c.layers));
-    for (LayerActs& a : acts) {
-      for (auto* v : {&a.atty, &a.res2, &a.res3}) v->resize(N * C);
-      for (auto* v : {&a.norm1_mean, &a.norm1_rstd, &a.norm2_mean, &a.norm2_rstd}) v->resize(N);
-      a.qkv.resize(N * 3 * C);
-      a.lse.resize(N * static_cast<size_t>(c.heads));
-      a.fch_dgelu.resize(N * F);
-      a.fch_gelu.resize(N * F);
-    }
-    normf.resize(N * C);
-    normed.resize(N * C);
-    normf_mean.resize(N);
-    normf_rstd.resize(N);
-    probs.resize(N * V);
     losses.resize(N);
-    dres.assign(N * C, 0.0f);
-    dnorm.assign(N * C, 0.0f);
-    dqkv.assign(N * 3 * C, 0.0f);
-    datty.assign(N * C, 0.0f);
-    dfch.assign(std::min(N, static_cast<size_t>(kMlpRows)) * F, 0.0f);
-    dlogits.assign(N * V, 0.0f);
+    acts.resize(static_cast<size_t>(c.layers));
+    std::vector<std::pair<Floats*, size_t>> arrays{{&x0, N * C}, {&normed, N * C}};
+    for (LayerActs& a : acts) {
+      for (auto* v : {&a.norm1_mean, &a.norm1_rstd, &a.norm2_mean, &a.norm2_rstd}) arrays.emplace_back(v, N);
+      arrays.insert(arrays.end(), {{&a.qkv, N * 3 * C},
+                                   {&a.atty, N * C},
+                                   {&a.lse, N * static_cast<size_t>(c.heads)},
+                                   {&a.res2, N * C},
+                                   {&a.fch_dgelu, N * F},
+                                   {&a.fch_gelu, N * F},
+                                   {&a.res3, N * C}});
+    }
+    arrays.insert(arrays.end(), {{&normf_mean, N},
+                                 {&normf_rstd, N},
+                                 {&probs, N * V},
+                                 {&dres, N * C},
+                                 {&dnorm, N * C},
+                                 {&dqkv, N * 3 * C},
+                                 {&datty, N * C},
+                                 {&dfch, std::min(N, static_cast<size_t>(kMlpRows)) * F},
+                                 {&dlogits, std::min(N, static_cast<size_t>(kHeadRows)) * V}});
+    arena.carve(arrays);
   }
 };
 
@@ -242,9 +293,9 @@ double Model::forward(const int32_t* tokens, const int32_t* targets, int64_t B, 
     x = a.res3.data();
   }
   // 6. final norm, tied output projection, cross-entropy
-  ops::norm_forward(c.norm, m.normf.data(), m.normf_mean.data(), m.normf_rstd.data(), x, P + m.normf_w,
+  ops::norm_forward(c.norm, m.normed.data(), m.normf_mean.data(), m.normf_rstd.data(), x, P + m.normf_w,
                     m.normf_b >= 0 ? P + m.normf_b : nullptr, N, C);
-  ops::matmul_forward(m.probs.data(), m.normf.data(), P + m.wte, nullptr, N, C,
+  ops::matmul_forward(m.probs.data(), m.normed.data(), P + m.wte, nullptr, N, C,
                       V);  // logits, softmaxed in place
   ops::crossentropy_forward(m.probs.data(), m.losses.data(), m.probs.data(), m.targets.data(), N, V);
   double total = 0.0;
@@ -261,17 +312,26 @@ void Model::backward() {
                 V = c.vocab_size;
   const float* P = params_.data();
   float* G = grads_.data();
-  auto zero = [](Floats& v) { std::fill(v.begin(), v.end(), 0.0f); };
+  auto zero = [](const Floats& v) { std::fill(v.begin(), v.end(), 0.0f); };
   const float* x_last = c.layers > 0 ? m.acts.back().res3.data() : m.x0.data();
 
-  // 6. cross-entropy, tied output projection, final norm
-  ops::crossentropy_backward(m.dlogits.data(), m.probs.data(), m.targets.data(),
-                             1.0f / static_cast<float>(m.counted), N, V);
-  ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normf.data(), P + m.wte, N, C,
-                       V, ops::Dinp::store);
+  // 6. cross-entropy, tied output projection, final norm, in chunks of rows: each chunk's d logits, normf's
+  // out (recomputed) and d normf at the start of their buffers, in cache from the op that writes them to
+  // the ones that read them (wte's and the norm's gradients add the chunks' rows in order: the same bits)
   zero(m.dres);
-  ops::norm_backward(c.norm, m.dres.data(), G + m.normf_w, m.normf_b >= 0 ? G + m.normf_b : nullptr,
-                     m.dnorm.data(), x_last, P + m.normf_w, m.normf_mean.data(), m.normf_rstd.data(), N, C);
+  for (int64_t r0 = 0; r0 < N; r0 += kHeadRows) {
+    const int64_t rows = std::min(kHeadRows, N - r0);
+    ops::crossentropy_backward(m.dlogits.data(), m.probs.data() + r0 * V, m.targets.data() + r0,
+                               1.0f / static_cast<float>(m.counted), rows, V);
+    ops::norm_apply(c.norm, m.normed.data(), x_last + r0 * C, P + m.normf_w,
+                    m.normf_b >= 0 ? P + m.normf_b : nullptr, m.normf_mean.data() + r0,
+                    m.normf_rstd.data() + r0, rows, C);
+    ops::matmul_backward(m.dnorm.data(), G + m.wte, nullptr, m.dlogits.data(), m.normed.data(), P + m.wte,
+                         rows, C, V, ops::Dinp::store);
+    ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + m.normf_w,
+                       m.normf_b >= 0 ? G + m.normf_b : nullptr, m.dnorm.data(), x_last + r0 * C,
+                       P + m.normf_w, m.normf_mean.data() + r0, m.normf_rstd.data() + r0, rows, C);
+  }
 
   for (int64_t l = c.layers - 1; l >= 0; --l) {
     const LayerOffsets& o = m.layer[static_cast<size_t>(l)];
@@ -279,9 +339,10 @@ void Model::backward() {
     const float* x = l == 0 ? m.x0.data() : m.acts[static_cast<size_t>(l - 1)].res3.data();
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
     // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc)).
-    // In chunks of rows, so that d fc stays in cache between the product that writes it and the three
-    // that read it (the weights' and biases' gradients add the chunks' rows in order: the same bits); each
-    // chunk requests the next one's gelu' and gelu rows (written by the forward long before: L3 or memory)
+    // In chunks of rows, so that d fc, norm2's out (recomputed) and d norm2 stay in cache between the ops
+    // that write and read them, with norm2's backward in the chunk too (the weights', biases' and norm's
+    // gradients add the chunks' rows in order: the same bits); each chunk requests the next one's gelu' and
+    // gelu rows (written by the forward long before: L3 or memory)
     for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
       const int64_t rows = std::min(kMlpRows, N - r0), next = std::min(kMlpRows, N - r0 - rows);
       const ops::Ahead ahead{a.fch_dgelu.data() + (r0 + rows) * F, a.fch_gelu.data() + (r0 + rows) * F,
@@ -292,12 +353,12 @@ void Model::backward() {
       ops::norm_apply(c.norm, m.normed.data(), a.res2.data() + r0 * C, P + o.norm2_w,
                       o.norm2_b >= 0 ? P + o.norm2_b : nullptr, a.norm2_mean.data() + r0,
                       a.norm2_rstd.data() + r0, rows, C);
-      ops::matmul_backward(m.dnorm.data() + r0 * C, G + o.fc_w, G + o.fc_b, m.dfch.data(), m.normed.data(),
-                           P + o.fc_w, rows, C, F, ops::Dinp::store);
+      ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), m.normed.data(), P + o.fc_w,
+                           rows, C, F, ops::Dinp::store);
+      ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm2_w,
+                         o.norm2_b >= 0 ? G + o.norm2_b : nullptr, m.dnorm.data(), a.res2.data() + r0 * C,
+                         P + o.norm2_w, a.norm2_mean.data() + r0, a.norm2_rstd.data() + r0, rows, C);
     }
-    ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
-                       m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(), a.norm2_rstd.data(),
-                       N, C);
     const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
     const AttentionConfig cfg =
         attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
