@@ -5,12 +5,14 @@
 #define HWY_TARGET_INCLUDE "lab/kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"  // Exp
 #include "lab/kernels-inl.h"
 #include "lab/kernels.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -227,6 +229,34 @@ HWY_NOINLINE void FinishPartialTile(const Gemm& g, int64_t i, int64_t j, int row
   if (last && g.gelu_out) GeluEpilogue(g, i, rows, j, std::min<int64_t>(vecs * N, g.n - j));
 }
 
+// A whole tile's x (kRows x kVecs vectors in `x`, row-major) through GELU: gelu_out = gelu(x) and C =
+// gelu'(x) (gelu_grad), GeluAndGrad's operations (the same bits as GeluEpilogue). gelu' is read by nothing
+// before the backward, long after: its vectors are streamed past the caches where C's row is aligned (no read
+// of the lines before the write, and no other data evicted for them); gelu, which the next product reads, is
+// stored.
+template <int kRows, int kVecs>
+HWY_INLINE void GeluTile(const Gemm& g, const float* x, int64_t i, int64_t j) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int r = 0; r < kRows; ++r) {
+    float* c = g.c + (i + r) * g.ldc + j;
+    float* go = g.gelu_out + (i + r) * g.ldc + j;
+    VF xs[kVecs], out[kVecs], grad[kVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) xs[v] = hn::Load(d, x + (r * kVecs + v) * N);
+    GeluAndGrad(d, xs, out, grad);
+#pragma GCC unroll 4
+    for (int v = 0; v < kVecs; ++v) hn::StoreU(out[v], d, go + v * N);
+    if (reinterpret_cast<uintptr_t>(c) % (static_cast<uintptr_t>(N) * sizeof(float)) == 0) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::Stream(grad[v], d, c + v * N);
+    } else {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) hn::StoreU(grad[v], d, c + v * N);
+    }
+  }
+}
+
 // Requests the cache lines of rows [i, i + rows), columns [j, j + cols) of an array with C's row stride,
 // for reading (kWrite false) or for writing.
 template <bool kWrite>
@@ -244,7 +274,7 @@ HWY_NOINLINE void PrefetchEpilogue(const Gemm& g, int64_t i, int rows, int64_t j
   if (g.factor) PrefetchRows<false>(g.factor, g.ldc, i, rows, j, cols);
   if (g.residual) PrefetchRows<false>(g.residual, g.ldc, i, rows, j, cols);
   if (g.gelu_out) PrefetchRows<true>(g.gelu_out, g.ldc, i, rows, j, cols);
-  if (fresh) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);
+  if (fresh && !g.gelu_grad) PrefetchRows<true>(g.c, g.ldc, i, rows, j, cols);  // gelu': streamed (GeluTile)
 }
 
 // The tile of rows [i, i + rows) and columns from j requests its share of g.ahead: the region is cut into
@@ -332,6 +362,19 @@ HWY_INLINE void Tile(const Gemm& g, const Operands& o, int64_t i, int64_t j, int
   };
   using Yes = std::true_type;
   using No = std::false_type;
+  if (g.gelu_grad && !factor) {  // x (+ bias, + residual) to the stack, not to C, which receives gelu' only
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) {
+        VF x = acc[r][v];
+        if (g.bias) x = hn::Add(x, bias[v]);
+        if (residual) x = hn::Add(x, hn::LoadU(d, residual + r * ldc + v * N));
+        hn::Store(x, d, part + (r * kVecs + v) * N);
+      }
+    GeluTile<kRows, kVecs>(g, part, i, j);
+    return;
+  }
   if (factor && (g.bias || residual)) {  // not a combination the lab's layers use (kernels.h)
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r)
@@ -448,6 +491,7 @@ void GemmImpl(const Gemm& g) {
       }
       l0 = l1;
     } while (l0 < g.k);
+    if (g.gelu_grad) hwy::FlushStream();  // GeluTile's streamed stores, before the task's end is seen
   });
 }
 
