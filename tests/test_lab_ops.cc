@@ -5,6 +5,7 @@
 // and epilogue against a double loop with its rounding bound, the other loops against double loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -468,6 +469,52 @@ TEST(LabKernels, NormsInGroupsOfRowsGiveEachRowsBits) {
       EXPECT_EQ(bits, first) << "the norms' bits on every target";
     });
   }
+}
+
+// The model recomputes the norms' outputs in its backward (norm_apply) instead of keeping them:
+// norm_forward's out bit for bit, both norms, with and without the 16-row groups (C 64 and 70; N 37 = 2 x 16
+// + 5), on every target.
+TEST(LabKernels, NormApplyIsNormForwardsOut) {
+  for (const int64_t C : {int64_t{64}, int64_t{70}})
+    for (const bool layer : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "C " << C << (layer ? " layer" : " rms"));
+      const int64_t N = 37;
+      const auto x = random_floats(static_cast<size_t>(N * C), 41, -3, 3),
+                 w = random_floats(static_cast<size_t>(C), 42), b = random_floats(static_cast<size_t>(C), 43);
+      for_each_target([&](int64_t) {
+        std::vector<float> out(x.size()), mean(static_cast<size_t>(N)), rstd(mean.size()), again(x.size());
+        kernels::norm_forward(layer, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                              kNormEps, N, C);
+        kernels::norm_apply(layer, again.data(), x.data(), w.data(), b.data(), mean.data(), rstd.data(), N,
+                            C);
+        EXPECT_EQ(again, out);
+      });
+    }
+}
+
+// The MLP's first product streams C = gelu'(x) where C's rows are aligned to a vector (GeluTile) and stores
+// it otherwise: the same bits either way, with gelu_out's, on every target (whole tiles of 64 columns and a
+// partial one past them).
+TEST(LabKernels, GeluGradProductHasTheSameBitsAlignedOrNot) {
+  const int64_t m = 29, n = 80, k = 17;
+  const auto a = random_floats(static_cast<size_t>(m * k), 51, -2, 2),
+             b = random_floats(static_cast<size_t>(k * n), 52, -2, 2),
+             bias = random_floats(static_cast<size_t>(n), 53);
+  for_each_target([&](int64_t) {
+    kernels::LineFloats aligned(static_cast<size_t>(m * n + 1)), aligned_gelu(aligned.size());
+    auto run = [&](float* c, float* gelu) {
+      kernels::Gemm g;
+      g.m = m, g.n = n, g.k = k;
+      g.a = {a.data(), k, 1}, g.b = {b.data(), n, 1};
+      g.c = c, g.ldc = n, g.bias = bias.data(), g.gelu_out = gelu, g.gelu_grad = true;
+      kernels::gemm(g);
+    };
+    run(aligned.data(), aligned_gelu.data());
+    kernels::LineFloats shifted(aligned.size()), shifted_gelu(aligned.size());
+    run(shifted.data() + 1, shifted_gelu.data() + 1);  // rows one float past a line: stored
+    EXPECT_TRUE(std::equal(aligned.begin(), aligned.end() - 1, shifted.begin() + 1));
+    EXPECT_TRUE(std::equal(aligned_gelu.begin(), aligned_gelu.end() - 1, shifted_gelu.begin() + 1));
+  });
 }
 
 // The attention's exponential: Highway's Exp's bits wherever x <= 177 (past it Highway's overflows to NaN),
