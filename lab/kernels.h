@@ -29,7 +29,8 @@ struct Matrix {
 //   x = s (+ C, with accumulate) (+ bias[j]) (+ residual[i, j]),  C = x;
 //   with gelu_out:  gelu_out[i, j] = gelu(x_ij), and with gelu_grad too, C = gelu'(x) in place of x
 //   (the MLP's first layer keeps what its backward multiplies by, not the input it would recompute
-//   gelu' from);
+//   gelu' from; C's whole tiles are then written past the caches where its rows are aligned to a vector:
+//   nothing reads them before the backward);
 // or, with factor (accumulate false, no bias or residual): C = factor[i, j] * s (the gradient at
 // GELU's input from the kept gelu'). residual, gelu_out and factor are (m, n) with C's row stride.
 // The epilogue is applied to each output tile while it is in registers, sparing the passes over C
