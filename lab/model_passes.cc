@@ -19,6 +19,7 @@
 #include "ops.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
+#include "posenc/threads.h"
 #include "rng.h"
 
 namespace posenc::lab {
@@ -87,8 +88,10 @@ constexpr int64_t kMlpRows = 128;
 // Rows per chunk of the attention's backward and the products beside it (whole windows, at least one): its
 // dqkv (kQkvRows x 3 d_model floats: 192 KiB at d_model 64) within L2.
 constexpr int64_t kQkvRows = 256;
-// Rows per chunk of the cross-entropy's, the output projection's and the final norm's backward: its d logits
-// (kHeadRows x vocabulary floats: 64 KiB at 63) within L2.
+// Rows per chunk of the cross-entropy's, the output projection's and the final norm's backward on one thread:
+// its d logits (kHeadRows x vocabulary floats: 64 KiB at 63) within L2. On more threads the head's and
+// norm2's backward take every row at once: a chunk's rows are too few for the norms and the cross-entropy to
+// split between the threads (measured: chunks are faster on one thread, slower on two).
 constexpr int64_t kHeadRows = 256;
 
 int64_t find_offset(const std::vector<ParamSlice>& layout, const std::string& name) {
@@ -151,7 +154,7 @@ struct Model::Impl {
                                  {&dqkv, N * 3 * C},
                                  {&datty, N * C},
                                  {&dfch, std::min(N, static_cast<size_t>(kMlpRows)) * F},
-                                 {&dlogits, std::min(N, static_cast<size_t>(kHeadRows)) * V}});
+                                 {&dlogits, N * V}});
     arena.carve(arrays);
   }
 };
@@ -315,12 +318,15 @@ void Model::backward() {
   auto zero = [](const Floats& v) { std::fill(v.begin(), v.end(), 0.0f); };
   const float* x_last = c.layers > 0 ? m.acts.back().res3.data() : m.x0.data();
 
-  // 6. cross-entropy, tied output projection, final norm, in chunks of rows: each chunk's d logits, normf's
-  // out (recomputed) and d normf at the start of their buffers, in cache from the op that writes them to
-  // the ones that read them (wte's and the norm's gradients add the chunks' rows in order: the same bits)
+  // 6. cross-entropy, tied output projection, final norm, on one thread in chunks of rows: each chunk's d
+  // logits, normf's out (recomputed) and d normf at the start of their buffers, in cache from the op that
+  // writes them to the ones that read them (wte's and the norm's gradients add the chunks' rows in order: the
+  // same bits)
+  const bool one_thread = posenc::num_threads() == 1;
+  const int64_t head_rows = one_thread ? kHeadRows : N;
   zero(m.dres);
-  for (int64_t r0 = 0; r0 < N; r0 += kHeadRows) {
-    const int64_t rows = std::min(kHeadRows, N - r0);
+  for (int64_t r0 = 0; r0 < N; r0 += head_rows) {
+    const int64_t rows = std::min(head_rows, N - r0);
     ops::crossentropy_backward(m.dlogits.data(), m.probs.data() + r0 * V, m.targets.data() + r0,
                                1.0f / static_cast<float>(m.counted), rows, V);
     ops::norm_apply(c.norm, m.normed.data(), x_last + r0 * C, P + m.normf_w,
@@ -340,9 +346,9 @@ void Model::backward() {
     // 5. res3 = res2 + proj(gelu(fc(norm2(res2)))): dres is d res3, which res2 receives as is;
     // proj's input gradient goes through GELU as it is stored, times the kept gelu' (d fc, not d gelu(fc)).
     // In chunks of rows, so that d fc, norm2's out (recomputed) and d norm2 stay in cache between the ops
-    // that write and read them, with norm2's backward in the chunk too (the weights', biases' and norm's
-    // gradients add the chunks' rows in order: the same bits); each chunk requests the next one's gelu' and
-    // gelu rows (written by the forward long before: L3 or memory)
+    // that write and read them, with norm2's backward in the chunk on one thread (kHeadRows; the weights',
+    // biases' and norm's gradients add the chunks' rows in order: the same bits); each chunk requests the
+    // next one's gelu' and gelu rows (written by the forward long before: L3 or memory)
     for (int64_t r0 = 0; r0 < N; r0 += kMlpRows) {
       const int64_t rows = std::min(kMlpRows, N - r0), next = std::min(kMlpRows, N - r0 - rows);
       const ops::Ahead ahead{a.fch_dgelu.data() + (r0 + rows) * F, a.fch_gelu.data() + (r0 + rows) * F,
@@ -353,12 +359,20 @@ void Model::backward() {
       ops::norm_apply(c.norm, m.normed.data(), a.res2.data() + r0 * C, P + o.norm2_w,
                       o.norm2_b >= 0 ? P + o.norm2_b : nullptr, a.norm2_mean.data() + r0,
                       a.norm2_rstd.data() + r0, rows, C);
-      ops::matmul_backward(m.dnorm.data(), G + o.fc_w, G + o.fc_b, m.dfch.data(), m.normed.data(), P + o.fc_w,
-                           rows, C, F, ops::Dinp::store);
-      ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm2_w,
-                         o.norm2_b >= 0 ? G + o.norm2_b : nullptr, m.dnorm.data(), a.res2.data() + r0 * C,
-                         P + o.norm2_w, a.norm2_mean.data() + r0, a.norm2_rstd.data() + r0, rows, C);
+      // d norm2's rows: at the start of dnorm on one thread (norm2's backward follows in the chunk), in
+      // place on more (norm2's backward over every row after the chunks)
+      float* const dnorm2 = m.dnorm.data() + (one_thread ? 0 : r0 * C);
+      ops::matmul_backward(dnorm2, G + o.fc_w, G + o.fc_b, m.dfch.data(), m.normed.data(), P + o.fc_w, rows,
+                           C, F, ops::Dinp::store);
+      if (one_thread)
+        ops::norm_backward(c.norm, m.dres.data() + r0 * C, G + o.norm2_w,
+                           o.norm2_b >= 0 ? G + o.norm2_b : nullptr, dnorm2, a.res2.data() + r0 * C,
+                           P + o.norm2_w, a.norm2_mean.data() + r0, a.norm2_rstd.data() + r0, rows, C);
     }
+    if (!one_thread)
+      ops::norm_backward(c.norm, m.dres.data(), G + o.norm2_w, o.norm2_b >= 0 ? G + o.norm2_b : nullptr,
+                         m.dnorm.data(), a.res2.data(), P + o.norm2_w, a.norm2_mean.data(),
+                         a.norm2_rstd.data(), N, C);
     const registry::LabModel shape = lab_model(c, m.rope ? &*m.rope : nullptr);
     const AttentionConfig cfg =
         attention_config(c, tensors_in(layout_, o.prefix, params_.data()), shape.rope);
