@@ -653,6 +653,21 @@ double SumOfSquaresImpl(const float* x, int64_t n) {
 }
 
 // ---- Norms.
+// One row's out = (x - m) * s * w (+ b): the norms' last pass, in the forward and in norm_apply's
+// recomputation (the same operations, so the same bits).
+HWY_INLINE void NormRowOut(bool layer, float* o, const float* x, const float* weight, const float* bias,
+                           float m, float s, int64_t C) {
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF vm = hn::Set(d, m), vs = hn::Set(d, s);
+  for (int64_t i = 0; i < C; i += L) {
+    const auto count = static_cast<size_t>(std::min(L, C - i));
+    VF y = hn::Mul(hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs), LoadPart(d, weight + i, count));
+    if (layer) y = hn::Add(y, LoadPart(d, bias + i, count));
+    StorePart(y, d, o + i, count);
+  }
+}
+
 // Rows [n, n + 16) of NormForwardImpl, with C a multiple of 16 (RowSum's 16 running sums are then one
 // vector per row, with no scalar tail): each row's sums as RowSum adds them, their lanes reduced 16 rows at a
 // time (SumsOfLanes16, the same tree), the divisions and square roots in vectors (the same roundings).
@@ -700,7 +715,6 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
                      const float* bias, float eps, int64_t N, int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
     const D16 d;
-    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
     int64_t n = n0;
 #if POSENC_LAB_LANE_SUMS16
     if (C % 16 == 0)
@@ -724,14 +738,7 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
           [&](int64_t i) { return (x[i] - m) * (x[i] - m); });
       var /= static_cast<float>(C);
       const float s = 1.0f / std::sqrt(var + eps);
-      const auto vs = hn::Set(d, s);
-      float* o = out + n * C;
-      for (int64_t i = 0; i < C; i += L) {  // out = (x - m) * s * w (+ b)
-        const auto count = static_cast<size_t>(std::min(L, C - i));
-        auto y = hn::Mul(hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs), LoadPart(d, weight + i, count));
-        if (layer) y = hn::Add(y, LoadPart(d, bias + i, count));
-        StorePart(y, d, o + i, count);
-      }
+      NormRowOut(layer, out + n * C, x, weight, bias, m, s, C);
       mean[n] = m;
       rstd[n] = s;
     }
@@ -743,19 +750,8 @@ void NormForwardImpl(bool layer, float* out, float* mean, float* rstd, const flo
 void NormApplyImpl(bool layer, float* out, const float* inp, const float* weight, const float* bias,
                    const float* mean, const float* rstd, int64_t N, int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {
-    const DF d;
-    const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* x = inp + n * C;
-      float* o = out + n * C;
-      const VF vm = hn::Set(d, mean[n]), vs = hn::Set(d, rstd[n]);
-      for (int64_t i = 0; i < C; i += L) {
-        const auto count = static_cast<size_t>(std::min(L, C - i));
-        VF y = hn::Mul(hn::Mul(hn::Sub(LoadPart(d, x + i, count), vm), vs), LoadPart(d, weight + i, count));
-        if (layer) y = hn::Add(y, LoadPart(d, bias + i, count));
-        StorePart(y, d, o + i, count);
-      }
-    }
+    for (int64_t n = n0; n < n1; ++n)
+      NormRowOut(layer, out + n * C, inp + n * C, weight, bias, mean[n], rstd[n], C);
   });
 }
 
