@@ -15,8 +15,8 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSENC_CUDA=ON -DP
   -DPOSENC_BUILD_LAB=ON -DPOSENC_BUILD_SHARED=OFF -DPOSENC_BUILD_TESTS=ON -DPOSENC_BUILD_BENCH=ON \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,-rpath,\$ORIGIN/../lib" >/dev/null
 targets=(test_cuda_elements test_attention_elements test_rope_cuda test_bias_cuda test_absolute_cuda
-  test_attention_cuda test_attention_xl_cuda test_attention_shaw_backward_cuda test_attention_xl_backward_cuda
-  test_kv_cache_cuda
+  test_attention_cuda test_attention_rope_cuda test_attention_xl_cuda test_attention_shaw_backward_cuda
+  test_attention_xl_backward_cuda test_kv_cache_cuda
   bench_rope_cuda bench_bias_cuda bench_absolute_cuda bench_attention_cuda)
 cmake --build build/gpu --target "${targets[@]}" posenc_cli
 for t in "${targets[@]}"; do

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/check.h"
+#include "src/rope_plan.h"
 
 #if POSENC_WITH_CUDA_ATTENTION
 #include "src/cuda/attention.h"
@@ -443,23 +444,34 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   const size_t q_bytes = static_cast<size_t>(B * Q * H * D) * 2,
                k_bytes = static_cast<size_t>(B * K * Hkv * D) * 2;
   cuda::DeviceScratch rotated(kOp, "rotated q and k", rope != nullptr ? q_bytes + k_bytes : 0);
+  // RoPE's range of the heads: dims [rope_offset, rope_offset + rope.head_dim) of the contiguous rows at
+  // base.
+  const auto range = [&](void* base, DType type, int64_t T, int64_t heads) {
+    const int64_t element_bytes = type == DType::f32 ? 4 : 2;
+    return device_view<TensorView>(
+        static_cast<void*>(static_cast<char*>(base) + config.rope_offset * element_bytes), type,
+        {B, T, heads, rope_dim}, {T * heads * D, heads * D, D, 1});
+  };
+  const auto pos_view = [&](const int64_t* p, int64_t stride, int64_t T) {
+    return stride == 0
+               ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
+               : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
+  };
   if (rope != nullptr) {
-    // Contiguous copies of q and k, their dims [rope_offset, rope_offset + rope.head_dim) rotated in place.
+    // Contiguous copies of q and k, their dims [rope_offset, rope_offset + rope.head_dim) rotated. Where the
+    // range is the whole head, the rotation writes the copy (one pass over q and k); else the rows are copied
+    // and the range rotated in place.
     char* q_rot = rotated.as<char>();
     char* k_rot = q_rot + q_bytes;
-    cuda::copy_head_rows(in.q.data, in.q.strides.data(), B, Q, H, D, q_rot);
-    cuda::copy_head_rows(in.k.data, in.k.strides.data(), B, K, Hkv, D, k_rot);
-    const auto range = [&](char* base, int64_t T, int64_t heads) {
-      return device_view<TensorView>(static_cast<void*>(base + config.rope_offset * 2), dtype,
-                                     {B, T, heads, rope_dim}, {T * heads * D, heads * D, D, 1});
-    };
-    const auto pos_view = [&](const int64_t* p, int64_t stride, int64_t T) {
-      return stride == 0
-                 ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
-                 : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
-    };
-    rope->forward(range(q_rot, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
-    rope->forward(range(k_rot, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    if (rope_dim == D) {
+      rope->forward(in.q, range(q_rot, dtype, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
+      rope->forward(in.k, range(k_rot, dtype, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    } else {
+      cuda::copy_head_rows(in.q.data, in.q.strides.data(), B, Q, H, D, q_rot);
+      cuda::copy_head_rows(in.k.data, in.k.strides.data(), B, K, Hkv, D, k_rot);
+      rope->forward(range(q_rot, dtype, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
+      rope->forward(range(k_rot, dtype, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    }
     l.q = q_rot, l.k = k_rot;
     const int64_t qs[3] = {Q * H * D, H * D, D}, ks[3] = {K * Hkv * D, Hkv * D, D};
     for (int i = 0; i < 3; ++i) l.q_strides[i] = qs[i], l.k_strides[i] = ks[i];
@@ -473,7 +485,11 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D),
                nv = static_cast<size_t>(B * K * Hkv * Dv);
   cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + nk + nv) * 4);
-  grads.zero();  // rows no block owns (past the keys, outside the sequences) stay 0
+  // dq is added into by the blocks: zeroed. The keys passes write every row of dk and dv of each batch row's
+  // keys, so those are zeroed only where some rows belong to no block: outside packed sequences, or all of
+  // them when there are no queries.
+  const bool every_key_row_written = l.cu_seqlens_q == nullptr && Q > 0 && H > 0;
+  grads.zero(every_key_row_written ? nq * 4 : (nq + nk + nv) * 4);
   cuda::AttentionBackwardLaunch bl;
   bl.forward = l;
   bl.out = out_data, bl.grad_out = bw->grad_out.data, bl.lse = static_cast<const float*>(lse_data);
@@ -497,22 +513,21 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   if (bw->grads->sinks.data != nullptr)
     bl.grad_sinks = bw->grads->sinks.ptr<float>(), bl.grad_sinks_stride = bw->grads->sinks.strides[0];
   cuda::attention_backward(bl);
-  if (rope != nullptr) {
-    const auto range = [&](float* base, int64_t T, int64_t heads) {
-      return device_view<TensorView>(static_cast<void*>(base + config.rope_offset), DType::f32,
-                                     {B, T, heads, rope_dim}, {T * heads * D, heads * D, D, 1});
-    };
-    const auto pos_view = [&](const int64_t* p, int64_t stride, int64_t T) {
-      return stride == 0
-                 ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
-                 : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
-    };
-    rope->backward(range(bl.dq, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
-    rope->backward(range(bl.dk, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
-  }
   const AttentionGrads& g = *bw->grads;
-  cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D);
-  cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D);
+  if (rope != nullptr && rope_dim == D) {
+    // Back through RoPE and into the gradients in one pass: dq += R^T dq', dk += R^T dk'.
+    detail::rope_backward_accumulate_cuda(*rope, range(bl.dq, DType::f32, Q, H), g.q,
+                                          pos_view(l.q_pos, l.q_pos_stride, Q));
+    detail::rope_backward_accumulate_cuda(*rope, range(bl.dk, DType::f32, K, Hkv), g.k,
+                                          pos_view(l.k_pos, l.k_pos_stride, K));
+  } else {
+    if (rope != nullptr) {  // the range rotated back in place, then every dim added
+      rope->backward(range(bl.dq, DType::f32, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
+      rope->backward(range(bl.dk, DType::f32, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    }
+    cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D);
+    cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D);
+  }
   cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv);
 }
 

@@ -105,8 +105,9 @@ RopeFrequencies checked_device_frequencies(const Rope& rope, const RopeCall& cal
 #endif
 
 // Rotates (B, T, H, D) rows of CUDA views whose shapes and dtypes are checked; queues on cuda_stream().
+// accumulate: the tensors' in rows (f32) rotated and added into their out rows (any storage type).
 void run_cuda(const Rope& rope, const DeviceTensor* tensors, int num_tensors, int64_t batch, int64_t tokens,
-              const ConstTensorView& positions, const RopeCall& call, bool inverse) {
+              const ConstTensorView& positions, const RopeCall& call, bool inverse, bool accumulate = false) {
 #if POSENC_WITH_CUDA
   const RopeConfig& cfg = rope.config();
   const detail::PositionLayout pos =
@@ -134,9 +135,12 @@ void run_cuda(const Rope& rope, const DeviceTensor* tensors, int num_tensors, in
   launch.tokens = tokens;
   launch.positions = pos;
   launch.num_tensors = num_tensors;
+  launch.accumulate = accumulate;
+  launch.out_dtype = tensors[0].out.dtype;
   cuda::rope_rotate(launch);
 #else
   (void)rope, (void)num_tensors, (void)batch, (void)tokens, (void)positions, (void)call, (void)inverse;
+  (void)accumulate;
   detail::fail_without_cuda(kOp, tensors[0].name);
 #endif
 }
@@ -173,6 +177,21 @@ void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView po
   detail::rope_apply(plan, {x.shape[0], x.shape[1]}, &rows, 1, inverse);
 }
 }  // namespace
+
+namespace detail {
+void rope_backward_accumulate_cuda(const Rope& rope, ConstTensorView grad, TensorView target,
+                                   ConstTensorView positions) {
+  const RopeConfig& cfg = rope.config();
+  check_view(kOp, "grad", grad, DType::f32, {-1, -1, -1, cfg.head_dim}, grad.data, Device::cuda);
+  check_heads_view(cfg, "target", target, target.data, Device::cuda);
+  detail::check_unit_last_stride(kOp, "grad", grad);
+  if (target.shape != grad.shape)
+    fail(kOp, "target has shape ", target.shape_string(), ", expected the shape of grad ",
+         grad.shape_string());
+  const DeviceTensor t{"grad", grad, target};
+  run_cuda(rope, &t, 1, grad.shape[0], grad.shape[1], positions, RopeCall{}, true, true);
+}
+}  // namespace detail
 
 Rope::Rope(RopeConfig config) : config_(std::move(config)) {
   short_ = rope_frequencies(config_, 0);

@@ -49,22 +49,37 @@ __global__ void row_terms_kernel(const __grid_constant__ RowTermsArgs a) {
 }
 
 // grad (B, T, H, D) of `dtype` at `strides` += g (contiguous fp32): each element added in fp32, rounded once.
-__global__ void accumulate_kernel(const float* g, void* grad, DType dtype, int64_t s0, int64_t s1, int64_t s2,
-                                  int64_t T, int64_t H, int64_t D, int64_t total) {
-  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t d = i % D, h = (i / D) % H, t = (i / (D * H)) % T, b = i / (D * H * T);
-    const int64_t at = b * s0 + t * s1 + h * s2 + d;
-    if (dtype == DType::f32) {
-      static_cast<float*>(grad)[at] += g[i];
-    } else if (dtype == DType::bf16) {
-      cutlass::bfloat16_t& x = static_cast<cutlass::bfloat16_t*>(grad)[at];
-      x = cutlass::bfloat16_t(static_cast<float>(x) + g[i]);
-    } else {
-      cutlass::half_t& x = static_cast<cutlass::half_t*>(grad)[at];
-      x = cutlass::half_t(static_cast<float>(x) + g[i]);
-    }
+// Four elements (16 bytes of g; D is a multiple of 8) a thread, so that the row's place in the view is worked
+// out once per four: in 32-bit arithmetic where the count allows.
+template <class Element, class Index>
+__global__ void accumulate_kernel(const float* g, Element* grad, int64_t s0, int64_t s1, int64_t s2, Index T,
+                                  Index H, Index quads_per_row, Index quads) {
+  for (Index c = threadIdx.x + static_cast<Index>(blockIdx.x) * blockDim.x; c < quads;
+       c += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index row = c / quads_per_row, d = (c - row * quads_per_row) * 4;
+    const Index bt = row / H, h = row - bt * H, b = bt / T, t = bt - b * T;
+    const float4 v = reinterpret_cast<const float4*>(g)[c];
+    Element* x = grad + b * s0 + t * s1 + h * s2 + d;
+    x[0] = Element(static_cast<float>(x[0]) + v.x);
+    x[1] = Element(static_cast<float>(x[1]) + v.y);
+    x[2] = Element(static_cast<float>(x[2]) + v.z);
+    x[3] = Element(static_cast<float>(x[3]) + v.w);
   }
+}
+
+template <class Element>
+void launch_accumulate(const float* g, void* grad, const int64_t strides[3], int64_t T, int64_t H, int64_t D,
+                       int64_t total, cudaStream_t stream) {
+  const int64_t quads = total / 4;
+  const unsigned blocks = grid_blocks(quads, 256);
+  Element* x = static_cast<Element*>(grad);
+  if (quads < (int64_t{1} << 30))
+    accumulate_kernel<Element, int32_t><<<blocks, 256, 0, stream>>>(
+        g, x, strides[0], strides[1], strides[2], static_cast<int32_t>(T), static_cast<int32_t>(H),
+        static_cast<int32_t>(D / 4), static_cast<int32_t>(quads));
+  else
+    accumulate_kernel<Element, int64_t>
+        <<<blocks, 256, 0, stream>>>(g, x, strides[0], strides[1], strides[2], T, H, D / 4, quads);
 }
 
 // d sink_h = -sum over rows of p_sink,i D_i with p_sink,i = exp(sink_h - lse_i) (the sink is a softmax entry
@@ -284,8 +299,13 @@ void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t 
                          int64_t T, int64_t H, int64_t D) {
   const int64_t total = B * T * H * D;
   if (total == 0) return;
-  accumulate_kernel<<<grid_blocks(total, 256), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
-      g, grad, dtype, strides[0], strides[1], strides[2], T, H, D, total);
+  const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  if (dtype == DType::f32)
+    launch_accumulate<float>(g, grad, strides, T, H, D, total, stream);
+  else if (dtype == DType::bf16)
+    launch_accumulate<cutlass::bfloat16_t>(g, grad, strides, T, H, D, total, stream);
+  else
+    launch_accumulate<cutlass::half_t>(g, grad, strides, T, H, D, total, stream);
   check_launch("attention_backward", "the gradient accumulation kernel");
 }
 

@@ -3,6 +3,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "posenc/device.h"
 #include "src/check.h"
 
@@ -39,19 +42,36 @@ void check_device_memory(std::string_view op, std::string_view name, const ViewS
                  " (cudaSetDevice, or torch.cuda.device, before the call)");
 }
 
+namespace {
+// POSENC_CUDA_POISON_SCRATCH=1 (the GPU tests): every scratch allocation filled with 0xFF bytes (NaN as
+// floats) before use, so that a kernel reading what nothing wrote shows NaN instead of the zeros a fresh
+// allocation often holds.
+bool poison_scratch() {
+  static const bool poison = [] {
+    const char* v = std::getenv("POSENC_CUDA_POISON_SCRATCH");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return poison;
+}
+}  // namespace
+
 DeviceScratch::DeviceScratch(std::string_view op, const char* what, size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMallocAsync(&data_, bytes, static_cast<cudaStream_t>(cuda_stream()));
+  const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  const cudaError_t e = cudaMallocAsync(&data_, bytes, stream);
   if (e != cudaSuccess) {
     cudaGetLastError();
     detail::fail(op, "could not allocate ", bytes, " bytes of device memory for ", what, ": ",
                  cudaGetErrorString(e));
   }
+  if (poison_scratch()) cudaMemsetAsync(data_, 0xFF, bytes, stream);
 }
 
-void DeviceScratch::zero() {
-  if (data_ != nullptr && bytes_ > 0)
-    cudaMemsetAsync(data_, 0, bytes_, static_cast<cudaStream_t>(cuda_stream()));
+void DeviceScratch::zero() { zero(bytes_); }
+
+void DeviceScratch::zero(size_t bytes) {
+  if (data_ != nullptr && bytes > 0)
+    cudaMemsetAsync(data_, 0, std::min(bytes, bytes_), static_cast<cudaStream_t>(cuda_stream()));
 }
 
 DeviceScratch::~DeviceScratch() {

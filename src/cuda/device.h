@@ -13,7 +13,8 @@ namespace posenc::cuda {
 void check_device_memory(std::string_view op, std::string_view name, const ViewShape& v, const void* data);
 
 // Device memory for the length of a call, stream-ordered on posenc::cuda_stream() (cudaMallocAsync, and
-// cudaFreeAsync when it goes out of scope, after the kernels queued before that): no synchronization.
+// cudaFreeAsync when it goes out of scope, after the kernels queued before that): no synchronization. Its
+// bytes are undefined until written (NaN throughout with POSENC_CUDA_POISON_SCRATCH=1, for the tests).
 class DeviceScratch {
  public:
   DeviceScratch(std::string_view op, const char* what, size_t bytes);
@@ -21,7 +22,8 @@ class DeviceScratch {
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
   void* data() const { return data_; }
-  void zero();  // every byte 0, queued on the stream
+  void zero();              // every byte 0, queued on the stream
+  void zero(size_t bytes);  // the first `bytes` bytes 0
   template <class T>
   T* as() const {
     return static_cast<T*>(data_);

@@ -3,6 +3,8 @@
 // threads form the row's cos / sin once in shared memory (angles reduced in double, src/angle.h), then
 // rotate every head of every tensor with 16-byte accesses where alignment allows. A second rotation of the
 // same rows (the KV cache's re-rotation) is applied in fp32 before the one rounding to the storage type.
+// Accumulating (the attention backward's dq and dk): fp32 rows rotated and added into rows of any storage
+// type, one rounding, so that a gradient is rotated back and added in one pass over memory.
 //   tensors: (B, T, H, D) f32, bf16 or fp16, unit stride on D; pairs P = rotary_dim / 2 <= kMaxDevicePairs.
 //   half layout: pair j = (x[j], x[j + P]);   interleaved: pair j = (x[2j], x[2j + 1]).
 #include <cuda_runtime.h>
@@ -123,13 +125,26 @@ __device__ __forceinline__ void rotate_pair_of_row(float a, float b, const float
   if constexpr (kTwice) rotate_pair(*a_out, *b_out, cs2[j], sn2[j], a_out, b_out);
 }
 
-template <class S, RopeLayout kLayout, int kVec, bool kTwice>
+// kVec elements of out's rows, rotated from in's (SIn's storage) and, kAccumulate, added to what out holds.
+template <class SIn, class SOut, int kVec, bool kAccumulate>
+__device__ __forceinline__ void store_rotated(typename SOut::T* y, const float* rotated) {
+  using TO = typename SOut::T;
+  Chunk<TO, kVec> c;
+  if constexpr (kAccumulate) c = load_chunk<TO, kVec>(y);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    c.v[e] = SOut::store(kAccumulate ? SOut::load(c.v[e]) + rotated[e] : rotated[e]);
+  store_chunk<TO, kVec>(y, c);
+}
+
+template <class SIn, class SOut, RopeLayout kLayout, int kVec, bool kTwice, bool kAccumulate>
 __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t t, int pairs, int64_t dim,
                                             const float* cs, const float* sn, const float* cs2,
                                             const float* sn2) {
-  using T = typename S::T;
-  const T* in = static_cast<const T*>(r.in) + b * r.in_strides[0] + t * r.in_strides[1];
-  T* out = static_cast<T*>(r.out) + b * r.out_strides[0] + t * r.out_strides[1];
+  using TI = typename SIn::T;
+  using TO = typename SOut::T;
+  const TI* in = static_cast<const TI*>(r.in) + b * r.in_strides[0] + t * r.in_strides[1];
+  TO* out = static_cast<TO*>(r.out) + b * r.out_strides[0] + t * r.out_strides[1];
   const int rotary = 2 * pairs;
   // Work units of a head: kVec pairs (half: kVec elements from each half) or kVec / 2 pairs (interleaved).
   const int per_head = kLayout == RopeLayout::half ? pairs / kVec : rotary / kVec;
@@ -137,47 +152,45 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
   for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
     const int64_t h = u / per_head;
     const int k = static_cast<int>(u - h * per_head);
-    const T* x = in + h * r.in_strides[2];
-    T* y = out + h * r.out_strides[2];
+    const TI* x = in + h * r.in_strides[2];
+    TO* y = out + h * r.out_strides[2];
     if constexpr (kLayout == RopeLayout::half) {
       const int j0 = k * kVec;
-      const Chunk<T, kVec> xa = load_chunk<T, kVec>(x + j0), xb = load_chunk<T, kVec>(x + pairs + j0);
-      Chunk<T, kVec> ya, yb;
+      const Chunk<TI, kVec> xa = load_chunk<TI, kVec>(x + j0), xb = load_chunk<TI, kVec>(x + pairs + j0);
+      float ya[kVec], yb[kVec];
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        float a2, b2;
-        rotate_pair_of_row<kTwice>(S::load(xa.v[e]), S::load(xb.v[e]), cs, sn, cs2, sn2, j0 + e, &a2, &b2);
-        ya.v[e] = S::store(a2);
-        yb.v[e] = S::store(b2);
-      }
-      store_chunk<T, kVec>(y + j0, ya);
-      store_chunk<T, kVec>(y + pairs + j0, yb);
+      for (int e = 0; e < kVec; ++e)
+        rotate_pair_of_row<kTwice>(SIn::load(xa.v[e]), SIn::load(xb.v[e]), cs, sn, cs2, sn2, j0 + e, &ya[e],
+                                   &yb[e]);
+      store_rotated<SIn, SOut, kVec, kAccumulate>(y + j0, ya);
+      store_rotated<SIn, SOut, kVec, kAccumulate>(y + pairs + j0, yb);
     } else {
       const int e0 = k * kVec;
-      const Chunk<T, kVec> xv = load_chunk<T, kVec>(x + e0);
-      Chunk<T, kVec> yv;
+      const Chunk<TI, kVec> xv = load_chunk<TI, kVec>(x + e0);
+      float yv[kVec];
 #pragma unroll
-      for (int e = 0; e < kVec; e += 2) {
-        const int j = (e0 + e) / 2;
-        float a2, b2;
-        rotate_pair_of_row<kTwice>(S::load(xv.v[e]), S::load(xv.v[e + 1]), cs, sn, cs2, sn2, j, &a2, &b2);
-        yv.v[e] = S::store(a2);
-        yv.v[e + 1] = S::store(b2);
-      }
-      store_chunk<T, kVec>(y + e0, yv);
+      for (int e = 0; e < kVec; e += 2)
+        rotate_pair_of_row<kTwice>(SIn::load(xv.v[e]), SIn::load(xv.v[e + 1]), cs, sn, cs2, sn2, (e0 + e) / 2,
+                                   &yv[e], &yv[e + 1]);
+      store_rotated<SIn, SOut, kVec, kAccumulate>(y + e0, yv);
     }
   }
-  // Dimensions past rotary_dim pass unchanged (copied bit for bit out of place).
+  // Dimensions past rotary_dim pass unchanged (copied bit for bit out of place; accumulating, added).
   if (r.out != r.in && dim > rotary) {
     const int64_t pass = dim - rotary;
     for (int64_t u = threadIdx.x; u < r.heads * pass; u += blockDim.x) {
       const int64_t h = u / pass, e = rotary + (u - h * pass);
-      out[h * r.out_strides[2] + e] = in[h * r.in_strides[2] + e];
+      TO& y = out[h * r.out_strides[2] + e];
+      const TI x = in[h * r.in_strides[2] + e];
+      if constexpr (kAccumulate)
+        y = SOut::store(SOut::load(y) + SIn::load(x));
+      else
+        y = x;  // SIn is SOut
     }
   }
 }
 
-template <class S, RopeLayout kLayout, int kVec, bool kTwice>
+template <class SIn, class SOut, RopeLayout kLayout, int kVec, bool kTwice, bool kAccumulate>
 __global__ void __launch_bounds__(kThreads) rope_rotate_kernel(const __grid_constant__ RotateArgs args) {
   __shared__ float cs[kMaxDevicePairs], sn[kMaxDevicePairs];
   __shared__ float cs2[kTwice ? kMaxDevicePairs : 1], sn2[kTwice ? kMaxDevicePairs : 1];
@@ -189,8 +202,8 @@ __global__ void __launch_bounds__(kThreads) rope_rotate_kernel(const __grid_cons
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < args.num_tensors)
-        rotate_rows<S, kLayout, kVec, kTwice>(args.rows[i], b, t, args.angles.pairs, args.dim, cs, sn, cs2,
-                                              sn2);
+        rotate_rows<SIn, SOut, kLayout, kVec, kTwice, kAccumulate>(args.rows[i], b, t, args.angles.pairs,
+                                                                   args.dim, cs, sn, cs2, sn2);
     __syncthreads();  // the next row rewrites cs / sn
   }
 }
@@ -248,9 +261,27 @@ void launch_rotate(const RotateArgs& args, cudaStream_t stream) {
   constexpr int kScalar = kLayout == RopeLayout::half ? 1 : 2;
   const int grid = grid_for(args.row_count);
   if (vector_ok(args, kLayout, kVec))
-    rope_rotate_kernel<S, kLayout, kVec, kTwice><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<S, S, kLayout, kVec, kTwice, false><<<grid, kThreads, 0, stream>>>(args);
   else
-    rope_rotate_kernel<S, kLayout, kScalar, kTwice><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<S, S, kLayout, kScalar, kTwice, false><<<grid, kThreads, 0, stream>>>(args);
+}
+
+// fp32 rows rotated and added into rows of SOut's storage type: 4 elements (16 bytes of fp32) a unit where
+// the rows allow.
+template <class SOut, RopeLayout kLayout>
+void launch_accumulate(const RotateArgs& args, cudaStream_t stream) {
+  constexpr int kScalar = kLayout == RopeLayout::half ? 1 : 2;
+  const int grid = grid_for(args.row_count);
+  if (vector_ok(args, kLayout, 4))
+    rope_rotate_kernel<F32, SOut, kLayout, 4, false, true><<<grid, kThreads, 0, stream>>>(args);
+  else
+    rope_rotate_kernel<F32, SOut, kLayout, kScalar, false, true><<<grid, kThreads, 0, stream>>>(args);
+}
+
+template <class SOut>
+void launch_accumulate(const RotateArgs& args, RopeLayout layout, cudaStream_t stream) {
+  layout == RopeLayout::half ? launch_accumulate<SOut, RopeLayout::half>(args, stream)
+                             : launch_accumulate<SOut, RopeLayout::interleaved>(args, stream);
 }
 
 template <class S>
@@ -286,6 +317,13 @@ void rope_rotate(const RopeLaunch& l) {
   args.dim = l.dim;
   if (args.row_count == 0) return;
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  if (l.accumulate) {
+    l.out_dtype == DType::bf16  ? launch_accumulate<BF16>(args, l.layout, stream)
+    : l.out_dtype == DType::f16 ? launch_accumulate<F16>(args, l.layout, stream)
+                                : launch_accumulate<F32>(args, l.layout, stream);
+    check_launch("rope", "the CUDA rotation kernel's launch");
+    return;
+  }
   switch (l.dtype) {
     case DType::bf16:
       launch_rotate<BF16>(args, l.layout, twice, stream);

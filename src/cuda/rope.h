@@ -39,6 +39,10 @@ struct RopeLaunch {
   // frequencies must have the first's number of pairs.
   const RopeFrequencies* then_freq = nullptr;
   bool then_inverse = false;
+  // Accumulating: the tensors' in rows are f32 (dtype f32), their out rows of out_dtype, and out += the
+  // rotation of in with one rounding (dims past rotary_dim added unrotated); no second rotation.
+  bool accumulate = false;
+  DType out_dtype = DType::f32;
 };
 void rope_rotate(const RopeLaunch& launch);
 

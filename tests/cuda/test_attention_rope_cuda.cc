@@ -1,0 +1,218 @@
+// tests/cuda/test_attention_rope_cuda.cc: how the CUDA attention's front end applies RoPE around the
+// kernels, for every way a model places it: the whole head rotated (the copies q and k written by the
+// rotation itself, and dq, dk rotated back while they are added into the caller's gradients, one pass each),
+// rotary_dim below head_dim (the dims past it copied, and added unrotated), both layouts, and a range of the
+// head (rope_offset, as MLA's; copied, then rotated in place). First the accumulating rotation alone, bit for
+// bit against the host emulation of the device's arithmetic (tests/cuda/rope_emulation.h) on both of its
+// paths (16-byte rows and the scalar one) into f32, bf16 and fp16 gradients; then forward and backward
+// against the CPU backend, the gradients added into non-zero ones. Skipped without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "device_buffer.h"
+#include "half_storage.h"
+#include "posenc/attention.h"
+#include "posenc/rope.h"
+#include "rope_emulation.h"
+#include "src/half.h"
+#include "src/rope_plan.h"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+
+TensorView device_view(void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  TensorView v = view(static_cast<float*>(data), shape, Device::cuda);
+  v.dtype = dtype;
+  return v;
+}
+
+// target += R^T grad, one rounding: the host emulation rotates grad back in fp32 (the kernel's functions),
+// then each element is added in fp32 and rounded to the target's storage once.
+TEST(AttentionRopeCuda, BackwardAccumulateIsTheRotationAddedOnce) {
+  POSENC_SKIP_WITHOUT_GPU();
+  struct Layout {
+    RopeLayout layout;
+    int64_t head_dim, rotary_dim;
+  };
+  // 16-byte rows (32 pairs; 16 of 32 dims), then the scalar path (18 pairs: not a multiple of 4).
+  const Layout layouts[] = {{RopeLayout::half, 64, 64},
+                            {RopeLayout::interleaved, 64, 32},
+                            {RopeLayout::half, 40, 36},
+                            {RopeLayout::interleaved, 40, 36}};
+  const int64_t B = 2, T = 5, H = 3;
+  for (const Layout& l : layouts)
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::to_string(l.head_dim) + " dims, rotary " + std::to_string(l.rotary_dim) +
+                   (l.layout == RopeLayout::half ? " half " : " interleaved ") + dtype_name(dtype));
+      RopeConfig rc;
+      rc.head_dim = l.head_dim, rc.rotary_dim = l.rotary_dim, rc.layout = l.layout;
+      const Rope rope(rc);
+      const int64_t n = B * T * H * l.head_dim;
+      const std::vector<float> grad = random_floats(n, 11), start = random_floats(n, 12);
+      std::vector<int64_t> pos(B * T);
+      for (int64_t i = 0; i < B * T; ++i) pos[i] = 1000 + (i * 37) % 53;
+      const std::vector<float> back =
+          emulate_cuda_rope(rope.frequencies(), l.layout, l.head_dim, DType::f32, grad, pos, B, T, H, true);
+      DeviceBuffer<float> dgrad(grad);
+      DeviceBuffer<int64_t> dpos(pos);
+      const ConstTensorView g = device_view(dgrad.get(), DType::f32, {B, T, H, l.head_dim});
+      const ConstTensorView p = view(dpos.get(), {B, T}, Device::cuda);
+      if (dtype == DType::f32) {
+        DeviceBuffer<float> target(start);
+        detail::rope_backward_accumulate_cuda(rope, g,
+                                              device_view(target.get(), dtype, {B, T, H, l.head_dim}), p);
+        const std::vector<float> got = target.to_host();
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], start[i] + back[i]) << "element " << i;
+      } else {
+        const Storage& s = dtype == DType::bf16 ? kBf16 : kF16;
+        std::vector<uint16_t> bits(n);
+        for (int64_t i = 0; i < n; ++i) bits[i] = s.round(start[i]);
+        DeviceBuffer<uint16_t> target(bits);
+        detail::rope_backward_accumulate_cuda(rope, g,
+                                              device_view(target.get(), dtype, {B, T, H, l.head_dim}), p);
+        const std::vector<uint16_t> got = target.to_host();
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[i], s.round(s.value(bits[i]) + back[i])) << "element " << i;
+      }
+    }
+}
+
+struct Placement {
+  const char* name;
+  RopeLayout layout;
+  int64_t rope_dim, rotary_dim, offset;  // RoPE's head_dim, its rotary_dim, AttentionConfig::rope_offset
+};
+
+// Forward and backward with RoPE placed as `p` in heads of 64, bf16, causal, grouped heads: the output
+// against the CPU's on the values the tensor cores read (q and k rotated as the device rotates them), the
+// gradients (added into non-zero f32 and bf16 ones) against the CPU backend's on the same inputs within the
+// bound of test_attention_cuda.cc's backward check (2^-6 of the tensor's largest plus 2^-7 of the element).
+void check_placement(const Placement& pl) {
+  SCOPED_TRACE(pl.name);
+  const int64_t B = 2, Q = 70, K = 70, H = 4, Hkv = 2, D = 64;
+  RopeConfig rc;
+  rc.head_dim = pl.rope_dim, rc.rotary_dim = pl.rotary_dim, rc.layout = pl.layout;
+  const Rope rope(rc);
+  AttentionConfig cfg;
+  cfg.causal = true;
+  cfg.rope = &rope;
+  cfg.rope_offset = pl.offset;
+  const int64_t nq = B * Q * H * D, nk = B * K * Hkv * D;
+  std::vector<uint16_t> q, k, v;
+  const std::vector<float> qf = rounded_random(kBf16, nq, 1, q), kf = rounded_random(kBf16, nk, 2, k),
+                           vf = rounded_random(kBf16, nk, 3, v);
+  std::vector<int64_t> qp(Q), kp(K);
+  for (int64_t i = 0; i < Q; ++i) qp[i] = i;
+  for (int64_t j = 0; j < K; ++j) kp[j] = j;
+  // The device's rotated copies, on the host: the range [offset, offset + rope_dim) of each head.
+  const auto rotated = [&](const std::vector<uint16_t>& x, int64_t T, int64_t heads,
+                           const std::vector<int64_t>& p) {
+    std::vector<uint16_t> range(B * T * heads * pl.rope_dim);
+    for (int64_t r = 0; r < B * T * heads; ++r)
+      std::copy_n(x.begin() + r * D + pl.offset, pl.rope_dim, range.begin() + r * pl.rope_dim);
+    std::vector<int64_t> bp(B * T);
+    for (int64_t b = 0; b < B; ++b) std::copy(p.begin(), p.end(), bp.begin() + b * T);
+    range = emulate_cuda_rope(rope.frequencies(), pl.layout, pl.rope_dim, DType::bf16, range, bp, B, T, heads,
+                              false);
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
+    for (int64_t r = 0; r < B * T * heads; ++r)
+      for (int64_t e = 0; e < pl.rope_dim; ++e)
+        y[r * D + pl.offset + e] = kBf16.value(range[r * pl.rope_dim + e]);
+    return y;
+  };
+  AttentionConfig plain = cfg;
+  plain.rope = nullptr, plain.rope_offset = 0;
+  const std::vector<float> q_rot = rotated(q, Q, H, qp), k_rot = rotated(k, K, Hkv, kp);
+  std::vector<float> out_rot(nq), lse_rot(B * H * Q);
+  attention_forward(plain,
+                    qkv(view(q_rot.data(), {B, Q, H, D}), view(k_rot.data(), {B, K, Hkv, D}),
+                        view(vf.data(), {B, K, Hkv, D})),
+                    view(out_rot.data(), {B, Q, H, D}), view(lse_rot.data(), {B, H, Q}));
+
+  DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), dout(nq);
+  DeviceBuffer<float> dlse(B * H * Q);
+  dout.poison(), dlse.poison();
+  const AttentionInputs din = qkv(device_view(dq.get(), DType::bf16, {B, Q, H, D}),
+                                  device_view(dk.get(), DType::bf16, {B, K, Hkv, D}),
+                                  device_view(dv.get(), DType::bf16, {B, K, Hkv, D}));
+  attention_forward(cfg, din, device_view(dout.get(), DType::bf16, {B, Q, H, D}),
+                    view(dlse.get(), {B, H, Q}, Device::cuda));
+  const std::vector<uint16_t> out = dout.to_host();
+  double vmax = 0;
+  for (float x : vf) vmax = std::max(vmax, std::fabs(static_cast<double>(x)));
+  for (int64_t i = 0; i < nq; ++i) {
+    const double cpu = out_rot[i], got = kBf16.value(out[i]);
+    ASSERT_LE(std::fabs(got - cpu),
+              kBf16.unit_roundoff * (vmax + std::fabs(cpu)) + 2e-5 * (1 + std::fabs(cpu)))
+        << "out element " << i;
+  }
+
+  // The backward: the CPU's on the unrotated inputs with RoPE, from its own forward, into gradients that
+  // start at `start` (bf16 values, so that both views start alike).
+  std::vector<float> out_cpu(nq), lse_cpu(B * H * Q);
+  const AttentionInputs in =
+      qkv(view(qf.data(), {B, Q, H, D}), view(kf.data(), {B, K, Hkv, D}), view(vf.data(), {B, K, Hkv, D}));
+  attention_forward(cfg, in, view(out_cpu.data(), {B, Q, H, D}), view(lse_cpu.data(), {B, H, Q}));
+  std::vector<uint16_t> go, sq, sk, sv;
+  const std::vector<float> grad_out = rounded_random(kBf16, nq, 4, go);
+  const std::vector<float> start_q = rounded_random(kBf16, nq, 5, sq),
+                           start_k = rounded_random(kBf16, nk, 6, sk),
+                           start_v = rounded_random(kBf16, nk, 7, sv);
+  std::vector<float> gq = start_q, gk = start_k, gv = start_v;
+  AttentionGrads g;
+  g.q = view(gq.data(), {B, Q, H, D}), g.k = view(gk.data(), {B, K, Hkv, D}),
+  g.v = view(gv.data(), {B, K, Hkv, D});
+  attention_backward(cfg, in, view(out_cpu.data(), {B, Q, H, D}), view(lse_cpu.data(), {B, H, Q}),
+                     view(grad_out.data(), {B, Q, H, D}), g);
+  DeviceBuffer<uint16_t> dgo(go);
+  for (const bool bf16_grads : {false, true}) {
+    SCOPED_TRACE(bf16_grads ? "bf16 gradients" : "f32 gradients");
+    DeviceBuffer<float> fq(start_q), fk(start_k), fv(start_v);
+    DeviceBuffer<uint16_t> hq(sq), hk(sk), hv(sv);
+    AttentionGrads dg;
+    const DType gt = bf16_grads ? DType::bf16 : DType::f32;
+    dg.q = device_view(bf16_grads ? static_cast<void*>(hq.get()) : fq.get(), gt, {B, Q, H, D});
+    dg.k = device_view(bf16_grads ? static_cast<void*>(hk.get()) : fk.get(), gt, {B, K, Hkv, D});
+    dg.v = device_view(bf16_grads ? static_cast<void*>(hv.get()) : fv.get(), gt, {B, K, Hkv, D});
+    attention_backward(cfg, din, device_view(dout.get(), DType::bf16, {B, Q, H, D}),
+                       view(dlse.get(), {B, H, Q}, Device::cuda),
+                       device_view(dgo.get(), DType::bf16, {B, Q, H, D}), dg);
+    const auto host = [&](const DeviceBuffer<float>& f, const DeviceBuffer<uint16_t>& h) {
+      if (!bf16_grads) return f.to_host();
+      const std::vector<uint16_t> bits = h.to_host();
+      std::vector<float> y(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) y[i] = kBf16.value(bits[i]);
+      return y;
+    };
+    const std::vector<float> got[3] = {host(fq, hq), host(fk, hk), host(fv, hv)};
+    const std::vector<float>* want[3] = {&gq, &gk, &gv};
+    const std::vector<float>* start[3] = {&start_q, &start_k, &start_v};
+    const char* names[3] = {"dq", "dk", "dv"};
+    for (int t = 0; t < 3; ++t) {
+      // The bound on the attention's gradient (what was added), plus the one rounding of a bf16 sum.
+      double largest = 0;
+      for (size_t i = 0; i < want[t]->size(); ++i)
+        largest = std::max(largest, std::fabs(static_cast<double>((*want[t])[i]) - (*start[t])[i]));
+      for (size_t i = 0; i < want[t]->size(); ++i) {
+        const double w = (*want[t])[i], added = w - (*start[t])[i];
+        const double bound = std::ldexp(largest, -6) + std::ldexp(std::fabs(added), -7) +
+                             (bf16_grads ? kBf16.unit_roundoff * std::fabs(w) : 0.0);
+        ASSERT_LE(std::fabs(got[t][i] - w), bound) << names[t] << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(AttentionRopeCuda, PlacementsAgainstTheCpu) {
+  POSENC_SKIP_WITHOUT_GPU();
+  check_placement({"the whole head, interleaved", RopeLayout::interleaved, 64, 64, 0});
+  check_placement({"rotary_dim 32 of 64, half", RopeLayout::half, 64, 32, 0});
+  check_placement({"a range: dims 16 .. 48, half", RopeLayout::half, 32, 32, 16});
+}
+
+}  // namespace
+}  // namespace posenc::test
