@@ -68,13 +68,14 @@ Strided<const float, 3> rows_f32(const ConstTensorView& x, int64_t dim, std::vec
 }
 
 // grad (rank 4, fp32 or 16-bit) += g (contiguous fp32).
-void accumulate_gradient(const TensorView& grad, const float* g) {
+// grad += g, or grad = g (add false).
+void accumulate_gradient(const TensorView& grad, const float* g, bool add) {
   if (detail::activation_dtype(grad) == DType::f32) {
-    cpu::accumulate_into(as_rank4(grad), g);
+    cpu::accumulate_into(as_rank4(grad), g, add);
     return;
   }
   Strided<uint16_t, 4> s = strided16<4>(grad);
-  cpu::accumulate_into(s, grad.dtype, g);
+  cpu::accumulate_into(s, grad.dtype, g, add);
 }
 }  // namespace
 
@@ -206,24 +207,28 @@ void attention_backward(const AttentionConfig& config, const AttentionInputs& in
     const detail::HeadRows v_rows{dv_rows, dv_rows, p.rope_dim};
     detail::rope_apply(*p.rope_k, {B, K}, &v_rows, 1, true);
   }
-  accumulate_gradient(grads.q, dq.data());
-  accumulate_gradient(grads.k, dk.data());
-  accumulate_gradient(grads.v, dv.data());
-  if (want_table) cpu::accumulate_into(as_rank4(grads.relative_table), d_table.data());
-  if (want_a_k) cpu::accumulate_into(as_rank4(grads.shaw_a_k), d_a_k.data());
-  if (want_a_v) cpu::accumulate_into(as_rank4(grads.shaw_a_v), d_a_v.data());
+  const bool add = grads.accumulate;
+  accumulate_gradient(grads.q, dq.data(), add);
+  accumulate_gradient(grads.k, dk.data(), add);
+  accumulate_gradient(grads.v, dv.data(), add);
+  if (want_table) cpu::accumulate_into(as_rank4(grads.relative_table), d_table.data(), add);
+  if (want_a_k) cpu::accumulate_into(as_rank4(grads.shaw_a_k), d_a_k.data(), add);
+  if (want_a_v) cpu::accumulate_into(as_rank4(grads.shaw_a_v), d_a_v.data(), add);
   if (want_u || want_v) {
     const std::vector<float> u(d_u.begin(), d_u.end()), v(d_v.begin(), d_v.end());
-    if (want_u) cpu::accumulate_into(as_rank4(grads.transformer_xl_u), u.data());
-    if (want_v) cpu::accumulate_into(as_rank4(grads.transformer_xl_v), v.data());
+    if (want_u) cpu::accumulate_into(as_rank4(grads.transformer_xl_u), u.data(), add);
+    if (want_v) cpu::accumulate_into(as_rank4(grads.transformer_xl_v), v.data(), add);
   }
   if (want_sinks) {
     const std::vector<float> d(d_sinks.begin(), d_sinks.end());
-    cpu::accumulate_into(as_rank4(grads.sinks), d.data());
+    cpu::accumulate_into(as_rank4(grads.sinks), d.data(), add);
   }
-  if (want_w_r)  // forward: rproj_h[delta] = W_R,h R_delta
-    cpu::transformer_xl_project_backward(H, D, d_model, d_rproj, p.transformer_xl->sinusoids, n,
-                                         strided<2>(grads.transformer_xl_w_r));
+  if (want_w_r) {  // forward: rproj_h[delta] = W_R,h R_delta; its backward adds into the view
+    const Strided<float, 2> w_r = strided<2>(grads.transformer_xl_w_r);
+    for (int64_t i = 0; !add && i < w_r.extent[0]; ++i)
+      for (int64_t j = 0; j < w_r.extent[1]; ++j) w_r(i, j) = 0.0f;
+    cpu::transformer_xl_project_backward(H, D, d_model, d_rproj, p.transformer_xl->sinusoids, n, w_r);
+  }
 }
 
 void set_bf16_dot_products(bool enabled) { cpu::set_bf16_dot_enabled(enabled); }

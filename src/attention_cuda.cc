@@ -512,23 +512,30 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
       *grad = view->ptr<float>(), strides[0] = view->strides[0], strides[1] = view->strides[1];
   if (bw->grads->sinks.data != nullptr)
     bl.grad_sinks = bw->grads->sinks.ptr<float>(), bl.grad_sinks_stride = bw->grads->sinks.strides[0];
-  cuda::attention_backward(bl);
   const AttentionGrads& g = *bw->grads;
+  const bool add = g.accumulate;
+  if (!add)  // the parameters' gradients are added into by the kernels: zeroed first when they are written
+    for (const TensorView* t : {&g.relative_table, &g.shaw_a_k, &g.shaw_a_v, &g.transformer_xl_u,
+                                &g.transformer_xl_v, &g.transformer_xl_w_r, &g.sinks})
+      if (t->data != nullptr)
+        cuda::zero_gradient(t->ptr<float>(), t->shape[0], t->rank > 1 ? t->shape[1] : 1, t->strides[0],
+                            t->rank > 1 ? t->strides[1] : 1);
+  cuda::attention_backward(bl);
   if (rope != nullptr && rope_dim == D) {
-    // Back through RoPE and into the gradients in one pass: dq += R^T dq', dk += R^T dk'.
-    detail::rope_backward_accumulate_cuda(*rope, range(bl.dq, DType::f32, Q, H), g.q,
-                                          pos_view(l.q_pos, l.q_pos_stride, Q));
-    detail::rope_backward_accumulate_cuda(*rope, range(bl.dk, DType::f32, K, Hkv), g.k,
-                                          pos_view(l.k_pos, l.k_pos_stride, K));
+    // Back through RoPE and into the gradients in one pass: dq (+)= R^T dq', dk (+)= R^T dk'.
+    detail::rope_backward_into_gradient_cuda(*rope, range(bl.dq, DType::f32, Q, H), g.q,
+                                             pos_view(l.q_pos, l.q_pos_stride, Q), add);
+    detail::rope_backward_into_gradient_cuda(*rope, range(bl.dk, DType::f32, K, Hkv), g.k,
+                                             pos_view(l.k_pos, l.k_pos_stride, K), add);
   } else {
-    if (rope != nullptr) {  // the range rotated back in place, then every dim added
+    if (rope != nullptr) {  // the range rotated back in place, then every dim added or written
       rope->backward(range(bl.dq, DType::f32, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
       rope->backward(range(bl.dk, DType::f32, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
     }
-    cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D);
-    cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D);
+    cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D, add);
+    cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D, add);
   }
-  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv);
+  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv, add);
 }
 
 }  // namespace

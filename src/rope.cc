@@ -105,9 +105,11 @@ RopeFrequencies checked_device_frequencies(const Rope& rope, const RopeCall& cal
 #endif
 
 // Rotates (B, T, H, D) rows of CUDA views whose shapes and dtypes are checked; queues on cuda_stream().
-// accumulate: the tensors' in rows (f32) rotated and added into their out rows (any storage type).
+// output: rotated rows (in and out of one storage type), or the tensors' in rows (f32) rotated and added into
+// (or written to) their out rows, of any storage type.
 void run_cuda(const Rope& rope, const DeviceTensor* tensors, int num_tensors, int64_t batch, int64_t tokens,
-              const ConstTensorView& positions, const RopeCall& call, bool inverse, bool accumulate = false) {
+              const ConstTensorView& positions, const RopeCall& call, bool inverse,
+              cuda::RopeOutput output = cuda::RopeOutput::rotated) {
 #if POSENC_WITH_CUDA
   const RopeConfig& cfg = rope.config();
   const detail::PositionLayout pos =
@@ -135,12 +137,12 @@ void run_cuda(const Rope& rope, const DeviceTensor* tensors, int num_tensors, in
   launch.tokens = tokens;
   launch.positions = pos;
   launch.num_tensors = num_tensors;
-  launch.accumulate = accumulate;
+  launch.output = output;
   launch.out_dtype = tensors[0].out.dtype;
   cuda::rope_rotate(launch);
 #else
   (void)rope, (void)num_tensors, (void)batch, (void)tokens, (void)positions, (void)call, (void)inverse;
-  (void)accumulate;
+  (void)output;
   detail::fail_without_cuda(kOp, tensors[0].name);
 #endif
 }
@@ -179,8 +181,8 @@ void run(const Rope& rope, ConstTensorView x, TensorView out, ConstTensorView po
 }  // namespace
 
 namespace detail {
-void rope_backward_accumulate_cuda(const Rope& rope, ConstTensorView grad, TensorView target,
-                                   ConstTensorView positions) {
+void rope_backward_into_gradient_cuda(const Rope& rope, ConstTensorView grad, TensorView target,
+                                      ConstTensorView positions, bool add) {
   const RopeConfig& cfg = rope.config();
   check_view(kOp, "grad", grad, DType::f32, {-1, -1, -1, cfg.head_dim}, grad.data, Device::cuda);
   check_heads_view(cfg, "target", target, target.data, Device::cuda);
@@ -189,7 +191,8 @@ void rope_backward_accumulate_cuda(const Rope& rope, ConstTensorView grad, Tenso
     fail(kOp, "target has shape ", target.shape_string(), ", expected the shape of grad ",
          grad.shape_string());
   const DeviceTensor t{"grad", grad, target};
-  run_cuda(rope, &t, 1, grad.shape[0], grad.shape[1], positions, RopeCall{}, true, true);
+  run_cuda(rope, &t, 1, grad.shape[0], grad.shape[1], positions, RopeCall{}, true,
+           add ? cuda::RopeOutput::gradient_added : cuda::RopeOutput::gradient_written);
 }
 }  // namespace detail
 

@@ -62,11 +62,11 @@ RopePlan plan_rope(const Rope& rope, std::vector<int64_t> positions, std::option
 // Rotates (or, inverse, rotates back) rows (B, T, H) of the tensors by the plan's angles.
 void rope_apply(const RopePlan& plan, TokenGrid grid, const HeadRows* tensors, int num_tensors, bool inverse);
 
-// On CUDA views (the attention backward's dq and dk): target += R^T grad, the rotation's gradient at the
-// positions, with one rounding to target's storage type. grad: (B, T, H, head_dim) f32; target: its shape,
-// f32, bf16 or fp16; unit strides on D. The sequence length the call's frequencies need: none (the types
-// that depend on it are refused by name, as Rope::backward on CUDA views refuses them without one).
-void rope_backward_accumulate_cuda(const Rope& rope, ConstTensorView grad, TensorView target,
-                                   ConstTensorView positions);
+// On CUDA views (the attention backward's dq and dk): target += R^T grad (add) or target = R^T grad, the
+// rotation's gradient at the positions, with one rounding to target's storage type. grad: (B, T, H, head_dim)
+// f32; target: its shape, f32, bf16 or fp16; unit strides on D. No sequence length: the types whose
+// frequencies depend on it are refused by name, as Rope::backward on CUDA views refuses them without one.
+void rope_backward_into_gradient_cuda(const Rope& rope, ConstTensorView grad, TensorView target,
+                                      ConstTensorView positions, bool add);
 
 }  // namespace posenc::detail

@@ -3,6 +3,8 @@
 // across tile edges, GQA, decode shapes, windows and packed sequences; plus determinism.
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "attention_case.h"
 #include "posenc/error.h"
@@ -18,8 +20,10 @@ struct Grads {
   std::vector<float> part[Params::count];
 };
 
-// Forward (for out and lse) then backward with grad_out = w, accumulating into zeroed grads.
-Grads run_backward(const AttentionCase& ac, const std::vector<float>& w) {
+// Forward (for out and lse) then backward with grad_out = w, accumulating into zeroed grads (or, with
+// accumulate false, written into grads that start as `start`).
+Grads run_backward(const AttentionCase& ac, const std::vector<float>& w, bool accumulate = true,
+                   float start = 0.0f) {
   const Case& c = ac.shape();
   std::vector<float> out(c.B * c.Q * c.H * c.D), lse(c.B * c.H * c.Q);
   const AttentionConfig cfg = ac.config();
@@ -27,8 +31,9 @@ Grads run_backward(const AttentionCase& ac, const std::vector<float>& w) {
   attention_forward(cfg, in, view(out.data(), {c.B, c.Q, c.H, c.D}), view(lse.data(), {c.B, c.H, c.Q}));
   Grads g;
   for (int p = 0; p < Params::count; ++p)
-    g.part[p].assign(ac.part(static_cast<Params::Part>(p)).size(), 0.0f);
+    g.part[p].assign(ac.part(static_cast<Params::Part>(p)).size(), start);
   AttentionGrads ag;
+  ag.accumulate = accumulate;
   ag.q = view(g.part[Params::q].data(), {c.B, c.Q, c.H, c.D});
   ag.k = view(g.part[Params::k].data(), {c.B, c.K, c.Hkv, c.D});
   ag.v = view(g.part[Params::v].data(), {c.B, c.K, c.Hkv, c.D});
@@ -161,6 +166,43 @@ TEST(AttentionBackward, GradientsAccumulate) {
                      view(w.data(), {1, 5, 1, 8}), ag);
   for (int p : {Params::q, Params::k, Params::v, Params::table})
     for (size_t i = 0; i < g.part[p].size(); ++i) EXPECT_EQ(twice.part[p][i], 2 * g.part[p][i]);
+}
+
+// AttentionGrads::accumulate = false: every gradient written, the views' NaN never read; the same bits as
+// added into zeros. In fp32 views for every parameter, and in bf16 views of q, k and v (one rounding).
+TEST(AttentionBackward, GradientsWrittenWhenNotAccumulated) {
+  for (Enc e : {Enc::rope_t5, Enc::shaw, Enc::transformer_xl}) {
+    const AttentionCase ac({2, 70, 70, 4, 2, 16, true}, e);
+    const std::vector<float> w = random_floats(2 * 70 * 4 * 16, 5);
+    const Grads added = run_backward(ac, w);
+    const Grads written = run_backward(ac, w, false, std::nanf(""));
+    for (int p = 0; p < Params::count; ++p)
+      EXPECT_EQ(added.part[p], written.part[p]) << enc_name(e) << " part " << p;
+  }
+  const AttentionCase ac({1, 9, 9, 2, 1, 16, true}, Enc::rope);
+  const Case& c = ac.shape();
+  const AttentionConfig cfg = ac.config();
+  std::vector<float> out(c.Q * c.H * c.D), lse(c.H * c.Q);
+  attention_forward(cfg, ac.inputs(), view(out.data(), {1, c.Q, c.H, c.D}), view(lse.data(), {1, c.H, c.Q}));
+  const std::vector<float> w = random_floats(out.size(), 6);
+  std::vector<uint16_t> bits[2][3];
+  for (const bool add : {true, false}) {
+    std::vector<uint16_t>* g = bits[add ? 0 : 1];
+    const uint16_t start = add ? 0 : 0xffff;  // +0, or a NaN
+    g[0].assign(c.Q * c.H * c.D, start), g[1].assign(c.K * c.Hkv * c.D, start);
+    g[2].assign(c.K * c.Hkv * c.D, start);
+    AttentionGrads ag;
+    ag.accumulate = add;
+    const auto bf16 = [&](std::vector<uint16_t>& x, int64_t T, int64_t H) {
+      TensorView v = view(reinterpret_cast<float*>(x.data()), {1, T, H, c.D});
+      v.dtype = DType::bf16;
+      return v;
+    };
+    ag.q = bf16(g[0], c.Q, c.H), ag.k = bf16(g[1], c.K, c.Hkv), ag.v = bf16(g[2], c.K, c.Hkv);
+    attention_backward(cfg, ac.inputs(), view(out.data(), {1, c.Q, c.H, c.D}),
+                       view(lse.data(), {1, c.H, c.Q}), view(w.data(), {1, c.Q, c.H, c.D}), ag);
+  }
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(bits[0][t], bits[1][t]) << "bf16 gradient " << t;
 }
 
 TEST(AttentionBackward, BadInputIsRejectedAndNothingIsWritten) {

@@ -162,11 +162,16 @@ struct AttentionGrads {
   // (H, D), (H, D), (H * D, d_model), with transformer_xl
   TensorView transformer_xl_u, transformer_xl_v, transformer_xl_w_r;
   TensorView sinks;  // (H), with config.sinks
+  // true: every gradient is added into its view (+=), as the library's other backwards do; false: written
+  // (=), each view's previous contents neither read nor kept, so that a caller with fresh buffers (an
+  // autograd function's outputs) needs no zero fill first and the backward no read of one.
+  bool accumulate = true;
 };
 
 // The backward of attention_forward from its out and lse (FlashAttention-2: tiles are recomputed,
 // only the row log-sum-exp is kept). grad_out (B, Q, H, Dv). RoPE's rotation is differentiated
-// too: grads.q and grads.k are w.r.t. the unrotated q and k. Deterministic for any thread count.
+// too: grads.q and grads.k are w.r.t. the unrotated q and k. Deterministic for any thread count. The
+// gradients are added into the views, or written with grads.accumulate = false.
 // 16-bit storage: out, grad_out and each of grads.q, grads.k, grads.v may be bf16 or f16 too (the
 // inputs are widened once to fp32; each gradient element is computed and added in fp32 and rounded
 // once); lse and the parameter gradients are f32.

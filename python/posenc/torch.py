@@ -352,14 +352,15 @@ def _(q, k, v, out, lse, grad, relative_table, shaw_a_k, shaw_a_v, transformer_x
     call = _attention_call_on_cuda(q, tables, causal, scale, encoding, window, softcap, chunk, settings)
     positions = {name: _on_cuda(name, q, p) for name, p in
                  zip(_POSITIONS, (q_positions, k_positions, cu_seqlens_q, cu_seqlens_k)) if p is not None}
-    grads = {name: torch.zeros_like(t, memory_format=torch.contiguous_format)
+    # Fresh tensors, written by the backward (accumulate=False): no zero fill, no read of one.
+    grads = {name: torch.empty_like(t, memory_format=torch.contiguous_format)
              for name, t in (("q", q), ("k", k), ("v", v), *device_tables.items())}
     with torch.cuda.device(q.device):
         position_specs = {n: _cuda_spec(p) for n, p in positions.items()}
         call.core.backward_cuda(_cuda_spec(q), _cuda_spec(k), _cuda_spec(v), _cuda_spec(out), _cuda_spec(lse),
                                 _cuda_spec(grad.contiguous()), position_specs,
                                 {n: _cuda_spec(t) for n, t in device_tables.items()},
-                                {n: _cuda_spec(g) for n, g in grads.items()}, _stream(q))
+                                {n: _cuda_spec(g) for n, g in grads.items()}, _stream(q), accumulate=False)
     return [grads["q"], grads["k"], grads["v"]] + [grads[name] for name, t in zip(_ATTENTION_TABLES, tables)
                                                    if t is not None]
 

@@ -170,13 +170,15 @@ void bind_attention(nb::module_& m) {
           nb::arg("tables"), nb::arg("stream"))
       .def(
           "backward_cuda",
-          // The gradients (CUDA tensors, added into) of the forward on the same tensors: grads holds q, k, v
-          // and the tables' (relative_table, Shaw's, Transformer-XL's, sinks) by name.
+          // The gradients (CUDA tensors, added into, or written with accumulate false) of the forward on the
+          // same tensors: grads holds q, k, v and the tables' (relative_table, Shaw's, Transformer-XL's,
+          // sinks) by name.
           [](const Attention& a, const CudaSpec& q, const CudaSpec& k, const CudaSpec& v, const CudaSpec& out,
              const CudaSpec& lse, const CudaSpec& grad_out, const nb::dict& positions, const nb::dict& tables,
-             const nb::dict& grads, uintptr_t stream) {
+             const nb::dict& grads, uintptr_t stream, bool accumulate) {
             const CudaCall call = cuda_call(a, q, k, v, positions, tables);
             AttentionGrads g;
+            g.accumulate = accumulate;
             g.q = optional_cuda_view(grads, "q"), g.k = optional_cuda_view(grads, "k");
             g.v = optional_cuda_view(grads, "v");
             g.relative_table = optional_cuda_view(grads, "relative_table");
@@ -193,7 +195,8 @@ void bind_attention(nb::module_& m) {
             attention_backward(call.config, call.in, o, l, go, g);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse"), nb::arg("grad_out"),
-          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"), nb::arg("stream"))
+          nb::arg("positions"), nb::arg("tables"), nb::arg("grads"), nb::arg("stream"),
+          nb::arg("accumulate") = true)
       .def(
           "backward",
           [](const Attention& a, const InArray& q, const InArray& k, const InArray& v, const InArray& out,

@@ -545,25 +545,32 @@ void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* o
   });
 }
 
-void accumulate_into(Strided<float, 4> dst, const float* src) {
+void accumulate_into(Strided<float, 4> dst, const float* src, bool add) {
   // Named copies, not a structured binding: clang 14 cannot capture those in the lambda below.
   const int64_t n0 = dst.extent[0], n1 = dst.extent[1], n2 = dst.extent[2], n3 = dst.extent[3];
   parallel_chunks(n0 * n1, n2 * n3, [&](int64_t begin, int64_t end) {
     for (int64_t ab = begin; ab < end; ++ab)
       for (int64_t c = 0; c < n2; ++c)
-        for (int64_t d = 0; d < n3; ++d) dst(ab / n1, ab % n1, c, d) += src[(ab * n2 + c) * n3 + d];
+        for (int64_t d = 0; d < n3; ++d) {
+          float& x = dst(ab / n1, ab % n1, c, d);
+          x = add ? x + src[(ab * n2 + c) * n3 + d] : src[(ab * n2 + c) * n3 + d];
+        }
   });
 }
 
-void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src) {
+void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src, bool add) {
   const int64_t n0 = dst.extent[0], n1 = dst.extent[1], n2 = dst.extent[2], n3 = dst.extent[3];
   parallel_chunks(n0 * n1, n2 * n3, [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(n3));
     for (int64_t ab = begin; ab < end; ++ab)
       for (int64_t c = 0; c < n2; ++c) {
         uint16_t* x = dst.at(ab / n1, ab % n1, c, 0);  // unit stride: checked by the front end
-        widen_row(dtype, x, n3, row.data());
-        for (int64_t d = 0; d < n3; ++d) row[d] += src[(ab * n2 + c) * n3 + d];
+        if (add) {
+          widen_row(dtype, x, n3, row.data());
+          for (int64_t d = 0; d < n3; ++d) row[d] += src[(ab * n2 + c) * n3 + d];
+        } else {
+          std::copy_n(src + (ab * n2 + c) * n3, n3, row.data());
+        }
         narrow_row(dtype, row.data(), n3, x);
       }
   });

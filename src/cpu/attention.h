@@ -152,10 +152,10 @@ void copy_rows(Strided<const float, 3> x, int64_t dim, float* out);
 // out (B, T, H, dim) contiguous fp32 = rows x (B, T, H) of dim bf16 or fp16 elements, widened.
 void widen_rows(Strided<const uint16_t, 3> x, DType dtype, int64_t dim, float* out);
 
-// dst (A, B, C, D), any strides, += src of the same extents, contiguous: how the front end adds the
-// backward's contiguous gradients into the caller's views.
-void accumulate_into(Strided<float, 4> dst, const float* src);
+// dst (A, B, C, D), any strides, += src of the same extents, contiguous (add false: dst = src): how the
+// front end adds (or writes) the backward's contiguous gradients into the caller's views.
+void accumulate_into(Strided<float, 4> dst, const float* src, bool add = true);
 // The same into bf16 / fp16 storage: each element widened, added to in fp32, rounded once.
-void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src);
+void accumulate_into(Strided<uint16_t, 4> dst, DType dtype, const float* src, bool add = true);
 
 }  // namespace posenc::cpu

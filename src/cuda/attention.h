@@ -177,9 +177,13 @@ inline int64_t attention_table_partial_bytes = int64_t{64} << 20;
 // query heads, where that alone is more): the passes run in waves of kv heads beyond. A variable, as above.
 inline int64_t attention_shaw_table_bytes = int64_t{256} << 20;
 
-// grad (B, T, H, D) f32, bf16 or fp16 at `strides` (unit stride on D) += g (contiguous fp32), rounded once.
+// grad (B, T, H, D) f32, bf16 or fp16 at `strides` (unit stride on D) += g (contiguous fp32, 16-byte
+// aligned, D a multiple of 4), rounded once; add false: grad = g.
 void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t strides[3], int64_t B,
-                         int64_t T, int64_t H, int64_t D);
+                         int64_t T, int64_t H, int64_t D, bool add = true);
+// A parameter's fp32 gradient view (rows, cols) at (row_stride, col_stride) set to 0: what the kernels then
+// add into when the caller asks for the gradients written, not added.
+void zero_gradient(float* grad, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 class DeviceScratch;
 

@@ -48,10 +48,11 @@ __global__ void row_terms_kernel(const __grid_constant__ RowTermsArgs a) {
   if (threadIdx.x % 32 == 0) a.terms[(b * a.H + h) * a.Q + t] = sum;
 }
 
-// grad (B, T, H, D) of `dtype` at `strides` += g (contiguous fp32): each element added in fp32, rounded once.
+// grad (B, T, H, D) of `dtype` at `strides` += g (contiguous fp32): each element added in fp32, rounded once;
+// kAdd false: grad = g, rounded once, grad not read.
 // Four elements (16 bytes of g; D is a multiple of 8) a thread, so that the row's place in the view is worked
 // out once per four: in 32-bit arithmetic where the count allows.
-template <class Element, class Index>
+template <class Element, class Index, bool kAdd>
 __global__ void accumulate_kernel(const float* g, Element* grad, int64_t s0, int64_t s1, int64_t s2, Index T,
                                   Index H, Index quads_per_row, Index quads) {
   for (Index c = threadIdx.x + static_cast<Index>(blockIdx.x) * blockDim.x; c < quads;
@@ -60,25 +61,35 @@ __global__ void accumulate_kernel(const float* g, Element* grad, int64_t s0, int
     const Index bt = row / H, h = row - bt * H, b = bt / T, t = bt - b * T;
     const float4 v = reinterpret_cast<const float4*>(g)[c];
     Element* x = grad + b * s0 + t * s1 + h * s2 + d;
-    x[0] = Element(static_cast<float>(x[0]) + v.x);
-    x[1] = Element(static_cast<float>(x[1]) + v.y);
-    x[2] = Element(static_cast<float>(x[2]) + v.z);
-    x[3] = Element(static_cast<float>(x[3]) + v.w);
+    if constexpr (kAdd) {
+      x[0] = Element(static_cast<float>(x[0]) + v.x);
+      x[1] = Element(static_cast<float>(x[1]) + v.y);
+      x[2] = Element(static_cast<float>(x[2]) + v.z);
+      x[3] = Element(static_cast<float>(x[3]) + v.w);
+    } else {
+      x[0] = Element(v.x), x[1] = Element(v.y), x[2] = Element(v.z), x[3] = Element(v.w);
+    }
   }
 }
 
-template <class Element>
+__global__ void zero_gradient_kernel(float* grad, int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  for (int64_t i = threadIdx.x + static_cast<int64_t>(blockIdx.x) * blockDim.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    grad[(i / cols) * s0 + (i % cols) * s1] = 0.0f;
+}
+
+template <class Element, bool kAdd>
 void launch_accumulate(const float* g, void* grad, const int64_t strides[3], int64_t T, int64_t H, int64_t D,
                        int64_t total, cudaStream_t stream) {
   const int64_t quads = total / 4;
   const unsigned blocks = grid_blocks(quads, 256);
   Element* x = static_cast<Element*>(grad);
   if (quads < (int64_t{1} << 30))
-    accumulate_kernel<Element, int32_t><<<blocks, 256, 0, stream>>>(
+    accumulate_kernel<Element, int32_t, kAdd><<<blocks, 256, 0, stream>>>(
         g, x, strides[0], strides[1], strides[2], static_cast<int32_t>(T), static_cast<int32_t>(H),
         static_cast<int32_t>(D / 4), static_cast<int32_t>(quads));
   else
-    accumulate_kernel<Element, int64_t>
+    accumulate_kernel<Element, int64_t, kAdd>
         <<<blocks, 256, 0, stream>>>(g, x, strides[0], strides[1], strides[2], T, H, D / 4, quads);
 }
 
@@ -296,17 +307,29 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
 }
 
 void accumulate_gradient(const float* g, void* grad, DType dtype, const int64_t strides[3], int64_t B,
-                         int64_t T, int64_t H, int64_t D) {
+                         int64_t T, int64_t H, int64_t D, bool add) {
   const int64_t total = B * T * H * D;
   if (total == 0) return;
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  const auto launch = [&](auto element) {
+    using Element = decltype(element);
+    add ? launch_accumulate<Element, true>(g, grad, strides, T, H, D, total, stream)
+        : launch_accumulate<Element, false>(g, grad, strides, T, H, D, total, stream);
+  };
   if (dtype == DType::f32)
-    launch_accumulate<float>(g, grad, strides, T, H, D, total, stream);
+    launch(float{});
   else if (dtype == DType::bf16)
-    launch_accumulate<cutlass::bfloat16_t>(g, grad, strides, T, H, D, total, stream);
+    launch(cutlass::bfloat16_t{});
   else
-    launch_accumulate<cutlass::half_t>(g, grad, strides, T, H, D, total, stream);
+    launch(cutlass::half_t{});
   check_launch("attention_backward", "the gradient accumulation kernel");
+}
+
+void zero_gradient(float* grad, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (rows * cols == 0) return;
+  zero_gradient_kernel<<<grid_blocks(rows * cols, 256), 256, 0, static_cast<cudaStream_t>(cuda_stream())>>>(
+      grad, rows, cols, row_stride, col_stride);
+  check_launch("attention_backward", "the gradient zeroing kernel");
 }
 
 }  // namespace posenc::cuda

@@ -3,14 +3,15 @@
 // threads form the row's cos / sin once in shared memory (angles reduced in double, src/angle.h), then
 // rotate every head of every tensor with 16-byte accesses where alignment allows. A second rotation of the
 // same rows (the KV cache's re-rotation) is applied in fp32 before the one rounding to the storage type.
-// Accumulating (the attention backward's dq and dk): fp32 rows rotated and added into rows of any storage
-// type, one rounding, so that a gradient is rotated back and added in one pass over memory.
+// Into a gradient (the attention backward's dq and dk): fp32 rows rotated and added into (or written to)
+// rows of any storage type, one rounding, so that a gradient is rotated back and stored in one pass.
 //   tensors: (B, T, H, D) f32, bf16 or fp16, unit stride on D; pairs P = rotary_dim / 2 <= kMaxDevicePairs.
 //   half layout: pair j = (x[j], x[j + P]);   interleaved: pair j = (x[2j], x[2j + 1]).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "posenc/device.h"
 #include "src/cuda/device.h"
@@ -125,8 +126,8 @@ __device__ __forceinline__ void rotate_pair_of_row(float a, float b, const float
   if constexpr (kTwice) rotate_pair(*a_out, *b_out, cs2[j], sn2[j], a_out, b_out);
 }
 
-// kVec elements of out's rows, rotated from in's (SIn's storage) and, kAccumulate, added to what out holds.
-template <class SIn, class SOut, int kVec, bool kAccumulate>
+// kVec rotated elements stored in out's rows, kAccumulate: added to what out holds.
+template <class SOut, int kVec, bool kAccumulate>
 __device__ __forceinline__ void store_rotated(typename SOut::T* y, const float* rotated) {
   using TO = typename SOut::T;
   Chunk<TO, kVec> c;
@@ -162,8 +163,8 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
       for (int e = 0; e < kVec; ++e)
         rotate_pair_of_row<kTwice>(SIn::load(xa.v[e]), SIn::load(xb.v[e]), cs, sn, cs2, sn2, j0 + e, &ya[e],
                                    &yb[e]);
-      store_rotated<SIn, SOut, kVec, kAccumulate>(y + j0, ya);
-      store_rotated<SIn, SOut, kVec, kAccumulate>(y + pairs + j0, yb);
+      store_rotated<SOut, kVec, kAccumulate>(y + j0, ya);
+      store_rotated<SOut, kVec, kAccumulate>(y + pairs + j0, yb);
     } else {
       const int e0 = k * kVec;
       const Chunk<TI, kVec> xv = load_chunk<TI, kVec>(x + e0);
@@ -172,10 +173,11 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
       for (int e = 0; e < kVec; e += 2)
         rotate_pair_of_row<kTwice>(SIn::load(xv.v[e]), SIn::load(xv.v[e + 1]), cs, sn, cs2, sn2, (e0 + e) / 2,
                                    &yv[e], &yv[e + 1]);
-      store_rotated<SIn, SOut, kVec, kAccumulate>(y + e0, yv);
+      store_rotated<SOut, kVec, kAccumulate>(y + e0, yv);
     }
   }
-  // Dimensions past rotary_dim pass unchanged (copied bit for bit out of place; accumulating, added).
+  // Dimensions past rotary_dim pass unchanged: copied bit for bit out of place, or added (kAccumulate), or
+  // rounded to out's storage.
   if (r.out != r.in && dim > rotary) {
     const int64_t pass = dim - rotary;
     for (int64_t u = threadIdx.x; u < r.heads * pass; u += blockDim.x) {
@@ -184,8 +186,10 @@ __device__ __forceinline__ void rotate_rows(const RowsArg& r, int64_t b, int64_t
       const TI x = in[h * r.in_strides[2] + e];
       if constexpr (kAccumulate)
         y = SOut::store(SOut::load(y) + SIn::load(x));
+      else if constexpr (std::is_same_v<SIn, SOut>)
+        y = x;
       else
-        y = x;  // SIn is SOut
+        y = SOut::store(SIn::load(x));
     }
   }
 }
@@ -266,22 +270,26 @@ void launch_rotate(const RotateArgs& args, cudaStream_t stream) {
     rope_rotate_kernel<S, S, kLayout, kScalar, kTwice, false><<<grid, kThreads, 0, stream>>>(args);
 }
 
-// fp32 rows rotated and added into rows of SOut's storage type: 4 elements (16 bytes of fp32) a unit where
-// the rows allow.
-template <class SOut, RopeLayout kLayout>
-void launch_accumulate(const RotateArgs& args, cudaStream_t stream) {
+// fp32 rows rotated and added into (kAdd) or written to rows of SOut's storage type: 4 elements (16 bytes of
+// fp32) a unit where the rows allow.
+template <class SOut, RopeLayout kLayout, bool kAdd>
+void launch_into_gradient(const RotateArgs& args, cudaStream_t stream) {
   constexpr int kScalar = kLayout == RopeLayout::half ? 1 : 2;
   const int grid = grid_for(args.row_count);
   if (vector_ok(args, kLayout, 4))
-    rope_rotate_kernel<F32, SOut, kLayout, 4, false, true><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<F32, SOut, kLayout, 4, false, kAdd><<<grid, kThreads, 0, stream>>>(args);
   else
-    rope_rotate_kernel<F32, SOut, kLayout, kScalar, false, true><<<grid, kThreads, 0, stream>>>(args);
+    rope_rotate_kernel<F32, SOut, kLayout, kScalar, false, kAdd><<<grid, kThreads, 0, stream>>>(args);
 }
 
 template <class SOut>
-void launch_accumulate(const RotateArgs& args, RopeLayout layout, cudaStream_t stream) {
-  layout == RopeLayout::half ? launch_accumulate<SOut, RopeLayout::half>(args, stream)
-                             : launch_accumulate<SOut, RopeLayout::interleaved>(args, stream);
+void launch_into_gradient(const RotateArgs& args, RopeLayout layout, bool add, cudaStream_t stream) {
+  if (layout == RopeLayout::half)
+    add ? launch_into_gradient<SOut, RopeLayout::half, true>(args, stream)
+        : launch_into_gradient<SOut, RopeLayout::half, false>(args, stream);
+  else
+    add ? launch_into_gradient<SOut, RopeLayout::interleaved, true>(args, stream)
+        : launch_into_gradient<SOut, RopeLayout::interleaved, false>(args, stream);
 }
 
 template <class S>
@@ -317,10 +325,11 @@ void rope_rotate(const RopeLaunch& l) {
   args.dim = l.dim;
   if (args.row_count == 0) return;
   const auto stream = static_cast<cudaStream_t>(cuda_stream());
-  if (l.accumulate) {
-    l.out_dtype == DType::bf16  ? launch_accumulate<BF16>(args, l.layout, stream)
-    : l.out_dtype == DType::f16 ? launch_accumulate<F16>(args, l.layout, stream)
-                                : launch_accumulate<F32>(args, l.layout, stream);
+  if (l.output != RopeOutput::rotated) {
+    const bool add = l.output == RopeOutput::gradient_added;
+    l.out_dtype == DType::bf16  ? launch_into_gradient<BF16>(args, l.layout, add, stream)
+    : l.out_dtype == DType::f16 ? launch_into_gradient<F16>(args, l.layout, add, stream)
+                                : launch_into_gradient<F32>(args, l.layout, add, stream);
     check_launch("rope", "the CUDA rotation kernel's launch");
     return;
   }

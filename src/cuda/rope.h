@@ -22,6 +22,8 @@ struct DeviceRows {
   int64_t heads = 0;
 };
 
+enum class RopeOutput { rotated, gradient_added, gradient_written };
+
 struct RopeLaunch {
   const RopeFrequencies* freq = nullptr;  // inv_freq (pairs), stream, attention_factor
   bool multi_stream = false;
@@ -39,9 +41,10 @@ struct RopeLaunch {
   // frequencies must have the first's number of pairs.
   const RopeFrequencies* then_freq = nullptr;
   bool then_inverse = false;
-  // Accumulating: the tensors' in rows are f32 (dtype f32), their out rows of out_dtype, and out += the
-  // rotation of in with one rounding (dims past rotary_dim added unrotated); no second rotation.
-  bool accumulate = false;
+  // Into a gradient: the tensors' in rows are f32 (dtype f32), their out rows of out_dtype, and out += the
+  // rotation of in (added) or out = it (written), with one rounding; dims past rotary_dim pass unrotated. No
+  // second rotation.
+  RopeOutput output = RopeOutput::rotated;
   DType out_dtype = DType::f32;
 };
 void rope_rotate(const RopeLaunch& launch);

@@ -1,14 +1,18 @@
 // tests/cuda/test_attention_rope_cuda.cc: how the CUDA attention's front end applies RoPE around the
-// kernels, for every way a model places it: the whole head rotated (the copies q and k written by the
-// rotation itself, and dq, dk rotated back while they are added into the caller's gradients, one pass each),
-// rotary_dim below head_dim (the dims past it copied, and added unrotated), both layouts, and a range of the
-// head (rope_offset, as MLA's; copied, then rotated in place). First the accumulating rotation alone, bit for
-// bit against the host emulation of the device's arithmetic (tests/cuda/rope_emulation.h) on both of its
-// paths (16-byte rows and the scalar one) into f32, bf16 and fp16 gradients; then forward and backward
-// against the CPU backend, the gradients added into non-zero ones. Skipped without a GPU.
+// kernels and stores the gradients, for every way a model places RoPE: the whole head rotated (the copies
+// of q and k written by the rotation itself; dq and dk rotated back as they are stored into the caller's
+// gradients, one pass each), rotary_dim below head_dim (the dims past it copied, and stored unrotated), both
+// layouts, and a range of the head (rope_offset, as MLA's: copied, then rotated in place). First the rotation
+// into a gradient alone, bit for bit against the host emulation of the device's arithmetic
+// (tests/cuda/rope_emulation.h) on both of its paths (16-byte rows and the scalar one) into f32, bf16 and
+// fp16 gradients, added or written; then forward and backward against the CPU backend, the gradients added
+// into non-zero ones or written into NaN ones (AttentionGrads::accumulate), and a call without queries.
+// Scratch memory is NaN until written. Skipped without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "device_buffer.h"
@@ -23,61 +27,72 @@
 namespace posenc::test {
 namespace {
 
+// Scratch device memory NaN until written (src/cuda/device.cc), however the tests are started: read once, at
+// the first allocation, which comes after this.
+const bool kScratchPoisoned = setenv("POSENC_CUDA_POISON_SCRATCH", "1", 0) == 0;
+
 TensorView device_view(void* data, DType dtype, std::initializer_list<int64_t> shape) {
   TensorView v = view(static_cast<float*>(data), shape, Device::cuda);
   v.dtype = dtype;
   return v;
 }
 
-// target += R^T grad, one rounding: the host emulation rotates grad back in fp32 (the kernel's functions),
-// then each element is added in fp32 and rounded to the target's storage once.
-TEST(AttentionRopeCuda, BackwardAccumulateIsTheRotationAddedOnce) {
+// target += R^T grad (added) or target = R^T grad (written), one rounding: the host emulation rotates grad
+// back in fp32 (the kernel's functions), then each element is added in fp32 (or taken) and rounded to the
+// target's storage once. Written, the target starts as NaN: it must not be read.
+TEST(AttentionRopeCuda, BackwardIntoGradientIsTheRotationRoundedOnce) {
   POSENC_SKIP_WITHOUT_GPU();
   struct Layout {
     RopeLayout layout;
     int64_t head_dim, rotary_dim;
   };
-  // 16-byte rows (32 pairs; 16 of 32 dims), then the scalar path (18 pairs: not a multiple of 4).
+  // 16-byte rows (32 pairs; 16 of 32 dims), then the scalar path (half: 18 pairs, not a multiple of 4;
+  // interleaved: 34 dims, not a multiple of 4).
   const Layout layouts[] = {{RopeLayout::half, 64, 64},
                             {RopeLayout::interleaved, 64, 32},
                             {RopeLayout::half, 40, 36},
-                            {RopeLayout::interleaved, 40, 36}};
+                            {RopeLayout::interleaved, 40, 34}};
   const int64_t B = 2, T = 5, H = 3;
   for (const Layout& l : layouts)
-    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-      SCOPED_TRACE(std::to_string(l.head_dim) + " dims, rotary " + std::to_string(l.rotary_dim) +
-                   (l.layout == RopeLayout::half ? " half " : " interleaved ") + dtype_name(dtype));
-      RopeConfig rc;
-      rc.head_dim = l.head_dim, rc.rotary_dim = l.rotary_dim, rc.layout = l.layout;
-      const Rope rope(rc);
-      const int64_t n = B * T * H * l.head_dim;
-      const std::vector<float> grad = random_floats(n, 11), start = random_floats(n, 12);
-      std::vector<int64_t> pos(B * T);
-      for (int64_t i = 0; i < B * T; ++i) pos[i] = 1000 + (i * 37) % 53;
-      const std::vector<float> back =
-          emulate_cuda_rope(rope.frequencies(), l.layout, l.head_dim, DType::f32, grad, pos, B, T, H, true);
-      DeviceBuffer<float> dgrad(grad);
-      DeviceBuffer<int64_t> dpos(pos);
-      const ConstTensorView g = device_view(dgrad.get(), DType::f32, {B, T, H, l.head_dim});
-      const ConstTensorView p = view(dpos.get(), {B, T}, Device::cuda);
-      if (dtype == DType::f32) {
-        DeviceBuffer<float> target(start);
-        detail::rope_backward_accumulate_cuda(rope, g,
-                                              device_view(target.get(), dtype, {B, T, H, l.head_dim}), p);
-        const std::vector<float> got = target.to_host();
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], start[i] + back[i]) << "element " << i;
-      } else {
-        const Storage& s = dtype == DType::bf16 ? kBf16 : kF16;
-        std::vector<uint16_t> bits(n);
-        for (int64_t i = 0; i < n; ++i) bits[i] = s.round(start[i]);
-        DeviceBuffer<uint16_t> target(bits);
-        detail::rope_backward_accumulate_cuda(rope, g,
-                                              device_view(target.get(), dtype, {B, T, H, l.head_dim}), p);
-        const std::vector<uint16_t> got = target.to_host();
-        for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(got[i], s.round(s.value(bits[i]) + back[i])) << "element " << i;
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+      for (const bool add : {true, false}) {
+        SCOPED_TRACE(std::to_string(l.head_dim) + " dims, rotary " + std::to_string(l.rotary_dim) +
+                     (l.layout == RopeLayout::half ? " half " : " interleaved ") + dtype_name(dtype) +
+                     (add ? " added" : " written"));
+        RopeConfig rc;
+        rc.head_dim = l.head_dim, rc.rotary_dim = l.rotary_dim, rc.layout = l.layout;
+        const Rope rope(rc);
+        const int64_t n = B * T * H * l.head_dim;
+        const std::vector<float> grad = random_floats(n, 11), start = random_floats(n, 12);
+        std::vector<int64_t> pos(B * T);
+        for (int64_t i = 0; i < B * T; ++i) pos[i] = 1000 + (i * 37) % 53;
+        const std::vector<float> back =
+            emulate_cuda_rope(rope.frequencies(), l.layout, l.head_dim, DType::f32, grad, pos, B, T, H, true);
+        DeviceBuffer<float> dgrad(grad);
+        DeviceBuffer<int64_t> dpos(pos);
+        const ConstTensorView g = device_view(dgrad.get(), DType::f32, {B, T, H, l.head_dim});
+        const ConstTensorView p = view(dpos.get(), {B, T}, Device::cuda);
+        if (dtype == DType::f32) {
+          DeviceBuffer<float> target(start);
+          if (!add) target.poison();
+          detail::rope_backward_into_gradient_cuda(
+              rope, g, device_view(target.get(), dtype, {B, T, H, l.head_dim}), p, add);
+          const std::vector<float> got = target.to_host();
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[i], add ? start[i] + back[i] : back[i]) << "element " << i;
+        } else {
+          const Storage& s = dtype == DType::bf16 ? kBf16 : kF16;
+          std::vector<uint16_t> bits(n);
+          for (int64_t i = 0; i < n; ++i) bits[i] = s.round(start[i]);
+          DeviceBuffer<uint16_t> target(bits);
+          if (!add) target.poison();
+          detail::rope_backward_into_gradient_cuda(
+              rope, g, device_view(target.get(), dtype, {B, T, H, l.head_dim}), p, add);
+          const std::vector<uint16_t> got = target.to_host();
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(got[i], s.round(add ? s.value(bits[i]) + back[i] : back[i])) << "element " << i;
+        }
       }
-    }
 }
 
 struct Placement {
@@ -169,49 +184,89 @@ void check_placement(const Placement& pl) {
   attention_backward(cfg, in, view(out_cpu.data(), {B, Q, H, D}), view(lse_cpu.data(), {B, H, Q}),
                      view(grad_out.data(), {B, Q, H, D}), g);
   DeviceBuffer<uint16_t> dgo(go);
-  for (const bool bf16_grads : {false, true}) {
-    SCOPED_TRACE(bf16_grads ? "bf16 gradients" : "f32 gradients");
-    DeviceBuffer<float> fq(start_q), fk(start_k), fv(start_v);
-    DeviceBuffer<uint16_t> hq(sq), hk(sk), hv(sv);
-    AttentionGrads dg;
-    const DType gt = bf16_grads ? DType::bf16 : DType::f32;
-    dg.q = device_view(bf16_grads ? static_cast<void*>(hq.get()) : fq.get(), gt, {B, Q, H, D});
-    dg.k = device_view(bf16_grads ? static_cast<void*>(hk.get()) : fk.get(), gt, {B, K, Hkv, D});
-    dg.v = device_view(bf16_grads ? static_cast<void*>(hv.get()) : fv.get(), gt, {B, K, Hkv, D});
-    attention_backward(cfg, din, device_view(dout.get(), DType::bf16, {B, Q, H, D}),
-                       view(dlse.get(), {B, H, Q}, Device::cuda),
-                       device_view(dgo.get(), DType::bf16, {B, Q, H, D}), dg);
-    const auto host = [&](const DeviceBuffer<float>& f, const DeviceBuffer<uint16_t>& h) {
-      if (!bf16_grads) return f.to_host();
-      const std::vector<uint16_t> bits = h.to_host();
-      std::vector<float> y(bits.size());
-      for (size_t i = 0; i < bits.size(); ++i) y[i] = kBf16.value(bits[i]);
-      return y;
-    };
-    const std::vector<float> got[3] = {host(fq, hq), host(fk, hk), host(fv, hv)};
-    const std::vector<float>* want[3] = {&gq, &gk, &gv};
-    const std::vector<float>* start[3] = {&start_q, &start_k, &start_v};
-    const char* names[3] = {"dq", "dk", "dv"};
-    for (int t = 0; t < 3; ++t) {
-      // The bound on the attention's gradient (what was added), plus the one rounding of a bf16 sum.
-      double largest = 0;
-      for (size_t i = 0; i < want[t]->size(); ++i)
-        largest = std::max(largest, std::fabs(static_cast<double>((*want[t])[i]) - (*start[t])[i]));
-      for (size_t i = 0; i < want[t]->size(); ++i) {
-        const double w = (*want[t])[i], added = w - (*start[t])[i];
-        const double bound = std::ldexp(largest, -6) + std::ldexp(std::fabs(added), -7) +
-                             (bf16_grads ? kBf16.unit_roundoff * std::fabs(w) : 0.0);
-        ASSERT_LE(std::fabs(got[t][i] - w), bound) << names[t] << " element " << i;
+  for (const bool bf16_grads : {false, true})
+    for (const bool add : {true, false}) {
+      SCOPED_TRACE(std::string(bf16_grads ? "bf16 gradients" : "f32 gradients") +
+                   (add ? " added" : " written"));
+      DeviceBuffer<float> fq(start_q), fk(start_k), fv(start_v);
+      DeviceBuffer<uint16_t> hq(sq), hk(sk), hv(sv);
+      if (!add) fq.poison(), fk.poison(), fv.poison(), hq.poison(), hk.poison(), hv.poison();
+      AttentionGrads dg;
+      dg.accumulate = add;
+      const DType gt = bf16_grads ? DType::bf16 : DType::f32;
+      dg.q = device_view(bf16_grads ? static_cast<void*>(hq.get()) : fq.get(), gt, {B, Q, H, D});
+      dg.k = device_view(bf16_grads ? static_cast<void*>(hk.get()) : fk.get(), gt, {B, K, Hkv, D});
+      dg.v = device_view(bf16_grads ? static_cast<void*>(hv.get()) : fv.get(), gt, {B, K, Hkv, D});
+      attention_backward(cfg, din, device_view(dout.get(), DType::bf16, {B, Q, H, D}),
+                         view(dlse.get(), {B, H, Q}, Device::cuda),
+                         device_view(dgo.get(), DType::bf16, {B, Q, H, D}), dg);
+      const auto host = [&](const DeviceBuffer<float>& f, const DeviceBuffer<uint16_t>& h) {
+        if (!bf16_grads) return f.to_host();
+        const std::vector<uint16_t> bits = h.to_host();
+        std::vector<float> y(bits.size());
+        for (size_t i = 0; i < bits.size(); ++i) y[i] = kBf16.value(bits[i]);
+        return y;
+      };
+      const std::vector<float> got[3] = {host(fq, hq), host(fk, hk), host(fv, hv)};
+      const std::vector<float>* want[3] = {&gq, &gk, &gv};
+      const std::vector<float>* start[3] = {&start_q, &start_k, &start_v};
+      const char* names[3] = {"dq", "dk", "dv"};
+      for (int t = 0; t < 3; ++t) {
+        // The bound on the attention's gradient (what was added), plus the one rounding of a bf16 sum.
+        double largest = 0;
+        for (size_t i = 0; i < want[t]->size(); ++i)
+          largest = std::max(largest, std::fabs(static_cast<double>((*want[t])[i]) - (*start[t])[i]));
+        for (size_t i = 0; i < want[t]->size(); ++i) {
+          const double added = static_cast<double>((*want[t])[i]) - (*start[t])[i],
+                       w = add ? (*want[t])[i] : added;
+          const double bound = std::ldexp(largest, -6) + std::ldexp(std::fabs(added), -7) +
+                               (bf16_grads ? kBf16.unit_roundoff * std::fabs(w) : 0.0);
+          ASSERT_LE(std::fabs(got[t][i] - w), bound) << names[t] << " element " << i;
+        }
       }
     }
-  }
 }
 
 TEST(AttentionRopeCuda, PlacementsAgainstTheCpu) {
   POSENC_SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(kScratchPoisoned);
   check_placement({"the whole head, interleaved", RopeLayout::interleaved, 64, 64, 0});
   check_placement({"rotary_dim 32 of 64, half", RopeLayout::half, 64, 32, 0});
   check_placement({"a range: dims 16 .. 48, half", RopeLayout::half, 32, 32, 16});
+}
+
+// No queries: the gradients of k and v are 0 (the scratch zeroed for them, no block writes them), written
+// into NaN views and added into non-zero ones alike.
+TEST(AttentionRopeCuda, NoQueriesGiveZeroKeyAndValueGradients) {
+  POSENC_SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(kScratchPoisoned);
+  const int64_t B = 2, K = 9, H = 4, Hkv = 2, D = 64;
+  RopeConfig rc;
+  rc.head_dim = D;
+  const Rope rope(rc);
+  AttentionConfig cfg;
+  cfg.rope = &rope;
+  DeviceBuffer<uint16_t> q(1), k(std::vector<uint16_t>(B * K * Hkv * D, 0x3f80)),
+      v(std::vector<uint16_t>(B * K * Hkv * D, 0x3f80)), out(1), grad_out(1);
+  DeviceBuffer<float> lse(1);
+  const AttentionInputs in =
+      qkv(device_view(q.get(), DType::bf16, {B, 0, H, D}), device_view(k.get(), DType::bf16, {B, K, Hkv, D}),
+          device_view(v.get(), DType::bf16, {B, K, Hkv, D}));
+  for (const bool add : {true, false}) {
+    SCOPED_TRACE(add ? "added" : "written");
+    const std::vector<float> start(B * K * Hkv * D, add ? 0.5f : std::nanf(""));
+    DeviceBuffer<float> gq(1), gk(start), gv(start);
+    AttentionGrads g;
+    g.accumulate = add;
+    g.q = device_view(gq.get(), DType::f32, {B, 0, H, D});
+    g.k = device_view(gk.get(), DType::f32, {B, K, Hkv, D});
+    g.v = device_view(gv.get(), DType::f32, {B, K, Hkv, D});
+    attention_backward(cfg, in, device_view(out.get(), DType::bf16, {B, 0, H, D}),
+                       view(lse.get(), {B, H, 0}, Device::cuda),
+                       device_view(grad_out.get(), DType::bf16, {B, 0, H, D}), g);
+    for (const DeviceBuffer<float>* x : {&gk, &gv})
+      for (float e : x->to_host()) ASSERT_EQ(e, add ? 0.5f : 0.0f);
+  }
 }
 
 }  // namespace
