@@ -55,6 +55,7 @@ void forward_backward_rows(int repeats, int64_t B, int64_t H, int64_t S) {
   AttentionGrads grads;
   grads.q = bf16_view(dq[0], {B, S, H, D}), grads.k = bf16_view(dk[0], {B, S, H, D});
   grads.v = bf16_view(dv[0], {B, S, H, D});
+  grads.accumulate = false;  // written, as an autograd step's fresh gradients are (posenc.torch, the anchors)
   struct Variant {
     const char* name;
     AttentionConfig config;
