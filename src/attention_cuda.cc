@@ -481,21 +481,34 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
     return;
   }
 
-  // The backward: fresh fp32 gradients, RoPE's inverse rotation of dq and dk, then one add into each view.
-  const size_t nq = static_cast<size_t>(B * Q * H * D), nk = static_cast<size_t>(B * K * Hkv * D),
-               nv = static_cast<size_t>(B * K * Hkv * Dv);
-  cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + nk + nv) * 4);
-  // dq is added into by the blocks: zeroed. The keys passes write every row of dk and dv of each batch row's
-  // keys, so those are zeroed only where some rows belong to no block: outside packed sequences, or all of
-  // them when there are no queries.
+  // The backward: fp32 scratch for the gradients the kernels do not store into the views themselves, RoPE's
+  // inverse rotation of dq and dk, and one add (or write) into each view.
+  const AttentionGrads& g = *bw->grads;
+  const bool add = g.accumulate;
+  // The keys blocks write every row of dk and dv of each batch row's keys (not so outside packed sequences,
+  // nor without queries): there they store dv, and dk where no RoPE rotates it back after, straight into
+  // the caller's views, each element rounded once (no scratch, no pass after).
   const bool every_key_row_written = l.cu_seqlens_q == nullptr && Q > 0 && H > 0;
+  const bool direct_k = every_key_row_written && rope == nullptr, direct_v = every_key_row_written;
+  const size_t nq = static_cast<size_t>(B * Q * H * D),
+               nk = direct_k ? 0 : static_cast<size_t>(B * K * Hkv * D),
+               nv = direct_v ? 0 : static_cast<size_t>(B * K * Hkv * Dv);
+  cuda::DeviceScratch grads(kOp, "the fp32 gradients of q, k and v", (nq + nk + nv) * 4);
+  // dq is added into by the blocks: zeroed; so are dk and dv where rows belong to no block.
   grads.zero(every_key_row_written ? nq * 4 : (nq + nk + nv) * 4);
   cuda::AttentionBackwardLaunch bl;
   bl.forward = l;
   bl.out = out_data, bl.grad_out = bw->grad_out.data, bl.lse = static_cast<const float*>(lse_data);
   copy_strides(out, bl.out_strides), copy_strides(bw->grad_out, bl.grad_out_strides);
   copy_strides(lse, bl.lse_strides);
-  bl.dq = grads.as<float>(), bl.dk = bl.dq + nq, bl.dv = bl.dk + nk;
+  bl.dq = grads.as<float>();
+  bl.dk = direct_k ? nullptr : bl.dq + nq, bl.dv = direct_v ? nullptr : bl.dq + nq + nk;
+  const auto key_gradient_out = [&](const TensorView& view) {
+    return cuda::KeyGradientOut{
+        view.data, {view.strides[0], view.strides[1], view.strides[2]}, view.dtype, add};
+  };
+  if (direct_k) bl.dk_out = key_gradient_out(g.k);
+  if (direct_v) bl.dv_out = key_gradient_out(g.v);
   if (bw->grads->relative_table.data != nullptr) {
     const TensorView& t = bw->grads->relative_table;
     bl.grad_table = t.ptr<float>(), bl.grad_table_strides[0] = t.strides[0],
@@ -512,8 +525,6 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
       *grad = view->ptr<float>(), strides[0] = view->strides[0], strides[1] = view->strides[1];
   if (bw->grads->sinks.data != nullptr)
     bl.grad_sinks = bw->grads->sinks.ptr<float>(), bl.grad_sinks_stride = bw->grads->sinks.strides[0];
-  const AttentionGrads& g = *bw->grads;
-  const bool add = g.accumulate;
   if (!add)  // the parameters' gradients are added into by the kernels: zeroed first when they are written
     for (const TensorView* t : {&g.relative_table, &g.shaw_a_k, &g.shaw_a_v, &g.transformer_xl_u,
                                 &g.transformer_xl_v, &g.transformer_xl_w_r, &g.sinks})
@@ -533,9 +544,11 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
       rope->backward(range(bl.dk, DType::f32, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
     }
     cuda::accumulate_gradient(bl.dq, g.q.data, g.q.dtype, g.q.strides.data(), B, Q, H, D, add);
-    cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D, add);
+    if (!direct_k)
+      cuda::accumulate_gradient(bl.dk, g.k.data, g.k.dtype, g.k.strides.data(), B, K, Hkv, D, add);
   }
-  cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv, add);
+  if (!direct_v)
+    cuda::accumulate_gradient(bl.dv, g.v.data, g.v.dtype, g.v.strides.data(), B, K, Hkv, Dv, add);
 }
 
 }  // namespace

@@ -132,6 +132,15 @@ int64_t multiprocessor_count();
 // rotated copies): fresh fp32 gradients dq (B, Q, H, D), dk (B, K, Hkv, D) and dv (B, K, Hkv, Dv),
 // contiguous, with respect to the q and k the kernels read. out and grad_out (B, Q, H, Dv) of the forward's
 // dtype, lse (B, H, Q) f32.
+// Where the keys blocks store dK or dV: the caller's gradient view (data non-null; its storage type, each
+// element rounded once as it is added into or written to it) or, data null, the launch's fp32 scratch.
+struct KeyGradientOut {
+  void* data = nullptr;
+  int64_t strides[3] = {};  // (B, K, Hkv), in elements; unit stride on the head dim
+  DType dtype = DType::f32;
+  bool add = true;
+};
+
 struct AttentionBackwardLaunch {
   AttentionLaunch forward;
   const void* out = nullptr;
@@ -139,9 +148,12 @@ struct AttentionBackwardLaunch {
   int64_t out_strides[3] = {}, grad_out_strides[3] = {};
   const float* lse = nullptr;
   int64_t lse_strides[3] = {};
-  float* dq = nullptr;  // dq, dk, dv: consecutive in one zeroed fp32 buffer
-  float* dk = nullptr;
-  float* dv = nullptr;
+  float* dq = nullptr;  // fp32 scratch (B, Q, H, D), zeroed (the blocks add into it)
+  float* dk = nullptr;  // fp32 scratch (B, K, Hkv, D), where dk_out has no view
+  float* dv = nullptr;  // fp32 scratch (B, K, Hkv, Dv), where dv_out has no view
+  // dK and dV straight into the caller's views, where the front end can take them so (no RoPE on k; every
+  // row written, or added into): no scratch and no pass after the kernels for them.
+  KeyGradientOut dk_out, dv_out;
   float* grad_sinks = nullptr;  // (H) at grad_sinks_stride, added into; null: not wanted
   int64_t grad_sinks_stride = 0;
   float* grad_table = nullptr;  // (table_rows, H) of the learned bias, added into; null: not wanted

@@ -64,8 +64,9 @@ struct BackwardParams {
   QueryTemperature::Kind temperature;
   double temperature_scale, temperature_floor;
   float* dq;  // (B, Q, H, D) fp32, contiguous
-  float* dk;  // (B, K, Hkv, D)
-  float* dv;  // (B, K, Hkv, Dv)
+  float* dk;  // (B, K, Hkv, D), where dk_out has no view
+  float* dv;  // (B, K, Hkv, Dv), where dv_out has no view
+  KeyGradientOut dk_out, dv_out;
   // The learned table's gradient: (problems, key blocks, H, 2 limit + 1) partial sums over the lookup's
   // distances, one per keys-pass block and head; null: not wanted.
   float* bias_partials;
@@ -243,6 +244,29 @@ __device__ __forceinline__ bool problem_of(const BackwardParams& p, int64_t z, P
   pr->k0 = p.cu_seqlens_k[z], pr->nk = p.cu_seqlens_k[z + 1] - pr->k0;
   return pr->q0 >= 0 && pr->nq >= 0 && pr->q0 + pr->nq <= p.Q && pr->k0 >= 0 && pr->nk >= 0 &&
          pr->k0 + pr->nk <= p.K;
+}
+
+// Element d of key row `row` of dK or dV: into the fp32 scratch (contiguous rows of `dim`) or, where the
+// launch has the caller's view, into it at (b, t, h) with one rounding, added or written (as the gradient
+// pass after the kernels would: the same sum in fp32, the same rounding).
+__device__ __forceinline__ void store_key_gradient(const KeyGradientOut& out, float* scratch, int64_t row,
+                                                   int64_t dim, int64_t b, int64_t t, int64_t h, int d,
+                                                   float x) {
+  if (out.data == nullptr) {
+    scratch[row * dim + d] = x;
+    return;
+  }
+  const int64_t at = b * out.strides[0] + t * out.strides[1] + h * out.strides[2] + d;
+  if (out.dtype == DType::f32) {
+    float& y = static_cast<float*>(out.data)[at];
+    y = out.add ? y + x : x;
+  } else if (out.dtype == DType::bf16) {
+    cutlass::bfloat16_t& y = static_cast<cutlass::bfloat16_t*>(out.data)[at];
+    y = cutlass::bfloat16_t(out.add ? static_cast<float>(y) + x : x);
+  } else {
+    cutlass::half_t& y = static_cast<cutlass::half_t*>(out.data)[at];
+    y = cutlass::half_t(out.add ? static_cast<float>(y) + x : x);
+  }
 }
 
 // Rows [row0, row0 + rows) of head h into shared memory: positions, scales, lse log2 e, D_i; their position
@@ -561,14 +585,14 @@ __global__ void __launch_bounds__(AttentionBackwardTiles<Element, kHeadDim>::kTh
   cp_async_wait<0>();
   // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
   // columns are not stored.
-  const int64_t key0 = (pr.b * p.K + pr.k0 + col0) * p.Hkv + hk;
+  const int64_t key0 = (pr.b * p.K + pr.k0 + col0) * p.Hkv + hk, t0 = pr.k0 + col0;
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); ++i) {
     const int key = get<0>(cO(i)), d = get<1>(cO(i));
     if (key >= cols) continue;
     const int64_t row = key0 + key * p.Hkv;
-    if (kKeys && d < p.D) p.dk[row * p.D + d] = acc_dk(i);
-    if (kValues && d < p.Dv) p.dv[row * p.Dv + d] = acc_dv(i);
+    if (kKeys && d < p.D) store_key_gradient(p.dk_out, p.dk, row, p.D, pr.b, t0 + key, hk, d, acc_dk(i));
+    if (kValues && d < p.Dv) store_key_gradient(p.dv_out, p.dv, row, p.Dv, pr.b, t0 + key, hk, d, acc_dv(i));
   }
 }
 

@@ -230,6 +230,7 @@ void attention_backward(const AttentionBackwardLaunch& bl) {
   p.temperature = l.temperature.kind;
   p.temperature_scale = l.temperature.scale, p.temperature_floor = l.temperature.floor_scale;
   p.dq = bl.dq, p.dk = bl.dk, p.dv = bl.dv;
+  p.dk_out = bl.dk_out, p.dv_out = bl.dv_out;
   const std::unique_ptr<DeviceScratch> lookup = set_score_bias(l, &p.terms, p.slopes, &p.lookup);
   if (bl.grad_sinks != nullptr && l.H > 0) {
     SinksArgs sa{};

@@ -633,15 +633,16 @@ __global__ void __launch_bounds__(AttentionBackwardSm90Tiles<Element, kHeadDim>:
   // dK, dV rows of this block's keys (fp32, contiguous (B, K, Hkv, D) and (B, K, Hkv, Dv)); the padded
   // columns are not stored.
   Tensor cKV = thr_kv.partition_C(make_identity_tensor(Shape<Int<BN>, Int<kHeadDim>>{}));
-  const int64_t first = (sh.problem.b * p.K + sh.problem.k0 + sh.key_tile * BN) * p.Hkv + blockIdx.y;
+  const int64_t t0 = sh.problem.k0 + sh.key_tile * BN, b = sh.problem.b;
+  const int64_t first = (b * p.K + t0) * p.Hkv + blockIdx.y;
   const int64_t keys = min<int64_t>(BN, sh.problem.nk - sh.key_tile * BN);
   CUTE_UNROLL
   for (int i = 0; i < size(acc_dk); ++i) {
     const int key = get<0>(cKV(i)), d = get<1>(cKV(i));
     if (key >= keys) continue;
     const int64_t row = first + key * p.Hkv;
-    if (d < p.D) p.dk[row * p.D + d] = acc_dk(i);
-    if (d < p.Dv) p.dv[row * p.Dv + d] = acc_dv(i);
+    if (d < p.D) store_key_gradient(p.dk_out, p.dk, row, p.D, b, t0 + key, blockIdx.y, d, acc_dk(i));
+    if (d < p.Dv) store_key_gradient(p.dv_out, p.dv, row, p.Dv, b, t0 + key, blockIdx.y, d, acc_dv(i));
   }
 #else
   __trap();  // compiled for a device without sm_90a's wgmma: attention_backward_sm90_fits never selects it

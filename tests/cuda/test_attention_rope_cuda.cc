@@ -6,7 +6,8 @@
 // into a gradient alone, bit for bit against the host emulation of the device's arithmetic
 // (tests/cuda/rope_emulation.h) on both of its paths (16-byte rows and the scalar one) into f32, bf16 and
 // fp16 gradients, added or written; then forward and backward against the CPU backend, the gradients added
-// into non-zero ones or written into NaN ones (AttentionGrads::accumulate), and a call without queries.
+// into non-zero ones or written into NaN ones (AttentionGrads::accumulate), without RoPE too (dk and dv then
+// stored into the views by the kernels themselves), and a call without queries.
 // Scratch memory is NaN until written. Skipped without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -101,19 +102,20 @@ struct Placement {
   int64_t rope_dim, rotary_dim, offset;  // RoPE's head_dim, its rotary_dim, AttentionConfig::rope_offset
 };
 
-// Forward and backward with RoPE placed as `p` in heads of 64, bf16, causal, grouped heads: the output
-// against the CPU's on the values the tensor cores read (q and k rotated as the device rotates them), the
-// gradients (added into non-zero f32 and bf16 ones) against the CPU backend's on the same inputs within the
-// bound of test_attention_cuda.cc's backward check (2^-6 of the tensor's largest plus 2^-7 of the element).
+// Forward and backward with RoPE placed as `p` (or none) in heads of 64, bf16, causal, grouped heads: the
+// output against the CPU's on the values the tensor cores read (q and k rotated as the device rotates them),
+// the gradients (added into non-zero f32 and bf16 ones) against the CPU backend's on the same inputs within
+// the bound of test_attention_cuda.cc's backward check (2^-6 of the tensor's largest plus 2^-7 of the
+// element).
 void check_placement(const Placement& pl) {
   SCOPED_TRACE(pl.name);
   const int64_t B = 2, Q = 70, K = 70, H = 4, Hkv = 2, D = 64;
-  RopeConfig rc;
-  rc.head_dim = pl.rope_dim, rc.rotary_dim = pl.rotary_dim, rc.layout = pl.layout;
+  RopeConfig rc;  // rope_dim 0: no RoPE
+  rc.head_dim = pl.rope_dim > 0 ? pl.rope_dim : D, rc.rotary_dim = pl.rotary_dim, rc.layout = pl.layout;
   const Rope rope(rc);
   AttentionConfig cfg;
   cfg.causal = true;
-  cfg.rope = &rope;
+  cfg.rope = pl.rope_dim > 0 ? &rope : nullptr;
   cfg.rope_offset = pl.offset;
   const int64_t nq = B * Q * H * D, nk = B * K * Hkv * D;
   std::vector<uint16_t> q, k, v;
@@ -125,6 +127,9 @@ void check_placement(const Placement& pl) {
   // The device's rotated copies, on the host: the range [offset, offset + rope_dim) of each head.
   const auto rotated = [&](const std::vector<uint16_t>& x, int64_t T, int64_t heads,
                            const std::vector<int64_t>& p) {
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
+    if (pl.rope_dim == 0) return y;
     std::vector<uint16_t> range(B * T * heads * pl.rope_dim);
     for (int64_t r = 0; r < B * T * heads; ++r)
       std::copy_n(x.begin() + r * D + pl.offset, pl.rope_dim, range.begin() + r * pl.rope_dim);
@@ -132,8 +137,6 @@ void check_placement(const Placement& pl) {
     for (int64_t b = 0; b < B; ++b) std::copy(p.begin(), p.end(), bp.begin() + b * T);
     range = emulate_cuda_rope(rope.frequencies(), pl.layout, pl.rope_dim, DType::bf16, range, bp, B, T, heads,
                               false);
-    std::vector<float> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
     for (int64_t r = 0; r < B * T * heads; ++r)
       for (int64_t e = 0; e < pl.rope_dim; ++e)
         y[r * D + pl.offset + e] = kBf16.value(range[r * pl.rope_dim + e]);
@@ -233,6 +236,8 @@ TEST(AttentionRopeCuda, PlacementsAgainstTheCpu) {
   check_placement({"the whole head, interleaved", RopeLayout::interleaved, 64, 64, 0});
   check_placement({"rotary_dim 32 of 64, half", RopeLayout::half, 64, 32, 0});
   check_placement({"a range: dims 16 .. 48, half", RopeLayout::half, 32, 32, 16});
+  // Without RoPE the keys blocks store dk and dv into the views themselves.
+  check_placement({"no RoPE", RopeLayout::half, 0, 0, 0});
 }
 
 // No queries: the gradients of k and v are 0 (the scratch zeroed for them, no block writes them), written
