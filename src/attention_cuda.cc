@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -443,7 +444,6 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   l.default_positions = !given_q && !given_k;
   const size_t q_bytes = static_cast<size_t>(B * Q * H * D) * 2,
                k_bytes = static_cast<size_t>(B * K * Hkv * D) * 2;
-  cuda::DeviceScratch rotated(kOp, "rotated q and k", rope != nullptr ? q_bytes + k_bytes : 0);
   // RoPE's range of the heads: dims [rope_offset, rope_offset + rope.head_dim) of the contiguous rows at
   // base.
   const auto range = [&](void* base, DType type, int64_t T, int64_t heads) {
@@ -457,24 +457,52 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
                ? device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {T}, {1})
                : device_view<ConstTensorView>(static_cast<const void*>(p), DType::i64, {B, T}, {stride, 1});
   };
+  std::unique_ptr<cuda::DeviceScratch> k_rotated, q_rotated, q_cos_sin;
   if (rope != nullptr) {
-    // Contiguous copies of q and k, their dims [rope_offset, rope_offset + rope.head_dim) rotated. Where the
-    // range is the whole head, the rotation writes the copy (one pass over q and k); else the rows are copied
-    // and the range rotated in place.
-    char* q_rot = rotated.as<char>();
-    char* k_rot = q_rot + q_bytes;
-    if (rope_dim == D) {
-      rope->forward(in.q, range(q_rot, dtype, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
-      rope->forward(in.k, range(k_rot, dtype, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+    // Contiguous copies of k and q, their dims [rope_offset, rope_offset + rope.head_dim) rotated. Where the
+    // range is the whole head, the rotation writes the copy (one pass); else the rows are copied and the
+    // range rotated in place.
+    const auto rotated_copy = [&](const ConstTensorView& x, size_t bytes, const int64_t* pos, int64_t stride,
+                                  int64_t T, int64_t heads, const char* what) {
+      auto copy = std::make_unique<cuda::DeviceScratch>(kOp, what, bytes);
+      if (rope_dim == D) {
+        rope->forward(x, range(copy->data(), dtype, T, heads), pos_view(pos, stride, T));
+      } else {
+        cuda::copy_head_rows(x.data, x.strides.data(), B, T, heads, D, copy->as<char>());
+        rope->forward(range(copy->data(), dtype, T, heads), pos_view(pos, stride, T));
+      }
+      return copy;
+    };
+    k_rotated = rotated_copy(in.k, k_bytes, l.k_pos, l.k_pos_stride, K, Hkv, "rotated k");
+    l.k = k_rotated->data();
+    const int64_t ks[3] = {K * Hkv * D, Hkv * D, D};
+    for (int i = 0; i < 3; ++i) l.k_strides[i] = ks[i];
+    // The forward's sm_90a kernel rotates q itself as it stages each row block (one pass over q less), from
+    // a table of every query token's cos and sin (Rope::cos_sin: the rotation's own values); elsewhere q is
+    // a rotated copy too.
+    const int64_t pairs = rope->config().effective_rotary_dim() / 2;
+    const bool flat_positions = l.q_pos_stride == 0 || l.q_pos_stride == Q;
+    if (bw == nullptr && flat_positions && cuda::attention_forward_rotates_q(l)) {
+      const int64_t n = l.q_pos_stride == 0 ? Q : B * Q;
+      q_cos_sin = std::make_unique<cuda::DeviceScratch>(kOp, "q's cos and sin",
+                                                        static_cast<size_t>(2 * n * pairs) * 4);
+      float* cos = q_cos_sin->as<float>();
+      float* sin = cos + n * pairs;
+      rope->cos_sin(device_view<ConstTensorView>(static_cast<const void*>(l.q_pos), DType::i64, {n}, {1}),
+                    device_view<TensorView>(static_cast<void*>(cos), DType::f32, {n, pairs}, {pairs, 1}),
+                    device_view<TensorView>(static_cast<void*>(sin), DType::f32, {n, pairs}, {pairs, 1}));
+      l.q_rotation = {cos,
+                      sin,
+                      l.q_pos_stride == 0 ? 0 : Q,
+                      static_cast<int>(pairs),
+                      static_cast<int>(config.rope_offset),
+                      rope->config().layout == RopeLayout::interleaved};
     } else {
-      cuda::copy_head_rows(in.q.data, in.q.strides.data(), B, Q, H, D, q_rot);
-      cuda::copy_head_rows(in.k.data, in.k.strides.data(), B, K, Hkv, D, k_rot);
-      rope->forward(range(q_rot, dtype, Q, H), pos_view(l.q_pos, l.q_pos_stride, Q));
-      rope->forward(range(k_rot, dtype, K, Hkv), pos_view(l.k_pos, l.k_pos_stride, K));
+      q_rotated = rotated_copy(in.q, q_bytes, l.q_pos, l.q_pos_stride, Q, H, "rotated q");
+      l.q = q_rotated->data();
+      const int64_t qs[3] = {Q * H * D, H * D, D};
+      for (int i = 0; i < 3; ++i) l.q_strides[i] = qs[i];
     }
-    l.q = q_rot, l.k = k_rot;
-    const int64_t qs[3] = {Q * H * D, H * D, D}, ks[3] = {K * Hkv * D, Hkv * D, D};
-    for (int i = 0; i < 3; ++i) l.q_strides[i] = qs[i], l.k_strides[i] = ks[i];
   }
   if (bw == nullptr) {
     cuda::attention_forward(l);

@@ -164,7 +164,8 @@ struct AttentionGrads {
   TensorView sinks;  // (H), with config.sinks
   // true: every gradient is added into its view (+=), as the library's other backwards do; false: written
   // (=), each view's previous contents neither read nor kept, so that a caller with fresh buffers (an
-  // autograd function's outputs) needs no zero fill first and the backward no read of one.
+  // autograd function's outputs) needs no zero fill first and the backward no read of one. The views must
+  // not overlap the inputs (on CUDA the kernels store into them while others still read q, k, v).
   bool accumulate = true;
 };
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "posenc/device.h"
+#include "src/check.h"
 #include "src/cuda/attention.h"
 #include "src/cuda/attention_forward.cuh"
 #include "src/cuda/attention_tiles.cuh"
@@ -188,9 +189,27 @@ std::unique_ptr<DeviceScratch> set_score_bias(const AttentionLaunch& l, ScoreTer
   return lookup;
 }
 
+namespace {
+// Whether attention_forward runs the launch on the sm_90a kernel (after the decoding kernel's turn).
+bool forward_on_sm90(const AttentionLaunch& l) {
+  const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
+  return l.Q > 0 && l.H > 0 && problems > 0 && !attention_decode_fits(l) &&
+         attention_forward_choice != AttentionKernel::tiled &&
+         attention_sm90_fits(l, attention_forward_choice == AttentionKernel::automatic);
+}
+}  // namespace
+
+bool attention_forward_rotates_q(const AttentionLaunch& l) {
+  return forward_on_sm90(l) && attention_sm90_tile(l) != 256;
+}
+
 void attention_forward(const AttentionLaunch& l) {
   const int64_t problems = l.cu_seqlens_q != nullptr ? l.sequences : l.B;
   if (l.Q == 0 || l.H == 0 || problems == 0) return;
+  // The front end leaves q's rotation to the kernel only where attention_forward_rotates_q says so.
+  if (l.q_rotation.cos != nullptr && !attention_forward_rotates_q(l))
+    detail::fail("attention",
+                 "q's rotation was left to a kernel that does not rotate (a bug: please report)");
   auto params = std::make_unique<Params>();
   Params& p = *params;
   p.Q = l.Q, p.K = l.K, p.H = l.H, p.Hkv = l.Hkv;
@@ -234,9 +253,9 @@ void attention_forward(const AttentionLaunch& l) {
     }
     return;
   }
-  if (attention_forward_choice != AttentionKernel::tiled &&
-      attention_sm90_fits(l, attention_forward_choice == AttentionKernel::automatic)) {
+  if (forward_on_sm90(l)) {
     p.splits = 1;
+    p.q_rotation = l.q_rotation;
     launch_sm90(l, p);
     check_packing(l);
     return;

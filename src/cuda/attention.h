@@ -47,6 +47,14 @@ inline constexpr int64_t kMaxTransformerXLHeadDim = 128;
 // Heads whose ALiBi slopes a kernel takes by value.
 inline constexpr int64_t kMaxAttentionHeads = 1024;
 
+struct QueryRotation {
+  const float* cos = nullptr;  // null: no rotation in the kernel
+  const float* sin = nullptr;
+  int64_t table_rows_per_batch = 0;
+  int pairs = 0, offset = 0;
+  bool interleaved = false;
+};
+
 struct AttentionLaunch {
   DType dtype = DType::bf16;  // q, k, v and out
   int64_t B = 0, Q = 0, K = 0, H = 0, Hkv = 0, D = 0, Dv = 0;
@@ -91,7 +99,15 @@ struct AttentionLaunch {
   int64_t xl_u_strides[2] = {}, xl_v_strides[2] = {}, xl_w_r_strides[2] = {};
   int64_t xl_d_model = 0;
   double xl_base = 10000.0;
+  // RoPE's rotation of q left to the kernel (attention_forward_rotates_q; q then as given, not rotated): each
+  // query token's cos and sin of its pairs (Rope::cos_sin's (N, pairs) tables: N = Q tokens shared by the
+  // batch rows, table_rows_per_batch 0, or B x Q, table_rows_per_batch Q) and the pairs' place in the head
+  // (dims offset + j and offset + j + pairs, or offset + 2 j and offset + 2 j + 1 interleaved).
+  QueryRotation q_rotation;
 };
+// Whether attention_forward runs this launch on the sm_90a kernel with heads up to 192, which rotates q
+// itself (q_rotation).
+bool attention_forward_rotates_q(const AttentionLaunch& launch);
 void attention_forward(const AttentionLaunch& launch);
 // Which kernel runs a forward both can take: on a Hopper GPU, the sm_90a kernel (src/cuda/attention_sm90.cu:
 // wgmma, TMA, warp-specialized) where it fits and its row blocks fill the GPU (automatic); or always the

@@ -77,6 +77,7 @@ struct Params {
   int64_t xl_u_strides[2];
   // The sm_90a kernel's (src/cuda/attention_sm90_xl.cu): u_h . k_j (B, H, K) f32, B = 1 for packed sequences.
   const float* xl_uk;
+  QueryRotation q_rotation;  // the sm_90a kernel's: RoPE's rotation of the staged q rows (cos null: none)
   float slopes[kMaxAttentionHeads];
 };
 

@@ -39,6 +39,7 @@
 #include "src/cuda/attention_sm90_tiles.cuh"
 #include "src/cuda/attention_sm90_xl.h"
 #include "src/cuda/device.h"
+#include "src/cuda/rope-inl.cuh"
 
 namespace posenc::cuda {
 namespace forward {
@@ -274,6 +275,28 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
   ClusterBarrier::arrive(&sh.full_k[stage]);  // the consumers stop at the marker: full_v is not waited on
 }
 
+// RoPE's rotation of a warpgroup's 64 rows of the staged Q tile, in place: pair j of a row by its token's cos
+// and sin (rows from table_row0), rotate_pair's arithmetic and one rounding to the storage type, as
+// rope_rotate's rotated copy of q (src/cuda/rope.cu) would have them. Rows past `rows` (another sequence's,
+// or zeros) are left: no output row reads them.
+template <class TensorQ>
+__device__ __forceinline__ void rotate_query_rows(TensorQ& sQ, const QueryRotation rot, int64_t table_row0,
+                                                  int rows, int group, int thread) {
+  using Element = typename TensorQ::value_type;
+  const int pairs = rot.pairs;
+  for (int row = 64 * group; row < min(64 * group + 64, rows); ++row) {
+    const int64_t table_row = (table_row0 + row) * pairs;
+    for (int j = thread; j < pairs; j += 128) {  // no division: the loop runs once at the kernel's start
+      const int ia = rot.offset + (rot.interleaved ? 2 * j : j);
+      const int ib = rot.offset + (rot.interleaved ? 2 * j + 1 : j + pairs);
+      const RotatedPair r = rotated_pair(static_cast<float>(sQ(row, ia)), static_cast<float>(sQ(row, ib)),
+                                         rot.cos[table_row + j], rot.sin[table_row + j]);
+      sQ(row, ia) = Element(r.a);
+      sQ(row, ib) = Element(r.b);
+    }
+  }
+}
+
 template <class K>
 __global__ void __launch_bounds__(K::T::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Params p, const __grid_constant__ typename K::TmaQ tma_q,
@@ -336,6 +359,15 @@ __global__ void __launch_bounds__(K::T::kThreads, 1)
   cutlass::arch::warpgroup_reg_alloc<232>();
   const int ctid = tid - 128;
   Tensor sQ = make_tensor(make_smem_ptr(sh.q), typename T::SmemQ{});
+  // RoPE on q here, not in a pass over q before the kernel; first, while the accumulators' registers are
+  // free. Not with heads of 256, whose consumers it would give a stack frame (attention_forward_rotates_q).
+  if (K::kQKDim != 256 && p.q_rotation.cos != nullptr) {
+    ClusterTransactionBarrier::wait(&sh.q_full, 0);
+    rotate_query_rows(sQ, p.q_rotation, b * p.q_rotation.table_rows_per_batch + pr.q0 + row0, rows,
+                      ctid / 128, ctid % 128);
+    cutlass::arch::fence_view_async_shared();  // the rotated rows seen by wgmma (the async proxy)
+    cutlass::arch::NamedBarrier::sync(128, 3 + ctid / 128);  // each warpgroup's 64 rows, before its first S
+  }
   Tensor sK = make_tensor(make_smem_ptr(sh.k), typename T::SmemK{});
   Tensor sV = make_tensor(make_smem_ptr(sh.v), typename T::SmemV{});
   Tensor sVt = make_tensor(make_smem_ptr(sh.v), typename T::SmemVt{});

@@ -36,14 +36,20 @@ POSENC_HD inline void pair_cos_sin(int64_t position, int64_t offset, double inv_
 }
 
 // The rotated pair, rounded as the CPU kernels round it (a product, then one FMA).
-POSENC_HD inline void rotate_pair(float a, float b, float c, float s, float* a_out, float* b_out) {
+struct RotatedPair {
+  float a, b;
+};
+POSENC_HD inline RotatedPair rotated_pair(float a, float b, float c, float s) {
 #if defined(__CUDA_ARCH__)
-  *a_out = __fmaf_rn(-b, s, __fmul_rn(a, c));
-  *b_out = __fmaf_rn(a, s, __fmul_rn(b, c));
+  return {__fmaf_rn(-b, s, __fmul_rn(a, c)), __fmaf_rn(a, s, __fmul_rn(b, c))};
 #else
-  *a_out = std::fma(-b, s, a * c);
-  *b_out = std::fma(a, s, b * c);
+  return {std::fma(-b, s, a * c), std::fma(a, s, b * c)};
 #endif
+}
+POSENC_HD inline void rotate_pair(float a, float b, float c, float s, float* a_out, float* b_out) {
+  const RotatedPair r = rotated_pair(a, b, c, s);
+  *a_out = r.a;
+  *b_out = r.b;
 }
 
 POSENC_HD inline float quiet_nan() {

@@ -353,7 +353,8 @@ TEST(AttentionCuda, ExplicitPositionsAgainstTheCpu) {
 // The backward against the CPU backend's on the same 16-bit inputs (fp32 there): gradients of q, k and v
 // added into fp32 and bf16 views. The GPU rounds P and dS to the storage type for its tensor cores (relative
 // 2^-8 each, bf16) and RoPE's copies too: each gradient element within 2^-6 of its tensor's largest plus 2^-7
-// of itself. Twice the same call: the same bits (deterministic).
+// of itself. Twice the same call, added into zeros and written into NaN views (AttentionGrads::accumulate
+// false): the same values (deterministic; writing never reads the views).
 void check_backward(const Case& c, Enc e, bool bf16_grads) {
   AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe() + (bf16_grads ? " bf16 grads" : " f32 grads"));
@@ -400,11 +401,15 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
   std::vector<float> runs[2][5];
   for (auto& run : runs) {
+    // The first run adds into zeros, the second writes into NaN (AttentionGrads::accumulate false).
+    const bool add = &run == &runs[0];
     DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
         rv(std::vector<float>(nv, 0.0f));
     DeviceBuffer<uint16_t> hq(std::vector<uint16_t>(nq, 0)), hk(std::vector<uint16_t>(nk, 0)),
         hv(std::vector<uint16_t>(nv, 0));
+    if (!add) rq.poison(), rk.poison(), rv.poison(), hq.poison(), hk.poison(), hv.poison();
     AttentionGrads dg;
+    dg.accumulate = add;
     if (bf16_grads) {
       dg.q = device16(hq, DType::bf16, {c.B, c.Q, c.H, c.D}),
       dg.k = device16(hk, DType::bf16, {c.B, c.K, c.Hkv, c.D});
@@ -416,6 +421,7 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
     }
     DeviceBuffer<float> rt(std::vector<float>(gtable.size(), 0.0f)),
         rs(std::vector<float>(gsinks.size(), 0.0f));
+    if (!add) rt.poison(), rs.poison();
     if (table_rows > 0) dg.relative_table = view(rt.get(), {table_rows, c.H}, Device::cuda);
     if (c.sinks) dg.sinks = view(rs.get(), {c.H}, Device::cuda);
     attention_backward(cfg, din, device16(dout, DType::bf16, {c.B, c.Q, c.H, Dv}),
@@ -436,7 +442,7 @@ void check_backward(const Case& c, Enc e, bool bf16_grads) {
   const std::vector<float>* cpu[5] = {&gq, &gk, &gv, &gtable, &gsinks};
   const char* names[5] = {"dq", "dk", "dv", "d relative_table", "d sinks"};
   for (int t = 0; t < 5; ++t) {
-    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between two runs";
+    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between a run adding and one writing";
     double largest = 0;
     for (float x : *cpu[t]) largest = std::max(largest, std::fabs(static_cast<double>(x)));
     for (size_t i = 0; i < cpu[t]->size(); ++i) {

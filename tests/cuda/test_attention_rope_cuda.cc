@@ -18,10 +18,12 @@
 
 #include "device_buffer.h"
 #include "half_storage.h"
+#include "kernel_choice.h"
 #include "posenc/attention.h"
 #include "posenc/rope.h"
 #include "rope_emulation.h"
 #include "src/half.h"
+#include "src/cuda/attention.h"
 #include "src/rope_plan.h"
 #include "test_util.h"
 
@@ -96,6 +98,23 @@ TEST(AttentionRopeCuda, BackwardIntoGradientIsTheRotationRoundedOnce) {
       }
 }
 
+// q or k (B, T, heads, D) bf16 bits with the range [offset, offset + rope.head_dim) of each head rotated as
+// the device's rotation kernel rotates it (the host emulation, bit for bit); positions (B, T).
+std::vector<uint16_t> rotated_range(const Rope& rope, int64_t offset, const std::vector<uint16_t>& x,
+                                    const std::vector<int64_t>& positions, int64_t B, int64_t T,
+                                    int64_t heads, int64_t D) {
+  const int64_t dim = rope.config().head_dim;
+  std::vector<uint16_t> range(B * T * heads * dim);
+  for (int64_t r = 0; r < B * T * heads; ++r)
+    std::copy_n(x.begin() + r * D + offset, dim, range.begin() + r * dim);
+  range = emulate_cuda_rope(rope.frequencies(), rope.config().layout, dim, DType::bf16, range, positions, B,
+                            T, heads, false);
+  std::vector<uint16_t> y = x;
+  for (int64_t r = 0; r < B * T * heads; ++r)
+    std::copy_n(range.begin() + r * dim, dim, y.begin() + r * D + offset);
+  return y;
+}
+
 struct Placement {
   const char* name;
   RopeLayout layout;
@@ -127,19 +146,12 @@ void check_placement(const Placement& pl) {
   // The device's rotated copies, on the host: the range [offset, offset + rope_dim) of each head.
   const auto rotated = [&](const std::vector<uint16_t>& x, int64_t T, int64_t heads,
                            const std::vector<int64_t>& p) {
-    std::vector<float> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = kBf16.value(x[i]);
-    if (pl.rope_dim == 0) return y;
-    std::vector<uint16_t> range(B * T * heads * pl.rope_dim);
-    for (int64_t r = 0; r < B * T * heads; ++r)
-      std::copy_n(x.begin() + r * D + pl.offset, pl.rope_dim, range.begin() + r * pl.rope_dim);
     std::vector<int64_t> bp(B * T);
     for (int64_t b = 0; b < B; ++b) std::copy(p.begin(), p.end(), bp.begin() + b * T);
-    range = emulate_cuda_rope(rope.frequencies(), pl.layout, pl.rope_dim, DType::bf16, range, bp, B, T, heads,
-                              false);
-    for (int64_t r = 0; r < B * T * heads; ++r)
-      for (int64_t e = 0; e < pl.rope_dim; ++e)
-        y[r * D + pl.offset + e] = kBf16.value(range[r * pl.rope_dim + e]);
+    const std::vector<uint16_t> bits =
+        pl.rope_dim == 0 ? x : rotated_range(rope, pl.offset, x, bp, B, T, heads, D);
+    std::vector<float> y(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) y[i] = kBf16.value(bits[i]);
     return y;
   };
   AttentionConfig plain = cfg;
@@ -238,6 +250,79 @@ TEST(AttentionRopeCuda, PlacementsAgainstTheCpu) {
   check_placement({"a range: dims 16 .. 48, half", RopeLayout::half, 32, 32, 16});
   // Without RoPE the keys blocks store dk and dv into the views themselves.
   check_placement({"no RoPE", RopeLayout::half, 0, 0, 0});
+}
+
+// The sm_90a forward rotates q itself as it stages each row block (from a table of each query token's cos and
+// sin), k as a rotated copy: its output and lse are bit for bit those of the same kernel on q and k rotated
+// first (as the device's rotation would), without RoPE. Several row blocks, the last partial; RoPE over the
+// whole head in both layouts, over part of it, and over a range of it; packed sequences (positions restarting
+// in each); heads of 128 and of 192 (MLA's q / k, values of 128).
+TEST(AttentionRopeCuda, Sm90KernelRotatesQAsTheRotatedCopy) {
+  POSENC_SKIP_WITHOUT_GPU();
+  if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
+  ASSERT_TRUE(kScratchPoisoned);
+  const ForwardKernel forced(cuda::AttentionKernel::sm90);
+  struct Setup {
+    const char* name;
+    RopeLayout layout;
+    int64_t D, Dv, rope_dim, rotary_dim, offset;
+    bool packed;
+  };
+  const Setup setups[] = {
+      {"half, whole head", RopeLayout::half, 128, 128, 128, 128, 0, false},
+      {"interleaved, whole head", RopeLayout::interleaved, 64, 64, 64, 64, 0, false},
+      {"half, rotary_dim 32 of 64", RopeLayout::half, 64, 64, 64, 32, 0, false},
+      {"interleaved, dims 128 .. 192 of MLA's 192", RopeLayout::interleaved, 192, 128, 64, 64, 128, false},
+      {"half, packed sequences", RopeLayout::half, 64, 64, 64, 64, 0, true}};
+  for (const Setup& st : setups) {
+    SCOPED_TRACE(st.name);
+    const int64_t B = st.packed ? 1 : 2, Q = 300, K = 300, H = 4, Hkv = 2, D = st.D, Dv = st.Dv;
+    const std::vector<int64_t> cu = {0, 130, 130, 300};  // an empty sequence between two
+    RopeConfig rc;
+    rc.head_dim = st.rope_dim, rc.rotary_dim = st.rotary_dim, rc.layout = st.layout;
+    const Rope rope(rc);
+    AttentionConfig cfg;
+    cfg.causal = true;
+    cfg.rope = &rope;
+    cfg.rope_offset = st.offset;
+    std::vector<uint16_t> q, k, v;
+    rounded_random(kBf16, B * Q * H * D, 1, q), rounded_random(kBf16, B * K * Hkv * D, 2, k);
+    rounded_random(kBf16, B * K * Hkv * Dv, 3, v);
+    std::vector<int64_t> pos(B * Q);  // the default positions: per batch row, or per packed sequence
+    for (int64_t i = 0; i < B * Q; ++i) pos[i] = i % Q;
+    if (st.packed)
+      for (size_t s = 0; s + 1 < cu.size(); ++s)
+        for (int64_t t = cu[s]; t < cu[s + 1]; ++t) pos[t] = t - cu[s];
+    const std::vector<uint16_t> q_rot = rotated_range(rope, st.offset, q, pos, 1, B * Q, H, D);
+    const std::vector<uint16_t> k_rot = rotated_range(rope, st.offset, k, pos, 1, B * K, Hkv, D);
+    DeviceBuffer<int64_t> dcu(cu);
+    std::vector<uint16_t> outs[2];
+    std::vector<float> lses[2];
+    for (int run = 0; run < 2; ++run) {
+      AttentionConfig c = cfg;
+      if (run == 1) c.rope = nullptr, c.rope_offset = 0;  // the inputs rotated already
+      DeviceBuffer<uint16_t> dq(run == 0 ? q : q_rot), dk(run == 0 ? k : k_rot), dv(v), dout(B * Q * H * Dv);
+      DeviceBuffer<float> dlse(B * H * Q);
+      dout.poison(), dlse.poison();
+      AttentionInputs in = qkv(device_view(dq.get(), DType::bf16, {B, Q, H, D}),
+                               device_view(dk.get(), DType::bf16, {B, K, Hkv, D}),
+                               device_view(dv.get(), DType::bf16, {B, K, Hkv, Dv}));
+      if (st.packed) {
+        in.cu_seqlens_q = view(dcu.get(), {static_cast<int64_t>(cu.size())}, Device::cuda);
+        in.cu_seqlens_k = in.cu_seqlens_q;
+      }
+      const int64_t launches = cuda::attention_sm90_launches;
+      attention_forward(c, in, device_view(dout.get(), DType::bf16, {B, Q, H, Dv}),
+                        view(dlse.get(), {B, H, Q}, Device::cuda));
+      outs[run] = dout.to_host(), lses[run] = dlse.to_host();
+      ASSERT_EQ(cuda::attention_sm90_launches - launches, 1) << "run " << run << " not on the sm_90a kernel";
+    }
+    EXPECT_EQ(outs[0], outs[1]);
+    for (size_t i = 0; i < lses[0].size(); ++i) {
+      if (std::isnan(lses[0][i])) continue;  // rows of no sequence (packed): neither run writes them
+      ASSERT_EQ(lses[0][i], lses[1][i]) << "lse " << i;
+    }
+  }
 }
 
 // No queries: the gradients of k and v are 0 (the scratch zeroed for them, no block writes them), written

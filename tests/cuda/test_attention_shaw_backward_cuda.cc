@@ -36,7 +36,9 @@ std::vector<uint16_t> rounded_bits(std::vector<float>& x, const Storage& s) {
 
 // One case: the CPU's forward and backward on the rounded inputs (fp32 there), then the GPU's forward and
 // its backward twice, gradients of q, k, v into fp32 views or (half_grads) views of the storage type, and
-// of a_k and a_v (fp32) into views holding 0.5 (added into: the CPU's gradients plus 0.5 expected).
+// of a_k and a_v (fp32) into views holding 0.5 (added into: the CPU's gradients plus 0.5 expected);
+// the second call writes every gradient into NaN views instead (AttentionGrads::accumulate false): the
+// same values.
 void check_shaw_backward(const Case& c, Enc e, const Storage& s, bool half_grads) {
   AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe() + " " + s.name + (half_grads ? " 16-bit grads" : " f32 grads"));
@@ -87,12 +89,18 @@ void check_shaw_backward(const Case& c, Enc e, const Storage& s, bool half_grads
                     view(dlse.get(), {c.B, c.H, c.Q}, Device::cuda));
   std::vector<float> runs[2][5];
   for (auto& run : runs) {
+    // The first run adds (the tables' gradients into 0.5), the second writes into NaN views.
+    const bool add = &run == &runs[0];
     DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
         rv(std::vector<float>(nv, 0.0f)), rak(std::vector<float>(nt, 0.5f)),
         rav(std::vector<float>(values ? nt : 1, 0.5f));
     DeviceBuffer<uint16_t> hq(std::vector<uint16_t>(nq, 0)), hk(std::vector<uint16_t>(nk, 0)),
         hv(std::vector<uint16_t>(nv, 0));
+    if (!add)
+      rq.poison(), rk.poison(), rv.poison(), rak.poison(), rav.poison(), hq.poison(), hk.poison(),
+          hv.poison();
     AttentionGrads dg;
+    dg.accumulate = add;
     if (half_grads) {
       dg.q = device16(hq, s.dtype, {c.B, c.Q, c.H, c.D}),
       dg.k = device16(hk, s.dtype, {c.B, c.K, c.Hkv, c.D});
@@ -112,8 +120,9 @@ void check_shaw_backward(const Case& c, Enc e, const Storage& s, bool half_grads
       for (size_t i = 0; i < x.size(); ++i) y[i] = s.value(x[i]);
       return y;
     };
-    const auto less_half = [](std::vector<float> x) {
-      for (float& y : x) y -= 0.5f;
+    // Added: 0.5 + g rounded, then 0.5 taken off; written: g, through the same two roundings.
+    const auto less_half = [&](std::vector<float> x) {
+      for (float& y : x) y = (add ? y : 0.5f + y) - 0.5f;
       return x;
     };
     run[0] = half_grads ? widen(hq.to_host()) : rq.to_host();
@@ -125,7 +134,7 @@ void check_shaw_backward(const Case& c, Enc e, const Storage& s, bool half_grads
   const std::vector<float>* cpu[5] = {&gq, &gk, &gv, &ga_k, &ga_v};
   const char* names[5] = {"dq", "dk", "dv", "d a_k", "d a_v"};
   for (int t = 0; t < 5; ++t) {
-    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between two runs";
+    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between a run adding and one writing";
     ASSERT_EQ(runs[0][t].size(), cpu[t]->size()) << names[t];
     double largest = 0;
     for (float x : *cpu[t]) largest = std::max(largest, std::fabs(static_cast<double>(x)));

@@ -60,7 +60,9 @@ std::vector<ParameterGrad> parameter_grads(const AttentionCase& ac, const Case& 
 
 // One case: the CPU's forward and backward on the rounded inputs (fp32 there), then the GPU's forward and
 // its backward twice, gradients of q, k, v into fp32 views or (half_grads) views of the storage type, and
-// of the parameters (fp32) into views holding 0.5 (added into: the CPU's gradients plus 0.5 expected).
+// of the parameters (fp32) into views holding 0.5 (added into: the CPU's gradients plus 0.5 expected);
+// the second call writes every gradient into NaN views instead (AttentionGrads::accumulate false): the
+// same values.
 void check_xl_backward(const Case& c, Enc e, const Storage& s, bool half_grads) {
   AttentionCase ac(c, e);
   SCOPED_TRACE(ac.describe() + " " + s.name + (half_grads ? " 16-bit grads" : " f32 grads"));
@@ -117,12 +119,16 @@ void check_xl_backward(const Case& c, Enc e, const Storage& s, bool half_grads) 
   const size_t parts = 3 + params.size();
   std::vector<std::vector<float>> runs[2];
   for (auto& run : runs) {
+    // The first run adds (the parameters' gradients into 0.5), the second writes into NaN views.
+    const bool add = &run == &runs[0];
     DeviceBuffer<float> rq(std::vector<float>(nq, 0.0f)), rk(std::vector<float>(nk, 0.0f)),
         rv(std::vector<float>(nv, 0.0f));
     DeviceBuffer<uint16_t> hq(std::vector<uint16_t>(nq, 0)), hk(std::vector<uint16_t>(nk, 0)),
         hv(std::vector<uint16_t>(nv, 0));
+    if (!add) rq.poison(), rk.poison(), rv.poison(), hq.poison(), hk.poison(), hv.poison();
     std::vector<std::unique_ptr<DeviceBuffer<float>>> rp;
     AttentionGrads dg;
+    dg.accumulate = add;
     if (half_grads) {
       dg.q = device16(hq, s.dtype, {c.B, c.Q, c.H, c.D}),
       dg.k = device16(hk, s.dtype, {c.B, c.K, c.Hkv, c.D});
@@ -134,6 +140,7 @@ void check_xl_backward(const Case& c, Enc e, const Storage& s, bool half_grads) 
     }
     for (const ParameterGrad& pg : params) {
       rp.push_back(std::make_unique<DeviceBuffer<float>>(std::vector<float>(pg.numel(), 0.5f)));
+      if (!add) rp.back()->poison();
       dg.*pg.grad = pg.view_of(rp.back()->get(), Device::cuda);
     }
     attention_backward(cfg, din, device16(dout, s.dtype, {c.B, c.Q, c.H, Dv}),
@@ -149,7 +156,7 @@ void check_xl_backward(const Case& c, Enc e, const Storage& s, bool half_grads) 
     run.push_back(half_grads ? widen(hv.to_host()) : rv.to_host());
     for (const auto& buffer : rp) {
       std::vector<float> x = buffer->to_host();
-      for (float& y : x) y -= 0.5f;
+      for (float& y : x) y = (add ? y : 0.5f + y) - 0.5f;  // written: through the same two roundings
       run.push_back(std::move(x));
     }
   }
@@ -157,7 +164,7 @@ void check_xl_backward(const Case& c, Enc e, const Storage& s, bool half_grads) 
   std::vector<std::string> names = {"dq", "dk", "dv"};
   for (size_t i = 0; i < params.size(); ++i) cpu.push_back(&cpu_params[i]), names.push_back(params[i].name);
   for (size_t t = 0; t < parts; ++t) {
-    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between two runs";
+    ASSERT_EQ(runs[0][t], runs[1][t]) << names[t] << " differs between a run adding and one writing";
     ASSERT_EQ(runs[0][t].size(), cpu[t]->size()) << names[t];
     double largest = 0;
     for (float x : *cpu[t]) largest = std::max(largest, std::fabs(static_cast<double>(x)));
