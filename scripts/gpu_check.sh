@@ -191,6 +191,10 @@ if wanted memcheck && phase "compute-sanitizer" && command -v compute-sanitizer 
   # The sm_90a kernel's barriers and TMA writes: memcheck and racecheck on its own test's shapes.
   sanitize memcheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
   sanitize racecheck attention_sm90 test_attention_cuda 'AttentionCuda.Sm90KernelSmallCase'
+  # Its rotation of q in shared memory (after the TMA's load, before the products), and the gradients stored
+  # into the caller's views by the keys blocks.
+  sanitize memcheck attention_rope test_attention_rope_cuda 'AttentionRopeCuda.*'
+  sanitize racecheck attention_sm90_rope test_attention_rope_cuda 'AttentionRopeCuda.Sm90KernelRotatesQ*'
   # The sm_90a backward: its barriers, TMA loads, bulk reductions of dQ and the blocks' turns.
   sanitize memcheck attention_sm90_backward test_attention_cuda 'AttentionCuda.Sm90BackwardSmallCase'
   sanitize racecheck attention_sm90_backward test_attention_cuda 'AttentionCuda.Sm90BackwardSmallCase'
