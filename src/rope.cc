@@ -5,10 +5,10 @@
 #include "posenc/rope.h"
 #include "src/check.h"
 #include "src/cpu/rope.h"
+#include "src/cuda/rope.h"  // no CUDA types: RopeOutput names the call's output in every build
 #include "src/rope_plan.h"
 #if POSENC_WITH_CUDA
 #include "src/cuda/device.h"
-#include "src/cuda/rope.h"
 #endif
 
 namespace posenc {

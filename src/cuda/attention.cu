@@ -256,6 +256,7 @@ void attention_forward(const AttentionLaunch& l) {
   if (forward_on_sm90(l)) {
     p.splits = 1;
     p.q_rotation = l.q_rotation;
+    if (l.q_rotation.cos != nullptr) ++attention_sm90_q_rotations;
     launch_sm90(l, p);
     check_packing(l);
     return;

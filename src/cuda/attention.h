@@ -119,6 +119,7 @@ inline AttentionKernel attention_forward_choice = AttentionKernel::automatic;
 // code), and how many launches it has had: the GPU tests check that their shapes ran on it.
 bool attention_sm90_available();
 inline int64_t attention_sm90_launches = 0;
+inline int64_t attention_sm90_q_rotations = 0;  // of those, the launches that rotated q (q_rotation)
 // The same for the backward (src/cuda/attention_backward_sm90.cu against the tiled passes): automatic, on a
 // Hopper GPU where it fits and its key tiles fill the GPU; tiled; or sm90 wherever it fits.
 inline AttentionKernel attention_backward_choice = AttentionKernel::automatic;

@@ -276,7 +276,7 @@ __device__ __forceinline__ void produce(const Params& p, typename K::Shared& sh,
 }
 
 // RoPE's rotation of a warpgroup's 64 rows of the staged Q tile, in place: pair j of a row by its token's cos
-// and sin (rows from table_row0), rotate_pair's arithmetic and one rounding to the storage type, as
+// and sin (rows from table_row0), rotated_pair's arithmetic and one rounding to the storage type, as
 // rope_rotate's rotated copy of q (src/cuda/rope.cu) would have them. Rows past `rows` (another sequence's,
 // or zeros) are left: no output row reads them.
 template <class TensorQ>
@@ -284,16 +284,19 @@ __device__ __forceinline__ void rotate_query_rows(TensorQ& sQ, const QueryRotati
                                                   int rows, int group, int thread) {
   using Element = typename TensorQ::value_type;
   const int pairs = rot.pairs;
-  for (int row = 64 * group; row < min(64 * group + 64, rows); ++row) {
-    const int64_t table_row = (table_row0 + row) * pairs;
-    for (int j = thread; j < pairs; j += 128) {  // no division: the loop runs once at the kernel's start
-      const int ia = rot.offset + (rot.interleaved ? 2 * j : j);
-      const int ib = rot.offset + (rot.interleaved ? 2 * j + 1 : j + pairs);
-      const RotatedPair r = rotated_pair(static_cast<float>(sQ(row, ia)), static_cast<float>(sQ(row, ib)),
-                                         rot.cos[table_row + j], rot.sin[table_row + j]);
-      sQ(row, ia) = Element(r.a);
-      sQ(row, ib) = Element(r.b);
-    }
+  // Every thread a share of the (row, pair) units; the table read through the read-only cache, so that the
+  // loads of the next units need not wait for this one's stores.
+#pragma unroll 4
+  for (int u = thread; u < 64 * pairs; u += 128) {
+    const int row = 64 * group + u / pairs, j = u - (u / pairs) * pairs;
+    if (row >= rows) break;  // rows grow with u
+    const int64_t at = (table_row0 + row) * pairs + j;
+    const int ia = rot.offset + (rot.interleaved ? 2 * j : j);
+    const int ib = rot.offset + (rot.interleaved ? 2 * j + 1 : j + pairs);
+    const RotatedPair r = rotated_pair(static_cast<float>(sQ(row, ia)), static_cast<float>(sQ(row, ib)),
+                                       __ldg(rot.cos + at), __ldg(rot.sin + at));
+    sQ(row, ia) = Element(r.a);
+    sQ(row, ib) = Element(r.b);
   }
 }
 

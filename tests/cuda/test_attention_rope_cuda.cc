@@ -255,8 +255,10 @@ TEST(AttentionRopeCuda, PlacementsAgainstTheCpu) {
 // The sm_90a forward rotates q itself as it stages each row block (from a table of each query token's cos and
 // sin), k as a rotated copy: its output and lse are bit for bit those of the same kernel on q and k rotated
 // first (as the device's rotation would), without RoPE. Several row blocks, the last partial; RoPE over the
-// whole head in both layouts, over part of it, and over a range of it; packed sequences (positions restarting
-// in each); heads of 128 and of 192 (MLA's q / k, values of 128).
+// whole head in both layouts, over part of it, and over a range of it (MLA's 192 / 128); packed sequences
+// (positions restarting in each); explicit positions shared by the batch rows (a table of Q rows); fewer
+// queries than keys; fp16; q a strided view (rows of a fused buffer). Each call with RoPE must have rotated q
+// in the kernel (attention_sm90_q_rotations), each without it not.
 TEST(AttentionRopeCuda, Sm90KernelRotatesQAsTheRotatedCopy) {
   POSENC_SKIP_WITHOUT_GPU();
   if (!cuda::attention_sm90_available()) GTEST_SKIP() << "not a compute capability 9.0 GPU";
@@ -265,19 +267,26 @@ TEST(AttentionRopeCuda, Sm90KernelRotatesQAsTheRotatedCopy) {
   struct Setup {
     const char* name;
     RopeLayout layout;
-    int64_t D, Dv, rope_dim, rotary_dim, offset;
-    bool packed;
+    int64_t D, Dv, rope_dim, rotary_dim, offset, Q;
+    bool packed = false, shared_positions = false, fp16 = false, strided_q = false;
   };
   const Setup setups[] = {
-      {"half, whole head", RopeLayout::half, 128, 128, 128, 128, 0, false},
-      {"interleaved, whole head", RopeLayout::interleaved, 64, 64, 64, 64, 0, false},
-      {"half, rotary_dim 32 of 64", RopeLayout::half, 64, 64, 64, 32, 0, false},
-      {"interleaved, dims 128 .. 192 of MLA's 192", RopeLayout::interleaved, 192, 128, 64, 64, 128, false},
-      {"half, packed sequences", RopeLayout::half, 64, 64, 64, 64, 0, true}};
+      {"half, whole head", RopeLayout::half, 128, 128, 128, 128, 0, 300},
+      {"interleaved, whole head", RopeLayout::interleaved, 64, 64, 64, 64, 0, 300},
+      {"half, rotary_dim 32 of 64", RopeLayout::half, 64, 64, 64, 32, 0, 300},
+      {"interleaved, dims 128 .. 192 of MLA's 192", RopeLayout::interleaved, 192, 128, 64, 64, 128, 300},
+      {"half, packed sequences", RopeLayout::half, 64, 64, 64, 64, 0, 300, true},
+      {"half, explicit positions shared by the batch rows", RopeLayout::half, 64, 64, 64, 64, 0, 300, false,
+       true},
+      {"half, 200 queries, 300 keys, fp16", RopeLayout::half, 128, 128, 128, 128, 0, 200, false, false, true},
+      {"interleaved, q rows of a fused buffer", RopeLayout::interleaved, 64, 64, 64, 64, 0, 300, false, false,
+       false, true}};
   for (const Setup& st : setups) {
     SCOPED_TRACE(st.name);
-    const int64_t B = st.packed ? 1 : 2, Q = 300, K = 300, H = 4, Hkv = 2, D = st.D, Dv = st.Dv;
-    const std::vector<int64_t> cu = {0, 130, 130, 300};  // an empty sequence between two
+    const Storage& s = st.fp16 ? kF16 : kBf16;
+    const int64_t B = st.packed ? 1 : 2, Q = st.Q, K = 300, H = 4, Hkv = 2, D = st.D, Dv = st.Dv;
+    const int64_t q_row = st.strided_q ? 3 * H * D : H * D;  // elements between q's tokens
+    const std::vector<int64_t> cu = {0, 130, 130, 300};      // an empty sequence between two
     RopeConfig rc;
     rc.head_dim = st.rope_dim, rc.rotary_dim = st.rotary_dim, rc.layout = st.layout;
     const Rope rope(rc);
@@ -286,42 +295,70 @@ TEST(AttentionRopeCuda, Sm90KernelRotatesQAsTheRotatedCopy) {
     cfg.rope = &rope;
     cfg.rope_offset = st.offset;
     std::vector<uint16_t> q, k, v;
-    rounded_random(kBf16, B * Q * H * D, 1, q), rounded_random(kBf16, B * K * Hkv * D, 2, k);
-    rounded_random(kBf16, B * K * Hkv * Dv, 3, v);
-    std::vector<int64_t> pos(B * Q);  // the default positions: per batch row, or per packed sequence
-    for (int64_t i = 0; i < B * Q; ++i) pos[i] = i % Q;
+    rounded_random(s, B * Q * H * D, 1, q), rounded_random(s, B * K * Hkv * D, 2, k);
+    rounded_random(s, B * K * Hkv * Dv, 3, v);
+    // The positions: default (queries aligned to the end of the keys, per batch row or packed sequence), or
+    // explicit ones shared by the batch rows.
+    std::vector<int64_t> q_pos(B * Q), k_pos(B * K), shared(Q);
+    for (int64_t i = 0; i < B * Q; ++i) q_pos[i] = K - Q + i % Q;
+    for (int64_t j = 0; j < B * K; ++j) k_pos[j] = j % K;
     if (st.packed)
-      for (size_t s = 0; s + 1 < cu.size(); ++s)
-        for (int64_t t = cu[s]; t < cu[s + 1]; ++t) pos[t] = t - cu[s];
-    const std::vector<uint16_t> q_rot = rotated_range(rope, st.offset, q, pos, 1, B * Q, H, D);
-    const std::vector<uint16_t> k_rot = rotated_range(rope, st.offset, k, pos, 1, B * K, Hkv, D);
-    DeviceBuffer<int64_t> dcu(cu);
+      for (size_t c = 0; c + 1 < cu.size(); ++c)
+        for (int64_t t = cu[c]; t < cu[c + 1]; ++t) q_pos[t] = k_pos[t] = t - cu[c];
+    for (int64_t i = 0; i < Q; ++i) shared[i] = 1000 + 3 * i;
+    if (st.shared_positions)
+      for (int64_t i = 0; i < B * Q; ++i) q_pos[i] = k_pos[i] = shared[i % Q];
+    const auto rotated = [&](const std::vector<uint16_t>& x, const std::vector<int64_t>& pos, int64_t T,
+                             int64_t heads) {
+      std::vector<uint16_t> bits = x;  // the emulation rounds to bf16 or fp16 by the dtype it is given
+      RopeFrequencies f = rope.frequencies();
+      std::vector<uint16_t> range(B * T * heads * st.rope_dim);
+      for (int64_t r = 0; r < B * T * heads; ++r)
+        std::copy_n(x.begin() + r * D + st.offset, st.rope_dim, range.begin() + r * st.rope_dim);
+      range = emulate_cuda_rope(f, st.layout, st.rope_dim, s.dtype, range, pos, 1, B * T, heads, false);
+      for (int64_t r = 0; r < B * T * heads; ++r)
+        std::copy_n(range.begin() + r * st.rope_dim, st.rope_dim, bits.begin() + r * D + st.offset);
+      return bits;
+    };
+    const std::vector<uint16_t> q_rot = rotated(q, q_pos, Q, H), k_rot = rotated(k, k_pos, K, Hkv);
+    // q's tokens at q_row elements apart (the other elements 0), as a view of a fused buffer would have them.
+    const auto spread = [&](const std::vector<uint16_t>& x) {
+      std::vector<uint16_t> y(B * Q * q_row, 0);
+      for (int64_t t = 0; t < B * Q; ++t) std::copy_n(x.begin() + t * H * D, H * D, y.begin() + t * q_row);
+      return y;
+    };
+    DeviceBuffer<int64_t> dcu(cu), dshared(shared);
     std::vector<uint16_t> outs[2];
-    std::vector<float> lses[2];
+    std::vector<uint32_t> lses[2];
     for (int run = 0; run < 2; ++run) {
       AttentionConfig c = cfg;
       if (run == 1) c.rope = nullptr, c.rope_offset = 0;  // the inputs rotated already
-      DeviceBuffer<uint16_t> dq(run == 0 ? q : q_rot), dk(run == 0 ? k : k_rot), dv(v), dout(B * Q * H * Dv);
+      DeviceBuffer<uint16_t> dq(spread(run == 0 ? q : q_rot)), dk(run == 0 ? k : k_rot), dv(v),
+          dout(B * Q * H * Dv);
       DeviceBuffer<float> dlse(B * H * Q);
       dout.poison(), dlse.poison();
-      AttentionInputs in = qkv(device_view(dq.get(), DType::bf16, {B, Q, H, D}),
-                               device_view(dk.get(), DType::bf16, {B, K, Hkv, D}),
-                               device_view(dv.get(), DType::bf16, {B, K, Hkv, Dv}));
+      TensorView qv = device_view(dq.get(), s.dtype, {B, Q, H, D});
+      qv.strides = {Q * q_row, q_row, D, 1};
+      AttentionInputs in = qkv(qv, device_view(dk.get(), s.dtype, {B, K, Hkv, D}),
+                               device_view(dv.get(), s.dtype, {B, K, Hkv, Dv}));
       if (st.packed) {
         in.cu_seqlens_q = view(dcu.get(), {static_cast<int64_t>(cu.size())}, Device::cuda);
         in.cu_seqlens_k = in.cu_seqlens_q;
       }
-      const int64_t launches = cuda::attention_sm90_launches;
-      attention_forward(c, in, device_view(dout.get(), DType::bf16, {B, Q, H, Dv}),
+      if (st.shared_positions)  // both runs: they place the causal mask too
+        in.q_positions = in.k_positions = view(dshared.get(), {Q}, Device::cuda);
+      const int64_t launches = cuda::attention_sm90_launches, rotations = cuda::attention_sm90_q_rotations;
+      attention_forward(c, in, device_view(dout.get(), s.dtype, {B, Q, H, Dv}),
                         view(dlse.get(), {B, H, Q}, Device::cuda));
-      outs[run] = dout.to_host(), lses[run] = dlse.to_host();
+      outs[run] = dout.to_host();
+      const std::vector<float> lse = dlse.to_host();
+      lses[run].resize(lse.size());
+      std::memcpy(lses[run].data(), lse.data(), 4 * lse.size());
       ASSERT_EQ(cuda::attention_sm90_launches - launches, 1) << "run " << run << " not on the sm_90a kernel";
+      ASSERT_EQ(cuda::attention_sm90_q_rotations - rotations, run == 0 ? 1 : 0) << "run " << run;
     }
     EXPECT_EQ(outs[0], outs[1]);
-    for (size_t i = 0; i < lses[0].size(); ++i) {
-      if (std::isnan(lses[0][i])) continue;  // rows of no sequence (packed): neither run writes them
-      ASSERT_EQ(lses[0][i], lses[1][i]) << "lse " << i;
-    }
+    EXPECT_EQ(lses[0], lses[1]);
   }
 }
 
