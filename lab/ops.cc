@@ -95,6 +95,19 @@ void crossentropy_backward(float* dlogits, const float* probs, const int32_t* ta
   kernels::crossentropy_backward(dlogits, probs, targets, kIgnoreTarget, dloss, N, V);
 }
 
+void read_ahead(const float* p, int64_t n) {
+  constexpr int64_t kLine = 16;  // floats
+  // Four lines per step into four running sums, so that no load waits on another's add; the volatile store
+  // keeps the loads.
+  float sum[4] = {};
+  int64_t i = 0;
+  for (; i + 4 * kLine <= n; i += 4 * kLine)
+    for (int s = 0; s < 4; ++s) sum[s] += p[i + s * kLine];
+  for (; i < n; i += kLine) sum[0] += p[i];
+  volatile float sink = sum[0] + sum[1] + sum[2] + sum[3];
+  (void)sink;
+}
+
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N,
                        int64_t C) {
   posenc::parallel_chunks(N, C, [&](int64_t n0, int64_t n1) {

@@ -82,6 +82,13 @@ void crossentropy_forward(float* probs, float* losses, const float* logits, cons
 void crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss, int64_t N,
                            int64_t V);
 
+// Reads one float per 64 bytes of [p, p + n), in order, and nothing more: brings an array that the forward
+// wrote long before (streamed to memory, or evicted to L3) into the caches in one sequential pass, which the
+// hardware's stream prefetcher follows, ahead of a product whose tiles read it in their own order (6 rows x
+// 4 lines at a time, 1 KiB apart, a strip of columns at a time) at the end of each tile, where each miss
+// stalls the tile. No effect on any result.
+void read_ahead(const float* p, int64_t n);
+
 // out (N, C) = scale * wte[tokens[n]]   (wte (V, C))
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, float scale, int64_t N,
                        int64_t C);
