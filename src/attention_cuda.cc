@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/attention_plan.h"
 #include "src/check.h"
 #include "src/rope_plan.h"
 
@@ -350,8 +351,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   if (config.chunk < 0) fail_arg(kOp, "chunk", config.chunk, "must be >= 0 (0 = no chunks)");
   if (!std::isfinite(config.softcap) || config.softcap < 0)
     fail_arg(kOp, "softcap", config.softcap, "must be finite and >= 0 (0 = none)");
-  const double scale = config.scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  check_finite(kOp, "scale", scale);
+  const float scale = attention_scale(config, D);
   check_temperature(config.query_temperature);
 
   cuda::AttentionLaunch l;
@@ -362,7 +362,7 @@ void run(const AttentionConfig& config, const AttentionInputs& in, const ViewSha
   copy_strides(out, l.out_strides);
   if (lse_data != nullptr)
     l.lse = static_cast<float*>(const_cast<void*>(lse_data)), copy_strides(lse, l.lse_strides);
-  l.scale = static_cast<float>(scale);
+  l.scale = scale;
   l.mask = {config.causal, config.window, config.chunk};
   l.softcap = static_cast<float>(config.softcap);
   l.temperature = config.query_temperature;

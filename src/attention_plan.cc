@@ -52,9 +52,7 @@ void AttentionPlan::set_inputs(const AttentionInputs& in) {
     fail(kOp, "q has ", H, " heads and k has ", Hkv,
          ": the query heads must be a multiple of the key/value heads");
   if (config.window < 0) fail_arg(kOp, "window", config.window, "must be >= 0 (0 = no window)");
-  const double s = config.scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  check_finite(kOp, "scale", s);
-  scale = static_cast<float>(s);
+  scale = attention_scale(config, D);
   causal = config.causal;
   window = config.window;
 
@@ -312,6 +310,15 @@ void AttentionPlan::set_transformer_xl() {
   transformer_xl_.n = n;
   transformer_xl_.delta = delta_.get();
   transformer_xl = &transformer_xl_;
+}
+
+float attention_scale(const AttentionConfig& config, int64_t D) {
+  const double s = config.scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
+  check_finite(kOp, "scale", s);
+  if (std::abs(s) > 1e6)
+    fail_arg(kOp, "scale", s,
+             "must be within [-1e6, 1e6] (the scores would overflow the softmax's fp32 range)");
+  return static_cast<float>(s);
 }
 
 }  // namespace posenc::detail

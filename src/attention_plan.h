@@ -134,4 +134,9 @@ class AttentionPlan {
 // backend. attention_forward and KVCache::attend share it.
 void attention_forward_planned(const AttentionPlan& plan, TensorView out, TensorView lse);
 
+// The softmax scale of a call with heads of D: the config's, or 1 / sqrt(D); refused (naming `scale`) unless
+// finite with |scale| <= 1e6, where fp32 scores times log2(e) stay in range for rows of modest size (the CPU
+// and CUDA kernels take the exponent in base 2).
+float attention_scale(const AttentionConfig& config, int64_t D);
+
 }  // namespace posenc::detail

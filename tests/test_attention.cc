@@ -246,6 +246,10 @@ TEST(Attention, BadInputIsRejectedAndNothingIsWritten) {
   cfg.window = 0;
   cfg.scale = NAN;
   expect(cfg, in, view(out.data(), {1, 2, 4, D}), "scale = nan");
+  cfg.scale = 3.4e38;  // finite, but a score of ones times it overflows the softmax's range
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "scale = 3.4e+38");
+  cfg.scale = -2e6;
+  expect(cfg, in, view(out.data(), {1, 2, 4, D}), "scale = -2000000");
   cfg.scale.reset();
   cfg.bias.kind = AttentionBias::Kind::alibi;
   cfg.bias.alibi.heads = 3;

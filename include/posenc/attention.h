@@ -82,8 +82,10 @@ struct AttentionConfig {
   // > 0: a sliding window; keys with |q_pos - k_pos| >= window are masked (with causal, the last
   // `window` positions including the query's own, as Mistral's sliding window).
   int64_t window = 0;
-  std::optional<double> scale;  // default 1 / sqrt(D)
-  const Rope* rope = nullptr;   // optional rotary encoding of q and k
+  // Default 1 / sqrt(D); finite, |scale| <= 1e6 (past it a score of unit-sized rows overflows the fp32
+  // softmax's range, whose exponent is taken in base 2: NaN, never a number).
+  std::optional<double> scale;
+  const Rope* rope = nullptr;  // optional rotary encoding of q and k
   // RoPE rotates dims [rope_offset, rope_offset + rope.head_dim) of every q/k head; the others pass.
   // 0 with rope.head_dim == D rotates the whole head. DeepSeek-V2/V3: the last qk_rope_head_dim = 64
   // of 192 (rope_offset 128, interleaved layout); absorbed MLA: [512, 576).
