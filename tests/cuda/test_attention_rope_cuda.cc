@@ -98,17 +98,18 @@ TEST(AttentionRopeCuda, BackwardIntoGradientIsTheRotationRoundedOnce) {
       }
 }
 
-// q or k (B, T, heads, D) bf16 bits with the range [offset, offset + rope.head_dim) of each head rotated as
-// the device's rotation kernel rotates it (the host emulation, bit for bit); positions (B, T).
-std::vector<uint16_t> rotated_range(const Rope& rope, int64_t offset, const std::vector<uint16_t>& x,
-                                    const std::vector<int64_t>& positions, int64_t B, int64_t T,
-                                    int64_t heads, int64_t D) {
+// q or k (B, T, heads, D) bits of `dtype` (bf16 or fp16) with the range [offset, offset + rope.head_dim) of
+// each head rotated as the device's rotation kernel rotates it (the host emulation, bit for bit); positions
+// (B, T).
+std::vector<uint16_t> rotated_range(const Rope& rope, int64_t offset, DType dtype,
+                                    const std::vector<uint16_t>& x, const std::vector<int64_t>& positions,
+                                    int64_t B, int64_t T, int64_t heads, int64_t D) {
   const int64_t dim = rope.config().head_dim;
   std::vector<uint16_t> range(B * T * heads * dim);
   for (int64_t r = 0; r < B * T * heads; ++r)
     std::copy_n(x.begin() + r * D + offset, dim, range.begin() + r * dim);
-  range = emulate_cuda_rope(rope.frequencies(), rope.config().layout, dim, DType::bf16, range, positions, B,
-                            T, heads, false);
+  range = emulate_cuda_rope(rope.frequencies(), rope.config().layout, dim, dtype, range, positions, B, T,
+                            heads, false);
   std::vector<uint16_t> y = x;
   for (int64_t r = 0; r < B * T * heads; ++r)
     std::copy_n(range.begin() + r * dim, dim, y.begin() + r * D + offset);
@@ -149,7 +150,7 @@ void check_placement(const Placement& pl) {
     std::vector<int64_t> bp(B * T);
     for (int64_t b = 0; b < B; ++b) std::copy(p.begin(), p.end(), bp.begin() + b * T);
     const std::vector<uint16_t> bits =
-        pl.rope_dim == 0 ? x : rotated_range(rope, pl.offset, x, bp, B, T, heads, D);
+        pl.rope_dim == 0 ? x : rotated_range(rope, pl.offset, DType::bf16, x, bp, B, T, heads, D);
     std::vector<float> y(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) y[i] = kBf16.value(bits[i]);
     return y;
@@ -308,19 +309,8 @@ TEST(AttentionRopeCuda, Sm90KernelRotatesQAsTheRotatedCopy) {
     for (int64_t i = 0; i < Q; ++i) shared[i] = 1000 + 3 * i;
     if (st.shared_positions)
       for (int64_t i = 0; i < B * Q; ++i) q_pos[i] = k_pos[i] = shared[i % Q];
-    const auto rotated = [&](const std::vector<uint16_t>& x, const std::vector<int64_t>& pos, int64_t T,
-                             int64_t heads) {
-      std::vector<uint16_t> bits = x;  // the emulation rounds to bf16 or fp16 by the dtype it is given
-      RopeFrequencies f = rope.frequencies();
-      std::vector<uint16_t> range(B * T * heads * st.rope_dim);
-      for (int64_t r = 0; r < B * T * heads; ++r)
-        std::copy_n(x.begin() + r * D + st.offset, st.rope_dim, range.begin() + r * st.rope_dim);
-      range = emulate_cuda_rope(f, st.layout, st.rope_dim, s.dtype, range, pos, 1, B * T, heads, false);
-      for (int64_t r = 0; r < B * T * heads; ++r)
-        std::copy_n(range.begin() + r * st.rope_dim, st.rope_dim, bits.begin() + r * D + st.offset);
-      return bits;
-    };
-    const std::vector<uint16_t> q_rot = rotated(q, q_pos, Q, H), k_rot = rotated(k, k_pos, K, Hkv);
+    const std::vector<uint16_t> q_rot = rotated_range(rope, st.offset, s.dtype, q, q_pos, 1, B * Q, H, D),
+                                k_rot = rotated_range(rope, st.offset, s.dtype, k, k_pos, 1, B * K, Hkv, D);
     // q's tokens at q_row elements apart (the other elements 0), as a view of a fused buffer would have them.
     const auto spread = [&](const std::vector<uint16_t>& x) {
       std::vector<uint16_t> y(B * Q * q_row, 0);
